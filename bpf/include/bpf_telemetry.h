@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * bpf_telemetry.h - accumulator helpers for ktelemetry BPF programs.
+ *
+ * Source-compatible with the header Android's "collect kernel telemetry with
+ * eBPF" framework ships, so a program written for it compiles here unchanged.
+ *
+ * Histogram convention (docs/architecture.md, "Histogram convention"):
+ * 32 buckets of u64 counts, log2, upper-inclusive:
+ *   bucket 0        holds v <= 1
+ *   bucket k 1..30  holds 2^(k-1) < v <= 2^k      (upper bound le = 2^k)
+ *   bucket 31       holds v > 2^30                (overflow, exported as +Inf)
+ * This is ceil(log2(v)) clamped, the ebpf_exporter "exp2" scheme, and maps
+ * exactly onto Prometheus native histograms of schema 0 and OpenTelemetry
+ * exponential histograms of scale 0 (OTel index = k - 1).
+ */
+#ifndef BPF_TELEMETRY_H
+#define BPF_TELEMETRY_H
+
+#ifndef KTEL_KERNEL_TYPES_H
+#include <ktel_kernel_types.h>
+#endif
+#include <bpf/bpf_helpers.h>
+
+#define BPF_TELEMETRY_NUM_BUCKETS 32
+#define BPF_TELEMETRY_OVERFLOW_BUCKET 31
+#define BPF_TELEMETRY_INVALID_BUCKET 0xffffffffU
+
+/*
+ * The value type of every histogram map. The decoder recognises a struct with
+ * a `buckets` array as a histogram. A struct that also has a u64 `sum` member
+ * right after it (struct accumulator_value_sum) exports the sum too.
+ */
+struct accumulator_value {
+	__u64 buckets[BPF_TELEMETRY_NUM_BUCKETS];
+};
+
+struct accumulator_value_sum {
+	__u64 buckets[BPF_TELEMETRY_NUM_BUCKETS];
+	__u64 sum;
+};
+
+/*
+ * Durations whose end came before their start (clock or pairing trouble) are
+ * never bucketed; they are counted here. The daemon reads this from the
+ * object's .bss map and exports it as self-telemetry.
+ */
+__u64 ktel_invalid_durations = 0;
+
+/*
+ * Keep a type in the object's BTF even when no map or function refers to it,
+ * so the daemon can name it in a descriptor (for example the enum that labels
+ * a dimension whose key member is a plain u32). libbpf skips the section.
+ */
+#define KTEL_EXPORT_TYPE(type, name)                                           \
+	type *__ktel_type_##name __attribute__((section(".ktel.types"), used))
+
+/* Bucket index of v under the convention above. Bounded, no loops. */
+static __always_inline __u32 ktel_log2_bucket(__u64 v)
+{
+	__u64 x;
+	__u32 k = 0;
+
+	if (v <= 1)
+		return 0;
+	if (v > (1ULL << 30))
+		return BPF_TELEMETRY_OVERFLOW_BUCKET;
+	/* v in [2, 2^30]: bucket = floor(log2(v - 1)) + 1 = ceil(log2(v)). */
+	x = v - 1;
+	if (x >= (1ULL << 16)) { x >>= 16; k += 16; }
+	if (x >= (1ULL << 8)) { x >>= 8; k += 8; }
+	if (x >= (1ULL << 4)) { x >>= 4; k += 4; }
+	if (x >= (1ULL << 2)) { x >>= 2; k += 2; }
+	if (x >= (1ULL << 1)) { k += 1; }
+	return k + 1;
+}
+
+#define GET_BUCKET(value) ktel_log2_bucket((__u64)(value))
+
+/* Remember the start time for key unless one is already there. */
+#define SAVE_FIRST_START_TIME(start_map, key)                                  \
+	({                                                                     \
+		__u64 __ktel_now = bpf_ktime_get_ns();                         \
+		bpf_map_update_elem(&(start_map), (key), &__ktel_now,          \
+				    BPF_NOEXIST);                              \
+	})
+
+/*
+ * Bucket of the microseconds elapsed since the start saved for key, deleting
+ * that start. BPF_TELEMETRY_INVALID_BUCKET when no start was saved or the
+ * clock went backwards (the latter is counted in ktel_invalid_durations).
+ */
+#define GET_LATENCY_BUCKET(start_map, key)                                     \
+	({                                                                     \
+		__u32 __ktel_bucket = BPF_TELEMETRY_INVALID_BUCKET;            \
+		__u64 *__ktel_start = bpf_map_lookup_elem(&(start_map), (key)); \
+		if (__ktel_start) {                                            \
+			__u64 __ktel_begin = *__ktel_start;                    \
+			__u64 __ktel_end = bpf_ktime_get_ns();                 \
+			bpf_map_delete_elem(&(start_map), (key));              \
+			if (__ktel_end >= __ktel_begin)                        \
+				__ktel_bucket = GET_BUCKET(                    \
+					(__ktel_end - __ktel_begin) / 1000);   \
+			else                                                   \
+				__sync_fetch_and_add(&ktel_invalid_durations, 1); \
+		}                                                              \
+		__ktel_bucket;                                                 \
+	})
+
+/*
+ * Return the histogram for key, creating a zeroed one when missing. Works for
+ * any value type whose first member is the bucket array.
+ */
+#define ktel_get_or_create(map, key, value_type)                               \
+	({                                                                     \
+		value_type *__ktel_v = bpf_map_lookup_elem(&(map), (key));     \
+		if (!__ktel_v) {                                               \
+			value_type __ktel_zero = {};                           \
+			bpf_map_update_elem(&(map), (key), &__ktel_zero,       \
+					    BPF_NOEXIST);                      \
+			__ktel_v = bpf_map_lookup_elem(&(map), (key));         \
+		}                                                              \
+		__ktel_v;                                                      \
+	})
+
+/* Add one to bucket of the histogram at key, creating it when missing. */
+#define INCREMENT_ACCUMULATOR(map, key, bucket)                                \
+	({                                                                     \
+		__u32 __ktel_b = (bucket);                                     \
+		struct accumulator_value *__ktel_acc =                         \
+			ktel_get_or_create(map, key, struct accumulator_value); \
+		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS)        \
+			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1); \
+	})
+
+/* Record value (bucketed with GET_BUCKET) and add it to the sum. */
+#define INCREMENT_ACCUMULATOR_SUM(map, key, value)                             \
+	({                                                                     \
+		__u64 __ktel_val = (value);                                    \
+		__u32 __ktel_b = GET_BUCKET(__ktel_val);                       \
+		struct accumulator_value_sum *__ktel_acc = ktel_get_or_create( \
+			map, key, struct accumulator_value_sum);               \
+		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {      \
+			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1); \
+			__sync_fetch_and_add(&__ktel_acc->sum, __ktel_val);    \
+		}                                                              \
+	})
+
+/*
+ * Process state, numbered exactly like the ProcessState enum of Android's
+ * DirectReclaimLatency atom. The decoder labels dimensions with these names.
+ */
+enum process_state {
+	PROCESS_STATE_UNSPECIFIED = 0,
+	STATE_NATIVE = 1,
+	STATE_SYSTEM = 2,
+	STATE_PERSISTENT = 3,
+	STATE_FOREGROUND = 4,
+	STATE_VISIBLE = 5,
+	STATE_PERCEPTIBLE = 6,
+	STATE_SERVICE_BACKGROUND = 7,
+	STATE_CACHED = 8,
+};
+
+/*
+ * Thresholds on oom_score_adj, from Android's ProcessList values:
+ *   adj <  -900                 STATE_NATIVE      (NATIVE_ADJ -1000)
+ *   -900 <= adj < -800          STATE_SYSTEM      (SYSTEM_ADJ -900)
+ *   -800 <= adj < 0             STATE_PERSISTENT  (PERSISTENT_PROC_ADJ -800,
+ *                                                  PERSISTENT_SERVICE_ADJ -700)
+ *   0    <= adj < 100           STATE_FOREGROUND  (FOREGROUND_APP_ADJ 0)
+ *   100  <= adj < 200           STATE_VISIBLE     (VISIBLE_APP_ADJ 100)
+ *   200  <= adj < 300           STATE_PERCEPTIBLE (PERCEPTIBLE_APP_ADJ 200,
+ *                                                  PERCEPTIBLE_LOW_APP_ADJ 250)
+ *   300  <= adj < 900           STATE_SERVICE_BACKGROUND (BACKUP 300,
+ *                     HEAVY_WEIGHT 400, SERVICE 500, HOME 600, PREVIOUS 700,
+ *                     SERVICE_B 800)
+ *   adj >= 900                  STATE_CACHED      (CACHED_APP_MIN 900 .. 999)
+ * On a plain Linux server nearly every task has adj 0 (STATE_FOREGROUND);
+ * systemd-oomd and container runtimes move some up or down.
+ */
+KTEL_EXPORT_TYPE(enum process_state, process_state);
+
+#define KTEL_ADJ_SYSTEM (-900)
+#define KTEL_ADJ_PERSISTENT (-800)
+#define KTEL_ADJ_FOREGROUND 0
+#define KTEL_ADJ_VISIBLE 100
+#define KTEL_ADJ_PERCEPTIBLE 200
+#define KTEL_ADJ_SERVICE_BACKGROUND 300
+#define KTEL_ADJ_CACHED 900
+
+static __always_inline enum process_state get_process_state(int oom_score_adj)
+{
+	if (oom_score_adj < KTEL_ADJ_SYSTEM)
+		return STATE_NATIVE;
+	if (oom_score_adj < KTEL_ADJ_PERSISTENT)
+		return STATE_SYSTEM;
+	if (oom_score_adj < KTEL_ADJ_FOREGROUND)
+		return STATE_PERSISTENT;
+	if (oom_score_adj < KTEL_ADJ_VISIBLE)
+		return STATE_FOREGROUND;
+	if (oom_score_adj < KTEL_ADJ_PERCEPTIBLE)
+		return STATE_VISIBLE;
+	if (oom_score_adj < KTEL_ADJ_SERVICE_BACKGROUND)
+		return STATE_PERCEPTIBLE;
+	if (oom_score_adj < KTEL_ADJ_CACHED)
+		return STATE_SERVICE_BACKGROUND;
+	return STATE_CACHED;
+}
+
+#endif /* BPF_TELEMETRY_H */

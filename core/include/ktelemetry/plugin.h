@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * ktelemetry plugin ABI.
+ *
+ * A plugin is a shared object that exports exactly one const symbol,
+ * `ktel_plugin` (KTEL_PLUGIN_SYMBOL), of type struct ktel_plugin_desc. It is
+ * data only: the daemon never calls code in a plugin. Everything it needs -
+ * the embedded BPF ELF object and the description of the metrics the object's
+ * maps hold - is in the descriptor.
+ *
+ * Versioning: abi_major changes break compatibility and are refused; minor
+ * versions only append fields at the end of a struct. Every struct carries its
+ * own size, so a newer daemon reads an older plugin's fields only when the size
+ * says they exist, and an older daemon ignores fields it does not know.
+ *
+ * This is the only header a plugin includes. Write a descriptor with the
+ * KTEL_PLUGIN() macro (see docs/plugin-authoring.md).
+ */
+#ifndef KTELEMETRY_PLUGIN_H
+#define KTELEMETRY_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KTEL_PLUGIN_ABI_MAJOR 1
+#define KTEL_PLUGIN_ABI_MINOR 0
+#define KTEL_PLUGIN_SYMBOL "ktel_plugin"
+
+/* How the daemon consumes a metric's map. */
+enum ktel_metric_model {
+	KTEL_MODEL_ACCUMULATOR = 1, /* pulled on a timer: histograms, counters */
+	KTEL_MODEL_STREAM = 2,      /* BPF ring buffer of events */
+};
+
+/* Bucket scheme of a histogram value (a struct with a `buckets` array). */
+enum ktel_hist_scheme {
+	KTEL_HIST_NONE = 0,        /* the value is not a histogram */
+	KTEL_HIST_LOG2 = 1,        /* project convention: upper-inclusive log2,
+				    * bucket 0 <= 1, k: (2^(k-1), 2^k], last +Inf */
+	KTEL_HIST_LOG2_FLOOR = 2,  /* libbpf-tools: slot s = [2^s, 2^(s+1)) */
+	KTEL_HIST_LINEAR = 3,      /* bucket k: [min + k*step, min + (k+1)*step) */
+};
+
+/* What the integer members of a non-histogram value mean. */
+enum ktel_value_kind {
+	KTEL_VALUE_COUNTER = 0, /* monotonic: deltas are emitted */
+	KTEL_VALUE_GAUGE = 1,   /* current level: emitted as read */
+};
+
+/*
+ * One dimension of a metric: a member of the map's key struct.
+ * key_member names the member (dotted path for nested structs); label_enum
+ * optionally names a BTF enum in the object whose enumerators label the
+ * values; label_map optionally names a BPF map (u32 id -> char name[N]) that
+ * the kernel side fills, so strings travel as small integer ids.
+ */
+struct ktel_dimension_desc {
+	const char *name;       /* field name in records, e.g. "process_state" */
+	const char *key_member; /* member of the key struct; NULL: same as name */
+	const char *label_enum; /* BTF enum type name, or NULL */
+	const char *label_map;  /* BPF map name of an id -> name map, or NULL */
+};
+
+/*
+ * One metric: a map of the BPF object and how to read it.
+ */
+struct ktel_metric_desc {
+	uint32_t struct_size;           /* sizeof(struct ktel_metric_desc) */
+	const char *name;               /* unique metric name, e.g. "direct_reclaim_latency" */
+	const char *atom_name;          /* e.g. "DirectReclaimLatency" */
+	uint32_t atom_id;               /* statsd atom id */
+	const char *map_name;           /* BPF map holding the metric */
+	enum ktel_metric_model model;
+	const char *unit;               /* "us", "bytes", "events", ... */
+	enum ktel_hist_scheme scheme;   /* for histogram values */
+	int64_t linear_min;             /* KTEL_HIST_LINEAR only */
+	int64_t linear_step;            /* KTEL_HIST_LINEAR only */
+	enum ktel_value_kind value_kind; /* for integer (non-histogram) values */
+	const char *description;
+	const struct ktel_dimension_desc *dims;
+	uint32_t n_dims;
+	/* Stream metrics: BTF struct name of one event, and an optional per-CPU
+	 * array map (u32 -> u64) where the program counts failed reservations. */
+	const char *event_type;
+	const char *lost_map;
+	/* Optional: the programs this metric needs; all of the object's programs
+	 * when NULL. Used by enable/disable to attach/detach per metric. */
+	const char *const *programs;
+	uint32_t n_programs;
+};
+
+/*
+ * Program variants. Programs of the object that share a group are
+ * alternatives for one hook; the loader keeps the first one, in table order,
+ * whose attach target exists in the running kernel (and, when nr_args >= 0,
+ * whose tracepoint/function has exactly that many arguments) and turns
+ * autoload off for the others. Programs in no group are loaded when their
+ * target exists.
+ */
+struct ktel_prog_variant {
+	const char *group; /* e.g. "cma_start" */
+	const char *prog;  /* BPF program (function) name */
+	int32_t nr_args;   /* required argument count, or -1 for any */
+};
+
+/*
+ * Run-time settings of the BPF object: read-only globals (const volatile in
+ * .rodata) the daemon may set from the config before load.
+ */
+struct ktel_param_desc {
+	const char *name;        /* config key and .rodata variable name */
+	const char *description;
+	int64_t default_value;
+};
+
+struct ktel_plugin_desc {
+	uint16_t abi_major;             /* KTEL_PLUGIN_ABI_MAJOR */
+	uint16_t abi_minor;             /* KTEL_PLUGIN_ABI_MINOR */
+	uint32_t struct_size;           /* sizeof(struct ktel_plugin_desc) */
+	const char *name;               /* object name: pins are map_<name>_<map> */
+	const char *version;
+	const char *description;
+	const void *bpf_object;         /* embedded BPF ELF bytes */
+	size_t bpf_object_size;
+	const struct ktel_metric_desc *metrics;
+	uint32_t n_metrics;
+	const struct ktel_prog_variant *variants;
+	uint32_t n_variants;
+	const struct ktel_param_desc *params;
+	uint32_t n_params;
+};
+
+#define KTEL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define KTEL_PLUGIN_EXPORT __attribute__((visibility("default"), used))
+#else
+#define KTEL_PLUGIN_EXPORT
+#endif
+
+/*
+ * Define the plugin's descriptor. Usage:
+ *   KTEL_PLUGIN(.name = "x", .version = "1.0", .bpf_object = bytes, ...);
+ * ABI version and struct size are filled in.
+ */
+#define KTEL_PLUGIN(...)                                                       \
+	KTEL_PLUGIN_EXPORT const struct ktel_plugin_desc ktel_plugin = {       \
+		.abi_major = KTEL_PLUGIN_ABI_MAJOR,                            \
+		.abi_minor = KTEL_PLUGIN_ABI_MINOR,                            \
+		.struct_size = sizeof(struct ktel_plugin_desc),                \
+		__VA_ARGS__}
+
+/* Start a metric descriptor inside a metrics array. */
+#define KTEL_METRIC(...)                                                       \
+	{ .struct_size = sizeof(struct ktel_metric_desc), __VA_ARGS__ }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KTELEMETRY_PLUGIN_H */

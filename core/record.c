@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "record.h"
+
+#include <math.h>
+
+double ktel_hist_upper_bound(const struct ktel_histogram *h, uint32_t k, bool *ret_inf)
+{
+	bool last = k + 1 >= h->n_buckets;
+
+	*ret_inf = last;
+	if (last)
+		return INFINITY;
+	switch (h->scheme) {
+	case KTEL_HIST_LOG2_FLOOR:
+		/* slot k holds [2^k, 2^(k+1)): integers up to 2^(k+1) - 1. */
+		return ldexp(1.0, (int)k + 1) - 1.0;
+	case KTEL_HIST_LINEAR:
+		/* bucket k holds [min + k*step, min + (k+1)*step). */
+		return (double)(h->linear_min + (int64_t)(k + 1) * h->linear_step) - 1.0;
+	case KTEL_HIST_LOG2:
+	case KTEL_HIST_NONE:
+	default:
+		/* bucket 0: v <= 1; bucket k: 2^(k-1) < v <= 2^k. */
+		return k == 0 ? 1.0 : ldexp(1.0, (int)k);
+	}
+}
+
+uint64_t ktel_hist_count(const struct ktel_histogram *h)
+{
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < h->n_buckets; k++)
+		n += h->counts[k];
+	return n;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Sink interface (design 4.8). A sink type is a table of operations; a sink
+ * instance is created by name from its JSON options. All calls happen on the
+ * daemon's libuv loop thread. submit() never blocks: it formats the records
+ * into the instance's own bounded queue and returns; I/O happens later on the
+ * loop (uv_fs_*, uv_udp_send, uv_write). When the queue is full the records
+ * are dropped and counted, never the caller delayed.
+ */
+#ifndef KTEL_SINK_H
+#define KTEL_SINK_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "error.h"
+#include "record.h"
+
+struct ktel_sink_stats {
+	uint64_t sent;       /* records handed to the transport */
+	uint64_t dropped;    /* records dropped: queue full, peer down, too big */
+	uint64_t errors;     /* I/O errors */
+	uint64_t reconnects; /* transport re-opened after a failure */
+	uint64_t queued;     /* bytes or records waiting now */
+};
+
+typedef void (*ktel_sink_closed_cb)(void *ctx);
+
+struct ktel_sink_ops {
+	const char *type; /* the "type" in config: "json", "statsd", ... */
+	/* Create an instance. opts is the sink's config object (validated by
+	 * the config module); ret_priv receives the instance. */
+	int (*create)(uv_loop_t *loop, const char *name, const json_t *opts,
+		      void **ret_priv, struct ktel_err *err);
+	/* Queue records for output; never blocks. */
+	void (*submit)(void *priv, const struct ktel_record *recs, size_t n);
+	/* Flush what can be flushed within timeout_ms, release everything and
+	 * call done(ctx) exactly once (possibly before returning). Unflushed
+	 * data is counted in stats as dropped before done is called. */
+	void (*close)(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx);
+	void (*stats)(void *priv, struct ktel_sink_stats *ret);
+};
+
+/* The sink types built into the daemon (sinks/sinks.c), NULL-terminated. */
+extern const struct ktel_sink_ops *const ktel_sink_types[];
+
+/* Find a sink type by name, or NULL. */
+const struct ktel_sink_ops *ktel_sink_type_find(const char *type);
+
+#endif /* KTEL_SINK_H */

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * CompactionDuration: time spent compacting one zone (compact_zone(), between
+ * the mm_compaction_begin and mm_compaction_end tracepoints), system-wide, in
+ * microseconds. Both tracepoints fire in the same task, so the start is keyed
+ * by thread id.
+ */
+#include <ktel_kernel_types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf_telemetry.h>
+
+struct compaction_key {
+	__u32 reserved; /* system-wide: always 0 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} compaction_start_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct compaction_key);
+	__type(value, struct accumulator_value);
+} compaction_duration_map SEC(".maps");
+
+SEC("tp_btf/mm_compaction_begin")
+int compaction_begin(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	SAVE_FIRST_START_TIME(compaction_start_map, &tid);
+	return 0;
+}
+
+SEC("tp_btf/mm_compaction_end")
+int compaction_end(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct compaction_key key = {};
+	__u32 bucket = GET_LATENCY_BUCKET(compaction_start_map, &tid);
+
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return 0;
+	INCREMENT_ACCUMULATOR(compaction_duration_map, &key, bucket);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

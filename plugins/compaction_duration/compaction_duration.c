@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* CompactionDuration: per-zone compaction time, system-wide, in microseconds. */
+#include <ktelemetry/plugin.h>
+
+#include "compaction_duration.bpf.h"
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "compaction_duration",
+		    .atom_name = "CompactionDuration",
+		    .atom_id = 100002, /* OEM range; see docs/atoms.proto */
+		    .map_name = "compaction_duration_map",
+		    .model = KTEL_MODEL_ACCUMULATOR,
+		    .unit = "us",
+		    .scheme = KTEL_HIST_LOG2,
+		    .description = "Memory compaction duration per zone, system-wide"),
+};
+
+KTEL_PLUGIN(.name = "compaction_duration",
+	    .version = "1.0",
+	    .description = "Memory compaction duration (Android CompactionDuration atom)",
+	    .bpf_object = ktel_bpf_object,
+	    .bpf_object_size = sizeof(ktel_bpf_object),
+	    .metrics = metrics,
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics));

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * DirectReclaimLatency: time a task spends in direct reclaim, in microseconds,
+ * by the process state its oom_score_adj maps to. The BPF program is the
+ * example from Android's documentation, unchanged.
+ */
+#include <ktelemetry/plugin.h>
+
+#include "direct_reclaim_latency.bpf.h"
+
+static const struct ktel_dimension_desc dims[] = {
+	{.name = "process_state", .label_enum = "process_state"},
+};
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "direct_reclaim_latency",
+		    .atom_name = "DirectReclaimLatency",
+		    .atom_id = 100001, /* OEM range; see docs/atoms.proto */
+		    .map_name = "direct_reclaim_latency_map",
+		    .model = KTEL_MODEL_ACCUMULATOR,
+		    .unit = "us",
+		    .scheme = KTEL_HIST_LOG2,
+		    .description = "Direct reclaim duration per task, by process state",
+		    .dims = dims,
+		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+};
+
+KTEL_PLUGIN(.name = "direct_reclaim_latency",
+	    .version = "1.0",
+	    .description = "Direct reclaim latency (Android DirectReclaimLatency atom)",
+	    .bpf_object = ktel_bpf_object,
+	    .bpf_object_size = sizeof(ktel_bpf_object),
+	    .metrics = metrics,
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics));

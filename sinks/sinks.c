@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The table of sink types the daemon knows. Add a sink: one line here. */
+#include <string.h>
+
+#include "sink.h"
+
+extern const struct ktel_sink_ops ktel_json_sink_ops;
+
+const struct ktel_sink_ops *const ktel_sink_types[] = {
+	&ktel_json_sink_ops,
+	NULL,
+};
+
+const struct ktel_sink_ops *ktel_sink_type_find(const char *type)
+{
+	for (size_t i = 0; ktel_sink_types[i]; i++)
+		if (strcmp(ktel_sink_types[i]->type, type) == 0)
+			return ktel_sink_types[i];
+	return NULL;
+}

@@ -1,0 +1,49 @@
+# Shared by tools/run and tools/test: install what is missing, build.
+# shellcheck shell=bash
+set -euo pipefail
+
+KTEL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Debian packages the project builds and tests with.
+KTEL_PACKAGES=(cmake make gcc pkg-config clang llvm libbpf-dev libelf-dev zlib1g-dev
+  libjansson-dev libuv1-dev libcmocka-dev bpftool valgrind)
+
+ktel_log() { printf '==> %s\n' "$*" >&2; }
+
+# Install the Debian packages in "$@" that are not installed yet.
+ktel_install_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    ktel_log "missing packages: ${missing[*]} (run as root, or install them with apt-get)"
+    return 1
+  fi
+  ktel_log "installing: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Mount bpffs and tracefs when they are missing (root only).
+ktel_mount_fs() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  if ! mountpoint -q /sys/fs/bpf; then
+    mount -t bpf bpf /sys/fs/bpf
+  fi
+  if ! mountpoint -q /sys/kernel/tracing; then
+    mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
+  fi
+}
+
+# ktel_build DIR [cmake args...]: configure (once) and build into DIR.
+ktel_build() {
+  local dir=$1; shift
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    ktel_log "configuring $dir"
+    cmake -S "$KTEL_ROOT" -B "$dir" "$@" >/dev/null
+  fi
+  ktel_log "building $dir"
+  cmake --build "$dir" -j"$(nproc)" -- --no-print-directory >/dev/null
+}
