@@ -22,15 +22,20 @@ int ktel_err_set(struct ktel_err *err, int code, const char *fmt, ...)
 
 int ktel_err_prefix(struct ktel_err *err, const char *fmt, ...)
 {
-	char prefix[KTEL_ERR_MSG_MAX], old[KTEL_ERR_MSG_MAX];
+	char old[KTEL_ERR_MSG_MAX];
+	size_t len;
 	va_list ap;
+	int n;
 
 	if (!err)
 		return 0;
-	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof(prefix), fmt, ap);
-	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s%s", prefix, old);
+	va_start(ap, fmt);
+	n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	len = n < 0 ? 0 : (size_t)n;
+	if (len < sizeof(err->msg) - 1)
+		snprintf(err->msg + len, sizeof(err->msg) - len, "%.*s",
+			 (int)(sizeof(err->msg) - len - 1), old);
 	return -err->code;
 }
