@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Per-device configuration (design 4.9): one JSON document, validated strictly
+ * against a table of keys (config_schema[] in config.c) that is also the source
+ * of docs/config.md (`ktelemetryd --config-doc`), so the two cannot drift.
+ *
+ * Validation reports every error of a file in one pass, each naming the JSON
+ * path and the expected form:
+ *   sinks.statsd.port: expected integer 1..65535, got "abc"
+ * A config is either wholly valid or rejected: callers never see half a model.
+ */
+#ifndef KTEL_CONFIG_H
+#define KTEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "error.h"
+
+struct ktel_metric_cfg {
+	char *name;
+	bool enabled;
+	uint64_t interval_ms;
+	bool emit_zero;
+	uint64_t lease_ms;  /* 0: no lease; else disable again after this long */
+	char **sinks;       /* NULL: every sink */
+	size_t n_sinks;
+	json_t *params;     /* plugin run-time settings (BPF .rodata), or NULL */
+};
+
+struct ktel_sink_cfg {
+	char *name;
+	char *type;
+	json_t *options; /* the whole sink object, "type" included */
+};
+
+struct ktel_config {
+	char *source;         /* file path, or "<embedded default>" */
+	char **plugin_dirs;
+	size_t n_plugin_dirs;
+	char *pin_root;
+	gid_t pin_gid;
+	char *state_file;
+	char *control_socket;
+	gid_t control_gid;
+	uint64_t interval_ms; /* default pull interval */
+	bool emit_zero;       /* default zero-delta policy */
+	bool enable_new_plugins;
+	uint64_t sink_close_timeout_ms;
+	bool self_enabled;
+	uint64_t self_interval_ms;
+	char **self_sinks;
+	size_t n_self_sinks;
+	struct ktel_metric_cfg *metrics;
+	size_t n_metrics;
+	struct ktel_sink_cfg *sinks;
+	size_t n_sinks;
+};
+
+/* Every validation error of one document, in document order. */
+struct ktel_config_errors {
+	char **msgs;
+	size_t n;
+};
+
+/* Values substituted into strings: "${plugin_dir}" and "${build_dir}". */
+struct ktel_config_vars {
+	const char *plugin_dir;
+	const char *state_dir;
+};
+
+/*
+ * Parse and validate a document. On success *ret is a complete model. On
+ * failure returns -EINVAL with every error in errs (the caller frees it with
+ * ktel_config_errors__clear), or another -errno for I/O with err set.
+ */
+int ktel_config__load_file(const char *path, const struct ktel_config_vars *vars,
+			   struct ktel_config **ret, struct ktel_config_errors *errs,
+			   struct ktel_err *err);
+int ktel_config__load_string(const char *text, const char *source,
+			     const struct ktel_config_vars *vars, struct ktel_config **ret,
+			     struct ktel_config_errors *errs, struct ktel_err *err);
+void ktel_config__free(struct ktel_config *cfg);
+void ktel_config_errors__clear(struct ktel_config_errors *errs);
+
+/* The settings for a metric, or NULL when the config does not name it. */
+const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg,
+						  const char *name);
+
+/* Is the metric enabled: its own setting, else enable_new_plugins. */
+bool ktel_config__metric_enabled(const struct ktel_config *cfg, const char *name);
+
+/* Pull interval of a metric: its own, else the default. */
+uint64_t ktel_config__metric_interval(const struct ktel_config *cfg, const char *name);
+
+/* "10s", "250ms", "2m", "24h", "1d" -> milliseconds. */
+int ktel_parse_duration(const char *text, uint64_t *ret_ms);
+/* "512", "64KiB", "10MiB", "1GiB", "10MB" -> bytes. */
+int ktel_parse_size(const char *text, uint64_t *ret_bytes);
+
+/* Write the reference of every key (Markdown) generated from the schema. */
+int ktel_config__write_doc(FILE *out);
+
+/*
+ * Sink option schemas are owned by the sinks; sink types register the keys
+ * they accept so validation reports unknown or mistyped options with the rest.
+ */
+enum ktel_cfg_type {
+	KTEL_CFG_STRING = 1,
+	KTEL_CFG_BOOL,
+	KTEL_CFG_INT,
+	KTEL_CFG_DURATION,
+	KTEL_CFG_SIZE,
+	KTEL_CFG_STRING_ARRAY,
+	KTEL_CFG_GROUP,   /* group name or numeric gid */
+	KTEL_CFG_OBJECT,  /* nested keys in .children */
+	KTEL_CFG_MAP,     /* object of user-named objects, each per .children */
+	KTEL_CFG_ANY_OBJECT, /* free-form object (checked elsewhere) */
+	KTEL_CFG_ENUM,    /* string out of .choices */
+};
+
+struct ktel_cfg_key {
+	const char *name;
+	enum ktel_cfg_type type;
+	int64_t min, max;            /* KTEL_CFG_INT, DURATION(ms), SIZE */
+	const char *const *choices;  /* KTEL_CFG_ENUM, NULL-terminated */
+	const struct ktel_cfg_key *children; /* OBJECT / MAP, {NULL}-terminated */
+	const char *default_text;    /* for the docs */
+	const char *doc;
+};
+
+/* Sink-type option tables: {type, keys} pairs, NULL-terminated; set by the
+ * daemon from the sink registry before loading configs. */
+struct ktel_cfg_sink_schema {
+	const char *type;
+	const struct ktel_cfg_key *keys;
+};
+void ktel_config_set_sink_schemas(const struct ktel_cfg_sink_schema *schemas);
+
+#endif /* KTEL_CONFIG_H */
