@@ -1,0 +1,568 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "metric_pull.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "btf_layout.h"
+#include "map_reader.h"
+
+#define LABEL_MAP_MAX_IDS 256
+#define LABEL_MAX_LEN 64
+
+/* An id -> name map filled by the kernel side (strings travel as ids). */
+struct label_map {
+	struct ktel_map_reader *reader;
+	struct ktel_layout *key_layout, *value_layout;
+	const struct ktel_field *id_field, *name_field;
+	char names[LABEL_MAP_MAX_IDS][LABEL_MAX_LEN];
+	bool known[LABEL_MAP_MAX_IDS];
+};
+
+struct dim {
+	const char *name;
+	const struct ktel_field *field;
+	__s32 enum_id;        /* label from this BTF enum, or 0 */
+	struct label_map *lm; /* label from this id -> name map, or NULL */
+};
+
+struct ktel_metric_pull {
+	const struct ktel_metric_desc *md;
+	const struct btf *btf;
+	struct ktel_map_reader *reader;
+	struct ktel_layout *key_layout, *value_layout;
+	bool map_created;
+	struct dim dims[KTEL_MAX_DIMS];
+	uint32_t n_dims;
+	/* Values per key: histogram buckets (+ sum), or the integer members. */
+	const struct ktel_field **scalars;
+	char **scalar_names;
+	size_t n_scalars;
+	size_t n_values;
+	uint64_t *cur, *delta;
+	/* Output buffers, max_entries * records per key. */
+	struct ktel_record *recs, *totals;
+	size_t cap;
+	struct ktel_map_snapshot last;
+	bool have_last;
+	uint64_t window_start_boot;
+	int64_t window_start_wall;
+};
+
+/* ---- clocks and boot id ------------------------------------------------ */
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ktel_now_boottime_ns(void)
+{
+	return clock_ns(CLOCK_BOOTTIME);
+}
+
+int64_t ktel_now_wall_ns(void)
+{
+	return (int64_t)clock_ns(CLOCK_REALTIME);
+}
+
+const char *ktel_boot_id(void)
+{
+	static char id[64];
+	ssize_t n;
+	int fd;
+
+	if (id[0])
+		return id;
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, id, sizeof(id) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0) {
+		snprintf(id, sizeof(id), "unknown");
+		return id;
+	}
+	id[n] = '\0';
+	id[strcspn(id, "\n")] = '\0';
+	return id;
+}
+
+/* ---- resolution ---------------------------------------------------------- */
+
+static int map_layouts(const struct btf *btf, const struct bpf_map *map,
+		       struct ktel_layout **ret_key, struct ktel_layout **ret_value,
+		       struct ktel_err *err)
+{
+	__u32 kid = bpf_map__btf_key_type_id(map), vid = bpf_map__btf_value_type_id(map);
+	int r;
+
+	if (!kid || !vid)
+		return ktel_err_set(err, EINVAL, "map %s: no BTF key/value types "
+				    "(declare it with __type(key, ...) and __type(value, ...))",
+				    bpf_map__name(map));
+	r = ktel_layout__new(btf, kid, bpf_map__key_size(map), ret_key, err);
+	if (r)
+		return ktel_err_prefix(err, "map %s key: ", bpf_map__name(map));
+	r = ktel_layout__new(btf, vid, bpf_map__value_size(map), ret_value, err);
+	if (r) {
+		ktel_layout__free(*ret_key);
+		*ret_key = NULL;
+		return ktel_err_prefix(err, "map %s value: ", bpf_map__name(map));
+	}
+	return 0;
+}
+
+static void label_map_free(struct label_map *lm)
+{
+	if (!lm)
+		return;
+	ktel_map_reader__free(lm->reader);
+	ktel_layout__free(lm->key_layout);
+	ktel_layout__free(lm->value_layout);
+	free(lm);
+}
+
+static int label_map_new(struct bpf_object *obj, const char *name, struct label_map **ret,
+			 struct ktel_err *err)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, name);
+	struct label_map *lm;
+	int r;
+
+	if (!map)
+		return ktel_err_set(err, ENOENT, "label map %s not in the object", name);
+	lm = calloc(1, sizeof(*lm));
+	if (!lm)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	r = map_layouts(bpf_object__btf(obj), map, &lm->key_layout, &lm->value_layout, err);
+	if (r)
+		goto err_free;
+	for (__u32 i = 0; i < lm->key_layout->n_fields && !lm->id_field; i++)
+		if (lm->key_layout->fields[i].kind == KTEL_FIELD_INT)
+			lm->id_field = &lm->key_layout->fields[i];
+	for (__u32 i = 0; i < lm->value_layout->n_fields && !lm->name_field; i++)
+		if (lm->value_layout->fields[i].kind == KTEL_FIELD_CHAR_ARRAY)
+			lm->name_field = &lm->value_layout->fields[i];
+	if (!lm->id_field || !lm->name_field) {
+		r = ktel_err_set(err, EINVAL, "label map %s: expected an integer key and a "
+				 "char array in the value", name);
+		goto err_free;
+	}
+	r = ktel_map_reader__new(bpf_map__fd(map), NULL, &lm->reader, err);
+	if (r)
+		goto err_free;
+	*ret = lm;
+	return 0;
+
+err_free:
+	label_map_free(lm);
+	return r;
+}
+
+/* Refresh the id -> name table from the kernel map. */
+static int label_map_refresh(struct label_map *lm, struct ktel_err *err)
+{
+	struct ktel_map_snapshot s;
+	int r = ktel_map_reader__read(lm->reader, &s, err);
+
+	if (r)
+		return r;
+	for (size_t i = 0; i < s.count; i++) {
+		const char *key = (const char *)s.keys + i * s.key_size;
+		const char *val = (const char *)s.values + i * s.value_size;
+		uint64_t id = ktel_field_read_u64(lm->id_field, key);
+		size_t len = lm->name_field->size;
+
+		if (id >= LABEL_MAP_MAX_IDS)
+			continue;
+		if (len >= LABEL_MAX_LEN)
+			len = LABEL_MAX_LEN - 1;
+		memcpy(lm->names[id], val + lm->name_field->offset, len);
+		lm->names[id][len] = '\0';
+		lm->known[id] = lm->names[id][0] != '\0';
+	}
+	return 0;
+}
+
+static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj,
+			struct ktel_err *err)
+{
+	const struct ktel_metric_desc *md = mp->md;
+
+	if (md->n_dims > KTEL_MAX_DIMS)
+		return ktel_err_set(err, EINVAL, "metric %s: %u dimensions, at most %d", md->name,
+				    md->n_dims, KTEL_MAX_DIMS);
+	for (uint32_t i = 0; i < md->n_dims; i++) {
+		const struct ktel_dimension_desc *dd = &md->dims[i];
+		const char *member = dd->key_member ? dd->key_member : dd->name;
+		struct dim *d = &mp->dims[i];
+		int r;
+
+		d->name = dd->name;
+		d->field = ktel_layout__find(mp->key_layout, member);
+		if (!d->field || (d->field->kind != KTEL_FIELD_INT &&
+				  d->field->kind != KTEL_FIELD_ENUM))
+			return ktel_err_set(err, EINVAL, "metric %s: dimension %s: key %s has no "
+					    "integer or enum member %s", md->name, dd->name,
+					    mp->key_layout->type_name, member);
+		if (dd->label_enum) {
+			d->enum_id = ktel_btf_find_enum(mp->btf, dd->label_enum);
+			if (d->enum_id <= 0)
+				return ktel_err_set(err, ENOENT, "metric %s: dimension %s: enum %s "
+						    "not in the object's BTF (export it with "
+						    "KTEL_EXPORT_TYPE)", md->name, dd->name,
+						    dd->label_enum);
+		} else if (d->field->kind == KTEL_FIELD_ENUM) {
+			d->enum_id = (__s32)d->field->enum_type_id;
+		}
+		if (dd->label_map) {
+			r = label_map_new(obj, dd->label_map, &d->lm, err);
+			if (r)
+				return ktel_err_prefix(err, "metric %s: dimension %s: ", md->name,
+						       dd->name);
+		}
+		mp->n_dims = i + 1;
+	}
+	return 0;
+}
+
+static int resolve_values(struct ktel_metric_pull *mp, struct ktel_err *err)
+{
+	const struct ktel_layout *vl = mp->value_layout;
+
+	if (vl->hist_field >= 0) {
+		if (vl->n_buckets > KTEL_HIST_BUCKETS)
+			return ktel_err_set(err, EINVAL, "metric %s: %u buckets, at most %d",
+					    mp->md->name, vl->n_buckets, KTEL_HIST_BUCKETS);
+		mp->n_values = vl->n_buckets + (vl->sum_field >= 0);
+		return 0;
+	}
+	mp->scalars = calloc(vl->n_fields, sizeof(*mp->scalars));
+	mp->scalar_names = calloc(vl->n_fields, sizeof(*mp->scalar_names));
+	if (!mp->scalars || !mp->scalar_names)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	for (__u32 i = 0; i < vl->n_fields; i++) {
+		const struct ktel_field *f = &vl->fields[i];
+
+		if (f->kind != KTEL_FIELD_INT && f->kind != KTEL_FIELD_ENUM)
+			continue;
+		mp->scalars[mp->n_scalars++] = f;
+	}
+	if (!mp->n_scalars)
+		return ktel_err_set(err, EINVAL, "metric %s: value %s has neither a u64 buckets "
+				    "array nor integer members", mp->md->name, vl->type_name);
+	for (size_t i = 0; i < mp->n_scalars; i++) {
+		int n = mp->n_scalars == 1 || !mp->scalars[i]->name[0]
+				? asprintf(&mp->scalar_names[i], "%s", mp->md->name)
+				: asprintf(&mp->scalar_names[i], "%s_%s", mp->md->name,
+					   mp->scalars[i]->name);
+
+		if (n < 0) {
+			mp->scalar_names[i] = NULL;
+			return ktel_err_set(err, ENOMEM, "out of memory");
+		}
+		/* Dotted member paths become underscores in metric names. */
+		for (char *c = mp->scalar_names[i]; *c; c++)
+			if (*c == '.')
+				*c = '_';
+	}
+	mp->n_values = mp->n_scalars;
+	return 0;
+}
+
+int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			  bool map_created, struct ktel_metric_pull **ret, struct ktel_err *err)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
+	struct ktel_metric_pull *mp;
+	size_t per_key;
+	int r;
+
+	if (!map)
+		return ktel_err_set(err, ENOENT, "metric %s: map %s not in the object", md->name,
+				    md->map_name);
+	if (!bpf_object__btf(obj))
+		return ktel_err_set(err, EINVAL, "metric %s: the BPF object has no BTF "
+				    "(compile with clang -g)", md->name);
+	mp = calloc(1, sizeof(*mp));
+	if (!mp)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	mp->md = md;
+	mp->btf = bpf_object__btf(obj);
+	mp->map_created = map_created;
+	r = ktel_btf_validate(mp->btf, err);
+	if (r)
+		goto err_free;
+	r = map_layouts(mp->btf, map, &mp->key_layout, &mp->value_layout, err);
+	if (r)
+		goto err_prefix;
+	r = resolve_values(mp, err);
+	if (r)
+		goto err_free;
+	r = resolve_dims(mp, obj, err);
+	if (r)
+		goto err_free;
+	r = ktel_map_reader__new(bpf_map__fd(map), NULL, &mp->reader, err);
+	if (r)
+		goto err_prefix;
+	per_key = mp->n_scalars ? mp->n_scalars : 1;
+	mp->cap = (size_t)bpf_map__max_entries(map) * per_key;
+	mp->recs = calloc(mp->cap, sizeof(*mp->recs));
+	mp->totals = calloc(mp->cap, sizeof(*mp->totals));
+	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
+	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
+	if (!mp->recs || !mp->totals || !mp->cur || !mp->delta) {
+		r = ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu records", md->name,
+				 mp->cap);
+		goto err_free;
+	}
+	mp->window_start_boot = ktel_now_boottime_ns();
+	mp->window_start_wall = ktel_now_wall_ns();
+	*ret = mp;
+	return 0;
+
+err_prefix:
+	ktel_err_prefix(err, "metric %s: ", md->name);
+err_free:
+	ktel_metric_pull__free(mp);
+	return r;
+}
+
+void ktel_metric_pull__free(struct ktel_metric_pull *mp)
+{
+	if (!mp)
+		return;
+	for (uint32_t i = 0; i < KTEL_MAX_DIMS; i++)
+		label_map_free(mp->dims[i].lm);
+	for (size_t i = 0; mp->scalar_names && i < mp->n_scalars; i++)
+		free(mp->scalar_names[i]);
+	free(mp->scalar_names);
+	free(mp->scalars);
+	ktel_map_reader__free(mp->reader);
+	ktel_layout__free(mp->key_layout);
+	ktel_layout__free(mp->value_layout);
+	free(mp->recs);
+	free(mp->totals);
+	free(mp->cur);
+	free(mp->delta);
+	free(mp);
+}
+
+/* ---- pulling ------------------------------------------------------------- */
+
+static void fill_dims(const struct ktel_metric_pull *mp, const void *key, struct ktel_record *rec)
+{
+	rec->n_dims = mp->n_dims;
+	for (uint32_t i = 0; i < mp->n_dims; i++) {
+		const struct dim *d = &mp->dims[i];
+		struct ktel_dim *out = &rec->dims[i];
+
+		out->name = d->name;
+		out->value = d->field->is_signed ? ktel_field_read_s64(d->field, key)
+						 : (int64_t)ktel_field_read_u64(d->field, key);
+		out->label = NULL;
+		if (d->lm && out->value >= 0 && out->value < LABEL_MAP_MAX_IDS &&
+		    d->lm->known[out->value])
+			out->label = d->lm->names[out->value];
+		else if (d->enum_id > 0)
+			out->label = ktel_layout_enum_label(mp->btf, (__u32)d->enum_id, out->value);
+	}
+}
+
+static void fill_header(const struct ktel_metric_pull *mp, const char *boot_id, uint64_t now_boot,
+			int64_t now_wall, struct ktel_record *rec)
+{
+	const struct ktel_metric_desc *md = mp->md;
+
+	rec->metric = md->name;
+	rec->atom = md->atom_name;
+	rec->atom_id = md->atom_id;
+	rec->unit = md->unit;
+	rec->start_boottime_ns = mp->window_start_boot;
+	rec->end_boottime_ns = now_boot;
+	rec->start_wall_ns = mp->window_start_wall;
+	rec->end_wall_ns = now_wall;
+	rec->boot_id = boot_id;
+	rec->map_id = ktel_map_reader__map_id(mp->reader);
+}
+
+/* Current cumulative values of one entry into mp->cur. */
+static void read_values(struct ktel_metric_pull *mp, const void *value)
+{
+	const struct ktel_layout *vl = mp->value_layout;
+
+	if (vl->hist_field >= 0) {
+		const struct ktel_field *h = &vl->fields[vl->hist_field];
+
+		for (__u32 k = 0; k < vl->n_buckets; k++)
+			mp->cur[k] = ktel_field_read_elem_u64(h, value, k);
+		if (vl->sum_field >= 0)
+			mp->cur[vl->n_buckets] = ktel_field_read_u64(&vl->fields[vl->sum_field],
+								     value);
+		return;
+	}
+	for (size_t i = 0; i < mp->n_scalars; i++)
+		mp->cur[i] = mp->scalars[i]->is_signed
+				     ? (uint64_t)ktel_field_read_s64(mp->scalars[i], value)
+				     : ktel_field_read_u64(mp->scalars[i], value);
+}
+
+static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struct ktel_histogram *h)
+{
+	const struct ktel_layout *vl = mp->value_layout;
+
+	h->scheme = mp->md->scheme ? mp->md->scheme : KTEL_HIST_LOG2;
+	h->linear_min = mp->md->linear_min;
+	h->linear_step = mp->md->linear_step;
+	h->n_buckets = vl->n_buckets;
+	memcpy(h->counts, v, vl->n_buckets * sizeof(uint64_t));
+	h->has_sum = vl->sum_field >= 0;
+	h->sum = h->has_sum ? v[vl->n_buckets] : 0;
+}
+
+/* Turn one entry's values (and delta, when non-NULL) into records at out. */
+static size_t make_records(struct ktel_metric_pull *mp, const void *key, const uint64_t *total,
+			   const uint64_t *delta, const char *boot_id, uint64_t now_boot,
+			   int64_t now_wall, struct ktel_record *out)
+{
+	if (mp->value_layout->hist_field >= 0) {
+		memset(out, 0, sizeof(*out));
+		fill_header(mp, boot_id, now_boot, now_wall, out);
+		fill_dims(mp, key, out);
+		out->type = KTEL_RECORD_HISTOGRAM;
+		set_hist(mp, total, &out->hist.total);
+		set_hist(mp, delta ? delta : total, &out->hist.delta);
+		return 1;
+	}
+	for (size_t i = 0; i < mp->n_scalars; i++) {
+		struct ktel_record *rec = &out[i];
+
+		memset(rec, 0, sizeof(*rec));
+		fill_header(mp, boot_id, now_boot, now_wall, rec);
+		fill_dims(mp, key, rec);
+		rec->metric = mp->scalar_names[i];
+		if (mp->md->value_kind == KTEL_VALUE_GAUGE) {
+			rec->type = KTEL_RECORD_GAUGE;
+			rec->gauge = (int64_t)total[i];
+		} else {
+			rec->type = KTEL_RECORD_COUNTER;
+			rec->counter.total = total[i];
+			rec->counter.delta = delta ? delta[i] : total[i];
+		}
+	}
+	return mp->n_scalars;
+}
+
+static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
+{
+	for (uint32_t i = 0; i < mp->n_dims; i++) {
+		int r = mp->dims[i].lm ? label_map_refresh(mp->dims[i].lm, err) : 0;
+
+		if (r)
+			return ktel_err_prefix(err, "metric %s: label map %s: ", mp->md->name,
+					       mp->md->dims[i].label_map);
+	}
+	return 0;
+}
+
+int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			  const char *boot_id, const struct ktel_record **ret_recs,
+			  size_t *ret_n, struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	const char *name = mp->md->name;
+	uint64_t t0 = ktel_now_boottime_ns();
+	int64_t wall = ktel_now_wall_ns();
+	struct ktel_pull_info info = {0};
+	struct ktel_map_snapshot s;
+	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
+	size_t n = 0;
+	int r;
+
+	r = ktel_map_reader__read(mp->reader, &s, err);
+	if (r)
+		return ktel_err_prefix(err, "metric %s: ", name);
+	r = refresh_labels(mp, err);
+	if (r)
+		return r;
+	r = ktel_delta__begin(d, name, map_id, mp->map_created, &info.start);
+	if (r)
+		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
+	for (size_t i = 0; i < s.count; i++) {
+		const void *key = (const char *)s.keys + i * s.key_size;
+		bool reset, emit;
+
+		read_values(mp, (const char *)s.values + i * s.value_size);
+		r = ktel_delta__apply(d, name, map_id, key, s.key_size, mp->cur, mp->n_values,
+				      mp->delta, &reset, &emit);
+		if (r) {
+			ktel_delta__end(d, name);
+			return ktel_err_set(err, -r, "metric %s: delta engine: %s", name,
+					    strerror(-r));
+		}
+		if (emit && n + (mp->n_scalars ? mp->n_scalars : 1) <= mp->cap)
+			n += make_records(mp, key, mp->cur, mp->delta, boot_id, t0, wall,
+					  &mp->recs[n]);
+	}
+	ktel_delta__end(d, name);
+	if (n) {
+		uint64_t seq = ktel_delta__next_seq(d, name);
+
+		for (size_t i = 0; i < n; i++)
+			mp->recs[i].seq = seq;
+	}
+	mp->last = s;
+	mp->have_last = true;
+	mp->window_start_boot = t0;
+	mp->window_start_wall = wall;
+	info.method = s.stats.method;
+	info.syscalls = s.stats.syscalls;
+	info.keys = s.count;
+	info.records = n;
+	info.truncated = s.stats.truncated;
+	info.duration_ns = ktel_now_boottime_ns() - t0;
+	*ret_recs = mp->recs;
+	*ret_n = n;
+	if (ret_info)
+		*ret_info = info;
+	return 0;
+}
+
+int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
+			     size_t *ret_n)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; mp->have_last && i < mp->last.count; i++) {
+		const void *key = (const char *)mp->last.keys + i * mp->last.key_size;
+
+		if (n + (mp->n_scalars ? mp->n_scalars : 1) > mp->cap)
+			break;
+		read_values(mp, (const char *)mp->last.values + i * mp->last.value_size);
+		n += make_records(mp, key, mp->cur, NULL, ktel_boot_id(), mp->window_start_boot,
+				  mp->window_start_wall, &mp->totals[n]);
+	}
+	*ret_recs = mp->totals;
+	*ret_n = n;
+	return 0;
+}
+
+uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp)
+{
+	return ktel_map_reader__map_id(mp->reader);
+}
+
+const struct ktel_metric_desc *ktel_metric_pull__desc(const struct ktel_metric_pull *mp)
+{
+	return mp->md;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One accumulator metric's pull: map snapshot (map_reader) -> per-key values
+ * decoded from BTF (btf_layout) -> deltas (delta) -> records (record.h).
+ *
+ * Everything that can be resolved once is resolved in _new: the key and value
+ * layouts, the key members that are dimensions, their label sources (a BTF
+ * enum, or an id -> name map the kernel side fills). A pull then only reads
+ * and computes; its buffers are sized from the map's max_entries and reused,
+ * so a steady-state pull allocates nothing.
+ *
+ * Values: a struct with a u64 `buckets` array is a histogram (plus `sum`);
+ * otherwise each integer member is a counter or a gauge (the descriptor's
+ * value_kind). A value with several integer members yields one record per
+ * member, named <metric>_<member>.
+ */
+#ifndef KTEL_METRIC_PULL_H
+#define KTEL_METRIC_PULL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ktelemetry/plugin.h>
+
+#include "delta.h"
+#include "error.h"
+#include "record.h"
+
+struct bpf_object;
+struct ktel_metric_pull;
+
+struct ktel_pull_info {
+	const char *method;    /* "batch" or "iterate" */
+	unsigned int syscalls; /* bpf() calls of the whole pull */
+	size_t keys;           /* entries read */
+	size_t records;        /* records produced */
+	uint64_t duration_ns;  /* read + decode + delta */
+	enum ktel_delta_start start; /* how the delta series started */
+	bool truncated;        /* the map walk hit a bound */
+};
+
+/*
+ * Resolve metric md of a loaded BPF object. map_created tells whether this
+ * daemon created the map (deltas start from zero) or reused a pin.
+ * Errors name the plugin, metric, map and member involved.
+ */
+int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			  bool map_created, struct ktel_metric_pull **ret, struct ktel_err *err);
+void ktel_metric_pull__free(struct ktel_metric_pull *mp);
+
+/*
+ * Pull once: read the map, compute deltas against d, and produce records in a
+ * buffer owned by mp (valid until the next pull or _free). boot_id is carried
+ * into every record.
+ */
+int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			  const char *boot_id, const struct ktel_record **ret_recs,
+			  size_t *ret_n, struct ktel_pull_info *ret_info, struct ktel_err *err);
+
+/* Cumulative state as of the last pull (for `show`): records with the
+ * totals, one per key, in a buffer owned by mp. */
+int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
+			     size_t *ret_n);
+
+uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp);
+const struct ktel_metric_desc *ktel_metric_pull__desc(const struct ktel_metric_pull *mp);
+
+/* Boot id of this boot (/proc/sys/kernel/random/boot_id), cached. */
+const char *ktel_boot_id(void);
+
+/* CLOCK_BOOTTIME and CLOCK_REALTIME now, in nanoseconds. */
+uint64_t ktel_now_boottime_ns(void);
+int64_t ktel_now_wall_ns(void);
+
+#endif /* KTEL_METRIC_PULL_H */
