@@ -32,6 +32,9 @@ struct ktel_dim {
 	const char *name;
 	int64_t value;
 	const char *label; /* NULL when no enum or id->name map names value */
+	/* value is an id from a label_map (assigned at run time, not stable):
+	 * sinks that keep integers (Android atoms) send the label instead. */
+	bool id_label;
 };
 
 enum ktel_field_type {
