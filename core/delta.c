@@ -1,0 +1,852 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Delta engine: see delta.h for the contract. */
+#include "delta.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STATE_MAGIC "KTELDST1"
+#define STATE_VERSION 1u
+/* A state file larger than this cannot come from save() with sane limits. */
+#define STATE_MAX_FILE_SIZE (1ull << 31)
+
+/* One key: its last cumulative values, then the key bytes. */
+struct entry {
+	struct entry *next;
+	uint64_t hash;
+	uint64_t gen;     /* pull generation that last touched it */
+	uint32_t map_id;
+	uint16_t n;
+	uint16_t key_size;
+	uint64_t vals[];  /* n values, then key_size key bytes */
+};
+
+struct metric {
+	char *name;
+	uint32_t map_id; /* map the state belongs to; 0 = none yet */
+	uint64_t seq;
+	uint64_t gen;
+	bool in_pull;
+	bool emit_zeros;
+	enum ktel_delta_start policy;
+	struct entry **buckets;
+	size_t n_buckets; /* power of two, or 0 */
+	size_t n_entries;
+	uint64_t limit_dropped, resets, forgotten;
+};
+
+struct ktel_delta {
+	char boot_id[KTEL_DELTA_MAX_BOOT_ID + 1];
+	size_t max_entries;
+	struct metric **metrics;
+	size_t n_metrics;
+};
+
+static const uint8_t *entry_key(const struct entry *e)
+{
+	return (const uint8_t *)&e->vals[e->n];
+}
+
+static uint64_t hash_key(const void *key, size_t size)
+{
+	const uint8_t *p = key;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	for (size_t i = 0; i < size; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static void metric_clear(struct metric *m)
+{
+	for (size_t b = 0; b < m->n_buckets; b++) {
+		struct entry *e = m->buckets[b], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			free(e);
+		}
+	}
+	free(m->buckets);
+	m->buckets = NULL;
+	m->n_buckets = 0;
+	m->n_entries = 0;
+}
+
+static void metric_free(struct metric *m)
+{
+	if (!m)
+		return;
+	metric_clear(m);
+	free(m->name);
+	free(m);
+}
+
+struct ktel_delta *ktel_delta__new(const char *boot_id)
+{
+	struct ktel_delta *d;
+
+	if (!boot_id || !*boot_id || strlen(boot_id) > KTEL_DELTA_MAX_BOOT_ID) {
+		errno = EINVAL;
+		return NULL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	strcpy(d->boot_id, boot_id);
+	d->max_entries = KTEL_DELTA_DEFAULT_MAX_ENTRIES;
+	return d;
+}
+
+void ktel_delta__free(struct ktel_delta *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n_metrics; i++)
+		metric_free(d->metrics[i]);
+	free(d->metrics);
+	free(d);
+}
+
+int ktel_delta__set_max_entries(struct ktel_delta *d, size_t max_entries)
+{
+	if (max_entries == 0)
+		return -EINVAL;
+	d->max_entries = max_entries;
+	return 0;
+}
+
+static struct metric *metric_find(const struct ktel_delta *d, const char *name)
+{
+	for (size_t i = 0; i < d->n_metrics; i++)
+		if (strcmp(d->metrics[i]->name, name) == 0)
+			return d->metrics[i];
+	return NULL;
+}
+
+/* Find or create; NULL with *ret_err = -ENOMEM or -E2BIG. */
+static struct metric *metric_get(struct ktel_delta *d, const char *name, int *ret_err)
+{
+	struct metric *m = metric_find(d, name), **arr;
+
+	if (m)
+		return m;
+	*ret_err = -E2BIG;
+	if (d->n_metrics >= KTEL_DELTA_MAX_METRICS)
+		return NULL;
+	*ret_err = -ENOMEM;
+	arr = realloc(d->metrics, (d->n_metrics + 1) * sizeof(*arr));
+	if (!arr)
+		return NULL;
+	d->metrics = arr;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->name = strdup(name);
+	if (!m->name) {
+		free(m);
+		return NULL;
+	}
+	d->metrics[d->n_metrics++] = m;
+	return m;
+}
+
+int ktel_delta__set_emit_zeros(struct ktel_delta *d, const char *metric, bool emit_zeros)
+{
+	int err = 0;
+	struct metric *m = metric_get(d, metric, &err);
+
+	if (!m)
+		return err;
+	m->emit_zeros = emit_zeros;
+	return 0;
+}
+
+int ktel_delta__begin(struct ktel_delta *d, const char *metric, uint32_t map_id,
+		      bool map_created_by_us, enum ktel_delta_start *ret_policy)
+{
+	enum ktel_delta_start policy;
+	struct metric *m;
+	int err = 0;
+
+	if (map_id == 0)
+		return -EINVAL;
+	m = metric_get(d, metric, &err);
+	if (!m)
+		return err;
+	if (m->map_id == map_id)
+		policy = KTEL_DELTA_START_STATE;
+	else if (map_created_by_us)
+		policy = KTEL_DELTA_START_ZERO;
+	else
+		policy = KTEL_DELTA_START_BASELINE;
+	m->map_id = map_id;
+	m->policy = policy;
+	m->gen++;
+	m->in_pull = true;
+	if (ret_policy)
+		*ret_policy = policy;
+	return 0;
+}
+
+static int rehash(struct metric *m)
+{
+	size_t nb = m->n_buckets ? m->n_buckets * 2 : 64;
+	struct entry **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->n_buckets; i++) {
+		struct entry *e = m->buckets[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			e->next = b[e->hash & (nb - 1)];
+			b[e->hash & (nb - 1)] = e;
+		}
+	}
+	free(m->buckets);
+	m->buckets = b;
+	m->n_buckets = nb;
+	return 0;
+}
+
+static struct entry **entry_slot(struct metric *m, uint64_t h, const void *key, size_t key_size)
+{
+	struct entry **pe;
+
+	if (!m->n_buckets)
+		return NULL;
+	for (pe = &m->buckets[h & (m->n_buckets - 1)]; *pe; pe = &(*pe)->next) {
+		struct entry *e = *pe;
+
+		if (e->hash == h && e->key_size == key_size &&
+		    memcmp(entry_key(e), key, key_size) == 0)
+			return pe;
+	}
+	return NULL;
+}
+
+static struct entry *entry_alloc(uint64_t h, const void *key, size_t key_size, size_t n)
+{
+	struct entry *e = calloc(1, sizeof(*e) + n * sizeof(uint64_t) + key_size);
+
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->n = n;
+	e->key_size = key_size;
+	memcpy((uint8_t *)&e->vals[n], key, key_size);
+	return e;
+}
+
+/* Insert a new zeroed entry; respects the limit (NULL, *ret_err = 0). */
+static struct entry *entry_insert(struct ktel_delta *d, struct metric *m, uint64_t h,
+				  const void *key, size_t key_size, size_t n, int *ret_err)
+{
+	struct entry *e;
+
+	*ret_err = 0;
+	if (m->n_entries >= d->max_entries) {
+		m->limit_dropped++;
+		return NULL;
+	}
+	*ret_err = -ENOMEM;
+	if (m->n_entries >= m->n_buckets && rehash(m))
+		return NULL;
+	e = entry_alloc(h, key, key_size, n);
+	if (!e)
+		return NULL;
+	e->next = m->buckets[h & (m->n_buckets - 1)];
+	m->buckets[h & (m->n_buckets - 1)] = e;
+	m->n_entries++;
+	*ret_err = 0;
+	return e;
+}
+
+/* The key's value count changed (a new layout): start it over. */
+static struct entry *entry_resize(struct entry **pe, size_t n)
+{
+	struct entry *old = *pe, *e;
+
+	e = entry_alloc(old->hash, entry_key(old), old->key_size, n);
+	if (!e)
+		return NULL;
+	e->next = old->next;
+	e->map_id = old->map_id;
+	*pe = e;
+	free(old);
+	return e;
+}
+
+int ktel_delta__apply(struct ktel_delta *d, const char *metric, uint32_t map_id,
+		      const void *key, size_t key_size, const uint64_t *cur, size_t n,
+		      uint64_t *ret_delta, bool *ret_reset, bool *ret_emit)
+{
+	struct metric *m = metric_find(d, metric);
+	bool reset = false, nonzero = false;
+	struct entry **pe, *e;
+	uint64_t h;
+	int err;
+
+	if (!m || !m->in_pull)
+		return -ENOENT;
+	if (!key_size || key_size > KTEL_DELTA_MAX_KEY_SIZE || !n || n > KTEL_DELTA_MAX_VALUES)
+		return -EINVAL;
+	h = hash_key(key, key_size);
+	pe = entry_slot(m, h, key, key_size);
+	if (!pe) {
+		/* A key first seen now appeared after the start of the known
+		 * history (zero, or the state), so all of it is new. */
+		e = entry_insert(d, m, h, key, key_size, n, &err);
+		if (!e && err)
+			return err;
+		if (!e) {
+			memset(ret_delta, 0, n * sizeof(*ret_delta));
+			*ret_reset = false;
+			*ret_emit = false;
+			return 0;
+		}
+		e->map_id = map_id;
+	} else if ((*pe)->n != n) {
+		e = entry_resize(pe, n);
+		if (!e)
+			return -ENOMEM;
+		reset = true;
+	} else {
+		e = *pe;
+		reset = e->map_id != map_id;
+		for (size_t i = 0; i < n && !reset; i++)
+			reset = cur[i] < e->vals[i];
+	}
+	/* Two passes so that ret_delta may alias cur. */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = cur[i];
+
+		ret_delta[i] = reset ? c : c - e->vals[i];
+		e->vals[i] = c;
+		nonzero |= ret_delta[i] != 0;
+	}
+	e->map_id = map_id;
+	e->gen = m->gen;
+	if (m->policy == KTEL_DELTA_START_BASELINE) {
+		memset(ret_delta, 0, n * sizeof(*ret_delta));
+		*ret_reset = false;
+		*ret_emit = false;
+		return 0;
+	}
+	if (reset)
+		m->resets++;
+	*ret_reset = reset;
+	*ret_emit = nonzero || m->emit_zeros;
+	return 0;
+}
+
+int ktel_delta__end(struct ktel_delta *d, const char *metric)
+{
+	struct metric *m = metric_find(d, metric);
+	int forgotten = 0;
+
+	if (!m || !m->in_pull)
+		return -ENOENT;
+	for (size_t b = 0; b < m->n_buckets; b++) {
+		struct entry **pe = &m->buckets[b];
+
+		while (*pe) {
+			struct entry *e = *pe;
+
+			if (e->gen == m->gen) {
+				pe = &e->next;
+				continue;
+			}
+			*pe = e->next;
+			free(e);
+			m->n_entries--;
+			forgotten++;
+		}
+	}
+	m->forgotten += forgotten;
+	m->in_pull = false;
+	return forgotten;
+}
+
+int ktel_delta__abort(struct ktel_delta *d, const char *metric)
+{
+	struct metric *m = metric_find(d, metric);
+
+	if (!m || !m->in_pull)
+		return -ENOENT;
+	m->in_pull = false;
+	return 0;
+}
+
+uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric)
+{
+	struct metric *m = metric_find(d, metric);
+
+	return m ? ++m->seq : 0;
+}
+
+int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
+		      struct ktel_delta_stats *ret)
+{
+	const struct metric *m = metric_find(d, metric);
+
+	if (!m)
+		return -ENOENT;
+	ret->entries = m->n_entries;
+	ret->limit_dropped = m->limit_dropped;
+	ret->resets = m->resets;
+	ret->forgotten = m->forgotten;
+	ret->seq = m->seq;
+	ret->map_id = m->map_id;
+	return 0;
+}
+
+/* ---- state file ---- */
+
+struct file_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t boot_id_len;
+	char boot_id[64];
+	uint64_t payload_len;
+};
+
+static uint32_t crc32_ieee(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t table[256], crc = 0xffffffffu;
+
+	/* 256 iterations: cheaper to build per call than to share safely. */
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		table[i] = c;
+	}
+	for (size_t i = 0; i < len; i++)
+		crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+	return crc ^ 0xffffffffu;
+}
+
+struct buf {
+	uint8_t *p;
+	size_t len, cap;
+	int err;
+};
+
+static void put(struct buf *b, const void *src, size_t len)
+{
+	if (b->err)
+		return;
+	if (b->len + len > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		uint8_t *p;
+
+		while (cap < b->len + len)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, src, len);
+	b->len += len;
+}
+
+#define PUT(b, v) put((b), &(v), sizeof(v))
+
+static void serialize_metric(struct buf *b, const struct metric *m)
+{
+	uint32_t name_len = strlen(m->name);
+	uint64_t n_entries = m->n_entries;
+
+	PUT(b, name_len);
+	put(b, m->name, name_len);
+	PUT(b, m->map_id);
+	PUT(b, m->seq);
+	PUT(b, n_entries);
+	for (size_t i = 0; i < m->n_buckets; i++) {
+		for (const struct entry *e = m->buckets[i]; e; e = e->next) {
+			uint32_t ks = e->key_size, n = e->n;
+
+			PUT(b, e->map_id);
+			PUT(b, ks);
+			PUT(b, n);
+			put(b, entry_key(e), ks);
+			put(b, e->vals, n * sizeof(uint64_t));
+		}
+	}
+}
+
+static int serialize(const struct ktel_delta *d, struct buf *b)
+{
+	struct file_header h = { .version = STATE_VERSION };
+	uint32_t n_metrics = d->n_metrics, crc;
+
+	memcpy(h.magic, STATE_MAGIC, sizeof(h.magic));
+	h.boot_id_len = strlen(d->boot_id);
+	memcpy(h.boot_id, d->boot_id, h.boot_id_len);
+	PUT(b, h);
+	PUT(b, n_metrics);
+	for (size_t i = 0; i < d->n_metrics; i++)
+		serialize_metric(b, d->metrics[i]);
+	if (b->err)
+		return b->err;
+	((struct file_header *)b->p)->payload_len = b->len - sizeof(h);
+	crc = crc32_ieee(b->p, b->len);
+	PUT(b, crc);
+	return b->err;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= w;
+	}
+	return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+	char *copy = strdup(path);
+	int fd, ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd))
+		ret = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return ret;
+}
+
+int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err)
+{
+	struct buf b = { 0 };
+	char *tmp = NULL;
+	int fd = -1, ret;
+
+	ret = serialize(d, &b);
+	if (ret) {
+		ktel_err_set(err, -ret, "%s: cannot build delta state: %s", path, strerror(-ret));
+		goto out;
+	}
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
+		tmp = NULL;
+		ret = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		ret = ktel_err_set(err, errno, "%s: cannot create temp file %s: %s", path, tmp,
+				   strerror(errno));
+		goto out_name;
+	}
+	ret = write_all(fd, b.p, b.len);
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (!ret && close(fd))
+		ret = -errno;
+	fd = -1;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		ktel_err_set(err, -ret, "%s: cannot write delta state: %s", path, strerror(-ret));
+		goto out_unlink;
+	}
+	ret = fsync_dir_of(path);
+	if (ret)
+		ktel_err_set(err, -ret, "%s: cannot fsync its directory: %s", path, strerror(-ret));
+	goto out_name;
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+out_name:
+	free(tmp);
+out:
+	free(b.p);
+	return ret;
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t left;
+};
+
+static int get(struct rd *r, void *dst, size_t len)
+{
+	if (r->left < len)
+		return -EBADMSG;
+	memcpy(dst, r->p, len);
+	r->p += len;
+	r->left -= len;
+	return 0;
+}
+
+#define GET(r, v) get((r), &(v), sizeof(v))
+
+static int parse_entry(struct ktel_delta *tmp, struct metric *m, struct rd *r)
+{
+	uint32_t map_id, ks, n;
+	const uint8_t *key;
+	struct entry *e;
+	int err;
+
+	if (GET(r, map_id) || GET(r, ks) || GET(r, n))
+		return -EBADMSG;
+	if (!ks || ks > KTEL_DELTA_MAX_KEY_SIZE || !n || n > KTEL_DELTA_MAX_VALUES ||
+	    r->left < ks + (size_t)n * sizeof(uint64_t))
+		return -EBADMSG;
+	key = r->p;
+	r->p += ks;
+	r->left -= ks;
+	if (entry_slot(m, hash_key(key, ks), key, ks))
+		return -EBADMSG; /* a key twice: not something save writes */
+	e = entry_insert(tmp, m, hash_key(key, ks), key, ks, n, &err);
+	if (!e && err)
+		return err;
+	if (e) {
+		e->map_id = map_id;
+		memcpy(e->vals, r->p, n * sizeof(uint64_t));
+	}
+	r->p += n * sizeof(uint64_t);
+	r->left -= n * sizeof(uint64_t);
+	return 0;
+}
+
+static int parse_metric(struct ktel_delta *tmp, struct rd *r)
+{
+	char name[256];
+	uint32_t name_len;
+	uint64_t n_entries;
+	struct metric *m;
+	int err = 0;
+
+	if (GET(r, name_len) || !name_len || name_len >= sizeof(name) ||
+	    get(r, name, name_len))
+		return -EBADMSG;
+	name[name_len] = '\0';
+	if (strlen(name) != name_len || metric_find(tmp, name))
+		return -EBADMSG;
+	m = metric_get(tmp, name, &err);
+	if (!m)
+		return err == -E2BIG ? -EBADMSG : err;
+	if (GET(r, m->map_id) || GET(r, m->seq) || GET(r, n_entries))
+		return -EBADMSG;
+	if (n_entries > r->left)
+		return -EBADMSG;
+	for (uint64_t i = 0; i < n_entries; i++) {
+		err = parse_entry(tmp, m, r);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Checks and parses the file image into tmp. Returns -EBADMSG or -ESTALE
+ * with why[] filled, or -ENOMEM. */
+static int parse_state(struct ktel_delta *tmp, const uint8_t *p, size_t size, char *why,
+		       size_t why_size)
+{
+	struct file_header h;
+	uint32_t crc, n_metrics;
+	struct rd r;
+	int ret;
+
+	if (size < sizeof(h) + sizeof(crc)) {
+		snprintf(why, why_size, "truncated (%zu bytes)", size);
+		return -EBADMSG;
+	}
+	memcpy(&h, p, sizeof(h));
+	if (memcmp(h.magic, STATE_MAGIC, sizeof(h.magic)) != 0) {
+		snprintf(why, why_size, "not a delta state file (bad magic)");
+		return -EBADMSG;
+	}
+	if (h.version != STATE_VERSION) {
+		snprintf(why, why_size, "version %u, expected %u", h.version, STATE_VERSION);
+		return -EBADMSG;
+	}
+	if (h.payload_len != size - sizeof(h) - sizeof(crc)) {
+		snprintf(why, why_size, "truncated or padded (payload %llu of %zu bytes)",
+			 (unsigned long long)h.payload_len, size - sizeof(h) - sizeof(crc));
+		return -EBADMSG;
+	}
+	memcpy(&crc, p + size - sizeof(crc), sizeof(crc));
+	if (crc != crc32_ieee(p, size - sizeof(crc))) {
+		snprintf(why, why_size, "checksum mismatch");
+		return -EBADMSG;
+	}
+	if (h.boot_id_len >= sizeof(h.boot_id) ||
+	    h.boot_id_len != strlen(tmp->boot_id) ||
+	    memcmp(h.boot_id, tmp->boot_id, h.boot_id_len) != 0) {
+		snprintf(why, why_size, "written in another boot (%.*s), map ids are stale",
+			 (int)(h.boot_id_len < sizeof(h.boot_id) ? h.boot_id_len : 0), h.boot_id);
+		return -ESTALE;
+	}
+	r.p = p + sizeof(h);
+	r.left = h.payload_len;
+	if (GET(&r, n_metrics) || n_metrics > KTEL_DELTA_MAX_METRICS)
+		goto bad;
+	for (uint32_t i = 0; i < n_metrics; i++) {
+		ret = parse_metric(tmp, &r);
+		if (ret == -ENOMEM)
+			return ret;
+		if (ret)
+			goto bad;
+	}
+	if (r.left == 0)
+		return 0;
+bad:
+	snprintf(why, why_size, "malformed payload");
+	return -EBADMSG;
+}
+
+/* Move every metric's state from src into d (replacing d's for that name). */
+static int adopt(struct ktel_delta *d, struct ktel_delta *src)
+{
+	int err = 0;
+
+	/* Create every target first so that nothing is half-adopted. */
+	for (size_t i = 0; i < src->n_metrics; i++)
+		if (!metric_get(d, src->metrics[i]->name, &err))
+			return err;
+	for (size_t i = 0; i < src->n_metrics; i++) {
+		struct metric *s = src->metrics[i], *m = metric_find(d, s->name);
+
+		metric_clear(m);
+		m->buckets = s->buckets;
+		m->n_buckets = s->n_buckets;
+		m->n_entries = s->n_entries;
+		m->map_id = s->map_id;
+		m->seq = s->seq;
+		m->limit_dropped += s->limit_dropped;
+		m->gen = 0;
+		m->in_pull = false;
+		s->buckets = NULL;
+		s->n_buckets = s->n_entries = 0;
+	}
+	return 0;
+}
+
+static int read_file(const char *path, uint8_t **ret_p, size_t *ret_size)
+{
+	struct stat st;
+	uint8_t *p = NULL;
+	size_t got = 0;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = -errno;
+	if (fstat(fd, &st))
+		goto out;
+	ret = -EFBIG;
+	if ((unsigned long long)st.st_size > STATE_MAX_FILE_SIZE)
+		goto out;
+	ret = -ENOMEM;
+	p = malloc(st.st_size ? st.st_size : 1);
+	if (!p)
+		goto out;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, p + got, st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += n;
+	}
+	*ret_p = p;
+	*ret_size = got;
+	p = NULL;
+	ret = 0;
+out:
+	free(p);
+	close(fd);
+	return ret;
+}
+
+int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err)
+{
+	struct ktel_delta *tmp = NULL;
+	char why[160], *aside = NULL;
+	uint8_t *p = NULL;
+	size_t size = 0;
+	int ret;
+
+	ret = read_file(path, &p, &size);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret == -EFBIG) {
+		snprintf(why, sizeof(why), "larger than any state file");
+		ret = -EBADMSG;
+		goto set_aside;
+	}
+	if (ret)
+		return ktel_err_set(err, -ret, "%s: cannot read delta state: %s", path,
+				    strerror(-ret));
+	tmp = ktel_delta__new(d->boot_id);
+	if (!tmp) {
+		ret = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	tmp->max_entries = d->max_entries;
+	ret = parse_state(tmp, p, size, why, sizeof(why));
+	if (ret == -ENOMEM) {
+		ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	if (!ret) {
+		ret = adopt(d, tmp);
+		if (ret)
+			ktel_err_set(err, -ret, "%s: cannot adopt delta state: %s", path,
+				     strerror(-ret));
+		goto out;
+	}
+set_aside:
+	if (asprintf(&aside, "%s.corrupt-%lld", path, (long long)time(NULL)) < 0) {
+		aside = NULL;
+		ktel_err_set(err, -ret, "%s: %s; not trusted (out of memory to move it aside)",
+			     path, why);
+	} else if (rename(path, aside)) {
+		ktel_err_set(err, -ret, "%s: %s; not trusted, cannot move it to %s: %s", path,
+			     why, aside, strerror(errno));
+	} else {
+		ktel_err_set(err, -ret, "%s: %s; not trusted, moved to %s, starting empty", path,
+			     why, aside);
+	}
+out:
+	free(aside);
+	ktel_delta__free(tmp);
+	free(p);
+	return ret;
+}

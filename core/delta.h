@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Delta engine (design 4.6). Accumulator maps hold cumulative values; sinks
+ * want what happened during one pull window. The engine remembers, per
+ * (metric, raw key bytes), the last cumulative vector of u64 values it saw
+ * (histogram buckets plus the optional sum, or counters) and the id of the map
+ * they came from, and turns each new reading into a delta. It knows nothing
+ * about any metric's layout: keys are opaque bytes, values a u64 vector.
+ *
+ * One pull of one metric is:
+ *
+ *	ktel_delta__begin(d, metric, map_id, created_by_us, &policy);
+ *	for each key read:  ktel_delta__apply(d, metric, map_id, key, ...);
+ *	ktel_delta__end(d, metric);          -- only after a COMPLETE walk
+ *	seq = ktel_delta__next_seq(d, metric);  -- when a record is emitted
+ *	ktel_delta__save(d, state_path, &err);  -- after the pull
+ *
+ * Rules:
+ * - A key whose values went down in any element, or that was last seen in a
+ *   map with another id, was reset: its delta is the current value.
+ * - Where the window starts (enum ktel_delta_start): the persisted or
+ *   in-memory state of the same map id when there is one; otherwise zero for
+ *   a map this daemon created (first values emitted in full); otherwise, for
+ *   a reused pinned map nobody remembers, the current values: that window is
+ *   a baseline and nothing is emitted for it.
+ * - Keys not touched between begin and end are forgotten by end: keys that
+ *   vanished from the map. After a walk that failed half-way call abort
+ *   instead: end would forget keys that still exist and count them twice.
+ * - Each metric holds at most max_entries keys. A key the limit refuses is
+ *   neither tracked nor emitted (and counted); since nothing was emitted for
+ *   it, emitting its full value once there is room again is still correct.
+ * - Gauges are levels, not cumulative: do not pass them through the engine.
+ *
+ * The state file binds itself to the boot id: map ids mean nothing across
+ * boots, so a file from another boot is never trusted.
+ */
+#ifndef KTEL_DELTA_H
+#define KTEL_DELTA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define KTEL_DELTA_DEFAULT_MAX_ENTRIES 65536
+#define KTEL_DELTA_MAX_METRICS 1024
+#define KTEL_DELTA_MAX_KEY_SIZE 4096
+#define KTEL_DELTA_MAX_VALUES 256
+#define KTEL_DELTA_MAX_BOOT_ID 63
+
+struct ktel_delta;
+
+/* Where this pull's window of a metric starts. */
+enum ktel_delta_start {
+	/* The engine has state for this very map id (from an earlier pull or
+	 * the loaded state file): deltas continue from it. */
+	KTEL_DELTA_START_STATE = 1,
+	/* A map this daemon created: it started empty, so the first values
+	 * read are emitted in full. */
+	KTEL_DELTA_START_ZERO = 2,
+	/* A reused pinned map with no state for its id: the current values
+	 * become the baseline and nothing is emitted for this window. */
+	KTEL_DELTA_START_BASELINE = 3,
+};
+
+struct ktel_delta_stats {
+	uint64_t entries;       /* keys tracked now */
+	uint64_t limit_dropped; /* readings refused by max_entries */
+	uint64_t resets;        /* keys seen reset (decrease or new map id) */
+	uint64_t forgotten;     /* keys dropped by end() as vanished */
+	uint64_t seq;           /* last sequence number handed out */
+	uint32_t map_id;        /* map the state belongs to, 0 = none */
+};
+
+/* boot_id: this boot's id (/proc/sys/kernel/random/boot_id), at most
+ * KTEL_DELTA_MAX_BOOT_ID chars. NULL with errno set on failure. */
+struct ktel_delta *ktel_delta__new(const char *boot_id);
+void ktel_delta__free(struct ktel_delta *d);
+
+/* Limit on keys per metric (applies to all metrics); >= 1. */
+int ktel_delta__set_max_entries(struct ktel_delta *d, size_t max_entries);
+
+/* Emit records whose delta is all zero for this metric (default: skip). */
+int ktel_delta__set_emit_zeros(struct ktel_delta *d, const char *metric, bool emit_zeros);
+
+/* Start a pull of metric from map map_id; see enum ktel_delta_start. */
+int ktel_delta__begin(struct ktel_delta *d, const char *metric, uint32_t map_id,
+		      bool map_created_by_us, enum ktel_delta_start *ret_policy);
+
+/*
+ * Feed one key's current cumulative values (n elements, the same n every
+ * time for a key; a changed n is treated as a reset). On success writes the
+ * delta to ret_delta[0..n), whether it was a reset to *ret_reset, and
+ * whether a record should be emitted to *ret_emit (false in a baseline
+ * window, for a key refused by the entry limit, and for an all-zero delta
+ * unless emit_zeros). Must be called between begin and end. -ENOENT when
+ * begin was not called for metric, -EINVAL for bad sizes, -ENOMEM.
+ */
+int ktel_delta__apply(struct ktel_delta *d, const char *metric, uint32_t map_id,
+		      const void *key, size_t key_size, const uint64_t *cur, size_t n,
+		      uint64_t *ret_delta, bool *ret_reset, bool *ret_emit);
+
+/* End the pull: forget keys not applied since begin. Returns how many were
+ * forgotten, or -ENOENT. */
+int ktel_delta__end(struct ktel_delta *d, const char *metric);
+
+/* End a pull whose walk failed half-way: keep every key (forgetting the
+ * ones not read yet would count them twice later). 0 or -ENOENT. */
+int ktel_delta__abort(struct ktel_delta *d, const char *metric);
+
+/* Next per-metric sequence number (1, 2, ...), persisted with the state.
+ * 0 when metric is unknown (begin creates it). */
+uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric);
+
+int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
+		      struct ktel_delta_stats *ret);
+
+/*
+ * Write the whole state to path atomically: a temp file in the same
+ * directory, fsync, rename over path, fsync of the directory. A crash leaves
+ * either the old or the new file, never a mix. This is blocking file I/O.
+ * The format is binary, native byte order (the file never leaves the
+ * machine): header (magic, version, boot id, payload length), payload, and a
+ * CRC32 over everything before it.
+ */
+int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err);
+
+/*
+ * Load state written by save. Meant to be called once, right after _new.
+ * Returns 0 when loaded and also when path does not exist (empty state).
+ * A file that is corrupt, truncated, of another version or of another boot
+ * is renamed to "<path>.corrupt-<unix time>" and never trusted: the engine
+ * keeps its state untouched and the call returns -EBADMSG (corrupt,
+ * truncated, version) or -ESTALE (other boot) with err saying what and where
+ * the file went. These two are warnings: the engine is fully usable.
+ * Any other negative return (-EACCES, -ENOMEM, ...) is a real error.
+ */
+int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err);
+
+#endif /* KTEL_DELTA_H */

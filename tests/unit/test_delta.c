@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Delta engine: windows, resets, limits and the persisted state file. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "delta.h"
+#include "ktel_test.h"
+
+#define BOOT "0b7a1d3e-1111-4c2e-9a55-5c1d2e3f4a5b"
+#define OTHER_BOOT "99999999-2222-4c2e-9a55-5c1d2e3f4a5b"
+#define M "lat"
+#define N 4
+
+struct key {
+	uint32_t state;
+	uint32_t uid;
+};
+
+static char dir[512];
+
+static int setup_dir(void **state)
+{
+	snprintf(dir, sizeof(dir), "%s/test-delta-%d", KTEL_BINARY_DIR, getpid());
+	mkdir(dir, 0700);
+	return 0;
+}
+
+static int teardown_dir(void **state)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Apply one key and check the outputs. */
+static void apply(struct ktel_delta *d, uint32_t map_id, uint32_t state, const uint64_t *cur,
+		  const uint64_t *want, bool want_reset, bool want_emit)
+{
+	struct key k = { .state = state, .uid = 1000 };
+	uint64_t delta[N];
+	bool reset = !want_reset, emit = !want_emit;
+
+	assert_int_equal(ktel_delta__apply(d, M, map_id, &k, sizeof(k), cur, N, delta, &reset,
+					   &emit), 0);
+	assert_int_equal(emit, want_emit);
+	assert_int_equal(reset, want_reset);
+	if (want)
+		assert_memory_equal(delta, want, sizeof(delta));
+}
+
+static void begin(struct ktel_delta *d, uint32_t map_id, bool ours, enum ktel_delta_start want)
+{
+	enum ktel_delta_start policy = 0;
+
+	assert_int_equal(ktel_delta__begin(d, M, map_id, ours, &policy), 0);
+	assert_int_equal(policy, want);
+}
+
+static void test_created_map_emits_full(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 2, 0, 3 };
+
+	assert_non_null(d);
+	begin(d, 7, true, KTEL_DELTA_START_ZERO);
+	apply(d, 7, 1, c1, c1, false, true);
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	ktel_delta__free(d);
+}
+
+static void test_reused_map_without_state_is_baseline(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 10, 20, 0, 30 }, c2[N] = { 11, 20, 5, 30 };
+	uint64_t z[N] = { 0 }, w2[N] = { 1, 0, 5, 0 };
+
+	begin(d, 7, false, KTEL_DELTA_START_BASELINE);
+	apply(d, 7, 1, c1, z, false, false);
+	ktel_delta__end(d, M);
+	/* Next pull continues from the baseline: only the growth counts. */
+	begin(d, 7, false, KTEL_DELTA_START_STATE);
+	apply(d, 7, 1, c2, w2, false, true);
+	/* A key that appears after the baseline is all new. */
+	apply(d, 7, 2, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	ktel_delta__free(d);
+}
+
+static void test_steady_state_and_reset_by_decrease(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 2, 4, 6, 8 }, c3[N] = { 2, 1, 6, 9 };
+	uint64_t w2[N] = { 1, 2, 3, 4 };
+	struct ktel_delta_stats st;
+
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	apply(d, 3, 1, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c2, w2, false, true);
+	ktel_delta__end(d, M);
+	/* Bucket 1 went down: the map was cleared, the delta is the value. */
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c3, c3, true, true);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__stats(d, M, &st), 0);
+	assert_int_equal(st.resets, 1);
+	assert_int_equal(st.entries, 1);
+	ktel_delta__free(d);
+}
+
+static void test_reset_by_map_id_change(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 5, 5, 5, 5 }, c2[N] = { 6, 6, 6, 6 };
+
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	apply(d, 3, 1, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	/* Values grew, but they come from another map (recreated): reset. */
+	begin(d, 4, true, KTEL_DELTA_START_ZERO);
+	apply(d, 4, 1, c2, c2, true, true);
+	ktel_delta__end(d, M);
+	ktel_delta__free(d);
+}
+
+static void test_zero_skip_and_zero_emit(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 0, 0, 0 }, z[N] = { 0 };
+
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	apply(d, 3, 1, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c1, z, false, false);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__set_emit_zeros(d, M, true), 0);
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c1, z, false, true);
+	ktel_delta__end(d, M);
+	ktel_delta__free(d);
+}
+
+static void test_vanished_key_forgotten(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 1, 1, 1 };
+	struct ktel_delta_stats st;
+
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	apply(d, 3, 1, c1, c1, false, true);
+	apply(d, 3, 2, c1, c1, false, true);
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c1, NULL, false, false);
+	assert_int_equal(ktel_delta__end(d, M), 1);
+	assert_int_equal(ktel_delta__stats(d, M, &st), 0);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.forgotten, 1);
+	/* Key 2 comes back (deleted and re-created in the map): all new. */
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c1, NULL, false, false);
+	apply(d, 3, 2, c1, c1, false, true);
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	/* end outside a pull is refused. */
+	assert_int_equal(ktel_delta__end(d, M), -ENOENT);
+	/* A walk that failed half-way is aborted: nothing is forgotten. */
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c1, NULL, false, false);
+	assert_int_equal(ktel_delta__abort(d, M), 0);
+	assert_int_equal(ktel_delta__stats(d, M, &st), 0);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(ktel_delta__end(d, M), -ENOENT);
+	ktel_delta__free(d);
+}
+
+static void test_entry_limit_counted(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 2, 3, 4, 5 }, z[N] = { 0 };
+	struct ktel_delta_stats st;
+
+	assert_int_equal(ktel_delta__set_max_entries(d, 2), 0);
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	apply(d, 3, 1, c1, c1, false, true);
+	apply(d, 3, 2, c1, c1, false, true);
+	apply(d, 3, 3, c1, z, false, false);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__stats(d, M, &st), 0);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.limit_dropped, 1);
+	/* Key 2 vanishes: room again. Key 3 was never emitted, so its full
+	 * value is due. */
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c2, NULL, false, true);
+	apply(d, 3, 3, c2, z, false, false);
+	assert_int_equal(ktel_delta__end(d, M), 1);
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 3, c2, c2, false, true);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__stats(d, M, &st), 0);
+	assert_int_equal(st.limit_dropped, 2);
+	ktel_delta__free(d);
+}
+
+static void test_many_keys_rehash(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c[N], delta[N];
+	bool reset, emit;
+
+	for (int pull = 1; pull <= 2; pull++) {
+		begin(d, 9, true, pull == 1 ? KTEL_DELTA_START_ZERO : KTEL_DELTA_START_STATE);
+		for (uint32_t i = 0; i < 5000; i++) {
+			struct key k = { .state = i, .uid = i * 7 };
+
+			for (int j = 0; j < N; j++)
+				c[j] = (uint64_t)pull * (i + j);
+			assert_int_equal(ktel_delta__apply(d, M, 9, &k, sizeof(k), c, N, delta,
+							   &reset, &emit), 0);
+			for (int j = 0; j < N; j++)
+				assert_int_equal(delta[j], i + j);
+		}
+		assert_int_equal(ktel_delta__end(d, M), 0);
+	}
+	ktel_delta__free(d);
+}
+
+static void test_seq(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+
+	assert_int_equal(ktel_delta__next_seq(d, M), 0);
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	assert_int_equal(ktel_delta__next_seq(d, M), 1);
+	assert_int_equal(ktel_delta__next_seq(d, M), 2);
+	ktel_delta__free(d);
+}
+
+static void path_in_dir(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", dir, name);
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT), *d2;
+	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 3, 2, 3, 10 }, w2[N] = { 2, 0, 0, 6 };
+	struct ktel_err err = { 0 };
+	struct ktel_delta_stats st;
+	char path[600];
+
+	path_in_dir(path, sizeof(path), "rt.state");
+	begin(d, 11, true, KTEL_DELTA_START_ZERO);
+	apply(d, 11, 1, c1, c1, false, true);
+	apply(d, 11, 2, c2, c2, false, true);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__next_seq(d, M), 1);
+	assert_int_equal(ktel_delta__save(d, path, &err), 0);
+	ktel_delta__free(d);
+
+	/* A restarted daemon reuses the pinned map (not created by it). */
+	d2 = ktel_delta__new(BOOT);
+	assert_int_equal(ktel_delta__load(d2, path, &err), 0);
+	assert_int_equal(ktel_delta__stats(d2, M, &st), 0);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.map_id, 11);
+	assert_int_equal(st.seq, 1);
+	begin(d2, 11, false, KTEL_DELTA_START_STATE);
+	apply(d2, 11, 1, c2, w2, false, true);   /* not counted twice */
+	apply(d2, 11, 2, c2, NULL, false, false); /* unchanged: skipped */
+	ktel_delta__end(d2, M);
+	assert_int_equal(ktel_delta__next_seq(d2, M), 2);
+	ktel_delta__free(d2);
+}
+
+static void test_missing_state_is_empty(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	struct ktel_err err = { 0 };
+	char path[600];
+
+	path_in_dir(path, sizeof(path), "none.state");
+	assert_int_equal(ktel_delta__load(d, path, &err), 0);
+	assert_int_equal(ktel_delta__next_seq(d, M), 0);
+	ktel_delta__free(d);
+}
+
+static size_t count_files(const char *prefix)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	assert_non_null(dh);
+	while ((de = readdir(dh)))
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+			n++;
+	closedir(dh);
+	return n;
+}
+
+static void write_file(const char *path, const void *p, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Save a valid state under boot, then mangle it with fn and load it. */
+static void check_corrupt(const char *name, const char *save_boot,
+			  void (*mangle)(const char *path), int want)
+{
+	struct ktel_delta *d = ktel_delta__new(save_boot), *d2;
+	uint64_t c1[N] = { 1, 2, 3, 4 };
+	struct ktel_err err = { 0 };
+	char path[600], prefix[64];
+
+	path_in_dir(path, sizeof(path), name);
+	begin(d, 5, true, KTEL_DELTA_START_ZERO);
+	apply(d, 5, 1, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__save(d, path, &err), 0);
+	ktel_delta__free(d);
+	if (mangle)
+		mangle(path);
+
+	d2 = ktel_delta__new(BOOT);
+	assert_int_equal(ktel_delta__load(d2, path, &err), want);
+	assert_int_equal(err.code, -want);
+	assert_non_null(strstr(err.msg, path));
+	assert_non_null(strstr(err.msg, ".corrupt-"));
+	/* Not trusted: nothing loaded, the file moved aside. */
+	assert_int_equal(ktel_delta__next_seq(d2, M), 0);
+	assert_int_equal(access(path, F_OK), -1);
+	snprintf(prefix, sizeof(prefix), "%s.corrupt-", name);
+	assert_int_equal(count_files(prefix), 1);
+	/* And the engine works from a baseline on the reused map. */
+	begin(d2, 5, false, KTEL_DELTA_START_BASELINE);
+	apply(d2, 5, 1, c1, NULL, false, false);
+	ktel_delta__end(d2, M);
+	ktel_delta__free(d2);
+}
+
+static void garbage(const char *path)
+{
+	write_file(path, "this is not a state file, but it is long enough to have a header "
+			 "and a checksum and everything else that a header would have", 120);
+}
+
+static void truncate_half(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(truncate(path, st.st_size / 2), 0);
+}
+
+static void flip_payload_byte(const char *path)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, 100), 1);
+	b ^= 0x40;
+	assert_int_equal(pwrite(fd, &b, 1, 100), 1);
+	close(fd);
+}
+
+static void bump_version(const char *path)
+{
+	int fd = open(path, O_RDWR);
+	uint32_t v = 99;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &v, sizeof(v), 8), sizeof(v));
+	close(fd);
+}
+
+static void test_corrupt_garbage(void **state)
+{
+	check_corrupt("garbage.state", BOOT, garbage, -EBADMSG);
+}
+
+static void test_corrupt_truncated(void **state)
+{
+	check_corrupt("trunc.state", BOOT, truncate_half, -EBADMSG);
+}
+
+static void test_corrupt_bit_flip(void **state)
+{
+	check_corrupt("flip.state", BOOT, flip_payload_byte, -EBADMSG);
+}
+
+static void test_wrong_version(void **state)
+{
+	check_corrupt("version.state", BOOT, bump_version, -EBADMSG);
+}
+
+static void test_foreign_boot(void **state)
+{
+	check_corrupt("boot.state", OTHER_BOOT, NULL, -ESTALE);
+}
+
+static void test_atomic_save_leaves_no_temp(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 2, 3, 4 };
+	struct ktel_err err = { 0 };
+	char path[600], bad[700];
+
+	path_in_dir(path, sizeof(path), "atomic.state");
+	begin(d, 5, true, KTEL_DELTA_START_ZERO);
+	apply(d, 5, 1, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ktel_delta__save(d, path, &err), 0);
+	assert_int_equal(count_files("atomic.state"), 1);
+	assert_int_equal(count_files("atomic.state.tmp"), 0);
+	/* A directory that does not exist: an error naming the path. */
+	snprintf(bad, sizeof(bad), "%s/no-such-dir/x.state", dir);
+	assert_int_equal(ktel_delta__save(d, bad, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, bad));
+	ktel_delta__free(d);
+}
+
+static void test_bad_args(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c[N] = { 0 }, delta[N];
+	bool reset, emit;
+	struct key k = { 0 };
+
+	assert_null(ktel_delta__new(NULL));
+	assert_int_equal(ktel_delta__begin(d, M, 0, true, NULL), -EINVAL);
+	assert_int_equal(ktel_delta__apply(d, M, 1, &k, sizeof(k), c, N, delta, &reset, &emit),
+			 -ENOENT);
+	begin(d, 1, true, KTEL_DELTA_START_ZERO);
+	assert_int_equal(ktel_delta__apply(d, M, 1, &k, 0, c, N, delta, &reset, &emit), -EINVAL);
+	assert_int_equal(ktel_delta__apply(d, M, 1, &k, sizeof(k), c, 0, delta, &reset, &emit),
+			 -EINVAL);
+	assert_int_equal(ktel_delta__set_max_entries(d, 0), -EINVAL);
+	ktel_delta__free(d);
+	ktel_delta__free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_created_map_emits_full),
+		cmocka_unit_test(test_reused_map_without_state_is_baseline),
+		cmocka_unit_test(test_steady_state_and_reset_by_decrease),
+		cmocka_unit_test(test_reset_by_map_id_change),
+		cmocka_unit_test(test_zero_skip_and_zero_emit),
+		cmocka_unit_test(test_vanished_key_forgotten),
+		cmocka_unit_test(test_entry_limit_counted),
+		cmocka_unit_test(test_many_keys_rehash),
+		cmocka_unit_test(test_seq),
+		cmocka_unit_test(test_state_round_trip),
+		cmocka_unit_test(test_missing_state_is_empty),
+		cmocka_unit_test(test_corrupt_garbage),
+		cmocka_unit_test(test_corrupt_truncated),
+		cmocka_unit_test(test_corrupt_bit_flip),
+		cmocka_unit_test(test_wrong_version),
+		cmocka_unit_test(test_foreign_boot),
+		cmocka_unit_test(test_atomic_save_leaves_no_temp),
+		cmocka_unit_test(test_bad_args),
+	};
+
+	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
