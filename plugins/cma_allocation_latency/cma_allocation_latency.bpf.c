@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * CmaAllocationLatency: time cma_alloc() takes, per CMA heap and outcome, in
+ * microseconds. Start and finish fire in the same task, so the start is keyed
+ * by thread id. The heap name becomes a small id (ktel_labels.h); the daemon
+ * reads the names from cma_heap_names.
+ *
+ * The tracepoints changed over time, so each hook has variants (the loader
+ * picks the first whose prototype matches, see cma_allocation_latency.c):
+ *   start:  cma_alloc_start(name, request_count, available_count,
+ *                           total_count, align)                 newer kernels
+ *           cma_alloc_start(name, count, align)                 6.1
+ *           android_vh_cma_alloc_start(s64 *ts)                 Android vendor hook
+ *   finish: cma_alloc_finish(name, pfn, page, count, align, errorno)  newer
+ *           cma_alloc_finish(name, pfn, page, count, align)           6.1
+ *           android_vh_cma_alloc_finish(cma, page, count, align,
+ *                                       gfp_mask, ts)           Android vendor hook
+ * Every start variant saves the same start and every finish variant reads it,
+ * so any mix pairs correctly. The vendor hook's ts is filled by the vendor
+ * module's handler, not by the kernel, so it is not used.
+ */
+#include <ktel_kernel_types.h>
+#include <ktel_kernel_types_ext.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf_telemetry.h>
+#include <ktel_labels.h>
+
+#define CMA_MAX_HEAPS 64
+
+enum cma_alloc_result {
+	CMA_ALLOC_SUCCESS = 0,
+	CMA_ALLOC_FAILURE = 1,
+};
+KTEL_EXPORT_TYPE(enum cma_alloc_result, cma_alloc_result);
+
+struct cma_alloc_key {
+	__u32 heap;   /* id in cma_heap_names */
+	__u32 result; /* enum cma_alloc_result */
+};
+
+KTEL_DEFINE_LABEL_MAPS(cma_heap, CMA_MAX_HEAPS);
+
+/* Thread id -> start time (ns). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} cma_start_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, CMA_MAX_HEAPS * 2);
+	__type(key, struct cma_alloc_key);
+	__type(value, struct accumulator_value);
+} cma_alloc_latency_map SEC(".maps");
+
+static __always_inline void cma_start(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+
+	/* cma_alloc() does not nest: a left-over start is stale, replace it. */
+	bpf_map_update_elem(&cma_start_map, &tid, &now, BPF_ANY);
+}
+
+/* label: the heap name, already read; failed: the allocation's outcome. */
+static __always_inline void cma_finish(const struct ktel_label *label, bool failed)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct cma_alloc_key key = {};
+	__u32 bucket = GET_LATENCY_BUCKET(cma_start_map, &tid);
+
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return;
+	key.heap = KTEL_LABEL_ID(cma_heap, label);
+	key.result = failed ? CMA_ALLOC_FAILURE : CMA_ALLOC_SUCCESS;
+	INCREMENT_ACCUMULATOR(cma_alloc_latency_map, &key, bucket);
+}
+
+/* cma_alloc_start(const char *name, unsigned long request_count,
+ *                 unsigned long available_count, unsigned long total_count,
+ *                 unsigned int align) */
+SEC("tp_btf/cma_alloc_start")
+int cma_alloc_start_v5(__u64 *ctx)
+{
+	cma_start();
+	return 0;
+}
+
+/* cma_alloc_start(const char *name, unsigned long count, unsigned int align).
+ * Same body: the variants differ only in the prototype they were written
+ * for, so that a kernel with yet another prototype is reported unsupported
+ * instead of being measured with changed meaning. */
+SEC("tp_btf/cma_alloc_start")
+int cma_alloc_start_v3(__u64 *ctx)
+{
+	cma_start();
+	return 0;
+}
+
+/* android_vh_cma_alloc_start(s64 *ts) */
+SEC("tp_btf/android_vh_cma_alloc_start")
+int cma_alloc_start_vh(__u64 *ctx)
+{
+	cma_start();
+	return 0;
+}
+
+/* cma_alloc_finish(const char *name, unsigned long pfn,
+ *                  const struct page *page, unsigned long count,
+ *                  unsigned int align, int errorno) */
+SEC("tp_btf/cma_alloc_finish")
+int cma_alloc_finish_v6(__u64 *ctx)
+{
+	struct ktel_label label = {};
+
+	ktel_label_read(&label, (const void *)ctx[0]);
+	cma_finish(&label, (int)ctx[5] != 0 || !ctx[2]);
+	return 0;
+}
+
+/* cma_alloc_finish(const char *name, unsigned long pfn,
+ *                  const struct page *page, unsigned long count,
+ *                  unsigned int align): a NULL page means failure. */
+SEC("tp_btf/cma_alloc_finish")
+int cma_alloc_finish_v5(__u64 *ctx)
+{
+	struct ktel_label label = {};
+
+	ktel_label_read(&label, (const void *)ctx[0]);
+	cma_finish(&label, !ctx[2]);
+	return 0;
+}
+
+/* android_vh_cma_alloc_finish(struct cma *cma, struct page *page,
+ *                             unsigned long count, unsigned int align,
+ *                             gfp_t gfp_mask, s64 ts) */
+SEC("tp_btf/android_vh_cma_alloc_finish")
+int cma_alloc_finish_vh(__u64 *ctx)
+{
+	struct cma *cma = (struct cma *)ctx[0];
+	struct ktel_label label = {};
+
+	/* A kernel with this hook has CONFIG_CMA; the check keeps the program
+	 * loadable (and testable) against BTF without struct cma. */
+	if (cma && bpf_core_type_exists(struct cma))
+		bpf_probe_read_kernel_str(label.name, sizeof(label.name), cma->name);
+	if (!label.name[0])
+		ktel_label_read(&label, 0);
+	cma_finish(&label, !ctx[1]);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
