@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "config.h"
 #include "error.h"
 #include "record.h"
 
@@ -41,6 +42,9 @@ struct ktel_sink_ops {
 	 * data is counted in stats as dropped before done is called. */
 	void (*close)(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx);
 	void (*stats)(void *priv, struct ktel_sink_stats *ret);
+	/* The options the type accepts besides "type", {NULL}-terminated; the
+	 * config validator checks them and docs/config.md lists them. */
+	const struct ktel_cfg_key *options;
 };
 
 /* The sink types built into the daemon (sinks/sinks.c), NULL-terminated. */

@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "delta.h"
+#include "router.h"
+
+#define MAX_PLUGINS 256
+
+struct ktel_daemon {
+	uv_loop_t *loop;
+	struct ktel_config *cfg;
+	struct ktel_daemon_opts opts;
+	struct ktel_targets *targets;
+	struct ktel_router *router;
+	struct ktel_delta *delta;
+	struct ktel_loaded_plugin *plugins;
+	size_t n_plugins;
+	uv_timer_t once_timer;
+	bool once_timer_init;
+	bool shutting_down;
+	int exit_code;
+	struct ktel_complaint state_complaint;
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void libbpf_to_log(int level, const char *msg, void *ctx)
+{
+	/* libbpf's warnings are about our objects: keep them, at debug
+	 * unless the daemon runs with debug logging. */
+	ktel_log(level == LIBBPF_WARN ? KTEL_LOG_WARN : KTEL_LOG_DEBUG, "libbpf: %s", msg);
+}
+
+static int mkdir_parents(const char *path, mode_t mode)
+{
+	char *copy = strdup(path), *dir;
+	struct stat st;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	dir = dirname(copy);
+	if (stat(dir, &st) != 0) {
+		r = mkdir_parents(dir, mode);
+		if (!r && mkdir(dir, mode) != 0 && errno != EEXIST)
+			r = -errno;
+	}
+	free(copy);
+	return r;
+}
+
+/* Metric names must reach sinks' routing lists as configured. */
+static void route(struct ktel_daemon *d, const struct ktel_metric *m,
+		  const struct ktel_record *recs, size_t n)
+{
+	const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, m->md->name);
+
+	if (!n)
+		return;
+	ktel_router__route(d->router, recs, n, mc ? (const char *const *)mc->sinks : NULL,
+			   mc ? mc->n_sinks : 0);
+}
+
+static void save_state(struct ktel_daemon *d)
+{
+	struct ktel_err err;
+
+	if (ktel_delta__save(d->delta, d->cfg->state_file, &err))
+		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s", err.msg);
+	else
+		ktel_complain_clear(&d->state_complaint, "state: %s written again",
+				    d->cfg->state_file);
+}
+
+/* ---- pulling ------------------------------------------------------------ */
+
+int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err)
+{
+	const struct ktel_record *recs;
+	struct ktel_pull_info info;
+	size_t n;
+	int r;
+
+	if (!m->mp)
+		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
+				    m->problem[0] ? m->problem : "not loaded");
+	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), &recs, &n, &info, err);
+	m->pulls++;
+	if (r) {
+		m->pull_errors++;
+		return r;
+	}
+	m->last = info;
+	m->last_pull_wall_ns = (uint64_t)ktel_now_wall_ns();
+	m->records += n;
+	if (info.start == KTEL_DELTA_START_BASELINE && m->pulls == 1)
+		ktel_log(KTEL_LOG_INFO, "metric %s: reused pinned map %u has no saved state: "
+			 "this window only sets the baseline, nothing emitted", m->md->name,
+			 ktel_metric_pull__map_id(m->mp));
+	if (info.truncated)
+		ktel_complain(&m->complaint, KTEL_LOG_WARN, "metric %s: map walk hit its bound, "
+			      "some keys were not read", m->md->name);
+	if (m->interval_ms && info.duration_ns / 1000000 > m->interval_ms)
+		ktel_log(KTEL_LOG_WARN, "metric %s: pull took %llu ms, longer than its %llu ms "
+			 "interval", m->md->name, (unsigned long long)(info.duration_ns / 1000000),
+			 (unsigned long long)m->interval_ms);
+	ktel_log(KTEL_LOG_DEBUG, "metric %s: pulled %zu keys with %s (%u syscalls), %zu records "
+		 "in %llu us", m->md->name, info.keys, info.method, info.syscalls, n,
+		 (unsigned long long)(info.duration_ns / 1000));
+	route(d, m, recs, n);
+	save_state(d);
+	return 0;
+}
+
+static void on_pull_timer(uv_timer_t *t)
+{
+	struct ktel_metric *m = t->data;
+	struct ktel_err err;
+
+	if (ktel_daemon__pull(m->daemon, m, &err))
+		ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
+}
+
+int ktel_daemon__pull_all(struct ktel_daemon *d)
+{
+	struct ktel_err err;
+	int failed = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i].n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i].metrics[j];
+
+			if (!m->enabled || !m->mp)
+				continue;
+			if (ktel_daemon__pull(d, m, &err)) {
+				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+				failed++;
+			}
+		}
+	return failed;
+}
+
+/* ---- enable / disable ----------------------------------------------------- */
+
+/* Does metric m use program prog? (All programs when it lists none.) */
+static bool metric_uses(const struct ktel_metric *m, const char *prog)
+{
+	if (!m->md->programs || !m->md->n_programs)
+		return true;
+	for (uint32_t i = 0; i < m->md->n_programs; i++)
+		if (strcmp(m->md->programs[i], prog) == 0)
+			return true;
+	return false;
+}
+
+/* Is prog needed by an enabled metric of lp other than skip? */
+static bool prog_needed(const struct ktel_loaded_plugin *lp, const char *prog,
+			const struct ktel_metric *skip)
+{
+	for (size_t i = 0; i < lp->n_metrics; i++) {
+		const struct ktel_metric *m = &lp->metrics[i];
+
+		if (m != skip && m->enabled && metric_uses(m, prog))
+			return true;
+	}
+	return false;
+}
+
+static void on_lease_end(uv_timer_t *t)
+{
+	struct ktel_metric *m = t->data;
+	struct ktel_err err;
+
+	ktel_log(KTEL_LOG_INFO, "metric %s: lease ended, disabling", m->md->name);
+	if (ktel_daemon__disable(m->daemon, m, &err))
+		ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+}
+
+int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t lease_ms,
+			struct ktel_err *err)
+{
+	struct ktel_bpf_plugin *bp = m->lp->bpf;
+	size_t attached = 0;
+
+	if (!m->mp)
+		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
+				    m->problem[0] ? m->problem : "not loaded");
+	for (size_t i = 0; i < bp->n_progs; i++) {
+		struct ktel_bpf_prog *p = &bp->progs[i];
+
+		if (!p->selected || !metric_uses(m, p->name))
+			continue;
+		if (!p->attached && ktel_bpf_plugin__attach_prog(bp, p->name, err)) {
+			ktel_log(KTEL_LOG_WARN, "metric %s: %s", m->md->name, err->msg);
+			continue;
+		}
+		attached++;
+	}
+	if (!attached)
+		return ktel_err_set(err, ENODEV, "metric %s: no program could be attached",
+				    m->md->name);
+	m->enabled = true;
+	m->attached = true;
+	uv_timer_start(&m->timer, on_pull_timer, m->interval_ms, m->interval_ms);
+	m->lease_ms = lease_ms;
+	if (lease_ms)
+		uv_timer_start(&m->lease_timer, on_lease_end, lease_ms, 0);
+	else
+		uv_timer_stop(&m->lease_timer);
+	return 0;
+}
+
+int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err)
+{
+	struct ktel_bpf_plugin *bp = m->lp->bpf;
+
+	if (!m->enabled)
+		return 0;
+	/* Pull what accumulated so far: disabling loses nothing. */
+	if (m->mp && ktel_daemon__pull(d, m, err))
+		ktel_log(KTEL_LOG_WARN, "%s", err->msg);
+	m->enabled = false;
+	m->attached = false;
+	uv_timer_stop(&m->timer);
+	uv_timer_stop(&m->lease_timer);
+	for (size_t i = 0; bp && i < bp->n_progs; i++) {
+		struct ktel_bpf_prog *p = &bp->progs[i];
+
+		if (p->attached && metric_uses(m, p->name) && !prog_needed(m->lp, p->name, m))
+			ktel_bpf_plugin__detach_prog(bp, p->name);
+	}
+	return 0;
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
+{
+	ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", path, err->msg);
+}
+
+static bool metric_name_taken(struct ktel_daemon *d, const char *name)
+{
+	return ktel_daemon__metric(d, name) != NULL;
+}
+
+static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64_t *values)
+{
+	const struct ktel_plugin_desc *desc = &p->desc;
+
+	for (uint32_t i = 0; i < desc->n_params; i++) {
+		values[i] = desc->params[i].default_value;
+		for (uint32_t j = 0; j < desc->n_metrics; j++) {
+			const struct ktel_metric_cfg *mc =
+				ktel_config__metric(d->cfg, desc->metrics[j].name);
+			json_t *v = mc && mc->params ? json_object_get(mc->params,
+								      desc->params[i].name)
+						     : NULL;
+
+			if (v && json_is_integer(v))
+				values[i] = json_integer_value(v);
+		}
+	}
+	return 0;
+}
+
+static void init_metric(struct ktel_daemon *d, struct ktel_loaded_plugin *lp,
+			struct ktel_metric *m, const struct ktel_metric_desc *md)
+{
+	const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, md->name);
+
+	m->daemon = d;
+	m->lp = lp;
+	m->md = md;
+	m->interval_ms = ktel_config__metric_interval(d->cfg, md->name);
+	m->lease_ms = mc ? mc->lease_ms : 0;
+	uv_timer_init(d->loop, &m->timer);
+	uv_timer_init(d->loop, &m->lease_timer);
+	m->timer.data = m;
+	m->lease_timer.data = m;
+	m->timers_init = true;
+}
+
+/* Resolve every accumulator metric of a loaded plugin. */
+static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp)
+{
+	struct ktel_err err;
+
+	for (size_t i = 0; i < lp->n_metrics; i++) {
+		struct ktel_metric *m = &lp->metrics[i];
+		const struct ktel_bpf_map *bm = ktel_bpf_plugin__map(lp->bpf, m->md->map_name);
+		const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, m->md->name);
+
+		if (lp->bpf->unsupported) {
+			snprintf(m->problem, sizeof(m->problem), "unsupported: %s",
+				 lp->bpf->unsupported_reason);
+			continue;
+		}
+		if (m->md->model != KTEL_MODEL_ACCUMULATOR) {
+			snprintf(m->problem, sizeof(m->problem), "stream metrics are not consumed "
+				 "by this daemon yet");
+			continue;
+		}
+		if (ktel_metric_pull__new(m->md, lp->bpf->obj, bm && !bm->reused, &m->mp, &err)) {
+			snprintf(m->problem, sizeof(m->problem), "%s", err.msg);
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
+			continue;
+		}
+		ktel_delta__set_emit_zeros(d->delta, m->md->name,
+					   mc ? mc->emit_zero : d->cfg->emit_zero);
+	}
+}
+
+static void log_plugin(const struct ktel_loaded_plugin *lp)
+{
+	const struct ktel_bpf_plugin *bp = lp->bpf;
+
+	if (bp->unsupported) {
+		ktel_log(KTEL_LOG_INFO, "plugin %s: unsupported: %s", lp->plugin->desc.name,
+			 bp->unsupported_reason);
+		return;
+	}
+	for (size_t i = 0; i < bp->n_maps; i++)
+		if (bp->maps[i].pinned)
+			ktel_log(KTEL_LOG_INFO, "plugin %s: map %s %s %s%s%s", lp->plugin->desc.name,
+				 bp->maps[i].name, bp->maps[i].reused ? "reuses pin" : "pinned at",
+				 bp->maps[i].pin_path, bp->maps[i].note[0] ? ": " : "",
+				 bp->maps[i].note);
+	for (size_t i = 0; i < bp->n_progs; i++)
+		if (!bp->progs[i].selected)
+			ktel_log(KTEL_LOG_INFO, "plugin %s: program %s skipped: %s",
+				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason);
+}
+
+static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
+{
+	struct ktel_loaded_plugin *lp = &d->plugins[d->n_plugins];
+	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
+	struct ktel_bpf_opts bopts = {
+		.pin_root = d->cfg->pin_root,
+		.pin_gid = d->cfg->pin_gid,
+		.targets = d->targets,
+		.param_values = params,
+		.no_attach = true,
+	};
+	struct ktel_err err;
+
+	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++)
+		if (metric_name_taken(d, plugin->desc.metrics[i].name)) {
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: duplicate metric name %s",
+				 plugin->path, plugin->desc.metrics[i].name);
+			return -EEXIST;
+		}
+	load_params(d, plugin, params);
+	memset(lp, 0, sizeof(*lp));
+	snprintf(lp->path, sizeof(lp->path), "%s", plugin->path);
+	if (ktel_bpf_plugin__load(plugin, &bopts, &lp->bpf, &err)) {
+		ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+		return -EINVAL;
+	}
+	lp->metrics = calloc(plugin->desc.n_metrics, sizeof(*lp->metrics));
+	if (!lp->metrics) {
+		ktel_bpf_plugin__free(lp->bpf);
+		return -ENOMEM;
+	}
+	lp->plugin = plugin;
+	lp->n_metrics = plugin->desc.n_metrics;
+	for (size_t i = 0; i < lp->n_metrics; i++)
+		init_metric(d, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
+	d->n_plugins++;
+	log_plugin(lp);
+	resolve_metrics(d, lp);
+	return 0;
+}
+
+static void load_dir(struct ktel_daemon *d, const char *dir)
+{
+	struct ktel_plugin_scan_opts sopts = {.on_refusal = on_refusal, .ctx = d};
+	struct ktel_plugin_list *list = NULL;
+	struct ktel_err err;
+
+	if (ktel_plugin_dir__scan(dir, &sopts, &list, &err)) {
+		ktel_log(KTEL_LOG_ERROR, "plugin directory %s: %s", dir, err.msg);
+		return;
+	}
+	for (size_t i = 0; i < list->n; i++) {
+		if (d->n_plugins >= MAX_PLUGINS) {
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: more than %d plugins",
+				 list->items[i]->path, MAX_PLUGINS);
+			continue;
+		}
+		if (load_plugin(d, list->items[i]) == 0)
+			list->items[i] = NULL; /* now owned by the daemon */
+	}
+	ktel_plugin_list__free(list);
+}
+
+static void start_metrics(struct ktel_daemon *d)
+{
+	struct ktel_err err;
+
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i].n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i].metrics[j];
+
+			if (!m->mp) {
+				ktel_log(KTEL_LOG_INFO, "metric %s: not collected: %s", m->md->name,
+					 m->problem);
+				continue;
+			}
+			if (!ktel_config__metric_enabled(d->cfg, m->md->name)) {
+				ktel_log(KTEL_LOG_INFO, "metric %s: disabled by the config",
+					 m->md->name);
+				continue;
+			}
+			if (ktel_daemon__enable(d, m, m->lease_ms, &err)) {
+				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+				continue;
+			}
+			ktel_log(KTEL_LOG_INFO, "metric %s: collecting every %llu ms", m->md->name,
+				 (unsigned long long)m->interval_ms);
+		}
+}
+
+static void on_once(uv_timer_t *t)
+{
+	struct ktel_daemon *d = t->data;
+
+	ktel_daemon__shutdown(d, 0);
+}
+
+static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
+{
+	int r = ktel_router__new(d->loop, &d->router, err);
+
+	for (size_t i = 0; !r && i < d->cfg->n_sinks; i++) {
+		const struct ktel_sink_cfg *sc = &d->cfg->sinks[i];
+
+		r = ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, err);
+	}
+	return r;
+}
+
+static int open_state(struct ktel_daemon *d, struct ktel_err *err)
+{
+	int r = mkdir_parents(d->cfg->state_file, 0750);
+
+	if (r)
+		return ktel_err_set(err, -r, "%s: cannot create its directory: %s",
+				    d->cfg->state_file, strerror(-r));
+	r = ktel_delta__load(d->delta, d->cfg->state_file, err);
+	if (r == -EBADMSG || r == -ESTALE) {
+		ktel_log(KTEL_LOG_WARN, "%s", err->msg);
+		r = 0;
+	}
+	if (r)
+		return r;
+	/* Fail now, not after the first pull, when the state cannot be written. */
+	return ktel_delta__save(d->delta, d->cfg->state_file, err);
+}
+
+int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
+		     const struct ktel_daemon_opts *opts, struct ktel_daemon **ret,
+		     struct ktel_err *err)
+{
+	struct ktel_daemon *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	d->loop = loop;
+	d->cfg = cfg;
+	if (opts)
+		d->opts = *opts;
+	d->plugins = calloc(MAX_PLUGINS, sizeof(*d->plugins));
+	d->delta = ktel_delta__new(ktel_boot_id());
+	if (!d->plugins || !d->delta) {
+		ktel_daemon__free(d);
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	}
+	*ret = d;
+	return 0;
+}
+
+int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
+{
+	int r;
+
+	ktel_libbpf_log__set(libbpf_to_log, d, ktel_log_get_level() >= KTEL_LOG_DEBUG);
+	r = open_state(d, err);
+	if (r)
+		return r;
+	r = open_sinks(d, err);
+	if (r)
+		return r;
+	r = ktel_bpffs_ensure(d->cfg->pin_root, d->cfg->pin_gid, err);
+	if (r)
+		return r;
+	d->targets = ktel_targets__new(NULL, err);
+	if (!d->targets)
+		return -err->code;
+	for (size_t i = 0; i < d->cfg->n_plugin_dirs; i++)
+		load_dir(d, d->cfg->plugin_dirs[i]);
+	if (!d->n_plugins)
+		ktel_log(KTEL_LOG_WARN, "no plugin loaded from %zu plugin director%s",
+			 d->cfg->n_plugin_dirs, d->cfg->n_plugin_dirs == 1 ? "y" : "ies");
+	start_metrics(d);
+	if (d->opts.once) {
+		uv_timer_init(d->loop, &d->once_timer);
+		d->once_timer.data = d;
+		d->once_timer_init = true;
+		uv_timer_start(&d->once_timer, on_once, d->opts.once_wait_ms, 0);
+	}
+	return 0;
+}
+
+/* ---- shutdown ------------------------------------------------------------- */
+
+static void close_timers(struct ktel_daemon *d)
+{
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i].n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i].metrics[j];
+
+			if (!m->timers_init)
+				continue;
+			uv_close((uv_handle_t *)&m->timer, NULL);
+			uv_close((uv_handle_t *)&m->lease_timer, NULL);
+			m->timers_init = false;
+		}
+	if (d->once_timer_init) {
+		uv_close((uv_handle_t *)&d->once_timer, NULL);
+		d->once_timer_init = false;
+	}
+}
+
+static void on_sinks_closed(void *ctx)
+{
+	struct ktel_daemon *d = ctx;
+
+	ktel_log(KTEL_LOG_DEBUG, "sinks closed");
+	(void)d;
+}
+
+void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
+{
+	if (d->shutting_down)
+		return;
+	d->shutting_down = true;
+	d->exit_code = exit_code;
+	/* The window since the last pull is not lost. */
+	ktel_daemon__pull_all(d);
+	save_state(d);
+	close_timers(d);
+	if (d->router)
+		ktel_router__close(d->router, d->cfg->sink_close_timeout_ms, on_sinks_closed, d);
+}
+
+int ktel_daemon__exit_code(const struct ktel_daemon *d)
+{
+	return d->exit_code;
+}
+
+void ktel_daemon__free(struct ktel_daemon *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		struct ktel_loaded_plugin *lp = &d->plugins[i];
+
+		for (size_t j = 0; j < lp->n_metrics; j++)
+			ktel_metric_pull__free(lp->metrics[j].mp);
+		free(lp->metrics);
+		ktel_bpf_plugin__free(lp->bpf);
+		ktel_plugin__free(lp->plugin);
+	}
+	free(d->plugins);
+	ktel_router__free(d->router);
+	ktel_delta__free(d->delta);
+	ktel_targets__free(d->targets);
+	ktel_libbpf_log__reset();
+	free(d);
+}
+
+/* ---- accessors ------------------------------------------------------------ */
+
+struct ktel_metric *ktel_daemon__metric(struct ktel_daemon *d, const char *name)
+{
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i].n_metrics; j++)
+			if (strcmp(d->plugins[i].metrics[j].md->name, name) == 0)
+				return &d->plugins[i].metrics[j];
+	return NULL;
+}
+
+size_t ktel_daemon__n_plugins(const struct ktel_daemon *d)
+{
+	return d->n_plugins;
+}
+
+struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i)
+{
+	return i < d->n_plugins ? &d->plugins[i] : NULL;
+}
+
+const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d)
+{
+	return d->cfg;
+}
+
+struct ktel_router *ktel_daemon__router(struct ktel_daemon *d)
+{
+	return d->router;
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The daemon's state machine on one libuv loop: plugins discovered and
+ * loaded, one pull timer per enabled metric, the router and its sinks, the
+ * delta engine and its state file. ktelemetryd.c is a thin main() around it;
+ * the control socket drives it through the same functions.
+ */
+#ifndef KTEL_DAEMON_H
+#define KTEL_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "bpf_lifecycle.h"
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "metric_pull.h"
+
+struct ktel_daemon;
+struct ktel_router;
+
+/* One metric as the daemon sees it. */
+struct ktel_metric {
+	struct ktel_daemon *daemon;
+	struct ktel_loaded_plugin *lp;
+	const struct ktel_metric_desc *md;
+	struct ktel_metric_pull *mp;  /* NULL when unsupported or broken */
+	bool enabled;
+	bool attached;
+	uint64_t interval_ms;
+	uint64_t lease_ms;            /* >0: disable when the lease ends */
+	uv_timer_t timer;             /* pull timer */
+	uv_timer_t lease_timer;
+	bool timers_init;
+	char problem[KTEL_ERR_MSG_MAX]; /* why it cannot be pulled, or "" */
+	/* Last pull. */
+	uint64_t pulls, pull_errors, records;
+	uint64_t last_pull_wall_ns;
+	struct ktel_pull_info last;
+	struct ktel_complaint complaint;
+};
+
+/* One plugin file, loaded into the kernel (or found unsupported). */
+struct ktel_loaded_plugin {
+	struct ktel_plugin *plugin;
+	struct ktel_bpf_plugin *bpf;
+	struct ktel_metric *metrics;
+	size_t n_metrics;
+	char path[4096];
+};
+
+struct ktel_daemon_opts {
+	bool once;             /* pull once after once_wait_ms, then exit */
+	uint64_t once_wait_ms;
+};
+
+int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
+		     const struct ktel_daemon_opts *opts, struct ktel_daemon **ret,
+		     struct ktel_err *err);
+
+/*
+ * Open sinks, load state, discover and load plugins, attach enabled metrics
+ * and start their timers. Errors that make running pointless (no sink can be
+ * opened, state or pin root unusable) fail; a plugin that cannot load is
+ * logged and skipped.
+ */
+int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err);
+
+/* Pull one metric now (a timer, `ktelemetryctl pull`, shutdown). */
+int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err);
+
+/* Pull every enabled metric now. Returns the number of failed pulls. */
+int ktel_daemon__pull_all(struct ktel_daemon *d);
+
+/* Enable or disable a metric at run time (attach/detach its programs). */
+int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t lease_ms,
+			struct ktel_err *err);
+int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err);
+
+struct ktel_metric *ktel_daemon__metric(struct ktel_daemon *d, const char *name);
+
+/* Iterate loaded plugins and metrics. */
+size_t ktel_daemon__n_plugins(const struct ktel_daemon *d);
+struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i);
+
+/* Final pull, state save, sinks flushed within the configured timeout; then
+ * the loop has nothing left and uv_run returns. exit_code is what main
+ * should return. */
+void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code);
+int ktel_daemon__exit_code(const struct ktel_daemon *d);
+
+const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d);
+struct ktel_router *ktel_daemon__router(struct ktel_daemon *d);
+
+/* Release everything; the loop must have stopped. Detaches programs; pins stay. */
+void ktel_daemon__free(struct ktel_daemon *d);
+
+#endif /* KTEL_DAEMON_H */

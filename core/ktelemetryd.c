@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * ktelemetryd - the ktelemetry daemon.
+ *
+ *   ktelemetryd [--config FILE] [--once SECONDS] [--log-level LEVEL]
+ *   ktelemetryd --check-config FILE
+ *   ktelemetryd --config-doc
+ *
+ * Exit status: 0 success; 1 a runtime failure after start; 2 bad usage or bad
+ * input (config, plugin directory, state or output path), with one line on
+ * stderr naming the path and the problem.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+#include "sink.h"
+#include "default_config.h"
+
+#define EXIT_BAD_INPUT 2
+
+struct main_state {
+	struct ktel_daemon *daemon;
+	uv_signal_t sigint, sigterm, sighup;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: ktelemetryd [--config FILE] [--once SECONDS] [--log-level LEVEL]\n"
+		"       ktelemetryd --check-config FILE\n"
+		"       ktelemetryd --config-doc\n"
+		"\n"
+		"  -c, --config FILE        per-device JSON config (default: the embedded\n"
+		"                           config/default.json)\n"
+		"      --check-config FILE  validate FILE, print every error, exit 0 or 2\n"
+		"      --once SECONDS       load, wait SECONDS, pull every metric once, exit\n"
+		"  -f, --foreground         stay in the foreground (the default; for systemd)\n"
+		"  -l, --log-level LEVEL    error, warn, info (default), debug\n"
+		"      --config-doc         print the reference of every config key (Markdown)\n");
+}
+
+/* ${plugin_dir} and ${state_dir}: the build tree when run from it. */
+static void config_vars(struct ktel_config_vars *vars)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t len = strlen(KTEL_BUILD_BIN_DIR);
+
+	vars->plugin_dir = KTEL_INSTALL_PLUGIN_DIR;
+	vars->state_dir = KTEL_INSTALL_STATE_DIR;
+	if (n > 0) {
+		exe[n] = '\0';
+		if (strncmp(exe, KTEL_BUILD_BIN_DIR, len) == 0 && exe[len] == '/') {
+			vars->plugin_dir = KTEL_BUILD_PLUGIN_DIR;
+			vars->state_dir = KTEL_BUILD_STATE_DIR;
+		}
+	}
+}
+
+static void register_sink_schemas(void)
+{
+	static struct ktel_cfg_sink_schema schemas[16];
+	size_t n = 0;
+
+	for (size_t i = 0; ktel_sink_types[i] && n + 1 < 16; i++) {
+		schemas[n].type = ktel_sink_types[i]->type;
+		schemas[n].keys = ktel_sink_types[i]->options;
+		n++;
+	}
+	ktel_config_set_sink_schemas(schemas);
+}
+
+static int load_config(const char *path, struct ktel_config **ret)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config_vars vars;
+	struct ktel_err err;
+	int r;
+
+	config_vars(&vars);
+	if (path)
+		r = ktel_config__load_file(path, &vars, ret, &errs, &err);
+	else
+		r = ktel_config__load_string((const char *)ktel_default_config,
+					     "<embedded config/default.json>", &vars, ret, &errs,
+					     &err);
+	for (size_t i = 0; i < errs.n; i++)
+		fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", errs.msgs[i]);
+	if (r && !errs.n)
+		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
+	ktel_config_errors__clear(&errs);
+	return r;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct main_state *st = h->data;
+
+	if (signum == SIGHUP) {
+		ktel_log(KTEL_LOG_INFO, "SIGHUP: reload is not supported by this build yet; "
+			 "configuration unchanged");
+		return;
+	}
+	ktel_log(KTEL_LOG_INFO, "%s: final pull, flushing sinks", strsignal(signum));
+	uv_signal_stop(&st->sigint);
+	uv_signal_stop(&st->sigterm);
+	uv_signal_stop(&st->sighup);
+	ktel_daemon__shutdown(st->daemon, 0);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
+{
+	struct main_state st = {0};
+	struct ktel_err err;
+	uv_loop_t loop;
+	int r;
+
+	uv_loop_init(&loop);
+	r = ktel_daemon__new(&loop, cfg, opts, &st.daemon, &err);
+	if (!r)
+		r = ktel_daemon__start(st.daemon, &err);
+	if (r) {
+		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
+		if (st.daemon)
+			ktel_daemon__shutdown(st.daemon, EXIT_BAD_INPUT);
+		uv_walk(&loop, close_walk, NULL);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		ktel_daemon__free(st.daemon);
+		uv_loop_close(&loop);
+		return EXIT_BAD_INPUT;
+	}
+	uv_signal_init(&loop, &st.sigint);
+	uv_signal_init(&loop, &st.sigterm);
+	uv_signal_init(&loop, &st.sighup);
+	st.sigint.data = st.sigterm.data = st.sighup.data = &st;
+	uv_signal_start(&st.sigint, on_signal, SIGINT);
+	uv_signal_start(&st.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&st.sighup, on_signal, SIGHUP);
+	/* Signal handles must not keep the loop alive once the daemon is done. */
+	uv_unref((uv_handle_t *)&st.sigint);
+	uv_unref((uv_handle_t *)&st.sigterm);
+	uv_unref((uv_handle_t *)&st.sighup);
+	ktel_log(KTEL_LOG_INFO, "running with %s", cfg->source);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	r = ktel_daemon__exit_code(st.daemon);
+	uv_walk(&loop, close_walk, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ktel_daemon__free(st.daemon);
+	uv_loop_close(&loop);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_CHECK = 256, OPT_ONCE, OPT_DOC };
+	static const struct option long_opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"check-config", required_argument, NULL, OPT_CHECK},
+		{"once", required_argument, NULL, OPT_ONCE},
+		{"foreground", no_argument, NULL, 'f'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"config-doc", no_argument, NULL, OPT_DOC},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct ktel_daemon_opts opts = {0};
+	const char *config_path = NULL, *check = NULL;
+	struct ktel_config *cfg = NULL;
+	bool doc = false;
+	char *end;
+	int c, r;
+
+	register_sink_schemas();
+	while ((c = getopt_long(argc, argv, "c:fl:h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case OPT_CHECK:
+			check = optarg;
+			break;
+		case OPT_ONCE: {
+			double s = strtod(optarg, &end);
+
+			if (*end || s < 0 || s > 86400) {
+				fprintf(stderr, "ktelemetryd: --once: expected seconds 0..86400, "
+					"got \"%s\"\n", optarg);
+				return EXIT_BAD_INPUT;
+			}
+			opts.once = true;
+			opts.once_wait_ms = (uint64_t)(s * 1000);
+			break;
+		}
+		case 'f':
+			break;
+		case 'l':
+			r = ktel_log_parse_level(optarg);
+			if (r < 0) {
+				fprintf(stderr, "ktelemetryd: --log-level: expected error, warn, info "
+					"or debug, got \"%s\"\n", optarg);
+				return EXIT_BAD_INPUT;
+			}
+			ktel_log_set_level(r);
+			break;
+		case OPT_DOC:
+			doc = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_BAD_INPUT;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ktelemetryd: unexpected argument \"%s\"\n", argv[optind]);
+		return EXIT_BAD_INPUT;
+	}
+	if (doc)
+		return ktel_config__write_doc(stdout) ? 1 : 0;
+	if (check) {
+		r = load_config(check, &cfg);
+		ktel_config__free(cfg);
+		if (!r)
+			printf("%s: OK\n", check);
+		return r ? EXIT_BAD_INPUT : 0;
+	}
+	if (load_config(config_path, &cfg))
+		return EXIT_BAD_INPUT;
+	/* Sinks writing to a closed pipe get EPIPE, not a fatal signal. */
+	signal(SIGPIPE, SIG_IGN);
+	r = run(cfg, &opts);
+	ktel_config__free(cfg);
+	return r;
+}
