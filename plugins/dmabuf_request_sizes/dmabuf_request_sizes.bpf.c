@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * DmabufRequestSizes: size in bytes of each successfully exported dma-buf,
+ * per exporter (the exporter's exp_name, e.g. "system" or "vgem", as an id
+ * labelled by dmabuf_exporter_names). The value keeps the byte sum too, so a
+ * record carries the total exported as well as the distribution.
+ *
+ * Variants (group dmabuf_export, see dmabuf_request_sizes.c):
+ *   tp_btf/dma_buf_export(struct dma_buf *dmabuf)    Linux 7.0 and later
+ *   fexit/dma_buf_export(const struct dma_buf_export_info *exp_info)
+ *                                                    before 7.0
+ * The tracepoint fires only for a successful export; the fexit program
+ * checks the returned pointer itself.
+ */
+#include <ktel_kernel_types.h>
+#include <ktel_kernel_types_ext.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf_telemetry.h>
+#include <ktel_labels.h>
+
+#define DMABUF_MAX_EXPORTERS 64
+
+struct dmabuf_key {
+	__u32 exporter; /* id in dmabuf_exporter_names */
+};
+
+KTEL_DEFINE_LABEL_MAPS(dmabuf_exporter, DMABUF_MAX_EXPORTERS);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DMABUF_MAX_EXPORTERS);
+	__type(key, struct dmabuf_key);
+	__type(value, struct accumulator_value_sum);
+} dmabuf_size_map SEC(".maps");
+
+static __always_inline void dmabuf_record(const char *exp_name, __u64 size)
+{
+	struct ktel_label label = {};
+	struct dmabuf_key key = {};
+
+	ktel_label_read(&label, exp_name);
+	key.exporter = KTEL_LABEL_ID(dmabuf_exporter, &label);
+	INCREMENT_ACCUMULATOR_SUM(dmabuf_size_map, &key, size);
+}
+
+/* dma_buf_export(struct dma_buf *dmabuf), Linux 7.0+. */
+SEC("tp_btf/dma_buf_export")
+int dmabuf_export_tp(__u64 *ctx)
+{
+	struct dma_buf *buf = (struct dma_buf *)ctx[0];
+
+	if (!buf)
+		return 0;
+	dmabuf_record(BPF_CORE_READ(buf, exp_name), BPF_CORE_READ(buf, size));
+	return 0;
+}
+
+/*
+ * struct dma_buf *dma_buf_export(const struct dma_buf_export_info *exp_info):
+ * ctx[0] is exp_info, ctx[1] the return value (an ERR_PTR on failure).
+ */
+SEC("fexit/dma_buf_export")
+int dmabuf_export_fexit(__u64 *ctx)
+{
+	const struct dma_buf_export_info *info = (const void *)ctx[0];
+	__u64 ret = ctx[1];
+
+	if (!info || !ret || KTEL_IS_ERR_VALUE(ret))
+		return 0;
+	dmabuf_record(BPF_CORE_READ(info, exp_name), BPF_CORE_READ(info, size));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
