@@ -442,8 +442,11 @@ static void on_once(uv_timer_t *t)
 
 static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 {
-	int r = ktel_router__new(d->loop, &d->router, err);
+	int r = 0;
 
+	d->router = ktel_router__new(d->loop);
+	if (!d->router)
+		return ktel_err_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; !r && i < d->cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &d->cfg->sinks[i];
 

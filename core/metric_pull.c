@@ -372,6 +372,7 @@ static void fill_dims(const struct ktel_metric_pull *mp, const void *key, struct
 		out->value = d->field->is_signed ? ktel_field_read_s64(d->field, key)
 						 : (int64_t)ktel_field_read_u64(d->field, key);
 		out->label = NULL;
+		out->id_label = d->lm != NULL;
 		if (d->lm && out->value >= 0 && out->value < LABEL_MAP_MAX_IDS &&
 		    d->lm->known[out->value])
 			out->label = d->lm->names[out->value];

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Running the real ktelemetryd from integration tests: a hermetic sandbox
+ * (own pin root under /sys/fs/bpf, own state and output files under the build
+ * tree), the daemon started as a child process, its JSON lines read back.
+ */
+#ifndef KTEL_DAEMON_HARNESS_H
+#define KTEL_DAEMON_HARNESS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#define KTEL_DAEMON_BIN KTEL_BINARY_DIR "/core/ktelemetryd"
+
+struct sandbox {
+	char dir[512];      /* under the build tree */
+	char pin_root[256]; /* under /sys/fs/bpf */
+	char config[600];
+	char out[600];      /* JSON sink output */
+	char state[600];
+	char log[600];      /* daemon stderr */
+};
+
+static inline int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static inline void rm_tree(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static inline void sandbox_init(struct sandbox *sb, const char *name)
+{
+	snprintf(sb->dir, sizeof(sb->dir), "%s/test-tmp/%s-%d", KTEL_BINARY_DIR, name, getpid());
+	snprintf(sb->pin_root, sizeof(sb->pin_root), "/sys/fs/bpf/ktel-test-%s-%d", name, getpid());
+	snprintf(sb->config, sizeof(sb->config), "%s/config.json", sb->dir);
+	snprintf(sb->out, sizeof(sb->out), "%s/out.jsonl", sb->dir);
+	snprintf(sb->state, sizeof(sb->state), "%s/state.bin", sb->dir);
+	snprintf(sb->log, sizeof(sb->log), "%s/daemon.log", sb->dir);
+	rm_tree(sb->dir);
+	mkdir(KTEL_BINARY_DIR "/test-tmp", 0755);
+	mkdir(sb->dir, 0755);
+	if (access("/sys/fs/bpf", F_OK) == 0 && system("mountpoint -q /sys/fs/bpf") != 0)
+		(void)system("mount -t bpf bpf /sys/fs/bpf");
+}
+
+static inline void sandbox_cleanup(struct sandbox *sb)
+{
+	rm_tree(sb->pin_root);
+	rm_tree(sb->dir);
+}
+
+/* Write the config: extra is spliced into the top-level object (may be ""). */
+static inline void sandbox_write_config(struct sandbox *sb, const char *plugin_dir,
+					const char *interval, const char *extra)
+{
+	FILE *f = fopen(sb->config, "w");
+
+	if (!f)
+		abort();
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"%s\",\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"}}%s%s}\n",
+		plugin_dir, sb->pin_root, sb->state, sb->dir, interval, sb->out,
+		extra && *extra ? ", " : "", extra ? extra : "");
+	fclose(f);
+}
+
+/* Start the daemon with the sandbox config and extra arguments (NULL-ended). */
+static inline pid_t daemon_start(struct sandbox *sb, ...)
+{
+	const char *argv[16] = {KTEL_DAEMON_BIN, "--config", sb->config};
+	size_t n = 3;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, sb);
+	for (const char *a; n < 15 && (a = va_arg(ap, const char *));)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(sb->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Wait for the child; returns its exit status or -1 after timeout_s. */
+static inline int daemon_wait(pid_t pid, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 20; i++) {
+		int status;
+
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		usleep(50000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/* Does the daemon log contain text (poll up to timeout_s)? */
+static inline bool log_wait_for(const struct sandbox *sb, const char *text, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 20; i++) {
+		char buf[65536];
+		FILE *f = fopen(sb->log, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		if (strstr(buf, text))
+			return true;
+		usleep(50000);
+	}
+	return false;
+}
+
+static inline void dump_log(const struct sandbox *sb)
+{
+	char cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "tail -n 40 %s >&2", sb->log);
+	(void)system(cmd);
+}
+
+/*
+ * Sum of the histogram delta counts of every record of metric in the JSON
+ * output, and the number of records. Every line must parse.
+ */
+static inline int sum_metric(const struct sandbox *sb, const char *metric, uint64_t *ret_sum,
+			     size_t *ret_records)
+{
+	FILE *f = fopen(sb->out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	int bad = 0;
+
+	*ret_sum = 0;
+	*ret_records = 0;
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *counts, *c;
+		size_t i;
+
+		if (!rec) {
+			bad++;
+			continue;
+		}
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
+			counts = json_object_get(json_object_get(rec, "histogram"), "counts");
+			json_array_foreach(counts, i, c)
+				*ret_sum += (uint64_t)json_integer_value(c);
+			(*ret_records)++;
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+	return bad ? -EBADMSG : 0;
+}
+
+static inline void trigger_compaction(void)
+{
+	int fd = open("/proc/sys/vm/compact_memory", O_WRONLY);
+
+	if (fd >= 0) {
+		(void)!write(fd, "1", 1);
+		close(fd);
+	}
+}
+
+#endif /* KTEL_DAEMON_HARNESS_H */
