@@ -358,35 +358,54 @@ static size_t key_hash(const unsigned char *key, size_t len)
 	return h;
 }
 
-/*
- * Insert key index idx into the seen set unless an equal key is there;
- * returns false for a duplicate. The set holds at most max_entries indexes
- * in 2 * max_entries slots, so probing always ends.
- */
-static bool seen_insert(struct ktel_map_reader *r, __u32 idx)
+/* Slot of key in the seen set: either the slot holding an equal key or the
+ * empty slot where it belongs. The set holds at most max_entries indexes in
+ * 2 * max_entries slots, so probing always ends. */
+static size_t seen_slot(const struct ktel_map_reader *r, const void *key)
 {
-	const unsigned char *key = (const unsigned char *)r->keys + (size_t)idx * r->key_size;
 	size_t mask = r->seen_slots - 1, s = key_hash(key, r->key_size) & mask;
 
 	for (; r->seen[s] != UINT32_MAX; s = (s + 1) & mask)
 		if (!memcmp((const unsigned char *)r->keys + (size_t)r->seen[s] * r->key_size,
 			    key, r->key_size))
-			return false;
-	r->seen[s] = idx;
-	return true;
+			break;
+	return s;
+}
+
+/*
+ * After get_next_key restarted (its cursor key was deleted), move the cursor
+ * back to the latest key read that still exists, so the walk resumes near
+ * where it was instead of re-walking the map. A few probes only: when none
+ * survives, the walk goes on from the restart and skips what it has seen.
+ */
+static void reanchor(struct ktel_map_reader *r, size_t n, struct ktel_map_read_stats *st)
+{
+	void *scratch = (unsigned char *)r->raw + n * r->raw_value_size;
+	const unsigned char *key;
+	size_t j;
+
+	for (j = n; j > 0 && n - j < 8; j--) {
+		key = (const unsigned char *)r->keys + (j - 1) * r->key_size;
+		st->syscalls++;
+		if (!r->sys->lookup_elem(r->sys_ctx, r->fd, key, scratch)) {
+			memcpy(r->cursor, key, r->key_size);
+			return;
+		}
+	}
 }
 
 /*
  * get_next_key walk. A hash map restarts from its first key when the cursor
- * key was deleted meanwhile, so keys are de-duplicated, and the walk gets
- * room for one full restart before it is declared truncated.
+ * key was deleted meanwhile, so keys are de-duplicated (a key seen again is a
+ * restart: re-anchor once, then skip the repeats), and the walk has room for
+ * one full restart before it is declared truncated.
  */
 static int read_iterate(struct ktel_map_reader *r, struct ktel_map_read_stats *st,
 			struct ktel_err *err)
 {
 	unsigned char *keys = r->keys, *raw = r->raw;
-	size_t cap = r->max_entries, n = 0, steps, max_steps = 2 * cap + 2;
-	bool started = false;
+	size_t cap = r->max_entries, n = 0, steps, max_steps = 2 * cap + 2, s;
+	bool started = false, in_repeats = false;
 	unsigned char *slot;
 	int rc;
 
@@ -406,6 +425,15 @@ static int read_iterate(struct ktel_map_reader *r, struct ktel_map_read_stats *s
 					    r->name, r->id, strerror(-rc));
 		memcpy(r->cursor, slot, r->key_size);
 		started = true;
+		s = seen_slot(r, slot);
+		if (r->seen[s] != UINT32_MAX) {
+			st->skipped++;
+			if (!in_repeats)
+				reanchor(r, n, st);
+			in_repeats = true;
+			continue;
+		}
+		in_repeats = false;
 		st->syscalls++;
 		rc = r->sys->lookup_elem(r->sys_ctx, r->fd, slot, raw + n * r->raw_value_size);
 		if (rc == -ENOENT) {
@@ -416,12 +444,7 @@ static int read_iterate(struct ktel_map_reader *r, struct ktel_map_read_stats *s
 		if (rc)
 			return ktel_err_set(err, -rc, "map %s (id %u): lookup: %s",
 					    r->name, r->id, strerror(-rc));
-		/* Looked up first so the set only ever names kept slots. */
-		if (!seen_insert(r, n)) {
-			st->skipped++;
-			continue;
-		}
-		n++;
+		r->seen[s] = n++;
 	}
 	st->entries = n;
 	return 0;
