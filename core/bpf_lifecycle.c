@@ -1,0 +1,777 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "bpf_lifecycle.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#ifndef BPF_FS_MAGIC
+#define BPF_FS_MAGIC 0xcafe4a11
+#endif
+
+/* ---- libbpf messages ------------------------------------------------- */
+
+static struct {
+	ktel_libbpf_log_fn fn;
+	void *ctx;
+	bool debug;
+	bool installed;
+} log_state;
+
+/* Per thread: a load on one thread must not explain another's failure. */
+static __thread char last_warning[KTEL_LIFECYCLE_MSG_MAX];
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	static __thread char msg[16384];
+	const char *line = msg;
+	size_t len;
+	int n;
+
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (n < 0)
+		return 0;
+	len = strlen(msg);
+	while (len && msg[len - 1] == '\n')
+		msg[--len] = '\0';
+	if (level == LIBBPF_WARN && !last_warning[0] && len) {
+		if (strncmp(line, "libbpf: ", 8) == 0)
+			line += 8;
+		snprintf(last_warning, sizeof(last_warning), "%.*s", (int)strcspn(line, "\n"),
+			 line);
+	}
+	if (log_state.fn && (level != LIBBPF_DEBUG || log_state.debug))
+		log_state.fn(level, msg, log_state.ctx);
+	return 0;
+}
+
+static void install_print(void)
+{
+	if (log_state.installed)
+		return;
+	libbpf_set_print(libbpf_print);
+	log_state.installed = true;
+}
+
+void ktel_libbpf_log__set(ktel_libbpf_log_fn fn, void *ctx, bool debug)
+{
+	log_state.fn = fn;
+	log_state.ctx = ctx;
+	log_state.debug = debug;
+	install_print();
+}
+
+void ktel_libbpf_log__reset(void)
+{
+	install_print();
+	last_warning[0] = '\0';
+}
+
+const char *ktel_libbpf_log__last(void)
+{
+	return last_warning;
+}
+
+/* ": <libbpf's warning>" when there is one, for error messages. */
+static const char *libbpf_why(char *buf, size_t len)
+{
+	if (!last_warning[0])
+		return "";
+	snprintf(buf, len, " (%s)", last_warning);
+	return buf;
+}
+
+/* ---- bpffs ----------------------------------------------------------- */
+
+static bool on_bpffs(const char *path)
+{
+	struct statfs sfs;
+
+	return statfs(path, &sfs) == 0 && (unsigned long)sfs.f_type == BPF_FS_MAGIC;
+}
+
+/* Longest existing prefix of path (a directory), written to buf. */
+static void existing_ancestor(const char *path, char *buf, size_t len)
+{
+	struct stat st;
+	char *slash;
+
+	snprintf(buf, len, "%s", path);
+	while (stat(buf, &st) != 0) {
+		slash = strrchr(buf, '/');
+		if (!slash || slash == buf) {
+			snprintf(buf, len, "/");
+			return;
+		}
+		*slash = '\0';
+	}
+}
+
+static bool under_bpffs_mount(const char *path)
+{
+	size_t len = strlen(KTEL_BPFFS_MOUNT);
+
+	return strncmp(path, KTEL_BPFFS_MOUNT, len) == 0 &&
+	       (path[len] == '/' || path[len] == '\0');
+}
+
+static int mount_bpffs(const char *pin_root, struct ktel_err *err)
+{
+	if (!under_bpffs_mount(pin_root))
+		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem", pin_root);
+	if (geteuid() != 0)
+		return ktel_err_set(err, EPERM,
+				    "pin root %s: bpffs is not mounted at %s and only root can mount it "
+				    "(mount -t bpf bpf %s)",
+				    pin_root, KTEL_BPFFS_MOUNT, KTEL_BPFFS_MOUNT);
+	if (mount("bpf", KTEL_BPFFS_MOUNT, "bpf", 0, "mode=0700") != 0)
+		return ktel_err_set(err, errno, "pin root %s: cannot mount bpffs at %s: %s", pin_root,
+				    KTEL_BPFFS_MOUNT, strerror(errno));
+	return 0;
+}
+
+/* mkdir -p below the existing ancestor; new directories get mode 0750. */
+static int make_dirs(const char *pin_root, size_t from, struct ktel_err *err)
+{
+	char path[PATH_MAX];
+	size_t i, len = strlen(pin_root);
+
+	if (len >= sizeof(path))
+		return ktel_err_set(err, ENAMETOOLONG, "pin root %s: path too long", pin_root);
+	for (i = from + 1; i <= len; i++) {
+		if (pin_root[i] != '/' && pin_root[i] != '\0')
+			continue;
+		memcpy(path, pin_root, i);
+		path[i] = '\0';
+		if (mkdir(path, KTEL_PIN_DIR_MODE) != 0 && errno != EEXIST)
+			return ktel_err_set(err, errno, "pin root %s: cannot create %s: %s", pin_root,
+					    path, strerror(errno));
+	}
+	return 0;
+}
+
+int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err)
+{
+	char ancestor[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (!pin_root || pin_root[0] != '/')
+		return ktel_err_set(err, EINVAL, "pin root %s: must be an absolute path",
+				    pin_root ? pin_root : "(null)");
+	existing_ancestor(pin_root, ancestor, sizeof(ancestor));
+	if (!on_bpffs(ancestor)) {
+		rc = mount_bpffs(pin_root, err);
+		if (rc)
+			return rc;
+		existing_ancestor(pin_root, ancestor, sizeof(ancestor));
+	}
+	rc = make_dirs(pin_root, strlen(ancestor), err);
+	if (rc)
+		return rc;
+	if (stat(pin_root, &st) != 0 || !S_ISDIR(st.st_mode))
+		return ktel_err_set(err, ENOTDIR, "pin root %s: not a directory", pin_root);
+	if (!on_bpffs(pin_root))
+		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem", pin_root);
+	/* An existing pin root is ours too: mkdir's mode is subject to umask. */
+	if (chmod(pin_root, KTEL_PIN_DIR_MODE) != 0)
+		return ktel_err_set(err, errno, "pin root %s: chmod 0750: %s", pin_root,
+				    strerror(errno));
+	if (gid != (gid_t)-1 && chown(pin_root, (uid_t)-1, gid) != 0)
+		return ktel_err_set(err, errno, "pin root %s: chown to group %u: %s", pin_root,
+				    (unsigned)gid, strerror(errno));
+	return 0;
+}
+
+/* ---- .rodata params -------------------------------------------------- */
+
+int ktel_bpf_rodata_var(const struct bpf_object *obj, const char *name, size_t *ret_offset,
+			size_t *ret_size)
+{
+	const struct btf_var_secinfo *vsi;
+	const struct btf_type *sec, *var;
+	struct btf *btf = bpf_object__btf(obj);
+	const char *vname;
+	int id, i;
+
+	if (!btf)
+		return -ENOENT;
+	id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
+	sec = id < 0 ? NULL : btf__type_by_id(btf, id);
+	if (!sec)
+		return -ENOENT;
+	vsi = btf_var_secinfos(sec);
+	for (i = 0; i < btf_vlen(sec); i++) {
+		var = btf__type_by_id(btf, vsi[i].type);
+		if (!var || !btf_is_var(var))
+			continue;
+		vname = btf__name_by_offset(btf, var->name_off);
+		if (!vname || strcmp(vname, name) != 0)
+			continue;
+		if (vsi[i].size != 1 && vsi[i].size != 2 && vsi[i].size != 4 && vsi[i].size != 8)
+			return -ENOENT;
+		*ret_offset = vsi[i].offset;
+		*ret_size = vsi[i].size;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static struct bpf_map *rodata_map(struct bpf_object *obj)
+{
+	struct bpf_map *map;
+	const char *name;
+	size_t len;
+
+	/* libbpf names internal maps "<obj prefix>.rodata". */
+	bpf_object__for_each_map(map, obj) {
+		name = bpf_map__name(map);
+		len = strlen(name);
+		if (len >= 7 && strcmp(name + len - 7, ".rodata") == 0)
+			return map;
+	}
+	return NULL;
+}
+
+static bool fits(int64_t value, size_t size)
+{
+	if (size >= 8)
+		return true;
+	return value >= -((int64_t)1 << (size * 8 - 1)) && value < ((int64_t)1 << (size * 8));
+}
+
+static int set_params(struct ktel_bpf_plugin *p, const int64_t *values, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	struct bpf_map *map;
+	const void *init;
+	unsigned char *data;
+	size_t size, off, vsize;
+	uint32_t i;
+	int64_t value;
+	int rc = 0;
+
+	if (!d->n_params)
+		return 0;
+	map = rodata_map(p->obj);
+	init = map ? bpf_map__initial_value(map, &size) : NULL;
+	if (!init)
+		return ktel_err_set(err, ENOENT, "plugin %s: params declared but no .rodata", d->name);
+	data = malloc(size);
+	if (!data)
+		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
+	memcpy(data, init, size);
+	for (i = 0; i < d->n_params; i++) {
+		value = values ? values[i] : d->params[i].default_value;
+		if (ktel_bpf_rodata_var(p->obj, d->params[i].name, &off, &vsize) != 0 ||
+		    off + vsize > size) {
+			rc = ktel_err_set(err, ENOENT, "plugin %s: param %s not in .rodata", d->name,
+					  d->params[i].name);
+			goto out;
+		}
+		if (!fits(value, vsize)) {
+			rc = ktel_err_set(err, ERANGE, "plugin %s: param %s: %lld does not fit in %zu bytes",
+					  d->name, d->params[i].name, (long long)value, vsize);
+			goto out;
+		}
+		/* BPF runs in host byte order: the low bytes of value, as the host stores them. */
+		if (vsize == 8) {
+			memcpy(data + off, &value, 8);
+		} else if (vsize == 4) {
+			uint32_t v32 = (uint32_t)value;
+			memcpy(data + off, &v32, 4);
+		} else if (vsize == 2) {
+			uint16_t v16 = (uint16_t)value;
+			memcpy(data + off, &v16, 2);
+		} else {
+			data[off] = (unsigned char)value;
+		}
+	}
+	rc = bpf_map__set_initial_value(map, data, size);
+	if (rc)
+		rc = ktel_err_set(err, rc, "plugin %s: cannot set .rodata: %s", d->name,
+				  strerror(-rc));
+out:
+	free(data);
+	return rc;
+}
+
+/* ---- programs -------------------------------------------------------- */
+
+static void join_reason(char *out, size_t len, const char *reason)
+{
+	size_t used = strlen(out);
+
+	if (!reason[0] || strstr(out, reason))
+		return;
+	snprintf(out + used, len - used, "%s%s", used ? "; " : "", reason);
+}
+
+static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
+		      struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	struct ktel_prog_choice *choices = NULL;
+	struct bpf_program *prog;
+	size_t n = 0, i;
+	int rc = 0;
+
+	bpf_object__for_each_program(prog, p->obj)
+		n++;
+	p->progs = calloc(n ? n : 1, sizeof(*p->progs));
+	choices = calloc(n ? n : 1, sizeof(*choices));
+	if (!p->progs || !choices) {
+		rc = ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
+		goto out;
+	}
+	bpf_object__for_each_program(prog, p->obj) {
+		p->progs[p->n_progs].prog = prog;
+		p->progs[p->n_progs].name = bpf_program__name(prog);
+		p->progs[p->n_progs].section = bpf_program__section_name(prog);
+		choices[p->n_progs].name = p->progs[p->n_progs].name;
+		choices[p->n_progs].section = p->progs[p->n_progs].section;
+		p->n_progs++;
+	}
+	ktel_targets__choose(t, d->variants, d->n_variants, choices, n);
+	for (i = 0; i < n; i++) {
+		struct ktel_bpf_prog *bp = &p->progs[i];
+
+		bp->selected = choices[i].selected;
+		bp->nr_args = choices[i].nr_args;
+		snprintf(bp->skip_reason, sizeof(bp->skip_reason), "%s", choices[i].reason);
+		bpf_program__set_autoload(bp->prog, bp->selected);
+		if (!bp->selected)
+			join_reason(p->unsupported_reason, sizeof(p->unsupported_reason),
+				    bp->skip_reason);
+	}
+out:
+	free(choices);
+	return rc;
+}
+
+/* ---- maps ------------------------------------------------------------ */
+
+static int add_map(struct ktel_bpf_plugin *p, const char *name, uint32_t metric,
+		   enum ktel_bpf_map_role role, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	struct ktel_bpf_map *m;
+
+	if (!name || ktel_bpf_plugin__map(p, name))
+		return 0;
+	m = &p->maps[p->n_maps];
+	m->map = bpf_object__find_map_by_name(p->obj, name);
+	if (!m->map)
+		return ktel_err_set(err, ENOENT, "plugin %s: metric %s names map %s, absent from the object",
+				    d->name, d->metrics[metric].name, name);
+	m->name = bpf_map__name(m->map);
+	m->metric = d->metrics[metric].name;
+	m->metric_index = metric;
+	m->role = role;
+	m->fd = -1;
+	/* Accumulators and their labels outlive the daemon; streams are live only. */
+	m->pinned = role == KTEL_MAP_LABEL ||
+		    (role == KTEL_MAP_METRIC && d->metrics[metric].model == KTEL_MODEL_ACCUMULATOR);
+	p->n_maps++;
+	return 0;
+}
+
+static int init_maps(struct ktel_bpf_plugin *p, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	size_t cap = 0;
+	uint32_t i, j;
+	int rc = 0;
+
+	for (i = 0; i < d->n_metrics; i++)
+		cap += 2 + d->metrics[i].n_dims;
+	p->maps = calloc(cap, sizeof(*p->maps));
+	if (!p->maps)
+		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
+	for (i = 0; !rc && i < d->n_metrics; i++) {
+		const struct ktel_metric_desc *md = &d->metrics[i];
+
+		rc = add_map(p, md->map_name, i, KTEL_MAP_METRIC, err);
+		rc = rc ?: add_map(p, md->lost_map, i, KTEL_MAP_LOST, err);
+		for (j = 0; !rc && j < md->n_dims; j++)
+			rc = add_map(p, md->dims[j].label_map, i, KTEL_MAP_LABEL, err);
+	}
+	return rc;
+}
+
+/* Whether fd is a BPF map (bpffs may also hold programs and links). */
+static bool fd_is_map(int fd)
+{
+	char path[64], line[128];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strncmp(line, "map_type:", 9) == 0;
+	fclose(f);
+	return found;
+}
+
+/* Why the pinned map info differs from map, or NULL when compatible. */
+static const char *incompatible(const struct bpf_map_info *info, const struct bpf_map *map,
+				char *buf, size_t len)
+{
+	if (info->type != bpf_map__type(map))
+		snprintf(buf, len, "map type %u, object wants %u", info->type, bpf_map__type(map));
+	else if (info->key_size != bpf_map__key_size(map))
+		snprintf(buf, len, "key_size %u, object wants %u", info->key_size,
+			 bpf_map__key_size(map));
+	else if (info->value_size != bpf_map__value_size(map))
+		snprintf(buf, len, "value_size %u, object wants %u", info->value_size,
+			 bpf_map__value_size(map));
+	else if (info->max_entries != bpf_map__max_entries(map))
+		snprintf(buf, len, "max_entries %u, object wants %u", info->max_entries,
+			 bpf_map__max_entries(map));
+	else if (info->map_flags != bpf_map__map_flags(map))
+		snprintf(buf, len, "map_flags 0x%x, object wants 0x%x", info->map_flags,
+			 bpf_map__map_flags(map));
+	else
+		return NULL;
+	return buf;
+}
+
+/* Reuse a compatible pin at m->pin_path, or remove an incompatible one. */
+static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m,
+			    struct ktel_err *err)
+{
+	const char *name = p->plugin->desc.name;
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	char why[128];
+	const char *bad = NULL;
+	int fd, rc = 0;
+
+	fd = bpf_obj_get(m->pin_path);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0) {
+		/* Not a BPF object we can open: recreate it. */
+		snprintf(why, sizeof(why), "cannot open it: %s", strerror(errno));
+		bad = why;
+	} else if (!fd_is_map(fd)) {
+		bad = "not a map";
+	} else if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) {
+		snprintf(why, sizeof(why), "no map info: %s", strerror(errno));
+		bad = why;
+	} else {
+		bad = incompatible(&info, m->map, why, sizeof(why));
+	}
+	if (!bad) {
+		rc = bpf_map__reuse_fd(m->map, fd);
+		if (rc)
+			rc = ktel_err_set(err, rc, "plugin %s: map %s: cannot reuse pin %s: %s", name,
+					  m->name, m->pin_path, strerror(-rc));
+		else
+			m->reused = true;
+		goto out;
+	}
+	if (unlink(m->pin_path) != 0) {
+		rc = ktel_err_set(err, errno, "plugin %s: map %s: cannot remove incompatible pin %s: %s",
+				  name, m->name, m->pin_path, strerror(errno));
+		goto out;
+	}
+	snprintf(m->note, sizeof(m->note), "replaced incompatible pin: %s", bad);
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int prepare_pins(struct ktel_bpf_plugin *p, const char *pin_root, struct ktel_err *err)
+{
+	const char *name = p->plugin->desc.name;
+	size_t i;
+	int rc, n;
+
+	for (i = 0; i < p->n_maps; i++) {
+		struct ktel_bpf_map *m = &p->maps[i];
+
+		if (!m->pinned)
+			continue;
+		n = snprintf(m->pin_path, sizeof(m->pin_path), "%s/map_%s_%s", pin_root, name,
+			     m->name);
+		if (n < 0 || (size_t)n >= sizeof(m->pin_path))
+			return ktel_err_set(err, ENAMETOOLONG, "plugin %s: map %s: pin path too long",
+					    name, m->name);
+		rc = reuse_or_replace(p, m, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int pin_new_maps(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *err)
+{
+	const char *name = p->plugin->desc.name;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < p->n_maps; i++) {
+		struct ktel_bpf_map *m = &p->maps[i];
+
+		if (!m->pinned || m->reused)
+			continue;
+		rc = bpf_obj_pin(m->fd, m->pin_path);
+		if (rc)
+			return ktel_err_set(err, errno, "plugin %s: map %s: cannot pin at %s: %s", name,
+					    m->name, m->pin_path, strerror(errno));
+		if (chmod(m->pin_path, KTEL_PIN_MAP_MODE) != 0 ||
+		    (gid != (gid_t)-1 && chown(m->pin_path, (uid_t)-1, gid) != 0)) {
+			rc = ktel_err_set(err, errno, "plugin %s: map %s: cannot set mode/group of %s: %s",
+					  name, m->name, m->pin_path, strerror(errno));
+			unlink(m->pin_path);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void fill_ids(struct ktel_bpf_plugin *p)
+{
+	struct bpf_prog_info pinfo;
+	struct bpf_map_info minfo;
+	__u32 len;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < p->n_maps; i++) {
+		memset(&minfo, 0, sizeof(minfo));
+		len = sizeof(minfo);
+		p->maps[i].fd = bpf_map__fd(p->maps[i].map);
+		if (p->maps[i].fd >= 0 && bpf_obj_get_info_by_fd(p->maps[i].fd, &minfo, &len) == 0)
+			p->maps[i].map_id = minfo.id;
+	}
+	for (i = 0; i < p->n_progs; i++) {
+		memset(&pinfo, 0, sizeof(pinfo));
+		len = sizeof(pinfo);
+		fd = p->progs[i].selected ? bpf_program__fd(p->progs[i].prog) : -1;
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &pinfo, &len) == 0)
+			p->progs[i].prog_id = pinfo.id;
+	}
+}
+
+/* ---- load ------------------------------------------------------------ */
+
+static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = d->name);
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4];
+	int rc;
+
+	ktel_libbpf_log__reset();
+	p->obj = bpf_object__open_mem(d->bpf_object, d->bpf_object_size, &opts);
+	if (p->obj)
+		return 0;
+	rc = errno ? errno : EINVAL;
+	return ktel_err_set(err, rc, "plugin %s: cannot open BPF object: %s%s", d->name,
+			    strerror(rc), libbpf_why(why, sizeof(why)));
+}
+
+static int load_object(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *err)
+{
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4];
+	int rc;
+
+	ktel_libbpf_log__reset();
+	rc = bpf_object__load(p->obj);
+	if (rc)
+		return ktel_err_set(err, rc, "plugin %s: load failed: %s%s", p->plugin->desc.name,
+				    strerror(-rc), libbpf_why(why, sizeof(why)));
+	fill_ids(p);
+	return pin_new_maps(p, gid, err);
+}
+
+int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
+			  struct ktel_bpf_plugin **ret, struct ktel_err *err)
+{
+	const char *pin_root = opts->pin_root ? opts->pin_root : KTEL_PIN_ROOT_DEFAULT;
+	struct ktel_bpf_plugin *p;
+	size_t i, n_selected = 0;
+	int rc;
+
+	if (!opts->targets)
+		return ktel_err_set(err, EINVAL, "plugin %s: no kernel targets given",
+				    plugin->desc.name);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", plugin->desc.name);
+	p->plugin = plugin;
+	rc = open_object(p, err);
+	rc = rc ?: set_params(p, opts->param_values, err);
+	rc = rc ?: init_progs(p, opts->targets, err);
+	if (rc)
+		goto fail;
+	for (i = 0; i < p->n_progs; i++)
+		n_selected += p->progs[i].selected;
+	if (!n_selected) {
+		/* Nothing can run here: report, keep the program list, load nothing. */
+		p->unsupported = true;
+		if (!p->unsupported_reason[0])
+			snprintf(p->unsupported_reason, sizeof(p->unsupported_reason),
+				 "the BPF object has no programs");
+		bpf_object__close(p->obj);
+		p->obj = NULL;
+		for (i = 0; i < p->n_progs; i++)
+			p->progs[i].prog = NULL;
+		*ret = p;
+		return 0;
+	}
+	p->unsupported_reason[0] = '\0';
+	rc = init_maps(p, err);
+	rc = rc ?: prepare_pins(p, pin_root, err);
+	rc = rc ?: load_object(p, opts->pin_gid, err);
+	if (rc)
+		goto fail;
+	if (!opts->no_attach)
+		ktel_bpf_plugin__attach_all(p);
+	*ret = p;
+	return 0;
+fail:
+	ktel_bpf_plugin__free(p);
+	return rc;
+}
+
+/* ---- lookup, attach, detach ----------------------------------------- */
+
+struct ktel_bpf_prog *ktel_bpf_plugin__prog(struct ktel_bpf_plugin *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_progs; i++)
+		if (strcmp(p->progs[i].name, name) == 0)
+			return &p->progs[i];
+	return NULL;
+}
+
+struct ktel_bpf_map *ktel_bpf_plugin__map(struct ktel_bpf_plugin *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_maps; i++)
+		if (strcmp(p->maps[i].name, name) == 0)
+			return &p->maps[i];
+	return NULL;
+}
+
+static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struct ktel_err *err)
+{
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4];
+	int rc;
+
+	if (bp->link)
+		return 0;
+	if (!bp->selected || !p->obj)
+		return ktel_err_set(err, EINVAL, "plugin %s: program %s is not loaded: %s",
+				    p->plugin->desc.name, bp->name,
+				    bp->skip_reason[0] ? bp->skip_reason : "plugin unsupported");
+	ktel_libbpf_log__reset();
+	bp->link = bpf_program__attach(bp->prog);
+	if (!bp->link) {
+		rc = errno ? errno : EINVAL;
+		snprintf(bp->attach_error, sizeof(bp->attach_error), "attach failed: %s%s",
+			 strerror(rc), libbpf_why(why, sizeof(why)));
+		bp->attached = false;
+		return ktel_err_set(err, rc, "plugin %s: program %s: %s", p->plugin->desc.name,
+				    bp->name, bp->attach_error);
+	}
+	bp->attached = true;
+	bp->attach_error[0] = '\0';
+	return 0;
+}
+
+int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name,
+				 struct ktel_err *err)
+{
+	struct ktel_bpf_prog *bp = ktel_bpf_plugin__prog(p, name);
+
+	if (!bp)
+		return ktel_err_set(err, ENOENT, "plugin %s: no program %s", p->plugin->desc.name,
+				    name);
+	return attach_one(p, bp, err);
+}
+
+int ktel_bpf_plugin__detach_prog(struct ktel_bpf_plugin *p, const char *name)
+{
+	struct ktel_bpf_prog *bp = ktel_bpf_plugin__prog(p, name);
+
+	if (!bp)
+		return -ENOENT;
+	bpf_link__destroy(bp->link);
+	bp->link = NULL;
+	bp->attached = false;
+	return 0;
+}
+
+size_t ktel_bpf_plugin__attach_all(struct ktel_bpf_plugin *p)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < p->n_progs; i++) {
+		if (p->progs[i].selected)
+			attach_one(p, &p->progs[i], NULL);
+		n += p->progs[i].attached;
+	}
+	return n;
+}
+
+void ktel_bpf_plugin__detach_all(struct ktel_bpf_plugin *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_progs; i++) {
+		bpf_link__destroy(p->progs[i].link);
+		p->progs[i].link = NULL;
+		p->progs[i].attached = false;
+	}
+}
+
+int ktel_bpf_plugin__unpin(struct ktel_bpf_plugin *p, struct ktel_err *err)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < p->n_maps; i++) {
+		struct ktel_bpf_map *m = &p->maps[i];
+
+		if (!m->pin_path[0])
+			continue;
+		if (unlink(m->pin_path) != 0 && errno != ENOENT && !rc)
+			rc = ktel_err_set(err, errno, "plugin %s: cannot unpin %s: %s",
+					  p->plugin->desc.name, m->pin_path, strerror(errno));
+		m->pin_path[0] = '\0';
+		m->pinned = false;
+	}
+	return rc;
+}
+
+void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p)
+{
+	if (!p)
+		return;
+	if (p->progs)
+		ktel_bpf_plugin__detach_all(p);
+	bpf_object__close(p->obj);
+	free(p->progs);
+	free(p->maps);
+	free(p);
+}

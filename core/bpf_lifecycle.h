@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * BPF lifecycle of one plugin: open its embedded object, set its params,
+ * pick the programs the kernel supports, reuse or replace pinned maps, load,
+ * pin, attach program by program; later detach/attach per program and free.
+ *
+ * Pins: the maps of accumulator metrics and their label maps live at
+ * <pin_root>/map_<object>_<map> (object = plugin name), so a restarted daemon
+ * continues the same cumulative histograms. Stream ring buffers, lost
+ * counters and the programs' private maps (start times, ...) are not pinned.
+ */
+#ifndef KTEL_BPF_LIFECYCLE_H
+#define KTEL_BPF_LIFECYCLE_H
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "kernel_targets.h"
+#include "plugin_loader.h"
+
+struct bpf_object;
+struct bpf_program;
+struct bpf_map;
+struct bpf_link;
+
+#define KTEL_PIN_ROOT_DEFAULT "/sys/fs/bpf/kernelstats"
+#define KTEL_BPFFS_MOUNT "/sys/fs/bpf"
+#define KTEL_PIN_DIR_MODE 0750
+#define KTEL_PIN_MAP_MODE 0640
+#define KTEL_LIFECYCLE_MSG_MAX 256
+
+/*
+ * libbpf's messages. libbpf_set_print() is process-global, so this is too:
+ * the first ktel call that may make libbpf talk installs a handler that
+ * keeps the first warning since the last ktel_libbpf_log__reset() (used to
+ * explain failures in ktel_err) and forwards messages to fn. Until
+ * ktel_libbpf_log__set() is called nothing is forwarded, so core code never
+ * prints. level is LIBBPF_WARN, LIBBPF_INFO or LIBBPF_DEBUG; msg has no
+ * trailing newline and may span lines (verifier logs).
+ */
+typedef void (*ktel_libbpf_log_fn)(int level, const char *msg, void *ctx);
+
+/* Route libbpf's messages to fn (NULL: drop them); debug ones only if debug. */
+void ktel_libbpf_log__set(ktel_libbpf_log_fn fn, void *ctx, bool debug);
+
+/* Install the handler if not yet done; forget the captured warning. */
+void ktel_libbpf_log__reset(void);
+
+/* First line of the first warning since the last reset, or "". */
+const char *ktel_libbpf_log__last(void);
+
+/*
+ * Find the integer variable name in obj's .rodata (from its BTF DATASEC,
+ * before or after load). Returns 0 and its byte offset and size (1, 2, 4 or
+ * 8), or -ENOENT when there is no such variable of such a size.
+ */
+int ktel_bpf_rodata_var(const struct bpf_object *obj, const char *name, size_t *ret_offset,
+			size_t *ret_size);
+
+/*
+ * Make sure pin_root can hold pins: when the nearest existing ancestor of
+ * pin_root is not on bpffs and pin_root is under /sys/fs/bpf, mount bpffs
+ * there if we are root, else fail with a message saying how to mount it;
+ * then create the missing directories of pin_root and give pin_root mode
+ * 0750 and group gid ((gid_t)-1: leave the group). Returns 0 or -errno.
+ */
+int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err);
+
+struct ktel_bpf_opts {
+	const char *pin_root;         /* NULL: KTEL_PIN_ROOT_DEFAULT; must exist */
+	gid_t pin_gid;                /* group of new pins; (gid_t)-1: leave it */
+	const struct ktel_targets *targets; /* the running kernel's; required */
+	const int64_t *param_values;  /* desc.n_params values, NULL: defaults */
+	bool no_attach;               /* load and pin only */
+};
+
+/* One program of the object. */
+struct ktel_bpf_prog {
+	const char *name;     /* function name */
+	const char *section;  /* ELF section, e.g. "tp_btf/mm_compaction_begin" */
+	struct bpf_program *prog;
+	bool selected;        /* loaded (its target exists and it won its group) */
+	char skip_reason[KTEL_TARGET_REASON_MAX]; /* why not selected */
+	int nr_args;          /* of its target, -1 unknown */
+	uint32_t prog_id;     /* kernel id once loaded */
+	struct bpf_link *link; /* non-NULL while attached */
+	bool attached;
+	char attach_error[KTEL_LIFECYCLE_MSG_MAX]; /* last attach failure, or "" */
+};
+
+enum ktel_bpf_map_role {
+	KTEL_MAP_METRIC = 0, /* a metric's map_name */
+	KTEL_MAP_LABEL = 1,  /* a dimension's label_map */
+	KTEL_MAP_LOST = 2,   /* a stream metric's lost_map */
+};
+
+/* One map a metric names. */
+struct ktel_bpf_map {
+	const char *name;         /* BPF map name */
+	const char *metric;       /* name of the first metric naming it */
+	uint32_t metric_index;    /* its index in desc.metrics */
+	enum ktel_bpf_map_role role;
+	struct bpf_map *map;
+	int fd;                   /* owned by the bpf_object */
+	uint32_t map_id;          /* kernel id */
+	bool pinned;              /* kept at pin_path */
+	bool reused;              /* an existing compatible pin was reused */
+	char pin_path[PATH_MAX];  /* "" when not pinned */
+	char note[KTEL_LIFECYCLE_MSG_MAX]; /* "replaced incompatible pin: ..." or "" */
+};
+
+struct ktel_bpf_plugin {
+	const struct ktel_plugin *plugin;
+	struct bpf_object *obj;
+	bool unsupported;         /* no program can run on this kernel */
+	char unsupported_reason[KTEL_ERR_MSG_MAX]; /* shown as "unsupported: <reason>" */
+	struct ktel_bpf_prog *progs;
+	size_t n_progs;
+	struct ktel_bpf_map *maps;
+	size_t n_maps;
+};
+
+/*
+ * Open plugin's BPF object (named after the plugin), set its .rodata params,
+ * choose programs with ktel_targets__choose() (unchosen ones do not load),
+ * reuse compatible pins and replace incompatible ones, load, pin new maps
+ * (mode 0640, group pin_gid) and, unless opts->no_attach, attach every
+ * selected program one by one, recording per program success or the error.
+ * A plugin with no selectable program is returned with unsupported set and
+ * the reason, nothing loaded: that is not an error. Returns 0 and the new
+ * state in *ret, or -errno with err naming the plugin (open, param, load or
+ * pin failures); attach failures are recorded, not returned.
+ */
+int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
+			  struct ktel_bpf_plugin **ret, struct ktel_err *err);
+
+/* Find a program or map by name; NULL when absent. */
+struct ktel_bpf_prog *ktel_bpf_plugin__prog(struct ktel_bpf_plugin *p, const char *name);
+struct ktel_bpf_map *ktel_bpf_plugin__map(struct ktel_bpf_plugin *p, const char *name);
+
+/*
+ * Attach one selected program (no-op when attached). Returns 0, -ENOENT
+ * when no such program, -EINVAL when it was not loaded, or the attach error,
+ * also kept in attach_error.
+ */
+int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name,
+				 struct ktel_err *err);
+
+/* Detach one program (no-op when detached). Returns 0 or -ENOENT. */
+int ktel_bpf_plugin__detach_prog(struct ktel_bpf_plugin *p, const char *name);
+
+/* Attach every selected, detached program; returns how many are attached. */
+size_t ktel_bpf_plugin__attach_all(struct ktel_bpf_plugin *p);
+
+/* Detach every program. */
+void ktel_bpf_plugin__detach_all(struct ktel_bpf_plugin *p);
+
+/*
+ * Remove this plugin's pins (for "reset" and for tests); the maps live on
+ * while the object holds them. Returns 0 or the first unlink error.
+ */
+int ktel_bpf_plugin__unpin(struct ktel_bpf_plugin *p, struct ktel_err *err);
+
+/* Detach everything, close the object; pins stay. Accepts NULL. */
+void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p);
+
+#endif /* KTEL_BPF_LIFECYCLE_H */

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "kernel_targets.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+struct ktel_targets {
+	struct btf *btf;
+	char *kprobe_pmu; /* NULL: KTEL_KPROBE_PMU_PATH */
+	char *tracefs;    /* NULL: probe the usual mount points; "": none */
+};
+
+enum target_kind {
+	TARGET_BTF_TP,    /* typedef btf_trace_<X> */
+	TARGET_FUNC,      /* FUNC <X> */
+	TARGET_KPROBE,    /* FUNC <X> and kprobe support */
+	TARGET_TRACEFS,   /* events/<cat>/<name> or btf_trace_<name> */
+};
+
+static const struct {
+	const char *prefix;
+	enum target_kind kind;
+} section_kinds[] = {
+	{"tp_btf/", TARGET_BTF_TP},
+	{"raw_tp/", TARGET_BTF_TP},
+	{"raw_tracepoint/", TARGET_BTF_TP},
+	{"fentry/", TARGET_FUNC},
+	{"fexit/", TARGET_FUNC},
+	{"fmod_ret/", TARGET_FUNC},
+	{"fentry.s/", TARGET_FUNC},
+	{"fexit.s/", TARGET_FUNC},
+	{"fmod_ret.s/", TARGET_FUNC},
+	{"kprobe/", TARGET_KPROBE},
+	{"kretprobe/", TARGET_KPROBE},
+	{"tracepoint/", TARGET_TRACEFS},
+	{"tp/", TARGET_TRACEFS},
+};
+
+static const char *const default_tracefs[] = {
+	"/sys/kernel/tracing",
+	"/sys/kernel/debug/tracing",
+};
+
+struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
+{
+	struct ktel_targets *t;
+
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		btf__free(btf);
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->btf = btf;
+	return t;
+}
+
+struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *err)
+{
+	struct btf *btf;
+	int rc;
+
+	if (!btf_path)
+		btf_path = KTEL_VMLINUX_BTF_PATH;
+	btf = btf__parse(btf_path, NULL);
+	if (!btf) {
+		rc = errno ? errno : EINVAL;
+		ktel_err_set(err, rc, "%s: cannot read kernel BTF: %s", btf_path, strerror(rc));
+		errno = rc;
+		return NULL;
+	}
+	return ktel_targets__new_from_btf(btf);
+}
+
+void ktel_targets__free(struct ktel_targets *t)
+{
+	if (!t)
+		return;
+	btf__free(t->btf);
+	free(t->kprobe_pmu);
+	free(t->tracefs);
+	free(t);
+}
+
+static int replace_str(char **slot, const char *value)
+{
+	char *copy;
+
+	if (!value)
+		return 0;
+	copy = strdup(value);
+	if (!copy)
+		return -ENOMEM;
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+int ktel_targets__set_probe_paths(struct ktel_targets *t, const char *kprobe_pmu,
+				  const char *tracefs)
+{
+	int rc;
+
+	rc = replace_str(&t->kprobe_pmu, kprobe_pmu);
+	if (rc)
+		return rc;
+	return replace_str(&t->tracefs, tracefs);
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Parameter count of the FUNC_PROTO that type id (after PTR/TYPEDEF) is, or -1. */
+static int proto_params(const struct btf *btf, __u32 id)
+{
+	const struct btf_type *type;
+	int depth;
+
+	/* A bounded walk: a BTF loop must not hang the daemon. */
+	for (depth = 0; depth < 8; depth++) {
+		type = btf__type_by_id(btf, id);
+		if (!type)
+			return -1;
+		if (btf_is_func_proto(type))
+			return btf_vlen(type);
+		if (!btf_is_ptr(type) && !btf_is_typedef(type) && !btf_is_func(type))
+			return -1;
+		id = type->type;
+	}
+	return -1;
+}
+
+/* Argument count of tracepoint name from its btf_trace_ typedef; -ENOENT if absent. */
+static int btf_tp_args(const struct ktel_targets *t, const char *name)
+{
+	char tname[256];
+	int id, n;
+
+	if (snprintf(tname, sizeof(tname), "btf_trace_%s", name) >= (int)sizeof(tname))
+		return -ENOENT;
+	id = btf__find_by_name_kind(t->btf, tname, BTF_KIND_TYPEDEF);
+	if (id < 0)
+		return -ENOENT;
+	n = proto_params(t->btf, id);
+	/* The first parameter is the tracepoint's void *data, not an argument. */
+	return n > 0 ? n - 1 : -1;
+}
+
+/* Argument count of function name; -ENOENT if it is not a FUNC in the BTF. */
+static int btf_func_args(const struct ktel_targets *t, const char *name)
+{
+	char fname[256];
+	size_t len;
+	int id;
+
+	/* kprobe sections may carry an offset: kprobe/func+0x10. */
+	len = strcspn(name, "+");
+	if (len >= sizeof(fname))
+		return -ENOENT;
+	memcpy(fname, name, len);
+	fname[len] = '\0';
+	id = btf__find_by_name_kind(t->btf, fname, BTF_KIND_FUNC);
+	if (id < 0)
+		return -ENOENT;
+	return proto_params(t->btf, id);
+}
+
+static const char *tracefs_root(const struct ktel_targets *t)
+{
+	char events[512];
+	size_t i;
+
+	if (t->tracefs) {
+		if (!t->tracefs[0])
+			return NULL;
+		snprintf(events, sizeof(events), "%s/events", t->tracefs);
+		return is_dir(events) ? t->tracefs : NULL;
+	}
+	for (i = 0; i < KTEL_ARRAY_SIZE(default_tracefs); i++) {
+		snprintf(events, sizeof(events), "%s/events", default_tracefs[i]);
+		if (is_dir(events))
+			return default_tracefs[i];
+	}
+	return NULL;
+}
+
+static int check_tracefs(const struct ktel_targets *t, const char *target, int *nr_args,
+			 char *reason, size_t reason_len)
+{
+	const char *root = tracefs_root(t), *name = strchr(target, '/');
+	char path[1024];
+	int n;
+
+	if (!name || !name[1] || name == target) {
+		snprintf(reason, reason_len, "tracepoint %s: expected category/name", target);
+		return -ENOENT;
+	}
+	name++;
+	n = btf_tp_args(t, name);
+	if (root) {
+		snprintf(path, sizeof(path), "%s/events/%s", root, target);
+		if (!is_dir(path)) {
+			snprintf(reason, reason_len, "tracepoint %s not in this kernel", target);
+			return -ENOENT;
+		}
+	} else if (n == -ENOENT) {
+		snprintf(reason, reason_len, "tracepoint %s not in this kernel", target);
+		return -ENOENT;
+	}
+	*nr_args = n < 0 ? -1 : n;
+	return 0;
+}
+
+static int check_kind(const struct ktel_targets *t, enum target_kind kind, const char *target,
+		      int *nr_args, char *reason, size_t reason_len)
+{
+	const char *pmu = t->kprobe_pmu ? t->kprobe_pmu : KTEL_KPROBE_PMU_PATH;
+	struct stat st;
+	int n;
+
+	switch (kind) {
+	case TARGET_BTF_TP:
+		n = btf_tp_args(t, target);
+		if (n == -ENOENT) {
+			snprintf(reason, reason_len, "tracepoint %s not in this kernel", target);
+			return -ENOENT;
+		}
+		*nr_args = n;
+		return 0;
+	case TARGET_FUNC:
+	case TARGET_KPROBE:
+		n = btf_func_args(t, target);
+		if (n == -ENOENT) {
+			snprintf(reason, reason_len, "function %s not in this kernel", target);
+			return -ENOENT;
+		}
+		if (kind == TARGET_KPROBE && stat(pmu, &st) != 0) {
+			snprintf(reason, reason_len, "kprobes not supported by this kernel (no %s)",
+				 pmu);
+			return -ENOENT;
+		}
+		*nr_args = n;
+		return 0;
+	case TARGET_TRACEFS:
+		return check_tracefs(t, target, nr_args, reason, reason_len);
+	}
+	return 0;
+}
+
+int ktel_targets__check(const struct ktel_targets *t, const char *section_name,
+			int *ret_nr_args, char *reason, size_t reason_len)
+{
+	char scratch[KTEL_TARGET_REASON_MAX];
+	const char *target;
+	size_t i, len;
+	int nr_args = -1, rc;
+
+	if (!reason || !reason_len) {
+		reason = scratch;
+		reason_len = sizeof(scratch);
+	}
+	reason[0] = '\0';
+	for (i = 0; i < KTEL_ARRAY_SIZE(section_kinds); i++) {
+		len = strlen(section_kinds[i].prefix);
+		if (strncmp(section_name, section_kinds[i].prefix, len) != 0)
+			continue;
+		target = section_name + len;
+		if (!target[0]) {
+			snprintf(reason, reason_len, "section %s names no target", section_name);
+			return -ENOENT;
+		}
+		rc = check_kind(t, section_kinds[i].kind, target, &nr_args, reason, reason_len);
+		if (rc)
+			return rc;
+		break;
+	}
+	if (ret_nr_args)
+		*ret_nr_args = nr_args;
+	return 0;
+}
+
+static int find_prog(const struct ktel_prog_choice *progs, size_t n_progs, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n_progs; i++)
+		if (name && strcmp(progs[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Index of the first variant naming prog i, or -1 when it is in no group. */
+static int variant_of(const struct ktel_prog_variant *variants, uint32_t n_variants,
+		      const struct ktel_prog_choice *prog)
+{
+	uint32_t v;
+
+	for (v = 0; v < n_variants; v++)
+		if (variants[v].prog && strcmp(variants[v].prog, prog->name) == 0)
+			return (int)v;
+	return -1;
+}
+
+/* Pick the winner of group; mark the losers. */
+static void choose_group(const struct ktel_prog_variant *variants, uint32_t n_variants,
+			 const char *group, struct ktel_prog_choice *progs, size_t n_progs,
+			 const bool *present)
+{
+	const char *winner = NULL;
+	struct ktel_prog_choice *p;
+	uint32_t v;
+	int i;
+
+	for (v = 0; v < n_variants; v++) {
+		if (!variants[v].group || strcmp(variants[v].group, group) != 0)
+			continue;
+		i = find_prog(progs, n_progs, variants[v].prog);
+		/* A program listed twice keeps its first entry's verdict. */
+		if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
+			continue;
+		p = &progs[i];
+		if (!present[i])
+			continue; /* reason already says which target is missing */
+		if (winner) {
+			snprintf(p->reason, sizeof(p->reason), "variant group %s: %s selected",
+				 group, winner);
+		} else if (variants[v].nr_args >= 0 && p->nr_args != variants[v].nr_args) {
+			snprintf(p->reason, sizeof(p->reason),
+				 "variant group %s: %s has %d arguments, variant wants %d", group,
+				 p->section, p->nr_args, variants[v].nr_args);
+		} else {
+			p->selected = true;
+			winner = p->name;
+		}
+	}
+}
+
+/* Whether variants[g] is the first entry of its group in table order. */
+static bool first_of_group(const struct ktel_prog_variant *variants, uint32_t g)
+{
+	uint32_t e;
+
+	if (!variants[g].group)
+		return false;
+	for (e = 0; e < g; e++)
+		if (variants[e].group && strcmp(variants[e].group, variants[g].group) == 0)
+			return false;
+	return true;
+}
+
+size_t ktel_targets__choose(const struct ktel_targets *t,
+			    const struct ktel_prog_variant *variants, uint32_t n_variants,
+			    struct ktel_prog_choice *progs, size_t n_progs)
+{
+	size_t i, n_selected = 0;
+	bool *present;
+	uint32_t g;
+
+	present = calloc(n_progs ? n_progs : 1, sizeof(*present));
+	if (!present)
+		return 0;
+	for (i = 0; i < n_progs; i++) {
+		progs[i].nr_args = -1;
+		present[i] = ktel_targets__check(t, progs[i].section, &progs[i].nr_args,
+						 progs[i].reason, sizeof(progs[i].reason)) == 0;
+		progs[i].selected = present[i] && variant_of(variants, n_variants, &progs[i]) < 0;
+	}
+	for (g = 0; g < n_variants; g++)
+		if (first_of_group(variants, g))
+			choose_group(variants, n_variants, variants[g].group, progs, n_progs,
+				     present);
+	for (i = 0; i < n_progs; i++)
+		n_selected += progs[i].selected;
+	free(present);
+	return n_selected;
+}

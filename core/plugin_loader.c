@@ -1,0 +1,766 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "plugin_loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "bpf_lifecycle.h"
+
+/* Longest string a descriptor may hold (descriptions included). */
+#define DESC_STR_MAX 4096
+/* Largest struct_size believed for a metric descriptor of a newer minor. */
+#define METRIC_DESC_MAX_SIZE 4096
+
+/* ---- path safety ------------------------------------------------------ */
+
+static const char *owner_rule(uid_t owner, char *buf, size_t len)
+{
+	if (owner == 0)
+		return "root";
+	snprintf(buf, len, "root or uid %u", (unsigned)owner);
+	return buf;
+}
+
+/*
+ * Check one node's owner and mode. what is "" for the file itself or
+ * "parent directory <dir> " for a directory on its path.
+ */
+static int check_owner_mode(const char *path, const char *what, const struct stat *st,
+			    uid_t owner, struct ktel_err *err)
+{
+	char buf[32];
+
+	if (st->st_uid != 0 && st->st_uid != owner)
+		return ktel_err_set(err, EPERM, "%s: refused: %snot owned by %s (uid %u)", path,
+				    what, owner_rule(owner, buf, sizeof(buf)),
+				    (unsigned)st->st_uid);
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return ktel_err_set(err, EPERM, "%s: refused: %sgroup- or world-writable (mode %04o)",
+				    path, what, (unsigned)(st->st_mode & 07777));
+	return 0;
+}
+
+/* Check every directory of the canonical directory dir, from / down. */
+static int check_dirs(const char *path, const char *dir, uid_t owner, struct ktel_err *err)
+{
+	char prefix[PATH_MAX], what[PATH_MAX + 32];
+	struct stat st;
+	size_t i, len = strlen(dir);
+	int rc;
+
+	for (i = 1; i <= len; i++) {
+		if (i != 1 && dir[i] != '/' && dir[i] != '\0')
+			continue;
+		memcpy(prefix, dir, i);
+		prefix[i] = '\0';
+		if (lstat(prefix, &st) != 0)
+			return ktel_err_set(err, errno, "%s: refused: cannot examine %s: %s", path,
+					    prefix, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return ktel_err_set(err, EPERM, "%s: refused: %s is not a directory", path,
+					    prefix);
+		snprintf(what, sizeof(what), "parent directory %s is ", prefix);
+		if (!(st.st_mode & (S_IWGRP | S_IWOTH)))
+			snprintf(what, sizeof(what), "parent directory %s ", prefix);
+		rc = check_owner_mode(path, what, &st, owner, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * Check the directories of path's canonical parent and store the canonical
+ * path "<realpath(dirname)>/<basename>" in *ret_real (if not NULL). The
+ * canonical path is what gets dlopened, so a symlinked directory cannot be
+ * swapped between this check and dlopen.
+ */
+static int check_parents(const char *path, uid_t owner, char **ret_real, struct ktel_err *err)
+{
+	char *copy_dir = NULL, *copy_base = NULL, *dir = NULL, *real = NULL;
+	int rc;
+
+	copy_dir = strdup(path);
+	copy_base = strdup(path);
+	if (!copy_dir || !copy_base) {
+		rc = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	dir = realpath(dirname(copy_dir), NULL);
+	if (!dir) {
+		rc = ktel_err_set(err, errno, "%s: refused: cannot resolve its directory: %s", path,
+				  strerror(errno));
+		goto out;
+	}
+	rc = check_dirs(path, dir, owner, err);
+	if (rc || !ret_real)
+		goto out;
+	if (asprintf(&real, "%s/%s", strcmp(dir, "/") ? dir : "", basename(copy_base)) < 0) {
+		rc = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	*ret_real = real;
+out:
+	free(dir);
+	free(copy_base);
+	free(copy_dir);
+	return rc;
+}
+
+static int check_safe(const char *path, uid_t owner, char **ret_real, struct ktel_err *err)
+{
+	struct stat st;
+	int rc;
+
+	if (lstat(path, &st) != 0)
+		return ktel_err_set(err, errno, "%s: refused: cannot examine it: %s", path,
+				    strerror(errno));
+	if (S_ISLNK(st.st_mode))
+		return ktel_err_set(err, EPERM, "%s: refused: is a symbolic link", path);
+	if (!S_ISREG(st.st_mode))
+		return ktel_err_set(err, EPERM, "%s: refused: not a regular file", path);
+	rc = check_owner_mode(path, "", &st, owner, err);
+	return rc ?: check_parents(path, owner, ret_real, err);
+}
+
+int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *err)
+{
+	return check_safe(path, owner, NULL, err);
+}
+
+int ktel_path_check_safe(const char *path, struct ktel_err *err)
+{
+	return check_safe(path, 0, NULL, err);
+}
+
+/* ---- descriptor validation ------------------------------------------- */
+
+struct validator {
+	const char *path;
+	const void *base; /* load address of the plugin object */
+	struct ktel_err *err;
+};
+
+/* Whether [ptr, ptr + size) lies in the plugin's own mapped object. */
+static bool in_plugin(const struct validator *v, const void *ptr, size_t size)
+{
+	Dl_info info;
+
+	if (!ptr)
+		return false;
+	if (!dladdr(ptr, &info) || info.dli_fbase != v->base)
+		return false;
+	if (size > 1 && (!dladdr((const char *)ptr + size - 1, &info) || info.dli_fbase != v->base))
+		return false;
+	return true;
+}
+
+static bool name_char(char c, bool ident)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')
+		return true;
+	return ident && ((c >= 'A' && c <= 'Z') || c == '.');
+}
+
+/*
+ * Check a string field: present unless optional, inside the plugin, bounded,
+ * and when charset is set made of [a-z0-9_] (or C identifier characters and
+ * dots for BPF names). field is for the message.
+ */
+enum charset { ANY, METRIC_NAME, BPF_NAME };
+
+static int check_str(const struct validator *v, const char *field, const char *s, bool optional,
+		     enum charset cs)
+{
+	size_t i, len, max = cs == ANY ? DESC_STR_MAX : KTEL_PLUGIN_NAME_MAX;
+
+	if (!s) {
+		if (optional)
+			return 0;
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is NULL", v->path, field);
+	}
+	if (!in_plugin(v, s, 1))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points outside the plugin",
+				    v->path, field);
+	len = strnlen(s, max + 1);
+	if (len > max)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s longer than %zu characters",
+				    v->path, field, max);
+	if (cs == ANY)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!name_char(s[i], cs == BPF_NAME))
+			break;
+	if (len == 0 || i < len)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s \"%.*s\" must match %s",
+				    v->path, field, (int)len, s,
+				    cs == METRIC_NAME ? "[a-z0-9_]+" : "[A-Za-z0-9_.]+");
+	return 0;
+}
+
+static int check_array(const struct validator *v, const char *field, const void *arr,
+		       uint32_t n, uint32_t max, size_t elem)
+{
+	if (n > max)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s: %u entries, at most %u",
+				    v->path, field, n, max);
+	if (n && !in_plugin(v, arr, (size_t)n * elem))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points outside the plugin",
+				    v->path, field);
+	return 0;
+}
+
+static int check_dims(const struct validator *v, const struct ktel_metric_desc *m)
+{
+	char field[160];
+	uint32_t i;
+	int rc;
+
+	rc = check_array(v, "metric dims", m->dims, m->n_dims, KTEL_PLUGIN_MAX_DIMS,
+			 sizeof(*m->dims));
+	for (i = 0; !rc && i < m->n_dims; i++) {
+		const struct ktel_dimension_desc *d = &m->dims[i];
+
+		snprintf(field, sizeof(field), "metric %s dimension %u name", m->name, i);
+		rc = check_str(v, field, d->name, false, METRIC_NAME);
+		snprintf(field, sizeof(field), "metric %s dimension %u key_member", m->name, i);
+		rc = rc ?: check_str(v, field, d->key_member, true, BPF_NAME);
+		snprintf(field, sizeof(field), "metric %s dimension %u label_enum", m->name, i);
+		rc = rc ?: check_str(v, field, d->label_enum, true, BPF_NAME);
+		snprintf(field, sizeof(field), "metric %s dimension %u label_map", m->name, i);
+		rc = rc ?: check_str(v, field, d->label_map, true, BPF_NAME);
+	}
+	return rc;
+}
+
+static int check_metric(const struct validator *v, const struct ktel_metric_desc *m,
+			uint32_t index)
+{
+	char field[160];
+	uint32_t i;
+	int rc;
+
+	snprintf(field, sizeof(field), "metric %u name", index);
+	rc = check_str(v, field, m->name, false, METRIC_NAME);
+	if (rc)
+		return rc;
+	snprintf(field, sizeof(field), "metric %s map_name", m->name);
+	rc = check_str(v, field, m->map_name, false, BPF_NAME);
+	rc = rc ?: check_str(v, "metric atom_name", m->atom_name, true, ANY);
+	rc = rc ?: check_str(v, "metric unit", m->unit, true, ANY);
+	rc = rc ?: check_str(v, "metric description", m->description, true, ANY);
+	rc = rc ?: check_str(v, "metric event_type", m->event_type, true, BPF_NAME);
+	rc = rc ?: check_str(v, "metric lost_map", m->lost_map, true, BPF_NAME);
+	if (rc)
+		return rc;
+	if (m->model != KTEL_MODEL_ACCUMULATOR && m->model != KTEL_MODEL_STREAM)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: unknown model %d",
+				    v->path, m->name, (int)m->model);
+	if ((unsigned)m->scheme > KTEL_HIST_LINEAR)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: unknown scheme %d",
+				    v->path, m->name, (int)m->scheme);
+	if ((unsigned)m->value_kind > KTEL_VALUE_GAUGE)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: unknown value_kind %d",
+				    v->path, m->name, (int)m->value_kind);
+	if (m->scheme == KTEL_HIST_LINEAR && m->linear_step <= 0)
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: metric %s: linear scheme needs linear_step > 0",
+				    v->path, m->name);
+	rc = check_dims(v, m);
+	rc = rc ?: check_array(v, "metric programs", m->programs, m->n_programs,
+			       KTEL_PLUGIN_MAX_PROGRAMS, sizeof(*m->programs));
+	for (i = 0; !rc && i < m->n_programs; i++)
+		rc = check_str(v, "metric program", m->programs[i], false, BPF_NAME);
+	return rc;
+}
+
+/* Copy the metrics into this daemon's layout, validating each. */
+static int copy_metrics(const struct validator *v, struct ktel_plugin *p)
+{
+	const struct ktel_plugin_desc *d = &p->desc;
+	const unsigned char *raw = (const void *)d->metrics;
+	uint32_t stride, i, j;
+	int rc;
+
+	if (d->n_metrics == 0)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: declares no metrics", v->path);
+	if (d->n_metrics > KTEL_PLUGIN_MAX_METRICS)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %u metrics, at most %u", v->path,
+				    d->n_metrics, KTEL_PLUGIN_MAX_METRICS);
+	if (!in_plugin(v, raw, sizeof(uint32_t)))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metrics points outside the plugin",
+				    v->path);
+	/* Metrics of a newer minor are larger: the array's stride is their size. */
+	stride = *(const uint32_t *)raw;
+	if (stride < KTEL_METRIC_DESC_MIN_SIZE || stride > METRIC_DESC_MAX_SIZE)
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: metric struct_size %u (ABI 1.0 needs at least %zu)",
+				    v->path, stride, (size_t)KTEL_METRIC_DESC_MIN_SIZE);
+	if (!in_plugin(v, raw, (size_t)stride * d->n_metrics))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metrics points outside the plugin",
+				    v->path);
+	p->metrics = calloc(d->n_metrics, sizeof(*p->metrics));
+	if (!p->metrics)
+		return ktel_err_set(v->err, ENOMEM, "%s: out of memory", v->path);
+	for (i = 0; i < d->n_metrics; i++) {
+		const unsigned char *m = raw + (size_t)i * stride;
+
+		if (*(const uint32_t *)m != stride)
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %u struct_size %u differs from metric 0's %u",
+					    v->path, i, *(const uint32_t *)m, stride);
+		memcpy(&p->metrics[i], m, sizeof(p->metrics[i]));
+		rc = check_metric(v, &p->metrics[i], i);
+		if (rc)
+			return rc;
+		for (j = 0; j < i; j++)
+			if (strcmp(p->metrics[j].name, p->metrics[i].name) == 0)
+				return ktel_err_set(v->err, EINVAL,
+						    "%s: refused: duplicate metric name %s within the plugin",
+						    v->path, p->metrics[i].name);
+	}
+	p->desc.metrics = p->metrics;
+	return 0;
+}
+
+static int check_variants_params(const struct validator *v, const struct ktel_plugin_desc *d)
+{
+	uint32_t i;
+	int rc;
+
+	rc = check_array(v, "variants", d->variants, d->n_variants, KTEL_PLUGIN_MAX_VARIANTS,
+			 sizeof(*d->variants));
+	for (i = 0; !rc && i < d->n_variants; i++) {
+		rc = check_str(v, "variant group", d->variants[i].group, false, BPF_NAME);
+		rc = rc ?: check_str(v, "variant prog", d->variants[i].prog, false, BPF_NAME);
+	}
+	rc = rc ?: check_array(v, "params", d->params, d->n_params, KTEL_PLUGIN_MAX_PARAMS,
+			       sizeof(*d->params));
+	for (i = 0; !rc && i < d->n_params; i++) {
+		rc = check_str(v, "param name", d->params[i].name, false, BPF_NAME);
+		rc = rc ?: check_str(v, "param description", d->params[i].description, true, ANY);
+	}
+	return rc;
+}
+
+/* The embedded bytes must be a 64-bit ELF for EM_BPF before libbpf parses them. */
+static int check_elf_header(const struct validator *v, const struct ktel_plugin_desc *d)
+{
+	const Elf64_Ehdr *eh = d->bpf_object;
+	uint16_t machine;
+
+	if (!d->bpf_object || d->bpf_object_size < sizeof(Elf64_Ehdr))
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: embedded BPF object missing or too small (%zu bytes)",
+				    v->path, d->bpf_object_size);
+	if (d->bpf_object_size > KTEL_PLUGIN_BPF_MAX)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: embedded BPF object of %zu bytes, at most %u",
+				    v->path, d->bpf_object_size, KTEL_PLUGIN_BPF_MAX);
+	if (!in_plugin(v, d->bpf_object, d->bpf_object_size))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: bpf_object points outside the plugin",
+				    v->path);
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: embedded BPF object is not an ELF file (bad magic)",
+				    v->path);
+	if (eh->e_ident[EI_CLASS] != ELFCLASS64)
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: embedded BPF object is not a 64-bit ELF", v->path);
+	machine = eh->e_machine;
+	if (eh->e_ident[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB))
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: embedded BPF object has the wrong byte order",
+				    v->path);
+	if (machine != EM_BPF)
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: embedded object is an ELF for machine %u, not BPF (%u)",
+				    v->path, machine, EM_BPF);
+	return 0;
+}
+
+static int check_map(const struct validator *v, struct bpf_object *obj, const char *metric,
+		     const char *field, const char *map)
+{
+	if (!map || bpf_object__find_map_by_name(obj, map))
+		return 0;
+	return ktel_err_set(v->err, ENOENT,
+			    "%s: refused: metric %s names %s %s, absent from the BPF object", v->path,
+			    metric, field, map);
+}
+
+static int check_prog(const struct validator *v, struct bpf_object *obj, const char *who,
+		      const char *prog)
+{
+	if (bpf_object__find_program_by_name(obj, prog))
+		return 0;
+	return ktel_err_set(v->err, ENOENT,
+			    "%s: refused: %s names program %s, absent from the BPF object", v->path,
+			    who, prog);
+}
+
+/* Everything the descriptor names must exist in the object. */
+static int check_object_names(const struct validator *v, const struct ktel_plugin *p,
+			      struct bpf_object *obj)
+{
+	const struct ktel_plugin_desc *d = &p->desc;
+	uint32_t i, j;
+	size_t off, size;
+	int rc = 0;
+
+	for (i = 0; !rc && i < d->n_metrics; i++) {
+		const struct ktel_metric_desc *m = &d->metrics[i];
+
+		rc = check_map(v, obj, m->name, "map", m->map_name);
+		rc = rc ?: check_map(v, obj, m->name, "lost_map", m->lost_map);
+		for (j = 0; !rc && j < m->n_dims; j++)
+			rc = check_map(v, obj, m->name, "label_map", m->dims[j].label_map);
+		for (j = 0; !rc && j < m->n_programs; j++)
+			rc = check_prog(v, obj, "metric", m->programs[j]);
+	}
+	for (i = 0; !rc && i < d->n_variants; i++)
+		rc = check_prog(v, obj, "variant", d->variants[i].prog);
+	for (i = 0; !rc && i < d->n_params; i++) {
+		if (ktel_bpf_rodata_var(obj, d->params[i].name, &off, &size) != 0)
+			rc = ktel_err_set(v->err, ENOENT,
+					  "%s: refused: param %s is not a 1/2/4/8-byte .rodata variable of the BPF object",
+					  v->path, d->params[i].name);
+	}
+	return rc;
+}
+
+static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
+	struct bpf_object *obj;
+	int rc;
+
+	rc = check_elf_header(v, &p->desc);
+	if (rc)
+		return rc;
+	ktel_libbpf_log__reset();
+	obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
+	if (!obj) {
+		rc = errno ? errno : EINVAL;
+		return ktel_err_set(v->err, rc, "%s: refused: embedded BPF object does not open: %s%s%s",
+				    v->path, strerror(rc), ktel_libbpf_log__last()[0] ? ": " : "",
+				    ktel_libbpf_log__last());
+	}
+	rc = check_object_names(v, p, obj);
+	bpf_object__close(obj);
+	return rc;
+}
+
+/* Copy and validate the descriptor the plugin exports at sym. */
+static int validate(const struct validator *v, const void *sym, struct ktel_plugin *p)
+{
+	const struct ktel_plugin_desc *raw = sym;
+	int rc;
+
+	if (!in_plugin(v, raw, 8))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is not in the plugin", v->path,
+				    KTEL_PLUGIN_SYMBOL);
+	if (raw->abi_major != KTEL_PLUGIN_ABI_MAJOR)
+		return ktel_err_set(v->err, EPROTO,
+				    "%s: refused: plugin ABI major %u, this daemon supports %u",
+				    v->path, raw->abi_major, KTEL_PLUGIN_ABI_MAJOR);
+	if (raw->struct_size < KTEL_PLUGIN_DESC_MIN_SIZE)
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: descriptor struct_size %u, ABI 1.0 needs at least %zu",
+				    v->path, raw->struct_size, (size_t)KTEL_PLUGIN_DESC_MIN_SIZE);
+	if (!in_plugin(v, raw, KTEL_PLUGIN_DESC_MIN_SIZE))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: descriptor extends outside the plugin",
+				    v->path);
+	memcpy(&p->desc, raw, sizeof(p->desc));
+	rc = check_str(v, "plugin name", p->desc.name, false, METRIC_NAME);
+	rc = rc ?: check_str(v, "plugin version", p->desc.version, false, ANY);
+	rc = rc ?: check_str(v, "plugin description", p->desc.description, true, ANY);
+	if (rc)
+		return rc;
+	p->desc.metrics = NULL; /* until copied: never the plugin's own array */
+	rc = copy_metrics(v, p);
+	rc = rc ?: check_variants_params(v, &p->desc);
+	return rc ?: check_bpf(v, p);
+}
+
+/* ---- open / free ----------------------------------------------------- */
+
+/* dlopen would also report this, but in words that vary by libc. */
+static int check_shared_object(const char *path, const char *real, struct ktel_err *err)
+{
+	Elf64_Ehdr eh;
+	ssize_t n;
+	int fd;
+
+	fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "%s: refused: cannot open: %s", path, strerror(errno));
+	n = read(fd, &eh, sizeof(eh));
+	close(fd);
+	if (n < (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (no ELF header)",
+				    path);
+	if (eh.e_type != ET_DYN)
+		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (ELF type %u)",
+				    path, eh.e_type);
+	return 0;
+}
+
+/* Load address of the object behind handle, as dladdr() reports it. */
+static int plugin_base(void *handle, const void **ret_base)
+{
+	struct link_map *lm = NULL;
+	Dl_info info;
+
+	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_ld)
+		return -ENOENT;
+	if (!dladdr(lm->l_ld, &info))
+		return -ENOENT;
+	*ret_base = info.dli_fbase;
+	return 0;
+}
+
+int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **ret_plugin,
+			    struct ktel_err *err)
+{
+	struct ktel_plugin *p;
+	struct validator v = {.path = path, .err = err};
+	void *sym;
+	int rc;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+	p->path = strdup(path);
+	if (!p->path) {
+		rc = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		goto fail;
+	}
+	rc = check_safe(path, owner, &p->real_path, err);
+	rc = rc ?: check_shared_object(path, p->real_path, err);
+	if (rc)
+		goto fail;
+	p->handle = dlopen(p->real_path, RTLD_NOW | RTLD_LOCAL);
+	if (!p->handle) {
+		rc = ktel_err_set(err, ENOEXEC, "%s: refused: dlopen failed: %s", path, dlerror());
+		goto fail;
+	}
+	rc = plugin_base(p->handle, &v.base);
+	if (rc) {
+		rc = ktel_err_set(err, -rc, "%s: refused: cannot locate the loaded object", path);
+		goto fail;
+	}
+	dlerror();
+	sym = dlsym(p->handle, KTEL_PLUGIN_SYMBOL);
+	/* dlsym also searches the plugin's dependencies: the symbol must be its own. */
+	if (!sym || !in_plugin(&v, sym, 1)) {
+		rc = ktel_err_set(err, ENOENT,
+				  "%s: refused: exports no %s symbol (not a ktelemetry plugin)", path,
+				  KTEL_PLUGIN_SYMBOL);
+		goto fail;
+	}
+	rc = validate(&v, sym, p);
+	if (rc)
+		goto fail;
+	*ret_plugin = p;
+	return 0;
+fail:
+	ktel_plugin__free(p);
+	return rc;
+}
+
+int ktel_plugin__open(const char *path, struct ktel_plugin **ret_plugin, struct ktel_err *err)
+{
+	return ktel_plugin__open_owner(path, 0, ret_plugin, err);
+}
+
+void ktel_plugin__free(struct ktel_plugin *p)
+{
+	if (!p)
+		return;
+	if (p->handle)
+		dlclose(p->handle);
+	free(p->metrics);
+	free(p->real_path);
+	free(p->path);
+	free(p);
+}
+
+/* ---- directory scan -------------------------------------------------- */
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_plugin_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len > 3 && name[0] != '.' && strcmp(name + len - 3, ".so") == 0;
+}
+
+/* Sorted names of dir's *.so entries. */
+static int list_dir(const char *dir, char ***ret_names, size_t *ret_n, struct ktel_err *err)
+{
+	char **names = NULL, **grown;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	d = opendir(dir);
+	if (!d)
+		return ktel_err_set(err, errno, "%s: cannot read plugin directory: %s", dir,
+				    strerror(errno));
+	while ((de = readdir(d))) {
+		if (!is_plugin_name(de->d_name))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(names, cap * sizeof(*names));
+			if (!grown)
+				goto oom;
+			names = grown;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n])
+			goto oom;
+		n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
+	*ret_names = names;
+	*ret_n = n;
+	return 0;
+oom:
+	rc = ktel_err_set(err, ENOMEM, "%s: out of memory", dir);
+	closedir(d);
+	while (n)
+		free(names[--n]);
+	free(names);
+	return rc;
+}
+
+/* The earlier plugin providing one of p's metric names, or NULL. */
+static const struct ktel_plugin *duplicate_of(const struct ktel_plugin_list *list,
+					      const struct ktel_plugin *p, const char **ret_metric)
+{
+	uint32_t i, j, k;
+
+	for (i = 0; i < list->n; i++)
+		for (j = 0; j < list->items[i]->desc.n_metrics; j++)
+			for (k = 0; k < p->desc.n_metrics; k++)
+				if (strcmp(list->items[i]->desc.metrics[j].name,
+					   p->desc.metrics[k].name) == 0) {
+					*ret_metric = p->desc.metrics[k].name;
+					return list->items[i];
+				}
+	return NULL;
+}
+
+static void refuse(struct ktel_plugin_list *list, const struct ktel_plugin_scan_opts *o,
+		   const char *path, const struct ktel_err *e)
+{
+	list->n_refused++;
+	if (o->on_refusal)
+		o->on_refusal(path, e, o->ctx);
+}
+
+static void scan_one(struct ktel_plugin_list *list, const struct ktel_plugin_scan_opts *o,
+		     const char *path)
+{
+	const struct ktel_plugin *dup;
+	struct ktel_plugin *p = NULL;
+	struct ktel_err e = {0};
+	const char *metric = NULL;
+
+	if (ktel_plugin__open_owner(path, o->owner, &p, &e) != 0) {
+		refuse(list, o, path, &e);
+		return;
+	}
+	dup = duplicate_of(list, p, &metric);
+	if (dup) {
+		ktel_err_set(&e, EEXIST,
+			     "%s: refused: duplicate metric name %s (already provided by %s)", path,
+			     metric, dup->path);
+		ktel_plugin__free(p);
+		refuse(list, o, path, &e);
+		return;
+	}
+	list->items[list->n++] = p;
+}
+
+int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *opts,
+			  struct ktel_plugin_list **ret_list, struct ktel_err *err)
+{
+	struct ktel_plugin_scan_opts o = {0};
+	struct ktel_plugin_list *list;
+	struct ktel_err e = {0};
+	char **names = NULL, *path;
+	size_t n = 0, i, max;
+	int rc;
+
+	if (opts)
+		o = *opts;
+	max = o.max_plugins ? o.max_plugins : KTEL_PLUGIN_SCAN_MAX;
+	rc = list_dir(dir, &names, &n, err);
+	if (rc)
+		return rc;
+	list = calloc(1, sizeof(*list));
+	if (list)
+		list->items = calloc(n < max ? (n ? n : 1) : max, sizeof(*list->items));
+	if (!list || !list->items) {
+		rc = ktel_err_set(err, ENOMEM, "%s: out of memory", dir);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (asprintf(&path, "%s/%s", dir, names[i]) < 0) {
+			rc = ktel_err_set(err, ENOMEM, "%s: out of memory", dir);
+			goto out;
+		}
+		if (i >= max) {
+			ktel_err_set(&e, E2BIG, "%s: refused: more than %zu plugins in %s", path,
+				     max, dir);
+			list->n_dropped++;
+			refuse(list, &o, path, &e);
+		} else {
+			scan_one(list, &o, path);
+		}
+		free(path);
+	}
+	*ret_list = list;
+	list = NULL;
+out:
+	ktel_plugin_list__free(list);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+void ktel_plugin_list__free(struct ktel_plugin_list *list)
+{
+	size_t i;
+
+	if (!list)
+		return;
+	for (i = 0; list->items && i < list->n; i++)
+		ktel_plugin__free(list->items[i]);
+	free(list->items);
+	free(list);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Plugin loader: find, check, dlopen and validate metric plugins.
+ *
+ * A plugin is data (core/include/ktelemetry/plugin.h). The loader runs no
+ * plugin code beyond what dlopen itself runs (constructors), and only dlopens
+ * a file that nobody but root could have written: the file and every parent
+ * directory must be owned by root, not group/world writable, and the file a
+ * regular file, not a symlink. The descriptor is then validated completely -
+ * ABI, sizes, names, the embedded BPF ELF, the maps and programs the
+ * descriptor names - so that a plugin that passes cannot make the daemon
+ * crash or misread a map later. Every refusal is one line:
+ * "<path>: refused: <rule>".
+ */
+#ifndef KTEL_PLUGIN_LOADER_H
+#define KTEL_PLUGIN_LOADER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <ktelemetry/plugin.h>
+
+#include "error.h"
+
+/* Limits on what one descriptor may declare, and on one directory scan. */
+#define KTEL_PLUGIN_MAX_METRICS 64
+#define KTEL_PLUGIN_MAX_DIMS 16
+#define KTEL_PLUGIN_MAX_VARIANTS 64
+#define KTEL_PLUGIN_MAX_PARAMS 64
+#define KTEL_PLUGIN_MAX_PROGRAMS 64
+#define KTEL_PLUGIN_NAME_MAX 64
+#define KTEL_PLUGIN_SCAN_MAX 256
+#define KTEL_PLUGIN_BPF_MAX (64u << 20)
+
+/* Size of the descriptor structs as ABI 1.0 defined them: the least accepted. */
+#define KTEL_PLUGIN_DESC_MIN_SIZE                                                    \
+	(offsetof(struct ktel_plugin_desc, n_params) + sizeof(uint32_t))
+#define KTEL_METRIC_DESC_MIN_SIZE                                                    \
+	(offsetof(struct ktel_metric_desc, n_programs) + sizeof(uint32_t))
+
+/*
+ * A validated, loaded plugin. desc is a copy of the plugin's descriptor in
+ * this daemon's layout (fields of newer minors dropped), and desc.metrics
+ * points at such copies too, so the rest of the daemon indexes
+ * desc.metrics[i] without caring about the plugin's struct sizes. Strings and
+ * arrays other than metrics point into the plugin and stay valid until
+ * ktel_plugin__free().
+ */
+struct ktel_plugin {
+	char *path;                  /* as given to ktel_plugin__open() */
+	char *real_path;             /* canonical path that was dlopened */
+	void *handle;                /* dlopen handle */
+	struct ktel_plugin_desc desc;
+	struct ktel_metric_desc *metrics;
+};
+
+/*
+ * Check that path may be dlopened: the file is a regular file, not a
+ * symlink, owned by root, not group- or world-writable, and every directory
+ * of its canonical parent path is too. Returns 0, or -EPERM (-ENOENT etc.
+ * when it cannot be examined) with err "<path>: refused: <rule>".
+ */
+int ktel_path_check_safe(const char *path, struct ktel_err *err);
+
+/*
+ * Like ktel_path_check_safe(), but also trusts owner (besides root) as the
+ * owner of the file and its directories. For unprivileged test runs and
+ * daemons running as a dedicated user; owner 0 is ktel_path_check_safe().
+ */
+int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *err);
+
+/*
+ * Check path, dlopen it (RTLD_NOW | RTLD_LOCAL) and validate its descriptor:
+ * ABI major, struct sizes, names ([a-z0-9_]+ for plugin, metric and
+ * dimension names), that every pointer lies in the plugin, that the BPF bytes
+ * are an ELF for EM_BPF which libbpf opens (without loading it), that every
+ * map a metric names (map_name, lost_map, label_map) and every program a
+ * variant or metric names exists in the object, and that every param is a
+ * .rodata integer. On success stores a new plugin in *ret_plugin; on refusal
+ * returns -errno with err "<path>: refused: <rule>".
+ */
+int ktel_plugin__open(const char *path, struct ktel_plugin **ret_plugin, struct ktel_err *err);
+
+/* ktel_plugin__open() with ktel_path_check_safe_owner()'s owner. */
+int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **ret_plugin,
+			    struct ktel_err *err);
+
+/* dlclose and free. Accepts NULL. */
+void ktel_plugin__free(struct ktel_plugin *plugin);
+
+/* Called for each plugin a scan refuses; err->msg names the file and rule. */
+typedef void (*ktel_plugin_refusal_fn)(const char *path, const struct ktel_err *err, void *ctx);
+
+struct ktel_plugin_scan_opts {
+	uid_t owner;                   /* extra trusted owner, 0: root only */
+	size_t max_plugins;            /* 0: KTEL_PLUGIN_SCAN_MAX */
+	ktel_plugin_refusal_fn on_refusal; /* may be NULL */
+	void *ctx;
+};
+
+/* The plugins a scan accepted, in file name order. */
+struct ktel_plugin_list {
+	struct ktel_plugin **items;
+	size_t n;
+	size_t n_refused; /* refusals reported through on_refusal */
+	size_t n_dropped; /* *.so files beyond max_plugins, not examined */
+};
+
+/*
+ * Open every "*.so" in dir, in strcmp order of file names so the result does
+ * not depend on the file system. A plugin is refused (and reported through
+ * opts->on_refusal, the scan goes on) when ktel_plugin__open() refuses it or
+ * when one of its metric names was taken by an earlier plugin ("duplicate
+ * metric name X (already provided by /path/a.so)"). Files beyond max_plugins
+ * are reported as refused too and counted in n_dropped. Returns 0 and a list
+ * (possibly empty) in *ret_list, or -errno with err when dir cannot be read.
+ * opts may be NULL.
+ */
+int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *opts,
+			  struct ktel_plugin_list **ret_list, struct ktel_err *err);
+
+/* Free the list and every plugin in it. Accepts NULL. */
+void ktel_plugin_list__free(struct ktel_plugin_list *list);
+
+#endif /* KTEL_PLUGIN_LOADER_H */
