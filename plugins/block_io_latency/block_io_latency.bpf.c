@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Block I/O latency: time from issuing a request to the driver
+ * (block_rq_issue) to its completion (block_rq_complete), in microseconds,
+ * per device (major, minor) and operation. The start is keyed by the struct
+ * request pointer: issue and completion run in different contexts (the
+ * completion usually in an interrupt).
+ *
+ * A requeued request is issued again: the start is overwritten, so its time
+ * counts from the last issue. A request completed in parts completes here at
+ * the first part.
+ */
+#include <ktel_kernel_types.h>
+#include <ktel_kernel_types_ext.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf_telemetry.h>
+
+#define BLOCK_MAX_REQUESTS 10240
+#define BLOCK_MAX_KEYS 1024
+
+/* Operation dimension: REQ_OP_* folded into the few that matter. */
+enum block_op {
+	BLOCK_OP_READ = 0,
+	BLOCK_OP_WRITE = 1,
+	BLOCK_OP_FLUSH = 2,
+	BLOCK_OP_DISCARD = 3,
+	BLOCK_OP_OTHER = 4,
+};
+KTEL_EXPORT_TYPE(enum block_op, block_op);
+
+struct block_io_key {
+	__u32 major;
+	__u32 minor;
+	__u32 op; /* enum block_op */
+};
+
+/*
+ * Request -> issue time (ns). LRU: a request the driver never completes
+ * through this tracepoint (or one issued before we attached and completed
+ * after we detached) must not hold a slot forever.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, BLOCK_MAX_REQUESTS);
+	__type(key, __u64);
+	__type(value, __u64);
+} block_start_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BLOCK_MAX_KEYS);
+	__type(key, struct block_io_key);
+	__type(value, struct accumulator_value);
+} block_io_latency_map SEC(".maps");
+
+static __always_inline __u32 block_op_of(unsigned int cmd_flags)
+{
+	switch (cmd_flags & KTEL_REQ_OP_MASK) {
+	case KTEL_REQ_OP_READ:
+		return BLOCK_OP_READ;
+	case KTEL_REQ_OP_WRITE:
+		return BLOCK_OP_WRITE;
+	case KTEL_REQ_OP_FLUSH:
+		return BLOCK_OP_FLUSH;
+	case KTEL_REQ_OP_DISCARD:
+		return BLOCK_OP_DISCARD;
+	default:
+		return BLOCK_OP_OTHER;
+	}
+}
+
+/*
+ * The request's disk: q->disk since 5.15 (rq_disk went away in 5.16); the
+ * old member only where it still exists.
+ */
+static __always_inline struct gendisk *block_disk_of(struct request *rq)
+{
+	struct request___rq_disk *old = (void *)rq;
+
+	if (bpf_core_field_exists(old->rq_disk))
+		return BPF_CORE_READ(old, rq_disk);
+	return BPF_CORE_READ(rq, q, disk);
+}
+
+/* block_rq_issue(struct request *rq) (5.11 and later) */
+SEC("tp_btf/block_rq_issue")
+int block_issue(__u64 *ctx)
+{
+	__u64 rq = ctx[0];
+	__u64 now = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&block_start_map, &rq, &now, BPF_ANY);
+	return 0;
+}
+
+/* block_rq_complete(struct request *rq, blk_status_t error,
+ *                   unsigned int nr_bytes) */
+SEC("tp_btf/block_rq_complete")
+int block_complete(__u64 *ctx)
+{
+	struct request *rq = (struct request *)ctx[0];
+	__u64 rq_key = ctx[0];
+	struct block_io_key key = {};
+	struct gendisk *disk;
+	__u32 bucket;
+
+	bucket = GET_LATENCY_BUCKET(block_start_map, &rq_key);
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return 0;
+	disk = block_disk_of(rq);
+	if (disk) {
+		key.major = (__u32)BPF_CORE_READ(disk, major);
+		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
+	}
+	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
+	INCREMENT_ACCUMULATOR(block_io_latency_map, &key, bucket);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memcg reclaim latency: time a task spends reclaiming from its memory
+ * cgroup because the cgroup hit its limit (try_to_free_mem_cgroup_pages(),
+ * between mm_vmscan_memcg_reclaim_begin and _end), in microseconds, by the
+ * process state its oom_score_adj maps to - as DirectReclaimLatency does for
+ * global direct reclaim. Both tracepoints fire in the reclaiming task, so the
+ * start is keyed by thread id. The programs read no tracepoint argument, so
+ * the prototype changes of these events do not matter.
+ */
+#include <ktel_kernel_types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf_telemetry.h>
+
+struct memcg_reclaim_key {
+	__u32 process_state; /* enum process_state */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} memcg_reclaim_start_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct memcg_reclaim_key);
+	__type(value, struct accumulator_value);
+} memcg_reclaim_latency_map SEC(".maps");
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int memcg_reclaim_begin(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	SAVE_FIRST_START_TIME(memcg_reclaim_start_map, &tid);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int memcg_reclaim_end(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct memcg_reclaim_key key = {};
+	struct task_struct *task;
+	__u32 bucket;
+
+	bucket = GET_LATENCY_BUCKET(memcg_reclaim_start_map, &tid);
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return 0;
+	task = (struct task_struct *)bpf_get_current_task();
+	key.process_state = get_process_state(BPF_CORE_READ(task, signal, oom_score_adj));
+	INCREMENT_ACCUMULATOR(memcg_reclaim_latency_map, &key, bucket);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Memcg reclaim latency: time tasks spend reclaiming from their memory
+ * cgroup at its limit, by process state, in microseconds.
+ */
+#include <ktelemetry/plugin.h>
+
+#include "memcg_reclaim_latency.bpf.h"
+
+static const struct ktel_dimension_desc dims[] = {
+	{.name = "process_state", .label_enum = "process_state"},
+};
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "memcg_reclaim_latency",
+		    .atom_name = "MemcgReclaimLatency",
+		    .atom_id = 100009, /* OEM range; see docs/atoms.proto */
+		    .map_name = "memcg_reclaim_latency_map",
+		    .model = KTEL_MODEL_ACCUMULATOR,
+		    .unit = "us",
+		    .scheme = KTEL_HIST_LOG2,
+		    .description = "Memory cgroup limit reclaim duration per task, by process state",
+		    .dims = dims,
+		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+};
+
+KTEL_PLUGIN(.name = "memcg_reclaim_latency",
+	    .version = "1.0",
+	    .description = "Memory cgroup reclaim latency",
+	    .bpf_object = ktel_bpf_object,
+	    .bpf_object_size = sizeof(ktel_bpf_object),
+	    .metrics = metrics,
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics));

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * OOM kills: a counter of OOM victims, by the process state the victim's
+ * oom_score_adj maps to (enum process_state). Counted when the kernel marks
+ * a task as OOM victim (mark_oom_victim(), tracepoint oom:mark_victim), for
+ * the global and the memory cgroup OOM killer alike.
+ *
+ * Variants (group oom_victim, first match wins, see oom_kills.c):
+ *   tp_btf/mark_victim(struct task_struct *task, uid_t uid)   6.8 and later
+ *   fentry/mark_oom_victim(struct task_struct *tsk)           when traceable
+ *   kprobe/mark_oom_victim                                    kprobe fallback
+ *   tp_btf/mark_victim(int pid)                               6.1 .. 6.7
+ * The last has only the pid. The memcg OOM killer often picks the task that
+ * is allocating, which is the current task: then its oom_score_adj is read;
+ * otherwise the victim is counted as PROCESS_STATE_UNSPECIFIED.
+ */
+#include <ktel_kernel_types.h>
+#include <ktel_kernel_types_ext.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf_telemetry.h>
+
+struct oom_kill_key {
+	__u32 process_state; /* enum process_state */
+};
+
+/* A counter, not a histogram: the daemon emits deltas of count. */
+struct oom_kill_value {
+	__u64 count;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct oom_kill_key);
+	__type(value, struct oom_kill_value);
+} oom_kills_map SEC(".maps");
+
+static __always_inline void oom_count(__u32 state)
+{
+	struct oom_kill_key key = {.process_state = state};
+	struct oom_kill_value *v = ktel_get_or_create(oom_kills_map, &key,
+						      struct oom_kill_value);
+
+	if (v)
+		__sync_fetch_and_add(&v->count, 1);
+}
+
+static __always_inline void oom_count_task(struct task_struct *task)
+{
+	if (!task) {
+		oom_count(PROCESS_STATE_UNSPECIFIED);
+		return;
+	}
+	oom_count(get_process_state(BPF_CORE_READ(task, signal, oom_score_adj)));
+}
+
+/* mark_victim(struct task_struct *task, uid_t uid), 6.8 and later. */
+SEC("tp_btf/mark_victim")
+int oom_mark_victim_task(__u64 *ctx)
+{
+	oom_count_task((struct task_struct *)ctx[0]);
+	return 0;
+}
+
+/* static void mark_oom_victim(struct task_struct *tsk) */
+SEC("fentry/mark_oom_victim")
+int oom_mark_victim_fentry(__u64 *ctx)
+{
+	oom_count_task((struct task_struct *)ctx[0]);
+	return 0;
+}
+
+#ifndef KTEL_KPROBE_UNSUPPORTED_ARCH
+SEC("kprobe/mark_oom_victim")
+int oom_mark_victim_kprobe(struct pt_regs *ctx)
+{
+	oom_count_task((struct task_struct *)KTEL_KPROBE_ARG1(ctx));
+	return 0;
+}
+#endif
+
+/* mark_victim(int pid), 6.1 .. 6.7. */
+SEC("tp_btf/mark_victim")
+int oom_mark_victim_pid(__u64 *ctx)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	int pid = (int)ctx[0];
+
+	if (BPF_CORE_READ(cur, pid) == pid)
+		oom_count_task(cur);
+	else
+		oom_count(PROCESS_STATE_UNSPECIFIED);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

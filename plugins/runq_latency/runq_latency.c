@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Run-queue latency: wakeup-to-run time of tasks, per CPU, in microseconds.
+ */
+#include <ktelemetry/plugin.h>
+
+#include "runq_latency.bpf.h"
+
+static const struct ktel_dimension_desc dims[] = {
+	{.name = "cpu"},
+};
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "runq_latency",
+		    .atom_name = "RunqLatency",
+		    .atom_id = 100007, /* OEM range; see docs/atoms.proto */
+		    .map_name = "runq_latency_map",
+		    .model = KTEL_MODEL_ACCUMULATOR,
+		    .unit = "us",
+		    .scheme = KTEL_HIST_LOG2,
+		    .description = "Scheduler run-queue latency (runnable to running), per CPU",
+		    .dims = dims,
+		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+};
+
+/* sched_switch gained prev_state as its 4th argument in 5.18; the program
+ * reads it, so pin the prototype down. */
+static const struct ktel_prog_variant variants[] = {
+	{.group = "runq_switch", .prog = "runq_switch", .nr_args = 4},
+};
+
+KTEL_PLUGIN(.name = "runq_latency",
+	    .version = "1.0",
+	    .description = "Scheduler run-queue latency (wakeup to run), per CPU",
+	    .bpf_object = ktel_bpf_object,
+	    .bpf_object_size = sizeof(ktel_bpf_object),
+	    .metrics = metrics,
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
+	    .variants = variants,
+	    .n_variants = KTEL_ARRAY_SIZE(variants));
