@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Router: named sink instances and batch hand-off; see router.h. */
+#include "router.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * A group of closes waiting to complete: done(ctx) runs when pending drops
+ * to zero. Entries carry a pointer to their group so that the callback of a
+ * sink's close never needs the router, which may be gone by then.
+ */
+struct close_group {
+	size_t pending;
+	ktel_sink_closed_cb done;
+	void *ctx;
+};
+
+struct sink_entry {
+	char *name;
+	const struct ktel_sink_ops *ops;
+	void *priv;
+	struct close_group *group;
+	struct ktel_sink_stats last; /* as of the previous self_records call */
+	bool reported;
+};
+
+struct ktel_router {
+	uv_loop_t *loop;
+	struct sink_entry *sinks[KTEL_ROUTER_MAX_SINKS];
+	size_t n_sinks;
+	struct ktel_router_stats stats;
+};
+
+struct ktel_router *ktel_router__new(uv_loop_t *loop)
+{
+	struct ktel_router *r;
+
+	if (!loop) {
+		errno = EINVAL;
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->loop = loop;
+	return r;
+}
+
+static void group_put(struct close_group *g)
+{
+	if (!g || --g->pending)
+		return;
+	if (g->done)
+		g->done(g->ctx);
+	free(g);
+}
+
+static void entry_closed(void *ctx)
+{
+	struct sink_entry *e = ctx;
+	struct close_group *g = e->group;
+
+	free(e->name);
+	free(e);
+	group_put(g);
+}
+
+/* Close entries[0..n) with one group; the extra reference held during the
+ * loop covers sinks that complete synchronously. */
+static int close_entries(struct sink_entry **entries, size_t n, uint64_t timeout_ms,
+			 ktel_sink_closed_cb done, void *ctx)
+{
+	struct close_group *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	g->pending = n + 1;
+	g->done = done;
+	g->ctx = ctx;
+	for (size_t i = 0; i < n; i++) {
+		entries[i]->group = g;
+		entries[i]->ops->close(entries[i]->priv, timeout_ms, entry_closed, entries[i]);
+	}
+	group_put(g);
+	return 0;
+}
+
+void ktel_router__close(struct ktel_router *r, uint64_t timeout_ms, ktel_sink_closed_cb done,
+			void *ctx)
+{
+	struct sink_entry *entries[KTEL_ROUTER_MAX_SINKS];
+	size_t n = r->n_sinks;
+
+	memcpy(entries, r->sinks, n * sizeof(entries[0]));
+	r->n_sinks = 0;
+	if (close_entries(entries, n, timeout_ms, done, ctx) == 0)
+		return;
+	/* No memory for a group: close one by one without a shared
+	 * completion; the caller still hears back once, now. */
+	for (size_t i = 0; i < n; i++) {
+		entries[i]->group = NULL;
+		entries[i]->ops->close(entries[i]->priv, 0, entry_closed, entries[i]);
+	}
+	if (done)
+		done(ctx);
+}
+
+void ktel_router__free(struct ktel_router *r)
+{
+	if (!r)
+		return;
+	if (r->n_sinks)
+		ktel_router__close(r, 0, NULL, NULL);
+	free(r);
+}
+
+static ssize_t find(const struct ktel_router *r, const char *name)
+{
+	for (size_t i = 0; i < r->n_sinks; i++)
+		if (strcmp(r->sinks[i]->name, name) == 0)
+			return i;
+	return -1;
+}
+
+int ktel_router__add_sink_ops(struct ktel_router *r, const char *name,
+			      const struct ktel_sink_ops *ops, const json_t *opts,
+			      struct ktel_err *err)
+{
+	struct sink_entry *e;
+	int ret;
+
+	if (find(r, name) >= 0)
+		return ktel_err_set(err, EEXIST, "sinks.%s: a sink with this name exists", name);
+	if (r->n_sinks >= KTEL_ROUTER_MAX_SINKS)
+		return ktel_err_set(err, E2BIG, "sinks.%s: more than %d sinks", name,
+				    KTEL_ROUTER_MAX_SINKS);
+	e = calloc(1, sizeof(*e));
+	if (!e || !(e->name = strdup(name))) {
+		free(e);
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	}
+	e->ops = ops;
+	ret = ops->create(r->loop, name, opts, &e->priv, err);
+	if (ret) {
+		free(e->name);
+		free(e);
+		return ret;
+	}
+	r->sinks[r->n_sinks++] = e;
+	return 0;
+}
+
+int ktel_router__add_sink(struct ktel_router *r, const char *name, const char *type,
+			  const json_t *opts, struct ktel_err *err)
+{
+	const struct ktel_sink_ops *ops = ktel_sink_type_find(type);
+
+	if (!ops)
+		return ktel_err_set(err, ENOENT, "sinks.%s.type: unknown sink type \"%s\"", name,
+				    type);
+	return ktel_router__add_sink_ops(r, name, ops, opts, err);
+}
+
+int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t timeout_ms,
+			     ktel_sink_closed_cb done, void *ctx)
+{
+	ssize_t i = find(r, name);
+	struct sink_entry *e;
+
+	if (i < 0)
+		return -ENOENT;
+	e = r->sinks[i];
+	/* Keep creation order: indexes are the "sink" dimension's value. */
+	memmove(&r->sinks[i], &r->sinks[i + 1], (r->n_sinks - i - 1) * sizeof(r->sinks[0]));
+	r->n_sinks--;
+	if (close_entries(&e, 1, timeout_ms, done, ctx) == 0)
+		return 0;
+	e->group = NULL;
+	e->ops->close(e->priv, 0, entry_closed, e);
+	if (done)
+		done(ctx);
+	return 0;
+}
+
+int ktel_router__check_names(const struct ktel_router *r, const char *const *names,
+			     size_t n_names, struct ktel_err *err)
+{
+	for (size_t i = 0; i < n_names; i++)
+		if (!names[i] || find(r, names[i]) < 0)
+			return ktel_err_set(err, ENOENT, "sink \"%s\": no sink has this name",
+					    names[i] ? names[i] : "(null)");
+	return 0;
+}
+
+void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+			const char *const *sink_names, size_t n_names)
+{
+	bool done[KTEL_ROUTER_MAX_SINKS] = { false };
+
+	r->stats.batches++;
+	if (!n)
+		return;
+	if (!sink_names || !n_names) {
+		for (size_t i = 0; i < r->n_sinks; i++)
+			r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
+		return;
+	}
+	for (size_t j = 0; j < n_names; j++) {
+		ssize_t i = sink_names[j] ? find(r, sink_names[j]) : -1;
+
+		if (i < 0) {
+			r->stats.unrouted++;
+			continue;
+		}
+		if (done[i])
+			continue;
+		done[i] = true;
+		r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
+	}
+}
+
+size_t ktel_router__n_sinks(const struct ktel_router *r)
+{
+	return r->n_sinks;
+}
+
+const char *ktel_router__sink_name(const struct ktel_router *r, size_t i)
+{
+	return i < r->n_sinks ? r->sinks[i]->name : NULL;
+}
+
+int ktel_router__sink_stats(const struct ktel_router *r, const char *name,
+			    struct ktel_sink_stats *ret)
+{
+	ssize_t i = find(r, name);
+
+	if (i < 0)
+		return -ENOENT;
+	memset(ret, 0, sizeof(*ret));
+	r->sinks[i]->ops->stats(r->sinks[i]->priv, ret);
+	return 0;
+}
+
+void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *ret)
+{
+	*ret = r->stats;
+}
+
+static const struct self_counter {
+	const char *metric;
+	size_t offset;
+} self_counters[] = {
+	{ "ktel_sink_sent", offsetof(struct ktel_sink_stats, sent) },
+	{ "ktel_sink_dropped", offsetof(struct ktel_sink_stats, dropped) },
+	{ "ktel_sink_errors", offsetof(struct ktel_sink_stats, errors) },
+	{ "ktel_sink_reconnects", offsetof(struct ktel_sink_stats, reconnects) },
+};
+
+_Static_assert(KTEL_ARRAY_SIZE(self_counters) + 1 == KTEL_ROUTER_SELF_PER_SINK,
+	       "self records per sink");
+
+static uint64_t stat_at(const struct ktel_sink_stats *s, size_t offset)
+{
+	return *(const uint64_t *)((const char *)s + offset);
+}
+
+static void self_record(struct ktel_record *rec, const struct ktel_record *tmpl,
+			const struct sink_entry *e, size_t index, const char *metric)
+{
+	*rec = *tmpl;
+	rec->metric = metric;
+	rec->atom = NULL;
+	rec->atom_id = 0;
+	rec->unit = "records";
+	rec->n_dims = 1;
+	rec->dims[0].name = "sink";
+	rec->dims[0].value = (int64_t)index;
+	rec->dims[0].label = e->name;
+}
+
+int ktel_router__self_records(struct ktel_router *r, const struct ktel_record *tmpl,
+			      struct ktel_record *recs, size_t max, size_t *ret_n)
+{
+	size_t n = 0;
+
+	if (max < r->n_sinks * KTEL_ROUTER_SELF_PER_SINK)
+		return -ENOSPC;
+	for (size_t i = 0; i < r->n_sinks; i++) {
+		struct sink_entry *e = r->sinks[i];
+		struct ktel_sink_stats st = { 0 };
+
+		e->ops->stats(e->priv, &st);
+		for (size_t c = 0; c < KTEL_ARRAY_SIZE(self_counters); c++) {
+			struct ktel_record *rec = &recs[n++];
+			uint64_t cur = stat_at(&st, self_counters[c].offset);
+			uint64_t prev = e->reported ? stat_at(&e->last, self_counters[c].offset) : 0;
+
+			self_record(rec, tmpl, e, i, self_counters[c].metric);
+			rec->type = KTEL_RECORD_COUNTER;
+			rec->counter.total = cur;
+			rec->counter.delta = cur >= prev ? cur - prev : cur;
+		}
+		self_record(&recs[n], tmpl, e, i, "ktel_sink_queued");
+		recs[n].type = KTEL_RECORD_GAUGE;
+		recs[n].gauge = st.queued > INT64_MAX ? INT64_MAX : (int64_t)st.queued;
+		recs[n].unit = "items";
+		n++;
+		e->last = st;
+		e->reported = true;
+	}
+	*ret_n = n;
+	return 0;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Router (design 3, 4.8): the named sink instances of the daemon, and the
+ * hand-off of record batches to them. Routing is a plain loop over the
+ * target sinks' submit(), which never blocks (each sink queues into its own
+ * bounded queue), so a slow or dead sink never delays a pull or another sink.
+ *
+ * Sink names are checked when the configuration is built
+ * (ktel_router__check_names): a name that is not known there is a config
+ * error. At route time a name that is not (or no longer) known is skipped
+ * and counted in ktel_router_stats.unrouted, never an error.
+ *
+ * All calls happen on the loop thread.
+ */
+#ifndef KTEL_ROUTER_H
+#define KTEL_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "error.h"
+#include "record.h"
+#include "sink.h"
+
+#define KTEL_ROUTER_MAX_SINKS 64
+/* Self-telemetry records produced per sink by ktel_router__self_records. */
+#define KTEL_ROUTER_SELF_PER_SINK 5
+
+struct ktel_router;
+
+struct ktel_router_stats {
+	uint64_t batches;  /* route calls */
+	uint64_t unrouted; /* targets named at route time that no sink has */
+};
+
+/* NULL with errno set on failure. */
+struct ktel_router *ktel_router__new(uv_loop_t *loop);
+
+/*
+ * Free the router. Sinks still open are closed with a zero timeout (what is
+ * queued is dropped) and release themselves when their close completes; to
+ * flush first, call ktel_router__close and free from its callback.
+ */
+void ktel_router__free(struct ktel_router *r);
+
+/*
+ * Create a sink instance of the built-in type `type` (ktel_sink_type_find)
+ * named name, from its JSON options. Errors: -EEXIST (name taken), -ENOENT
+ * (unknown type), -E2BIG (too many sinks), or what the sink's create
+ * returned; err names the sink.
+ */
+int ktel_router__add_sink(struct ktel_router *r, const char *name, const char *type,
+			  const json_t *opts, struct ktel_err *err);
+
+/* The same with an explicit ops table (sinks not in the built-in list,
+ * tests). */
+int ktel_router__add_sink_ops(struct ktel_router *r, const char *name,
+			      const struct ktel_sink_ops *ops, const json_t *opts,
+			      struct ktel_err *err);
+
+/*
+ * Remove a sink by name: it stops receiving records at once, flushes within
+ * timeout_ms and then calls done(ctx) (done may be NULL). -ENOENT when no
+ * sink has that name.
+ */
+int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t timeout_ms,
+			     ktel_sink_closed_cb done, void *ctx);
+
+/* Every name in names must be a sink of r (config-time check): 0, or
+ * -ENOENT with err naming the first unknown one. */
+int ktel_router__check_names(const struct ktel_router *r, const char *const *names,
+			     size_t n_names, struct ktel_err *err);
+
+/*
+ * Hand n records to the sinks named in sink_names (NULL or n_names == 0:
+ * every sink). Each sink gets the batch at most once even when named twice.
+ * The records' strings need only stay valid during the call.
+ */
+void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+			const char *const *sink_names, size_t n_names);
+
+/*
+ * Close every sink, each with timeout_ms to flush (the sink contract bounds
+ * it), then call done(ctx) once all have reported, possibly before
+ * returning. The router is empty afterwards and may be reused or freed.
+ */
+void ktel_router__close(struct ktel_router *r, uint64_t timeout_ms, ktel_sink_closed_cb done,
+			void *ctx);
+
+size_t ktel_router__n_sinks(const struct ktel_router *r);
+/* Name of the i-th sink (creation order), or NULL. */
+const char *ktel_router__sink_name(const struct ktel_router *r, size_t i);
+/* Stats of a sink by name; -ENOENT when unknown. */
+int ktel_router__sink_stats(const struct ktel_router *r, const char *name,
+			    struct ktel_sink_stats *ret);
+void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *ret);
+
+/*
+ * Self-telemetry: KTEL_ROUTER_SELF_PER_SINK records per sink, built from the
+ * sinks' stats, in recs[0..max). Each starts as a copy of *tmpl (window,
+ * boot_id, seq are the caller's) and gets:
+ *   ktel_sink_sent, ktel_sink_dropped, ktel_sink_errors, ktel_sink_reconnects
+ *     KTEL_RECORD_COUNTER, counter.total = the sink's count, counter.delta =
+ *     the growth since the previous call (the count itself the first time);
+ *   ktel_sink_queued  KTEL_RECORD_GAUGE, what waits in the queue now.
+ * One dimension: "sink", value = the sink's index, label = its name (valid
+ * until the sink is removed). Returns -ENOSPC (nothing written) when max is
+ * too small, else 0 with *ret_n set.
+ */
+int ktel_router__self_records(struct ktel_router *r, const struct ktel_record *tmpl,
+			      struct ktel_record *recs, size_t max, size_t *ret_n);
+
+#endif /* KTEL_ROUTER_H */

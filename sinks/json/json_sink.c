@@ -1,0 +1,1008 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * JSON sink ("type": "json"): JSON Lines to a file, or to stdout with path
+ * "-". One record per line.
+ *
+ * Line format (field names are stable; the statsd and prometheus sinks
+ * mirror them):
+ *
+ *   {"metric":"direct_reclaim_latency","atom":"DirectReclaimLatency",
+ *    "atom_id":100001,"unit":"us","type":"histogram",
+ *    "start_ns":<boottime ns>,"end_ns":<boottime ns>,
+ *    "start":"2024-05-01T10:00:00.000000000Z","end":"...",   (wall, UTC)
+ *    "boot_id":"...","map_id":12,"seq":7,
+ *    "dims":{"process_state":"STATE_FOREGROUND","uid":1000},
+ *    "dims_raw":{"process_state":4,"uid":1000},
+ *    "histogram":{"scheme":"log2","counts":[32 ints],
+ *                 "le":[1,2,4,...,1073741824,"+Inf"],"count":N,"sum":S}}
+ *
+ * - atom is null when the metric has none.
+ * - dims: the label when one names the value, else the integer; dims_raw:
+ *   always the integer. So a dimension carries both forms, and a reader that
+ *   wants one shape reads dims_raw.
+ * - histogram: counts are the window's deltas; le[k] is the upper bound of
+ *   bucket k under the declared scheme ("+Inf" for the last), so a reader
+ *   needs no knowledge of the convention. "sum" only when the map has one;
+ *   "linear_min"/"linear_step" only for scheme "linear". Schemes: "log2",
+ *   "log2_floor", "linear".
+ * - type "counter": "value" (the window's delta) and "total" (cumulative).
+ * - type "gauge": "value".
+ * - type "event": "fields" (label, string or integer per field, as dims)
+ *   and "fields_raw" (the integer of every integer field).
+ *
+ * I/O: submit() formats every record completely into the instance's bounded
+ * queue before any byte is written; lines are appended (O_APPEND) with
+ * uv_fs_write from the queue, so the loop never blocks on the disk. When the
+ * queue would exceed max_queue_bytes the NEWEST records are dropped and
+ * counted; queued lines are never dropped, except on close after the
+ * timeout (counted too). A failed or short write (disk full) keeps the
+ * unwritten tail queued and retries on a timer with capped exponential
+ * backoff, counting each error; the tail then completes the line on disk.
+ *
+ * Rotation (rotate_bytes): before a write that would take the file past
+ * rotate_bytes, on a line boundary only, a worker thread renames
+ * file.(keep-1) -> file.keep, ..., file -> file.1 (each rename atomic) and
+ * opens a new file; with compress, file.1 then becomes file.1.gz (written
+ * to a temp name, fsynced, renamed) and file.1 is removed only after that
+ * succeeded. Lines never span two files.
+ *
+ * Options: path (required, "-" = stdout), fsync (bool: fsync after each
+ * batch), max_queue_bytes (size, default 4 MiB), rotate_bytes (size),
+ * keep (1..100, default 5), compress (bool). Sizes are integers (bytes) or
+ * strings with a K/M/G suffix ("64K", "10MiB").
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "sink.h"
+
+#define DEFAULT_QUEUE_BYTES (4u << 20)
+#define DEFAULT_KEEP 5
+#define MAX_KEEP 100
+#define MAX_LINE (64u << 10)
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 5000
+
+/* One submitted batch: whole lines, written from off on. */
+struct chunk {
+	struct chunk *next;
+	size_t len, off;
+	uint32_t n_lines, lines_done;
+	char data[];
+};
+
+struct fbuf {
+	char *p;
+	size_t len, cap;
+	bool fail;
+};
+
+enum io_state {
+	IO_IDLE,
+	IO_WRITING,
+	IO_SYNCING,
+	IO_ROTATING,
+	IO_BACKOFF,
+};
+
+struct json_sink {
+	uv_loop_t *loop;
+	char *name, *path;
+	bool to_stdout, fsync_batches, compress;
+	uint64_t max_queue_bytes, rotate_bytes;
+	unsigned keep;
+
+	uv_file fd;
+	uint64_t file_size;
+
+	struct chunk *head, *tail;
+	uint64_t queued_bytes;
+
+	enum io_state state;
+	uv_fs_t req;
+	uv_buf_t wbuf;
+	uv_timer_t retry_timer, close_timer;
+	uint64_t backoff_ms;
+
+	/* Rotation and compression on the thread pool. */
+	uv_work_t rot_work, gz_work;
+	int rot_err, gz_err;
+	uv_file new_fd;
+	bool compressing;
+
+	struct fbuf batch;
+	struct ktel_sink_stats st;
+
+	bool closing, timed_out, finishing;
+	int handles_open;
+	ktel_sink_closed_cb done;
+	void *done_ctx;
+};
+
+/* ---- formatting ---- */
+
+static void fb_reserve(struct fbuf *b, size_t more)
+{
+	size_t cap;
+	char *p;
+
+	if (b->fail || b->len + more <= b->cap)
+		return;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + more)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p) {
+		b->fail = true;
+		return;
+	}
+	b->p = p;
+	b->cap = cap;
+}
+
+static void fb_put(struct fbuf *b, const char *s, size_t len)
+{
+	fb_reserve(b, len);
+	if (b->fail)
+		return;
+	memcpy(b->p + b->len, s, len);
+	b->len += len;
+}
+
+static void fb_puts(struct fbuf *b, const char *s)
+{
+	fb_put(b, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3)))
+static void fb_printf(struct fbuf *b, const char *fmt, ...)
+{
+	char tmp[128];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		b->fail = true;
+		return;
+	}
+	fb_put(b, tmp, n);
+}
+
+/* Length of a valid UTF-8 sequence at s (1..4), or 0. */
+static int utf8_len(const unsigned char *s)
+{
+	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+
+	if (s[0] >= 0xf5)
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+/* A JSON string; invalid UTF-8 bytes become U+FFFD so the line always
+ * parses. NULL is written as null. */
+static void fb_str(struct fbuf *b, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	if (!s) {
+		fb_puts(b, "null");
+		return;
+	}
+	fb_put(b, "\"", 1);
+	while (*s) {
+		int n;
+
+		if (*s == '"' || *s == '\\') {
+			fb_put(b, "\\", 1);
+			fb_put(b, (const char *)s++, 1);
+		} else if (*s < 0x20 || *s == 0x7f) {
+			fb_printf(b, "\\u%04x", *s++);
+		} else if (*s < 0x80) {
+			fb_put(b, (const char *)s++, 1);
+		} else if ((n = utf8_len(s)) > 0) {
+			fb_put(b, (const char *)s, n);
+			s += n;
+		} else {
+			fb_puts(b, "\\ufffd");
+			s++;
+		}
+	}
+	fb_put(b, "\"", 1);
+}
+
+static void fb_key(struct fbuf *b, bool first, const char *key)
+{
+	if (!first)
+		fb_put(b, ",", 1);
+	fb_str(b, key);
+	fb_put(b, ":", 1);
+}
+
+/* RFC 3339 UTC with nanoseconds. */
+static void fb_wall(struct fbuf *b, int64_t ns)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	time_t t;
+	struct tm tm;
+	char when[32];
+
+	if (frac < 0) {
+		frac += 1000000000;
+		sec--;
+	}
+	t = (time_t)sec;
+	if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm)) {
+		fb_puts(b, "null");
+		return;
+	}
+	fb_printf(b, "\"%s.%09" PRId64 "Z\"", when, frac);
+}
+
+static const char *const type_names[] = {
+	[KTEL_RECORD_HISTOGRAM] = "histogram",
+	[KTEL_RECORD_COUNTER] = "counter",
+	[KTEL_RECORD_GAUGE] = "gauge",
+	[KTEL_RECORD_EVENT] = "event",
+};
+
+static const char *const scheme_names[] = {
+	[KTEL_HIST_NONE] = "log2", /* a histogram without a declared scheme */
+	[KTEL_HIST_LOG2] = "log2",
+	[KTEL_HIST_LOG2_FLOOR] = "log2_floor",
+	[KTEL_HIST_LINEAR] = "linear",
+};
+
+static void fb_histogram(struct fbuf *b, const struct ktel_histogram *h)
+{
+	uint32_t n = h->n_buckets <= KTEL_HIST_BUCKETS ? h->n_buckets : KTEL_HIST_BUCKETS;
+	unsigned scheme = h->scheme < KTEL_ARRAY_SIZE(scheme_names) ? h->scheme : KTEL_HIST_LOG2;
+	struct ktel_histogram bounded = *h;
+
+	bounded.n_buckets = n;
+	fb_printf(b, ",\"histogram\":{\"scheme\":\"%s\"", scheme_names[scheme]);
+	if (h->scheme == KTEL_HIST_LINEAR)
+		fb_printf(b, ",\"linear_min\":%" PRId64 ",\"linear_step\":%" PRId64,
+			  h->linear_min, h->linear_step);
+	fb_puts(b, ",\"counts\":[");
+	for (uint32_t k = 0; k < n; k++)
+		fb_printf(b, "%s%" PRIu64, k ? "," : "", h->counts[k]);
+	fb_puts(b, "],\"le\":[");
+	for (uint32_t k = 0; k < n; k++) {
+		bool inf;
+		double le = ktel_hist_upper_bound(&bounded, k, &inf);
+
+		if (k)
+			fb_put(b, ",", 1);
+		if (inf)
+			fb_puts(b, "\"+Inf\"");
+		else
+			fb_printf(b, "%.17g", le);
+	}
+	fb_printf(b, "],\"count\":%" PRIu64, ktel_hist_count(&bounded));
+	if (h->has_sum)
+		fb_printf(b, ",\"sum\":%" PRIu64, h->sum);
+	fb_put(b, "}", 1);
+}
+
+static void fb_dims(struct fbuf *b, const struct ktel_record *r)
+{
+	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
+
+	fb_puts(b, ",\"dims\":{");
+	for (uint32_t i = 0; i < n; i++) {
+		fb_key(b, i == 0, r->dims[i].name);
+		if (r->dims[i].label)
+			fb_str(b, r->dims[i].label);
+		else
+			fb_printf(b, "%" PRId64, r->dims[i].value);
+	}
+	fb_puts(b, "},\"dims_raw\":{");
+	for (uint32_t i = 0; i < n; i++) {
+		fb_key(b, i == 0, r->dims[i].name);
+		fb_printf(b, "%" PRId64, r->dims[i].value);
+	}
+	fb_put(b, "}", 1);
+}
+
+static void fb_field_int(struct fbuf *b, const struct ktel_event_field *f)
+{
+	if (f->type == KTEL_FIELD_VALUE_INT)
+		fb_printf(b, "%" PRId64, f->i);
+	else
+		fb_printf(b, "%" PRIu64, f->u);
+}
+
+static void fb_event(struct fbuf *b, const struct ktel_record *r)
+{
+	uint32_t n = r->event.n_fields <= KTEL_MAX_EVENT_FIELDS ? r->event.n_fields
+								: KTEL_MAX_EVENT_FIELDS;
+	bool first = true;
+
+	fb_puts(b, ",\"fields\":{");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ktel_event_field *f = &r->event.fields[i];
+
+		fb_key(b, i == 0, f->name);
+		if (f->type == KTEL_FIELD_VALUE_STRING)
+			fb_str(b, f->s);
+		else if (f->label)
+			fb_str(b, f->label);
+		else
+			fb_field_int(b, f);
+	}
+	fb_puts(b, "},\"fields_raw\":{");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ktel_event_field *f = &r->event.fields[i];
+
+		if (f->type == KTEL_FIELD_VALUE_STRING)
+			continue;
+		fb_key(b, first, f->name);
+		fb_field_int(b, f);
+		first = false;
+	}
+	fb_put(b, "}", 1);
+}
+
+/* Append one record as a line; false when the type is unknown. */
+static bool format_record(struct fbuf *b, const struct ktel_record *r)
+{
+	if (r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_EVENT)
+		return false;
+	fb_puts(b, "{\"metric\":");
+	fb_str(b, r->metric);
+	fb_puts(b, ",\"atom\":");
+	fb_str(b, r->atom);
+	fb_printf(b, ",\"atom_id\":%" PRIu32 ",\"unit\":", r->atom_id);
+	fb_str(b, r->unit);
+	fb_printf(b, ",\"type\":\"%s\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"start\":",
+		  type_names[r->type], r->start_boottime_ns, r->end_boottime_ns);
+	fb_wall(b, r->start_wall_ns);
+	fb_puts(b, ",\"end\":");
+	fb_wall(b, r->end_wall_ns);
+	fb_puts(b, ",\"boot_id\":");
+	fb_str(b, r->boot_id);
+	fb_printf(b, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64, r->map_id, r->seq);
+	fb_dims(b, r);
+	switch (r->type) {
+	case KTEL_RECORD_HISTOGRAM:
+		fb_histogram(b, &r->hist.delta);
+		break;
+	case KTEL_RECORD_COUNTER:
+		fb_printf(b, ",\"value\":%" PRIu64 ",\"total\":%" PRIu64, r->counter.delta,
+			  r->counter.total);
+		break;
+	case KTEL_RECORD_GAUGE:
+		fb_printf(b, ",\"value\":%" PRId64, r->gauge);
+		break;
+	case KTEL_RECORD_EVENT:
+		fb_event(b, r);
+		break;
+	}
+	fb_puts(b, "}\n");
+	return true;
+}
+
+/* ---- I/O state machine ---- */
+
+static void kick(struct json_sink *s);
+static void maybe_finish(struct json_sink *s);
+
+static bool at_line_start(const struct chunk *c)
+{
+	return c->off == 0 || c->data[c->off - 1] == '\n';
+}
+
+/* Mark n bytes of the head chunk written; count the lines they complete.
+ * True when that finished the chunk (a whole batch). */
+static bool advance(struct json_sink *s, size_t n)
+{
+	struct chunk *c = s->head;
+	const char *p = c->data + c->off, *end = p + n;
+
+	while ((p = memchr(p, '\n', end - p))) {
+		p++;
+		c->lines_done++;
+		s->st.sent++;
+	}
+	c->off += n;
+	s->file_size += n;
+	if (c->off < c->len)
+		return false;
+	s->head = c->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->queued_bytes -= c->len;
+	free(c);
+	return true;
+}
+
+static void on_retry(uv_timer_t *t)
+{
+	struct json_sink *s = t->data;
+
+	s->state = IO_IDLE;
+	kick(s);
+}
+
+static void retry_later(struct json_sink *s)
+{
+	s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (s->backoff_ms > BACKOFF_MAX_MS)
+		s->backoff_ms = BACKOFF_MAX_MS;
+	s->state = IO_BACKOFF;
+	uv_timer_start(&s->retry_timer, on_retry, s->backoff_ms, 0);
+}
+
+static void on_fsync(uv_fs_t *req)
+{
+	struct json_sink *s = req->data;
+
+	if (req->result < 0)
+		s->st.errors++;
+	uv_fs_req_cleanup(req);
+	s->state = IO_IDLE;
+	kick(s);
+}
+
+static void on_write(uv_fs_t *req)
+{
+	struct json_sink *s = req->data;
+	ssize_t res = req->result;
+	bool batch_done;
+
+	uv_fs_req_cleanup(req);
+	s->state = IO_IDLE;
+	if (res < 0) {
+		s->st.errors++;
+		retry_later(s);
+		maybe_finish(s);
+		return;
+	}
+	s->backoff_ms = 0;
+	batch_done = advance(s, res);
+	/* The batch is on disk: make it durable when asked. */
+	if (s->fsync_batches && !s->to_stdout && batch_done) {
+		s->state = IO_SYNCING;
+		s->req.data = s;
+		if (uv_fs_fsync(s->loop, &s->req, s->fd, on_fsync) == 0)
+			return;
+		s->st.errors++;
+		s->state = IO_IDLE;
+	}
+	kick(s);
+}
+
+/* How many bytes of the head chunk to write now: with rotation, only whole
+ * lines that fit the file's budget; 0 means rotate first. */
+static size_t write_len(const struct json_sink *s)
+{
+	const struct chunk *c = s->head;
+	const char *p = c->data + c->off, *nl;
+	size_t left = c->len - c->off, budget, n = 0;
+
+	if (!s->rotate_bytes)
+		return left;
+	if (!at_line_start(c)) /* finish the line begun before an error */
+		return (const char *)memchr(p, '\n', left) - p + 1;
+	budget = s->file_size < s->rotate_bytes ? s->rotate_bytes - s->file_size : 0;
+	while (n < left && (nl = memchr(p + n, '\n', left - n)) && (size_t)(nl - p) + 1 <= budget)
+		n = nl - p + 1;
+	if (n == 0 && s->file_size == 0) /* one line larger than a file: alone */
+		n = (const char *)memchr(p, '\n', left) - p + 1;
+	return n;
+}
+
+static void start_rotate(struct json_sink *s);
+
+static void kick(struct json_sink *s)
+{
+	size_t n;
+
+	if (s->state != IO_IDLE || s->finishing)
+		return;
+	if (!s->head || (s->closing && s->timed_out)) {
+		maybe_finish(s);
+		return;
+	}
+	n = write_len(s);
+	if (n == 0) {
+		if (!s->compressing)
+			start_rotate(s);
+		return; /* gz_done kicks again */
+	}
+	s->wbuf = uv_buf_init(s->head->data + s->head->off, n);
+	s->req.data = s;
+	s->state = IO_WRITING;
+	if (uv_fs_write(s->loop, &s->req, s->fd, &s->wbuf, 1, -1, on_write) == 0)
+		return;
+	s->st.errors++;
+	retry_later(s);
+}
+
+/* ---- rotation (worker thread) ---- */
+
+static int rotated_name(char *buf, size_t size, const char *path, unsigned k, const char *ext)
+{
+	int n = snprintf(buf, size, "%s.%u%s", path, k, ext);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static int rename_if_exists(const char *from, const char *to)
+{
+	if (rename(from, to) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static void fsync_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path + (slash == path)), path);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+/* file.(keep-1) -> file.keep ... file -> file.1, then a new file. Both the
+ * plain and the .gz form move, so a compression that failed earlier never
+ * leaves a file behind. */
+static void rotate_work(uv_work_t *w)
+{
+	struct json_sink *s = w->data;
+	char from[PATH_MAX], to[PATH_MAX];
+	static const char *const exts[] = { "", ".gz" };
+	int ret = 0;
+
+	s->new_fd = -1;
+	for (size_t e = 0; e < 2; e++) {
+		if (rotated_name(to, sizeof(to), s->path, s->keep, exts[e]))
+			goto name;
+		unlink(to);
+	}
+	for (unsigned k = s->keep - 1; k >= 1; k--) {
+		for (size_t e = 0; e < 2; e++) {
+			if (rotated_name(from, sizeof(from), s->path, k, exts[e]) ||
+			    rotated_name(to, sizeof(to), s->path, k + 1, exts[e]))
+				goto name;
+			ret = rename_if_exists(from, to);
+			if (ret)
+				goto out;
+		}
+	}
+	if (rotated_name(to, sizeof(to), s->path, 1, ""))
+		goto name;
+	/* ENOENT: moved by an earlier attempt whose open failed. */
+	ret = rename_if_exists(s->path, to);
+	if (ret)
+		goto out;
+	s->new_fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (s->new_fd < 0)
+		ret = -errno;
+	fsync_dir(s->path);
+	goto out;
+name:
+	ret = -ENAMETOOLONG;
+out:
+	s->rot_err = ret;
+}
+
+static int gzip_file(const char *src, const char *dst)
+{
+	char buf[65536];
+	int in, out = -1, gfd, ret = 0;
+	gzFile gz = NULL;
+	ssize_t n;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	gfd = out >= 0 ? dup(out) : -1;
+	if (gfd < 0 || !(gz = gzdopen(gfd, "wb6"))) {
+		ret = errno ? -errno : -ENOMEM;
+		if (gfd >= 0)
+			close(gfd);
+		goto out;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (gzwrite(gz, buf, n) != n) {
+			ret = -EIO;
+			break;
+		}
+	if (n < 0 && !ret)
+		ret = -errno;
+	/* gzclose flushes: its failure (disk full) fails the copy. */
+	if (gzclose(gz) != Z_OK && !ret)
+		ret = errno ? -errno : -EIO;
+	if (!ret && fsync(out))
+		ret = -errno;
+out:
+	if (out >= 0)
+		close(out);
+	close(in);
+	return ret;
+}
+
+static void gz_work(uv_work_t *w)
+{
+	struct json_sink *s = w->data;
+	char plain[PATH_MAX], gz[PATH_MAX], tmp[PATH_MAX];
+	int ret;
+
+	if (rotated_name(plain, sizeof(plain), s->path, 1, "") ||
+	    rotated_name(gz, sizeof(gz), s->path, 1, ".gz") ||
+	    rotated_name(tmp, sizeof(tmp), s->path, 1, ".gz.tmp")) {
+		s->gz_err = -ENAMETOOLONG;
+		return;
+	}
+	errno = 0;
+	ret = gzip_file(plain, tmp);
+	if (!ret && rename(tmp, gz))
+		ret = -errno;
+	if (ret) {
+		/* Keep the plain file: an uncompressed file beats none. */
+		unlink(tmp);
+	} else {
+		unlink(plain);
+		fsync_dir(s->path);
+	}
+	s->gz_err = ret;
+}
+
+static void gz_done(uv_work_t *w, int status)
+{
+	struct json_sink *s = w->data;
+
+	s->compressing = false;
+	if (status || s->gz_err)
+		s->st.errors++;
+	kick(s);
+	maybe_finish(s);
+}
+
+static void rotate_done(uv_work_t *w, int status)
+{
+	struct json_sink *s = w->data;
+
+	s->state = IO_IDLE;
+	if (status || s->rot_err || s->new_fd < 0) {
+		s->st.errors++;
+		retry_later(s);
+		maybe_finish(s);
+		return;
+	}
+	close(s->fd);
+	s->fd = s->new_fd;
+	s->file_size = 0;
+	s->backoff_ms = 0;
+	if (s->compress &&
+	    uv_queue_work(s->loop, &s->gz_work, gz_work, gz_done) == 0)
+		s->compressing = true;
+	kick(s);
+}
+
+static void start_rotate(struct json_sink *s)
+{
+	s->state = IO_ROTATING;
+	s->new_fd = -1;
+	s->rot_work.data = s;
+	if (uv_queue_work(s->loop, &s->rot_work, rotate_work, rotate_done) == 0)
+		return;
+	s->st.errors++;
+	retry_later(s);
+}
+
+/* ---- close ---- */
+
+static void free_sink(struct json_sink *s)
+{
+	struct chunk *c, *next;
+
+	for (c = s->head; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	if (s->fd >= 0 && !s->to_stdout)
+		close(s->fd);
+	free(s->batch.p);
+	free(s->name);
+	free(s->path);
+	free(s);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct json_sink *s = h->data;
+	ktel_sink_closed_cb done = s->done;
+	void *ctx = s->done_ctx;
+
+	if (--s->handles_open)
+		return;
+	free_sink(s);
+	if (done)
+		done(ctx);
+}
+
+/* Release everything once nothing is in flight and the queue is empty or
+ * the close timeout passed. */
+static void maybe_finish(struct json_sink *s)
+{
+	struct chunk *c;
+
+	if (!s->closing || s->finishing || s->compressing)
+		return;
+	if (s->state != IO_IDLE && s->state != IO_BACKOFF)
+		return;
+	if (s->head && !s->timed_out)
+		return;
+	s->finishing = true;
+	for (c = s->head; c; c = c->next)
+		s->st.dropped += c->n_lines - c->lines_done;
+	s->handles_open = 2;
+	uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+}
+
+static void on_close_timeout(uv_timer_t *t)
+{
+	struct json_sink *s = t->data;
+
+	s->timed_out = true;
+	maybe_finish(s);
+}
+
+static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
+{
+	struct json_sink *s = priv;
+
+	if (s->closing)
+		return;
+	s->closing = true;
+	s->done = done;
+	s->done_ctx = ctx;
+	if (timeout_ms == 0)
+		s->timed_out = true;
+	else
+		uv_timer_start(&s->close_timer, on_close_timeout, timeout_ms, 0);
+	kick(s);
+	maybe_finish(s);
+}
+
+/* ---- submit, stats ---- */
+
+static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
+{
+	struct json_sink *s = priv;
+	uint32_t lines = 0;
+	struct chunk *c;
+
+	if (s->closing) {
+		s->st.dropped += n;
+		return;
+	}
+	s->batch.len = 0;
+	s->batch.fail = false;
+	for (size_t i = 0; i < n; i++) {
+		size_t start = s->batch.len;
+
+		/* A line that does not fit is the newest: drop it, keep the
+		 * queue. A smaller record after it may still fit. */
+		if (!format_record(&s->batch, &recs[i]) || s->batch.fail ||
+		    s->batch.len - start > MAX_LINE ||
+		    s->queued_bytes + s->batch.len > s->max_queue_bytes) {
+			s->batch.len = start;
+			s->batch.fail = false;
+			s->st.dropped++;
+			continue;
+		}
+		lines++;
+	}
+	if (!lines)
+		return;
+	c = malloc(sizeof(*c) + s->batch.len);
+	if (!c) {
+		s->st.dropped += lines;
+		return;
+	}
+	memcpy(c->data, s->batch.p, s->batch.len);
+	c->len = s->batch.len;
+	c->off = 0;
+	c->n_lines = lines;
+	c->lines_done = 0;
+	c->next = NULL;
+	if (s->tail)
+		s->tail->next = c;
+	else
+		s->head = c;
+	s->tail = c;
+	s->queued_bytes += c->len;
+	kick(s);
+}
+
+static void json_stats(void *priv, struct ktel_sink_stats *ret)
+{
+	struct json_sink *s = priv;
+
+	*ret = s->st;
+	ret->queued = s->queued_bytes;
+}
+
+/* ---- options, create ---- */
+
+static int parse_size(const char *sink, const char *opt, const json_t *v, uint64_t *ret,
+		      struct ktel_err *err)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = { { "", 0 },     { "K", 10 },   { "KiB", 10 }, { "k", 10 },
+		      { "M", 20 },   { "MiB", 20 }, { "G", 30 },   { "GiB", 30 } };
+	unsigned long long n;
+	char *end;
+
+	if (json_is_integer(v) && json_integer_value(v) > 0) {
+		*ret = json_integer_value(v);
+		return 0;
+	}
+	if (!json_is_string(v))
+		goto bad;
+	errno = 0;
+	n = strtoull(json_string_value(v), &end, 10);
+	if (errno || n == 0 || end == json_string_value(v))
+		goto bad;
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(units); i++) {
+		if (strcmp(end, units[i].suffix) == 0 && n <= (UINT64_MAX >> units[i].shift)) {
+			*ret = (uint64_t)n << units[i].shift;
+			return 0;
+		}
+	}
+bad:
+	return ktel_err_set(err, EINVAL,
+			    "sinks.%s.%s: expected a size > 0 (bytes, or a string like \"64K\", "
+			    "\"10M\", \"1G\")", sink, opt);
+}
+
+static int parse_bool(const char *sink, const char *opt, const json_t *v, bool *ret,
+		      struct ktel_err *err)
+{
+	if (!json_is_boolean(v))
+		return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected true or false", sink, opt);
+	*ret = json_is_true(v);
+	return 0;
+}
+
+static int parse_opts(struct json_sink *s, const json_t *opts, struct ktel_err *err)
+{
+	const char *key;
+	json_t *v;
+	int ret = 0;
+
+	if (!json_is_object(opts))
+		return ktel_err_set(err, EINVAL, "sinks.%s: expected an object of options",
+				    s->name);
+	json_object_foreach((json_t *)opts, key, v) {
+		if (strcmp(key, "type") == 0) {
+			continue; /* the config module's, already used */
+		} else if (strcmp(key, "path") == 0) {
+			if (!json_is_string(v) || !*json_string_value(v))
+				return ktel_err_set(err, EINVAL,
+						    "sinks.%s.path: expected a file path or \"-\"",
+						    s->name);
+			s->path = strdup(json_string_value(v));
+			if (!s->path)
+				return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory",
+						    s->name);
+		} else if (strcmp(key, "fsync") == 0) {
+			ret = parse_bool(s->name, key, v, &s->fsync_batches, err);
+		} else if (strcmp(key, "compress") == 0) {
+			ret = parse_bool(s->name, key, v, &s->compress, err);
+		} else if (strcmp(key, "max_queue_bytes") == 0) {
+			ret = parse_size(s->name, key, v, &s->max_queue_bytes, err);
+		} else if (strcmp(key, "rotate_bytes") == 0) {
+			ret = parse_size(s->name, key, v, &s->rotate_bytes, err);
+		} else if (strcmp(key, "keep") == 0) {
+			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			    json_integer_value(v) > MAX_KEEP)
+				return ktel_err_set(err, EINVAL,
+						    "sinks.%s.keep: expected an integer 1..%d",
+						    s->name, MAX_KEEP);
+			s->keep = json_integer_value(v);
+		} else {
+			return ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", s->name,
+					    key);
+		}
+		if (ret)
+			return ret;
+	}
+	if (!s->path)
+		return ktel_err_set(err, EINVAL, "sinks.%s.path: required", s->name);
+	s->to_stdout = strcmp(s->path, "-") == 0;
+	if (s->to_stdout && (s->rotate_bytes || s->compress || s->keep))
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s: rotate_bytes, keep and compress need a file path, "
+				    "not \"-\"", s->name);
+	if (!s->rotate_bytes && (s->compress || s->keep))
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s: keep and compress apply to rotation: set rotate_bytes",
+				    s->name);
+	if (strlen(s->path) + 16 >= PATH_MAX)
+		return ktel_err_set(err, ENAMETOOLONG, "sinks.%s.path: too long", s->name);
+	return 0;
+}
+
+static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, void **ret_priv,
+		       struct ktel_err *err)
+{
+	struct json_sink *s = calloc(1, sizeof(*s));
+	struct stat st;
+	int ret;
+
+	if (!s || !(s->name = strdup(name))) {
+		free(s);
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	}
+	s->loop = loop;
+	s->fd = -1;
+	s->max_queue_bytes = DEFAULT_QUEUE_BYTES;
+	ret = parse_opts(s, opts, err);
+	if (ret)
+		goto fail;
+	if (s->rotate_bytes && !s->keep)
+		s->keep = DEFAULT_KEEP;
+	if (s->to_stdout) {
+		s->fd = STDOUT_FILENO;
+	} else {
+		s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (s->fd < 0 || fstat(s->fd, &st)) {
+			ret = ktel_err_set(err, errno, "sinks.%s.path: cannot open %s: %s", name,
+					   s->path, strerror(errno));
+			goto fail;
+		}
+		s->file_size = st.st_size;
+	}
+	uv_timer_init(loop, &s->retry_timer);
+	uv_timer_init(loop, &s->close_timer);
+	s->retry_timer.data = s->close_timer.data = s;
+	s->gz_work.data = s;
+	*ret_priv = s;
+	return 0;
+fail:
+	free_sink(s);
+	return ret;
+}
+
+const struct ktel_sink_ops ktel_json_sink_ops = {
+	.type = "json",
+	.create = json_create,
+	.submit = json_submit,
+	.close = json_close,
+	.stats = json_stats,
+};
