@@ -735,12 +735,32 @@ static int walk_type(struct walk *w, __u32 id, __u64 off, const char *path,
 	}
 }
 
-static void describe_type(const struct btf *btf, const struct btf_type *t, char *buf)
+/*
+ * Name a type for messages after what it resolves to ("struct foo"); for an
+ * anonymous struct behind a typedef, the typedef's name ("typedef foo_t").
+ */
+static void describe_type(const struct btf *btf, __u32 id, char *buf)
 {
-	const char *name = btf__str_by_offset(btf, t->name_off);
+	const struct btf_type *t = btf__type_by_id(btf, id);
+	const char *name, *td_name = NULL;
+	int depth;
 
-	snprintf(buf, KTEL_FIELD_NAME_MAX, "%s %s", kind_name(btf_kind(t)),
-		 name && name[0] ? name : "(anon)");
+	for (depth = 0; t && depth <= KTEL_BTF_MAX_DEPTH; depth++) {
+		name = btf__str_by_offset(btf, t->name_off);
+		if (!is_mod(btf_kind(t)))
+			break;
+		if (btf_is_typedef(t) && !td_name && name && name[0])
+			td_name = name;
+		t = btf__type_by_id(btf, t->type);
+	}
+	if (t && !is_mod(btf_kind(t)) && name && name[0])
+		snprintf(buf, KTEL_FIELD_NAME_MAX, "%s %s", kind_name(btf_kind(t)), name);
+	else if (td_name)
+		snprintf(buf, KTEL_FIELD_NAME_MAX, "typedef %s", td_name);
+	else if (t && !is_mod(btf_kind(t)))
+		snprintf(buf, KTEL_FIELD_NAME_MAX, "%s (anon)", kind_name(btf_kind(t)));
+	else
+		snprintf(buf, KTEL_FIELD_NAME_MAX, "type [%u]", id);
 }
 
 static int find_index(const struct ktel_layout *l, const char *name)
@@ -786,7 +806,7 @@ int ktel_layout__new(const struct btf *btf, __u32 type_id, __u32 expect_size,
 		return ktel_err_set(err, ENOMEM, "BTF type id %u: out of memory", type_id);
 	w.l->type_id = type_id;
 	w.l->hist_field = w.l->sum_field = -1;
-	describe_type(btf, t, w.l->type_name);
+	describe_type(btf, type_id, w.l->type_name);
 
 	rc = walk_type(&w, type_id, 0, "", 0, &size);
 	if (rc)
