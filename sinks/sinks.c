@@ -5,9 +5,11 @@
 #include "sink.h"
 
 extern const struct ktel_sink_ops ktel_json_sink_ops;
+extern const struct ktel_sink_ops ktel_statsd_sink_ops;
 
 const struct ktel_sink_ops *const ktel_sink_types[] = {
 	&ktel_json_sink_ops,
+	&ktel_statsd_sink_ops,
 	NULL,
 };
 

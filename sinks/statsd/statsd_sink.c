@@ -1,0 +1,996 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The statsd sink: records are formatted at submit() into datagrams in a
+ * bounded queue; a zero-delay timer sends them on the next loop turn with
+ * non-blocking sends (uv_udp_try_send, or send() on a unix datagram socket).
+ * When the peer is down the window is dropped and counted, and the transport
+ * is re-opened after a capped, jittered exponential backoff.
+ */
+#include "statsd_sink.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "android_event.h"
+#include "statsd_line.h"
+
+#define DEFAULT_HOST "127.0.0.1"
+#define DEFAULT_PORT 8125
+#define DEFAULT_PREFIX "ktel."
+#define DEFAULT_MAX_PACKET 1432
+#define DEFAULT_MAX_QUEUE (1u << 20)
+#define DEFAULT_RECONNECT_MIN_MS 100
+#define DEFAULT_RECONNECT_MAX_MS 30000
+#define UNIX_SNDBUF (2 << 20) /* what libstatssocket asks for */
+
+static const char *const format_choices[] = {"statsd", "android", NULL};
+static const char *const tags_choices[] = {"dogstatsd", "dotted", NULL};
+
+const struct ktel_cfg_key ktel_statsd_sink_keys[] = {
+	{"format", KTEL_CFG_ENUM, .choices = format_choices, .default_text = "statsd",
+	 .doc = "\"statsd\": StatsD lines; \"android\": Android StatsEvent datagrams."},
+	{"host", KTEL_CFG_STRING, .default_text = DEFAULT_HOST,
+	 .doc = "StatsD server: IPv4/IPv6 literal or a name resolved asynchronously."},
+	{"port", KTEL_CFG_INT, 1, 65535, .default_text = "8125", .doc = "StatsD UDP port."},
+	{"socket", KTEL_CFG_STRING, .default_text = "none; android: /dev/socket/statsdw",
+	 .doc = "Unix datagram socket path instead of host/port."},
+	{"prefix", KTEL_CFG_STRING, .default_text = DEFAULT_PREFIX,
+	 .doc = "Prepended to every StatsD metric name."},
+	{"tags", KTEL_CFG_ENUM, .choices = tags_choices, .default_text = "dogstatsd",
+	 .doc = "Dims and bucket bounds as DogStatsD tags (|#le:1024,dim:v) or as dotted "
+		"name segments (name.v.le_1024)."},
+	{"max_packet", KTEL_CFG_INT, 64, KTEL_STATSD_UDP_MAX - 1, .default_text = "1432",
+	 .doc = "Largest StatsD datagram; lines are packed up to it, never split."},
+	{"max_queue", KTEL_CFG_SIZE, 4096, 1LL << 30, .default_text = "1MiB",
+	 .doc = "Bytes of datagrams waiting to be sent; beyond it records are dropped."},
+	{"reconnect_min", KTEL_CFG_DURATION, 1, 3600000, .default_text = "100ms",
+	 .doc = "First reconnect delay after a failure (doubles, jittered)."},
+	{"reconnect_max", KTEL_CFG_DURATION, 1, 3600000, .default_text = "30s",
+	 .doc = "Longest reconnect delay."},
+	{NULL},
+};
+
+enum state {
+	ST_RESOLVING, /* waiting for uv_getaddrinfo; records queue */
+	ST_UP,        /* transport open; records are sent */
+	ST_DOWN,      /* waiting for the retry timer; records are dropped */
+};
+
+struct statsd_sink;
+
+/* One datagram; owned by the queue, then by libuv while uv_udp_send has it. */
+struct dgram {
+	struct dgram *next;
+	struct statsd_sink *sink;
+	uv_udp_send_t req;
+	uint32_t records; /* records whose last line is in this datagram */
+	uint32_t len;
+	char data[];
+};
+
+struct statsd_sink {
+	uv_loop_t *loop;
+	char *name;
+	bool android;
+	struct ktel_statsd_style style;
+	char *prefix, *host, *socket_path;
+	int port;
+	size_t max_packet, max_queue;
+	uint64_t backoff_min, backoff_max, backoff;
+	uint64_t rng;
+	uint16_t tid;
+
+	enum state state;
+	bool closing, finishing;
+	struct sockaddr_storage addr;
+	uv_getaddrinfo_t gai;
+	bool gai_pending;
+	uv_udp_t *udp;
+	int fd;          /* unix socket, -1 when closed */
+	uv_poll_t *poll; /* watches fd for writability after EAGAIN */
+	bool poll_active;
+	char rxbuf[64];  /* anything the UDP peer sends us is discarded */
+	uv_timer_t kick, retry, close_timer;
+	unsigned open_handles;
+
+	struct dgram *head, *tail;
+	size_t queued_bytes, inflight_bytes;
+	unsigned inflight;
+	/* Records of the last UDP datagram the kernel accepted: a refusal of
+	 * it shows up only at the next send or in the socket's error. */
+	uint32_t unconfirmed;
+
+	struct ktel_statsd_packer packer;
+	uint32_t packet_records;
+	uint8_t *scratch;
+	struct ktel_sink_stats st;
+	ktel_sink_closed_cb done;
+	void *done_ctx;
+};
+
+/* A unix datagram socket and the poll handle watching it (poll first). */
+struct unix_conn {
+	uv_poll_t poll;
+	int fd;
+};
+
+static void pump(struct statsd_sink *s);
+static void go_down(struct statsd_sink *s, int err);
+static void maybe_finish(struct statsd_sink *s);
+
+/* ---- options ------------------------------------------------------------ */
+
+static void describe(const json_t *v, char *buf, size_t len)
+{
+	char *dump;
+
+	if (json_is_object(v) || json_is_array(v)) {
+		snprintf(buf, len, "%s", json_is_object(v) ? "an object" : "an array");
+		return;
+	}
+	dump = json_dumps(v, JSON_ENCODE_ANY);
+	snprintf(buf, len, "%.60s", dump ? dump : "?");
+	free(dump);
+}
+
+static const char *expectation(const struct ktel_cfg_key *k, char *buf, size_t len)
+{
+	size_t off;
+
+	switch (k->type) {
+	case KTEL_CFG_INT:
+		snprintf(buf, len, "integer %lld..%lld", (long long)k->min, (long long)k->max);
+		return buf;
+	case KTEL_CFG_SIZE:
+		return "size string such as \"512KiB\", \"10MiB\"";
+	case KTEL_CFG_DURATION:
+		return "duration string such as \"100ms\", \"30s\"";
+	case KTEL_CFG_ENUM:
+		off = (size_t)snprintf(buf, len, "one of");
+		for (size_t i = 0; k->choices[i] && off < len; i++)
+			off += (size_t)snprintf(buf + off, len - off, "%s \"%s\"", i ? "," : "",
+						k->choices[i]);
+		return buf;
+	default:
+		return "non-empty string";
+	}
+}
+
+/* Checks one value against its key; on success *ret_n holds INT/SIZE/DURATION. */
+static bool value_ok(const struct ktel_cfg_key *k, const json_t *v, uint64_t *ret_n)
+{
+	uint64_t n = 0;
+	int r = -EINVAL;
+
+	switch (k->type) {
+	case KTEL_CFG_INT:
+		if (!json_is_integer(v) || json_integer_value(v) < k->min ||
+		    json_integer_value(v) > k->max)
+			return false;
+		*ret_n = (uint64_t)json_integer_value(v);
+		return true;
+	case KTEL_CFG_SIZE:
+		if (json_is_string(v))
+			r = ktel_parse_size(json_string_value(v), &n);
+		break;
+	case KTEL_CFG_DURATION:
+		if (json_is_string(v))
+			r = ktel_parse_duration(json_string_value(v), &n);
+		break;
+	case KTEL_CFG_ENUM:
+		for (size_t i = 0; json_is_string(v) && k->choices[i]; i++)
+			if (strcmp(k->choices[i], json_string_value(v)) == 0)
+				return true;
+		return false;
+	default:
+		return json_is_string(v) && json_string_length(v) > 0;
+	}
+	if (r || n < (uint64_t)k->min || n > (uint64_t)k->max)
+		return false;
+	*ret_n = n;
+	return true;
+}
+
+static const struct ktel_cfg_key *find_key(const char *name)
+{
+	for (size_t i = 0; ktel_statsd_sink_keys[i].name; i++)
+		if (strcmp(ktel_statsd_sink_keys[i].name, name) == 0)
+			return &ktel_statsd_sink_keys[i];
+	return NULL;
+}
+
+static int opt_string(const json_t *opts, const char *key, const char *def, char **ret)
+{
+	const json_t *v = json_object_get(opts, key);
+
+	*ret = NULL;
+	if (!v && !def)
+		return 0;
+	*ret = strdup(v ? json_string_value(v) : def);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static uint64_t opt_number(const json_t *opts, const char *key, uint64_t def)
+{
+	const json_t *v = json_object_get(opts, key);
+	uint64_t n = def;
+
+	if (v)
+		value_ok(find_key(key), v, &n);
+	return n;
+}
+
+/* Every key known and well-typed; "type" belongs to the config module. */
+static int check_keys(const char *name, const json_t *opts, struct ktel_err *err)
+{
+	const char *key;
+	json_t *v;
+	char exp[160], got[80];
+	uint64_t n;
+
+	if (!json_is_object(opts))
+		return ktel_err_set(err, EINVAL, "sinks.%s: expected object", name);
+	json_object_foreach((json_t *)opts, key, v) {
+		const struct ktel_cfg_key *k = find_key(key);
+
+		if (strcmp(key, "type") == 0)
+			continue;
+		if (!k)
+			return ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", name, key);
+		if (!value_ok(k, v, &n)) {
+			describe(v, got, sizeof(got));
+			return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected %s, got %s", name,
+					    key, expectation(k, exp, sizeof(exp)), got);
+		}
+	}
+	return 0;
+}
+
+/* Rules between keys that the table cannot express. */
+static int check_combinations(const char *name, const json_t *opts, bool android,
+			      struct ktel_err *err)
+{
+	bool udp = json_object_get(opts, "host") || json_object_get(opts, "port");
+
+	if (android && udp)
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s.%s: not used by format \"android\", which writes to a "
+				    "unix socket (set socket)",
+				    name, json_object_get(opts, "host") ? "host" : "port");
+	if (udp && json_object_get(opts, "socket"))
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s.socket: conflicts with host/port (choose UDP or a unix "
+				    "socket)",
+				    name);
+	if (android && (json_object_get(opts, "tags") || json_object_get(opts, "prefix") ||
+			json_object_get(opts, "max_packet")))
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s: tags, prefix and max_packet apply to format \"statsd\" "
+				    "only",
+				    name);
+	if (json_object_get(opts, "socket") &&
+	    strlen(json_string_value(json_object_get(opts, "socket"))) >=
+		    sizeof(((struct sockaddr_un *)0)->sun_path))
+		return ktel_err_set(err, ENAMETOOLONG, "sinks.%s.socket: path longer than %zu bytes",
+				    name, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	return 0;
+}
+
+static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_err *err)
+{
+	const json_t *fmt = json_object_get(opts, "format");
+	const char *def_socket;
+	int r;
+
+	r = check_keys(s->name, opts, err);
+	if (r)
+		return r;
+	s->android = fmt && strcmp(json_string_value(fmt), "android") == 0;
+	r = check_combinations(s->name, opts, s->android, err);
+	if (r)
+		return r;
+	def_socket = s->android ? KTEL_ANDROID_DEFAULT_SOCKET : NULL;
+	if (opt_string(opts, "socket", def_socket, &s->socket_path) ||
+	    opt_string(opts, "prefix", DEFAULT_PREFIX, &s->prefix) ||
+	    (!s->socket_path && opt_string(opts, "host", DEFAULT_HOST, &s->host)))
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
+	s->port = (int)opt_number(opts, "port", DEFAULT_PORT);
+	s->max_packet = opt_number(opts, "max_packet", DEFAULT_MAX_PACKET);
+	s->max_queue = opt_number(opts, "max_queue", DEFAULT_MAX_QUEUE);
+	s->backoff_min = opt_number(opts, "reconnect_min", DEFAULT_RECONNECT_MIN_MS);
+	s->backoff_max = opt_number(opts, "reconnect_max", DEFAULT_RECONNECT_MAX_MS);
+	if (s->backoff_max < s->backoff_min)
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s.reconnect_max: must not be below reconnect_min", s->name);
+	if (s->max_queue < (s->android ? KTEL_ANDROID_MAX_DATAGRAM : s->max_packet))
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s.max_queue: must hold at least one datagram (%zu bytes)",
+				    s->name,
+				    s->android ? (size_t)KTEL_ANDROID_MAX_DATAGRAM : s->max_packet);
+	s->style.prefix = s->prefix;
+	s->style.tags = KTEL_STATSD_TAGS_DOGSTATSD;
+	if (json_object_get(opts, "tags") &&
+	    strcmp(json_string_value(json_object_get(opts, "tags")), "dotted") == 0)
+		s->style.tags = KTEL_STATSD_TAGS_DOTTED;
+	return 0;
+}
+
+/* ---- queue --------------------------------------------------------------- */
+
+static void enqueue(struct statsd_sink *s, const void *data, size_t len, uint32_t records)
+{
+	struct dgram *d;
+
+	if (s->state == ST_DOWN || s->finishing ||
+	    s->queued_bytes + s->inflight_bytes + len > s->max_queue) {
+		s->st.dropped += records;
+		return;
+	}
+	d = malloc(sizeof(*d) + len);
+	if (!d) {
+		s->st.dropped += records;
+		return;
+	}
+	d->next = NULL;
+	d->sink = s;
+	d->records = records;
+	d->len = (uint32_t)len;
+	memcpy(d->data, data, len);
+	if (s->tail)
+		s->tail->next = d;
+	else
+		s->head = d;
+	s->tail = d;
+	s->queued_bytes += len;
+}
+
+static struct dgram *pop(struct statsd_sink *s)
+{
+	struct dgram *d = s->head;
+
+	s->head = d->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->queued_bytes -= d->len;
+	d->next = NULL;
+	return d;
+}
+
+static void drop_queue(struct statsd_sink *s)
+{
+	while (s->head) {
+		struct dgram *d = pop(s);
+
+		s->st.dropped += d->records;
+		free(d);
+	}
+}
+
+/* The last accepted UDP datagram was not refused: it counts as sent. */
+static void confirm(struct statsd_sink *s)
+{
+	if (s->unconfirmed)
+		s->backoff = s->backoff_min;
+	s->st.sent += s->unconfirmed;
+	s->unconfirmed = 0;
+}
+
+/* ---- transport ----------------------------------------------------------- */
+
+static bool peer_down_error(int err)
+{
+	switch (-err) {
+	case ECONNREFUSED:
+	case ENOENT:
+	case ENOTCONN:
+	case ECONNRESET:
+	case EPIPE:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+	case EDESTADDRREQ:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct statsd_sink *s = h->data;
+
+	if (h->type == UV_POLL)
+		close(((struct unix_conn *)h)->fd);
+	if (h->type == UV_UDP || h->type == UV_POLL)
+		free(h);
+	s->open_handles--;
+	maybe_finish(s);
+}
+
+static void transport_close(struct statsd_sink *s)
+{
+	if (s->udp) {
+		uv_close((uv_handle_t *)s->udp, handle_closed);
+		s->udp = NULL;
+	}
+	if (s->poll) {
+		/* The fd is closed in handle_closed, once libuv let go of it. */
+		uv_close((uv_handle_t *)s->poll, handle_closed);
+		s->poll = NULL;
+		s->poll_active = false;
+		s->fd = -1;
+	} else if (s->fd >= 0) {
+		close(s->fd);
+		s->fd = -1;
+	}
+}
+
+static void udp_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct statsd_sink *s = h->data;
+
+	*buf = uv_buf_init(s->rxbuf, sizeof(s->rxbuf));
+}
+
+/* A connected UDP socket reports ICMP port unreachable as a read error. */
+static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr,
+		     unsigned flags)
+{
+	struct statsd_sink *s = h->data;
+
+	if (nread >= 0 || h != s->udp)
+		return;
+	if (peer_down_error((int)nread)) {
+		go_down(s, (int)nread);
+		return;
+	}
+	s->st.errors++;
+}
+
+static int udp_open(struct statsd_sink *s)
+{
+	uv_udp_t *u = malloc(sizeof(*u));
+	int r;
+
+	if (!u)
+		return -ENOMEM;
+	r = uv_udp_init(s->loop, u);
+	if (r) {
+		free(u);
+		return r;
+	}
+	u->data = s;
+	s->open_handles++;
+	s->udp = u;
+	r = uv_udp_connect(u, (const struct sockaddr *)&s->addr);
+	if (!r)
+		r = uv_udp_recv_start(u, udp_alloc, udp_recv);
+	if (r)
+		transport_close(s);
+	return r;
+}
+
+static int unix_open(struct statsd_sink *s)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct unix_conn *conn;
+	int fd, sndbuf = UNIX_SNDBUF, r;
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", s->socket_path);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Best effort: a smaller buffer only means EAGAIN sooner. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		r = -errno;
+		goto err_close;
+	}
+	conn = malloc(sizeof(*conn));
+	if (!conn) {
+		r = -ENOMEM;
+		goto err_close;
+	}
+	r = uv_poll_init_socket(s->loop, &conn->poll, fd);
+	if (r) {
+		free(conn);
+		goto err_close;
+	}
+	conn->fd = fd;
+	conn->poll.data = s;
+	s->poll = &conn->poll;
+	s->open_handles++;
+	s->fd = fd;
+	return 0;
+err_close:
+	close(fd);
+	return r;
+}
+
+static int transport_open(struct statsd_sink *s)
+{
+	return s->socket_path ? unix_open(s) : udp_open(s);
+}
+
+static void poll_writable(uv_poll_t *p, int status, int events)
+{
+	struct statsd_sink *s = p->data;
+
+	uv_poll_stop(p);
+	s->poll_active = false;
+	if (status < 0) {
+		go_down(s, status);
+		return;
+	}
+	pump(s);
+}
+
+/* Returns 0 (datagram done), -EAGAIN (wait for the poll) or an error. */
+static int unix_send(struct statsd_sink *s)
+{
+	struct dgram *d = s->head;
+	bool retried = false;
+	ssize_t n;
+	int r;
+
+again:
+	n = send(s->fd, d->data, d->len, MSG_NOSIGNAL);
+	if (n >= 0) {
+		pop(s);
+		s->st.sent += d->records;
+		s->backoff = s->backoff_min;
+		free(d);
+		return 0;
+	}
+	r = -errno;
+	if (r == -EAGAIN || r == -EWOULDBLOCK) {
+		r = uv_poll_start(s->poll, UV_WRITABLE, poll_writable);
+		if (r)
+			return r;
+		s->poll_active = true;
+		return -EAGAIN;
+	}
+	/* statsd restarted: libstatssocket re-connects once and retries. */
+	if (!retried && (r == -ENOTCONN || r == -ECONNREFUSED || r == -ENOENT)) {
+		retried = true;
+		transport_close(s);
+		r = unix_open(s);
+		if (r)
+			return r;
+		s->st.reconnects++;
+		goto again;
+	}
+	return r;
+}
+
+static void udp_sent(uv_udp_send_t *req, int status)
+{
+	struct dgram *d = req->data;
+	struct statsd_sink *s = d->sink;
+
+	s->inflight--;
+	s->inflight_bytes -= d->len;
+	if (!status) {
+		confirm(s);
+		s->unconfirmed = d->records;
+	} else {
+		s->st.dropped += d->records;
+		if (status != UV_ECANCELED && !peer_down_error(status))
+			s->st.errors++;
+	}
+	free(d);
+	if (status && status != UV_ECANCELED && peer_down_error(status) && s->state == ST_UP)
+		go_down(s, status);
+	else if (s->state == ST_UP)
+		pump(s);
+	maybe_finish(s);
+}
+
+/* Returns 0 (datagram taken) or an error with the datagram still queued. */
+static int udp_send(struct statsd_sink *s)
+{
+	struct dgram *d = s->head;
+	uv_buf_t b = uv_buf_init(d->data, d->len);
+	int r;
+
+	if (!s->inflight) {
+		r = uv_udp_try_send(s->udp, &b, 1, NULL);
+		if (r >= 0) {
+			pop(s);
+			confirm(s);
+			s->unconfirmed = d->records;
+			free(d);
+			return 0;
+		}
+		if (r != UV_EAGAIN)
+			return r;
+	}
+	/* The socket buffer is full (or earlier datagrams wait in libuv, and
+	 * order matters): libuv sends it when the socket is writable. */
+	d->req.data = d;
+	r = uv_udp_send(&d->req, s->udp, &b, 1, NULL, udp_sent);
+	if (r)
+		return r;
+	pop(s);
+	s->inflight++;
+	s->inflight_bytes += d->len;
+	return 0;
+}
+
+/*
+ * On loopback the ICMP refusal of the last datagram is already pending when
+ * send returns; collect it now so it neither hides nor spills into the next
+ * window.
+ */
+static void udp_check(struct statsd_sink *s)
+{
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	uv_os_fd_t fd;
+
+	if (!s->udp || uv_fileno((uv_handle_t *)s->udp, &fd) ||
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		return;
+	if (!soerr) {
+		if (!s->inflight)
+			confirm(s);
+		return;
+	}
+	if (peer_down_error(-soerr))
+		go_down(s, -soerr);
+	else
+		s->st.errors++;
+}
+
+static void pump(struct statsd_sink *s)
+{
+	while (s->state == ST_UP && s->head && !s->poll_active) {
+		int r = s->udp ? udp_send(s) : unix_send(s);
+
+		if (r == -EAGAIN)
+			break;
+		if (!r)
+			continue;
+		if (peer_down_error(r) || (!s->udp && !s->poll)) {
+			go_down(s, r);
+			break;
+		}
+		/* Anything else concerns this datagram only (EMSGSIZE...). */
+		s->st.errors++;
+		if (s->head) {
+			struct dgram *d = pop(s);
+
+			s->st.dropped += d->records;
+			free(d);
+		}
+	}
+	if (s->state == ST_UP && s->udp)
+		udp_check(s);
+	maybe_finish(s);
+}
+
+static void kick_cb(uv_timer_t *t)
+{
+	pump(t->data);
+}
+
+static void kick(struct statsd_sink *s)
+{
+	if (s->state == ST_UP && s->head && !s->finishing)
+		uv_timer_start(&s->kick, kick_cb, 0, 0);
+}
+
+/* ---- failure and reconnect ----------------------------------------------- */
+
+/* Between half the backoff and all of it, at random ("equal jitter"), so
+ * many daemons that lost one server do not come back in step. */
+static uint64_t jittered(struct statsd_sink *s)
+{
+	uint64_t half = s->backoff / 2;
+
+	s->rng ^= s->rng << 13;
+	s->rng ^= s->rng >> 7;
+	s->rng ^= s->rng << 17;
+	return half + (half ? s->rng % (half + 1) : 0) + (s->backoff & 1);
+}
+
+static void resolve(struct statsd_sink *s);
+
+static void retry_cb(uv_timer_t *t)
+{
+	struct statsd_sink *s = t->data;
+	int r;
+
+	if (s->finishing)
+		return;
+	if (!s->socket_path && s->addr.ss_family == AF_UNSPEC) {
+		resolve(s);
+		return;
+	}
+	r = transport_open(s);
+	if (r) {
+		go_down(s, r);
+		return;
+	}
+	s->st.reconnects++;
+	s->state = ST_UP;
+	kick(s);
+}
+
+/*
+ * The peer is gone: what was sent unconfirmed and what waits is the lost
+ * window; records submitted until the retry are dropped at once.
+ */
+static void go_down(struct statsd_sink *s, int err)
+{
+	uint64_t delay;
+
+	s->st.errors++;
+	s->st.dropped += s->unconfirmed;
+	s->unconfirmed = 0;
+	drop_queue(s);
+	transport_close(s);
+	s->state = ST_DOWN;
+	if (s->closing) {
+		maybe_finish(s);
+		return;
+	}
+	delay = jittered(s);
+	s->backoff = s->backoff * 2 > s->backoff_max ? s->backoff_max : s->backoff * 2;
+	uv_timer_start(&s->retry, retry_cb, delay, 0);
+}
+
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct statsd_sink *s = req->data;
+	bool again = s->st.errors > 0;
+	int r;
+
+	s->gai_pending = false;
+	if (!status && res && res->ai_addrlen <= sizeof(s->addr))
+		memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+	uv_freeaddrinfo(res);
+	if (s->finishing) {
+		maybe_finish(s);
+		return;
+	}
+	r = status ? status : s->addr.ss_family == AF_UNSPEC ? -EADDRNOTAVAIL : 0;
+	if (!r)
+		r = transport_open(s);
+	if (r) {
+		s->addr.ss_family = AF_UNSPEC;
+		go_down(s, r);
+		return;
+	}
+	if (again)
+		s->st.reconnects++;
+	s->state = ST_UP;
+	kick(s);
+	maybe_finish(s);
+}
+
+static void resolve(struct statsd_sink *s)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
+	char port[8];
+	int r;
+
+	snprintf(port, sizeof(port), "%d", s->port);
+	s->state = ST_RESOLVING;
+	s->gai.data = s;
+	r = uv_getaddrinfo(s->loop, &s->gai, resolved, s->host, port, &hints);
+	if (r) {
+		go_down(s, r);
+		return;
+	}
+	s->gai_pending = true;
+}
+
+/* IPv4 or IPv6 literal: no resolver round trip. */
+static bool literal_address(struct statsd_sink *s)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)&s->addr;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->addr;
+
+	return uv_ip4_addr(s->host, s->port, in) == 0 || uv_ip6_addr(s->host, s->port, in6) == 0;
+}
+
+/* ---- sink operations ----------------------------------------------------- */
+
+static void sink_free(struct statsd_sink *s)
+{
+	if (!s)
+		return;
+	drop_queue(s);
+	ktel_statsd_packer__release(&s->packer);
+	free(s->scratch);
+	free(s->name);
+	free(s->prefix);
+	free(s->host);
+	free(s->socket_path);
+	free(s);
+}
+
+static int packet_done(void *ctx, const char *data, size_t len)
+{
+	struct statsd_sink *s = ctx;
+
+	enqueue(s, data, len, s->packet_records);
+	s->packet_records = 0;
+	return 0;
+}
+
+static int add_unit(void *ctx, const char *unit, size_t len)
+{
+	struct statsd_sink *s = ctx;
+
+	return ktel_statsd_packer__add(&s->packer, unit, len);
+}
+
+static int statsd_create(uv_loop_t *loop, const char *name, const json_t *opts, void **ret_priv,
+			 struct ktel_err *err)
+{
+	struct statsd_sink *s;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	s->fd = -1;
+	s->loop = loop;
+	s->name = strdup(name);
+	if (!s->name) {
+		r = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+		goto err_free;
+	}
+	r = parse_options(s, opts, err);
+	if (r)
+		goto err_free;
+	r = s->android ? 0 : ktel_statsd_packer__init(&s->packer, s->max_packet, packet_done, s);
+	s->scratch = s->android ? malloc(KTEL_ANDROID_MAX_DATAGRAM) : NULL;
+	if (r || (s->android && !s->scratch)) {
+		r = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+		goto err_free;
+	}
+	s->backoff = s->backoff_min;
+	s->rng = uv_hrtime() ^ (uintptr_t)s ^ 0x9e3779b97f4a7c15ULL;
+	s->tid = (uint16_t)gettid();
+	uv_timer_init(loop, &s->kick);
+	uv_timer_init(loop, &s->retry);
+	uv_timer_init(loop, &s->close_timer);
+	s->kick.data = s->retry.data = s->close_timer.data = s;
+	s->open_handles = 3;
+	/* From here on the handles exist: failures are runtime, not config. */
+	if (s->socket_path || literal_address(s)) {
+		s->state = ST_UP;
+		r = transport_open(s);
+		if (r)
+			go_down(s, r);
+	} else {
+		s->addr.ss_family = AF_UNSPEC;
+		resolve(s);
+	}
+	*ret_priv = s;
+	return 0;
+err_free:
+	sink_free(s);
+	return r;
+}
+
+static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
+{
+	struct statsd_sink *s = priv;
+
+	for (size_t i = 0; i < n; i++) {
+		int len;
+
+		if (s->closing) {
+			s->st.dropped++;
+			continue;
+		}
+		if (s->android) {
+			len = ktel_android__encode_record(&recs[i], s->tid, s->scratch,
+							  KTEL_ANDROID_MAX_DATAGRAM);
+			if (len < 0)
+				s->st.dropped++;
+			else
+				enqueue(s, s->scratch, (size_t)len, 1);
+			continue;
+		}
+		/* A record whose line could not be sent (too long) is dropped
+		 * as a whole in the counts, though its other lines go out. */
+		if (ktel_statsd__format(&s->style, &recs[i], add_unit, s))
+			s->st.dropped++;
+		else
+			s->packet_records++;
+	}
+	if (!s->android)
+		ktel_statsd_packer__flush(&s->packer);
+	kick(s);
+}
+
+/* Everything that could be sent was, or time is up: release it all. */
+static void finish(struct statsd_sink *s)
+{
+	if (s->finishing)
+		return;
+	s->finishing = true;
+	drop_queue(s);
+	s->st.dropped += s->packet_records;
+	s->packet_records = 0;
+	confirm(s);
+	transport_close(s);
+	if (s->gai_pending)
+		uv_cancel((uv_req_t *)&s->gai);
+	uv_close((uv_handle_t *)&s->kick, handle_closed);
+	uv_close((uv_handle_t *)&s->retry, handle_closed);
+	uv_close((uv_handle_t *)&s->close_timer, handle_closed);
+}
+
+/*
+ * Called whenever something completes. While closing, finish once nothing
+ * waits; once finishing, free once every handle and request came back.
+ */
+static void maybe_finish(struct statsd_sink *s)
+{
+	if (!s->closing)
+		return;
+	if (!s->finishing) {
+		if (!s->head && !s->inflight && !s->gai_pending)
+			finish(s);
+		return;
+	}
+	if (s->open_handles || s->gai_pending || s->inflight)
+		return;
+	/* done() may still read the stats; free afterwards. */
+	s->closing = false;
+	s->done(s->done_ctx);
+	sink_free(s);
+}
+
+static void close_timeout(uv_timer_t *t)
+{
+	finish(t->data);
+}
+
+static void statsd_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
+{
+	struct statsd_sink *s = priv;
+
+	s->closing = true;
+	s->done = done;
+	s->done_ctx = ctx;
+	uv_timer_stop(&s->kick);
+	uv_timer_stop(&s->retry);
+	if (s->state == ST_UP && s->head && timeout_ms)
+		pump(s);
+	if (!s->finishing && (s->head || s->inflight || s->gai_pending) && timeout_ms) {
+		uv_timer_start(&s->close_timer, close_timeout, timeout_ms, 0);
+		return;
+	}
+	finish(s);
+}
+
+static void statsd_stats(void *priv, struct ktel_sink_stats *ret)
+{
+	struct statsd_sink *s = priv;
+
+	*ret = s->st;
+	ret->queued = s->queued_bytes + s->inflight_bytes;
+}
+
+const struct ktel_sink_ops ktel_statsd_sink_ops = {
+	.type = "statsd",
+	.create = statsd_create,
+	.submit = statsd_submit,
+	.close = statsd_close,
+	.stats = statsd_stats,
+};
