@@ -223,9 +223,13 @@ int ktel_map_reader__new(int map_fd, const struct ktel_map_reader_opts *opts,
 	if (rc)
 		goto free_reader;
 
-	r->keys = malloc(keys_len);
-	r->raw = malloc(raw_len);
-	r->values = values_len ? malloc(values_len) : r->raw;
+	/*
+	 * Zeroed once: deterministic contents, and memory checkers that do not
+	 * model BPF_MAP_LOOKUP_BATCH (valgrind 3.19) see defined bytes.
+	 */
+	r->keys = calloc(r->max_entries, r->key_size);
+	r->raw = calloc(r->max_entries, r->raw_value_size);
+	r->values = values_len ? calloc(r->max_entries, r->value_size) : r->raw;
 	r->cursor = calloc(1, r->key_size < 4 ? 4 : r->key_size);
 	if (!r->keys || !r->raw || !r->values || !r->cursor) {
 		rc = ktel_err_set(err, ENOMEM, "map %s (id %u): no memory for %zu bytes of buffers",
