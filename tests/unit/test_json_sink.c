@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* JSON sink on a real libuv loop, writing real files in the build tree:
+ * the line format parses back, queue bounds drop the newest, stdout mode,
+ * option errors, write errors retried, rotation and compression. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "router.h"
+#include "sink.h"
+#include "ktel_test.h"
+
+static char dir[512];
+
+static int setup_dir(void **state)
+{
+	snprintf(dir, sizeof(dir), "%s/test-json-sink-%d", KTEL_BINARY_DIR, getpid());
+	mkdir(dir, 0700);
+	return 0;
+}
+
+static int teardown_dir(void **state)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_in_dir(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", dir, name);
+}
+
+static const struct ktel_sink_ops *ops(void)
+{
+	const struct ktel_sink_ops *o = ktel_sink_type_find("json");
+
+	assert_non_null(o);
+	return o;
+}
+
+static void *create(uv_loop_t *loop, const char *opts_json)
+{
+	json_t *opts = json_loads(opts_json, 0, NULL);
+	struct ktel_err err = { 0 };
+	void *priv = NULL;
+
+	assert_non_null(opts);
+	if (ops()->create(loop, "j", opts, &priv, &err))
+		fail_msg("create: %s", err.msg);
+	json_decref(opts);
+	return priv;
+}
+
+static void on_closed(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+/* Close with a timeout and run the loop until the sink has released. */
+static void close_and_run(uv_loop_t *loop, void *priv, uint64_t timeout_ms)
+{
+	int closed = 0;
+
+	ops()->close(priv, timeout_ms, on_closed, &closed);
+	uv_run(loop, UV_RUN_DEFAULT);
+	assert_int_equal(closed, 1);
+}
+
+static void on_stop(uv_timer_t *t)
+{
+	uv_stop(t->loop);
+}
+
+static void run_for(uv_loop_t *loop, uint64_t ms)
+{
+	uv_timer_t t;
+
+	uv_timer_init(loop, &t);
+	uv_timer_start(&t, on_stop, ms, 0);
+	uv_run(loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+}
+
+static char *slurp(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0, len = 0, n;
+
+	assert_non_null(f);
+	do {
+		if (len + 4096 > cap) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap + 1);
+			assert_non_null(buf);
+		}
+		n = fread(buf + len, 1, 4096, f);
+		len += n;
+	} while (n > 0);
+	fclose(f);
+	buf[len] = '\0';
+	*ret_len = len;
+	return buf;
+}
+
+/* Parse every line of a JSON Lines text; each must end with '\n'. */
+static json_t *parse_lines(const char *text, size_t len)
+{
+	json_t *arr = json_array();
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', end - p);
+		json_error_t jerr;
+		json_t *line;
+
+		if (!nl)
+			fail_msg("torn line at the end: %.*s", (int)(end - p), p);
+		line = json_loadb(p, nl - p, 0, &jerr);
+		if (!line)
+			fail_msg("bad JSON line (%s): %.*s", jerr.text, (int)(nl - p), p);
+		json_array_append_new(arr, line);
+		p = nl + 1;
+	}
+	return arr;
+}
+
+static json_t *read_lines(const char *path)
+{
+	size_t len;
+	char *text = slurp(path, &len);
+	json_t *arr = parse_lines(text, len);
+
+	free(text);
+	return arr;
+}
+
+static void make_hist(struct ktel_record *r, uint64_t seq)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = KTEL_RECORD_HISTOGRAM;
+	r->metric = "direct_reclaim_latency";
+	r->atom = "DirectReclaimLatency";
+	r->atom_id = 100001;
+	r->unit = "us";
+	r->start_boottime_ns = 1000;
+	r->end_boottime_ns = 2000;
+	r->start_wall_ns = 1700000000123456789LL;
+	r->end_wall_ns = 1700000010000000000LL;
+	r->boot_id = "b00t";
+	r->map_id = 42;
+	r->seq = seq;
+	r->n_dims = 2;
+	r->dims[0] = (struct ktel_dim){ .name = "process_state", .value = 4,
+					.label = "STATE_FOREGROUND" };
+	r->dims[1] = (struct ktel_dim){ .name = "uid", .value = 1000 };
+	r->hist.delta.scheme = KTEL_HIST_LOG2;
+	r->hist.delta.n_buckets = KTEL_HIST_BUCKETS;
+	for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
+		r->hist.delta.counts[k] = k * 3 + (uint64_t)seq;
+	r->hist.delta.has_sum = true;
+	r->hist.delta.sum = 987654321;
+}
+
+static void test_line_format(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_record recs[4];
+	char path[600];
+	json_t *lines, *l, *h, *le;
+	uint64_t want_count = 0;
+	void *s;
+
+	path_in_dir(path, sizeof(path), "format.jsonl");
+	uv_loop_init(&loop);
+	{
+		json_t *o = json_pack("{s:s,s:s}", "type", "json", "path", path);
+		struct ktel_err err = { 0 };
+
+		assert_int_equal(ops()->create(&loop, "j", o, &s, &err), 0);
+		json_decref(o);
+	}
+	make_hist(&recs[0], 5);
+	memset(&recs[1], 0, sizeof(recs[1]));
+	recs[1].type = KTEL_RECORD_COUNTER;
+	recs[1].metric = "oom_kills";
+	recs[1].unit = "events";
+	recs[1].counter.delta = 3;
+	recs[1].counter.total = 10;
+	memset(&recs[2], 0, sizeof(recs[2]));
+	recs[2].type = KTEL_RECORD_GAUGE;
+	recs[2].metric = "queue \"depth\"\n";
+	recs[2].gauge = -7;
+	memset(&recs[3], 0, sizeof(recs[3]));
+	recs[3].type = KTEL_RECORD_EVENT;
+	recs[3].metric = "oom_event";
+	recs[3].event.n_fields = 3;
+	recs[3].event.fields[0] = (struct ktel_event_field){
+		.name = "comm", .type = KTEL_FIELD_VALUE_STRING, .s = "bad\xff" "utf8" };
+	recs[3].event.fields[1] = (struct ktel_event_field){
+		.name = "pid", .type = KTEL_FIELD_VALUE_INT, .i = -12 };
+	recs[3].event.fields[2] = (struct ktel_event_field){
+		.name = "state", .type = KTEL_FIELD_VALUE_UINT, .u = 2, .label = "RUNNING" };
+	ops()->submit(s, recs, 4);
+	close_and_run(&loop, s, 2000);
+	assert_int_equal(uv_loop_close(&loop), 0);
+
+	lines = read_lines(path);
+	assert_int_equal(json_array_size(lines), 4);
+	l = json_array_get(lines, 0);
+	assert_string_equal(json_string_value(json_object_get(l, "metric")),
+			    "direct_reclaim_latency");
+	assert_string_equal(json_string_value(json_object_get(l, "atom")), "DirectReclaimLatency");
+	assert_int_equal(json_integer_value(json_object_get(l, "atom_id")), 100001);
+	assert_string_equal(json_string_value(json_object_get(l, "type")), "histogram");
+	assert_string_equal(json_string_value(json_object_get(l, "unit")), "us");
+	assert_int_equal(json_integer_value(json_object_get(l, "start_ns")), 1000);
+	assert_int_equal(json_integer_value(json_object_get(l, "end_ns")), 2000);
+	assert_string_equal(json_string_value(json_object_get(l, "start")),
+			    "2023-11-14T22:13:20.123456789Z");
+	assert_string_equal(json_string_value(json_object_get(l, "end")),
+			    "2023-11-14T22:13:30.000000000Z");
+	assert_string_equal(json_string_value(json_object_get(l, "boot_id")), "b00t");
+	assert_int_equal(json_integer_value(json_object_get(l, "map_id")), 42);
+	assert_int_equal(json_integer_value(json_object_get(l, "seq")), 5);
+	/* Labelled dims carry the label in dims and the integer in dims_raw. */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(l, "dims"),
+							      "process_state")),
+			    "STATE_FOREGROUND");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims_raw"),
+							    "process_state")), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims"), "uid")),
+			 1000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims_raw"),
+							    "uid")), 1000);
+	h = json_object_get(l, "histogram");
+	assert_string_equal(json_string_value(json_object_get(h, "scheme")), "log2");
+	assert_int_equal(json_array_size(json_object_get(h, "counts")), 32);
+	le = json_object_get(h, "le");
+	assert_int_equal(json_array_size(le), 32);
+	for (size_t k = 0; k < 32; k++) {
+		json_t *c = json_array_get(json_object_get(h, "counts"), k);
+
+		assert_int_equal(json_integer_value(c), recs[0].hist.delta.counts[k]);
+		want_count += recs[0].hist.delta.counts[k];
+		if (k < 31) {
+			bool inf;
+			double want = ktel_hist_upper_bound(&recs[0].hist.delta, k, &inf);
+
+			assert_true(json_is_integer(json_array_get(le, k)));
+			assert_true(json_number_value(json_array_get(le, k)) == want);
+			assert_true(want == (k == 0 ? 1.0 : ldexp(1.0, k)));
+		}
+	}
+	assert_int_equal(json_integer_value(json_array_get(le, 30)), 1073741824);
+	assert_string_equal(json_string_value(json_array_get(le, 31)), "+Inf");
+	assert_int_equal(json_integer_value(json_object_get(h, "count")), want_count);
+	assert_int_equal(json_integer_value(json_object_get(h, "sum")), 987654321);
+
+	l = json_array_get(lines, 1);
+	assert_string_equal(json_string_value(json_object_get(l, "type")), "counter");
+	assert_true(json_is_null(json_object_get(l, "atom")));
+	assert_int_equal(json_integer_value(json_object_get(l, "value")), 3);
+	assert_int_equal(json_integer_value(json_object_get(l, "total")), 10);
+	assert_int_equal(json_object_size(json_object_get(l, "dims")), 0);
+
+	l = json_array_get(lines, 2);
+	assert_string_equal(json_string_value(json_object_get(l, "metric")), "queue \"depth\"\n");
+	assert_int_equal(json_integer_value(json_object_get(l, "value")), -7);
+
+	l = json_array_get(lines, 3);
+	assert_string_equal(json_string_value(json_object_get(l, "type")), "event");
+	h = json_object_get(l, "fields");
+	assert_string_equal(json_string_value(json_object_get(h, "comm")), "bad\xef\xbf\xbdutf8");
+	assert_int_equal(json_integer_value(json_object_get(h, "pid")), -12);
+	assert_string_equal(json_string_value(json_object_get(h, "state")), "RUNNING");
+	h = json_object_get(l, "fields_raw");
+	assert_int_equal(json_integer_value(json_object_get(h, "state")), 2);
+	assert_int_equal(json_integer_value(json_object_get(h, "pid")), -12);
+	assert_null(json_object_get(h, "comm"));
+	json_decref(lines);
+}
+
+static void test_other_schemes(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_record r;
+	char path[600], opts[700];
+	json_t *lines, *h;
+	void *s;
+
+	path_in_dir(path, sizeof(path), "schemes.jsonl");
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", path);
+	uv_loop_init(&loop);
+	s = create(&loop, opts);
+	make_hist(&r, 1);
+	r.hist.delta.scheme = KTEL_HIST_LINEAR;
+	r.hist.delta.linear_min = 0;
+	r.hist.delta.linear_step = 10;
+	r.hist.delta.n_buckets = 4;
+	r.hist.delta.has_sum = false;
+	ops()->submit(s, &r, 1);
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+	lines = read_lines(path);
+	h = json_object_get(json_array_get(lines, 0), "histogram");
+	assert_string_equal(json_string_value(json_object_get(h, "scheme")), "linear");
+	assert_int_equal(json_integer_value(json_object_get(h, "linear_step")), 10);
+	assert_int_equal(json_array_size(json_object_get(h, "counts")), 4);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(h, "le"), 0)), 9);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(h, "le"), 2)), 29);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(h, "le"), 3)),
+			    "+Inf");
+	assert_null(json_object_get(h, "sum"));
+	json_decref(lines);
+}
+
+static void test_queue_bound_drops_newest(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_record recs[100];
+	struct ktel_sink_stats st;
+	char path[600], opts[700];
+	json_t *lines;
+	void *s;
+
+	path_in_dir(path, sizeof(path), "bound.jsonl");
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\",\"max_queue_bytes\":\"4K\"}", path);
+	uv_loop_init(&loop);
+	s = create(&loop, opts);
+	for (int i = 0; i < 100; i++)
+		make_hist(&recs[i], i + 1);
+	/* Two batches before the loop runs: the first fills the queue, the
+	 * rest of it and all of the second are the newest and dropped. */
+	ops()->submit(s, recs, 50);
+	ops()->submit(s, recs + 50, 50);
+	ops()->stats(s, &st);
+	assert_true(st.queued > 0 && st.queued <= 4096);
+	assert_true(st.dropped >= 90);
+	assert_int_equal(st.sent, 0);
+	run_for(&loop, 200);
+	ops()->stats(s, &st);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.sent + st.dropped, 100);
+	assert_int_equal(st.errors, 0);
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+
+	lines = read_lines(path);
+	assert_int_equal(json_array_size(lines), 100 - st.dropped);
+	/* The kept ones are the oldest, in order. */
+	for (size_t i = 0; i < json_array_size(lines); i++)
+		assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, i),
+								    "seq")), i + 1);
+	json_decref(lines);
+}
+
+static void test_stdout_mode(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_record recs[3];
+	char path[600];
+	json_t *lines;
+	int saved, fd;
+	void *s;
+
+	path_in_dir(path, sizeof(path), "stdout.jsonl");
+	fflush(stdout);
+	saved = dup(STDOUT_FILENO);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	dup2(fd, STDOUT_FILENO);
+	close(fd);
+
+	uv_loop_init(&loop);
+	s = create(&loop, "{\"path\":\"-\",\"fsync\":true}");
+	for (int i = 0; i < 3; i++)
+		make_hist(&recs[i], i + 1);
+	ops()->submit(s, recs, 3);
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	/* stdout stays open for the process after the sink is gone. */
+	assert_true(fcntl(STDOUT_FILENO, F_GETFD) >= 0);
+	lines = read_lines(path);
+	assert_int_equal(json_array_size(lines), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 2), "seq")), 3);
+	json_decref(lines);
+}
+
+static void expect_create_error(const char *opts_json, const char *want)
+{
+	json_t *opts = json_loads(opts_json, 0, NULL);
+	struct ktel_err err = { 0 };
+	uv_loop_t loop;
+	void *priv = NULL;
+
+	uv_loop_init(&loop);
+	assert_non_null(opts);
+	assert_true(ops()->create(&loop, "j", opts, &priv, &err) < 0);
+	if (!strstr(err.msg, want))
+		fail_msg("error \"%s\" does not contain \"%s\"", err.msg, want);
+	json_decref(opts);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_option_errors(void **state)
+{
+	char opts[800], bad[700];
+
+	expect_create_error("{\"path\":\"-\",\"bogus\":1}", "sinks.j.bogus: unknown option");
+	expect_create_error("{\"fsync\":true}", "sinks.j.path: required");
+	expect_create_error("{\"path\":\"-\",\"fsync\":1}", "sinks.j.fsync: expected true");
+	expect_create_error("{\"path\":\"-\",\"max_queue_bytes\":\"12X\"}",
+			    "sinks.j.max_queue_bytes: expected a size");
+	expect_create_error("{\"path\":\"-\",\"max_queue_bytes\":0}",
+			    "sinks.j.max_queue_bytes");
+	expect_create_error("{\"path\":\"-\",\"rotate_bytes\":1000}", "not \"-\"");
+	expect_create_error("{\"path\":\"/tmp/x\",\"keep\":3}", "set rotate_bytes");
+	expect_create_error("{\"path\":\"/tmp/x\",\"rotate_bytes\":10,\"keep\":0}",
+			    "sinks.j.keep");
+	expect_create_error("[1]", "sinks.j: expected an object");
+	snprintf(bad, sizeof(bad), "%s/no-such-dir/out.jsonl", dir);
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", bad);
+	expect_create_error(opts, bad);
+}
+
+/* A write that always fails (ENOSPC on /dev/full): errors are counted and
+ * retried with backoff, nothing is lost until close gives up and counts it. */
+static void test_write_errors_retried(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_record recs[5];
+	struct ktel_sink_stats st;
+	void *s;
+
+	if (access("/dev/full", W_OK) != 0)
+		skip();
+	uv_loop_init(&loop);
+	s = create(&loop, "{\"path\":\"/dev/full\"}");
+	for (int i = 0; i < 5; i++)
+		make_hist(&recs[i], i + 1);
+	ops()->submit(s, recs, 5);
+	run_for(&loop, 400);
+	ops()->stats(s, &st);
+	/* 50, 100, 200 ms backoff: at least 3 attempts in 400 ms. */
+	assert_true(st.errors >= 3);
+	assert_int_equal(st.sent, 0);
+	assert_int_equal(st.dropped, 0);
+	assert_true(st.queued > 0);
+	close_and_run(&loop, s, 50);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_router_creates_json(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_router *r;
+	struct ktel_record rec;
+	struct ktel_sink_stats st;
+	struct ktel_err err = { 0 };
+	char path[600];
+	json_t *opts, *lines;
+	int closed = 0;
+
+	path_in_dir(path, sizeof(path), "router.jsonl");
+	uv_loop_init(&loop);
+	r = ktel_router__new(&loop);
+	opts = json_pack("{s:s,s:s}", "type", "json", "path", path);
+	assert_int_equal(ktel_router__add_sink(r, "file", "json", opts, &err), 0);
+	json_decref(opts);
+	make_hist(&rec, 1);
+	ktel_router__route(r, &rec, 1, NULL, 0);
+	run_for(&loop, 100);
+	assert_int_equal(ktel_router__sink_stats(r, "file", &st), 0);
+	assert_int_equal(st.sent, 1);
+	ktel_router__close(r, 1000, on_closed, &closed);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(closed, 1);
+	ktel_router__free(r);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	lines = read_lines(path);
+	assert_int_equal(json_array_size(lines), 1);
+	json_decref(lines);
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* Read all lines of a rotated set, oldest file first, and check each
+ * file stays within rotate_bytes and holds only whole lines. */
+static json_t *read_rotated(const char *path, unsigned keep, bool gz, size_t rotate_bytes)
+{
+	json_t *all = json_array();
+	char name[700];
+
+	for (unsigned k = keep + 1; k-- > 0;) {
+		char *text;
+		size_t len;
+		json_t *lines;
+
+		if (k == 0)
+			snprintf(name, sizeof(name), "%s", path);
+		else
+			snprintf(name, sizeof(name), "%s.%u%s", path, k, gz ? ".gz" : "");
+		if (!exists(name))
+			continue;
+		if (gz && k) {
+			gzFile f = gzopen(name, "rb");
+			int n;
+
+			assert_non_null(f);
+			text = malloc(1 << 20);
+			n = gzread(f, text, 1 << 20);
+			assert_true(n >= 0);
+			gzclose(f);
+			len = n;
+		} else {
+			text = slurp(name, &len);
+		}
+		assert_true(len <= rotate_bytes);
+		lines = parse_lines(text, len);
+		json_array_extend(all, lines);
+		json_decref(lines);
+		free(text);
+	}
+	return all;
+}
+
+static void check_rotation(const char *name, bool gz)
+{
+	uv_loop_t loop;
+	struct ktel_record rec;
+	struct ktel_sink_stats st;
+	char path[600], opts[800], extra[700];
+	json_t *all;
+	size_t n;
+	uint64_t seq0;
+	void *s;
+
+	path_in_dir(path, sizeof(path), name);
+	snprintf(opts, sizeof(opts),
+		 "{\"path\":\"%s\",\"rotate_bytes\":4000,\"keep\":3,\"compress\":%s}", path,
+		 gz ? "true" : "false");
+	uv_loop_init(&loop);
+	s = create(&loop, opts);
+	/* ~560-byte lines, 60 batches: many rotations. */
+	for (int i = 1; i <= 60; i++) {
+		make_hist(&rec, i);
+		ops()->submit(s, &rec, 1);
+		if (i % 7 == 0)
+			run_for(&loop, 30);
+	}
+	run_for(&loop, 300);
+	ops()->stats(s, &st);
+	assert_int_equal(st.sent, 60);
+	assert_int_equal(st.errors, 0);
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+
+	assert_true(exists(path));
+	for (unsigned k = 1; k <= 3; k++) {
+		snprintf(extra, sizeof(extra), "%s.%u%s", path, k, gz ? ".gz" : "");
+		assert_true(exists(extra));
+		if (gz) {
+			snprintf(extra, sizeof(extra), "%s.%u", path, k);
+			assert_false(exists(extra));
+		}
+	}
+	snprintf(extra, sizeof(extra), "%s.4%s", path, gz ? ".gz" : "");
+	assert_false(exists(extra));
+	all = read_rotated(path, 3, gz, 4000);
+	n = json_array_size(all);
+	/* Four files of at most 7 lines: the newest lines, in order, none
+	 * missing between the first kept and the last. */
+	assert_true(n >= 4 * 5 && n <= 4 * 7);
+	seq0 = json_integer_value(json_object_get(json_array_get(all, 0), "seq"));
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(json_integer_value(json_object_get(json_array_get(all, i), "seq")),
+				 seq0 + i);
+	assert_int_equal(seq0 + n - 1, 60);
+	json_decref(all);
+}
+
+static void test_rotation(void **state)
+{
+	check_rotation("rot.jsonl", false);
+}
+
+static void test_rotation_compressed(void **state)
+{
+	check_rotation("rotgz.jsonl", true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_line_format),
+		cmocka_unit_test(test_other_schemes),
+		cmocka_unit_test(test_queue_bound_drops_newest),
+		cmocka_unit_test(test_stdout_mode),
+		cmocka_unit_test(test_option_errors),
+		cmocka_unit_test(test_write_errors_retried),
+		cmocka_unit_test(test_router_creates_json),
+		cmocka_unit_test(test_rotation),
+		cmocka_unit_test(test_rotation_compressed),
+	};
+
+	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
