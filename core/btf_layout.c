@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include <bpf/btf.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <linux/btf.h>
 
 /* BPF is a 64-bit target whatever the host: pointers in its BTF are 8 bytes. */
@@ -461,6 +463,67 @@ out_free:
 	free(v.size);
 	free(v.height);
 	free(v.mark);
+	return ret;
+}
+
+/* The .BTF section of an opened ELF, or NULL. */
+static Elf_Data *find_btf_section(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	size_t shstrndx;
+	const char *name;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && !strcmp(name, ".BTF"))
+			return elf_getdata(scn, NULL);
+	}
+	return NULL;
+}
+
+int ktel_btf_validate_elf(const void *elf_bytes, size_t size, struct ktel_err *err)
+{
+	struct btf *btf = NULL;
+	Elf_Data *data;
+	Elf *elf = NULL;
+	char *copy;
+	int ret;
+
+	if (!elf_bytes || !size)
+		return ktel_err_set(err, EINVAL, "BPF object: empty");
+	/* libelf wants writable memory; embedded objects live in .rodata. */
+	copy = malloc(size);
+	if (!copy)
+		return ktel_err_set(err, ENOMEM, "BPF object: out of memory (%zu bytes)", size);
+	memcpy(copy, elf_bytes, size);
+	if (elf_version(EV_CURRENT) == EV_NONE || !(elf = elf_memory(copy, size)) ||
+	    elf_kind(elf) != ELF_K_ELF) {
+		ret = ktel_err_set(err, EINVAL, "BPF object: not an ELF file (%s)", elf_errmsg(-1));
+		goto out;
+	}
+	data = find_btf_section(elf);
+	if (!data || !data->d_buf || !data->d_size) {
+		ret = ktel_err_set(err, ENOENT, "BPF object: no .BTF section");
+		goto out;
+	}
+	btf = btf__new(data->d_buf, data->d_size);
+	if (!btf) {
+		ret = ktel_err_set(err, EINVAL, "BPF object: .BTF does not parse (%s)", strerror(errno));
+		goto out;
+	}
+	ret = ktel_btf_validate(btf, err);
+	if (ret)
+		ktel_err_prefix(err, "BPF object .BTF: ");
+out:
+	btf__free(btf);
+	if (elf)
+		elf_end(elf);
+	free(copy);
 	return ret;
 }
 

@@ -42,6 +42,7 @@
 #define KTEL_BTF_LAYOUT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <linux/types.h>
@@ -97,6 +98,16 @@ struct ktel_layout {
  * (-ENOMEM) with err naming the type id and the rule.
  */
 int ktel_btf_validate(const struct btf *btf, struct ktel_err *err);
+
+/*
+ * Validate the BTF inside a BPF ELF object held in memory (a plugin's
+ * embedded bytes) BEFORE bpf_object__open_mem() sees it: libbpf 1.1's open
+ * walks the map definitions' BTF unchecked and crashes on, for example, a
+ * .maps variable whose type id is out of range. Returns 0, -ENOENT when the
+ * object has no .BTF section, or -EINVAL with err naming what is wrong.
+ * Only .BTF is checked, not .BTF.ext.
+ */
+int ktel_btf_validate_elf(const void *elf_bytes, size_t size, struct ktel_err *err);
 
 /*
  * Build the layout of type_id. expect_size is the map's key or value size and

@@ -1028,6 +1028,76 @@ static void test_real_plugin(void **state)
 	btf__free(b);
 }
 
+static void *read_file(const char *path, size_t *ret_size)
+{
+	FILE *f = fopen(path, "rb");
+	void *buf;
+	long n;
+
+	if (!f)
+		fail_msg("cannot open %s: %s (build the plugins first)", path, strerror(errno));
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	buf = malloc(n);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, n, f), (size_t)n);
+	fclose(f);
+	*ret_size = n;
+	return buf;
+}
+
+/*
+ * The object's bytes are checked before libbpf opens them: with the type of
+ * the .maps variable direct_reclaim_latency_map pointed out of range,
+ * libbpf 1.1's bpf_object__open_mem() dereferences NULL; this must refuse it.
+ */
+static void test_validate_elf(void **state)
+{
+	struct btf *b = btf__parse_elf(PLUGIN_OBJ, NULL);
+	struct ktel_err err = {0};
+	const struct btf_header *h;
+	const struct btf_type *var;
+	uint8_t *obj, *at, *name;
+	__u32 raw_size, bad = 9999;
+	size_t size, off;
+
+	assert_non_null(b);
+	obj = read_file(PLUGIN_OBJ, &size);
+	if (ktel_btf_validate_elf(obj, size, &err))
+		fail_msg("%s", err.msg);
+
+	/* The .BTF section is the raw BTF, byte for byte: find it in the file. */
+	h = btf__raw_data(b, &raw_size);
+	at = memmem(obj, size, h, raw_size);
+	assert_non_null(at);
+	var = btf__type_by_id(b, btf__find_by_name_kind(b, "direct_reclaim_latency_map", BTF_KIND_VAR));
+	assert_non_null(var);
+	off = h->hdr_len + h->type_off + offsetof(struct btf_type, type) +
+	      ((const char *)var - (const char *)btf__type_by_id(b, 1));
+	memcpy(at + off, &bad, 4);
+	assert_int_equal(ktel_btf_validate_elf(obj, size, &err), -EINVAL);
+	assert_msg_has(&err, "BPF object .BTF: BTF type [");
+	assert_msg_has(&err, "variable refers to type id 9999, out of range");
+
+	/* No .BTF section at all: rename it in the section names (where
+	 * ".BTF" may be the tail of ".rel.BTF"). */
+	name = memmem(obj, size, ".BTF", 5);
+	assert_non_null(name);
+	name[1] = 'X';
+	assert_int_equal(ktel_btf_validate_elf(obj, size, &err), -ENOENT);
+	assert_msg_has(&err, "no .BTF section");
+
+	/* Not an ELF file. */
+	memset(obj, 0, 16);
+	assert_int_equal(ktel_btf_validate_elf(obj, size, &err), -EINVAL);
+	assert_msg_has(&err, "not an ELF file");
+	assert_int_equal(ktel_btf_validate_elf(NULL, 0, &err), -EINVAL);
+	free(obj);
+	btf__free(b);
+}
+
 /*
  * Corrupt the real object's BTF at random (fixed seed, so any failure
  * reproduces) in its type and string sections, and feed whatever libbpf
@@ -1099,6 +1169,7 @@ int main(void)
 		cmocka_unit_test(test_bad_sizes),
 		cmocka_unit_test(test_bad_name_offsets),
 		cmocka_unit_test(test_real_plugin),
+		cmocka_unit_test(test_validate_elf),
 		cmocka_unit_test(test_fuzz_real_btf),
 	};
 
