@@ -82,6 +82,15 @@ const char *ktel_libbpf_log__last(void)
 	return last_warning;
 }
 
+int ktel_libbpf_strerror(int err, char *buf, size_t len)
+{
+	if (err < 0)
+		err = -err;
+	if (libbpf_strerror(err, buf, len) != 0)
+		snprintf(buf, len, "%s", strerror(err));
+	return err >= __LIBBPF_ERRNO__START ? EINVAL : err;
+}
+
 /* ": <libbpf's warning>" when there is one, for error messages. */
 static const char *libbpf_why(char *buf, size_t len)
 {
@@ -479,7 +488,7 @@ static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m,
 		rc = bpf_map__reuse_fd(m->map, fd);
 		if (rc)
 			rc = ktel_err_set(err, rc, "plugin %s: map %s: cannot reuse pin %s: %s", name,
-					  m->name, m->pin_path, strerror(-rc));
+					  m->name, m->pin_path, strerror(-rc < 4000 ? -rc : EINVAL));
 		else
 			m->reused = true;
 		goto out;
@@ -575,28 +584,30 @@ static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 {
 	const struct ktel_plugin_desc *d = &p->plugin->desc;
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = d->name);
-	char why[KTEL_LIFECYCLE_MSG_MAX + 4];
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128];
 	int rc;
 
 	ktel_libbpf_log__reset();
 	p->obj = bpf_object__open_mem(d->bpf_object, d->bpf_object_size, &opts);
 	if (p->obj)
 		return 0;
-	rc = errno ? errno : EINVAL;
-	return ktel_err_set(err, rc, "plugin %s: cannot open BPF object: %s%s", d->name,
-			    strerror(rc), libbpf_why(why, sizeof(why)));
+	rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
+	return ktel_err_set(err, rc, "plugin %s: cannot open BPF object: %s%s", d->name, msg,
+			    libbpf_why(why, sizeof(why)));
 }
 
 static int load_object(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *err)
 {
-	char why[KTEL_LIFECYCLE_MSG_MAX + 4];
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128];
 	int rc;
 
 	ktel_libbpf_log__reset();
 	rc = bpf_object__load(p->obj);
-	if (rc)
+	if (rc) {
+		rc = ktel_libbpf_strerror(rc, msg, sizeof(msg));
 		return ktel_err_set(err, rc, "plugin %s: load failed: %s%s", p->plugin->desc.name,
-				    strerror(-rc), libbpf_why(why, sizeof(why)));
+				    msg, libbpf_why(why, sizeof(why)));
+	}
 	fill_ids(p);
 	return pin_new_maps(p, gid, err);
 }
@@ -675,7 +686,7 @@ struct ktel_bpf_map *ktel_bpf_plugin__map(struct ktel_bpf_plugin *p, const char 
 
 static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struct ktel_err *err)
 {
-	char why[KTEL_LIFECYCLE_MSG_MAX + 4];
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128];
 	int rc;
 
 	if (bp->link)
@@ -687,9 +698,9 @@ static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struc
 	ktel_libbpf_log__reset();
 	bp->link = bpf_program__attach(bp->prog);
 	if (!bp->link) {
-		rc = errno ? errno : EINVAL;
-		snprintf(bp->attach_error, sizeof(bp->attach_error), "attach failed: %s%s",
-			 strerror(rc), libbpf_why(why, sizeof(why)));
+		rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
+		snprintf(bp->attach_error, sizeof(bp->attach_error), "attach failed: %s%s", msg,
+			 libbpf_why(why, sizeof(why)));
 		bp->attached = false;
 		return ktel_err_set(err, rc, "plugin %s: program %s: %s", p->plugin->desc.name,
 				    bp->name, bp->attach_error);

@@ -54,6 +54,13 @@ void ktel_libbpf_log__reset(void);
 const char *ktel_libbpf_log__last(void);
 
 /*
+ * Describe a libbpf error (negative or positive, libbpf's own codes >= 4000
+ * included) into buf; return the positive errno to report for it (libbpf's
+ * own codes become EINVAL).
+ */
+int ktel_libbpf_strerror(int err, char *buf, size_t len);
+
+/*
  * Find the integer variable name in obj's .rodata (from its BTF DATASEC,
  * before or after load). Returns 0 and its byte offset and size (1, 2, 4 or
  * 8), or -ENOENT when there is no such variable of such a size.

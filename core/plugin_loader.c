@@ -289,10 +289,10 @@ static int check_metric(const struct validator *v, const struct ktel_metric_desc
 }
 
 /* Copy the metrics into this daemon's layout, validating each. */
-static int copy_metrics(const struct validator *v, struct ktel_plugin *p)
+static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const void *metrics)
 {
 	const struct ktel_plugin_desc *d = &p->desc;
-	const unsigned char *raw = (const void *)d->metrics;
+	const unsigned char *raw = metrics;
 	uint32_t stride, i, j;
 	int rc;
 
@@ -446,6 +446,7 @@ static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
 	struct bpf_object *obj;
+	char msg[128];
 	int rc;
 
 	rc = check_elf_header(v, &p->desc);
@@ -454,9 +455,9 @@ static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
 	ktel_libbpf_log__reset();
 	obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
 	if (!obj) {
-		rc = errno ? errno : EINVAL;
+		rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
 		return ktel_err_set(v->err, rc, "%s: refused: embedded BPF object does not open: %s%s%s",
-				    v->path, strerror(rc), ktel_libbpf_log__last()[0] ? ": " : "",
+				    v->path, msg, ktel_libbpf_log__last()[0] ? ": " : "",
 				    ktel_libbpf_log__last());
 	}
 	rc = check_object_names(v, p, obj);
@@ -484,14 +485,15 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 	if (!in_plugin(v, raw, KTEL_PLUGIN_DESC_MIN_SIZE))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: descriptor extends outside the plugin",
 				    v->path);
-	memcpy(&p->desc, raw, sizeof(p->desc));
+	memcpy(&p->desc, raw, raw->struct_size < sizeof(p->desc) ? raw->struct_size : sizeof(p->desc));
 	rc = check_str(v, "plugin name", p->desc.name, false, METRIC_NAME);
 	rc = rc ?: check_str(v, "plugin version", p->desc.version, false, ANY);
 	rc = rc ?: check_str(v, "plugin description", p->desc.description, true, ANY);
 	if (rc)
 		return rc;
-	p->desc.metrics = NULL; /* until copied: never the plugin's own array */
-	rc = copy_metrics(v, p);
+	/* Until copied, never the plugin's own array: its stride may differ. */
+	p->desc.metrics = NULL;
+	rc = copy_metrics(v, p, raw->metrics);
 	rc = rc ?: check_variants_params(v, &p->desc);
 	return rc ?: check_bpf(v, p);
 }

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Test fixture: a valid object; fx_abi_major's descriptor is what the loader refuses. */
+#include <ktel_kernel_types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf_telemetry.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct accumulator_value);
+} fx_abi_major_map SEC(".maps");
+
+SEC("tp_btf/mm_compaction_end")
+int fx_abi_major_end(__u64 *ctx)
+{
+	__u32 key = 0;
+
+	INCREMENT_ACCUMULATOR(fx_abi_major_map, &key, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Test fixture: a metric name with characters outside [a-z0-9_]. */
+#include <ktelemetry/plugin.h>
+
+#include "fx_bad_name.bpf.h"
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "Bad-Name", .map_name = "fx_bad_name_map",
+		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2),
+};
+
+KTEL_PLUGIN(.name = "fx_bad_name", .version = "1.0",
+	    .bpf_object = ktel_bpf_object, .bpf_object_size = sizeof(ktel_bpf_object),
+	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics));

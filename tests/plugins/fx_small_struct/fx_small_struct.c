@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Test fixture: a descriptor claiming a struct_size (16) smaller than ABI 1.0's.
+ * Written without KTEL_PLUGIN() so the header fields can be wrong.
+ */
+#include <ktelemetry/plugin.h>
+
+#include "fx_small_struct.bpf.h"
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "fx_small_struct", .map_name = "fx_small_struct_map",
+		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2),
+};
+
+KTEL_PLUGIN_EXPORT const struct ktel_plugin_desc ktel_plugin = {
+	.abi_major = 1,
+	.abi_minor = 0,
+	.struct_size = 16,
+	.name = "fx_small_struct",
+	.version = "1.0",
+	.bpf_object = ktel_bpf_object,
+	.bpf_object_size = sizeof(ktel_bpf_object),
+	.metrics = metrics,
+	.n_metrics = KTEL_ARRAY_SIZE(metrics),
+};

@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Plugin loader: every refusal with its exact message, the path safety
+ * rules, and the directory scan (order, duplicates, limit).
+ *
+ * The safety rules trust root only. Unprivileged runs cannot own files as
+ * root, so the refusals after the safety check are exercised with the
+ * current user as the extra trusted owner (ktel_plugin__open_owner); the
+ * ownership rule itself is tested with the root-only entry points against a
+ * file this user owns (or, as root, one chowned to nobody).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ktel_test.h"
+#include "plugin_loader.h"
+
+#define NOBODY 65534
+
+static char tmp_dir[PATH_MAX];
+static uid_t owner; /* extra trusted owner: 0 as root, else this user */
+
+static void path_in(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", tmp_dir, name);
+}
+
+static void write_file(const char *path, const void *data, size_t size, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, size), (ssize_t)size);
+	assert_int_equal(close(fd), 0);
+	/* Explicit chmod: the mode must not depend on the umask. */
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	static char buf[4 << 20];
+	ssize_t n;
+	int fd;
+
+	fd = open(from, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	assert_true(n > 0 && n < (ssize_t)sizeof(buf));
+	write_file(to, buf, (size_t)n, 0644);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	char dir[PATH_MAX];
+
+	owner = geteuid();
+	snprintf(dir, sizeof(dir), "%s/tests/unit/loader-fixtures-%d", KTEL_BINARY_DIR,
+		 (int)getpid());
+	if (mkdir(dir, 0755) != 0 || chmod(dir, 0755) != 0 || !realpath(dir, tmp_dir))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	return nftw(tmp_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Open path with the test's trusted owner; expect refusal with exactly msg. */
+static void expect_refusal(const char *path, const char *msg)
+{
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	int rc;
+
+	rc = ktel_plugin__open_owner(path, owner, &p, &err);
+	assert_true(rc < 0);
+	assert_int_equal(-rc, err.code);
+	assert_null(p);
+	assert_string_equal(err.msg, msg);
+}
+
+static void fixture(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s.so", KTEL_TEST_PLUGIN_DIR, name);
+}
+
+static void test_not_shared_object(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	path_in(path, sizeof(path), "x.so");
+	write_file(path, "not an ELF file\n", 16, 0644);
+	snprintf(msg, sizeof(msg), "%s: refused: not a shared object (no ELF header)", path);
+	expect_refusal(path, msg);
+}
+
+static void test_missing_symbol(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	fixture(path, sizeof(path), "fx_no_symbol");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: exports no ktel_plugin symbol (not a ktelemetry plugin)", path);
+	expect_refusal(path, msg);
+}
+
+static void test_abi_major(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	fixture(path, sizeof(path), "fx_abi_major");
+	snprintf(msg, sizeof(msg), "%s: refused: plugin ABI major 2, this daemon supports 1", path);
+	expect_refusal(path, msg);
+}
+
+static void test_struct_too_small(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	fixture(path, sizeof(path), "fx_small_struct");
+	snprintf(msg, sizeof(msg), "%s: refused: descriptor struct_size 16, ABI 1.0 needs at least %zu",
+		 path, (size_t)KTEL_PLUGIN_DESC_MIN_SIZE);
+	expect_refusal(path, msg);
+}
+
+static void test_corrupt_bpf(void **state)
+{
+	char path[PATH_MAX], prefix[PATH_MAX + 128];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+
+	fixture(path, sizeof(path), "fx_corrupt_bpf");
+	assert_true(ktel_plugin__open_owner(path, owner, &p, &err) < 0);
+	assert_null(p);
+	/* The tail is libbpf's own words, which vary by version. */
+	snprintf(prefix, sizeof(prefix), "%s: refused: embedded BPF object does not open: ", path);
+	assert_memory_equal(err.msg, prefix, strlen(prefix));
+	assert_true(strlen(err.msg) > strlen(prefix));
+	assert_null(strchr(err.msg, '\n'));
+}
+
+static void test_not_bpf_elf(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	fixture(path, sizeof(path), "fx_not_bpf_elf");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: embedded object is an ELF for machine 62, not BPF (247)", path);
+	expect_refusal(path, msg);
+}
+
+static void test_missing_map(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	fixture(path, sizeof(path), "fx_missing_map");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: metric fx_missing_map names map fx_no_such_map, absent from the BPF object",
+		 path);
+	expect_refusal(path, msg);
+}
+
+static void test_bad_metric_name(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	fixture(path, sizeof(path), "fx_bad_name");
+	snprintf(msg, sizeof(msg), "%s: refused: metric 0 name \"Bad-Name\" must match [a-z0-9_]+",
+		 path);
+	expect_refusal(path, msg);
+}
+
+/* The built-in plugins pass, and the copy of the descriptor is usable. */
+static void test_valid_plugins(void **state)
+{
+	static const char *const names[] = {"compaction_duration", "direct_reclaim_latency"};
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	char path[PATH_MAX];
+	size_t i;
+
+	for (i = 0; i < KTEL_ARRAY_SIZE(names); i++) {
+		snprintf(path, sizeof(path), "%s/%s.so", KTEL_PLUGIN_DIR, names[i]);
+		if (ktel_plugin__open_owner(path, owner, &p, &err) != 0)
+			fail_msg("%s", err.msg);
+		assert_string_equal(p->desc.name, names[i]);
+		assert_string_equal(p->path, path);
+		assert_int_equal(p->desc.n_metrics, 1);
+		assert_ptr_equal(p->desc.metrics, p->metrics);
+		assert_string_equal(p->desc.metrics[0].name, names[i]);
+		assert_int_equal(p->desc.metrics[0].model, KTEL_MODEL_ACCUMULATOR);
+		assert_non_null(p->desc.bpf_object);
+		ktel_plugin__free(p);
+		p = NULL;
+	}
+	ktel_plugin__free(NULL);
+}
+
+static void test_unsafe_writable_file(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+	struct ktel_err err = {0};
+
+	path_in(path, sizeof(path), "world.so");
+	write_file(path, "x", 1, 0666);
+	snprintf(msg, sizeof(msg), "%s: refused: group- or world-writable (mode 0666)", path);
+	assert_int_equal(ktel_path_check_safe_owner(path, owner, &err), -EPERM);
+	assert_string_equal(err.msg, msg);
+	/* The same words come out of open, before anything is dlopened. */
+	expect_refusal(path, msg);
+
+	path_in(path, sizeof(path), "group.so");
+	write_file(path, "x", 1, 0664);
+	snprintf(msg, sizeof(msg), "%s: refused: group- or world-writable (mode 0664)", path);
+	expect_refusal(path, msg);
+}
+
+static void test_unsafe_symlink(void **state)
+{
+	char target[PATH_MAX], path[PATH_MAX], msg[PATH_MAX + 128];
+	struct ktel_err err = {0};
+
+	path_in(target, sizeof(target), "target.so");
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", target);
+	assert_int_equal(ktel_path_check_safe_owner(target, owner, &err), 0);
+	path_in(path, sizeof(path), "link.so");
+	assert_int_equal(symlink(target, path), 0);
+	snprintf(msg, sizeof(msg), "%s: refused: is a symbolic link", path);
+	expect_refusal(path, msg);
+}
+
+static void test_unsafe_parent(void **state)
+{
+	char dir[PATH_MAX], path[PATH_MAX], msg[2 * PATH_MAX];
+	struct ktel_err err = {0};
+
+	path_in(dir, sizeof(dir), "wdir");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/ok.so", dir);
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", path);
+	assert_int_equal(ktel_path_check_safe_owner(path, owner, &err), 0);
+	assert_int_equal(chmod(dir, 0777), 0);
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: parent directory %s is group- or world-writable (mode 0777)", path,
+		 dir);
+	expect_refusal(path, msg);
+	/* Through a symlinked directory the real directory is what is judged. */
+	path_in(path, sizeof(path), "linkdir");
+	assert_int_equal(symlink(dir, path), 0);
+	strcat(path, "/ok.so");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: parent directory %s is group- or world-writable (mode 0777)", path,
+		 dir);
+	expect_refusal(path, msg);
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(ktel_path_check_safe_owner(path, owner, &err), 0);
+}
+
+static void test_not_regular(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 128];
+
+	path_in(path, sizeof(path), "dir.so");
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(msg, sizeof(msg), "%s: refused: not a regular file", path);
+	expect_refusal(path, msg);
+}
+
+/* The root-only rule, against a file (and, as root, a directory) not owned by root. */
+static void test_unsafe_owner(void **state)
+{
+	char path[PATH_MAX], dir[PATH_MAX], msg[2 * PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	uid_t uid = geteuid();
+
+	path_in(path, sizeof(path), "owned.so");
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", path);
+	if (uid == 0) {
+		assert_int_equal(ktel_path_check_safe(path, &err), 0);
+		assert_int_equal(chown(path, NOBODY, (gid_t)-1), 0);
+		uid = NOBODY;
+	}
+	snprintf(msg, sizeof(msg), "%s: refused: not owned by root (uid %u)", path, (unsigned)uid);
+	assert_int_equal(ktel_path_check_safe(path, &err), -EPERM);
+	assert_string_equal(err.msg, msg);
+	assert_int_equal(ktel_plugin__open(path, &p, &err), -EPERM);
+	assert_null(p);
+	assert_string_equal(err.msg, msg);
+	if (geteuid() != 0)
+		return;
+	/* A root-owned file in a directory someone else owns. */
+	path_in(dir, sizeof(dir), "nobody_dir");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/ok.so", dir);
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", path);
+	assert_int_equal(chown(dir, NOBODY, (gid_t)-1), 0);
+	snprintf(msg, sizeof(msg), "%s: refused: parent directory %s not owned by root (uid %u)",
+		 path, dir, NOBODY);
+	assert_int_equal(ktel_path_check_safe(path, &err), -EPERM);
+	assert_string_equal(err.msg, msg);
+}
+
+struct refusals {
+	char paths[8][PATH_MAX];
+	char msgs[8][KTEL_ERR_MSG_MAX];
+	size_t n;
+};
+
+static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
+{
+	struct refusals *r = ctx;
+
+	assert_true(r->n < 8);
+	snprintf(r->paths[r->n], sizeof(r->paths[0]), "%s", path);
+	snprintf(r->msgs[r->n], sizeof(r->msgs[0]), "%s", err->msg);
+	r->n++;
+}
+
+static void test_scan_duplicate(void **state)
+{
+	char dir[PATH_MAX], a[PATH_MAX], b[PATH_MAX], c[PATH_MAX], msg[3 * PATH_MAX];
+	struct refusals r = {0};
+	struct ktel_plugin_scan_opts opts = {.owner = owner, .on_refusal = on_refusal, .ctx = &r};
+	struct ktel_plugin_list *list = NULL;
+	struct ktel_err err = {0};
+
+	path_in(dir, sizeof(dir), "scan");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	/* Written in reverse order: the scan must sort, not trust readdir. */
+	snprintf(c, sizeof(c), "%s/zz_text.so", dir);
+	write_file(c, "text", 4, 0644);
+	snprintf(b, sizeof(b), "%s/fx_dup_metric.so", dir);
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_dup_metric.so", b);
+	snprintf(a, sizeof(a), "%s/compaction_duration.so", dir);
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", a);
+	snprintf(msg, sizeof(msg), "%s/README", dir);
+	write_file(msg, "not a plugin name", 17, 0644);
+
+	if (ktel_plugin_dir__scan(dir, &opts, &list, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(list->n, 1);
+	assert_string_equal(list->items[0]->path, a);
+	assert_int_equal(list->n_refused, 2);
+	assert_int_equal(list->n_dropped, 0);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(r.paths[0], b);
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: duplicate metric name compaction_duration (already provided by %s)", b,
+		 a);
+	assert_string_equal(r.msgs[0], msg);
+	assert_string_equal(r.paths[1], c);
+	snprintf(msg, sizeof(msg), "%s: refused: not a shared object (no ELF header)", c);
+	assert_string_equal(r.msgs[1], msg);
+	ktel_plugin_list__free(list);
+
+	/* With the limit at one plugin the rest are refused and counted. */
+	memset(&r, 0, sizeof(r));
+	opts.max_plugins = 1;
+	assert_int_equal(ktel_plugin_dir__scan(dir, &opts, &list, &err), 0);
+	assert_int_equal(list->n, 1);
+	assert_int_equal(list->n_dropped, 2);
+	assert_int_equal(r.n, 2);
+	snprintf(msg, sizeof(msg), "%s: refused: more than 1 plugins in %s", b, dir);
+	assert_string_equal(r.msgs[0], msg);
+	ktel_plugin_list__free(list);
+	ktel_plugin_list__free(NULL);
+}
+
+static void test_scan_missing_dir(void **state)
+{
+	char dir[PATH_MAX], msg[PATH_MAX + 128];
+	struct ktel_plugin_list *list = NULL;
+	struct ktel_err err = {0};
+
+	path_in(dir, sizeof(dir), "no_such_dir");
+	assert_int_equal(ktel_plugin_dir__scan(dir, NULL, &list, &err), -ENOENT);
+	assert_null(list);
+	snprintf(msg, sizeof(msg), "%s: cannot read plugin directory: %s", dir, strerror(ENOENT));
+	assert_string_equal(err.msg, msg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_not_shared_object),
+		cmocka_unit_test(test_missing_symbol),
+		cmocka_unit_test(test_abi_major),
+		cmocka_unit_test(test_struct_too_small),
+		cmocka_unit_test(test_corrupt_bpf),
+		cmocka_unit_test(test_not_bpf_elf),
+		cmocka_unit_test(test_missing_map),
+		cmocka_unit_test(test_bad_metric_name),
+		cmocka_unit_test(test_valid_plugins),
+		cmocka_unit_test(test_unsafe_writable_file),
+		cmocka_unit_test(test_unsafe_symlink),
+		cmocka_unit_test(test_unsafe_parent),
+		cmocka_unit_test(test_not_regular),
+		cmocka_unit_test(test_unsafe_owner),
+		cmocka_unit_test(test_scan_duplicate),
+		cmocka_unit_test(test_scan_missing_dir),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
