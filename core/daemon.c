@@ -39,7 +39,7 @@ static void libbpf_to_log(int level, const char *msg, void *ctx)
 {
 	/* libbpf's warnings are about our objects: keep them, at debug
 	 * unless the daemon runs with debug logging. */
-	ktel_log(level == LIBBPF_WARN ? KTEL_LOG_WARN : KTEL_LOG_DEBUG, "libbpf: %s", msg);
+	ktel_log(level == LIBBPF_WARN ? KTEL_LOG_WARN : KTEL_LOG_DEBUG, "%s", msg);
 }
 
 static int mkdir_parents(const char *path, mode_t mode)

@@ -999,8 +999,27 @@ fail:
 	return ret;
 }
 
+/* Options for the config validator and docs/config.md (parse_opts applies them). */
+static const struct ktel_cfg_key json_options[] = {
+	{"path", KTEL_CFG_STRING, .default_text = "(required)",
+	 .doc = "File to append JSON lines to, or \"-\" for stdout."},
+	{"fsync", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "fsync the file after each batch."},
+	{"max_queue_bytes", KTEL_CFG_SIZE, 4096, 1LL << 32, .default_text = "4MiB",
+	 .doc = "Bound on formatted lines waiting to be written; beyond it the newest "
+		"records are dropped and counted."},
+	{"rotate_bytes", KTEL_CFG_SIZE, 4096, 1LL << 40, .default_text = "no rotation",
+	 .doc = "Rotate the file when it would grow past this size."},
+	{"keep", KTEL_CFG_INT, 1, MAX_KEEP, .default_text = "5",
+	 .doc = "Rotated files kept (path.1 newest .. path.N oldest)."},
+	{"compress", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "gzip rotated files (path.N.gz)."},
+	{NULL},
+};
+
 const struct ktel_sink_ops ktel_json_sink_ops = {
 	.type = "json",
+	.options = json_options,
 	.create = json_create,
 	.submit = json_submit,
 	.close = json_close,
