@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* StatsD line formatter and packer. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ktel_test.h"
+#include "statsd/statsd_line.h"
+
+#define MAX_UNITS 64
+
+struct units {
+	size_t n;
+	char *u[MAX_UNITS];
+};
+
+static int collect(void *ctx, const char *unit, size_t len)
+{
+	struct units *us = ctx;
+
+	assert_true(us->n < MAX_UNITS);
+	us->u[us->n++] = strndup(unit, len);
+	return 0;
+}
+
+static void units_free(struct units *us)
+{
+	for (size_t i = 0; i < us->n; i++)
+		free(us->u[i]);
+	us->n = 0;
+}
+
+static void expect_units(const struct ktel_statsd_style *st, const struct ktel_record *r,
+			 const char *const *want, size_t n)
+{
+	struct units us = {0};
+
+	assert_int_equal(ktel_statsd__format(st, r, collect, &us), 0);
+	assert_int_equal(us.n, n);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(us.u[i], want[i]);
+	units_free(&us);
+}
+
+static struct ktel_record reclaim_record(void)
+{
+	struct ktel_record r = {
+		.type = KTEL_RECORD_HISTOGRAM,
+		.metric = "direct_reclaim_latency",
+		.n_dims = 1,
+		.dims = {{"process_state", 2, "STATE_FOREGROUND", false}},
+	};
+
+	r.hist.delta.scheme = KTEL_HIST_LOG2;
+	r.hist.delta.n_buckets = 32;
+	r.hist.delta.counts[0] = 2;
+	r.hist.delta.counts[10] = 5;
+	r.hist.delta.counts[31] = 1;
+	r.hist.delta.has_sum = true;
+	r.hist.delta.sum = 9999;
+	return r;
+}
+
+static void test_histogram_dogstatsd(void **state)
+{
+	static const char *const want[] = {
+		"ktel.direct_reclaim_latency.bucket:2|c|#le:1,process_state:STATE_FOREGROUND",
+		"ktel.direct_reclaim_latency.bucket:5|c|#le:1024,process_state:STATE_FOREGROUND",
+		"ktel.direct_reclaim_latency.bucket:1|c|#le:+Inf,process_state:STATE_FOREGROUND",
+		"ktel.direct_reclaim_latency_count:8|c|#process_state:STATE_FOREGROUND",
+		"ktel.direct_reclaim_latency_sum:9999|c|#process_state:STATE_FOREGROUND",
+	};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = reclaim_record();
+
+	expect_units(&st, &r, want, 5);
+}
+
+static void test_histogram_dotted(void **state)
+{
+	static const char *const want[] = {
+		"ktel.direct_reclaim_latency.STATE_FOREGROUND.le_1:2|c",
+		"ktel.direct_reclaim_latency.STATE_FOREGROUND.le_1024:5|c",
+		"ktel.direct_reclaim_latency.STATE_FOREGROUND.le_Inf:1|c",
+		"ktel.direct_reclaim_latency_count.STATE_FOREGROUND:8|c",
+		"ktel.direct_reclaim_latency_sum.STATE_FOREGROUND:9999|c",
+	};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED};
+	struct ktel_record r = reclaim_record();
+
+	expect_units(&st, &r, want, 5);
+}
+
+/* No dims: no tag section on count lines; no sum line without a sum. */
+static void test_histogram_no_dims_other_schemes(void **state)
+{
+	static const char *const want_floor[] = {
+		"p.compaction_duration.bucket:4|c|#le:7",
+		"p.compaction_duration_count:4|c",
+	};
+	static const char *const want_linear[] = {
+		"p.compaction_duration.bucket:3|c|#le:-1",
+		"p.compaction_duration.bucket:1|c|#le:+Inf",
+		"p.compaction_duration_count:4|c",
+	};
+	struct ktel_statsd_style st = {"p.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = {.type = KTEL_RECORD_HISTOGRAM, .metric = "compaction_duration"};
+
+	r.hist.delta.scheme = KTEL_HIST_LOG2_FLOOR;
+	r.hist.delta.n_buckets = 32;
+	r.hist.delta.counts[2] = 4; /* [4, 8): le 7 */
+	expect_units(&st, &r, want_floor, 2);
+
+	memset(&r.hist.delta, 0, sizeof(r.hist.delta));
+	r.hist.delta.scheme = KTEL_HIST_LINEAR;
+	r.hist.delta.linear_min = -10;
+	r.hist.delta.linear_step = 5;
+	r.hist.delta.n_buckets = 4;
+	r.hist.delta.counts[1] = 3; /* [-5, 0): le -1 */
+	r.hist.delta.counts[3] = 1;
+	expect_units(&st, &r, want_linear, 3);
+}
+
+/* Labels when present, integers otherwise; protocol characters replaced. */
+static void test_dims_and_sanitizing(void **state)
+{
+	static const char *const want_dog[] = {
+		"ktel.cma_allocation_latency.bucket:1|c|#le:2,heap:linux_cma.x,node:-1",
+		"ktel.cma_allocation_latency_count:1|c|#heap:linux_cma.x,node:-1",
+	};
+	static const char *const want_dot[] = {
+		"ktel.cma_allocation_latency.linux_cma_x.-1.le_2:1|c",
+		"ktel.cma_allocation_latency_count.linux_cma_x.-1:1|c",
+	};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = {
+		.type = KTEL_RECORD_HISTOGRAM,
+		.metric = "cma_allocation_latency",
+		.n_dims = 2,
+		.dims = {{"heap", 3, "linux,cma.x", true}, {"node", -1, NULL, false}},
+	};
+
+	r.hist.delta.scheme = KTEL_HIST_LOG2;
+	r.hist.delta.n_buckets = 32;
+	r.hist.delta.counts[1] = 1;
+	expect_units(&st, &r, want_dog, 2);
+	st.tags = KTEL_STATSD_TAGS_DOTTED;
+	expect_units(&st, &r, want_dot, 2);
+}
+
+static void test_counter_and_gauges(void **state)
+{
+	static const char *const want_c[] = {"ktel.oom_kills:3|c|#process_state:STATE_CACHED"};
+	static const char *const want_g[] = {"ktel.free_pages:42|g"};
+	static const char *const want_neg[] = {"ktel.temp_delta:0|g\nktel.temp_delta:-5|g"};
+	static const char *const want_min[] = {
+		"ktel.temp_delta:0|g\nktel.temp_delta:-9223372036854775808|g"};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = {
+		.type = KTEL_RECORD_COUNTER,
+		.metric = "oom_kills",
+		.n_dims = 1,
+		.dims = {{"process_state", 900, "STATE_CACHED", false}},
+	};
+
+	r.counter.delta = 3;
+	expect_units(&st, &r, want_c, 1);
+	r = (struct ktel_record){.type = KTEL_RECORD_GAUGE, .metric = "free_pages", .gauge = 42};
+	expect_units(&st, &r, want_g, 1);
+	/* A negative level must be one unit: reset then relative change. */
+	r.metric = "temp_delta";
+	r.gauge = -5;
+	expect_units(&st, &r, want_neg, 1);
+	r.gauge = INT64_MIN;
+	expect_units(&st, &r, want_min, 1);
+}
+
+/* A line over the formatter's limit is refused; the record's other lines go. */
+static void test_line_too_long(void **state)
+{
+	static char label[KTEL_STATSD_LINE_MAX];
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = {.type = KTEL_RECORD_COUNTER, .metric = "m", .n_dims = 1};
+	struct units us = {0};
+
+	memset(label, 'a', sizeof(label) - 1);
+	r.dims[0] = (struct ktel_dim){"d", 1, label, false};
+	assert_int_equal(ktel_statsd__format(&st, &r, collect, &us), -EMSGSIZE);
+	assert_int_equal(us.n, 0);
+}
+
+/* ---- packer ---------------------------------------------------------- */
+
+struct packets {
+	size_t n;
+	char *p[256];
+	size_t len[256];
+};
+
+static int take_packet(void *ctx, const char *data, size_t len)
+{
+	struct packets *ps = ctx;
+
+	assert_true(ps->n < 256);
+	ps->p[ps->n] = strndup(data, len);
+	ps->len[ps->n++] = len;
+	return 0;
+}
+
+static void packets_free(struct packets *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		free(ps->p[i]);
+	ps->n = 0;
+}
+
+static void test_packer_exact_fit_and_order(void **state)
+{
+	struct ktel_statsd_packer p;
+	struct packets ps = {0};
+
+	assert_int_equal(ktel_statsd_packer__init(&p, 20, take_packet, &ps), 0);
+	/* 9 + '\n' + 10 = 20: fits exactly */
+	assert_int_equal(ktel_statsd_packer__add(&p, "a:1|c|#x:", 9), 0);
+	assert_int_equal(ktel_statsd_packer__add(&p, "bb:22|c|#y", 10), 0);
+	assert_int_equal(ps.n, 0);
+	/* next one does not fit: the first datagram goes out whole */
+	assert_int_equal(ktel_statsd_packer__add(&p, "c:3|c", 5), 0);
+	assert_int_equal(ps.n, 1);
+	assert_string_equal(ps.p[0], "a:1|c|#x:\nbb:22|c|#y");
+	assert_int_equal(ps.len[0], 20);
+	assert_int_equal(ktel_statsd_packer__flush(&p), 0);
+	assert_int_equal(ps.n, 2);
+	assert_string_equal(ps.p[1], "c:3|c");
+	/* nothing pending: no empty datagram */
+	assert_int_equal(ktel_statsd_packer__flush(&p), 0);
+	assert_int_equal(ps.n, 2);
+	packets_free(&ps);
+	ktel_statsd_packer__release(&p);
+}
+
+static void test_packer_oversize_dropped(void **state)
+{
+	struct ktel_statsd_packer p;
+	struct packets ps = {0};
+	char big[21];
+
+	memset(big, 'z', sizeof(big));
+	assert_int_equal(ktel_statsd_packer__init(&p, 20, take_packet, &ps), 0);
+	assert_int_equal(ktel_statsd_packer__add(&p, "a:1|c", 5), 0);
+	assert_int_equal(ktel_statsd_packer__add(&p, big, 21), -EMSGSIZE);
+	assert_int_equal(p.oversize, 1);
+	assert_int_equal(ktel_statsd_packer__add(&p, big, 20), 0); /* exactly max: own datagram */
+	assert_int_equal(ktel_statsd_packer__flush(&p), 0);
+	assert_int_equal(ps.n, 2);
+	assert_string_equal(ps.p[0], "a:1|c");
+	assert_int_equal(ps.len[1], 20);
+	packets_free(&ps);
+	ktel_statsd_packer__release(&p);
+	assert_int_equal(ktel_statsd_packer__init(&p, KTEL_STATSD_UDP_MAX, take_packet, &ps),
+			 -EINVAL);
+}
+
+/*
+ * Many units of random length (some with the two-line gauge form): every
+ * datagram fits, and splitting the datagrams at '\n' gives back the lines
+ * in order, so no unit was ever cut.
+ */
+static void test_packer_never_splits(void **state)
+{
+	enum { N = 150, MAX = 64 };
+	struct ktel_statsd_packer p;
+	struct packets ps = {0};
+	char *units[N], joined[N * MAX + N], *cat;
+	size_t off = 0, total = 0;
+	unsigned seed = 12345;
+
+	assert_int_equal(ktel_statsd_packer__init(&p, MAX, take_packet, &ps), 0);
+	for (int i = 0; i < N; i++) {
+		size_t len = 1 + (size_t)(rand_r(&seed) % MAX);
+
+		units[i] = malloc(len + 1);
+		for (size_t j = 0; j < len; j++)
+			units[i][j] = (char)('a' + (i + j) % 26);
+		units[i][len] = '\0';
+		if (len > 3 && i % 7 == 0)
+			units[i][len / 2] = '\n'; /* a two-line unit */
+		assert_int_equal(ktel_statsd_packer__add(&p, units[i], len), 0);
+		off += (size_t)sprintf(joined + off, "%s%s", i ? "\n" : "", units[i]);
+		if (ps.n == 256)
+			fail();
+	}
+	assert_int_equal(ktel_statsd_packer__flush(&p), 0);
+	cat = calloc(1, sizeof(joined));
+	for (size_t i = 0; i < ps.n; i++) {
+		assert_true(ps.len[i] <= MAX);
+		assert_true(ps.len[i] > 0);
+		total += (size_t)sprintf(cat + total, "%s%s", i ? "\n" : "", ps.p[i]);
+	}
+	assert_string_equal(cat, joined);
+	/* each datagram boundary falls between units: check by prefix sums */
+	off = 0;
+	for (size_t i = 0, u = 0; i < ps.n; i++) {
+		size_t got = 0;
+
+		while (u < N && got + (got ? 1 : 0) + strlen(units[u]) <= ps.len[i]) {
+			got += (got ? 1 : 0) + strlen(units[u]);
+			u++;
+		}
+		assert_int_equal(got, ps.len[i]);
+	}
+	for (int i = 0; i < N; i++)
+		free(units[i]);
+	free(cat);
+	packets_free(&ps);
+	ktel_statsd_packer__release(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_histogram_dogstatsd),
+		cmocka_unit_test(test_histogram_dotted),
+		cmocka_unit_test(test_histogram_no_dims_other_schemes),
+		cmocka_unit_test(test_dims_and_sanitizing),
+		cmocka_unit_test(test_counter_and_gauges),
+		cmocka_unit_test(test_line_too_long),
+		cmocka_unit_test(test_packer_exact_fit_and_order),
+		cmocka_unit_test(test_packer_oversize_dropped),
+		cmocka_unit_test(test_packer_never_splits),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
