@@ -383,7 +383,12 @@ static int add_map(struct ktel_bpf_plugin *p, const char *name, uint32_t metric,
 	if (!m->map)
 		return ktel_err_set(err, ENOENT, "plugin %s: metric %s names map %s, absent from the object",
 				    d->name, d->metrics[metric].name, name);
-	m->name = bpf_map__name(m->map);
+	/*
+	 * The descriptor's string, not bpf_map__name(): libbpf 1.1's
+	 * bpf_map__reuse_fd() replaces the map's name with the kernel's
+	 * 15-character copy and frees the old one.
+	 */
+	m->name = name;
 	m->metric = d->metrics[metric].name;
 	m->metric_index = metric;
 	m->role = role;

@@ -107,7 +107,7 @@ enum ktel_bpf_map_role {
 
 /* One map a metric names. */
 struct ktel_bpf_map {
-	const char *name;         /* BPF map name */
+	const char *name;         /* BPF map name, as the descriptor spells it */
 	const char *metric;       /* name of the first metric naming it */
 	uint32_t metric_index;    /* its index in desc.metrics */
 	enum ktel_bpf_map_role role;
@@ -145,7 +145,11 @@ struct ktel_bpf_plugin {
 int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
 			  struct ktel_bpf_plugin **ret, struct ktel_err *err);
 
-/* Find a program or map by name; NULL when absent. */
+/*
+ * Find a program or map by name; NULL when absent. Use this rather than
+ * bpf_object__find_map_by_name(): libbpf 1.1 renames a reused map to the
+ * kernel's truncated name.
+ */
 struct ktel_bpf_prog *ktel_bpf_plugin__prog(struct ktel_bpf_plugin *p, const char *name);
 struct ktel_bpf_map *ktel_bpf_plugin__map(struct ktel_bpf_plugin *p, const char *name);
 

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * BPF lifecycle on the running kernel: the built-in plugins load and attach,
+ * pins appear with the right modes and group, a second load reuses them,
+ * an incompatible pin is replaced, a compaction trigger reaches the map, a
+ * variant group skips a missing vendor hook, a .rodata param reaches the
+ * kernel, and a plugin whose hooks do not exist is unsupported while the
+ * others still load. Hermetic: its own pin root, removed at the end.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <bpf/bpf.h>
+
+#include "bpf_lifecycle.h"
+#include "ktel_test.h"
+
+#define TEST_GID 12345
+
+static char pin_root[PATH_MAX];
+static struct ktel_targets *targets;
+
+static struct ktel_plugin *open_plugin(const char *dir, const char *name)
+{
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s.so", dir, name);
+	if (ktel_plugin__open(path, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	return p;
+}
+
+static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
+{
+	struct ktel_bpf_opts opts = {
+		.pin_root = pin_root,
+		.pin_gid = TEST_GID,
+		.targets = targets,
+		.param_values = params,
+	};
+	struct ktel_bpf_plugin *bp = NULL;
+	struct ktel_err err = {0};
+
+	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err) != 0)
+		fail_msg("%s", err.msg);
+	return bp;
+}
+
+/* Every program selected, loaded and attached. */
+static void expect_all_attached(const struct ktel_bpf_plugin *bp)
+{
+	size_t i;
+
+	assert_false(bp->unsupported);
+	assert_true(bp->n_progs > 0);
+	for (i = 0; i < bp->n_progs; i++) {
+		const struct ktel_bpf_prog *pr = &bp->progs[i];
+
+		if (!pr->selected || !pr->attached)
+			fail_msg("%s: selected %d attached %d: %s%s", pr->name, pr->selected,
+				 pr->attached, pr->skip_reason, pr->attach_error);
+		assert_non_null(pr->link);
+		assert_true(pr->prog_id > 0);
+	}
+}
+
+static void expect_pin(const struct ktel_bpf_map *m, const char *object)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/map_%s_%s", pin_root, object, m->name);
+	assert_true(m->pinned);
+	assert_string_equal(m->pin_path, path);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, KTEL_PIN_MAP_MODE);
+	assert_int_equal(st.st_gid, TEST_GID);
+	assert_true(m->map_id > 0);
+	assert_true(m->fd >= 0);
+}
+
+/* Sum of every bucket of every entry, read with plain syscalls. */
+static uint64_t map_total(int fd)
+{
+	uint64_t value[40], total = 0;
+	uint8_t key[64], next[64];
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	void *prev = NULL;
+	unsigned i;
+
+	assert_int_equal(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
+	assert_true(info.key_size <= sizeof(key) && info.value_size <= sizeof(value));
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		assert_int_equal(bpf_map_lookup_elem(fd, next, value), 0);
+		for (i = 0; i < info.value_size / 8; i++)
+			total += value[i];
+		memcpy(key, next, info.key_size);
+		prev = key;
+	}
+	return total;
+}
+
+static void compact_memory(void)
+{
+	int fd = open("/proc/sys/vm/compact_memory", O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "1", 1), 1);
+	close(fd);
+}
+
+static void test_pin_root(void **state)
+{
+	struct ktel_err err = {0};
+	struct stat st;
+
+	assert_int_equal(stat(pin_root, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, KTEL_PIN_DIR_MODE);
+	assert_int_equal(st.st_gid, TEST_GID);
+	/* Idempotent; a path outside bpffs is refused with the reason. */
+	assert_int_equal(ktel_bpffs_ensure(pin_root, TEST_GID, &err), 0);
+	assert_int_equal(ktel_bpffs_ensure("/tmp/ktel-not-bpffs", (gid_t)-1, &err), -ENOTSUP);
+	assert_string_equal(err.msg, "pin root /tmp/ktel-not-bpffs is not on a bpf filesystem");
+	assert_int_equal(ktel_bpffs_ensure("relative/root", (gid_t)-1, &err), -EINVAL);
+}
+
+static void test_builtin_plugins(void **state)
+{
+	static const struct {
+		const char *name, *map;
+	} builtins[] = {
+		{"direct_reclaim_latency", "direct_reclaim_latency_map"},
+		{"compaction_duration", "compaction_duration_map"},
+	};
+	struct ktel_bpf_plugin *bp[2], *again;
+	struct ktel_plugin *p[2];
+	struct ktel_bpf_map *m;
+	uint32_t first_id;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		p[i] = open_plugin(KTEL_PLUGIN_DIR, builtins[i].name);
+		bp[i] = load(p[i], NULL);
+		expect_all_attached(bp[i]);
+		assert_int_equal(bp[i]->n_maps, 1);
+		m = ktel_bpf_plugin__map(bp[i], builtins[i].map);
+		assert_non_null(m);
+		expect_pin(m, builtins[i].name);
+		assert_false(m->reused);
+		assert_string_equal(m->note, "");
+		/* Start maps are private to the programs: never pinned. */
+		assert_null(ktel_bpf_plugin__map(bp[i], "compaction_start_map"));
+	}
+
+	/* A second start while the first runs shares the same map. */
+	m = ktel_bpf_plugin__map(bp[1], "compaction_duration_map");
+	first_id = m->map_id;
+	again = load(p[1], NULL);
+	assert_true(again->maps[0].reused);
+	assert_int_equal(again->maps[0].map_id, first_id);
+	expect_pin(&again->maps[0], "compaction_duration");
+	ktel_bpf_plugin__free(again);
+
+	/* After the first is gone the pin alone keeps the map: still reused. */
+	ktel_bpf_plugin__free(bp[1]);
+	bp[1] = load(p[1], NULL);
+	expect_all_attached(bp[1]);
+	assert_true(bp[1]->maps[0].reused);
+	assert_int_equal(bp[1]->maps[0].map_id, first_id);
+
+	/* Compaction events reach the (reused) map. */
+	compact_memory();
+	assert_true(map_total(bp[1]->maps[0].fd) > 0);
+
+	/* Detach stops counting; attach resumes. */
+	ktel_bpf_plugin__detach_prog(bp[1], "compaction_end");
+	assert_false(ktel_bpf_plugin__prog(bp[1], "compaction_end")->attached);
+	assert_null(ktel_bpf_plugin__prog(bp[1], "compaction_end")->link);
+	assert_int_equal(ktel_bpf_plugin__attach_prog(bp[1], "compaction_end", NULL), 0);
+	assert_true(ktel_bpf_plugin__prog(bp[1], "compaction_end")->attached);
+	assert_int_equal(ktel_bpf_plugin__attach_prog(bp[1], "no_such_prog", NULL), -ENOENT);
+
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(ktel_bpf_plugin__unpin(bp[i], NULL), 0);
+		ktel_bpf_plugin__free(bp[i]);
+		ktel_plugin__free(p[i]);
+	}
+}
+
+/* The vendor hook variant is skipped, the tracepoint one runs; the param arrives. */
+static void test_variants_and_params(void **state)
+{
+	/* Prime and large: a default weight of 1 cannot produce a multiple of it. */
+	const int64_t weight[] = {1000003};
+	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_variants");
+	struct ktel_bpf_plugin *bp;
+	struct ktel_bpf_prog *vh, *tp;
+	char path[PATH_MAX];
+	uint64_t total;
+	int fd;
+
+	/* An incompatible pin (hash, not array) left by an "older version". */
+	snprintf(path, sizeof(path), "%s/map_fx_variants_fx_variants_map", pin_root);
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, "old", 4, 8, 1, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_obj_pin(fd, path), 0);
+	close(fd);
+
+	bp = load(p, weight);
+	vh = ktel_bpf_plugin__prog(bp, "fx_variants_vh");
+	tp = ktel_bpf_plugin__prog(bp, "fx_variants_tp");
+	assert_false(bp->unsupported);
+	assert_false(vh->selected);
+	assert_false(vh->attached);
+	assert_string_equal(vh->skip_reason,
+			    "tracepoint android_vh_ktel_test_compaction not in this kernel");
+	assert_true(tp->selected);
+	assert_true(tp->attached);
+	assert_false(bp->maps[0].reused);
+	assert_string_equal(bp->maps[0].note,
+			    "replaced incompatible pin: map type 1, object wants 2");
+	expect_pin(&bp->maps[0], "fx_variants");
+
+	compact_memory();
+	total = map_total(bp->maps[0].fd);
+	assert_true(total >= 1000003);
+	assert_int_equal(total % 1000003, 0);
+
+	/* The vendor hook variant cannot be attached: it was never loaded. */
+	assert_int_equal(ktel_bpf_plugin__attach_prog(bp, "fx_variants_vh", NULL), -EINVAL);
+	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(p);
+}
+
+/* A plugin whose hooks do not exist is unsupported; the others still load. */
+static void test_unsupported_plugin(void **state)
+{
+	struct ktel_plugin *missing = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_missing_tp");
+	struct ktel_plugin *good = open_plugin(KTEL_PLUGIN_DIR, "compaction_duration");
+	struct ktel_bpf_plugin *bp_missing, *bp_good;
+	char path[PATH_MAX];
+	size_t i;
+
+	bp_missing = load(missing, NULL);
+	assert_true(bp_missing->unsupported);
+	assert_string_equal(bp_missing->unsupported_reason,
+			    "tracepoint ktel_no_such_tracepoint not in this kernel; "
+			    "function ktel_no_such_function not in this kernel");
+	assert_int_equal(bp_missing->n_progs, 2);
+	for (i = 0; i < bp_missing->n_progs; i++) {
+		assert_false(bp_missing->progs[i].selected);
+		assert_false(bp_missing->progs[i].attached);
+	}
+	/* Nothing loaded, nothing pinned. */
+	snprintf(path, sizeof(path), "%s/map_fx_missing_tp_fx_missing_tp_map", pin_root);
+	assert_int_equal(access(path, F_OK), -1);
+
+	bp_good = load(good, NULL);
+	expect_all_attached(bp_good);
+
+	assert_int_equal(ktel_bpf_plugin__unpin(bp_good, NULL), 0);
+	ktel_bpf_plugin__free(bp_good);
+	ktel_bpf_plugin__free(bp_missing);
+	ktel_plugin__free(good);
+	ktel_plugin__free(missing);
+}
+
+static int setup(void **state)
+{
+	struct ktel_err err = {0};
+
+	snprintf(pin_root, sizeof(pin_root), "/sys/fs/bpf/ktel-test-lifecycle-%d", (int)getpid());
+	if (ktel_bpffs_ensure(pin_root, TEST_GID, &err) != 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		return -1;
+	}
+	targets = ktel_targets__new(NULL, &err);
+	if (!targets) {
+		fprintf(stderr, "%s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Every test unpins what it pinned, so the root must be empty now; whatever
+ * a failed test left is reported, removed anyway, and fails the run.
+ */
+static int teardown(void **state)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	int left = 0;
+	DIR *d;
+
+	ktel_targets__free(targets);
+	d = opendir(pin_root);
+	while (d && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", pin_root, de->d_name);
+		fprintf(stderr, "left behind: %s\n", path);
+		unlink(path);
+		left++;
+	}
+	if (d)
+		closedir(d);
+	if (rmdir(pin_root) != 0) {
+		fprintf(stderr, "%s: %s\n", pin_root, strerror(errno));
+		return -1;
+	}
+	return left ? -1 : 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pin_root),
+		cmocka_unit_test(test_builtin_plugins),
+		cmocka_unit_test(test_variants_and_params),
+		cmocka_unit_test(test_unsupported_plugin),
+	};
+
+	ktel_test_require_root("test_lifecycle");
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
