@@ -95,6 +95,19 @@ int ktel_daemon__exit_code(const struct ktel_daemon *d);
 const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d);
 struct ktel_router *ktel_daemon__router(struct ktel_daemon *d);
 
+/*
+ * Reload the configuration from path (NULL: the file the daemon started with):
+ * parse and validate the whole new config and open the new sinks first; apply
+ * the difference only if all of that succeeded; otherwise keep running on the
+ * old config. Every error is in errs (the caller clears it).
+ */
+int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_config_errors *errs,
+			struct ktel_err *err);
+
+/* Rescan the plugin directories: load new plugins, drop removed ones, reload
+ * replaced ones. Returns the number of changes. */
+int ktel_daemon__rescan_plugins(struct ktel_daemon *d);
+
 /* Release everything; the loop must have stopped. Detaches programs; pins stay. */
 void ktel_daemon__free(struct ktel_daemon *d);
 
