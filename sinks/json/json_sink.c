@@ -471,7 +471,8 @@ static void on_write(uv_fs_t *req)
 
 	uv_fs_req_cleanup(req);
 	s->state = IO_IDLE;
-	if (res < 0) {
+	/* Zero bytes for a non-empty write would spin: treat as an error. */
+	if (res <= 0) {
 		s->st.errors++;
 		retry_later(s);
 		maybe_finish(s);
