@@ -143,7 +143,12 @@ static int mount_bpffs(const char *pin_root, struct ktel_err *err)
 				    "pin root %s: bpffs is not mounted at %s and only root can mount it "
 				    "(mount -t bpf bpf %s)",
 				    pin_root, KTEL_BPFFS_MOUNT, KTEL_BPFFS_MOUNT);
-	if (mount("bpf", KTEL_BPFFS_MOUNT, "bpf", 0, "mode=0700") != 0)
+	/*
+	 * Not the kernel's default 1777: only root creates entries at the top.
+	 * Not systemd's 0700 either: the pin group must be able to reach the
+	 * pin root, whose own mode (0750) and the pins' (0640) restrict access.
+	 */
+	if (mount("bpf", KTEL_BPFFS_MOUNT, "bpf", 0, "mode=0755") != 0)
 		return ktel_err_set(err, errno, "pin root %s: cannot mount bpffs at %s: %s", pin_root,
 				    KTEL_BPFFS_MOUNT, strerror(errno));
 	return 0;

@@ -311,10 +311,12 @@ static int variant_of(const struct ktel_prog_variant *variants, uint32_t n_varia
 	return -1;
 }
 
-/* Pick the winner of group; mark the losers. */
+/*
+ * Pick the winner of group; mark the losers. A program whose target is
+ * missing already carries the reason; an empty reason means it is present.
+ */
 static void choose_group(const struct ktel_prog_variant *variants, uint32_t n_variants,
-			 const char *group, struct ktel_prog_choice *progs, size_t n_progs,
-			 const bool *present)
+			 const char *group, struct ktel_prog_choice *progs, size_t n_progs)
 {
 	const char *winner = NULL;
 	struct ktel_prog_choice *p;
@@ -329,8 +331,8 @@ static void choose_group(const struct ktel_prog_variant *variants, uint32_t n_va
 		if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
 			continue;
 		p = &progs[i];
-		if (!present[i])
-			continue; /* reason already says which target is missing */
+		if (p->reason[0])
+			continue; /* says which target is missing */
 		if (winner) {
 			snprintf(p->reason, sizeof(p->reason), "variant group %s: %s selected",
 				 group, winner);
@@ -363,24 +365,19 @@ size_t ktel_targets__choose(const struct ktel_targets *t,
 			    struct ktel_prog_choice *progs, size_t n_progs)
 {
 	size_t i, n_selected = 0;
-	bool *present;
 	uint32_t g;
 
-	present = calloc(n_progs ? n_progs : 1, sizeof(*present));
-	if (!present)
-		return 0;
 	for (i = 0; i < n_progs; i++) {
 		progs[i].nr_args = -1;
-		present[i] = ktel_targets__check(t, progs[i].section, &progs[i].nr_args,
-						 progs[i].reason, sizeof(progs[i].reason)) == 0;
-		progs[i].selected = present[i] && variant_of(variants, n_variants, &progs[i]) < 0;
+		ktel_targets__check(t, progs[i].section, &progs[i].nr_args, progs[i].reason,
+				    sizeof(progs[i].reason));
+		progs[i].selected = !progs[i].reason[0] &&
+				    variant_of(variants, n_variants, &progs[i]) < 0;
 	}
 	for (g = 0; g < n_variants; g++)
 		if (first_of_group(variants, g))
-			choose_group(variants, n_variants, variants[g].group, progs, n_progs,
-				     present);
+			choose_group(variants, n_variants, variants[g].group, progs, n_progs);
 	for (i = 0; i < n_progs; i++)
 		n_selected += progs[i].selected;
-	free(present);
 	return n_selected;
 }
