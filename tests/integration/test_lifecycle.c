@@ -18,7 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -139,6 +143,56 @@ static void test_pin_root(void **state)
 	assert_int_equal(ktel_bpffs_ensure("/tmp/ktel-not-bpffs", (gid_t)-1, &err), -ENOTSUP);
 	assert_string_equal(err.msg, "pin root /tmp/ktel-not-bpffs is not on a bpf filesystem");
 	assert_int_equal(ktel_bpffs_ensure("relative/root", (gid_t)-1, &err), -EINVAL);
+}
+
+/*
+ * In a child with its own mount namespace (so nothing outside sees it):
+ * without bpffs, an unprivileged caller gets the clear error, root gets
+ * bpffs mounted and the pin root created. Exit status = failed step.
+ */
+static int bpffs_child(void)
+{
+	char root[PATH_MAX];
+	struct ktel_err err = {0};
+	struct statfs sfs;
+	struct stat st;
+
+	snprintf(root, sizeof(root), "/sys/fs/bpf/ktel-test-mount-%d", (int)getpid());
+	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return 1;
+	if (umount2("/sys/fs/bpf", MNT_DETACH) != 0)
+		return 2;
+	if (statfs("/sys/fs/bpf", &sfs) != 0 || sfs.f_type == 0xcafe4a11)
+		return 3;
+	if (setresuid(65534, 65534, 0) != 0)
+		return 4;
+	if (ktel_bpffs_ensure(root, (gid_t)-1, &err) != -EPERM ||
+	    !strstr(err.msg, "bpffs is not mounted at /sys/fs/bpf and only root can mount it"))
+		return 5;
+	if (setresuid(0, 0, 0) != 0)
+		return 6;
+	if (ktel_bpffs_ensure(root, TEST_GID, &err) != 0)
+		return 7;
+	if (statfs(root, &sfs) != 0 || sfs.f_type != 0xcafe4a11)
+		return 8;
+	if (stat(root, &st) != 0 || (st.st_mode & 07777) != KTEL_PIN_DIR_MODE ||
+	    st.st_gid != TEST_GID)
+		return 9;
+	return 0;
+}
+
+static void test_bpffs_mount(void **state)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(bpffs_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 static void test_builtin_plugins(void **state)
@@ -334,6 +388,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pin_root),
+		cmocka_unit_test(test_bpffs_mount),
 		cmocka_unit_test(test_builtin_plugins),
 		cmocka_unit_test(test_variants_and_params),
 		cmocka_unit_test(test_unsupported_plugin),
