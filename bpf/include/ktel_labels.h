@@ -11,12 +11,13 @@
  *   ktel_label_read(&l, name_ptr);
  *   __u32 id = KTEL_LABEL_ID(heap, &l);
  *
- * <prefix>_ids   HASH  struct ktel_label -> __u32 id   (lookup on the hot path)
+ * <prefix>_ids   HASH  struct ktel_label -> __u32 id   (lookup on the hot path;
+ *                room for max strings beyond the ids, cached as "other")
  * <prefix>_names HASH  __u32 id -> struct ktel_label   (read by the daemon; a
  *                metric's dimension names it with .label_map = "<prefix>_names")
  *
- * Ids are 1..max-1 in order of first sight. When all are taken, new strings
- * share id 0, whose name is "other". A descriptor's label map must be pinned
+ * Ids are 1..max-1, the lowest free one at first sight. When all are taken,
+ * new strings share id 0, whose name is "other". A descriptor's label map must be pinned
  * and reused together with the metric map that holds the ids, or ids from a
  * previous run would be read against fresh names.
  */
@@ -37,12 +38,20 @@
  */
 struct ktel_label {
 	char name[KTEL_LABEL_LEN];
-};
+} __attribute__((aligned(8)));
+
+static __always_inline bool ktel_label_eq(const struct ktel_label *a,
+					  const struct ktel_label *b)
+{
+	const __u64 *x = (const __u64 *)a->name, *y = (const __u64 *)b->name;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
 
 #define KTEL_DEFINE_LABEL_MAPS(prefix, max)                                    \
 	struct {                                                               \
 		__uint(type, BPF_MAP_TYPE_HASH);                               \
-		__uint(max_entries, (max));                                    \
+		__uint(max_entries, 2 * (max));                                \
 		__type(key, struct ktel_label);                                \
 		__type(value, __u32);                                          \
 	} prefix##_ids SEC(".maps");                                           \
@@ -52,8 +61,8 @@ struct ktel_label {
 		__type(key, __u32);                                            \
 		__type(value, struct ktel_label);                              \
 	} prefix##_names SEC(".maps");                                         \
-	/* Where the search for a free id starts; only a hint, see below. */   \
-	__u32 prefix##_id_hint = 0;                                            \
+	/* Set once every id is taken; see ktel_label_id(). */                 \
+	__u32 prefix##_ids_full = 0;                                           \
 	enum { prefix##_label_max = (max) }
 
 /* Read a kernel string into l (zeroed by the caller); "?" when unreadable. */
@@ -66,40 +75,51 @@ static __always_inline void ktel_label_read(struct ktel_label *l, const void *ks
 }
 
 /*
- * The id of label l, assigning the next free one on first sight.
+ * The id of label l, assigning the lowest free one on first sight.
  *
  * Claiming an id is an insert with BPF_NOEXIST into the id -> name map, which
  * is atomic, so two CPUs never get the same id for different strings and no
  * atomic fetch (BPF v3) is needed. If two CPUs see one new string at once,
  * both claim an id; the one whose name -> id insert fails gives its id back
- * and uses the winner's. The hint is read and written without atomics: a
- * stale hint only costs a few failed inserts, and a daemon restart (hint back
- * to 0 with pinned maps kept) walks past the ids already taken.
+ * and uses the winner's.
+ *
+ * The walk starts at id 1 each time: a taken id whose name is l is l's id.
+ * So after a restart that kept the pinned id -> name map (and the metric map
+ * with its ids) but not the name -> id map, a string gets its old id back
+ * instead of a second one. The walk runs once per string and run; the
+ * name -> id map caches the result, also for strings that got "other" while
+ * it has room. Once no id is left, *full makes new strings skip the walk.
  */
-static __always_inline __u32 ktel_label_id(void *ids, void *names, __u32 *hint,
+static __always_inline __u32 ktel_label_id(void *ids, void *names, __u32 *full,
 					   const struct ktel_label *l, __u32 max)
 {
 	static const struct ktel_label other = {.name = "other"};
-	__u32 *found, id = 0, i, other_id = KTEL_LABEL_OTHER_ID;
-	bool claimed = false;
+	__u32 *found, i, id, other_id = KTEL_LABEL_OTHER_ID;
+	struct ktel_label *have;
 
 	found = bpf_map_lookup_elem(ids, l);
 	if (found)
 		return *found;
-	for (i = 0; i < max; i++) {
-		id = *hint + 1 + i;
-		if (id >= max)
-			break;
-		if (bpf_map_update_elem(names, &id, l, BPF_NOEXIST) == 0) {
-			claimed = true;
-			break;
+	if (*full)
+		return KTEL_LABEL_OTHER_ID;
+	/* i counts in a register: the verifier cannot see progress in id,
+	 * which lives on the stack because its address goes to the helpers. */
+	for (i = 1; i < max; i++) {
+		id = i;
+		if (bpf_map_update_elem(names, &id, l, BPF_NOEXIST) == 0)
+			goto claimed;
+		have = bpf_map_lookup_elem(names, &id);
+		if (have && ktel_label_eq(have, l)) {
+			bpf_map_update_elem(ids, l, &id, BPF_NOEXIST);
+			return id;
 		}
 	}
-	if (!claimed) {
-		bpf_map_update_elem(names, &other_id, &other, BPF_NOEXIST);
-		return KTEL_LABEL_OTHER_ID;
-	}
-	*hint = id;
+	*full = 1;
+	bpf_map_update_elem(ids, l, &other_id, BPF_NOEXIST);
+	bpf_map_update_elem(names, &other_id, &other, BPF_NOEXIST);
+	return KTEL_LABEL_OTHER_ID;
+
+claimed:
 	if (bpf_map_update_elem(ids, l, &id, BPF_NOEXIST) == 0)
 		return id;
 	bpf_map_delete_elem(names, &id);
@@ -108,7 +128,7 @@ static __always_inline __u32 ktel_label_id(void *ids, void *names, __u32 *hint,
 }
 
 #define KTEL_LABEL_ID(prefix, l)                                               \
-	ktel_label_id(&prefix##_ids, &prefix##_names, &prefix##_id_hint, (l),  \
+	ktel_label_id(&prefix##_ids, &prefix##_names, &prefix##_ids_full, (l), \
 		      prefix##_label_max)
 
 #endif /* KTEL_LABELS_H */
