@@ -68,6 +68,7 @@
 #include <zlib.h>
 
 #include "sink.h"
+#include "json_format.h"
 
 #define DEFAULT_QUEUE_BYTES (4u << 20)
 #define DEFAULT_KEEP 5
@@ -1026,3 +1027,20 @@ const struct ktel_sink_ops ktel_json_sink_ops = {
 	.close = json_close,
 	.stats = json_stats,
 };
+
+/* Exposed for the stream sink (json_format.h): the same line, no queue. */
+int ktel_json__format_line(const struct ktel_record *r, char **buf, size_t *len, size_t *cap)
+{
+	struct fbuf b = { .p = *buf, .len = *len, .cap = *cap };
+	int ret = 0;
+
+	if (!format_record(&b, r))
+		ret = -EINVAL;
+	else if (b.fail)
+		ret = -ENOMEM;
+	*buf = b.p;
+	*cap = b.cap;
+	if (!ret)
+		*len = b.len;
+	return ret;
+}
