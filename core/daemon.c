@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,14 @@ struct ktel_daemon {
 	struct ktel_targets *targets;
 	struct ktel_router *router;
 	struct ktel_delta *delta;
-	struct ktel_loaded_plugin *plugins;
+	struct ktel_loaded_plugin *plugins[MAX_PLUGINS];
 	size_t n_plugins;
+	/* Plugin directories watched for drop-ins; a change arms the debounce
+	 * timer and the rescan runs when the directory has been quiet. */
+	uv_fs_event_t *watchers, *retired_watchers;
+	size_t n_watchers;
+	uv_timer_t rescan_timer;
+	bool rescan_timer_init;
 	uv_timer_t once_timer;
 	bool once_timer_init;
 	bool shutting_down;
@@ -138,8 +145,8 @@ int ktel_daemon__pull_all(struct ktel_daemon *d)
 	int failed = 0;
 
 	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i].n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i].metrics[j];
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
 
 			if (!m->enabled || !m->mp)
 				continue;
@@ -250,11 +257,6 @@ static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
 	ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", path, err->msg);
 }
 
-static bool metric_name_taken(struct ktel_daemon *d, const char *name)
-{
-	return ktel_daemon__metric(d, name) != NULL;
-}
-
 static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64_t *values)
 {
 	const struct ktel_plugin_desc *desc = &p->desc;
@@ -343,9 +345,9 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason);
 }
 
-static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
+/* Load an opened plugin into the kernel; on success the daemon owns it. */
+static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const struct stat *st)
 {
-	struct ktel_loaded_plugin *lp = &d->plugins[d->n_plugins];
 	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
 	struct ktel_bpf_opts bopts = {
 		.pin_root = d->cfg->pin_root,
@@ -354,83 +356,285 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 		.param_values = params,
 		.no_attach = true,
 	};
+	struct ktel_loaded_plugin *lp;
 	struct ktel_err err;
 
-	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++)
-		if (metric_name_taken(d, plugin->desc.metrics[i].name)) {
-			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: duplicate metric name %s",
-				 plugin->path, plugin->desc.metrics[i].name);
+	if (d->n_plugins >= MAX_PLUGINS) {
+		ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: more than %d plugins", plugin->path,
+			 MAX_PLUGINS);
+		return -E2BIG;
+	}
+	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++) {
+		struct ktel_metric *other = ktel_daemon__metric(d, plugin->desc.metrics[i].name);
+
+		if (other) {
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: duplicate metric name %s "
+				 "(already provided by %s)", plugin->path,
+				 plugin->desc.metrics[i].name, other->lp->path);
 			return -EEXIST;
 		}
+	}
 	load_params(d, plugin, params);
-	memset(lp, 0, sizeof(*lp));
+	lp = calloc(1, sizeof(*lp));
+	if (!lp)
+		return -ENOMEM;
 	snprintf(lp->path, sizeof(lp->path), "%s", plugin->path);
+	lp->dev = st->st_dev;
+	lp->ino = st->st_ino;
+	lp->mtime = st->st_mtim;
 	if (ktel_bpf_plugin__load(plugin, &bopts, &lp->bpf, &err)) {
 		ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+		free(lp);
 		return -EINVAL;
 	}
 	lp->metrics = calloc(plugin->desc.n_metrics, sizeof(*lp->metrics));
 	if (!lp->metrics) {
 		ktel_bpf_plugin__free(lp->bpf);
+		free(lp);
 		return -ENOMEM;
 	}
 	lp->plugin = plugin;
 	lp->n_metrics = plugin->desc.n_metrics;
 	for (size_t i = 0; i < lp->n_metrics; i++)
 		init_metric(d, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
-	d->n_plugins++;
+	d->plugins[d->n_plugins++] = lp;
 	log_plugin(lp);
 	resolve_metrics(d, lp);
 	return 0;
 }
 
-static void load_dir(struct ktel_daemon *d, const char *dir)
+static void free_loaded_plugin(struct ktel_loaded_plugin *lp)
 {
-	struct ktel_plugin_scan_opts sopts = {.on_refusal = on_refusal, .ctx = d};
-	struct ktel_plugin_list *list = NULL;
-	struct ktel_err err;
-
-	if (ktel_plugin_dir__scan(dir, &sopts, &list, &err)) {
-		ktel_log(KTEL_LOG_ERROR, "plugin directory %s: %s", dir, err.msg);
-		return;
-	}
-	for (size_t i = 0; i < list->n; i++) {
-		if (d->n_plugins >= MAX_PLUGINS) {
-			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: more than %d plugins",
-				 list->items[i]->path, MAX_PLUGINS);
-			continue;
-		}
-		if (load_plugin(d, list->items[i]) == 0)
-			list->items[i] = NULL; /* now owned by the daemon */
-	}
-	ktel_plugin_list__free(list);
+	for (size_t j = 0; j < lp->n_metrics; j++)
+		ktel_metric_pull__free(lp->metrics[j].mp);
+	free(lp->metrics);
+	ktel_bpf_plugin__free(lp->bpf); /* detaches; pins stay */
+	ktel_plugin__free(lp->plugin);
+	free(lp);
 }
 
-static void start_metrics(struct ktel_daemon *d)
+static void on_unloaded_timer_closed(uv_handle_t *h)
+{
+	struct ktel_metric *m = h->data;
+	struct ktel_loaded_plugin *lp = m->lp;
+
+	if (--lp->pending_closes == 0)
+		free_loaded_plugin(lp);
+}
+
+/*
+ * Take plugin i out of the daemon: pull what its enabled metrics hold (so
+ * nothing is lost), detach, and free once its timers have closed.
+ */
+static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
+{
+	struct ktel_loaded_plugin *lp = d->plugins[i];
+	struct ktel_err err;
+
+	ktel_log(KTEL_LOG_INFO, "plugin %s: unloading: %s", lp->path, why);
+	for (size_t j = 0; j < lp->n_metrics; j++) {
+		struct ktel_metric *m = &lp->metrics[j];
+
+		if (m->enabled && ktel_daemon__disable(d, m, &err))
+			ktel_log(KTEL_LOG_WARN, "%s", err.msg);
+		if (m->timers_init) {
+			m->timers_init = false;
+			lp->pending_closes += 2;
+			uv_close((uv_handle_t *)&m->timer, on_unloaded_timer_closed);
+			uv_close((uv_handle_t *)&m->lease_timer, on_unloaded_timer_closed);
+		}
+	}
+	memmove(&d->plugins[i], &d->plugins[i + 1], (d->n_plugins - i - 1) * sizeof(lp));
+	d->n_plugins--;
+	if (!lp->pending_closes)
+		free_loaded_plugin(lp);
+}
+
+static struct ktel_loaded_plugin *plugin_by_path(struct ktel_daemon *d, const char *path,
+						  size_t *ret_index)
+{
+	for (size_t i = 0; i < d->n_plugins; i++)
+		if (strcmp(d->plugins[i]->path, path) == 0) {
+			*ret_index = i;
+			return d->plugins[i];
+		}
+	return NULL;
+}
+
+static int so_filter(const struct dirent *e)
+{
+	size_t n = strlen(e->d_name);
+
+	return e->d_name[0] != '.' && n > 3 && strcmp(e->d_name + n - 3, ".so") == 0;
+}
+
+/*
+ * Bring one plugin directory's loaded set in line with its files: new files
+ * are opened and loaded, changed files reloaded. Returns the changes made.
+ */
+static int scan_dir(struct ktel_daemon *d, const char *dir)
+{
+	struct dirent **names = NULL;
+	int n = scandir(dir, &names, so_filter, alphasort), changes = 0;
+
+	if (n < 0) {
+		ktel_log(KTEL_LOG_ERROR, "plugin directory %s: %s", dir, strerror(errno));
+		return 0;
+	}
+	for (int k = 0; k < n; k++) {
+		struct ktel_loaded_plugin *lp;
+		struct ktel_plugin *plugin;
+		char path[4096];
+		struct ktel_err err;
+		struct stat st;
+		size_t idx;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[k]->d_name);
+		free(names[k]);
+		if (lstat(path, &st) != 0)
+			continue;
+		lp = plugin_by_path(d, path, &idx);
+		if (lp && lp->dev == st.st_dev && lp->ino == st.st_ino &&
+		    lp->mtime.tv_sec == st.st_mtim.tv_sec && lp->mtime.tv_nsec == st.st_mtim.tv_nsec)
+			continue;
+		if (lp) {
+			unload_plugin(d, idx, "file replaced");
+			changes++;
+		}
+		if (ktel_plugin__open(path, &plugin, &err)) {
+			on_refusal(path, &err, d);
+			continue;
+		}
+		if (load_plugin(d, plugin, &st)) {
+			ktel_plugin__free(plugin);
+			continue;
+		}
+		changes++;
+	}
+	free(names);
+	return changes;
+}
+
+/* Unload plugins whose file is gone (or whose directory left the config). */
+static int drop_vanished(struct ktel_daemon *d)
+{
+	int changes = 0;
+
+	for (size_t i = d->n_plugins; i-- > 0;) {
+		const char *path = d->plugins[i]->path;
+		bool listed = false;
+		struct stat st;
+
+		for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++) {
+			size_t len = strlen(d->cfg->plugin_dirs[k]);
+
+			if (strncmp(path, d->cfg->plugin_dirs[k], len) == 0 && path[len] == '/')
+				listed = true;
+		}
+		if (listed && lstat(path, &st) == 0)
+			continue;
+		unload_plugin(d, i, listed ? "file removed" : "directory no longer configured");
+		changes++;
+	}
+	return changes;
+}
+
+static void start_metric(struct ktel_daemon *d, struct ktel_metric *m);
+
+int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
+{
+	size_t before = d->n_plugins;
+	int changes = drop_vanished(d);
+
+	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++)
+		changes += scan_dir(d, d->cfg->plugin_dirs[k]);
+	/* Start the metrics of plugins that arrived with this scan. */
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
+
+			if (!m->enabled && !m->started_once)
+				start_metric(d, m);
+		}
+	(void)before;
+	return changes;
+}
+
+static void on_rescan_timer(uv_timer_t *t)
+{
+	struct ktel_daemon *d = t->data;
+	int changes = ktel_daemon__rescan_plugins(d);
+
+	if (changes)
+		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
+			 changes == 1 ? "" : "s");
+}
+
+static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+	struct ktel_daemon *d = h->data;
+
+	/* Debounce: a copy is many events; rescan once it is quiet. */
+	if (!d->shutting_down)
+		uv_timer_start(&d->rescan_timer, on_rescan_timer, 300, 0);
+}
+
+static void close_watchers(struct ktel_daemon *d)
+{
+	for (size_t i = 0; i < d->n_watchers; i++)
+		uv_close((uv_handle_t *)&d->watchers[i], NULL);
+	d->n_watchers = 0;
+}
+
+static void watch_dirs(struct ktel_daemon *d)
+{
+	size_t n = d->cfg->n_plugin_dirs;
+
+	close_watchers(d);
+	/* The old array may still be referenced by closing handles: leak
+	 * nothing, but free it only when the loop is done (daemon free). */
+	free(d->retired_watchers);
+	d->retired_watchers = d->watchers;
+	d->watchers = calloc(n ? n : 1, sizeof(*d->watchers));
+	if (!d->watchers)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		uv_fs_event_t *w = &d->watchers[d->n_watchers];
+		int r;
+
+		uv_fs_event_init(d->loop, w);
+		w->data = d;
+		r = uv_fs_event_start(w, on_dir_event, d->cfg->plugin_dirs[i], 0);
+		if (r) {
+			ktel_log(KTEL_LOG_WARN, "plugin directory %s: not watched for drop-ins: %s",
+				 d->cfg->plugin_dirs[i], uv_strerror(r));
+			uv_close((uv_handle_t *)w, NULL);
+			continue;
+		}
+		d->n_watchers++;
+	}
+}
+
+/* Enable m at start-up or when its plugin arrives, as the config says. */
+static void start_metric(struct ktel_daemon *d, struct ktel_metric *m)
 {
 	struct ktel_err err;
 
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i].n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i].metrics[j];
-
-			if (!m->mp) {
-				ktel_log(KTEL_LOG_INFO, "metric %s: not collected: %s", m->md->name,
-					 m->problem);
-				continue;
-			}
-			if (!ktel_config__metric_enabled(d->cfg, m->md->name)) {
-				ktel_log(KTEL_LOG_INFO, "metric %s: disabled by the config",
-					 m->md->name);
-				continue;
-			}
-			if (ktel_daemon__enable(d, m, m->lease_ms, &err)) {
-				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
-				continue;
-			}
-			ktel_log(KTEL_LOG_INFO, "metric %s: collecting every %llu ms", m->md->name,
-				 (unsigned long long)m->interval_ms);
-		}
+	m->started_once = true;
+	if (!m->mp) {
+		ktel_log(KTEL_LOG_INFO, "metric %s: not collected: %s", m->md->name, m->problem);
+		return;
+	}
+	if (!ktel_config__metric_enabled(d->cfg, m->md->name)) {
+		ktel_log(KTEL_LOG_INFO, "metric %s: disabled by the config", m->md->name);
+		return;
+	}
+	if (ktel_daemon__enable(d, m, m->lease_ms, &err)) {
+		ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+		return;
+	}
+	ktel_log(KTEL_LOG_INFO, "metric %s: collecting every %llu ms", m->md->name,
+		 (unsigned long long)m->interval_ms);
 }
 
 static void on_once(uv_timer_t *t)
@@ -485,9 +689,8 @@ int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
 	d->cfg = cfg;
 	if (opts)
 		d->opts = *opts;
-	d->plugins = calloc(MAX_PLUGINS, sizeof(*d->plugins));
 	d->delta = ktel_delta__new(ktel_boot_id());
-	if (!d->plugins || !d->delta) {
+	if (!d->delta) {
 		ktel_daemon__free(d);
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	}
@@ -512,12 +715,14 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	d->targets = ktel_targets__new(NULL, err);
 	if (!d->targets)
 		return -err->code;
-	for (size_t i = 0; i < d->cfg->n_plugin_dirs; i++)
-		load_dir(d, d->cfg->plugin_dirs[i]);
+	uv_timer_init(d->loop, &d->rescan_timer);
+	d->rescan_timer.data = d;
+	d->rescan_timer_init = true;
+	ktel_daemon__rescan_plugins(d);
+	watch_dirs(d);
 	if (!d->n_plugins)
 		ktel_log(KTEL_LOG_WARN, "no plugin loaded from %zu plugin director%s",
 			 d->cfg->n_plugin_dirs, d->cfg->n_plugin_dirs == 1 ? "y" : "ies");
-	start_metrics(d);
 	if (d->opts.once) {
 		uv_timer_init(d->loop, &d->once_timer);
 		d->once_timer.data = d;
@@ -532,8 +737,8 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 static void close_timers(struct ktel_daemon *d)
 {
 	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i].n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i].metrics[j];
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
 
 			if (!m->timers_init)
 				continue;
@@ -545,6 +750,11 @@ static void close_timers(struct ktel_daemon *d)
 		uv_close((uv_handle_t *)&d->once_timer, NULL);
 		d->once_timer_init = false;
 	}
+	if (d->rescan_timer_init) {
+		uv_close((uv_handle_t *)&d->rescan_timer, NULL);
+		d->rescan_timer_init = false;
+	}
+	close_watchers(d);
 }
 
 static void on_sinks_closed(void *ctx)
@@ -578,16 +788,10 @@ void ktel_daemon__free(struct ktel_daemon *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n_plugins; i++) {
-		struct ktel_loaded_plugin *lp = &d->plugins[i];
-
-		for (size_t j = 0; j < lp->n_metrics; j++)
-			ktel_metric_pull__free(lp->metrics[j].mp);
-		free(lp->metrics);
-		ktel_bpf_plugin__free(lp->bpf);
-		ktel_plugin__free(lp->plugin);
-	}
-	free(d->plugins);
+	for (size_t i = 0; i < d->n_plugins; i++)
+		free_loaded_plugin(d->plugins[i]);
+	free(d->watchers);
+	free(d->retired_watchers);
 	ktel_router__free(d->router);
 	ktel_delta__free(d->delta);
 	ktel_targets__free(d->targets);
@@ -600,9 +804,9 @@ void ktel_daemon__free(struct ktel_daemon *d)
 struct ktel_metric *ktel_daemon__metric(struct ktel_daemon *d, const char *name)
 {
 	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i].n_metrics; j++)
-			if (strcmp(d->plugins[i].metrics[j].md->name, name) == 0)
-				return &d->plugins[i].metrics[j];
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
+			if (strcmp(d->plugins[i]->metrics[j].md->name, name) == 0)
+				return &d->plugins[i]->metrics[j];
 	return NULL;
 }
 
@@ -613,7 +817,7 @@ size_t ktel_daemon__n_plugins(const struct ktel_daemon *d)
 
 struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i)
 {
-	return i < d->n_plugins ? &d->plugins[i] : NULL;
+	return i < d->n_plugins ? d->plugins[i] : NULL;
 }
 
 const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <uv.h>
 
@@ -35,6 +36,7 @@ struct ktel_metric {
 	uv_timer_t timer;             /* pull timer */
 	uv_timer_t lease_timer;
 	bool timers_init;
+	bool started_once;            /* start-up decision taken */
 	char problem[KTEL_ERR_MSG_MAX]; /* why it cannot be pulled, or "" */
 	/* Last pull. */
 	uint64_t pulls, pull_errors, records;
@@ -50,6 +52,11 @@ struct ktel_loaded_plugin {
 	struct ktel_metric *metrics;
 	size_t n_metrics;
 	char path[4096];
+	/* The file as loaded: a rescan reloads the plugin when it changes. */
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+	size_t pending_closes; /* timers still closing after an unload */
 };
 
 struct ktel_daemon_opts {

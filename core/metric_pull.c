@@ -507,7 +507,8 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 		r = ktel_delta__apply(d, name, map_id, key, s.key_size, mp->cur, mp->n_values,
 				      mp->delta, &reset, &emit);
 		if (r) {
-			ktel_delta__end(d, name);
+			/* Keys the walk had not reached keep their state. */
+			ktel_delta__abort(d, name);
 			return ktel_err_set(err, -r, "metric %s: delta engine: %s", name,
 					    strerror(-r));
 		}
