@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The statsd sink against a real Etsy StatsD server (npm statsd 0.9.0, bound
+ * to 127.0.0.1 on a free port). A small backend in the server appends each
+ * flush's counters and gauges as one JSON line to a file; the test sums them.
+ *
+ *   1. window 1 through two sinks (dotted names and DogStatsD tags): the
+ *      server's counters equal the records' bucket counts, no bad lines,
+ *      and a negative gauge arrives as its absolute value;
+ *   2. the server is killed; window 2 is counted as dropped by the sinks;
+ *   3. a new server on the same port; the sinks reconnect; window 3 arrives
+ *      whole. Only window 2 was lost.
+ *
+ * Node and the npm package are installed when missing (npm into the build
+ * tree); the test is skipped, saying why, only when that is impossible.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <uv.h>
+
+#include "ktel_test.h"
+#include "statsd/statsd_sink.h"
+
+#define NPM_DIR KTEL_BINARY_DIR "/statsd-server"
+#define STATSD_JS NPM_DIR "/node_modules/statsd/stats.js"
+#define N_RECS 6
+
+static const struct ktel_sink_ops *ops = &ktel_statsd_sink_ops;
+static char dir[256];
+static pid_t server = -1;
+static uint16_t udp_port, mgmt_port;
+
+/* ---- setup: node, the package, ports ----------------------------------- */
+
+static int run(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void skip_all(const char *why)
+{
+	printf("SKIP test_statsd_server: %s\n", why);
+	fflush(stdout);
+	exit(KTEL_TEST_SKIP);
+}
+
+static void ensure_node_and_statsd(void)
+{
+	if (run("command -v node >/dev/null && command -v npm >/dev/null") != 0) {
+		if (geteuid() != 0)
+			skip_all("node/npm are missing and installing them needs root "
+				 "(apt-get install nodejs npm)");
+		if (run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+			"--no-install-recommends nodejs npm >/dev/null 2>&1") != 0)
+			skip_all("node/npm are missing and apt-get install nodejs npm failed");
+	}
+	if (access(STATSD_JS, R_OK) == 0)
+		return;
+	if (run("npm install --prefix '" NPM_DIR "' --no-audit --no-fund --ignore-scripts "
+		"statsd@0.9.0 >'" NPM_DIR ".log' 2>&1") != 0 ||
+	    access(STATSD_JS, R_OK) != 0)
+		skip_all("npm install statsd@0.9.0 failed (no registry?), see " NPM_DIR ".log");
+}
+
+static uint16_t free_port(int type)
+{
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(in);
+	int fd = socket(AF_INET, type, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&in, &len), 0);
+	close(fd);
+	return ntohs(in.sin_port);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static const char backend_js[] =
+	"const fs = require('fs');\n"
+	"exports.init = function (startup, config, events, logger) {\n"
+	"  events.on('flush', function (ts, metrics) {\n"
+	"    fs.appendFileSync(config.ktelOut, JSON.stringify({counters: metrics.counters,\n"
+	"                      gauges: metrics.gauges}) + '\\n');\n"
+	"  });\n"
+	"  return true;\n"
+	"};\n";
+
+/* ---- the server ----------------------------------------------------------- */
+
+static void out_path(char *buf, size_t len, int gen)
+{
+	snprintf(buf, len, "%s/flushes-%d.jsonl", dir, gen);
+}
+
+static size_t file_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+	int c;
+
+	if (!f)
+		return 0;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static void dump_log(int gen)
+{
+	char path[512], cmd[600];
+
+	snprintf(path, sizeof(path), "%s/server-%d.log", dir, gen);
+	snprintf(cmd, sizeof(cmd), "tail -20 '%s' >&2", path);
+	run(cmd);
+}
+
+/* Start generation gen of the server and wait for its first flush. */
+static void start_server(int gen)
+{
+	char config[512], log[512], out[512], text[1024];
+
+	snprintf(config, sizeof(config), "%s/config-%d.js", dir, gen);
+	snprintf(log, sizeof(log), "%s/server-%d.log", dir, gen);
+	out_path(out, sizeof(out), gen);
+	snprintf(text, sizeof(text),
+		 "{\n  port: %u, address: \"127.0.0.1\",\n"
+		 "  mgmt_port: %u, mgmt_address: \"127.0.0.1\",\n"
+		 "  flushInterval: 100, automaticConfigReload: false,\n"
+		 "  backends: [\"%s/backend.js\"],\n  ktelOut: \"%s\"\n}\n",
+		 udp_port, mgmt_port, dir, out);
+	write_file(config, text);
+	server = fork();
+	assert_true(server >= 0);
+	if (server == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execlp("node", "node", STATSD_JS, config, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200 && file_lines(out) == 0; i++)
+		usleep(50000);
+	if (file_lines(out) == 0) {
+		dump_log(gen);
+		fail_msg("statsd generation %d did not flush within 10s", gen);
+	}
+}
+
+static void stop_server(void)
+{
+	if (server <= 0)
+		return;
+	kill(server, SIGKILL);
+	waitpid(server, NULL, 0);
+	server = -1;
+}
+
+/* ---- what the server counted -------------------------------------------- */
+
+/* Sum of every flush's counters (and the last gauges) of one generation. */
+static json_t *server_totals(int gen)
+{
+	char path[512], line[1 << 16];
+	json_t *sum = json_object(), *gauges = json_object();
+	FILE *f;
+
+	out_path(path, sizeof(path), gen);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *flush = json_loads(line, 0, NULL), *v;
+		const char *key;
+
+		assert_non_null(flush);
+		json_object_foreach(json_object_get(flush, "counters"), key, v) {
+			json_t *old = json_object_get(sum, key);
+			double prev = old ? json_number_value(old) : 0;
+
+			json_object_set_new(sum, key, json_real(prev + json_number_value(v)));
+		}
+		json_object_update(gauges, json_object_get(flush, "gauges"));
+		json_decref(flush);
+	}
+	fclose(f);
+	json_object_set_new(sum, "gauges", gauges);
+	return sum;
+}
+
+static double counter(const json_t *totals, const char *key)
+{
+	const json_t *v = json_object_get(totals, key);
+
+	return v ? json_number_value(v) : 0;
+}
+
+/* Counters under our two prefixes, as the server keyed them. */
+static json_t *ours(const json_t *totals)
+{
+	json_t *out = json_object(), *v;
+	const char *key;
+
+	json_object_foreach((json_t *)totals, key, v)
+		if ((strncmp(key, "dot.", 4) == 0 || strncmp(key, "dog.", 4) == 0) &&
+		    json_number_value(v) != 0)
+			json_object_set_new(out, key, json_real(json_number_value(v)));
+	return out;
+}
+
+/* ---- records and what the server should make of them --------------------- */
+
+static const char *const states[] = {"STATE_FOREGROUND", "STATE_BACKGROUND", "STATE_CACHED"};
+
+static void make_window(struct ktel_record *recs, unsigned seed)
+{
+	for (int i = 0; i < N_RECS; i++) {
+		struct ktel_record *r = &recs[i];
+
+		*r = (struct ktel_record){
+			.type = KTEL_RECORD_HISTOGRAM,
+			.metric = i < 3 ? "direct_reclaim_latency" : "compaction_duration",
+			.n_dims = i < 3 ? 1 : 0,
+		};
+		if (i < 3)
+			r->dims[0] = (struct ktel_dim){"process_state", i, states[i], false};
+		r->hist.delta.scheme = KTEL_HIST_LOG2;
+		r->hist.delta.n_buckets = KTEL_HIST_BUCKETS;
+		for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
+			r->hist.delta.counts[k] = (uint64_t)(rand_r(&seed) % 4 ? 0 : rand_r(&seed) % 50);
+		r->hist.delta.counts[31] += i; /* overflow bucket in most records */
+		r->hist.delta.has_sum = true;
+		r->hist.delta.sum = 1000 + (uint64_t)i;
+	}
+}
+
+static void add(json_t *want, const char *key, uint64_t n)
+{
+	json_t *old = json_object_get(want, key);
+
+	if (!n)
+		return;
+	json_object_set_new(want, key, json_real((old ? json_number_value(old) : 0) + (double)n));
+}
+
+/* The keys Etsy StatsD makes of our lines: dotted names as they are,
+ * DogStatsD tags as ";k=v" with '+' removed by its key sanitizer. */
+static void expect(json_t *want, const struct ktel_record *recs)
+{
+	char key[256];
+
+	for (int i = 0; i < N_RECS; i++) {
+		const struct ktel_record *r = &recs[i];
+		const char *dim = r->n_dims ? r->dims[0].label : NULL;
+		char dotdim[64] = "", dogdim[64] = "";
+		uint64_t total = 0;
+
+		if (dim) {
+			snprintf(dotdim, sizeof(dotdim), ".%s", dim);
+			snprintf(dogdim, sizeof(dogdim), ";process_state=%s", dim);
+		}
+		for (int k = 0; k < KTEL_HIST_BUCKETS; k++) {
+			char le[16];
+			uint64_t n = r->hist.delta.counts[k];
+
+			total += n;
+			if (k == 31)
+				snprintf(le, sizeof(le), "Inf");
+			else
+				snprintf(le, sizeof(le), "%llu", k ? 1ULL << k : 1ULL);
+			snprintf(key, sizeof(key), "dot.%s%s.le_%s", r->metric, dotdim, le);
+			add(want, key, n);
+			snprintf(key, sizeof(key), "dog.%s.bucket;le=%s%s", r->metric, le, dogdim);
+			add(want, key, n);
+		}
+		snprintf(key, sizeof(key), "dot.%s_count%s", r->metric, dotdim);
+		add(want, key, total);
+		snprintf(key, sizeof(key), "dog.%s_count%s", r->metric, dogdim);
+		add(want, key, total);
+		snprintf(key, sizeof(key), "dot.%s_sum%s", r->metric, dotdim);
+		add(want, key, r->hist.delta.sum);
+		snprintf(key, sizeof(key), "dog.%s_sum%s", r->metric, dogdim);
+		add(want, key, r->hist.delta.sum);
+	}
+}
+
+/* Poll the server's flushes until our counters equal want (or 5s pass). */
+static json_t *wait_counts(int gen, const json_t *want)
+{
+	json_t *got = NULL, *totals = NULL;
+
+	for (int i = 0; i < 100; i++) {
+		json_decref(got);
+		json_decref(totals);
+		totals = server_totals(gen);
+		got = ours(totals);
+		if (json_equal(got, (json_t *)want))
+			break;
+		usleep(50000);
+	}
+	/* One more flush: nothing extra may trickle in. */
+	usleep(250000);
+	json_decref(got);
+	json_decref(totals);
+	totals = server_totals(gen);
+	got = ours(totals);
+	if (!json_equal(got, (json_t *)want)) {
+		char *a = json_dumps(got, JSON_SORT_KEYS), *b = json_dumps(want, JSON_SORT_KEYS);
+
+		print_error("server counted %s\nexpected       %s\n", a, b);
+		free(a);
+		free(b);
+		fail_msg("server counters differ from the records' bucket counts");
+	}
+	assert_int_equal(counter(totals, "statsd.bad_lines_seen"), 0);
+	json_decref(got);
+	return totals;
+}
+
+/* ---- the sinks --------------------------------------------------------------- */
+
+static void *make_sink(uv_loop_t *loop, const char *tags, const char *prefix)
+{
+	char json[512];
+	struct ktel_err err = {0};
+	json_t *opts;
+	void *sink = NULL;
+
+	snprintf(json, sizeof(json),
+		 "{\"type\":\"statsd\",\"host\":\"127.0.0.1\",\"port\":%u,\"tags\":\"%s\","
+		 "\"prefix\":\"%s\",\"reconnect_min\":\"50ms\",\"reconnect_max\":\"200ms\"}",
+		 udp_port, tags, prefix);
+	opts = json_loads(json, 0, NULL);
+	assert_non_null(opts);
+	if (ops->create(loop, tags, opts, &sink, &err))
+		fail_msg("create: %s", err.msg);
+	json_decref(opts);
+	return sink;
+}
+
+static struct ktel_sink_stats st(void *sink)
+{
+	struct ktel_sink_stats s;
+
+	ops->stats(sink, &s);
+	return s;
+}
+
+/* Run the loop until both sinks' field at offset reaches n. */
+static void wait_field(uv_loop_t *loop, void *const sinks[2], size_t off, uint64_t n)
+{
+	for (int i = 0; i < 4000; i++) {
+		struct ktel_sink_stats a = st(sinks[0]), b = st(sinks[1]);
+
+		if (*(uint64_t *)((char *)&a + off) >= n && *(uint64_t *)((char *)&b + off) >= n)
+			return;
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	fail_msg("sink counter at offset %zu never reached %llu", off, (unsigned long long)n);
+}
+
+static void submit_both(void *const sinks[2], const struct ktel_record *recs, size_t n)
+{
+	ops->submit(sinks[0], recs, n);
+	ops->submit(sinks[1], recs, n);
+}
+
+static void on_closed(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+static void test_etsy_statsd_restart(void **state)
+{
+	struct ktel_record w1[N_RECS], w2[N_RECS], w3[N_RECS + 1];
+	json_t *want = json_object(), *totals;
+	void *sinks[2];
+	uv_loop_t loop;
+	int closed = 0;
+
+	make_window(w1, 1);
+	make_window(w2, 2);
+	make_window(w3, 3);
+	/* A negative level: StatsD needs "0|g" then "-42|g" in one packet. */
+	w3[N_RECS] = (struct ktel_record){.type = KTEL_RECORD_GAUGE, .metric = "level", .gauge = -42};
+
+	udp_port = free_port(SOCK_DGRAM);
+	mgmt_port = free_port(SOCK_STREAM);
+	start_server(1);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	sinks[0] = make_sink(&loop, "dotted", "dot.");
+	sinks[1] = make_sink(&loop, "dogstatsd", "dog.");
+
+	/* 1: everything arrives and is counted as sent */
+	submit_both(sinks, w1, N_RECS);
+	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, sent), N_RECS);
+	expect(want, w1);
+	json_decref(wait_counts(1, want));
+
+	/* 2: server gone: the window is dropped and counted */
+	stop_server();
+	submit_both(sinks, w2, N_RECS);
+	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, dropped), N_RECS);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(st(sinks[i]).dropped, N_RECS);
+		assert_int_equal(st(sinks[i]).sent, N_RECS);
+		assert_true(st(sinks[i]).errors >= 1);
+	}
+
+	/* 3: a new server on the same port; the sinks reconnect and deliver */
+	start_server(2);
+	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, reconnects), 1);
+	submit_both(sinks, w3, N_RECS + 1);
+	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, sent), 2 * N_RECS + 1);
+	json_object_clear(want);
+	expect(want, w3);
+	totals = wait_counts(2, want);
+	assert_int_equal(json_number_value(json_object_get(json_object_get(totals, "gauges"),
+							   "dot.level")), -42);
+	assert_int_equal(json_number_value(json_object_get(json_object_get(totals, "gauges"),
+							   "dog.level")), -42);
+	json_decref(totals);
+	for (int i = 0; i < 2; i++) {
+		struct ktel_sink_stats s = st(sinks[i]);
+
+		assert_int_equal(s.sent, 2 * N_RECS + 1);
+		assert_int_equal(s.dropped, N_RECS); /* window 2 and nothing else */
+	}
+
+	ops->close(sinks[0], 1000, on_closed, &closed);
+	ops->close(sinks[1], 1000, on_closed, &closed);
+	for (int i = 0; i < 2000 && closed < 2; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_int_equal(closed, 2);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	json_decref(want);
+	stop_server();
+}
+
+static int setup(void **state)
+{
+	char cmd[300];
+
+	snprintf(dir, sizeof(dir), "%s/test-statsd-server-%d", KTEL_BINARY_DIR, getpid());
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	run(cmd);
+	if (mkdir(dir, 0700))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s/backend.js", dir);
+	write_file(cmd, backend_js);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[300];
+
+	stop_server();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return run(cmd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_etsy_statsd_restart),
+	};
+
+	ensure_node_and_statsd();
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
