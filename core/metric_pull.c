@@ -53,6 +53,7 @@ struct ktel_metric_pull {
 	size_t cap;
 	struct ktel_map_snapshot last;
 	bool have_last;
+	size_t n_last_recs; /* records the last run left in recs */
 	uint64_t window_start_boot;
 	int64_t window_start_wall;
 };
@@ -525,6 +526,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	}
 	mp->last = s;
 	mp->have_last = true;
+	mp->n_last_recs = n;
 	mp->window_start_boot = t0;
 	mp->window_start_wall = wall;
 	info.method = s.stats.method;
@@ -538,6 +540,13 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	if (ret_info)
 		*ret_info = info;
 	return 0;
+}
+
+void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
+				    const struct ktel_record **ret_recs, size_t *ret_n)
+{
+	*ret_recs = mp->recs;
+	*ret_n = mp->have_last ? mp->n_last_recs : 0;
 }
 
 int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,

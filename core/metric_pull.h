@@ -62,6 +62,12 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
 			     size_t *ret_n);
 
+/* The records the last successful run produced (the buffer it returned),
+ * valid until the next run or _free; none before the first run. For the
+ * control socket, which reports what a pull made without running it. */
+void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
+				    const struct ktel_record **ret_recs, size_t *ret_n);
+
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp);
 const struct ktel_metric_desc *ktel_metric_pull__desc(const struct ktel_metric_pull *mp);
 
