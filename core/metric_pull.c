@@ -500,6 +500,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	r = ktel_delta__begin(d, name, map_id, mp->map_created, &info.start);
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
+	mp->n_last_recs = 0; /* recs is overwritten from here on */
 	for (size_t i = 0; i < s.count; i++) {
 		const void *key = (const char *)s.keys + i * s.key_size;
 		bool reset, emit;
