@@ -331,8 +331,23 @@ static void join_reason(char *out, size_t len, const char *reason)
 	snprintf(out + used, len - used, "%s%s", used ? "; " : "", reason);
 }
 
+/* Programs the kernel refused to load in an earlier attempt, by name. */
+struct exclusions {
+	char names[KTEL_PLUGIN_MAX_PROGRAMS][128];
+	char reasons[KTEL_PLUGIN_MAX_PROGRAMS][KTEL_TARGET_REASON_MAX];
+	size_t n;
+};
+
+static const char *excluded_reason(const struct exclusions *ex, const char *name)
+{
+	for (size_t i = 0; ex && i < ex->n; i++)
+		if (strcmp(ex->names[i], name) == 0)
+			return ex->reasons[i];
+	return NULL;
+}
+
 static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
-		      struct ktel_err *err)
+		      const struct exclusions *ex, struct ktel_err *err)
 {
 	const struct ktel_plugin_desc *d = &p->plugin->desc;
 	struct ktel_prog_choice *choices = NULL;
@@ -354,6 +369,7 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		p->progs[p->n_progs].section = bpf_program__section_name(prog);
 		choices[p->n_progs].name = p->progs[p->n_progs].name;
 		choices[p->n_progs].section = p->progs[p->n_progs].section;
+		choices[p->n_progs].excluded = excluded_reason(ex, p->progs[p->n_progs].name);
 		p->n_progs++;
 	}
 	ktel_targets__choose(t, d->variants, d->n_variants, choices, n);
@@ -622,26 +638,53 @@ static int load_object(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *er
 	return pin_new_maps(p, gid, err);
 }
 
-int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
-			  struct ktel_bpf_plugin **ret, struct ktel_err *err)
+/*
+ * Which selected program did the kernel refuse? libbpf names it in its first
+ * warning ("prog 'x': BPF program load failed: ..."). NULL when the failure
+ * is not one program's (a map, BTF, memory).
+ */
+static struct ktel_bpf_prog *refused_prog(struct ktel_bpf_plugin *p)
+{
+	const char *w = ktel_libbpf_log__last(), *start = w ? strstr(w, "prog '") : NULL;
+	size_t len;
+
+	if (!start)
+		return NULL;
+	start += 6;
+	len = strcspn(start, "'");
+	for (size_t i = 0; i < p->n_progs; i++)
+		if (p->progs[i].selected && strlen(p->progs[i].name) == len &&
+		    strncmp(p->progs[i].name, start, len) == 0)
+			return &p->progs[i];
+	return NULL;
+}
+
+static void reset_attempt(struct ktel_bpf_plugin *p)
+{
+	bpf_object__close(p->obj);
+	p->obj = NULL;
+	free(p->progs);
+	free(p->maps);
+	p->progs = NULL;
+	p->maps = NULL;
+	p->n_progs = p->n_maps = 0;
+	p->unsupported_reason[0] = '\0';
+}
+
+/* One open/select/load attempt. -EAGAIN: a program was refused and excluded. */
+static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
+			struct exclusions *ex, struct ktel_err *err)
 {
 	const char *pin_root = opts->pin_root ? opts->pin_root : KTEL_PIN_ROOT_DEFAULT;
-	struct ktel_bpf_plugin *p;
+	struct ktel_bpf_prog *bad;
 	size_t i, n_selected = 0;
 	int rc;
 
-	if (!opts->targets)
-		return ktel_err_set(err, EINVAL, "plugin %s: no kernel targets given",
-				    plugin->desc.name);
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", plugin->desc.name);
-	p->plugin = plugin;
 	rc = open_object(p, err);
 	rc = rc ?: set_params(p, opts->param_values, err);
-	rc = rc ?: init_progs(p, opts->targets, err);
+	rc = rc ?: init_progs(p, opts->targets, ex, err);
 	if (rc)
-		goto fail;
+		return rc;
 	for (i = 0; i < p->n_progs; i++)
 		n_selected += p->progs[i].selected;
 	if (!n_selected) {
@@ -654,16 +697,54 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 		p->obj = NULL;
 		for (i = 0; i < p->n_progs; i++)
 			p->progs[i].prog = NULL;
-		*ret = p;
 		return 0;
 	}
 	p->unsupported_reason[0] = '\0';
 	rc = init_maps(p, err);
 	rc = rc ?: prepare_pins(p, pin_root, err);
-	rc = rc ?: load_object(p, opts->pin_gid, err);
+	if (rc)
+		return rc;
+	rc = load_object(p, opts->pin_gid, err);
+	if (!rc)
+		return 0;
+	/* The kernel refused one program (fentry not permitted, a verifier
+	 * limit on this kernel): exclude it and let its group fall back to the
+	 * next variant, as for a missing target. */
+	bad = refused_prog(p);
+	if (!bad || ex->n >= KTEL_PLUGIN_MAX_PROGRAMS)
+		return rc;
+	snprintf(ex->names[ex->n], sizeof(ex->names[ex->n]), "%s", bad->name);
+	snprintf(ex->reasons[ex->n], sizeof(ex->reasons[ex->n]), "load refused by this kernel: %s",
+		 ktel_libbpf_log__last());
+	ex->n++;
+	return -EAGAIN;
+}
+
+int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
+			  struct ktel_bpf_plugin **ret, struct ktel_err *err)
+{
+	struct exclusions *ex;
+	struct ktel_bpf_plugin *p;
+	int rc;
+
+	if (!opts->targets)
+		return ktel_err_set(err, EINVAL, "plugin %s: no kernel targets given",
+				    plugin->desc.name);
+	p = calloc(1, sizeof(*p));
+	ex = calloc(1, sizeof(*ex));
+	if (!p || !ex) {
+		free(p);
+		free(ex);
+		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", plugin->desc.name);
+	}
+	p->plugin = plugin;
+	/* Bounded: each retry excludes one more program. */
+	while ((rc = load_attempt(p, opts, ex, err)) == -EAGAIN)
+		reset_attempt(p);
+	free(ex);
 	if (rc)
 		goto fail;
-	if (!opts->no_attach)
+	if (!p->unsupported && !opts->no_attach)
 		ktel_bpf_plugin__attach_all(p);
 	*ret = p;
 	return 0;

@@ -44,9 +44,9 @@ struct ktel_daemon {
 
 static void libbpf_to_log(int level, const char *msg, void *ctx)
 {
-	/* libbpf's warnings are about our objects: keep them, at debug
-	 * unless the daemon runs with debug logging. */
-	ktel_log(level == LIBBPF_WARN ? KTEL_LOG_WARN : KTEL_LOG_DEBUG, "%s", msg);
+	/* The loader turns libbpf's failures into one line per plugin
+	 * (unsupported: reason, or the error); the raw text is for debugging. */
+	ktel_log(KTEL_LOG_DEBUG, "%s", msg);
 }
 
 static int mkdir_parents(const char *path, mode_t mode)

@@ -371,6 +371,9 @@ size_t ktel_targets__choose(const struct ktel_targets *t,
 		progs[i].nr_args = -1;
 		ktel_targets__check(t, progs[i].section, &progs[i].nr_args, progs[i].reason,
 				    sizeof(progs[i].reason));
+		if (progs[i].excluded && !progs[i].reason[0])
+			snprintf(progs[i].reason, sizeof(progs[i].reason), "%s",
+				 progs[i].excluded);
 		progs[i].selected = !progs[i].reason[0] &&
 				    variant_of(variants, n_variants, &progs[i]) < 0;
 	}

@@ -78,6 +78,8 @@ int ktel_targets__check(const struct ktel_targets *t, const char *section_name,
 struct ktel_prog_choice {
 	const char *name;    /* in: program (function) name */
 	const char *section; /* in: ELF section name */
+	const char *excluded; /* in: non-NULL: never select, this is why (a
+			       * program the kernel refused to load) */
 	bool selected;       /* out: keep autoload on */
 	int nr_args;         /* out: target's argument count, -1 unknown */
 	char reason[KTEL_TARGET_REASON_MAX]; /* out: why not selected, else "" */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "plugin_loader.h"
+#include "btf_layout.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -449,9 +450,17 @@ static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
 	char msg[128];
 	int rc;
 
+	struct ktel_err btf_err;
+
 	rc = check_elf_header(v, &p->desc);
 	if (rc)
 		return rc;
+	/* libbpf 1.1 trusts the BTF it parses (hostile type ids crash
+	 * bpf_object__open_mem): validate it first. */
+	rc = ktel_btf_validate_elf(p->desc.bpf_object, p->desc.bpf_object_size, &btf_err);
+	if (rc && rc != -ENOENT)
+		return ktel_err_set(v->err, -rc, "%s: refused: embedded BPF object has invalid "
+				    "BTF: %s", v->path, btf_err.msg);
 	ktel_libbpf_log__reset();
 	obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
 	if (!obj) {
