@@ -269,12 +269,14 @@ static int check_combinations(const char *name, const json_t *opts, bool android
 				    "sinks.%s.socket: conflicts with host/port (choose UDP or a unix "
 				    "socket)",
 				    name);
-	if (android && (json_object_get(opts, "tags") || json_object_get(opts, "prefix") ||
-			json_object_get(opts, "max_packet")))
-		return ktel_err_set(err, EINVAL,
-				    "sinks.%s: tags, prefix and max_packet apply to format \"statsd\" "
-				    "only",
-				    name);
+	for (size_t i = 0; android && i < 3; i++) {
+		static const char *const statsd_only[] = {"tags", "prefix", "max_packet"};
+
+		if (json_object_get(opts, statsd_only[i]))
+			return ktel_err_set(err, EINVAL,
+					    "sinks.%s.%s: applies to format \"statsd\" only", name,
+					    statsd_only[i]);
+	}
 	if (json_object_get(opts, "socket") &&
 	    strlen(json_string_value(json_object_get(opts, "socket"))) >=
 		    sizeof(((struct sockaddr_un *)0)->sun_path))

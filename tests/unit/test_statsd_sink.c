@@ -339,6 +339,39 @@ static void test_udp_packing(void **state)
 	close(fd);
 }
 
+/* A line longer than max_packet is dropped and its record counted; the
+ * other records of the batch still go. */
+static void test_udp_oversize_line(void **state)
+{
+	uv_loop_t loop;
+	uint16_t port = 0;
+	int fd = bind_udp(AF_INET, &port);
+	struct ktel_record recs[3] = {hist("a", 0, 1), hist("b", 0, 1), hist("c", 0, 1)};
+	static const char label[] = "a_label_long_enough_to_push_every_line_of_its_record_past_max_packet_bytes";
+	struct ktel_sink_stats s;
+	char json[256];
+	size_t n;
+	void *sink;
+
+	assert_true(fd >= 0);
+	recs[1].dims[0].label = label;
+	assert_int_equal(uv_loop_init(&loop), 0);
+	snprintf(json, sizeof(json), "{\"type\":\"statsd\",\"port\":%u,\"max_packet\":100}", port);
+	sink = create(&loop, json);
+	ops->submit(sink, recs, 3);
+	wait_stats(&loop, sink, sent_at_least, 2);
+	s = stats_of(sink);
+	assert_int_equal(s.dropped, 1);
+	n = drain(fd, rx, rxlen, 256);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(rxlen[i] <= 100);
+		assert_null(strstr(rx[i], label));
+	}
+	close_sink(&loop, sink, 1000);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	close(fd);
+}
+
 /*
  * Nobody listens: the window is refused (ICMP), counted as dropped, the sink
  * backs off and reconnects; once a server is back the next window arrives.
@@ -637,6 +670,8 @@ static void test_options(void **state)
 		     "(set socket)");
 	expect_error("{\"type\":\"statsd\",\"socket\":\"/x\",\"port\":9}",
 		     "sinks.s.socket: conflicts with host/port (choose UDP or a unix socket)");
+	expect_error("{\"type\":\"statsd\",\"format\":\"android\",\"tags\":\"dotted\"}",
+		     "sinks.s.tags: applies to format \"statsd\" only");
 	expect_error("{\"type\":\"statsd\",\"reconnect_min\":\"2s\",\"reconnect_max\":\"1s\"}",
 		     "sinks.s.reconnect_max: must not be below reconnect_min");
 }
@@ -659,6 +694,7 @@ int main(void)
 		cmocka_unit_test(test_udp_ipv6),
 		cmocka_unit_test(test_udp_hostname),
 		cmocka_unit_test(test_udp_packing),
+		cmocka_unit_test(test_udp_oversize_line),
 		cmocka_unit_test(test_udp_peer_down_and_back),
 		cmocka_unit_test(test_unix_statsd),
 		cmocka_unit_test(test_android_unix),
