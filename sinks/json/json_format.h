@@ -13,7 +13,7 @@
 /*
  * Append the JSON line of r, '\n' included, to the growable buffer *buf
  * (len bytes used of cap; realloc'd as needed, the caller frees it). On
- * failure *buf/*len/*cap stay consistent and *len is unchanged. Returns 0,
+ * failure the buffer stays consistent and *len is unchanged. Returns 0,
  * -EINVAL for an unknown record type or -ENOMEM.
  */
 int ktel_json__format_line(const struct ktel_record *r, char **buf, size_t *len, size_t *cap);

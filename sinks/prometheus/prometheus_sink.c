@@ -1,0 +1,1022 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Prometheus sink ("type": "prometheus"): serves GET <path> (default
+ * /metrics) over HTTP with libmicrohttpd, in the Prometheus text exposition
+ * format 0.0.4.
+ *
+ * Values are cumulative, as Prometheus expects. Per series (metric + dims)
+ * the sink keeps the running sum of the records' deltas since the sink
+ * started, not the map's own totals: a map that was recreated or reset (the
+ * delta engine reports delta = current then) only adds, so an exposed
+ * counter or bucket never goes down while the daemon runs. A restart of the
+ * daemon starts from zero, which Prometheus treats as a counter reset.
+ *
+ * Mapping of a record to series:
+ * - name: prefix (default "ktel_") + metric, unless the metric already
+ *   starts with the prefix; characters outside [a-zA-Z0-9_:] become '_'.
+ *   Unit suffix, the only unit handling: time units ns/us/ms/s are exposed
+ *   in seconds with the suffix "_seconds" (bounds, sums and values divided,
+ *   the Prometheus base-unit rule that promtool checks), "bytes" gets
+ *   "_bytes"; any other unit adds nothing. A suffix the name already ends
+ *   with is not repeated.
+ * - histogram: <name>_bucket{...,le="<bound>"} cumulative over buckets (le
+ *   from ktel_hist_upper_bound(), the last one "+Inf"), <name>_sum when the
+ *   map has a sum, <name>_count.
+ * - counter: <name>_total. gauge: <name>, the last value.
+ * - dims are labels: the dim's label when one names the value, else the
+ *   integer. Label names outside [a-zA-Z0-9_] get '_'; "le" and names
+ *   starting with "__" (reserved) get the prefix "dim_".
+ * - events have no Prometheus form: they are dropped and counted.
+ * - a record whose metric changed type or histogram shape, or whose name
+ *   collides with another metric's, is dropped and counted.
+ * The number of series is bounded (max_series); a record that would add a
+ * series beyond it is dropped and counted (ktel_prometheus_sink_series_dropped_total).
+ * The sink's own counters are exposed too (ktel_prometheus_sink_*, label
+ * sink="<name>"), as of the last render.
+ *
+ * Threads: all state lives on the loop thread. After records arrive, a
+ * zero-delay timer renders the whole text once per loop iteration into a
+ * new reference-counted buffer and swaps it in under a mutex. The server
+ * runs in libmicrohttpd's own thread, which only takes a reference to the
+ * current buffer under that mutex and hands it to the response; the
+ * reference is dropped when the response is done. So a scrape never waits
+ * for the loop and the loop never waits for a client.
+ *
+ * Options: listen (IPv4 or IPv6 literal, default 127.0.0.1), port (default
+ * 9464, the port the OpenTelemetry Prometheus exporter registered; 0 picks
+ * a free one), path (default /metrics), prefix (default "ktel_"),
+ * max_series (default 10000).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <microhttpd.h>
+
+#include "prometheus_sink.h"
+
+#define DEFAULT_LISTEN "127.0.0.1"
+#define DEFAULT_PORT 9464
+#define DEFAULT_PATH "/metrics"
+#define DEFAULT_PREFIX "ktel_"
+#define DEFAULT_MAX_SERIES 10000
+#define MAX_MAX_SERIES 1000000
+#define MAX_CONNECTIONS 16
+#define CONNECTION_TIMEOUT_S 10
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* A rendered exposition, shared by the loop and in-flight responses. */
+struct text {
+	atomic_uint refs;
+	size_t len;
+	char data[];
+};
+
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool fail;
+};
+
+struct family {
+	struct family *next;   /* in order of first appearance */
+	char *metric;          /* the records' metric name */
+	char *unit;
+	char *name;            /* exposed name, _total included for counters */
+	enum ktel_record_type type;
+	double scale;          /* divisor into the exposed unit; 1: none */
+	struct ktel_histogram shape; /* scheme and bounds; counts unused */
+	struct series *first, *last;
+};
+
+struct series {
+	struct series *hnext;  /* hash chain */
+	struct series *fnext;  /* family's series, in order of appearance */
+	struct family *fam;
+	uint64_t hash;
+	char *labels;          /* `a="x",b="y"`, or "" */
+	bool has_sum;
+	union {
+		struct {
+			uint64_t counts[KTEL_HIST_BUCKETS];
+			uint64_t sum;
+		} h;
+		uint64_t total;
+		int64_t gauge;
+	};
+};
+
+struct prom_sink {
+	uv_loop_t *loop;
+	char *name, *listen, *path, *prefix;
+	unsigned port;
+	uint64_t max_series;
+
+	struct family *families, *families_tail;
+	struct series **table;
+	size_t table_size, n_series;
+	uint64_t series_dropped;
+
+	struct buf scratch; /* labels of the record at hand */
+	uv_timer_t render_timer;
+	bool dirty;
+
+	pthread_mutex_t lock; /* guards cur: the loop swaps, MHD takes refs */
+	struct text *cur;
+	struct MHD_Daemon *mhd;
+	atomic_uint_fast64_t scrapes;
+
+	struct ktel_sink_stats st;
+	bool closing;
+	ktel_sink_closed_cb done;
+	void *done_ctx;
+};
+
+/* ---- buffers and escaping ---- */
+
+static void buf_put(struct buf *b, const char *s, size_t len)
+{
+	size_t cap;
+	char *p;
+
+	if (b->fail)
+		return;
+	if (b->len + len + 1 > b->cap) {
+		cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->fail = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+}
+
+static void buf_puts(struct buf *b, const char *s)
+{
+	buf_put(b, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3)))
+static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	char tmp[128];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		b->fail = true;
+		return;
+	}
+	buf_put(b, tmp, n);
+}
+
+/* Label values escape backslash, double quote and newline; HELP text only
+ * backslash and newline (exposition format 0.0.4). */
+static void buf_escaped(struct buf *b, const char *s, bool quote)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			buf_puts(b, "\\\\");
+		else if (*s == '\n')
+			buf_puts(b, "\\n");
+		else if (*s == '"' && quote)
+			buf_puts(b, "\\\"");
+		else
+			buf_put(b, s, 1);
+	}
+}
+
+/* The shortest decimal that reads back as v, so that bounds like 1024 or
+ * 1.6e-05 (16 us in seconds) look the way a person writes them. */
+static void buf_double(struct buf *b, double v)
+{
+	char tmp[40];
+
+	if (isinf(v)) {
+		buf_puts(b, v > 0 ? "+Inf" : "-Inf");
+		return;
+	}
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
+		if (strtod(tmp, NULL) == v)
+			break;
+	}
+	buf_puts(b, tmp);
+}
+
+static void buf_u64(struct buf *b, uint64_t v, double scale)
+{
+	if (scale == 1.0)
+		buf_printf(b, "%" PRIu64, v);
+	else
+		buf_double(b, (double)v / scale);
+}
+
+/* ---- names ---- */
+
+static bool name_char(char c, bool first, bool colon)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+	       (colon && c == ':') || (!first && c >= '0' && c <= '9');
+}
+
+/* s with every character outside the allowed set replaced by '_'. */
+static void buf_sanitized(struct buf *b, const char *s, bool first, bool colon)
+{
+	for (; *s; s++, first = false)
+		buf_put(b, name_char(*s, first, colon) ? s : "_", 1);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static const struct unit_rule {
+	const char *unit;
+	const char *suffix;
+	double scale;
+} unit_rules[] = {
+	{ "ns", "_seconds", 1e9 },
+	{ "us", "_seconds", 1e6 },
+	{ "ms", "_seconds", 1e3 },
+	{ "s", "_seconds", 1 },
+	{ "seconds", "_seconds", 1 },
+	{ "bytes", "_bytes", 1 },
+};
+
+/* The exposed name of a metric; NULL on ENOMEM. */
+static char *family_name(const struct prom_sink *s, const struct ktel_record *r,
+			 double *ret_scale)
+{
+	const struct unit_rule *rule = NULL;
+	struct buf b = { 0 };
+
+	for (size_t i = 0; r->unit && i < KTEL_ARRAY_SIZE(unit_rules); i++)
+		if (strcmp(r->unit, unit_rules[i].unit) == 0)
+			rule = &unit_rules[i];
+	if (strncmp(r->metric, s->prefix, strlen(s->prefix)) != 0)
+		buf_puts(&b, s->prefix);
+	buf_sanitized(&b, r->metric, b.len == 0, true);
+	if (rule && !ends_with(b.p ? b.p : "", rule->suffix))
+		buf_puts(&b, rule->suffix);
+	if (r->type == KTEL_RECORD_COUNTER && !ends_with(b.p ? b.p : "", "_total"))
+		buf_puts(&b, "_total");
+	if (b.fail || !b.p) {
+		free(b.p);
+		return NULL;
+	}
+	*ret_scale = rule ? rule->scale : 1.0;
+	return b.p;
+}
+
+/* `name="value",...` of the record's dims into s->scratch. */
+static void render_labels(struct prom_sink *s, const struct ktel_record *r)
+{
+	struct buf *b = &s->scratch;
+	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
+
+	b->len = 0;
+	b->fail = false;
+	buf_put(b, "", 0); /* a valid empty string even without dims */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ktel_dim *d = &r->dims[i];
+		const char *dn = d->name ? d->name : "dim";
+
+		if (i)
+			buf_put(b, ",", 1);
+		if (strcmp(dn, "le") == 0 || strncmp(dn, "__", 2) == 0)
+			buf_puts(b, "dim_");
+		buf_sanitized(b, dn, strcmp(dn, "le") != 0 && strncmp(dn, "__", 2) != 0, false);
+		buf_puts(b, "=\"");
+		if (d->label)
+			buf_escaped(b, d->label, true);
+		else
+			buf_printf(b, "%" PRId64, d->value);
+		buf_put(b, "\"", 1);
+	}
+}
+
+/* ---- series table ---- */
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return (h ^ 0xff) * 0x100000001b3ull; /* separates "ab"+"c" from "a"+"bc" */
+}
+
+static struct series *series_find(const struct prom_sink *s, uint64_t hash, const char *metric,
+				  const char *labels)
+{
+	struct series *se;
+
+	for (se = s->table[hash & (s->table_size - 1)]; se; se = se->hnext)
+		if (se->hash == hash && strcmp(se->fam->metric, metric) == 0 &&
+		    strcmp(se->labels, labels) == 0)
+			return se;
+	return NULL;
+}
+
+static int table_grow(struct prom_sink *s)
+{
+	size_t size = s->table_size * 2;
+	struct series **t = calloc(size, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->table_size; i++) {
+		struct series *se, *next;
+
+		for (se = s->table[i]; se; se = next) {
+			next = se->hnext;
+			se->hnext = t[se->hash & (size - 1)];
+			t[se->hash & (size - 1)] = se;
+		}
+	}
+	free(s->table);
+	s->table = t;
+	s->table_size = size;
+	return 0;
+}
+
+static void family_free(struct family *f)
+{
+	free(f->metric);
+	free(f->unit);
+	free(f->name);
+	free(f);
+}
+
+/* A metric keeps the type and histogram shape it first came with. */
+static bool fits(const struct family *f, const struct ktel_record *r)
+{
+	const struct ktel_histogram *h = &r->hist.delta;
+
+	if (f->type != r->type)
+		return false;
+	return r->type != KTEL_RECORD_HISTOGRAM ||
+	       (f->shape.n_buckets == h->n_buckets && f->shape.scheme == h->scheme &&
+		f->shape.linear_min == h->linear_min && f->shape.linear_step == h->linear_step);
+}
+
+/* The family of r's metric, created when new; NULL when r does not fit it
+ * (type or histogram shape changed, name taken) or on ENOMEM. */
+static struct family *family_get(struct prom_sink *s, const struct ktel_record *r)
+{
+	struct family *f;
+	double scale = 1.0;
+	char *name;
+
+	for (f = s->families; f; f = f->next)
+		if (strcmp(f->metric, r->metric) == 0)
+			break;
+	if (!f) {
+		name = family_name(s, r, &scale);
+		if (!name)
+			return NULL;
+		for (f = s->families; f; f = f->next)
+			if (strcmp(f->name, name) == 0)
+				break;
+		if (f) { /* another metric sanitizes to the same name */
+			free(name);
+			return NULL;
+		}
+		f = calloc(1, sizeof(*f));
+		if (!f || !(f->metric = strdup(r->metric)) ||
+		    (r->unit && !(f->unit = strdup(r->unit)))) {
+			if (f)
+				family_free(f);
+			free(name);
+			return NULL;
+		}
+		f->name = name;
+		f->type = r->type;
+		f->scale = scale;
+		if (r->type == KTEL_RECORD_HISTOGRAM) {
+			f->shape = r->hist.delta;
+			memset(f->shape.counts, 0, sizeof(f->shape.counts));
+		}
+		if (s->families_tail)
+			s->families_tail->next = f;
+		else
+			s->families = f;
+		s->families_tail = f;
+	}
+	return fits(f, r) ? f : NULL;
+}
+
+/* The series of r, created when new; NULL (counted) when it cannot be. */
+static struct series *series_get(struct prom_sink *s, const struct ktel_record *r)
+{
+	struct family *f;
+	struct series *se;
+	uint64_t hash;
+
+	render_labels(s, r);
+	if (s->scratch.fail)
+		return NULL;
+	hash = fnv1a(fnv1a(0xcbf29ce484222325ull, r->metric), s->scratch.p);
+	se = series_find(s, hash, r->metric, s->scratch.p);
+	if (se)
+		return fits(se->fam, r) ? se : NULL;
+	if (s->n_series >= s->max_series) {
+		s->series_dropped++;
+		return NULL;
+	}
+	if (s->n_series >= s->table_size && table_grow(s))
+		return NULL;
+	f = family_get(s, r);
+	if (!f)
+		return NULL;
+	se = calloc(1, sizeof(*se));
+	if (!se || !(se->labels = strdup(s->scratch.p))) {
+		free(se);
+		return NULL;
+	}
+	se->fam = f;
+	se->hash = hash;
+	se->hnext = s->table[hash & (s->table_size - 1)];
+	s->table[hash & (s->table_size - 1)] = se;
+	if (f->last)
+		f->last->fnext = se;
+	else
+		f->first = se;
+	f->last = se;
+	s->n_series++;
+	return se;
+}
+
+/* Add r's deltas to its series; false when r was not taken. */
+static bool apply(struct prom_sink *s, const struct ktel_record *r)
+{
+	struct series *se;
+
+	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
+	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
+						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS)))
+		return false;
+	se = series_get(s, r);
+	if (!se)
+		return false;
+	switch (r->type) {
+	case KTEL_RECORD_HISTOGRAM:
+		for (uint32_t k = 0; k < r->hist.delta.n_buckets; k++)
+			se->h.counts[k] += r->hist.delta.counts[k];
+		if (r->hist.delta.has_sum) {
+			se->has_sum = true;
+			se->h.sum += r->hist.delta.sum;
+		}
+		break;
+	case KTEL_RECORD_COUNTER:
+		se->total += r->counter.delta;
+		break;
+	default:
+		se->gauge = r->gauge;
+		break;
+	}
+	return true;
+}
+
+/* ---- rendering ---- */
+
+static void render_header(struct buf *b, const struct family *f)
+{
+	static const char *const types[] = {
+		[KTEL_RECORD_HISTOGRAM] = "histogram",
+		[KTEL_RECORD_COUNTER] = "counter",
+		[KTEL_RECORD_GAUGE] = "gauge",
+	};
+
+	buf_printf(b, "# HELP %s ktelemetry metric ", f->name);
+	buf_escaped(b, f->metric, false);
+	if (f->unit && *f->unit) {
+		buf_puts(b, " (unit: ");
+		buf_escaped(b, f->unit, false);
+		if (f->scale != 1.0)
+			buf_puts(b, ", exposed in seconds");
+		buf_puts(b, ")");
+	}
+	buf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
+}
+
+/* `name{labels}` or `name{labels,extra}`; braces left out when empty. */
+static void render_series_name(struct buf *b, const char *name, const char *suffix,
+			       const char *labels, const char *extra)
+{
+	buf_puts(b, name);
+	buf_puts(b, suffix);
+	if (!*labels && !extra)
+		return;
+	buf_put(b, "{", 1);
+	buf_puts(b, labels);
+	if (extra) {
+		if (*labels)
+			buf_put(b, ",", 1);
+		buf_puts(b, extra);
+	}
+	buf_put(b, "}", 1);
+}
+
+static void render_histogram(struct buf *b, const struct family *f, const struct series *se)
+{
+	struct buf le = { 0 };
+	uint64_t cum = 0;
+
+	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
+		bool inf;
+		double bound = ktel_hist_upper_bound(&f->shape, k, &inf);
+
+		cum += se->h.counts[k];
+		le.len = 0;
+		buf_puts(&le, "le=\"");
+		if (inf)
+			buf_puts(&le, "+Inf");
+		else
+			buf_double(&le, bound / f->scale);
+		buf_put(&le, "\"", 1);
+		if (le.fail) {
+			b->fail = true;
+			break;
+		}
+		render_series_name(b, f->name, "_bucket", se->labels, le.p);
+		buf_printf(b, " %" PRIu64 "\n", cum);
+	}
+	free(le.p);
+	if (se->has_sum) {
+		render_series_name(b, f->name, "_sum", se->labels, NULL);
+		buf_put(b, " ", 1);
+		buf_u64(b, se->h.sum, f->scale);
+		buf_put(b, "\n", 1);
+	}
+	render_series_name(b, f->name, "_count", se->labels, NULL);
+	buf_printf(b, " %" PRIu64 "\n", cum);
+}
+
+static void render_family(struct buf *b, const struct family *f)
+{
+	render_header(b, f);
+	for (const struct series *se = f->first; se; se = se->fnext) {
+		if (f->type == KTEL_RECORD_HISTOGRAM) {
+			render_histogram(b, f, se);
+			continue;
+		}
+		render_series_name(b, f->name, "", se->labels, NULL);
+		buf_put(b, " ", 1);
+		if (f->type == KTEL_RECORD_COUNTER)
+			buf_u64(b, se->total, f->scale);
+		else if (f->scale == 1.0)
+			buf_printf(b, "%" PRId64, se->gauge);
+		else
+			buf_double(b, (double)se->gauge / f->scale);
+		buf_put(b, "\n", 1);
+	}
+}
+
+static void render_self(struct buf *b, const struct prom_sink *s)
+{
+	const struct {
+		const char *name, *type, *help;
+		uint64_t value;
+	} self[] = {
+		{ "series", "gauge", "Series this sink exposes.", s->n_series },
+		{ "series_dropped_total", "counter",
+		  "Records dropped because they would add a series beyond max_series.",
+		  s->series_dropped },
+		{ "records_total", "counter", "Records applied to the exposed state.", s->st.sent },
+		{ "records_dropped_total", "counter",
+		  "Records not exposed (events, series limit, type changes, no memory).",
+		  s->st.dropped },
+		{ "errors_total", "counter", "Failures to render the exposition.", s->st.errors },
+		{ "scrapes_total", "counter", "Scrapes served.", atomic_load(&s->scrapes) },
+	};
+
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(self); i++) {
+		buf_printf(b, "# HELP ktel_prometheus_sink_%s %s\n", self[i].name, self[i].help);
+		buf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name, self[i].type);
+		buf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
+		buf_escaped(b, s->name, true);
+		buf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
+	}
+}
+
+static void text_unref(void *cls)
+{
+	struct text *t = cls;
+
+	if (t && atomic_fetch_sub(&t->refs, 1) == 1)
+		free(t);
+}
+
+/* The whole exposition as a new text with one reference; NULL on ENOMEM. */
+static struct text *render(const struct prom_sink *s)
+{
+	struct buf b = { 0 };
+	struct text *t;
+
+	buf_put(&b, "", 0);
+	for (const struct family *f = s->families; f; f = f->next)
+		render_family(&b, f);
+	render_self(&b, s);
+	t = b.fail ? NULL : malloc(sizeof(*t) + b.len + 1);
+	if (t) {
+		atomic_init(&t->refs, 1);
+		t->len = b.len;
+		memcpy(t->data, b.p, b.len + 1);
+	}
+	free(b.p);
+	return t;
+}
+
+/* Render and publish; on failure the previous text stays served. */
+static void publish(struct prom_sink *s)
+{
+	struct text *t, *old;
+
+	s->dirty = false;
+	t = render(s);
+	if (!t) {
+		s->st.errors++;
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	old = s->cur;
+	s->cur = t;
+	pthread_mutex_unlock(&s->lock);
+	text_unref(old);
+}
+
+static void on_render(uv_timer_t *t)
+{
+	publish(t->data);
+}
+
+/* ---- HTTP (libmicrohttpd's thread) ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	ret = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* Runs on the server thread: takes a reference to the current text, never
+ * touches the loop's state. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	struct prom_sink *s = cls;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	struct text *t;
+
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)con_cls;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+	if (strcmp(url, s->path) != 0)
+		return reply(c, MHD_HTTP_NOT_FOUND, "not found\n");
+	pthread_mutex_lock(&s->lock);
+	t = s->cur;
+	if (t)
+		atomic_fetch_add(&t->refs, 1);
+	pthread_mutex_unlock(&s->lock);
+	if (!t)
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no exposition yet\n");
+	resp = MHD_create_response_from_buffer_with_free_callback_cls(t->len, t->data,
+								      text_unref, t);
+	if (!resp) {
+		text_unref(t);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		atomic_fetch_add(&s->scrapes, 1);
+	return ret;
+}
+
+static int start_server(struct prom_sink *s, struct ktel_err *err)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(s->port) };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(s->port) };
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+	const struct sockaddr *sa = (const struct sockaddr *)&sin;
+	const union MHD_DaemonInfo *info;
+
+	if (inet_pton(AF_INET6, s->listen, &sin6.sin6_addr) == 1) {
+		sa = (const struct sockaddr *)&sin6;
+		flags |= MHD_USE_IPv6;
+	} else if (inet_pton(AF_INET, s->listen, &sin.sin_addr) != 1) {
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s.listen: \"%s\" is not an IPv4 or IPv6 address",
+				    s->name, s->listen);
+	}
+	errno = 0;
+	s->mhd = MHD_start_daemon(flags, s->port, NULL, NULL, on_request, s,
+				  MHD_OPTION_SOCK_ADDR, sa,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+				  MHD_OPTION_END);
+	if (!s->mhd) {
+		int e = errno ? errno : EADDRINUSE;
+
+		return ktel_err_set(err, e, "sinks.%s: cannot serve HTTP on %s port %u: %s",
+				    s->name, s->listen, s->port, strerror(e));
+	}
+	info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	if (info && info->port)
+		s->port = info->port;
+	return 0;
+}
+
+/* ---- ops ---- */
+
+static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
+{
+	struct prom_sink *s = priv;
+
+	if (s->closing) {
+		s->st.dropped += n;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (apply(s, &recs[i]))
+			s->st.sent++;
+		else
+			s->st.dropped++;
+	}
+	/* Render once per loop iteration however many batches arrive. */
+	if (!s->dirty) {
+		s->dirty = true;
+		uv_timer_start(&s->render_timer, on_render, 0, 0);
+	}
+}
+
+static void prom_stats(void *priv, struct ktel_sink_stats *ret)
+{
+	struct prom_sink *s = priv;
+
+	*ret = s->st;
+	ret->queued = 0; /* nothing waits: the state is served as it is */
+}
+
+static void free_sink(struct prom_sink *s)
+{
+	struct family *f, *fnext;
+
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd); /* joins the thread, closes connections */
+	for (f = s->families; f; f = fnext) {
+		struct series *se, *snext;
+
+		fnext = f->next;
+		for (se = f->first; se; se = snext) {
+			snext = se->fnext;
+			free(se->labels);
+			free(se);
+		}
+		family_free(f);
+	}
+	text_unref(s->cur);
+	pthread_mutex_destroy(&s->lock);
+	free(s->table);
+	free(s->scratch.p);
+	free(s->name);
+	free(s->listen);
+	free(s->path);
+	free(s->prefix);
+	free(s);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct prom_sink *s = h->data;
+	ktel_sink_closed_cb done = s->done;
+	void *ctx = s->done_ctx;
+
+	free_sink(s);
+	if (done)
+		done(ctx);
+}
+
+/* Nothing is queued, so nothing can be lost: stop the server at once (MHD
+ * closes open connections without waiting for their clients, well inside
+ * any timeout) and release. */
+static void prom_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
+{
+	struct prom_sink *s = priv;
+
+	(void)timeout_ms;
+	if (s->closing)
+		return;
+	s->closing = true;
+	s->done = done;
+	s->done_ctx = ctx;
+	if (s->mhd) {
+		MHD_stop_daemon(s->mhd);
+		s->mhd = NULL;
+	}
+	uv_close((uv_handle_t *)&s->render_timer, on_timer_closed);
+}
+
+static int set_string(struct prom_sink *s, const char *key, const json_t *v, char **ret,
+		      struct ktel_err *err)
+{
+	char *copy;
+
+	if (!json_is_string(v))
+		return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected a string", s->name, key);
+	copy = strdup(json_string_value(v));
+	if (!copy)
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
+	free(*ret);
+	*ret = copy;
+	return 0;
+}
+
+static int check_opts(const struct prom_sink *s, struct ktel_err *err)
+{
+	if (s->path[0] != '/')
+		return ktel_err_set(err, EINVAL, "sinks.%s.path: expected a URL path starting "
+				    "with '/'", s->name);
+	for (const char *p = s->prefix; *p; p++)
+		if (!name_char(*p, p == s->prefix, true))
+			return ktel_err_set(err, EINVAL, "sinks.%s.prefix: \"%s\" is not a "
+					    "Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)",
+					    s->name, s->prefix);
+	return 0;
+}
+
+static int parse_opts(struct prom_sink *s, const json_t *opts, struct ktel_err *err)
+{
+	const char *key;
+	json_t *v;
+	int ret = 0;
+
+	if (!json_is_object(opts))
+		return ktel_err_set(err, EINVAL, "sinks.%s: expected an object of options",
+				    s->name);
+	json_object_foreach((json_t *)opts, key, v) {
+		if (strcmp(key, "type") == 0)
+			continue;
+		else if (strcmp(key, "listen") == 0)
+			ret = set_string(s, key, v, &s->listen, err);
+		else if (strcmp(key, "path") == 0)
+			ret = set_string(s, key, v, &s->path, err);
+		else if (strcmp(key, "prefix") == 0)
+			ret = set_string(s, key, v, &s->prefix, err);
+		else if (strcmp(key, "port") == 0 &&
+			 (!json_is_integer(v) || json_integer_value(v) < 0 ||
+			  json_integer_value(v) > 65535))
+			ret = ktel_err_set(err, EINVAL, "sinks.%s.port: expected an integer "
+					   "0..65535", s->name);
+		else if (strcmp(key, "port") == 0)
+			s->port = json_integer_value(v);
+		else if (strcmp(key, "max_series") == 0 &&
+			 (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			  json_integer_value(v) > MAX_MAX_SERIES))
+			ret = ktel_err_set(err, EINVAL, "sinks.%s.max_series: expected an "
+					   "integer 1..%d", s->name, MAX_MAX_SERIES);
+		else if (strcmp(key, "max_series") == 0)
+			s->max_series = json_integer_value(v);
+		else
+			ret = ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", s->name,
+					   key);
+		if (ret)
+			return ret;
+	}
+	return check_opts(s, err);
+}
+
+static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, void **ret_priv,
+		       struct ktel_err *err)
+{
+	struct prom_sink *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s || !(s->name = strdup(name)) || !(s->listen = strdup(DEFAULT_LISTEN)) ||
+	    !(s->path = strdup(DEFAULT_PATH)) || !(s->prefix = strdup(DEFAULT_PREFIX)) ||
+	    !(s->table = calloc(256, sizeof(*s->table)))) {
+		if (s) {
+			free(s->name);
+			free(s->listen);
+			free(s->path);
+			free(s->prefix);
+		}
+		free(s);
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	s->table_size = 256;
+	s->loop = loop;
+	s->port = DEFAULT_PORT;
+	s->max_series = DEFAULT_MAX_SERIES;
+	ret = parse_opts(s, opts, err);
+	if (ret)
+		goto fail;
+	/* Serve the sink's own counters from the first scrape on. */
+	s->cur = render(s);
+	if (!s->cur) {
+		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+		goto fail;
+	}
+	ret = start_server(s, err);
+	if (ret)
+		goto fail;
+	uv_timer_init(loop, &s->render_timer);
+	s->render_timer.data = s;
+	*ret_priv = s;
+	return 0;
+fail:
+	free_sink(s);
+	return ret;
+}
+
+unsigned ktel_prometheus_sink__port(void *priv)
+{
+	return ((struct prom_sink *)priv)->port;
+}
+
+char *ktel_prometheus_sink__text(void *priv, size_t *ret_len)
+{
+	struct prom_sink *s = priv;
+	struct text *t;
+	char *copy;
+
+	publish(s);
+	pthread_mutex_lock(&s->lock);
+	t = s->cur;
+	atomic_fetch_add(&t->refs, 1);
+	pthread_mutex_unlock(&s->lock);
+	copy = malloc(t->len + 1);
+	if (copy) {
+		memcpy(copy, t->data, t->len + 1);
+		*ret_len = t->len;
+	} else {
+		errno = ENOMEM;
+	}
+	text_unref(t);
+	return copy;
+}
+
+/* Options for the config validator and docs/config.md (parse_opts applies them). */
+static const struct ktel_cfg_key prom_options[] = {
+	{"listen", KTEL_CFG_STRING, .default_text = DEFAULT_LISTEN,
+	 .doc = "IPv4 or IPv6 address (a literal, not a host name) the HTTP endpoint "
+		"listens on."},
+	{"port", KTEL_CFG_INT, 0, 65535, .default_text = "9464",
+	 .doc = "TCP port of the endpoint; 0 picks a free one."},
+	{"path", KTEL_CFG_STRING, .default_text = DEFAULT_PATH,
+	 .doc = "URL path that serves the exposition; others answer 404."},
+	{"prefix", KTEL_CFG_STRING, .default_text = "\"" DEFAULT_PREFIX "\"",
+	 .doc = "Prepended to metric names that do not already start with it."},
+	{"max_series", KTEL_CFG_INT, 1, MAX_MAX_SERIES, .default_text = "10000",
+	 .doc = "Bound on exposed series (metric and dims); records that would add one "
+		"beyond it are dropped and counted."},
+	{NULL},
+};
+
+const struct ktel_sink_ops ktel_prometheus_sink_ops = {
+	.type = "prometheus",
+	.options = prom_options,
+	.create = prom_create,
+	.submit = prom_submit,
+	.close = prom_close,
+	.stats = prom_stats,
+};

@@ -1,0 +1,708 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Stream sink ("type": "stream"): an in-process ring of the most recent
+ * records, formatted as JSON lines (the JSON sink's line format,
+ * json_format.h), fanned out to any number of subscribers that connect to a
+ * unix stream socket and read. `ktelemetryctl watch` is one such subscriber.
+ *
+ * The ring holds ring_records lines, shared by every subscriber: a line is
+ * formatted once and reference-counted, never copied per subscriber. Each
+ * subscriber has a cursor into the ring. A subscriber's backlog (records
+ * after its cursor that it has not been sent) is bounded by backlog_records:
+ * when a new record would exceed it, the subscriber's oldest unsent records
+ * are skipped, counted as dropped, and the subscriber gets a line
+ * {"dropped":N} in their place before its next record. A new subscriber
+ * first gets the ring's most recent records (at most backlog_records), then
+ * the live ones.
+ *
+ * Writing never blocks the loop and a slow subscriber never delays the
+ * others or a pull: each write is tried at once (uv_try_write); what the
+ * socket does not take goes into one uv_write per subscriber of at most
+ * WRITE_BATCH lines, and nothing more is written to that subscriber until
+ * it completes. Lines in flight are committed (not dropped); everything
+ * after them stays in the ring, under the backlog rule above. So the memory
+ * held for one subscriber is bounded by WRITE_BATCH lines plus its struct.
+ *
+ * Data a subscriber sends is read and discarded (bounded buffer); its EOF
+ * or an error closes it. At most max_subscribers are served at once; one
+ * more is accepted and closed at once.
+ *
+ * Stats: sent counts lines delivered to a subscriber (one record read by
+ * two subscribers counts twice), dropped counts records a subscriber lost
+ * (backlog, write error, close timeout) and records that could not be
+ * formatted; with no subscriber records only enter the ring.
+ *
+ * The socket file is created 0660 (the socket's mode is set before bind so
+ * it is never wider than that) with the configured group, replacing a
+ * stale socket at the path but refusing when a live one answers there or
+ * the path is not a socket; close removes it.
+ *
+ * Options: socket (path, required), group (name or gid), backlog_records
+ * (default 1024), ring_records (default 4096, at least backlog_records),
+ * max_subscribers (default 16).
+ */
+#include <errno.h>
+#include <grp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "stream_sink.h"
+#include "json/json_format.h"
+
+#define DEFAULT_BACKLOG 1024
+#define DEFAULT_RING 4096
+#define MAX_RING (1 << 20)
+#define DEFAULT_MAX_SUBS 16
+#define MAX_SUBS 1024
+#define WRITE_BATCH 64
+#define LISTEN_BACKLOG 16
+
+/* One formatted record, shared by the ring and in-flight writes. */
+struct line {
+	unsigned refs;
+	size_t len;
+	char data[];
+};
+
+struct stream_sink;
+
+struct sub {
+	struct sub *next, **pprev;
+	struct stream_sink *s;
+	uv_pipe_t pipe;
+	uv_write_t req;
+	uint64_t next_seq;     /* next record of the ring to send */
+	uint64_t drop_pending; /* skipped records not yet announced */
+	bool writing, closing;
+	/* The batch being written: the notice and up to WRITE_BATCH lines. */
+	char notice[48];
+	struct line *batch[WRITE_BATCH];
+	unsigned n_batch;
+	uv_buf_t bufs[WRITE_BATCH + 1];
+	char rbuf[256];
+};
+
+struct stream_sink {
+	uv_loop_t *loop;
+	char *name, *path;
+	gid_t gid;
+	bool has_gid;
+	uint64_t backlog, ring_cap, max_subs;
+
+	struct line **ring;   /* slot seq % ring_cap */
+	uint64_t head_seq;    /* sequence of the next record */
+	uint64_t oldest_seq;  /* oldest record still in the ring */
+
+	uv_pipe_t server;
+	struct sub *subs;
+	unsigned n_subs;
+
+	char *fmt;
+	size_t fmt_cap;
+
+	struct ktel_sink_stats st;
+	uv_timer_t close_timer;
+	bool closing, timed_out, finishing;
+	int handles_open;
+	ktel_sink_closed_cb done;
+	void *done_ctx;
+};
+
+static void line_unref(struct line *l)
+{
+	if (l && --l->refs == 0)
+		free(l);
+}
+
+/* ---- subscribers ---- */
+
+static void kick(struct sub *u);
+static void maybe_finish(struct stream_sink *s);
+static void maybe_free(struct stream_sink *s);
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct stream_sink *s = h->data;
+
+	s->handles_open--;
+	maybe_free(s);
+}
+
+static void on_sub_closed(uv_handle_t *h)
+{
+	struct sub *u = h->data;
+	struct stream_sink *s = u->s;
+
+	*u->pprev = u->next;
+	if (u->next)
+		u->next->pprev = u->pprev;
+	s->n_subs--;
+	free(u);
+	s->handles_open--;
+	if (s->finishing)
+		maybe_free(s);
+	else
+		maybe_finish(s);
+}
+
+/* Close a subscriber. With lost (an error, the close timeout) the records
+ * it has not been sent count as dropped; a subscriber that left on its own
+ * lost nothing it wanted. A write in flight is cancelled by uv_close and
+ * counted in on_write. */
+static void sub_close(struct sub *u, bool lost)
+{
+	if (u->closing)
+		return;
+	u->closing = true;
+	if (lost)
+		u->s->st.dropped += u->s->head_seq - u->next_seq;
+	u->next_seq = u->s->head_seq;
+	uv_close((uv_handle_t *)&u->pipe, on_sub_closed);
+}
+
+/* Skip what is beyond the subscriber's backlog or no longer in the ring. */
+static void enforce_backlog(struct sub *u)
+{
+	struct stream_sink *s = u->s;
+	uint64_t min_seq = s->head_seq > s->backlog ? s->head_seq - s->backlog : 0;
+
+	if (min_seq < s->oldest_seq)
+		min_seq = s->oldest_seq;
+	if (u->next_seq >= min_seq)
+		return;
+	u->drop_pending += min_seq - u->next_seq;
+	s->st.dropped += min_seq - u->next_seq;
+	u->next_seq = min_seq;
+}
+
+static void batch_release(struct sub *u)
+{
+	for (unsigned i = 0; i < u->n_batch; i++)
+		line_unref(u->batch[i]);
+	u->n_batch = 0;
+}
+
+/* Fill u->bufs with the drop notice and the next lines, taking references
+ * and advancing the cursor past them; the number of buffers. */
+static unsigned batch_fill(struct sub *u)
+{
+	struct stream_sink *s = u->s;
+	unsigned n = 0;
+
+	if (u->drop_pending) {
+		int len = snprintf(u->notice, sizeof(u->notice), "{\"dropped\":%llu}\n",
+				   (unsigned long long)u->drop_pending);
+
+		u->bufs[n++] = uv_buf_init(u->notice, len);
+		u->drop_pending = 0;
+	}
+	while (u->n_batch < WRITE_BATCH && u->next_seq < s->head_seq) {
+		struct line *l = s->ring[u->next_seq++ % s->ring_cap];
+
+		l->refs++;
+		u->batch[u->n_batch++] = l;
+		u->bufs[n++] = uv_buf_init(l->data, l->len);
+	}
+	return n;
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+	struct sub *u = req->data;
+	struct stream_sink *s = u->s;
+
+	u->writing = false;
+	if (status < 0) {
+		/* The batch may be partly written; count it lost, once. */
+		s->st.dropped += u->n_batch;
+		if (status != UV_ECANCELED)
+			s->st.errors++;
+		batch_release(u);
+		sub_close(u, true);
+		return;
+	}
+	s->st.sent += u->n_batch;
+	batch_release(u);
+	kick(u);
+}
+
+/* Write what the subscriber may get now: at once while the socket takes
+ * it, then one uv_write for the rest of a batch. */
+static void kick(struct sub *u)
+{
+	struct stream_sink *s = u->s;
+
+	while (!u->writing && !u->closing) {
+		unsigned n = batch_fill(u), i = 0;
+		int w;
+
+		if (n == 0) {
+			maybe_finish(s);
+			return;
+		}
+		w = uv_try_write((uv_stream_t *)&u->pipe, u->bufs, n);
+		if (w == UV_EAGAIN)
+			w = 0;
+		if (w < 0) {
+			s->st.errors++;
+			s->st.dropped += u->n_batch;
+			batch_release(u);
+			sub_close(u, true);
+			return;
+		}
+		while (i < n && (size_t)w >= u->bufs[i].len)
+			w -= u->bufs[i++].len;
+		if (i == n) {
+			s->st.sent += u->n_batch;
+			batch_release(u);
+			continue;
+		}
+		u->bufs[i].base += w;
+		u->bufs[i].len -= w;
+		u->req.data = u;
+		if (uv_write(&u->req, (uv_stream_t *)&u->pipe, u->bufs + i, n - i, on_write)) {
+			s->st.errors++;
+			s->st.dropped += u->n_batch;
+			batch_release(u);
+			sub_close(u, true);
+			return;
+		}
+		u->writing = true;
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct sub *u = h->data;
+
+	(void)suggested;
+	*buf = uv_buf_init(u->rbuf, sizeof(u->rbuf));
+}
+
+/* Subscribers only read; what they send is discarded, their EOF ends them. */
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	struct sub *u = stream->data;
+
+	(void)buf;
+	if (nread < 0)
+		sub_close(u, nread != UV_EOF);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct stream_sink *s = server->data;
+	struct sub *u;
+
+	if (status < 0) {
+		s->st.errors++;
+		return;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		s->st.errors++;
+		return;
+	}
+	u->s = s;
+	uv_pipe_init(s->loop, &u->pipe, 0);
+	u->pipe.data = u;
+	s->handles_open++;
+	u->next = s->subs;
+	u->pprev = &s->subs;
+	if (s->subs)
+		s->subs->pprev = &u->next;
+	s->subs = u;
+	s->n_subs++;
+	/* Start with the most recent records the backlog allows. */
+	u->next_seq = s->head_seq > s->backlog ? s->head_seq - s->backlog : 0;
+	if (u->next_seq < s->oldest_seq)
+		u->next_seq = s->oldest_seq;
+	if (uv_accept(server, (uv_stream_t *)&u->pipe) || s->closing ||
+	    s->n_subs > s->max_subs || uv_read_start((uv_stream_t *)&u->pipe, on_alloc, on_read)) {
+		sub_close(u, false); /* never a subscriber: nothing lost */
+		return;
+	}
+	kick(u);
+}
+
+/* ---- ring, submit ---- */
+
+static void ring_push(struct stream_sink *s, struct line *l)
+{
+	struct line **slot = &s->ring[s->head_seq % s->ring_cap];
+
+	if (s->head_seq - s->oldest_seq == s->ring_cap) {
+		line_unref(*slot);
+		s->oldest_seq++;
+	}
+	*slot = l;
+	s->head_seq++;
+}
+
+static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
+{
+	struct stream_sink *s = priv;
+	struct sub *u, *next;
+
+	if (s->closing) {
+		s->st.dropped += n;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t len = 0;
+		struct line *l;
+
+		if (ktel_json__format_line(&recs[i], &s->fmt, &len, &s->fmt_cap) ||
+		    !(l = malloc(sizeof(*l) + len))) {
+			s->st.dropped++;
+			continue;
+		}
+		l->refs = 1;
+		l->len = len;
+		memcpy(l->data, s->fmt, len);
+		ring_push(s, l);
+	}
+	for (u = s->subs; u; u = next) {
+		next = u->next;
+		enforce_backlog(u);
+		kick(u);
+	}
+}
+
+static void stream_stats(void *priv, struct ktel_sink_stats *ret)
+{
+	struct stream_sink *s = priv;
+	uint64_t waiting = 0;
+
+	for (const struct sub *u = s->subs; u; u = u->next)
+		waiting += s->head_seq - u->next_seq + u->n_batch;
+	*ret = s->st;
+	ret->queued = waiting;
+}
+
+/* ---- close ---- */
+
+static void free_sink(struct stream_sink *s)
+{
+	for (uint64_t q = s->oldest_seq; s->ring && q < s->head_seq; q++)
+		line_unref(s->ring[q % s->ring_cap]);
+	free(s->ring);
+	free(s->fmt);
+	free(s->name);
+	free(s->path);
+	free(s);
+}
+
+static void maybe_free(struct stream_sink *s)
+{
+	ktel_sink_closed_cb done = s->done;
+	void *ctx = s->done_ctx;
+
+	if (!s->finishing || s->handles_open)
+		return;
+	free_sink(s);
+	if (done)
+		done(ctx);
+}
+
+/* Once every subscriber has been sent everything, or the timeout passed,
+ * close them all and release. */
+static void maybe_finish(struct stream_sink *s)
+{
+	struct sub *u, *next;
+
+	if (!s->closing || s->finishing)
+		return;
+	for (u = s->subs; u && !s->timed_out; u = u->next)
+		if (!u->closing && (u->writing || u->next_seq < s->head_seq || u->drop_pending))
+			return;
+	s->finishing = true;
+	for (u = s->subs; u; u = next) {
+		next = u->next;
+		sub_close(u, true);
+	}
+	/* The timer's close callback releases s when it is the last handle. */
+	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+}
+
+static void on_close_timeout(uv_timer_t *t)
+{
+	struct stream_sink *s = t->data;
+
+	s->timed_out = true;
+	maybe_finish(s);
+}
+
+static void stream_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
+{
+	struct stream_sink *s = priv;
+
+	if (s->closing)
+		return;
+	s->closing = true;
+	s->done = done;
+	s->done_ctx = ctx;
+	/* No new subscribers; those connected get what is queued for them. */
+	uv_close((uv_handle_t *)&s->server, on_handle_closed);
+	unlink(s->path);
+	if (timeout_ms == 0)
+		s->timed_out = true;
+	else
+		uv_timer_start(&s->close_timer, on_close_timeout, timeout_ms, 0);
+	maybe_finish(s);
+}
+
+/* ---- socket ---- */
+
+/* A socket file at the path: replace it when nobody answers there. */
+static int clear_stale(const struct stream_sink *s, const struct sockaddr_un *sun,
+		       struct ktel_err *err)
+{
+	struct stat st;
+	int fd, r;
+
+	if (lstat(s->path, &st)) {
+		if (errno == ENOENT)
+			return 0;
+		return ktel_err_set(err, errno, "sinks.%s.socket: %s: %s", s->name, s->path,
+				    strerror(errno));
+	}
+	if (!S_ISSOCK(st.st_mode))
+		return ktel_err_set(err, EEXIST, "sinks.%s.socket: %s exists and is not a socket",
+				    s->name, s->path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "sinks.%s: socket: %s", s->name, strerror(errno));
+	r = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	close(fd);
+	if (r == 0)
+		return ktel_err_set(err, EADDRINUSE, "sinks.%s.socket: %s is served by another "
+				    "process", s->name, s->path);
+	if (unlink(s->path) && errno != ENOENT)
+		return ktel_err_set(err, errno, "sinks.%s.socket: cannot remove stale %s: %s",
+				    s->name, s->path, strerror(errno));
+	return 0;
+}
+
+/* A listening socket at the path, mode 0660 and the configured group; the
+ * fd in *ret_fd. */
+static int bind_socket(struct stream_sink *s, int *ret_fd, struct ktel_err *err)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd, ret;
+
+	if (strlen(s->path) >= sizeof(sun.sun_path))
+		return ktel_err_set(err, ENAMETOOLONG, "sinks.%s.socket: longer than %zu bytes",
+				    s->name, sizeof(sun.sun_path) - 1);
+	memcpy(sun.sun_path, s->path, strlen(s->path));
+	ret = clear_stale(s, &sun, err);
+	if (ret)
+		return ret;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "sinks.%s: socket: %s", s->name, strerror(errno));
+	/* Linux creates the file with the socket's mode less the umask: never
+	 * wider than 0660, even before the chmod below. */
+	fchmod(fd, 0660);
+	if (bind(fd, (const struct sockaddr *)&sun, sizeof(sun))) {
+		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot bind %s: %s", s->name,
+				   s->path, strerror(errno));
+		goto close_fd;
+	}
+	if (chmod(s->path, 0660) || (s->has_gid && chown(s->path, (uid_t)-1, s->gid))) {
+		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot set mode 0660 and group "
+				   "of %s: %s", s->name, s->path, strerror(errno));
+		goto unlink;
+	}
+	if (listen(fd, LISTEN_BACKLOG)) {
+		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot listen on %s: %s",
+				   s->name, s->path, strerror(errno));
+		goto unlink;
+	}
+	*ret_fd = fd;
+	return 0;
+unlink:
+	unlink(s->path);
+close_fd:
+	close(fd);
+	return ret;
+}
+
+/* ---- options, create ---- */
+
+static int parse_group(struct stream_sink *s, const json_t *v, struct ktel_err *err)
+{
+	struct group gr, *res = NULL;
+	char buf[4096], *end;
+	const char *name;
+	long long id;
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) < (json_int_t)UINT32_MAX) {
+		s->gid = (gid_t)json_integer_value(v);
+		s->has_gid = true;
+		return 0;
+	}
+	if (!json_is_string(v) || !*(name = json_string_value(v)))
+		goto bad;
+	errno = 0;
+	id = strtoll(name, &end, 10);
+	if (!*end && !errno && id >= 0 && id < (long long)UINT32_MAX) {
+		s->gid = (gid_t)id;
+	} else {
+		if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) || !res)
+			return ktel_err_set(err, ENOENT, "sinks.%s.group: no group \"%s\"",
+					    s->name, name);
+		s->gid = res->gr_gid;
+	}
+	s->has_gid = true;
+	return 0;
+bad:
+	return ktel_err_set(err, EINVAL, "sinks.%s.group: expected a group name or numeric gid",
+			    s->name);
+}
+
+static int parse_count(struct stream_sink *s, const char *key, const json_t *v, uint64_t max,
+		       uint64_t *ret, struct ktel_err *err)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    (uint64_t)json_integer_value(v) > max)
+		return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected an integer 1..%llu",
+				    s->name, key, (unsigned long long)max);
+	*ret = json_integer_value(v);
+	return 0;
+}
+
+static int parse_opts(struct stream_sink *s, const json_t *opts, struct ktel_err *err)
+{
+	const char *key;
+	json_t *v;
+	int ret = 0;
+
+	if (!json_is_object(opts))
+		return ktel_err_set(err, EINVAL, "sinks.%s: expected an object of options",
+				    s->name);
+	json_object_foreach((json_t *)opts, key, v) {
+		if (strcmp(key, "type") == 0)
+			continue;
+		if (strcmp(key, "socket") == 0) {
+			if (!json_is_string(v) || !*json_string_value(v))
+				return ktel_err_set(err, EINVAL, "sinks.%s.socket: expected a "
+						    "socket path", s->name);
+			free(s->path);
+			s->path = strdup(json_string_value(v));
+			if (!s->path)
+				return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory",
+						    s->name);
+		} else if (strcmp(key, "group") == 0) {
+			ret = parse_group(s, v, err);
+		} else if (strcmp(key, "backlog_records") == 0) {
+			ret = parse_count(s, key, v, MAX_RING, &s->backlog, err);
+		} else if (strcmp(key, "ring_records") == 0) {
+			ret = parse_count(s, key, v, MAX_RING, &s->ring_cap, err);
+		} else if (strcmp(key, "max_subscribers") == 0) {
+			ret = parse_count(s, key, v, MAX_SUBS, &s->max_subs, err);
+		} else {
+			return ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", s->name,
+					    key);
+		}
+		if (ret)
+			return ret;
+	}
+	if (!s->path)
+		return ktel_err_set(err, EINVAL, "sinks.%s.socket: required", s->name);
+	if (s->ring_cap < s->backlog)
+		return ktel_err_set(err, EINVAL, "sinks.%s: ring_records (%llu) must be at least "
+				    "backlog_records (%llu)", s->name,
+				    (unsigned long long)s->ring_cap,
+				    (unsigned long long)s->backlog);
+	return 0;
+}
+
+static int stream_create(uv_loop_t *loop, const char *name, const json_t *opts,
+			 void **ret_priv, struct ktel_err *err)
+{
+	struct stream_sink *s = calloc(1, sizeof(*s));
+	int fd, ret;
+
+	if (!s || !(s->name = strdup(name))) {
+		free(s);
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	}
+	s->loop = loop;
+	s->backlog = DEFAULT_BACKLOG;
+	s->ring_cap = DEFAULT_RING;
+	s->max_subs = DEFAULT_MAX_SUBS;
+	ret = parse_opts(s, opts, err);
+	if (ret)
+		goto fail;
+	s->ring = calloc(s->ring_cap, sizeof(*s->ring));
+	if (!s->ring) {
+		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+		goto fail;
+	}
+	ret = bind_socket(s, &fd, err);
+	if (ret)
+		goto fail;
+	uv_timer_init(loop, &s->close_timer);
+	uv_pipe_init(loop, &s->server, 0);
+	s->close_timer.data = s->server.data = s;
+	s->handles_open = 2;
+	ret = uv_pipe_open(&s->server, fd);
+	if (ret)
+		close(fd);
+	ret = ret ?: uv_listen((uv_stream_t *)&s->server, LISTEN_BACKLOG, on_connection);
+	if (ret)
+		goto fail_handles;
+	*ret_priv = s;
+	return 0;
+fail_handles:
+	/* Handles go on the loop: the last close callback frees s. */
+	ktel_err_set(err, -ret, "sinks.%s.socket: cannot serve %s: %s", name, s->path,
+		     uv_strerror(ret));
+	unlink(s->path);
+	s->closing = s->finishing = true;
+	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&s->server, on_handle_closed);
+	return ret;
+fail:
+	free_sink(s);
+	return ret;
+}
+
+unsigned ktel_stream_sink__subscribers(void *priv)
+{
+	return ((struct stream_sink *)priv)->n_subs;
+}
+
+/* Options for the config validator and docs/config.md (parse_opts applies them). */
+static const struct ktel_cfg_key stream_options[] = {
+	{"socket", KTEL_CFG_STRING, .default_text = "(required)",
+	 .doc = "Unix stream socket subscribers connect to; created 0660."},
+	{"group", KTEL_CFG_GROUP, .default_text = "the daemon's",
+	 .doc = "Group of the socket file: who may subscribe."},
+	{"backlog_records", KTEL_CFG_INT, 1, MAX_RING, .default_text = "1024",
+	 .doc = "Records a subscriber may lag behind; beyond it its oldest are dropped, "
+		"counted, and announced to it as {\"dropped\":N}."},
+	{"ring_records", KTEL_CFG_INT, 1, MAX_RING, .default_text = "4096",
+	 .doc = "Recent records kept (at least backlog_records); a new subscriber first "
+		"gets the most recent backlog_records of them."},
+	{"max_subscribers", KTEL_CFG_INT, 1, MAX_SUBS, .default_text = "16",
+	 .doc = "Subscribers served at once; more are disconnected at once."},
+	{NULL},
+};
+
+const struct ktel_sink_ops ktel_stream_sink_ops = {
+	.type = "stream",
+	.options = stream_options,
+	.create = stream_create,
+	.submit = stream_submit,
+	.close = stream_close,
+	.stats = stream_stats,
+};
