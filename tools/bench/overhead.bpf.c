@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Programs for tools/bench/overhead.c: the per-event cost of a program on the
+ * syscall entry/exit tracepoints, measured from a tight getppid() loop.
+ *
+ * Two dispatch flavours of each shape, so that every comparison is made on
+ * the same hook type:
+ *   tp_btf/sys_enter|sys_exit            BTF raw tracepoint (what plugins use)
+ *   tracepoint/raw_syscalls/sys_enter|…  classic tracepoint (what bpftrace
+ *                                        0.17 attaches to: it has no
+ *                                        rawtracepoint probe type)
+ * Shapes:
+ *   empty_*   return 0: the floor, the cost of the dispatch alone.
+ *   acc_*     the accumulator shape of every latency plugin: start time per
+ *             thread on enter (SAVE_FIRST_START_TIME), on exit the log2
+ *             bucket of the elapsed microseconds (GET_LATENCY_BUCKET) added to
+ *             a histogram (INCREMENT_ACCUMULATOR). Filtered on the benchmark's
+ *             tgid, exactly like the bpftrace one-liner's /pid == X/.
+ *   x_*       variants of acc_* (tp_btf only) that show where its time goes:
+ *             x_start  the start map alone (no histogram update);
+ *             x_inpl   start kept in place: the hash entry per tid is
+ *                      written and zeroed, never deleted and re-inserted;
+ *             x_task   start in task local storage instead of a hash;
+ *             x_clock  the filter and the two clock reads alone.
+ */
+#include <ktel_kernel_types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf_telemetry.h>
+
+/* The benchmark process; set before load. */
+const volatile __u32 target_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 10240);
+	__type(key, __u32);
+	__type(value, __u64);
+} start_map SEC(".maps");
+
+/* One histogram, like bpftrace's keyless @h = hist(...). */
+struct acc_key {
+	__u32 id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct acc_key);
+	__type(value, struct accumulator_value);
+} acc_map SEC(".maps");
+
+static __always_inline int acc_enter(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+
+	if ((__u32)(id >> 32) != target_tgid)
+		return 0;
+	SAVE_FIRST_START_TIME(start_map, &tid);
+	return 0;
+}
+
+static __always_inline int acc_exit(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, bucket;
+	struct acc_key key = {};
+
+	if ((__u32)(id >> 32) != target_tgid)
+		return 0;
+	bucket = GET_LATENCY_BUCKET(start_map, &tid);
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return 0;
+	INCREMENT_ACCUMULATOR(acc_map, &key, bucket);
+	return 0;
+}
+
+/* Not in ktel_kernel_types.h: UAPI values, stable. */
+#define BENCH_MAP_TYPE_TASK_STORAGE 29
+#define BENCH_F_NO_PREALLOC 1
+#define BENCH_STORAGE_GET_F_CREATE 1
+
+struct {
+	__uint(type, BENCH_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BENCH_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} task_start SEC(".maps");
+
+static __always_inline bool is_target(void)
+{
+	return (__u32)(bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+static __always_inline void hist_add(__u64 begin)
+{
+	struct acc_key key = {};
+	__u64 end = bpf_ktime_get_ns();
+
+	if (end < begin)
+		return;
+	INCREMENT_ACCUMULATOR(acc_map, &key, GET_BUCKET((end - begin) / 1000));
+}
+
+SEC("tp_btf/sys_enter")
+int x_start_enter(void *ctx)
+{
+	return acc_enter();
+}
+
+SEC("tp_btf/sys_exit")
+int x_start_exit(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	volatile __u32 bucket;
+
+	if (!is_target())
+		return 0;
+	bucket = GET_LATENCY_BUCKET(start_map, &tid);
+	(void)bucket;
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int x_inpl_enter(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now, *start;
+
+	if (!is_target())
+		return 0;
+	now = bpf_ktime_get_ns();
+	start = bpf_map_lookup_elem(&start_map, &tid);
+	if (!start)
+		bpf_map_update_elem(&start_map, &tid, &now, BPF_NOEXIST);
+	else if (!*start)
+		*start = now;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int x_inpl_exit(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *start, begin;
+
+	if (!is_target())
+		return 0;
+	start = bpf_map_lookup_elem(&start_map, &tid);
+	if (!start || !*start)
+		return 0;
+	begin = *start;
+	*start = 0;
+	hist_add(begin);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int x_task_enter(void *ctx)
+{
+	__u64 *start;
+
+	if (!is_target())
+		return 0;
+	start = bpf_task_storage_get(&task_start, bpf_get_current_task_btf(), NULL,
+				     BENCH_STORAGE_GET_F_CREATE);
+	if (start && !*start)
+		*start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int x_task_exit(void *ctx)
+{
+	__u64 *start, begin;
+
+	if (!is_target())
+		return 0;
+	start = bpf_task_storage_get(&task_start, bpf_get_current_task_btf(), NULL, 0);
+	if (!start || !*start)
+		return 0;
+	begin = *start;
+	*start = 0;
+	hist_add(begin);
+	return 0;
+}
+
+__u64 clock_sink = 0;
+
+SEC("tp_btf/sys_enter")
+int x_clock_enter(void *ctx)
+{
+	if (is_target())
+		clock_sink = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int x_clock_exit(void *ctx)
+{
+	if (is_target())
+		clock_sink = bpf_ktime_get_ns() - clock_sink;
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int empty_btf_enter(void *ctx)
+{
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int empty_btf_exit(void *ctx)
+{
+	return 0;
+}
+
+SEC("tracepoint/raw_syscalls/sys_enter")
+int empty_tp_enter(void *ctx)
+{
+	return 0;
+}
+
+SEC("tracepoint/raw_syscalls/sys_exit")
+int empty_tp_exit(void *ctx)
+{
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int acc_btf_enter(void *ctx)
+{
+	return acc_enter();
+}
+
+SEC("tp_btf/sys_exit")
+int acc_btf_exit(void *ctx)
+{
+	return acc_exit();
+}
+
+SEC("tracepoint/raw_syscalls/sys_enter")
+int acc_tp_enter(void *ctx)
+{
+	return acc_enter();
+}
+
+SEC("tracepoint/raw_syscalls/sys_exit")
+int acc_tp_exit(void *ctx)
+{
+	return acc_exit();
+}
+
+char LICENSE[] SEC("license") = "GPL";

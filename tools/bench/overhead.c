@@ -1,0 +1,600 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * ktel-bench-overhead: what one BPF program on the syscall tracepoints adds to
+ * each event, measured the way ebpf_exporter's benchmark does it: a tight loop
+ * of one cheap syscall (getppid) pinned to one CPU, with and without programs
+ * attached (design.md section 6). Prints figures and the method; it never
+ * passes or fails on a number.
+ *
+ * Configurations (programs in overhead.bpf.c):
+ *   a  nothing attached                       the baseline
+ *   b  empty program(s)                       the floor (dispatch alone)
+ *   c  the accumulator shape of our plugins   enter: start per tid; exit:
+ *                                             log2 bucket, histogram += 1
+ *   d  bpftrace hist() on the same hooks      classic tracepoints: bpftrace
+ *                                             0.17 has no raw tracepoints
+ *   e  c with bpf_stats (BPF_ENABLE_STATS) on and off
+ * Every attached run is paired with a baseline run just before it (bpftrace,
+ * which starts in seconds, gets a block of baseline runs before and after);
+ * "added" is run minus baseline, in ns per loop iteration. Each iteration is
+ * one syscall, i.e. one sys_enter and one sys_exit event.
+ *
+ * Needs root. bpf_stats_enabled is forced to 0 for the run and restored.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+
+#define MAX_RUNS 101
+#define MAX_PROGS 2
+#define STATS_SYSCTL "/proc/sys/kernel/bpf_stats_enabled"
+
+enum kind { K_PROGS, K_BPFTRACE };
+
+struct config {
+	const char *id;
+	const char *what;
+	enum kind kind;
+	const char *progs[MAX_PROGS];
+	bool bpf_stats;
+	/* filled by the run */
+	double run_ns[MAX_RUNS];
+	double added_ns[MAX_RUNS];
+	double base_ns[2 * MAX_RUNS];
+	int n_base;
+	uint64_t events; /* histogram counts recorded (sanity check) */
+	int attached_runs; /* loop runs made while attached */
+	uint64_t stat_time[MAX_PROGS], stat_cnt[MAX_PROGS];
+	bool done;
+};
+
+static struct config configs[] = {
+	{.id = "b1", .what = "empty tp_btf on sys_enter only", .kind = K_PROGS,
+	 .progs = {"empty_btf_enter"}},
+	{.id = "b2", .what = "empty tp_btf on sys_enter + sys_exit (floor)", .kind = K_PROGS,
+	 .progs = {"empty_btf_enter", "empty_btf_exit"}},
+	{.id = "c", .what = "ours, tp_btf enter + exit", .kind = K_PROGS,
+	 .progs = {"acc_btf_enter", "acc_btf_exit"}},
+	{.id = "e", .what = "ours, tp_btf enter + exit, bpf_stats on", .kind = K_PROGS,
+	 .progs = {"acc_btf_enter", "acc_btf_exit"}, .bpf_stats = true},
+	{.id = "b2tp", .what = "empty tracepoint enter + exit (floor)", .kind = K_PROGS,
+	 .progs = {"empty_tp_enter", "empty_tp_exit"}},
+	{.id = "ctp", .what = "ours, tracepoint enter + exit", .kind = K_PROGS,
+	 .progs = {"acc_tp_enter", "acc_tp_exit"}},
+	{.id = "d", .what = "bpftrace hist(), tracepoint enter + exit", .kind = K_BPFTRACE},
+	/* Where c's time goes (tp_btf; see overhead.bpf.c). */
+	{.id = "xs", .what = "c without the histogram (start map only)", .kind = K_PROGS,
+	 .progs = {"x_start_enter", "x_start_exit"}},
+	{.id = "xi", .what = "c, start per tid kept in place (no delete)", .kind = K_PROGS,
+	 .progs = {"x_inpl_enter", "x_inpl_exit"}},
+	{.id = "xt", .what = "c, start in task local storage", .kind = K_PROGS,
+	 .progs = {"x_task_enter", "x_task_exit"}},
+	{.id = "xc", .what = "tgid filter + 2 clock reads only", .kind = K_PROGS,
+	 .progs = {"x_clock_enter", "x_clock_exit"}},
+};
+
+static long iters = 1000000;
+static int runs = 11;
+static int cpu = -1;
+static const char *bpftrace_bin = "bpftrace";
+static const char *obj_path = KTEL_BENCH_OVERHEAD_OBJ;
+static int saved_stats = -1;
+
+static int read_stats_sysctl(void)
+{
+	FILE *f = fopen(STATS_SYSCTL, "r");
+	int v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static int write_stats_sysctl(int v)
+{
+	FILE *f = fopen(STATS_SYSCTL, "w");
+	int ret;
+
+	if (!f)
+		return -errno;
+	ret = fprintf(f, "%d\n", v) < 0 ? -EIO : 0;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+static void restore_stats(void)
+{
+	if (saved_stats > 0)
+		write_stats_sysctl(saved_stats);
+}
+
+static void on_signal(int sig)
+{
+	restore_stats();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* One run of the loop: ns per iteration. syscall() so that no libc cache
+ * can answer without entering the kernel. */
+static double loop_once(void)
+{
+	uint64_t t0 = now_ns();
+
+	for (long i = 0; i < iters; i++)
+		syscall(SYS_getppid);
+	return (double)(now_ns() - t0) / (double)iters;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median, min and max of n values (n >= 1); v is left unchanged. */
+static void summarize(const double *v, int n, double *med, double *lo, double *hi)
+{
+	double s[2 * MAX_RUNS];
+
+	memcpy(s, v, sizeof(*v) * (size_t)n);
+	qsort(s, (size_t)n, sizeof(*s), cmp_double);
+	*med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	*lo = s[0];
+	*hi = s[n - 1];
+}
+
+/* Sum of every bucket of every key of the accumulator map. */
+static uint64_t acc_total(struct bpf_object *obj)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, "acc_map");
+	__u64 val[32];
+	__u32 key = 0, next;
+	uint64_t sum = 0;
+	int fd = bpf_map__fd(map);
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		if (!bpf_map_lookup_elem(fd, &next, val))
+			for (int i = 0; i < 32; i++)
+				sum += val[i];
+		key = next;
+		prev = &key;
+	}
+	return sum;
+}
+
+static int prog_stats(struct bpf_program *p, uint64_t *ret_time, uint64_t *ret_cnt)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int err;
+
+	memset(&info, 0, sizeof(info));
+	err = bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len);
+	if (err)
+		return err;
+	*ret_time = info.run_time_ns;
+	*ret_cnt = info.run_cnt;
+	return 0;
+}
+
+static int run_progs(struct bpf_object *obj, struct config *c)
+{
+	struct bpf_program *progs[MAX_PROGS] = {};
+	struct bpf_link *links[MAX_PROGS] = {};
+	uint64_t t0[MAX_PROGS] = {}, n0[MAX_PROGS] = {}, t1 = 0, n1 = 0;
+	uint64_t before = acc_total(obj);
+	int stats_fd = -1, err = 0, n = 0;
+
+	for (; n < MAX_PROGS && c->progs[n]; n++) {
+		progs[n] = bpf_object__find_program_by_name(obj, c->progs[n]);
+		if (!progs[n]) {
+			fprintf(stderr, "overhead: no program %s in %s\n", c->progs[n], obj_path);
+			return -ENOENT;
+		}
+	}
+	if (c->bpf_stats) {
+		stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (stats_fd < 0) {
+			fprintf(stderr, "overhead: BPF_ENABLE_STATS: %s\n", strerror(-stats_fd));
+			return stats_fd;
+		}
+		for (int i = 0; i < n; i++)
+			prog_stats(progs[i], &t0[i], &n0[i]);
+	}
+	for (int r = 0; r < runs; r++) {
+		c->base_ns[r] = loop_once();
+		for (int i = 0; i < n; i++) {
+			links[i] = bpf_program__attach(progs[i]);
+			if (!links[i]) {
+				err = -errno;
+				fprintf(stderr, "overhead: attach %s: %s\n", c->progs[i],
+					strerror(errno));
+				goto detach;
+			}
+		}
+		c->run_ns[r] = loop_once();
+		c->added_ns[r] = c->run_ns[r] - c->base_ns[r];
+detach:
+		for (int i = 0; i < n; i++) {
+			bpf_link__destroy(links[i]);
+			links[i] = NULL;
+		}
+		if (err)
+			goto out;
+	}
+	c->n_base = runs;
+	c->attached_runs = runs;
+	c->events = acc_total(obj) - before;
+	if (c->bpf_stats)
+		for (int i = 0; i < n; i++) {
+			prog_stats(progs[i], &t1, &n1);
+			c->stat_time[i] = t1 - t0[i];
+			c->stat_cnt[i] = n1 - n0[i];
+		}
+	c->done = true;
+out:
+	if (stats_fd >= 0)
+		close(stats_fd);
+	return err;
+}
+
+/*
+ * The bpftrace equivalent of the acc_* programs: start time per thread of
+ * this process on enter, on exit the log2 histogram of the elapsed
+ * microseconds and the start deleted.
+ */
+static void bpftrace_script(char *buf, size_t size)
+{
+	snprintf(buf, size,
+		 "tracepoint:raw_syscalls:sys_enter /pid == %d/ { @start[tid] = nsecs; }\n"
+		 "tracepoint:raw_syscalls:sys_exit /pid == %d/ { $s = @start[tid];"
+		 " if ($s) { @h = hist((nsecs - $s) / 1000); delete(@start[tid]); } }\n",
+		 (int)getpid(), (int)getpid());
+}
+
+/* Sum of the counts of the @h histogram bpftrace printed at exit. Lines are
+ * "[lo, hi)   count |@@@|" after a line starting "@h:". */
+static uint64_t bpftrace_hist_total(FILE *out)
+{
+	char line[512];
+	bool in_h = false;
+	uint64_t sum = 0;
+
+	while (fgets(line, sizeof(line), out)) {
+		char *end;
+
+		if (!strncmp(line, "@h:", 3)) {
+			in_h = true;
+			continue;
+		}
+		if (!in_h || line[0] != '[') {
+			in_h = in_h && line[0] == '[';
+			continue;
+		}
+		end = strpbrk(line, ")]");
+		if (end)
+			sum += strtoull(end + 1, NULL, 10);
+	}
+	return sum;
+}
+
+static pid_t start_bpftrace(FILE **ret_out)
+{
+	static char script[512];
+	int pipefd[2];
+	char line[512];
+	pid_t pid;
+	FILE *out;
+
+	bpftrace_script(script, sizeof(script));
+	if (pipe(pipefd))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		cpu_set_t set;
+
+		/* Keep bpftrace's own threads off the measured CPU. */
+		CPU_ZERO(&set);
+		for (int i = 0; i < CPU_SETSIZE; i++)
+			if (i != cpu)
+				CPU_SET(i, &set);
+		sched_setaffinity(0, sizeof(set), &set);
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execlp(bpftrace_bin, bpftrace_bin, "-e", script, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	out = fdopen(pipefd[0], "r");
+	while (fgets(line, sizeof(line), out))
+		if (!strncmp(line, "Attaching", 9))
+			break;
+	if (feof(out)) {
+		fclose(out);
+		waitpid(pid, NULL, 0);
+		return -ENOENT;
+	}
+	/* bpftrace prints "Attaching" before it attaches. */
+	sleep(2);
+	*ret_out = out;
+	return pid;
+}
+
+static int run_bpftrace(struct config *c)
+{
+	FILE *out = NULL;
+	pid_t pid;
+	double base;
+	int r;
+
+	for (r = 0; r < runs; r++)
+		c->base_ns[r] = loop_once();
+	pid = start_bpftrace(&out);
+	if (pid < 0) {
+		fprintf(stderr, "overhead: could not start %s (skipped): %s\n", bpftrace_bin,
+			strerror((int)-pid));
+		return 0;
+	}
+	loop_once(); /* warm bpftrace's maps */
+	for (r = 0; r < runs; r++)
+		c->run_ns[r] = loop_once();
+	kill(pid, SIGINT);
+	c->events = bpftrace_hist_total(out);
+	fclose(out);
+	waitpid(pid, NULL, 0);
+	for (r = 0; r < runs; r++)
+		c->base_ns[runs + r] = loop_once();
+	c->n_base = 2 * runs;
+	c->attached_runs = runs + 1;
+	summarize(c->base_ns, c->n_base, &base, &(double){0}, &(double){0});
+	for (r = 0; r < runs; r++)
+		c->added_ns[r] = c->run_ns[r] - base;
+	c->done = true;
+	return 0;
+}
+
+static struct config *find_config(const char *id)
+{
+	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++)
+		if (!strcmp(configs[i].id, id) && configs[i].done)
+			return &configs[i];
+	return NULL;
+}
+
+static double added_median(const struct config *c)
+{
+	double med, lo, hi;
+
+	summarize(c->added_ns, runs, &med, &lo, &hi);
+	return med;
+}
+
+static void print_ratio(const char *label, const char *num, const char *den)
+{
+	struct config *a = find_config(num), *b = find_config(den);
+
+	if (a && b)
+		printf("  %-34s %6.2f  (%s %.1f ns / %s %.1f ns)\n", label,
+		       added_median(a) / added_median(b), num, added_median(a), den,
+		       added_median(b));
+}
+
+static void print_machine(void)
+{
+	char model[256] = "?", line[512];
+	struct utsname u;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "model name", 10)) {
+			snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
+			model[strcspn(model, "\n")] = 0;
+			break;
+		}
+	if (f)
+		fclose(f);
+	uname(&u);
+	printf("machine: %ld CPUs online, %s, kernel %s\n", sysconf(_SC_NPROCESSORS_ONLN),
+	       model, u.release);
+}
+
+static void print_results(void)
+{
+	double bmed, blo, bhi, med, lo, hi, amed, alo, ahi;
+
+	printf("\n%-5s %-46s %9s %9s %22s %12s\n", "cfg", "what", "base ns", "run ns",
+	       "added ns med [min,max]", "events/iter");
+	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
+		struct config *c = &configs[i];
+
+		if (!c->done)
+			continue;
+		summarize(c->base_ns, c->n_base, &bmed, &blo, &bhi);
+		summarize(c->run_ns, runs, &med, &lo, &hi);
+		summarize(c->added_ns, runs, &amed, &alo, &ahi);
+		printf("%-5s %-46s %9.1f %9.1f %8.1f [%5.1f,%5.1f]", c->id, c->what, bmed, med,
+		       amed, alo, ahi);
+		if (c->events)
+			printf(" %12.3f", (double)c->events / ((double)iters * c->attached_runs));
+		printf("\n");
+	}
+	printf("\nratios of added ns (medians):\n");
+	print_ratio("ours / floor (tp_btf)", "c", "b2");
+	print_ratio("ours / floor (tracepoint)", "ctp", "b2tp");
+	print_ratio("ours / bpftrace (same hooks)", "ctp", "d");
+	print_ratio("ours tp_btf / bpftrace", "c", "d");
+	print_ratio("bpf_stats on / off (ours tp_btf)", "e", "c");
+	print_ratio("start map only / ours", "xs", "c");
+	print_ratio("start in place / ours", "xi", "c");
+	print_ratio("start in task storage / ours", "xt", "c");
+
+	struct config *e = find_config("e");
+	if (e) {
+		printf("\nbpf_stats run_time_ns / run_cnt, config e (BODY ONLY: excludes the "
+		       "dispatch, i.e. the floor):\n");
+		for (int i = 0; i < MAX_PROGS && e->progs[i]; i++)
+			printf("  %-16s %10" PRIu64 " runs  %7.1f ns/run\n", e->progs[i],
+			       e->stat_cnt[i],
+			       e->stat_cnt[i] ? (double)e->stat_time[i] / (double)e->stat_cnt[i] : 0);
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ktel-bench-overhead [-n ITERATIONS] [-r RUNS] [-c CPU] [-o OBJ]\n"
+		   "                           [--bpftrace PATH | --no-bpftrace]\n");
+}
+
+static int parse_args(int argc, char **argv, bool *with_bpftrace)
+{
+	static const struct option opts[] = {
+		{"iterations", required_argument, NULL, 'n'},
+		{"runs", required_argument, NULL, 'r'},
+		{"cpu", required_argument, NULL, 'c'},
+		{"object", required_argument, NULL, 'o'},
+		{"bpftrace", required_argument, NULL, 'b'},
+		{"no-bpftrace", no_argument, NULL, 'B'},
+		{"help", no_argument, NULL, 'h'},
+		{},
+	};
+	int o;
+
+	while ((o = getopt_long(argc, argv, "n:r:c:o:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n': iters = atol(optarg); break;
+		case 'r': runs = atoi(optarg); break;
+		case 'c': cpu = atoi(optarg); break;
+		case 'o': obj_path = optarg; break;
+		case 'b': bpftrace_bin = optarg; break;
+		case 'B': *with_bpftrace = false; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -EINVAL;
+		}
+	}
+	if (iters < 1000 || runs < 1 || runs > MAX_RUNS) {
+		fprintf(stderr, "overhead: need ITERATIONS >= 1000 and 1 <= RUNS <= %d\n", MAX_RUNS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int pin_cpu(void)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -errno;
+	return 0;
+}
+
+static struct bpf_object *open_object(void)
+{
+	struct bpf_object *obj = bpf_object__open_file(obj_path, NULL);
+	struct bpf_map *rodata;
+	__u32 tgid = (__u32)getpid();
+
+	if (!obj) {
+		fprintf(stderr, "overhead: open %s: %s\n", obj_path, strerror(errno));
+		return NULL;
+	}
+	/* .rodata holds only target_tgid. */
+	rodata = bpf_object__find_map_by_name(obj, ".rodata");
+	if (!rodata || bpf_map__set_initial_value(rodata, &tgid, sizeof(tgid)) ||
+	    bpf_object__load(obj)) {
+		fprintf(stderr, "overhead: load %s: %s\n", obj_path, strerror(errno));
+		bpf_object__close(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+int main(int argc, char **argv)
+{
+	bool with_bpftrace = true;
+	struct bpf_object *obj;
+	int err;
+
+	if (parse_args(argc, argv, &with_bpftrace))
+		return 2;
+	if (geteuid()) {
+		fprintf(stderr, "overhead: needs root\n");
+		return 77;
+	}
+	err = pin_cpu();
+	if (err) {
+		fprintf(stderr, "overhead: pin to CPU %d: %s\n", cpu, strerror(-err));
+		return 1;
+	}
+	saved_stats = read_stats_sysctl();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	atexit(restore_stats);
+	if (saved_stats > 0 && write_stats_sysctl(0))
+		fprintf(stderr, "overhead: could not turn bpf_stats off; 'off' figures are 'on'\n");
+	obj = open_object();
+	if (!obj)
+		return 1;
+
+	print_machine();
+	printf("method: %ld x syscall(SYS_getppid) per run on CPU %d, %d runs per config;\n"
+	       "each attached run is paired with a baseline run right before it (bpftrace:\n"
+	       "%d baseline runs before start and %d after exit); added = run - baseline,\n"
+	       "ns per iteration = per syscall = one sys_enter + one sys_exit event.\n"
+	       "bpf_stats_enabled was %d, held at 0 except in config e (BPF_ENABLE_STATS).\n",
+	       iters, cpu, runs, runs, runs, saved_stats);
+	loop_once(); /* warm up */
+	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
+		struct config *c = &configs[i];
+
+		if (c->kind == K_BPFTRACE)
+			err = with_bpftrace ? run_bpftrace(c) : 0;
+		else
+			err = run_progs(obj, c);
+		if (err)
+			break;
+		fprintf(stderr, "overhead: %s done\n", c->id);
+	}
+	print_results();
+	printf("\nevents/iter: histogram counts recorded per loop iteration over the "
+	       "config's runs\n(about 1.0 shows the program saw every syscall; bpftrace: "
+	       "counts printed at exit).\n");
+	bpf_object__close(obj);
+	return err ? 1 : 0;
+}
