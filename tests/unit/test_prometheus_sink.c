@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Prometheus sink on a real libuv loop and a real HTTP server on
+ * 127.0.0.1: exact exposition lines (cumulative over resets, unit suffixes,
+ * escaping, label renames), a real scrape over TCP, 404/405, series limit,
+ * type changes, option errors, a taken port, close. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "prometheus/prometheus_sink.h"
+#include "sink.h"
+#include "ktel_test.h"
+
+static const struct ktel_sink_ops *ops(void)
+{
+	const struct ktel_sink_ops *o = ktel_sink_type_find("prometheus");
+
+	assert_non_null(o);
+	assert_ptr_equal(o, &ktel_prometheus_sink_ops);
+	return o;
+}
+
+static void *create(uv_loop_t *loop, const char *opts_json)
+{
+	json_t *opts = json_loads(opts_json, 0, NULL);
+	struct ktel_err err = { 0 };
+	void *priv = NULL;
+
+	assert_non_null(opts);
+	if (ops()->create(loop, "prom", opts, &priv, &err))
+		fail_msg("create: %s", err.msg);
+	json_decref(opts);
+	return priv;
+}
+
+static void on_closed(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+static void close_and_run(uv_loop_t *loop, void *priv)
+{
+	int closed = 0;
+
+	ops()->close(priv, 1000, on_closed, &closed);
+	uv_run(loop, UV_RUN_DEFAULT);
+	assert_int_equal(closed, 1);
+	assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static struct ktel_record hist(const char *metric, const char *unit, uint32_t n_buckets,
+			       const uint64_t *counts, bool has_sum, uint64_t sum)
+{
+	struct ktel_record r = {
+		.type = KTEL_RECORD_HISTOGRAM, .metric = metric, .unit = unit,
+		.boot_id = "b", .map_id = 1,
+	};
+
+	r.hist.delta.scheme = KTEL_HIST_LOG2;
+	r.hist.delta.n_buckets = n_buckets;
+	memcpy(r.hist.delta.counts, counts, n_buckets * sizeof(*counts));
+	r.hist.delta.has_sum = has_sum;
+	r.hist.delta.sum = sum;
+	r.hist.total = r.hist.delta;
+	return r;
+}
+
+static struct ktel_record counter(const char *metric, const char *unit, uint64_t delta,
+				  uint64_t total)
+{
+	struct ktel_record r = {
+		.type = KTEL_RECORD_COUNTER, .metric = metric, .unit = unit, .boot_id = "b",
+	};
+
+	r.counter.delta = delta;
+	r.counter.total = total;
+	return r;
+}
+
+static void dim(struct ktel_record *r, const char *name, int64_t value, const char *label)
+{
+	r->dims[r->n_dims].name = name;
+	r->dims[r->n_dims].value = value;
+	r->dims[r->n_dims].label = label;
+	r->n_dims++;
+}
+
+static char *text(void *priv)
+{
+	size_t len;
+	char *t = ktel_prometheus_sink__text(priv, &len);
+
+	assert_non_null(t);
+	assert_int_equal(strlen(t), len);
+	return t;
+}
+
+static const char self_fmt[] =
+	"# HELP ktel_prometheus_sink_series Series this sink exposes.\n"
+	"# TYPE ktel_prometheus_sink_series gauge\n"
+	"ktel_prometheus_sink_series{sink=\"prom\"} %d\n"
+	"# HELP ktel_prometheus_sink_series_dropped_total Records dropped because they would "
+	"add a series beyond max_series.\n"
+	"# TYPE ktel_prometheus_sink_series_dropped_total counter\n"
+	"ktel_prometheus_sink_series_dropped_total{sink=\"prom\"} %d\n"
+	"# HELP ktel_prometheus_sink_records_total Records applied to the exposed state.\n"
+	"# TYPE ktel_prometheus_sink_records_total counter\n"
+	"ktel_prometheus_sink_records_total{sink=\"prom\"} %d\n"
+	"# HELP ktel_prometheus_sink_records_dropped_total Records not exposed (events, "
+	"series limit, type changes, no memory).\n"
+	"# TYPE ktel_prometheus_sink_records_dropped_total counter\n"
+	"ktel_prometheus_sink_records_dropped_total{sink=\"prom\"} %d\n"
+	"# HELP ktel_prometheus_sink_errors_total Failures to render the exposition.\n"
+	"# TYPE ktel_prometheus_sink_errors_total counter\n"
+	"ktel_prometheus_sink_errors_total{sink=\"prom\"} 0\n"
+	"# HELP ktel_prometheus_sink_scrapes_total Scrapes served.\n"
+	"# TYPE ktel_prometheus_sink_scrapes_total counter\n"
+	"ktel_prometheus_sink_scrapes_total{sink=\"prom\"} %d\n";
+
+static char *self_text(int series, int series_dropped, int sent, int dropped, int scrapes)
+{
+	char *s = NULL;
+
+	assert_true(asprintf(&s, self_fmt, series, series_dropped, sent, dropped, scrapes) > 0);
+	return s;
+}
+
+/* The records of the exact-text test, in two batches: the second resets the
+ * histogram and the counter (delta = the new, smaller total). */
+static void submit_mixed(void *priv)
+{
+	static const uint64_t c1[] = { 1, 2, 0, 1 }, c2[] = { 0, 1, 1, 0 }, c3[] = { 0, 0, 0, 2 };
+	struct ktel_record a[4], b[4];
+
+	a[0] = hist("runq_latency", "us", 4, c1, true, 10);
+	dim(&a[0], "cpu", 3, NULL);
+	a[1] = counter("oom_kills", "kills", 5, 5);
+	a[2] = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "ktel_sink_queued",
+				     .unit = "items", .gauge = -5 };
+	dim(&a[2], "sink", 0, "prom");
+	a[3] = (struct ktel_record){ .type = KTEL_RECORD_EVENT, .metric = "oom_kill_events" };
+	ops()->submit(priv, a, 4);
+
+	b[0] = hist("runq_latency", "us", 4, c2, true, 5);
+	dim(&b[0], "cpu", 3, NULL);
+	b[1] = hist("runq_latency", "us", 4, c3, false, 0);
+	dim(&b[1], "cpu", 7, "x\"y\\z\nw");
+	b[2] = counter("oom_kills", "kills", 3, 3);
+	b[3] = a[2];
+	b[3].gauge = 12;
+	ops()->submit(priv, b, 4);
+}
+
+static const char mixed_text[] =
+	"# HELP ktel_runq_latency_seconds ktelemetry metric runq_latency (unit: us, exposed "
+	"in seconds)\n"
+	"# TYPE ktel_runq_latency_seconds histogram\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"3\",le=\"1e-06\"} 1\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"3\",le=\"2e-06\"} 4\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"3\",le=\"4e-06\"} 5\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"3\",le=\"+Inf\"} 6\n"
+	"ktel_runq_latency_seconds_sum{cpu=\"3\"} 1.5e-05\n"
+	"ktel_runq_latency_seconds_count{cpu=\"3\"} 6\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"x\\\"y\\\\z\\nw\",le=\"1e-06\"} 0\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"x\\\"y\\\\z\\nw\",le=\"2e-06\"} 0\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"x\\\"y\\\\z\\nw\",le=\"4e-06\"} 0\n"
+	"ktel_runq_latency_seconds_bucket{cpu=\"x\\\"y\\\\z\\nw\",le=\"+Inf\"} 2\n"
+	"ktel_runq_latency_seconds_count{cpu=\"x\\\"y\\\\z\\nw\"} 2\n"
+	"# HELP ktel_oom_kills_total ktelemetry metric oom_kills (unit: kills)\n"
+	"# TYPE ktel_oom_kills_total counter\n"
+	"ktel_oom_kills_total 8\n"
+	"# HELP ktel_sink_queued ktelemetry metric ktel_sink_queued (unit: items)\n"
+	"# TYPE ktel_sink_queued gauge\n"
+	"ktel_sink_queued{sink=\"prom\"} 12\n";
+
+static void test_exact_text(void **state)
+{
+	uv_loop_t loop;
+	struct ktel_sink_stats st;
+	void *priv;
+	char *t, *self, *want;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0}");
+	submit_mixed(priv);
+	t = text(priv);
+	self = self_text(4, 0, 7, 1, 0);
+	assert_true(asprintf(&want, "%s%s", mixed_text, self) > 0);
+	assert_string_equal(t, want);
+	ops()->stats(priv, &st);
+	assert_int_equal(st.sent, 7);
+	assert_int_equal(st.dropped, 1); /* the event */
+	assert_int_equal(st.errors, 0);
+	assert_int_equal(st.queued, 0);
+	free(t);
+	free(self);
+	free(want);
+	close_and_run(&loop, priv);
+}
+
+/* A full 32-bucket log2 histogram in bytes: integer bounds up to 2^30 then
+ * +Inf, the overflow bucket only in +Inf; dims named "le" and "__x" and
+ * with a '-' renamed; a prefix already present is not doubled. */
+static void test_full_histogram_and_names(void **state)
+{
+	uint64_t c[32] = { 0 };
+	struct ktel_record r;
+	uv_loop_t loop;
+	void *priv;
+	char *t;
+
+	c[10] = 3;
+	c[31] = 1;
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"prefix\":\"kt:\"}");
+	r = hist("dmabuf.sizes", "bytes", 32, c, true, 100);
+	dim(&r, "le", 2, NULL);
+	dim(&r, "__x", -1, NULL);
+	dim(&r, "process-state", 4, "STATE_TOP");
+	ops()->submit(priv, &r, 1);
+	r = counter("kt:already_total", NULL, 2, 2);
+	ops()->submit(priv, &r, 1);
+	t = text(priv);
+#define LBL "{dim_le=\"2\",dim___x=\"-1\",process_state=\"STATE_TOP\""
+	assert_non_null(strstr(t, "# TYPE kt:dmabuf_sizes_bytes histogram\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_bucket" LBL ",le=\"1\"} 0\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_bucket" LBL ",le=\"512\"} 0\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_bucket" LBL ",le=\"1024\"} 3\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_bucket" LBL ",le=\"1073741824\"} 3\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_bucket" LBL ",le=\"+Inf\"} 4\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_sum" LBL "} 100\n"));
+	assert_non_null(strstr(t, "\nkt:dmabuf_sizes_bytes_count" LBL "} 4\n"));
+	assert_non_null(strstr(t, "# TYPE kt:already_total counter\nkt:already_total 2\n"));
+#undef LBL
+	/* 32 bucket lines, one per bound. */
+	{
+		int n = 0;
+
+		for (const char *p = t; (p = strstr(p, "_bytes_bucket{")); p++)
+			n++;
+		assert_int_equal(n, 32);
+	}
+	free(t);
+	close_and_run(&loop, priv);
+}
+
+/* ---- a real HTTP client over TCP ---- */
+
+struct http_reply {
+	int status;
+	char *head, *body;
+	size_t body_len;
+};
+
+static void http(unsigned port, const char *method, const char *path, struct http_reply *ret)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	char req[256], *buf = NULL, *sep;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+	int fd;
+
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+		 "Content-Length: 0\r\n\r\n", method, path);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	do {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 16384;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		n = read(fd, buf + len, 4096);
+		assert_true(n >= 0);
+		len += n;
+	} while (n > 0);
+	close(fd);
+	buf[len] = '\0';
+	sep = strstr(buf, "\r\n\r\n");
+	assert_non_null(sep);
+	*sep = '\0';
+	assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &ret->status), 1);
+	ret->head = buf;
+	ret->body = sep + 4;
+	ret->body_len = len - (size_t)(ret->body - buf);
+}
+
+static void on_stop(uv_timer_t *t)
+{
+	uv_stop(t->loop);
+}
+
+static void run_for(uv_loop_t *loop, uint64_t ms)
+{
+	uv_timer_t t;
+
+	uv_timer_init(loop, &t);
+	uv_timer_start(&t, on_stop, ms, 0);
+	uv_run(loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+}
+
+static void test_http_scrape(void **state)
+{
+	struct http_reply r;
+	uv_loop_t loop;
+	unsigned port;
+	void *priv;
+	char *self, *want;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"listen\":\"127.0.0.1\",\"port\":0}");
+	port = ktel_prometheus_sink__port(priv);
+	assert_true(port > 0);
+
+	/* Before any record: the sink's own counters, nothing else. */
+	http(port, "GET", "/metrics", &r);
+	assert_int_equal(r.status, 200);
+	self = self_text(0, 0, 0, 0, 0);
+	assert_string_equal(r.body, self);
+	free(self);
+	free(r.head);
+
+	/* The loop renders what was submitted; the scrape serves it. */
+	submit_mixed(priv);
+	run_for(&loop, 20);
+	http(port, "GET", "/metrics", &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strcasestr(r.head,
+				   "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"));
+	self = self_text(4, 0, 7, 1, 1); /* rendered after the first scrape */
+	assert_true(asprintf(&want, "%s%s", mixed_text, self) > 0);
+	assert_string_equal(r.body, want);
+	assert_int_equal(r.body_len, strlen(want));
+	free(self);
+	free(want);
+	free(r.head);
+
+	/* HEAD: headers only. Other paths: 404. Other methods: 405. */
+	http(port, "HEAD", "/metrics", &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.body_len, 0);
+	free(r.head);
+	http(port, "GET", "/", &r);
+	assert_int_equal(r.status, 404);
+	free(r.head);
+	http(port, "GET", "/metrics/x", &r);
+	assert_int_equal(r.status, 404);
+	free(r.head);
+	http(port, "POST", "/metrics", &r);
+	assert_int_equal(r.status, 405);
+	assert_non_null(strcasestr(r.head, "\r\nAllow: GET, HEAD"));
+	free(r.head);
+
+	/* A custom path; after close nothing listens any more. */
+	close_and_run(&loop, priv);
+	{
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+		assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), -1);
+		assert_int_equal(errno, ECONNREFUSED);
+		close(fd);
+	}
+}
+
+static void test_custom_path_and_ipv6(void **state)
+{
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	struct http_reply r;
+	uv_loop_t loop;
+	void *priv;
+	int fd;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"path\":\"/x/metrics\"}");
+	http(ktel_prometheus_sink__port(priv), "GET", "/x/metrics", &r);
+	assert_int_equal(r.status, 200);
+	free(r.head);
+	http(ktel_prometheus_sink__port(priv), "GET", "/metrics", &r);
+	assert_int_equal(r.status, 404);
+	free(r.head);
+	close_and_run(&loop, priv);
+
+	/* IPv6 loopback, when the host has it. */
+	fd = socket(AF_INET6, SOCK_STREAM, 0);
+	inet_pton(AF_INET6, "::1", &sin6.sin6_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin6, sizeof(sin6))) {
+		printf("# no IPv6 loopback here: IPv6 listen not checked\n");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"listen\":\"::1\"}");
+	{
+		struct sockaddr_in6 to = sin6;
+		char req[] = "GET /metrics HTTP/1.0\r\n\r\n", buf[32] = { 0 };
+
+		to.sin6_port = htons(ktel_prometheus_sink__port(priv));
+		fd = socket(AF_INET6, SOCK_STREAM, 0);
+		assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+		assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+		assert_true(read(fd, buf, sizeof(buf) - 1) > 12);
+		assert_memory_equal(buf, "HTTP/1.", 7); /* MHD answers 1.1 */
+		assert_memory_equal(buf + 8, " 200", 4);
+		close(fd);
+	}
+	close_and_run(&loop, priv);
+}
+
+static void test_series_limit_and_type_change(void **state)
+{
+	struct ktel_record r[3], g;
+	struct ktel_sink_stats st;
+	uv_loop_t loop;
+	void *priv;
+	char *t, *self;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"max_series\":2}");
+	for (int i = 0; i < 3; i++) {
+		r[i] = counter("c", NULL, 1, 1);
+		dim(&r[i], "i", i, NULL);
+	}
+	ops()->submit(priv, r, 3);
+	/* The existing series still update; the third never appears. */
+	ops()->submit(priv, r, 3);
+	/* Same metric as a gauge: refused, the counter family stays. */
+	g = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "c", .gauge = 1 };
+	dim(&g, "i", 0, NULL);
+	ops()->submit(priv, &g, 1);
+	t = text(priv);
+	self = self_text(2, 2, 4, 3, 0);
+	{
+		char *want;
+
+		assert_true(asprintf(&want, "# HELP ktel_c_total ktelemetry metric c\n"
+					    "# TYPE ktel_c_total counter\n"
+					    "ktel_c_total{i=\"0\"} 2\nktel_c_total{i=\"1\"} 2\n%s",
+				     self) > 0);
+		assert_string_equal(t, want);
+		free(want);
+	}
+	ops()->stats(priv, &st);
+	assert_int_equal(st.sent, 4);
+	assert_int_equal(st.dropped, 3);
+	free(t);
+	free(self);
+	close_and_run(&loop, priv);
+}
+
+/* A histogram whose shape changes (bucket count) is refused; a metric that
+ * sanitizes to another's name is refused. */
+static void test_shape_and_name_collisions(void **state)
+{
+	static const uint64_t c[32] = { 1 };
+	struct ktel_record r[3];
+	struct ktel_sink_stats st;
+	uv_loop_t loop;
+	void *priv;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0}");
+	r[0] = hist("h", NULL, 4, c, false, 0);
+	r[1] = hist("h", NULL, 8, c, false, 0);
+	r[2] = hist("h", NULL, 4, c, false, 0);
+	ops()->submit(priv, r, 3);
+	r[0] = counter("a.b", NULL, 1, 1);
+	r[1] = counter("a_b", NULL, 1, 1);
+	ops()->submit(priv, r, 2);
+	ops()->stats(priv, &st);
+	assert_int_equal(st.sent, 3);
+	assert_int_equal(st.dropped, 2);
+	close_and_run(&loop, priv);
+}
+
+static void expect_create_error(const char *opts_json, int code, const char *msg)
+{
+	json_t *opts = json_loads(opts_json, 0, NULL);
+	struct ktel_err err = { 0 };
+	void *priv = NULL;
+	uv_loop_t loop;
+
+	uv_loop_init(&loop);
+	assert_non_null(opts);
+	assert_int_equal(ops()->create(&loop, "prom", opts, &priv, &err), -code);
+	assert_null(priv);
+	assert_string_equal(err.msg, msg);
+	json_decref(opts);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_option_errors(void **state)
+{
+	char opts[128], msg[256];
+	uv_loop_t loop;
+	void *priv;
+
+	expect_create_error("{\"port\":70000}", EINVAL,
+			    "sinks.prom.port: expected an integer 0..65535");
+	expect_create_error("{\"port\":\"80\"}", EINVAL,
+			    "sinks.prom.port: expected an integer 0..65535");
+	expect_create_error("{\"port\":0,\"listen\":\"localhost\"}", EINVAL,
+			    "sinks.prom.listen: \"localhost\" is not an IPv4 or IPv6 address");
+	expect_create_error("{\"path\":\"metrics\"}", EINVAL,
+			    "sinks.prom.path: expected a URL path starting with '/'");
+	expect_create_error("{\"prefix\":\"9x\"}", EINVAL,
+			    "sinks.prom.prefix: \"9x\" is not a Prometheus metric name prefix "
+			    "([a-zA-Z_:][a-zA-Z0-9_:]*)");
+	expect_create_error("{\"max_series\":0}", EINVAL,
+			    "sinks.prom.max_series: expected an integer 1..1000000");
+	expect_create_error("{\"bogus\":1}", EINVAL, "sinks.prom.bogus: unknown option");
+	expect_create_error("[]", EINVAL, "sinks.prom: expected an object of options");
+
+	/* A port that is taken: the error names address and port. */
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"port\":0}");
+	snprintf(opts, sizeof(opts), "{\"port\":%u}", ktel_prometheus_sink__port(priv));
+	snprintf(msg, sizeof(msg), "sinks.prom: cannot serve HTTP on 127.0.0.1 port %u: %s",
+		 ktel_prometheus_sink__port(priv), strerror(EADDRINUSE));
+	expect_create_error(opts, EADDRINUSE, msg);
+	close_and_run(&loop, priv);
+
+	/* Every option the code takes is in the table the validator uses. */
+	{
+		static const char *const names[] = { "listen", "port", "path", "prefix",
+						     "max_series" };
+		const struct ktel_cfg_key *k = ops()->options;
+		size_t n = 0;
+
+		for (; k->name; k++, n++)
+			assert_string_equal(k->name, names[n]);
+		assert_int_equal(n, 5);
+	}
+}
+
+/* Records submitted after close are dropped and counted; close with
+ * scrapes in the past completes. */
+static void test_submit_after_close(void **state)
+{
+	struct ktel_record r = counter("c", NULL, 1, 1);
+	struct ktel_sink_stats st;
+	uv_loop_t loop;
+	void *priv;
+	int closed = 0;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"port\":0}");
+	ops()->close(priv, 100, on_closed, &closed);
+	ops()->submit(priv, &r, 1);
+	ops()->stats(priv, &st);
+	assert_int_equal(st.dropped, 1);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(closed, 1);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_text),
+		cmocka_unit_test(test_full_histogram_and_names),
+		cmocka_unit_test(test_http_scrape),
+		cmocka_unit_test(test_custom_path_and_ipv6),
+		cmocka_unit_test(test_series_limit_and_type_change),
+		cmocka_unit_test(test_shape_and_name_collisions),
+		cmocka_unit_test(test_option_errors),
+		cmocka_unit_test(test_submit_after_close),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
