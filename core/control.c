@@ -1,0 +1,2039 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Control socket server, the protocol pieces shared with ktelemetryctl,
+ * `inspect`, and the human rendering of answers. See control.h and
+ * docs/control.md.
+ */
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "btf_layout.h"
+#include "config.h"
+#include "daemon.h"
+#include "kernel_targets.h"
+#include "metric_pull.h"
+#include "plugin_loader.h"
+#include "router.h"
+#include "../sinks/json/json_format.h"
+
+/*
+ * Implemented by the daemon's reload work; weak so the control socket
+ * builds (and answers "not available") before that lands.
+ */
+extern int ktel_daemon__reload(struct ktel_daemon *d, const char *path,
+			       struct ktel_config_errors *errs, struct ktel_err *err)
+	__attribute__((weak));
+
+#define BPF_STATS_PATH "/proc/sys/kernel/bpf_stats_enabled"
+#define MAX_GROUPS 65536
+#define MAX_ENUM_LABELS 256
+
+struct client {
+	uv_pipe_t pipe;
+	uv_shutdown_t shutdown;
+	struct ktel_control *c;
+	struct client *next, **pprev;
+	char *buf;            /* KTEL_CONTROL_MAX_LINE bytes once admitted */
+	size_t len;
+	size_t pending;       /* answer bytes not yet written */
+	bool closing;         /* uv_close called by us */
+	bool draining;        /* last answer queued, shutting down */
+};
+
+struct ktel_control {
+	uv_loop_t *loop;
+	struct ktel_daemon *d;
+	uv_pipe_t server;
+	bool server_open;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	gid_t gid;
+	dev_t dev;
+	ino_t ino;
+	struct client *clients;
+	size_t pending_closes;
+	bool closing;
+	struct ktel_control_stats stats;
+};
+
+struct write_req {
+	uv_write_t req;
+	struct client *cl;
+	size_t len;
+	char data[];
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int set_str(json_t *o, const char *key, const char *s)
+{
+	return json_object_set_new(o, key, s ? json_string(s) : json_null());
+}
+
+static int set_int(json_t *o, const char *key, json_int_t v)
+{
+	return json_object_set_new(o, key, json_integer(v));
+}
+
+static int set_bool(json_t *o, const char *key, bool v)
+{
+	return json_object_set_new(o, key, json_boolean(v));
+}
+
+static void iso_time(int64_t wall_ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(wall_ns / 1000000000);
+	struct tm tm;
+
+	if (!gmtime_r(&s, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, len, "%" PRId64, wall_ns);
+}
+
+/* Does metric m use program prog? (All of its plugin's when it lists none.)
+ * The daemon's enable/disable follow the same rule. */
+static bool metric_uses(const struct ktel_metric *m, const char *prog)
+{
+	if (!m->md->programs || !m->md->n_programs)
+		return true;
+	for (uint32_t i = 0; i < m->md->n_programs; i++)
+		if (strcmp(m->md->programs[i], prog) == 0)
+			return true;
+	return false;
+}
+
+static bool bpf_stats_enabled(void)
+{
+	char c = '0';
+	int fd = open(BPF_STATS_PATH, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = '0';
+	close(fd);
+	return c == '1';
+}
+
+static const char *scheme_name(enum ktel_hist_scheme s)
+{
+	static const char *const names[] = {
+		[KTEL_HIST_NONE] = "none",
+		[KTEL_HIST_LOG2] = "log2",
+		[KTEL_HIST_LOG2_FLOOR] = "log2_floor",
+		[KTEL_HIST_LINEAR] = "linear",
+	};
+
+	return (unsigned)s < KTEL_ARRAY_SIZE(names) && names[s] ? names[s] : "unknown";
+}
+
+/* ---- protocol pieces ---------------------------------------------------- */
+
+int ktel_control_split_lines(char *buf, size_t *len, size_t max,
+			     int (*fn)(char *line, void *ctx), void *ctx)
+{
+	size_t start = 0;
+	char *nl;
+	int r = 0;
+
+	while (start < *len && (nl = memchr(buf + start, '\n', *len - start))) {
+		char *line = buf + start;
+
+		*nl = '\0';
+		if (nl > line && nl[-1] == '\r')
+			nl[-1] = '\0';
+		start = (size_t)(nl - buf) + 1;
+		r = fn(line, ctx);
+		if (r < 0)
+			break;
+		r = 0;
+	}
+	memmove(buf, buf + start, *len - start);
+	*len -= start;
+	if (!r && *len >= max)
+		return -E2BIG;
+	return r;
+}
+
+static const char *arg_type_name(enum ktel_ctl_arg_type t)
+{
+	return t == KTEL_CTL_ARG_UINT ? "an integer >= 0" : "a string";
+}
+
+static bool arg_type_ok(enum ktel_ctl_arg_type t, const json_t *v)
+{
+	if (t == KTEL_CTL_ARG_UINT)
+		return json_is_integer(v) && json_integer_value(v) >= 0;
+	return json_is_string(v);
+}
+
+static const struct ktel_ctl_arg *find_arg(const struct ktel_control_cmd *cmd, const char *key)
+{
+	for (const struct ktel_ctl_arg *a = cmd->args; a && a->name; a++)
+		if (strcmp(a->name, key) == 0)
+			return a;
+	return NULL;
+}
+
+static int check_args(const struct ktel_control_cmd *cmd, const json_t *req, struct ktel_err *err)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)req, key, v) {
+		const struct ktel_ctl_arg *a;
+
+		if (strcmp(key, "cmd") == 0)
+			continue;
+		a = find_arg(cmd, key);
+		if (!a)
+			return ktel_err_set(err, EINVAL, "%s: unknown argument \"%s\"", cmd->name,
+					    key);
+		if (!arg_type_ok(a->type, v))
+			return ktel_err_set(err, EINVAL, "%s: \"%s\": expected %s", cmd->name, key,
+					    arg_type_name(a->type));
+	}
+	for (const struct ktel_ctl_arg *a = cmd->args; a && a->name; a++)
+		if (a->required && !json_object_get(req, a->name))
+			return ktel_err_set(err, EINVAL, "%s: missing argument \"%s\"", cmd->name,
+					    a->name);
+	return 0;
+}
+
+int ktel_control_parse_request(const char *line, json_t **ret_req,
+			       const struct ktel_control_cmd **ret_cmd, struct ktel_err *err)
+{
+	const struct ktel_control_cmd *cmd;
+	json_error_t jerr;
+	const char *name;
+	json_t *req;
+	int r;
+
+	req = json_loads(line, JSON_REJECT_DUPLICATES, &jerr);
+	if (!req)
+		return ktel_err_set(err, EINVAL, "request is not JSON: %s (column %d)", jerr.text,
+				    jerr.column);
+	if (!json_is_object(req)) {
+		r = ktel_err_set(err, EINVAL, "request is not a JSON object");
+		goto fail;
+	}
+	name = json_string_value(json_object_get(req, "cmd"));
+	if (!name) {
+		r = ktel_err_set(err, EINVAL, "request has no \"cmd\" string");
+		goto fail;
+	}
+	cmd = ktel_control_cmd_find(name);
+	if (!cmd) {
+		r = ktel_err_set(err, EINVAL, "unknown command \"%s\" (\"help\" lists them)", name);
+		goto fail;
+	}
+	r = check_args(cmd, req, err);
+	if (r)
+		goto fail;
+	*ret_req = req;
+	*ret_cmd = cmd;
+	return 0;
+fail:
+	json_decref(req);
+	return r;
+}
+
+json_t *ktel_control_error(const char *code, const char *msg)
+{
+	return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", msg, "code", code);
+}
+
+char *ktel_control_dump_line(const json_t *resp, size_t *ret_len)
+{
+	char *s = json_dumps(resp, JSON_COMPACT), *line;
+	size_t n;
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	line = realloc(s, n + 2);
+	if (!line) {
+		free(s);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	if (ret_len)
+		*ret_len = n + 1;
+	return line;
+}
+
+json_t *ktel_control_record_json(const struct ktel_record *r)
+{
+	size_t len = 0, cap = 0;
+	char *buf = NULL;
+	json_t *j = NULL;
+
+	if (ktel_json__format_line(r, &buf, &len, &cap) == 0)
+		j = json_loadb(buf, len, 0, NULL);
+	free(buf);
+	return j;
+}
+
+static void group_label(gid_t gid, char *buf, size_t len)
+{
+	struct group gr, *res = NULL;
+	char tmp[4096];
+
+	if (getgrgid_r(gid, &gr, tmp, sizeof(tmp), &res) == 0 && res)
+		snprintf(buf, len, "%s", res->gr_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)gid);
+}
+
+/* Is group among uid's primary and supplementary groups? */
+static bool uid_in_group(uid_t uid, gid_t group)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[4096];
+	gid_t *groups;
+	int n = 64;
+	bool found = false;
+
+	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res)
+		return false;
+	if (res->pw_gid == group)
+		return true;
+	for (;;) {
+		int want = n;
+
+		groups = calloc((size_t)n, sizeof(*groups));
+		if (!groups)
+			return false;
+		if (getgrouplist(res->pw_name, res->pw_gid, groups, &want) >= 0)
+			break;
+		free(groups);
+		/* want now says how many there are; bounded so a broken NSS
+		 * answer cannot make us allocate without end. */
+		if (want <= n || want > MAX_GROUPS)
+			return false;
+		n = want;
+	}
+	for (int i = 0; i < n && !found; i++)
+		found = groups[i] == group;
+	free(groups);
+	return found;
+}
+
+int ktel_control_peer_check(uid_t uid, gid_t gid, gid_t group, struct ktel_err *err)
+{
+	char name[256];
+
+	if (uid == 0)
+		return 0;
+	if (group != (gid_t)-1 && (gid == group || uid_in_group(uid, group)))
+		return 0;
+	group_label(group, name, sizeof(name));
+	return ktel_err_set(err, EACCES, "permission denied: uid %u is neither root nor in group %s",
+			    (unsigned)uid, name);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static struct ktel_metric *find_metric(struct ktel_control *c, const json_t *req,
+				       struct ktel_err *err)
+{
+	const char *name = json_string_value(json_object_get(req, "name"));
+	struct ktel_metric *m = ktel_daemon__metric(c->d, name);
+
+	if (!m)
+		ktel_err_set(err, ENOENT, "no metric named \"%s\" (\"list\" shows them)", name);
+	return m;
+}
+
+static int cmd_help(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
+{
+	json_t *cmds = json_array();
+
+	for (const struct ktel_control_cmd *cmd = ktel_control_cmds; cmd->name; cmd++) {
+		json_t *args = json_array();
+
+		for (const struct ktel_ctl_arg *a = cmd->args; a && a->name; a++)
+			json_array_append_new(args, json_pack("{s:s, s:s, s:b}", "name", a->name,
+							      "type", a->type == KTEL_CTL_ARG_UINT
+									      ? "uint" : "string",
+							      "required", a->required));
+		json_array_append_new(cmds, json_pack("{s:s, s:s, s:o}", "name", cmd->name, "help",
+						      cmd->help, "args", args));
+	}
+	return json_object_set_new(resp, "commands", cmds) ? -ENOMEM : 0;
+}
+
+/* Seconds since this process started (/proc/self/stat field 22). */
+static double uptime_s(void)
+{
+	char buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	struct timespec ts;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu", &start) != 1)
+		return 0;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9 - (double)start / sysconf(_SC_CLK_TCK);
+}
+
+static json_t *daemon_json(struct ktel_control *c, bool stats_on)
+{
+	const struct ktel_config *cfg = ktel_daemon__config(c->d);
+
+	return json_pack("{s:i, s:f, s:s, s:s, s:s, s:s, s:b, s:I, s:{s:I, s:I, s:I, s:I, s:I,"
+			 " s:I, s:I, s:I}}",
+			 "pid", (int)getpid(), "uptime_s", uptime_s(), "config", cfg->source,
+			 "control_socket", c->path, "pin_root", cfg->pin_root, "state_file",
+			 cfg->state_file, "bpf_stats", stats_on, "plugins",
+			 (json_int_t)ktel_daemon__n_plugins(c->d), "control", "clients",
+			 (json_int_t)c->stats.clients, "accepted", (json_int_t)c->stats.accepted,
+			 "denied", (json_int_t)c->stats.denied, "busy", (json_int_t)c->stats.busy,
+			 "requests", (json_int_t)c->stats.requests, "errors",
+			 (json_int_t)c->stats.errors, "too_long", (json_int_t)c->stats.too_long,
+			 "overflows", (json_int_t)c->stats.overflows);
+}
+
+static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
+{
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "section", p->section,
+			      "selected", p->selected, "attached", p->attached);
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int fd;
+
+	if (!o)
+		return NULL;
+	if (!p->selected)
+		set_str(o, "skip_reason", p->skip_reason);
+	if (p->attach_error[0])
+		set_str(o, "attach_error", p->attach_error);
+	if (!p->prog_id)
+		return o;
+	set_int(o, "prog_id", p->prog_id);
+	memset(&info, 0, sizeof(info));
+	fd = bpf_program__fd(p->prog);
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		return o;
+	/* The kernel counts runs and time only while bpf_stats is on: without
+	 * it the numbers would read as "never ran", so they are left out. */
+	if (stats_on) {
+		set_int(o, "run_cnt", (json_int_t)info.run_cnt);
+		set_int(o, "run_time_ns", (json_int_t)info.run_time_ns);
+	}
+	set_int(o, "recursion_misses", (json_int_t)info.recursion_misses);
+	return o;
+}
+
+static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
+{
+	const struct ktel_bpf_plugin *bp = lp->bpf;
+	json_t *progs = json_array();
+	json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", lp->plugin->desc.name, "version",
+			      lp->plugin->desc.version ?: "", "path", lp->path, "unsupported",
+			      bp && bp->unsupported);
+
+	if (!o || !progs) {
+		json_decref(o);
+		json_decref(progs);
+		return NULL;
+	}
+	if (bp && bp->unsupported)
+		set_str(o, "reason", bp->unsupported_reason);
+	for (size_t i = 0; bp && i < bp->n_progs; i++)
+		json_array_append_new(progs, prog_json(&bp->progs[i], stats_on));
+	json_object_set_new(o, "programs", progs);
+	return o;
+}
+
+static json_t *last_pull_json(const struct ktel_metric *m)
+{
+	char when[64];
+
+	if (!m->last_pull_wall_ns)
+		return json_null();
+	iso_time((int64_t)m->last_pull_wall_ns, when, sizeof(when));
+	return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "time", when, "keys",
+			 (json_int_t)m->last.keys, "method", m->last.method ?: "", "syscalls",
+			 (json_int_t)m->last.syscalls, "duration_ns",
+			 (json_int_t)m->last.duration_ns, "records", (json_int_t)m->last.records,
+			 "truncated", m->last.truncated);
+}
+
+static json_t *metric_pulls_json(const struct ktel_metric *m)
+{
+	json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:o}", "name", m->md->name, "enabled",
+			      m->enabled, "pulls", (json_int_t)m->pulls, "pull_errors",
+			      (json_int_t)m->pull_errors, "records", (json_int_t)m->records,
+			      "last_pull", last_pull_json(m));
+
+	if (o && m->problem[0])
+		set_str(o, "problem", m->problem);
+	return o;
+}
+
+static const char *sink_type(const struct ktel_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_sinks; i++)
+		if (strcmp(cfg->sinks[i].name, name) == 0)
+			return cfg->sinks[i].type;
+	return NULL;
+}
+
+static json_t *sinks_json(struct ktel_control *c)
+{
+	const struct ktel_router *r = ktel_daemon__router(c->d);
+	json_t *a = json_array();
+
+	for (size_t i = 0; r && i < ktel_router__n_sinks(r); i++) {
+		const char *name = ktel_router__sink_name(r, i);
+		struct ktel_sink_stats st = {0};
+
+		ktel_router__sink_stats(r, name, &st);
+		json_array_append_new(a, json_pack("{s:s, s:s?, s:I, s:I, s:I, s:I, s:I}", "name",
+						   name, "type",
+						   sink_type(ktel_daemon__config(c->d), name),
+						   "sent", (json_int_t)st.sent, "dropped",
+						   (json_int_t)st.dropped, "errors",
+						   (json_int_t)st.errors, "reconnects",
+						   (json_int_t)st.reconnects, "queued",
+						   (json_int_t)st.queued));
+	}
+	return a;
+}
+
+static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp,
+		      struct ktel_err *err)
+{
+	bool stats_on = bpf_stats_enabled();
+	json_t *plugins = json_array(), *metrics = json_array();
+	struct ktel_router_stats rs = {0};
+
+	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
+		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(c->d, i);
+
+		json_array_append_new(plugins, plugin_json(lp, stats_on));
+		for (size_t j = 0; j < lp->n_metrics; j++)
+			json_array_append_new(metrics, metric_pulls_json(&lp->metrics[j]));
+	}
+	if (ktel_daemon__router(c->d))
+		ktel_router__stats(ktel_daemon__router(c->d), &rs);
+	json_object_set_new(resp, "daemon", daemon_json(c, stats_on));
+	json_object_set_new(resp, "plugins", plugins);
+	json_object_set_new(resp, "metrics", metrics);
+	json_object_set_new(resp, "sinks", sinks_json(c));
+	json_object_set_new(resp, "router", json_pack("{s:I, s:I}", "batches",
+						      (json_int_t)rs.batches, "unrouted",
+						      (json_int_t)rs.unrouted));
+	return 0;
+}
+
+static json_t *metric_list_json(const struct ktel_metric *m)
+{
+	const struct ktel_metric_desc *md = m->md;
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:s, s:s, s:s?, s:I, s:I, s:I, s:s?}",
+			      "name", md->name, "plugin", m->lp->plugin->desc.name, "enabled",
+			      m->enabled, "attached", m->attached, "model",
+			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "unit",
+			      md->unit ?: "", "atom", md->atom_name, "atom_id",
+			      (json_int_t)md->atom_id, "interval_ms", (json_int_t)m->interval_ms,
+			      "lease_ms", (json_int_t)m->lease_ms, "description",
+			      md->description);
+
+	if (o)
+		set_str(o, "problem", m->problem[0] ? m->problem : NULL);
+	return o;
+}
+
+static int cmd_list(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
+{
+	json_t *metrics = json_array();
+
+	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
+		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(c->d, i);
+
+		for (size_t j = 0; j < lp->n_metrics; j++)
+			json_array_append_new(metrics, metric_list_json(&lp->metrics[j]));
+	}
+	return json_object_set_new(resp, "metrics", metrics) ? -ENOMEM : 0;
+}
+
+/* The metric's programs with their ids and attach state, after a change. */
+static json_t *metric_progs_json(const struct ktel_metric *m)
+{
+	const struct ktel_bpf_plugin *bp = m->lp->bpf;
+	json_t *a = json_array();
+
+	for (size_t i = 0; bp && i < bp->n_progs; i++) {
+		const struct ktel_bpf_prog *p = &bp->progs[i];
+
+		if (!p->selected || !metric_uses(m, p->name))
+			continue;
+		json_array_append_new(a, json_pack("{s:s, s:I, s:b}", "name", p->name, "prog_id",
+						   (json_int_t)p->prog_id, "attached",
+						   p->attached));
+	}
+	return a;
+}
+
+static void set_metric_state(json_t *resp, const struct ktel_metric *m)
+{
+	set_str(resp, "metric", m->md->name);
+	set_bool(resp, "enabled", m->enabled);
+	set_int(resp, "lease_ms", (json_int_t)m->lease_ms);
+	json_object_set_new(resp, "programs", metric_progs_json(m));
+}
+
+static int cmd_enable(struct ktel_control *c, const json_t *req, json_t *resp,
+		      struct ktel_err *err)
+{
+	struct ktel_metric *m = find_metric(c, req, err);
+	json_t *v = json_object_get(req, "for_ms");
+	int r;
+
+	if (!m)
+		return -ENOENT;
+	r = ktel_daemon__enable(c->d, m, v ? (uint64_t)json_integer_value(v) : 0, err);
+	if (!r)
+		set_metric_state(resp, m);
+	return r;
+}
+
+static int cmd_disable(struct ktel_control *c, const json_t *req, json_t *resp,
+		       struct ktel_err *err)
+{
+	struct ktel_metric *m = find_metric(c, req, err);
+	int r;
+
+	if (!m)
+		return -ENOENT;
+	r = ktel_daemon__disable(c->d, m, err);
+	if (!r)
+		set_metric_state(resp, m);
+	return r;
+}
+
+static int append_records(json_t *a, const struct ktel_record *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *j = ktel_control_record_json(&recs[i]);
+
+		if (!j || json_array_append_new(a, j))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Pull m now and append what it produced to records. */
+static int pull_one(struct ktel_control *c, struct ktel_metric *m, json_t *records,
+		    struct ktel_err *err)
+{
+	const struct ktel_record *recs;
+	size_t n;
+	int r = ktel_daemon__pull(c->d, m, err);
+
+	if (r)
+		return r;
+	ktel_metric_pull__last_records(m->mp, &recs, &n);
+	if (append_records(records, recs, n))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int cmd_pull(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
+{
+	json_t *records = json_array(), *errors = json_array();
+	size_t pulled = 0;
+	int r = 0;
+
+	json_object_set_new(resp, "records", records);
+	json_object_set_new(resp, "errors", errors);
+	if (json_object_get(req, "name")) {
+		struct ktel_metric *m = find_metric(c, req, err);
+
+		if (!m)
+			return -ENOENT;
+		r = pull_one(c, m, records, err);
+		set_int(resp, "pulled", !r);
+		return r;
+	}
+	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
+		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(c->d, i);
+
+		for (size_t j = 0; j < lp->n_metrics; j++) {
+			struct ktel_metric *m = &lp->metrics[j];
+			struct ktel_err e;
+
+			if (!m->enabled || !m->mp)
+				continue;
+			if (pull_one(c, m, records, &e) == 0)
+				pulled++;
+			else
+				json_array_append_new(errors, json_string(e.msg));
+		}
+	}
+	set_int(resp, "pulled", (json_int_t)pulled);
+	if (json_array_size(errors))
+		r = ktel_err_set(err, EIO, "%zu pull(s) failed, first: %s", json_array_size(errors),
+				 json_string_value(json_array_get(errors, 0)));
+	return r;
+}
+
+static int cmd_show(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
+{
+	struct ktel_metric *m = find_metric(c, req, err);
+	const struct ktel_record *recs;
+	json_t *totals, *window;
+	size_t n;
+
+	if (!m)
+		return -ENOENT;
+	if (!m->mp)
+		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
+				    m->problem[0] ? m->problem : "not loaded");
+	totals = json_array();
+	window = json_array();
+	json_object_set_new(resp, "metric", json_string(m->md->name));
+	json_object_set_new(resp, "unit", json_string(m->md->unit ?: ""));
+	set_bool(resp, "enabled", m->enabled);
+	json_object_set_new(resp, "last_pull", last_pull_json(m));
+	json_object_set_new(resp, "totals", totals);
+	json_object_set_new(resp, "window", window);
+	ktel_metric_pull__totals(m->mp, &recs, &n);
+	if (append_records(totals, recs, n))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	ktel_metric_pull__last_records(m->mp, &recs, &n);
+	if (append_records(window, recs, n))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp,
+		      struct ktel_err *err)
+{
+	struct ktel_config_errors errs = {0};
+	json_t *a = json_array();
+	int r;
+
+	json_object_set_new(resp, "errors", a);
+	if (!ktel_daemon__reload)
+		return ktel_err_set(err, ENOSYS, "reload is not available in this build");
+	r = ktel_daemon__reload(c->d, NULL, &errs, err);
+	for (size_t i = 0; i < errs.n; i++)
+		json_array_append_new(a, json_string(errs.msgs[i]));
+	if (r && errs.n)
+		ktel_err_set(err, -r > 0 ? -r : EINVAL, "reload refused, still running on the old "
+			     "config: %zu error(s), first: %s", errs.n, errs.msgs[0]);
+	ktel_config_errors__clear(&errs);
+	return r;
+}
+
+static int cmd_watch(struct ktel_control *c, const json_t *req, json_t *resp,
+		     struct ktel_err *err)
+{
+	const struct ktel_config *cfg = ktel_daemon__config(c->d);
+	json_t *a = json_array();
+
+	json_object_set_new(resp, "sockets", a);
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
+		const char *path = json_string_value(json_object_get(cfg->sinks[i].options,
+								     "socket"));
+
+		if (strcmp(cfg->sinks[i].type, "stream") == 0 && path)
+			json_array_append_new(a, json_pack("{s:s, s:s}", "sink",
+							   cfg->sinks[i].name, "socket", path));
+	}
+	if (!json_array_size(a))
+		return ktel_err_set(err, ENOENT, "no sink of type \"stream\" with a \"socket\" in "
+				    "the config (%s)", cfg->source);
+	return 0;
+}
+
+static const struct ktel_ctl_arg args_none[] = {{NULL}};
+static const struct ktel_ctl_arg args_name[] = {
+	{"name", KTEL_CTL_ARG_STRING, true},
+	{NULL},
+};
+static const struct ktel_ctl_arg args_opt_name[] = {
+	{"name", KTEL_CTL_ARG_STRING, false},
+	{NULL},
+};
+static const struct ktel_ctl_arg args_enable[] = {
+	{"name", KTEL_CTL_ARG_STRING, true},
+	{"for_ms", KTEL_CTL_ARG_UINT, false},
+	{NULL},
+};
+
+const struct ktel_control_cmd ktel_control_cmds[] = {
+	{"help", "the commands and their arguments", args_none, cmd_help},
+	{"status", "daemon, plugins, programs (run count/time, recursion misses), last pulls, "
+		   "sinks", args_none, cmd_status},
+	{"list", "metrics: plugin, enabled, unit, atom, interval, problem", args_none, cmd_list},
+	{"enable", "attach a metric's programs and start pulling it (for_ms: lease)",
+	 args_enable, cmd_enable},
+	{"disable", "pull once more, then detach a metric's programs (maps and deltas kept)",
+	 args_name, cmd_disable},
+	{"pull", "pull one metric (name) or every enabled one now; returns the records",
+	 args_opt_name, cmd_pull},
+	{"show", "cumulative values per key as of the last pull, and the last window",
+	 args_name, cmd_show},
+	{"reload", "re-read the config file; applied only when all of it is valid", args_none,
+	 cmd_reload},
+	{"watch", "the sockets of the stream sinks", args_none, cmd_watch},
+	{NULL},
+};
+
+const struct ktel_control_cmd *ktel_control_cmd_find(const char *name)
+{
+	for (const struct ktel_control_cmd *cmd = ktel_control_cmds; name && cmd->name; cmd++)
+		if (strcmp(cmd->name, name) == 0)
+			return cmd;
+	return NULL;
+}
+
+static const char *code_of(int r)
+{
+	switch (-r) {
+	case EINVAL:
+		return KTEL_CTL_E_REQUEST;
+	case ENOENT:
+		return KTEL_CTL_E_NOT_FOUND;
+	default:
+		return KTEL_CTL_E_FAILED;
+	}
+}
+
+/* Answer one request line; NULL only when out of memory. */
+static json_t *answer(struct ktel_control *c, const char *line)
+{
+	const struct ktel_control_cmd *cmd;
+	struct ktel_err err = {0};
+	json_t *req, *resp;
+	int r;
+
+	if (ktel_control_parse_request(line, &req, &cmd, &err))
+		return ktel_control_error(KTEL_CTL_E_REQUEST, err.msg);
+	resp = json_object();
+	if (!resp) {
+		json_decref(req);
+		return NULL;
+	}
+	set_bool(resp, "ok", true);
+	r = cmd->fn(c, req, resp, &err);
+	if (r) {
+		/* Keep what the command filled in (reload's errors, pull's
+		 * partial records): it explains the failure. */
+		set_bool(resp, "ok", false);
+		set_str(resp, "error", err.msg[0] ? err.msg : strerror(-r));
+		set_str(resp, "code", code_of(r));
+	}
+	json_decref(req);
+	return resp;
+}
+
+/* ---- server --------------------------------------------------------------- */
+
+static void maybe_free(struct ktel_control *c)
+{
+	if (c->closing && !c->pending_closes && !c->clients)
+		free(c);
+}
+
+static void on_client_closed(uv_handle_t *h)
+{
+	struct client *cl = h->data;
+	struct ktel_control *c = cl->c;
+
+	free(cl->buf);
+	free(cl);
+	c->pending_closes--;
+	maybe_free(c);
+}
+
+static void close_client(struct client *cl)
+{
+	struct ktel_control *c = cl->c;
+
+	if (cl->closing)
+		return;
+	cl->closing = true;
+	*cl->pprev = cl->next;
+	if (cl->next)
+		cl->next->pprev = cl->pprev;
+	c->stats.clients--;
+	c->pending_closes++;
+	uv_close((uv_handle_t *)&cl->pipe, on_client_closed);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+	struct write_req *w = (struct write_req *)req;
+
+	w->cl->pending -= w->len;
+	if (status < 0 && status != UV_ECANCELED)
+		close_client(w->cl);
+	free(w);
+}
+
+/* Queue line for cl; false when the client had to be closed instead. */
+static bool send_line(struct client *cl, const char *line, size_t len)
+{
+	struct write_req *w;
+	uv_buf_t b;
+
+	if (cl->pending + len > KTEL_CONTROL_MAX_PENDING) {
+		/* It does not read its answers: it gets no more memory. */
+		cl->c->stats.overflows++;
+		close_client(cl);
+		return false;
+	}
+	w = malloc(sizeof(*w) + len);
+	if (!w) {
+		close_client(cl);
+		return false;
+	}
+	w->cl = cl;
+	w->len = len;
+	memcpy(w->data, line, len);
+	b = uv_buf_init(w->data, (unsigned int)len);
+	if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_write)) {
+		free(w);
+		close_client(cl);
+		return false;
+	}
+	cl->pending += len;
+	return true;
+}
+
+static bool send_json(struct client *cl, const json_t *resp)
+{
+	size_t len;
+	char *line = resp ? ktel_control_dump_line(resp, &len) : NULL;
+	bool ok;
+
+	if (!line) {
+		close_client(cl);
+		return false;
+	}
+	ok = send_line(cl, line, len);
+	free(line);
+	return ok;
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	close_client(req->data);
+}
+
+/* Send one error answer, then close once it is written. */
+static void refuse(struct client *cl, const char *code, const char *msg)
+{
+	json_t *resp = ktel_control_error(code, msg);
+
+	cl->draining = true;
+	uv_read_stop((uv_stream_t *)&cl->pipe);
+	if (!send_json(cl, resp)) {
+		json_decref(resp);
+		return;
+	}
+	json_decref(resp);
+	cl->c->stats.errors++;
+	cl->shutdown.data = cl;
+	if (uv_shutdown(&cl->shutdown, (uv_stream_t *)&cl->pipe, on_shutdown))
+		close_client(cl);
+}
+
+static int on_line(char *line, void *ctx)
+{
+	struct client *cl = ctx;
+	json_t *resp;
+	bool ok;
+
+	if (cl->closing || cl->draining)
+		return -ECANCELED;
+	if (!line[0])
+		return 0; /* blank lines are keep-alives, not requests */
+	resp = answer(cl->c, line);
+	cl->c->stats.requests++;
+	if (resp && !json_is_true(json_object_get(resp, "ok")))
+		cl->c->stats.errors++;
+	ok = send_json(cl, resp);
+	json_decref(resp);
+	return ok ? 0 : -ECANCELED;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct client *cl = h->data;
+
+	*buf = uv_buf_init(cl->buf + cl->len, (unsigned int)(KTEL_CONTROL_MAX_LINE - cl->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct client *cl = s->data;
+	char msg[128];
+	int r;
+
+	if (nread < 0) {
+		close_client(cl);
+		return;
+	}
+	cl->len += (size_t)nread;
+	r = ktel_control_split_lines(cl->buf, &cl->len, KTEL_CONTROL_MAX_LINE, on_line, cl);
+	if (r == -E2BIG) {
+		cl->c->stats.too_long++;
+		snprintf(msg, sizeof(msg), "request longer than %d bytes", KTEL_CONTROL_MAX_LINE);
+		refuse(cl, KTEL_CTL_E_TOO_LONG, msg);
+	}
+}
+
+/* Admit or refuse a freshly accepted client. */
+static void admit(struct ktel_control *c, struct client *cl)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct ktel_err err;
+	uv_os_fd_t fd;
+
+	if (c->stats.clients > KTEL_CONTROL_MAX_CLIENTS) {
+		c->stats.busy++;
+		snprintf(err.msg, sizeof(err.msg), "busy: %d clients are connected already",
+			 KTEL_CONTROL_MAX_CLIENTS);
+		refuse(cl, KTEL_CTL_E_BUSY, err.msg);
+		return;
+	}
+	if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		close_client(cl);
+		return;
+	}
+	if (ktel_control_peer_check(cred.uid, cred.gid, c->gid, &err)) {
+		c->stats.denied++;
+		refuse(cl, KTEL_CTL_E_DENIED, err.msg);
+		return;
+	}
+	cl->buf = malloc(KTEL_CONTROL_MAX_LINE);
+	if (!cl->buf || uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read)) {
+		close_client(cl);
+		return;
+	}
+	c->stats.accepted++;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct ktel_control *c = server->data;
+	struct client *cl;
+
+	if (status < 0 || c->closing)
+		return;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return;
+	cl->c = c;
+	uv_pipe_init(c->loop, &cl->pipe, 0);
+	cl->pipe.data = cl;
+	/* Linked (and counted) before anything can fail, so that one
+	 * close_client path releases it. */
+	cl->next = c->clients;
+	if (cl->next)
+		cl->next->pprev = &cl->next;
+	cl->pprev = &c->clients;
+	c->clients = cl;
+	c->stats.clients++;
+	if (uv_accept(server, (uv_stream_t *)&cl->pipe)) {
+		close_client(cl);
+		return;
+	}
+	admit(c, cl);
+}
+
+static int mkdir_parents(const char *path, mode_t mode)
+{
+	char *copy = strdup(path), *dir;
+	struct stat st;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	dir = dirname(copy);
+	if (stat(dir, &st) != 0) {
+		r = mkdir_parents(dir, mode);
+		if (!r && mkdir(dir, mode) != 0 && errno != EEXIST)
+			r = -errno;
+	}
+	free(copy);
+	return r;
+}
+
+/* Remove a stale socket at path; refuse when someone answers on it. */
+static int clear_path(const char *path, struct ktel_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd, r;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0
+				       : ktel_err_set(err, errno, "control socket %s: %s", path,
+						      strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return ktel_err_set(err, EEXIST, "control socket %s: exists and is not a socket; "
+				    "not replacing it", path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "control socket %s: socket: %s", path,
+				    strerror(errno));
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	/* EAGAIN: its backlog is full, so something does listen. */
+	if (r == 0 || errno == EAGAIN || errno == EINPROGRESS) {
+		close(fd);
+		return ktel_err_set(err, EADDRINUSE, "control socket %s: another daemon is "
+				    "listening on it; stop it or configure another "
+				    "control_socket", path);
+	}
+	r = errno;
+	close(fd);
+	if (r != ECONNREFUSED)
+		return ktel_err_set(err, r, "control socket %s: cannot tell whether it is in use: "
+				    "%s", path, strerror(r));
+	if (unlink(path) != 0 && errno != ENOENT)
+		return ktel_err_set(err, errno, "control socket %s: removing the stale socket: %s",
+				    path, strerror(errno));
+	return 0;
+}
+
+static int listen_on(struct ktel_control *c, const char *path, struct ktel_err *err)
+{
+	struct stat st;
+	int r;
+
+	r = uv_pipe_bind(&c->server, path);
+	if (r)
+		return ktel_err_set(err, -r, "control socket %s: bind: %s", path, uv_strerror(r));
+	/* Remember the file we made: close removes it and nothing else. */
+	if (stat(path, &st) == 0) {
+		c->dev = st.st_dev;
+		c->ino = st.st_ino;
+	}
+	if (chmod(path, 0660) != 0)
+		return ktel_err_set(err, errno, "control socket %s: chmod 0660: %s", path,
+				    strerror(errno));
+	if ((geteuid() == 0 || c->gid != (gid_t)-1) &&
+	    chown(path, geteuid() == 0 ? 0 : (uid_t)-1, c->gid) != 0)
+		return ktel_err_set(err, errno, "control socket %s: chown to group %u: %s", path,
+				    (unsigned)c->gid, strerror(errno));
+	r = uv_listen((uv_stream_t *)&c->server, KTEL_CONTROL_BACKLOG, on_connection);
+	if (r)
+		return ktel_err_set(err, -r, "control socket %s: listen: %s", path, uv_strerror(r));
+	return 0;
+}
+
+int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, gid_t gid,
+		      struct ktel_control **ret, struct ktel_err *err)
+{
+	struct ktel_control *c;
+	int r;
+
+	if (!path || !path[0] || strlen(path) >= sizeof(c->path))
+		return ktel_err_set(err, ENAMETOOLONG, "control socket \"%s\": path empty or "
+				    "longer than %zu bytes", path ? path : "",
+				    sizeof(c->path) - 1);
+	r = mkdir_parents(path, 0750);
+	if (r)
+		return ktel_err_set(err, -r, "control socket %s: cannot create its directory: %s",
+				    path, strerror(-r));
+	r = clear_path(path, err);
+	if (r)
+		return r;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	c->loop = loop;
+	c->d = d;
+	c->gid = gid;
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	uv_pipe_init(loop, &c->server, 0);
+	c->server.data = c;
+	c->server_open = true;
+	r = listen_on(c, path, err);
+	if (r) {
+		ktel_control__close(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+static void on_server_closed(uv_handle_t *h)
+{
+	struct ktel_control *c = h->data;
+
+	c->pending_closes--;
+	maybe_free(c);
+}
+
+/* Remove our socket file, not one another process put there since. */
+static void unlink_ours(const struct ktel_control *c)
+{
+	struct stat st;
+
+	if (c->ino && stat(c->path, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino)
+		unlink(c->path);
+}
+
+void ktel_control__close(struct ktel_control *c)
+{
+	struct client *cl, *next;
+
+	if (!c || c->closing)
+		return;
+	c->closing = true;
+	unlink_ours(c);
+	/* A handle someone else already closed (a uv_walk at the end of the
+	 * loop) gets no callback from us: its close has completed. */
+	if (c->server_open && !uv_is_closing((uv_handle_t *)&c->server)) {
+		c->pending_closes++;
+		uv_close((uv_handle_t *)&c->server, on_server_closed);
+	}
+	for (cl = c->clients; cl; cl = next) {
+		next = cl->next;
+		if (!uv_is_closing((uv_handle_t *)&cl->pipe)) {
+			close_client(cl);
+			continue;
+		}
+		*cl->pprev = cl->next;
+		if (cl->next)
+			cl->next->pprev = cl->pprev;
+		free(cl->buf);
+		free(cl);
+	}
+	maybe_free(c);
+}
+
+void ktel_control__free(struct ktel_control *c)
+{
+	ktel_control__close(c);
+}
+
+void ktel_control__stats(const struct ktel_control *c, struct ktel_control_stats *ret)
+{
+	*ret = c->stats;
+}
+
+const char *ktel_control__path(const struct ktel_control *c)
+{
+	return c->path;
+}
+
+/* ---- inspect ---------------------------------------------------------------- */
+
+static const char *field_kind_name(enum ktel_field_kind k)
+{
+	static const char *const names[] = {
+		[KTEL_FIELD_INT] = "int",
+		[KTEL_FIELD_ENUM] = "enum",
+		[KTEL_FIELD_CHAR_ARRAY] = "char_array",
+		[KTEL_FIELD_INT_ARRAY] = "int_array",
+	};
+
+	return (unsigned)k < KTEL_ARRAY_SIZE(names) && names[k] ? names[k] : "?";
+}
+
+/* {"value": "label", ...} of an ENUM or ENUM64 type, bounded. */
+static json_t *enum_labels_json(const struct btf *btf, __u32 id)
+{
+	const struct btf_type *t = btf__type_by_id(btf, id);
+	json_t *o = json_object();
+	char key[32];
+
+	if (!t || !o)
+		return o;
+	for (__u16 i = 0; i < btf_vlen(t) && i < MAX_ENUM_LABELS; i++) {
+		const char *name;
+		long long v;
+
+		if (btf_is_enum(t)) {
+			const struct btf_enum *e = btf_enum(t) + i;
+
+			name = btf__name_by_offset(btf, e->name_off);
+			v = btf_kflag(t) ? (long long)e->val : (long long)(__u32)e->val;
+		} else if (btf_kind(t) == BTF_KIND_ENUM64) {
+			const struct btf_enum64 *e = (const struct btf_enum64 *)(t + 1) + i;
+
+			name = btf__name_by_offset(btf, e->name_off);
+			v = (long long)(((__u64)e->val_hi32 << 32) | e->val_lo32);
+		} else {
+			break;
+		}
+		snprintf(key, sizeof(key), "%lld", v);
+		json_object_set_new(o, key, json_string(name ?: ""));
+	}
+	return o;
+}
+
+static json_t *layout_json(const struct btf *btf, const struct ktel_layout *l)
+{
+	json_t *fields = json_array();
+
+	for (__u32 i = 0; i < l->n_fields; i++) {
+		const struct ktel_field *f = &l->fields[i];
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "name", f->name, "kind",
+				      field_kind_name(f->kind), "offset", (json_int_t)f->offset,
+				      "size", (json_int_t)f->size, "elem_size",
+				      (json_int_t)f->elem_size, "count", (json_int_t)f->count,
+				      "signed", f->is_signed);
+
+		if (o && f->kind == KTEL_FIELD_ENUM)
+			json_object_set_new(o, "labels", enum_labels_json(btf, f->enum_type_id));
+		json_array_append_new(fields, o);
+	}
+	return json_pack("{s:s, s:I, s:o}", "type", l->type_name, "size", (json_int_t)l->size,
+			 "fields", fields);
+}
+
+/* The key or value layout of map as JSON into o[what]; -errno with err. */
+static int inspect_layout(const struct btf *btf, __u32 type_id, __u32 size, json_t *o,
+			  const char *what, struct ktel_layout **ret, struct ktel_err *err)
+{
+	struct ktel_layout *l = NULL;
+	int r;
+
+	if (!type_id)
+		return ktel_err_set(err, EINVAL, "%s has no BTF type (declare the map with "
+				    "__type(key, ...) and __type(value, ...))", what);
+	r = ktel_layout__new(btf, type_id, size, &l, err);
+	if (r)
+		return ktel_err_prefix(err, "%s: ", what);
+	json_object_set_new(o, what, layout_json(btf, l));
+	*ret = l;
+	return 0;
+}
+
+/* Can the daemon turn this value into records? Same rules as metric_pull. */
+static int check_value(const struct ktel_metric_desc *md, const struct ktel_layout *vl,
+		       json_t *o, struct ktel_err *err)
+{
+	if (vl->hist_field >= 0) {
+		if (vl->n_buckets > KTEL_HIST_BUCKETS)
+			return ktel_err_set(err, EINVAL, "value %s: %u buckets, at most %d",
+					    vl->type_name, vl->n_buckets, KTEL_HIST_BUCKETS);
+		json_object_set_new(o, "histogram",
+				    json_pack("{s:s, s:I, s:b}", "scheme",
+					      scheme_name(md->scheme ? md->scheme : KTEL_HIST_LOG2),
+					      "buckets", (json_int_t)vl->n_buckets, "sum",
+					      vl->sum_field >= 0));
+		return 0;
+	}
+	for (__u32 i = 0; i < vl->n_fields; i++)
+		if (vl->fields[i].kind == KTEL_FIELD_INT || vl->fields[i].kind == KTEL_FIELD_ENUM) {
+			set_str(o, "values", md->value_kind == KTEL_VALUE_GAUGE ? "gauge"
+										: "counter");
+			return 0;
+		}
+	return ktel_err_set(err, EINVAL, "value %s has neither a u64 buckets array nor integer "
+			    "members", vl->type_name);
+}
+
+static int check_dims(const struct ktel_metric_desc *md, const struct btf *btf,
+		      const struct ktel_layout *kl, json_t *o, struct ktel_err *err)
+{
+	json_t *dims = json_array();
+
+	json_object_set_new(o, "dims", dims);
+	for (uint32_t i = 0; i < md->n_dims; i++) {
+		const struct ktel_dimension_desc *dd = &md->dims[i];
+		const char *member = dd->key_member ? dd->key_member : dd->name;
+
+		json_array_append_new(dims, json_pack("{s:s, s:s, s:s?, s:s?}", "name", dd->name,
+						      "key_member", member, "label_enum",
+						      dd->label_enum, "label_map", dd->label_map));
+		if (!ktel_layout__find(kl, member))
+			return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
+					    dd->name, kl->type_name, member);
+		if (dd->label_enum && ktel_btf_find_enum(btf, dd->label_enum) < 0)
+			return ktel_err_set(err, EINVAL, "dimension %s: no enum %s in the object's "
+					    "BTF", dd->name, dd->label_enum);
+	}
+	return 0;
+}
+
+static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			       json_t *o, struct ktel_err *err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
+	struct ktel_layout *kl = NULL, *vl = NULL;
+	int r;
+
+	if (!map)
+		return ktel_err_set(err, ENOENT, "map %s not in the object", md->map_name);
+	json_object_set_new(o, "map", json_pack("{s:s, s:s, s:I}", "name", md->map_name, "type",
+						libbpf_bpf_map_type_str(bpf_map__type(map)) ?: "?",
+						"max_entries",
+						(json_int_t)bpf_map__max_entries(map)));
+	r = inspect_layout(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map), o, "key",
+			   &kl, err);
+	if (!r)
+		r = inspect_layout(btf, bpf_map__btf_value_type_id(map), bpf_map__value_size(map),
+				   o, "value", &vl, err);
+	if (!r)
+		r = check_value(md, vl, o, err);
+	if (!r)
+		r = check_dims(md, btf, kl, o, err);
+	if (r && !strstr(err->msg, md->map_name))
+		ktel_err_prefix(err, "map %s ", md->map_name);
+	ktel_layout__free(kl);
+	ktel_layout__free(vl);
+	return r;
+}
+
+static int inspect_stream(const struct ktel_metric_desc *md, struct bpf_object *obj, json_t *o,
+			  struct ktel_err *err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	struct ktel_layout *l = NULL;
+	__s32 id;
+	int r;
+
+	set_str(o, "map", md->map_name);
+	id = md->event_type ? ktel_btf_find_struct(btf, md->event_type) : -ENOENT;
+	if (id < 0)
+		return ktel_err_set(err, EINVAL, "event type struct %s not in the object's BTF",
+				    md->event_type ? md->event_type : "(none declared)");
+	r = inspect_layout(btf, (__u32)id, 0, o, "event", &l, err);
+	ktel_layout__free(l);
+	return r;
+}
+
+static json_t *inspect_metric(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			      struct ktel_err *err, int *ret)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s?, s:I, s:s, s:s}", "name", md->name, "model",
+			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "atom",
+			      md->atom_name, "atom_id", (json_int_t)md->atom_id, "unit",
+			      md->unit ?: "", "scheme", scheme_name(md->scheme));
+
+	*ret = md->model == KTEL_MODEL_STREAM ? inspect_stream(md, obj, o, err)
+					      : inspect_accumulator(md, obj, o, err);
+	if (*ret) {
+		ktel_err_prefix(err, "metric %s: ", md->name);
+		set_str(o, "error", err->msg);
+	}
+	return o;
+}
+
+static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_object *obj,
+				const struct ktel_targets *t)
+{
+	struct ktel_prog_choice choices[KTEL_PLUGIN_MAX_PROGRAMS];
+	struct bpf_program *prog;
+	json_t *a = json_array();
+	size_t n = 0;
+
+	memset(choices, 0, sizeof(choices));
+	bpf_object__for_each_program(prog, obj) {
+		if (n == KTEL_PLUGIN_MAX_PROGRAMS)
+			break;
+		choices[n].name = bpf_program__name(prog);
+		choices[n].section = bpf_program__section_name(prog);
+		n++;
+	}
+	if (t)
+		ktel_targets__choose(t, desc->variants, desc->n_variants, choices, n);
+	for (size_t i = 0; i < n; i++) {
+		char reason[KTEL_TARGET_REASON_MAX] = "";
+		json_t *o = json_pack("{s:s, s:s}", "name", choices[i].name, "section",
+				      choices[i].section);
+
+		if (t) {
+			int nr = -1, r = ktel_targets__check(t, choices[i].section, &nr, reason,
+							     sizeof(reason));
+
+			set_bool(o, "target_present", r == 0);
+			if (r)
+				set_str(o, "target_reason", reason);
+			set_int(o, "nr_args", nr);
+			set_bool(o, "selected", choices[i].selected);
+			if (!choices[i].selected)
+				set_str(o, "skip_reason", choices[i].reason);
+		}
+		for (uint32_t v = 0; v < desc->n_variants; v++)
+			if (strcmp(desc->variants[v].prog, choices[i].name) == 0)
+				set_str(o, "variant_group", desc->variants[v].group);
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
+			json_t **ret_report, struct ktel_err *err)
+{
+	struct ktel_plugin *p = NULL;
+	struct bpf_object *obj = NULL;
+	json_t *report = NULL, *metrics;
+	struct ktel_err first = {0};
+	int r;
+
+	r = ktel_plugin__open_owner(path, owner, &p, err);
+	if (r)
+		return r;
+	{
+		LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
+
+		/* The loader validated the ELF and its BTF before it opened it:
+		 * opening the same bytes again is safe. Nothing is loaded. */
+		obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
+	}
+	if (!obj) {
+		r = ktel_err_set(err, errno ? errno : EINVAL, "%s: BPF object does not open: %s",
+				 path, strerror(errno ? errno : EINVAL));
+		goto out;
+	}
+	metrics = json_array();
+	report = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "path", path, "plugin",
+			   p->desc.name, "version", p->desc.version ?: "", "description",
+			   p->desc.description ?: "", "abi", "1", "bpf_bytes",
+			   (json_int_t)p->desc.bpf_object_size, "metrics", metrics);
+	for (uint32_t i = 0; report && i < p->desc.n_metrics; i++) {
+		struct ktel_err e;
+		int mr;
+
+		json_array_append_new(metrics, inspect_metric(&p->desc.metrics[i], obj, &e, &mr));
+		if (mr && !r) {
+			r = mr;
+			first = e;
+		}
+	}
+	if (!report) {
+		r = ktel_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	json_object_set_new(report, "programs", inspect_programs(&p->desc, obj, targets));
+	set_bool(report, "readable", r == 0);
+	if (r)
+		ktel_err_set(err, first.code ? first.code : EINVAL, "%s: %s", path, first.msg);
+	*ret_report = report;
+	report = NULL;
+out:
+	json_decref(report);
+	bpf_object__close(obj);
+	ktel_plugin__free(p);
+	return r;
+}
+
+/* ---- human rendering ---------------------------------------------------------- */
+
+static const char *jstr(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+static long long jint(const json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+/* 1024 -> "1K", 3145728 -> "3M", 1500 -> "1500" (bpftrace's bounds). */
+static void fmt_bound(double v, char *buf, size_t len)
+{
+	static const char suffix[] = "KMGTP";
+	double unit = 1024.0 * 1024 * 1024 * 1024 * 1024;
+
+	for (int i = 4; i >= 0; i--, unit /= 1024)
+		if (v >= unit && fmod(v, unit) == 0) {
+			snprintf(buf, len, "%.0f%c", v / unit, suffix[i]);
+			return;
+		}
+	snprintf(buf, len, "%.0f", v);
+}
+
+static bool le_at(const json_t *le, size_t k, double *ret)
+{
+	const json_t *v = json_array_get(le, k);
+
+	if (!json_is_number(v))
+		return false;
+	*ret = json_number_value(v);
+	return true;
+}
+
+int ktel_ctl_bucket_label(const json_t *hist, size_t k, char *buf, size_t len)
+{
+	const json_t *le = json_object_get(hist, "le");
+	bool inclusive = strcmp(jstr(hist, "scheme"), "log2") == 0;
+	char lo[32] = "0", hi[32] = "+Inf";
+	double v;
+
+	if (k >= json_array_size(le))
+		return -EINVAL;
+	if (k > 0 && le_at(le, k - 1, &v))
+		fmt_bound(v, lo, sizeof(lo));
+	else if (k == 0 && strcmp(jstr(hist, "scheme"), "linear") == 0)
+		fmt_bound((double)jint(hist, "linear_min"), lo, sizeof(lo));
+	if (le_at(le, k, &v))
+		fmt_bound(v, hi, sizeof(hi));
+	if (strcmp(hi, "+Inf") == 0)
+		snprintf(buf, len, "%c%s, +Inf)", inclusive ? '(' : '[', lo);
+	else if (inclusive)
+		snprintf(buf, len, "%c%s, %s]", k == 0 ? '[' : '(', lo, hi);
+	else
+		snprintf(buf, len, "[%s, %s)", lo, hi);
+	return 0;
+}
+
+void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width)
+{
+	const json_t *counts = json_object_get(hist, "counts");
+	size_t n = json_array_size(counts), first = n, last = 0;
+	unsigned long long max = 0;
+	int label_w = 16;
+	char label[80];
+
+	for (size_t k = 0; k < n; k++) {
+		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
+											      k));
+
+		if (!c)
+			continue;
+		first = first < k ? first : k;
+		last = k;
+		max = c > max ? c : max;
+	}
+	if (first == n) {
+		fprintf(out, "(no events)\n");
+		return;
+	}
+	for (size_t k = first; k <= last; k++)
+		if (!ktel_ctl_bucket_label(hist, k, label, sizeof(label)) &&
+		    (int)strlen(label) + 1 > label_w)
+			label_w = (int)strlen(label) + 1;
+	for (size_t k = first; k <= last; k++) {
+		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
+											      k));
+		int bar = (int)(c * (unsigned long long)width / max);
+
+		if (ktel_ctl_bucket_label(hist, k, label, sizeof(label)))
+			break;
+		fprintf(out, "%-*s %8llu |", label_w, label, c);
+		for (int i = 0; i < width; i++)
+			fputc(i < bar ? '@' : ' ', out);
+		fprintf(out, "|\n");
+	}
+}
+
+static void fmt_dims(const json_t *rec, char *buf, size_t len)
+{
+	const json_t *dims = json_object_get(rec, "dims");
+	const char *key;
+	json_t *v;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	json_object_foreach((json_t *)dims, key, v) {
+		char *s = json_is_string(v) ? strdup(json_string_value(v))
+					    : json_dumps(v, JSON_ENCODE_ANY);
+
+		if (off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s=%s", off ? ", " : "",
+						key, s ? s : "?");
+		free(s);
+	}
+	if (!buf[0])
+		snprintf(buf, len, "(all)");
+}
+
+static void render_record(FILE *out, const json_t *rec, bool bars)
+{
+	const char *type = jstr(rec, "type");
+	char dims[512];
+
+	fmt_dims(rec, dims, sizeof(dims));
+	if (strcmp(type, "histogram") == 0) {
+		const json_t *h = json_object_get(rec, "histogram");
+
+		fprintf(out, "@%s[%s]: count %lld", jstr(rec, "metric"), dims, jint(h, "count"));
+		if (json_object_get(h, "sum"))
+			fprintf(out, ", sum %lld %s", jint(h, "sum"), jstr(rec, "unit"));
+		fprintf(out, "\n");
+		if (bars)
+			ktel_ctl_draw_hist(out, h, 52);
+		return;
+	}
+	if (strcmp(type, "counter") == 0)
+		fprintf(out, "%s[%s]: %lld (total %lld)\n", jstr(rec, "metric"), dims,
+			jint(rec, "value"), jint(rec, "total"));
+	else
+		fprintf(out, "%s[%s]: %lld\n", jstr(rec, "metric"), dims, jint(rec, "value"));
+}
+
+static void render_show(FILE *out, const json_t *resp)
+{
+	const json_t *last = json_object_get(resp, "last_pull");
+	const json_t *totals = json_object_get(resp, "totals");
+	const json_t *window = json_object_get(resp, "window");
+	size_t i;
+	json_t *rec;
+
+	fprintf(out, "%s (%s), %s\n", jstr(resp, "metric"), jstr(resp, "unit"),
+		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
+	if (!json_is_object(last)) {
+		fprintf(out, "not pulled yet: nothing to show (ktelemetryctl pull %s)\n",
+			jstr(resp, "metric"));
+		return;
+	}
+	fprintf(out, "\ncumulative, as of the last pull (%s):\n", jstr(last, "time"));
+	if (!json_array_size(totals))
+		fprintf(out, "(no keys)\n");
+	json_array_foreach(totals, i, rec)
+		render_record(out, rec, true);
+	fprintf(out, "\nlast window:\n");
+	if (!json_array_size(window))
+		fprintf(out, "(nothing new in the last window)\n");
+	json_array_foreach(window, i, rec) {
+		fprintf(out, "%s .. %s\n", jstr(rec, "start"), jstr(rec, "end"));
+		render_record(out, rec, true);
+	}
+}
+
+static void render_pull(FILE *out, const json_t *resp)
+{
+	const json_t *records = json_object_get(resp, "records");
+	size_t i;
+	json_t *rec;
+
+	json_array_foreach(records, i, rec)
+		render_record(out, rec, false);
+	fprintf(out, "%lld metric(s) pulled, %zu record(s)\n", jint(resp, "pulled"),
+		json_array_size(records));
+}
+
+/* A column of the list table: header and how to get the cell. */
+struct column {
+	const char *header;
+	void (*cell)(const json_t *m, char *buf, size_t len);
+};
+
+static void cell_name(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", jstr(m, "name"));
+}
+
+static void cell_plugin(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", jstr(m, "plugin"));
+}
+
+static void cell_state(const json_t *m, char *b, size_t l)
+{
+	if (json_is_string(json_object_get(m, "problem")))
+		snprintf(b, l, "unavailable");
+	else
+		snprintf(b, l, "%s", json_is_true(json_object_get(m, "enabled")) ? "enabled"
+										  : "disabled");
+}
+
+static void cell_unit(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", jstr(m, "unit"));
+}
+
+static void cell_interval(const json_t *m, char *b, size_t l)
+{
+	long long ms = jint(m, "interval_ms");
+
+	if (ms % 1000)
+		snprintf(b, l, "%lldms", ms);
+	else
+		snprintf(b, l, "%llds", ms / 1000);
+}
+
+static void cell_atom(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", json_is_string(json_object_get(m, "atom")) ? jstr(m, "atom") : "-");
+}
+
+static void cell_note(const json_t *m, char *b, size_t l)
+{
+	if (json_is_string(json_object_get(m, "problem")))
+		snprintf(b, l, "%s", jstr(m, "problem"));
+	else if (jint(m, "lease_ms") && json_is_true(json_object_get(m, "enabled")))
+		snprintf(b, l, "lease %lld ms", jint(m, "lease_ms"));
+	else
+		b[0] = '\0';
+}
+
+static const struct column list_columns[] = {
+	{"NAME", cell_name},       {"PLUGIN", cell_plugin}, {"STATE", cell_state},
+	{"UNIT", cell_unit},       {"INTERVAL", cell_interval}, {"ATOM", cell_atom},
+	{"NOTE", cell_note},
+};
+
+static void render_list(FILE *out, const json_t *resp)
+{
+	const json_t *metrics = json_object_get(resp, "metrics");
+	int w[KTEL_ARRAY_SIZE(list_columns)];
+	char cell[KTEL_ERR_MSG_MAX];
+	size_t i, c;
+	json_t *m;
+
+	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
+		w[c] = (int)strlen(list_columns[c].header);
+	json_array_foreach(metrics, i, m)
+		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
+			list_columns[c].cell(m, cell, sizeof(cell));
+			if ((int)strlen(cell) > w[c])
+				w[c] = (int)strlen(cell);
+		}
+	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
+		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
+			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, list_columns[c].header);
+	json_array_foreach(metrics, i, m)
+		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
+			list_columns[c].cell(m, cell, sizeof(cell));
+			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
+				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
+		}
+}
+
+static void render_program(FILE *out, const json_t *p)
+{
+	fprintf(out, "    %-28s %-36s ", jstr(p, "name"), jstr(p, "section"));
+	if (!json_is_true(json_object_get(p, "selected"))) {
+		fprintf(out, "skipped: %s\n", jstr(p, "skip_reason"));
+		return;
+	}
+	fprintf(out, "%s id %lld", json_is_true(json_object_get(p, "attached")) ? "attached"
+										 : "detached",
+		jint(p, "prog_id"));
+	if (json_object_get(p, "run_cnt"))
+		fprintf(out, ", %lld runs, %lld ns (%.0f ns/run)", jint(p, "run_cnt"),
+			jint(p, "run_time_ns"),
+			jint(p, "run_cnt") ? (double)jint(p, "run_time_ns") / jint(p, "run_cnt")
+					   : 0.0);
+	if (json_object_get(p, "recursion_misses"))
+		fprintf(out, ", %lld recursion misses", jint(p, "recursion_misses"));
+	if (json_is_string(json_object_get(p, "attach_error")))
+		fprintf(out, ", attach error: %s", jstr(p, "attach_error"));
+	fputc('\n', out);
+}
+
+static void render_status(FILE *out, const json_t *resp)
+{
+	const json_t *d = json_object_get(resp, "daemon"), *p, *m, *s, *prog;
+	size_t i, j;
+
+	fprintf(out, "daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
+		"state %s\n  bpf_stats %s\n", jint(d, "pid"),
+		json_number_value(json_object_get(d, "uptime_s")), jstr(d, "config"),
+		jstr(d, "control_socket"), jstr(d, "pin_root"), jstr(d, "state_file"),
+		json_is_true(json_object_get(d, "bpf_stats"))
+			? "on: run counts and times are measured"
+			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
+	fprintf(out, "\nplugins\n");
+	json_array_foreach(json_object_get(resp, "plugins"), i, p) {
+		fprintf(out, "  %s %s  %s", jstr(p, "name"), jstr(p, "version"), jstr(p, "path"));
+		if (json_is_true(json_object_get(p, "unsupported")))
+			fprintf(out, "  unsupported: %s", jstr(p, "reason"));
+		fputc('\n', out);
+		json_array_foreach(json_object_get(p, "programs"), j, prog)
+			render_program(out, prog);
+	}
+	fprintf(out, "\nmetrics\n");
+	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
+		const json_t *lp = json_object_get(m, "last_pull");
+
+		fprintf(out, "  %-28s %-8s ", jstr(m, "name"),
+			json_is_true(json_object_get(m, "enabled")) ? "enabled" : "disabled");
+		if (json_is_object(lp))
+			fprintf(out, "last pull %s: %lld keys, %s, %lld syscalls, %.1f us, %lld "
+				"records%s", jstr(lp, "time"), jint(lp, "keys"), jstr(lp, "method"),
+				jint(lp, "syscalls"), jint(lp, "duration_ns") / 1000.0,
+				jint(lp, "records"),
+				json_is_true(json_object_get(lp, "truncated")) ? " (truncated)" : "");
+		else
+			fprintf(out, "never pulled");
+		fprintf(out, "; %lld pulls, %lld errors", jint(m, "pulls"), jint(m, "pull_errors"));
+		if (json_is_string(json_object_get(m, "problem")))
+			fprintf(out, "; %s", jstr(m, "problem"));
+		fputc('\n', out);
+	}
+	fprintf(out, "\nsinks\n");
+	json_array_foreach(json_object_get(resp, "sinks"), i, s)
+		fprintf(out, "  %s (%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
+			"queued %lld\n", jstr(s, "name"), jstr(s, "type"), jint(s, "sent"),
+			jint(s, "dropped"), jint(s, "errors"), jint(s, "reconnects"),
+			jint(s, "queued"));
+}
+
+static void render_toggle(FILE *out, const json_t *resp)
+{
+	size_t i;
+	json_t *p;
+
+	fprintf(out, "%s: %s", jstr(resp, "metric"),
+		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
+	if (jint(resp, "lease_ms") && json_is_true(json_object_get(resp, "enabled")))
+		fprintf(out, " for %lld ms", jint(resp, "lease_ms"));
+	fputc('\n', out);
+	json_array_foreach(json_object_get(resp, "programs"), i, p)
+		fprintf(out, "  program %s id %lld %s\n", jstr(p, "name"), jint(p, "prog_id"),
+			json_is_true(json_object_get(p, "attached")) ? "attached" : "detached");
+}
+
+static void render_reload(FILE *out, const json_t *resp)
+{
+	fprintf(out, "reloaded\n");
+}
+
+static void render_help(FILE *out, const json_t *resp)
+{
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(json_object_get(resp, "commands"), i, c)
+		fprintf(out, "  %-8s %s\n", jstr(c, "name"), jstr(c, "help"));
+}
+
+static void render_watch(FILE *out, const json_t *resp)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(json_object_get(resp, "sockets"), i, s)
+		fprintf(out, "%s %s\n", jstr(s, "sink"), jstr(s, "socket"));
+}
+
+static const struct {
+	const char *cmd;
+	void (*fn)(FILE *out, const json_t *resp);
+} renderers[] = {
+	{"list", render_list},       {"status", render_status}, {"show", render_show},
+	{"pull", render_pull},       {"enable", render_toggle}, {"disable", render_toggle},
+	{"reload", render_reload},   {"help", render_help},     {"watch", render_watch},
+};
+
+void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp)
+{
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(renderers); i++)
+		if (strcmp(renderers[i].cmd, cmd) == 0) {
+			renderers[i].fn(out, resp);
+			return;
+		}
+	json_dumpf(resp, out, JSON_INDENT(2));
+	fputc('\n', out);
+}
+
+static void render_layout(FILE *out, const char *what, const json_t *l)
+{
+	size_t i;
+	json_t *f;
+
+	if (!json_is_object(l))
+		return;
+	fprintf(out, "    %s: %s (%lld bytes)\n", what, jstr(l, "type"), jint(l, "size"));
+	json_array_foreach(json_object_get(l, "fields"), i, f) {
+		const json_t *labels = json_object_get(f, "labels");
+
+		fprintf(out, "      +%-4lld %-24s %-10s %lld byte%s", jint(f, "offset"),
+			jstr(f, "name")[0] ? jstr(f, "name") : "(scalar)", jstr(f, "kind"),
+			jint(f, "size"), jint(f, "size") == 1 ? "" : "s");
+		if (jint(f, "count") > 1)
+			fprintf(out, " [%lld x %lld]", jint(f, "count"), jint(f, "elem_size"));
+		fprintf(out, "%s", json_is_true(json_object_get(f, "signed")) ? " signed" : "");
+		if (json_object_size(labels)) {
+			const char *k;
+			json_t *v;
+			int n = 0;
+
+			fprintf(out, " labels:");
+			json_object_foreach((json_t *)labels, k, v)
+				fprintf(out, "%s %s=%s", n++ ? "," : "", k, json_string_value(v));
+		}
+		fputc('\n', out);
+	}
+}
+
+void ktel_ctl_render_inspect(FILE *out, const json_t *r)
+{
+	size_t i, j;
+	json_t *m, *p, *d;
+
+	fprintf(out, "plugin %s %s: %s\n  %s, BPF object %lld bytes\n", jstr(r, "plugin"),
+		jstr(r, "version"), jstr(r, "description"), jstr(r, "path"), jint(r, "bpf_bytes"));
+	json_array_foreach(json_object_get(r, "metrics"), i, m) {
+		const json_t *h = json_object_get(m, "histogram");
+		const json_t *map = json_object_get(m, "map");
+
+		fprintf(out, "\n  metric %s (%s, unit %s", jstr(m, "name"), jstr(m, "model"),
+			jstr(m, "unit"));
+		if (json_is_string(json_object_get(m, "atom")))
+			fprintf(out, ", atom %s %lld", jstr(m, "atom"), jint(m, "atom_id"));
+		fprintf(out, ")\n");
+		if (json_is_object(map))
+			fprintf(out, "    map %s: %s, max_entries %lld\n", jstr(map, "name"),
+				jstr(map, "type"), jint(map, "max_entries"));
+		render_layout(out, "key", json_object_get(m, "key"));
+		render_layout(out, "value", json_object_get(m, "value"));
+		render_layout(out, "event", json_object_get(m, "event"));
+		if (json_is_object(h))
+			fprintf(out, "    histogram: scheme %s, %lld buckets%s\n", jstr(h, "scheme"),
+				jint(h, "buckets"),
+				json_is_true(json_object_get(h, "sum")) ? ", with sum" : "");
+		if (json_is_string(json_object_get(m, "values")))
+			fprintf(out, "    values: %s per integer member\n", jstr(m, "values"));
+		json_array_foreach(json_object_get(m, "dims"), j, d)
+			fprintf(out, "    dimension %s = key.%s%s%s%s%s\n", jstr(d, "name"),
+				jstr(d, "key_member"),
+				json_is_string(json_object_get(d, "label_enum")) ? ", labels from enum "
+										    : "",
+				jstr(d, "label_enum"),
+				json_is_string(json_object_get(d, "label_map")) ? ", labels from map "
+										   : "",
+				jstr(d, "label_map"));
+		if (json_is_string(json_object_get(m, "error")))
+			fprintf(out, "    UNREADABLE: %s\n", jstr(m, "error"));
+	}
+	fprintf(out, "\n  programs\n");
+	json_array_foreach(json_object_get(r, "programs"), i, p) {
+		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
+		if (json_is_string(json_object_get(p, "variant_group")))
+			fprintf(out, " variant of %s", jstr(p, "variant_group"));
+		if (json_object_get(p, "target_present"))
+			fprintf(out, json_is_true(json_object_get(p, "target_present"))
+					     ? " target present%s%s"
+					     : " target MISSING: %s%s",
+				jstr(p, "target_reason"),
+				json_is_true(json_object_get(p, "selected")) ? ", would load"
+									      : ", would not load");
+		fputc('\n', out);
+	}
+}

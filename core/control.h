@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Control socket (design 3, issue 6): a unix stream socket through which
+ * ktelemetryctl drives a running daemon. Protocol (docs/control.md): one
+ * JSON object per line each way. A request is {"cmd": "<name>", ...args};
+ * the answer is {"ok": true, ...} or {"ok": false, "error": "<one line>",
+ * "code": "<class>"}. Requests are answered in order, one line each.
+ *
+ * Access: the socket is 0660 root:<control group>; on top of the file mode,
+ * every accepted client's credentials (SO_PEERCRED) are checked: uid 0, or a
+ * member of the group (the peer's gid, the uid's primary group or one of its
+ * supplementary groups). Anyone else gets one error line and is closed.
+ *
+ * Limits: a request line is at most KTEL_CONTROL_MAX_LINE bytes, at most
+ * KTEL_CONTROL_MAX_CLIENTS clients are served at once, and at most
+ * KTEL_CONTROL_MAX_PENDING bytes of answers wait for one slow client; past
+ * any limit the client gets an error (when possible) and is closed, and the
+ * event is counted in ktel_control_stats.
+ *
+ * This header also holds the pieces of the protocol that need no socket
+ * (line framing, request checking, answers, records as JSON, peer check,
+ * plugin inspection and the human rendering ktelemetryctl prints), so that
+ * unit tests exercise them without privileges.
+ */
+#ifndef KTEL_CONTROL_H
+#define KTEL_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "error.h"
+#include "record.h"
+
+struct ktel_daemon;
+struct ktel_control;
+struct ktel_targets;
+
+#define KTEL_CONTROL_MAX_LINE (64 * 1024)
+#define KTEL_CONTROL_MAX_CLIENTS 16
+#define KTEL_CONTROL_MAX_PENDING (16u << 20)
+#define KTEL_CONTROL_BACKLOG 16
+
+/* Error classes in answers ("code"); ktelemetryctl maps them to exit codes. */
+#define KTEL_CTL_E_REQUEST "bad_request"       /* not JSON, unknown cmd/arg, wrong type */
+#define KTEL_CTL_E_NOT_FOUND "not_found"       /* no such metric */
+#define KTEL_CTL_E_FAILED "failed"             /* the daemon tried and failed */
+#define KTEL_CTL_E_DENIED "permission_denied"  /* peer is neither root nor in the group */
+#define KTEL_CTL_E_BUSY "busy"                 /* too many clients */
+#define KTEL_CTL_E_TOO_LONG "too_long"         /* request line over the limit */
+
+struct ktel_control_stats {
+	uint64_t accepted;     /* clients served */
+	uint64_t denied;       /* refused by the credential check */
+	uint64_t busy;         /* refused: KTEL_CONTROL_MAX_CLIENTS reached */
+	uint64_t requests;     /* request lines answered */
+	uint64_t errors;       /* answers with ok: false */
+	uint64_t too_long;     /* clients closed for an over-long line */
+	uint64_t overflows;    /* clients closed for not reading their answers */
+	size_t clients;        /* connected now */
+};
+
+/*
+ * Listen on path for daemon d. The parent directory is created (0750) when
+ * missing. An existing socket is replaced only when nothing answers on it;
+ * when another process listens there, fail with -EADDRINUSE. The socket is
+ * made 0660 and owned by root:gid (gid (gid_t)-1: the group is left alone).
+ * Returns 0 and the server in *ret, or -errno with err naming the path.
+ */
+int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, gid_t gid,
+		      struct ktel_control **ret, struct ktel_err *err);
+
+/*
+ * Stop listening, remove the socket file, close every client. The handles
+ * close on the loop and c is freed in their close callbacks, so call this
+ * while the loop still runs (the daemon's shutdown); when the loop has
+ * already finished (its handles closed by someone else), c is freed at once.
+ * c must not be used afterwards. Accepts NULL.
+ */
+void ktel_control__close(struct ktel_control *c);
+
+/* The same as ktel_control__close() (the _new/_free pair); call one, once. */
+void ktel_control__free(struct ktel_control *c);
+
+void ktel_control__stats(const struct ktel_control *c, struct ktel_control_stats *ret);
+const char *ktel_control__path(const struct ktel_control *c);
+
+/* ---- protocol pieces (no socket needed) --------------------------------- */
+
+/*
+ * Line framing. buf[0..*len) holds bytes received; every complete line
+ * (ended by '\n'; a '\r' before it is dropped) is NUL-terminated in place
+ * and passed to fn, then the incomplete tail is moved to the front and *len
+ * updated. Returns 0; -E2BIG when the tail alone is max bytes or more (a
+ * line longer than the limit: the caller should give up on the stream); or
+ * fn's negative return, which stops the split (the rest stays in buf).
+ */
+int ktel_control_split_lines(char *buf, size_t *len, size_t max,
+			     int (*fn)(char *line, void *ctx), void *ctx);
+
+/* One command of the protocol, as requests and help see it. */
+enum ktel_ctl_arg_type {
+	KTEL_CTL_ARG_STRING = 1,
+	KTEL_CTL_ARG_UINT = 2,    /* integer >= 0 */
+};
+
+struct ktel_ctl_arg {
+	const char *name;
+	enum ktel_ctl_arg_type type;
+	bool required;
+};
+
+struct ktel_control_cmd {
+	const char *name;
+	const char *help;
+	const struct ktel_ctl_arg *args; /* {NULL}-terminated */
+	int (*fn)(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err);
+};
+
+/* The command table ({NULL}-terminated) and lookup by name (NULL: none). */
+extern const struct ktel_control_cmd ktel_control_cmds[];
+const struct ktel_control_cmd *ktel_control_cmd_find(const char *name);
+
+/*
+ * Check one request line: a JSON object, "cmd" a string naming a command,
+ * every other key one of the command's arguments with the right type, and
+ * the required ones present. Returns 0 with the parsed object (the caller
+ * decrefs) and the command, or -EINVAL with err saying what is wrong.
+ */
+int ktel_control_parse_request(const char *line, json_t **ret_req,
+			       const struct ktel_control_cmd **ret_cmd, struct ktel_err *err);
+
+/* {"ok": false, "error": msg, "code": code}; NULL on allocation failure. */
+json_t *ktel_control_error(const char *code, const char *msg);
+
+/*
+ * The answer as one line, '\n' included (compact JSON never contains a raw
+ * newline: jansson escapes them in strings). Caller frees. NULL on failure.
+ */
+char *ktel_control_dump_line(const json_t *resp, size_t *ret_len);
+
+/* A record as the JSON sink writes it (sinks/json), parsed. NULL on failure. */
+json_t *ktel_control_record_json(const struct ktel_record *r);
+
+/*
+ * May a peer with uid and (effective) gid use a socket of group `group`?
+ * 0 for uid 0, for gid == group and for a uid whose primary or supplementary
+ * groups (getgrouplist of its user name) contain group; otherwise -EACCES
+ * with err "permission denied: uid N is neither root nor in group G"
+ * (G: the group's name, or its number when it has none).
+ */
+int ktel_control_peer_check(uid_t uid, gid_t gid, gid_t group, struct ktel_err *err);
+
+/* ---- ktelemetryctl inspect (offline) ------------------------------------- */
+
+/*
+ * Describe a plugin file without loading anything into the kernel: open it
+ * with the plugin loader (files owned by root or by owner), open its BPF
+ * object from memory (no load) and describe, per metric, the key and value
+ * layouts as the generic decoder sees them (members, offsets, sizes, enum
+ * labels), dimensions, the histogram scheme, and per program its section and
+ * whether this kernel has its attach target (targets; NULL: not checked).
+ * Returns 0 with the report in *ret_report; -EINVAL with the report AND err
+ * naming the metric, map and member when the decoder cannot read some map;
+ * another -errno with only err when the plugin cannot be opened.
+ */
+int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
+			json_t **ret_report, struct ktel_err *err);
+
+/* ---- human rendering (ktelemetryctl) ------------------------------------- */
+
+/*
+ * Bucket k of a histogram as the JSON line format carries it ("scheme",
+ * "le"): "[0, 1]" for log2's first bucket, "(256, 512]" (upper-inclusive)
+ * for the others, "(1G, +Inf)" for the overflow; "[lo, hi)" for log2_floor
+ * and linear. Bounds of 1024 and above in K/M/G (powers of 1024) like
+ * bpftrace's. Returns 0 or -EINVAL when k is out of range.
+ */
+int ktel_ctl_bucket_label(const json_t *hist, size_t k, char *buf, size_t len);
+
+/*
+ * Draw one histogram (a "histogram" object) as bpftrace's @hist does: the
+ * buckets from the first to the last non-empty one, each with its bounds,
+ * its count and a bar of '@' scaled to the largest count (width columns).
+ */
+void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width);
+
+/*
+ * Print an answer of cmd for people: list as an aligned table, status as
+ * sections, show as bars, pull as one line per record, others as
+ * "key: value" lines. Unknown commands fall back to indented JSON.
+ */
+void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp);
+
+/* Print an inspect report for people. */
+void ktel_ctl_render_inspect(FILE *out, const json_t *report);
+
+#endif /* KTEL_CONTROL_H */
