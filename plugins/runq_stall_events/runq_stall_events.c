@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Run-queue stalls: an event for every wait for a CPU of at least
+ * threshold_us (config: metrics.runq_stall_events.params.threshold_us).
+ */
+#include <ktelemetry/plugin.h>
+
+#include "runq_stall_events.bpf.h"
+
+static const struct ktel_dimension_desc dims[] = {
+	{.name = "cpu"},
+};
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "runq_stall_events",
+		    .atom_name = "RunqStallEvent",
+		    .atom_id = 100012, /* OEM range; see docs/atoms.proto */
+		    .map_name = "runq_stall_rb",
+		    .model = KTEL_MODEL_STREAM,
+		    .unit = "events",
+		    .description = "Run-queue waits of at least threshold_us: task, CPU, wait, "
+				   "and the task switched out for it",
+		    .dims = dims,
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .event_type = "runq_stall_event",
+		    .lost_map = "runq_stall_lost"),
+};
+
+/* sched_switch gained prev_state as its 4th argument in 5.18; the program
+ * reads it, so pin the prototype down. */
+static const struct ktel_prog_variant variants[] = {
+	{.group = "runq_switch", .prog = "runq_stall_switch", .nr_args = 4},
+};
+
+static const struct ktel_param_desc params[] = {
+	{.name = "threshold_us",
+	 .description = "shortest run-queue wait reported, in microseconds (0: every wait)",
+	 .default_value = 10000},
+};
+
+KTEL_PLUGIN(.name = "runq_stall_events",
+	    .version = "1.0",
+	    .description = "Run-queue waits above a threshold, as events",
+	    .bpf_object = ktel_bpf_object,
+	    .bpf_object_size = sizeof(ktel_bpf_object),
+	    .metrics = metrics,
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
+	    .variants = variants,
+	    .n_variants = KTEL_ARRAY_SIZE(variants),
+	    .params = params,
+	    .n_params = KTEL_ARRAY_SIZE(params));
