@@ -366,11 +366,20 @@ static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
 		l->refs = 1;
 		l->len = len;
 		memcpy(l->data, s->fmt, len);
+		/* A batch may be larger than a backlog: before a subscriber
+		 * would lose a record, offer its backlog to its socket, so
+		 * only one that really does not read loses anything. */
+		for (u = s->subs; u; u = next) {
+			next = u->next;
+			if (s->head_seq - u->next_seq >= s->backlog)
+				kick(u);
+		}
 		ring_push(s, l);
+		for (u = s->subs; u; u = u->next)
+			enforce_backlog(u);
 	}
 	for (u = s->subs; u; u = next) {
 		next = u->next;
-		enforce_backlog(u);
 		kick(u);
 	}
 }
