@@ -309,7 +309,7 @@ static bool uid_in_group(uid_t uid, gid_t group)
 	struct passwd pw, *res = NULL;
 	char tmp[4096];
 	gid_t *groups;
-	int n = 64;
+	int n = 64, want;
 	bool found = false;
 
 	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res)
@@ -317,8 +317,7 @@ static bool uid_in_group(uid_t uid, gid_t group)
 	if (res->pw_gid == group)
 		return true;
 	for (;;) {
-		int want = n;
-
+		want = n;
 		groups = calloc((size_t)n, sizeof(*groups));
 		if (!groups)
 			return false;
@@ -331,7 +330,8 @@ static bool uid_in_group(uid_t uid, gid_t group)
 			return false;
 		n = want;
 	}
-	for (int i = 0; i < n && !found; i++)
+	/* want is now how many groups getgrouplist wrote. */
+	for (int i = 0; i < want && !found; i++)
 		found = groups[i] == group;
 	free(groups);
 	return found;
