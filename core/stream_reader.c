@@ -309,9 +309,16 @@ static void decode_field(struct ktel_stream_decoder *dec, const struct dec_field
 	default:
 		break;
 	}
-	out->u = ktel_field_read_u64(f, data);
-	out->i = ktel_field_read_s64(f, data);
-	out->type = f->is_signed ? KTEL_FIELD_VALUE_INT : KTEL_FIELD_VALUE_UINT;
+	/* Both views of one value: i and u hold the same 64 bits. */
+	if (f->is_signed) {
+		out->type = KTEL_FIELD_VALUE_INT;
+		out->i = ktel_field_read_s64(f, data);
+		out->u = (uint64_t)out->i;
+	} else {
+		out->type = KTEL_FIELD_VALUE_UINT;
+		out->u = ktel_field_read_u64(f, data);
+		out->i = (int64_t)out->u;
+	}
 	if (df->label_dim >= 0)
 		out->label = map_label(dec, (uint32_t)df->label_dim, out->i);
 	if (!out->label && df->enum_id > 0)
