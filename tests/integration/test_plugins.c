@@ -1,0 +1,900 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The metric plugins on the running kernel, through the real daemon:
+ *
+ *  - every built-in plugin loads and attaches, or reports unsupported with a
+ *    reason, exactly as a table written for this kind of host says. Each
+ *    entry also lists the kernel facts its outcome rests on (a tracepoint, a
+ *    function, fentry permission, kprobe support), checked independently of
+ *    the daemon, so a kernel that differs makes the test say what changed;
+ *  - real events from tools/trigger reach the JSON sink for every metric this
+ *    machine can trigger (compaction, memcg reclaim, run-queue latency, block
+ *    I/O, OOM kill), each in a plausible bucket or under the right label;
+ *  - the out-of-tree example plugin of docs/plugin-authoring.md builds against
+ *    an install of this build tree and produces records;
+ *  - a variant group falls back from an fentry program the kernel refuses to
+ *    its tp_btf alternative (or keeps the fentry where it is allowed).
+ *
+ * Hermetic: own pin roots, files under the build tree, all removed at the end.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <cmocka.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/filter.h>
+
+#include "bpf_lifecycle.h"
+#include "ktel_test.h"
+#include "daemon_harness.h"
+
+#define TRIGGER KTEL_SOURCE_DIR "/tools/trigger"
+#define EXAMPLE "signal_delivery_latency"
+#define EXAMPLE_SRC KTEL_SOURCE_DIR "/docs/examples/" EXAMPLE
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+#define MAX_FACTS 4
+#define MAX_STRS 4
+
+/* -------------------------------------------------------------------------
+ * Facts about the kernel, checked without the daemon.
+ */
+
+enum fact_kind {
+	FACT_TARGET, /* an attach target (an ELF section name) exists */
+	FACT_FENTRY, /* the kernel lets root load an fentry program */
+};
+
+struct fact {
+	enum fact_kind kind;
+	const char *section; /* FACT_TARGET: e.g. "tp_btf/cma_alloc_start" */
+	bool present;        /* on the host the table was written for */
+	int nr_args;         /* FACT_TARGET and present: its argument count, -1 any */
+};
+
+static struct ktel_targets *targets;
+static int fentry_allowed = -1; /* -1 not probed yet */
+
+/*
+ * Can root load an fentry program here? Loads "return 0" as fentry on
+ * vfs_read, a function every kernel has in BTF. Some kernels refuse every
+ * fentry/fexit with EPERM (function tracing locked down); anything else
+ * than success or EPERM is a failure of the test machine.
+ */
+static bool probe_fentry(void)
+{
+	struct bpf_insn insns[] = {
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY);
+	struct btf *vmlinux;
+	int id, fd;
+
+	if (fentry_allowed >= 0)
+		return fentry_allowed;
+	vmlinux = btf__load_vmlinux_btf();
+	assert_non_null(vmlinux);
+	id = btf__find_by_name_kind(vmlinux, "vfs_read", BTF_KIND_FUNC);
+	btf__free(vmlinux);
+	assert_true(id > 0);
+	opts.attach_btf_id = id;
+	fd = bpf_prog_load(BPF_PROG_TYPE_TRACING, "ktel_probe", "GPL", insns, 2, &opts);
+	if (fd < 0 && fd != -EPERM)
+		fail_msg("probing fentry on vfs_read failed with %s, neither loaded nor EPERM",
+			 strerror(-fd));
+	if (fd >= 0)
+		close(fd);
+	fentry_allowed = fd >= 0;
+	return fentry_allowed;
+}
+
+/* Is the fact true on this kernel? Describes what was seen in buf. */
+static bool fact_holds(const struct fact *f, char *buf, size_t len)
+{
+	int nr = -1, r;
+	bool now;
+
+	if (f->kind == FACT_FENTRY) {
+		now = probe_fentry();
+		snprintf(buf, len, "fentry programs are %s (host: %s)",
+			 now ? "allowed" : "refused (EPERM)", f->present ? "allowed" : "refused");
+		return now == f->present;
+	}
+	r = ktel_targets__check(targets, f->section, &nr, NULL, 0);
+	now = r == 0;
+	snprintf(buf, len, "%s: %s here", f->section, now ? "present" : "absent");
+	if (now)
+		snprintf(buf + strlen(buf), len - strlen(buf), " with %d args", nr);
+	snprintf(buf + strlen(buf), len - strlen(buf), " (host: %s",
+		 f->present ? "present" : "absent");
+	if (f->present && f->nr_args >= 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), " with %d args", f->nr_args);
+	snprintf(buf + strlen(buf), len - strlen(buf), ")");
+	if (now != f->present)
+		return false;
+	return !now || f->nr_args < 0 || nr == f->nr_args;
+}
+
+/* -------------------------------------------------------------------------
+ * (a) Every built-in plugin's outcome on this host.
+ */
+
+enum outcome {
+	UNSUPPORTED, /* "metric X: not collected: unsupported: <reason>" */
+	COLLECTING,  /* "metric X: collecting every N ms" (accumulators) */
+	LOADED,      /* any other "metric X: " line: its programs loaded, what the
+		      * daemon does with it (streams) is tested elsewhere */
+};
+
+static const char *const outcome_names[] = {"unsupported", "collecting", "loaded"};
+
+struct expect {
+	const char *metric;
+	enum outcome outcome;
+	/* supported: each must appear in the log (e.g. "program X skipped:
+	 * ..." lines); unsupported: each must appear in the reason. */
+	const char *strs[MAX_STRS];
+	struct fact facts[MAX_FACTS];
+};
+
+#define TP(name, n) {.kind = FACT_TARGET, .section = "tp_btf/" name, .present = true, .nr_args = n}
+#define NO_TP(name) {.kind = FACT_TARGET, .section = "tp_btf/" name, .present = false}
+#define FN(name) {.kind = FACT_TARGET, .section = "fentry/" name, .present = true, .nr_args = -1}
+#define NO_KPROBE(name) {.kind = FACT_TARGET, .section = "kprobe/" name, .present = false}
+#define NO_FENTRY {.kind = FACT_FENTRY, .present = false}
+
+/*
+ * What this host (kernel 6.18, x86_64, no kprobes, no CMA, fentry refused)
+ * gives. A new built-in plugin must get an entry here.
+ */
+static const struct expect builtins[] = {
+	{"block_io_latency", COLLECTING, {NULL},
+	 {TP("block_rq_issue", 1), TP("block_rq_complete", 3)}},
+	{"cma_allocation_latency", UNSUPPORTED,
+	 {"tracepoint cma_alloc_start not in this kernel",
+	  "tracepoint cma_alloc_finish not in this kernel",
+	  "android_vh_cma_alloc_start not in this kernel"},
+	 {NO_TP("cma_alloc_start"), NO_TP("cma_alloc_finish"), NO_TP("android_vh_cma_alloc_start"),
+	  NO_TP("android_vh_cma_alloc_finish")}},
+	{"compaction_duration", COLLECTING, {NULL},
+	 {TP("mm_compaction_begin", -1), TP("mm_compaction_end", -1)}},
+	{"direct_reclaim_latency", COLLECTING, {NULL},
+	 {TP("mm_vmscan_direct_reclaim_begin", -1), TP("mm_vmscan_direct_reclaim_end", -1)}},
+	{"dmabuf_request_sizes", UNSUPPORTED,
+	 {"tracepoint dma_buf_export not in this kernel",
+	  "load refused by this kernel: prog 'dmabuf_export_fexit'"},
+	 {NO_TP("dma_buf_export"), FN("dma_buf_export"), NO_FENTRY}},
+	{"kswapd_latency", COLLECTING,
+	 {"program kswapd_balance_enter skipped: kprobes not supported",
+	  "program kswapd_balance_exit skipped: kprobes not supported"},
+	 {TP("mm_vmscan_kswapd_wake", 3), TP("mm_vmscan_kswapd_sleep", 1),
+	  NO_KPROBE("balance_pgdat")}},
+	{"memcg_reclaim_latency", COLLECTING, {NULL},
+	 {TP("mm_vmscan_memcg_reclaim_begin", -1), TP("mm_vmscan_memcg_reclaim_end", -1)}},
+	{"oom_kills", COLLECTING,
+	 {"program oom_mark_victim_pid skipped: variant group oom_victim: oom_mark_victim_task",
+	  "program oom_mark_victim_fentry skipped: variant group oom_victim: oom_mark_victim_task",
+	  "program oom_mark_victim_kprobe skipped: kprobes not supported"},
+	 {TP("mark_victim", 2), NO_KPROBE("mark_oom_victim")}},
+	{"oom_events", LOADED,
+	 {"program oom_event_pid skipped: variant group oom_victim: oom_event_task",
+	  "program oom_event_fentry skipped: variant group oom_victim: oom_event_task",
+	  "program oom_event_kprobe skipped: kprobes not supported"},
+	 {TP("mark_victim", 2), NO_KPROBE("mark_oom_victim")}},
+	{"runq_latency", COLLECTING, {NULL},
+	 {TP("sched_wakeup", -1), TP("sched_wakeup_new", -1), TP("sched_switch", 4)}},
+	{"runq_stall_events", LOADED, {NULL},
+	 {TP("sched_wakeup", -1), TP("sched_wakeup_new", -1), TP("sched_switch", 4)}},
+	/* The tracepoint exists without suspend support: loads, never fires. */
+	{"suspend_resume_latency", COLLECTING, {NULL}, {TP("suspend_resume", 3)}},
+};
+
+/* The daemon log, whole. */
+static char *read_log(const struct sandbox *sb)
+{
+	FILE *f = fopen(sb->log, "r");
+	char *buf = calloc(1, 1 << 20);
+	size_t n;
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	n = fread(buf, 1, (1 << 20) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* The rest of the line after "ktelemetryd <level>: <prefix>", or NULL. */
+static const char *log_line(const char *log, const char *prefix, char *buf, size_t len)
+{
+	const char *p = strstr(log, prefix), *end;
+
+	if (!p)
+		return NULL;
+	p += strlen(prefix);
+	end = strchr(p, '\n');
+	snprintf(buf, len, "%.*s", (int)(end ? end - p : (long)strlen(p)), p);
+	return buf;
+}
+
+static const struct expect *find_expect(const char *metric)
+{
+	for (size_t i = 0; i < N_ELEMS(builtins); i++)
+		if (strcmp(builtins[i].metric, metric) == 0)
+			return &builtins[i];
+	return NULL;
+}
+
+/* Append to the report what differs between this kernel and the host. */
+static void facts_report(const struct expect *e, char *out, size_t len)
+{
+	for (size_t i = 0; i < MAX_FACTS && (e->facts[i].section || e->facts[i].kind); i++) {
+		char what[300];
+
+		if (!fact_holds(&e->facts[i], what, sizeof(what)))
+			snprintf(out + strlen(out), len - strlen(out), "\n    changed: %s", what);
+	}
+}
+
+/*
+ * Check one metric's outcome in the log against its entry. Returns false and
+ * fills msg with what differs (and which kernel facts changed) otherwise.
+ */
+static bool check_outcome(const char *log, const struct expect *e, char *msg, size_t len)
+{
+	char prefix[160], line[2048], said[2048];
+	enum outcome got;
+
+	msg[0] = '\0';
+	snprintf(prefix, sizeof(prefix), "info: metric %s: ", e->metric);
+	if (!log_line(log, prefix, said, sizeof(said))) {
+		snprintf(msg, len, "%s: the daemon says nothing about it", e->metric);
+		return false;
+	}
+	if (strncmp(said, "collecting every", 16) == 0)
+		got = COLLECTING;
+	else if (strncmp(said, "not collected: unsupported: ", 28) == 0)
+		got = UNSUPPORTED;
+	else
+		got = LOADED;
+	/* A plugin whose every program is off also says so as a plugin. */
+	snprintf(prefix, sizeof(prefix), "info: plugin %s: unsupported: ", e->metric);
+	if (got == LOADED && log_line(log, prefix, line, sizeof(line)))
+		got = UNSUPPORTED;
+	if (got != e->outcome && !(e->outcome == LOADED && got == COLLECTING)) {
+		snprintf(msg, len, "%s: expected %s on this kind of host, the daemon says \"%s\"",
+			 e->metric, outcome_names[e->outcome], said);
+		facts_report(e, msg, len);
+		if (!strstr(msg, "changed:"))
+			snprintf(msg + strlen(msg), len - strlen(msg),
+				 "\n    (no listed kernel fact changed: the plugin or the loader did)");
+		return false;
+	}
+	for (size_t i = 0; i < MAX_STRS && e->strs[i]; i++) {
+		if (got != UNSUPPORTED ? strstr(log, e->strs[i]) != NULL
+				       : strstr(said, e->strs[i]) != NULL)
+			continue;
+		snprintf(msg, len, "%s: %s lacks \"%s\"", e->metric,
+			 got != UNSUPPORTED ? "the log" : "the unsupported reason", e->strs[i]);
+		facts_report(e, msg, len);
+		return false;
+	}
+	/* Attach failures are warnings naming the metric. */
+	snprintf(prefix, sizeof(prefix), "warn: metric %s: ", e->metric);
+	if (log_line(log, prefix, line, sizeof(line))) {
+		snprintf(msg, len, "%s: a program failed to attach: %s", e->metric, line);
+		return false;
+	}
+	return true;
+}
+
+static void test_builtin_outcomes(void **state)
+{
+	char msg[4096], all[16384] = "";
+	struct sandbox sb;
+	size_t bad = 0;
+	const char *p;
+	char *log;
+	pid_t pid;
+	int rc;
+
+	sandbox_init(&sb, "plugins-outcomes");
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "60s", "");
+	pid = daemon_start(&sb, "--once", "0", NULL);
+	rc = daemon_wait(pid, 60);
+	if (rc != 0)
+		dump_log(&sb);
+	assert_int_equal(rc, 0);
+	log = read_log(&sb);
+
+	/* Every metric the daemon talks about has an entry ... */
+	for (p = log; (p = strstr(p, "info: metric ")); p++) {
+		char name[128];
+
+		if (sscanf(p, "info: metric %127[a-z0-9_]:", name) != 1)
+			continue;
+		if (!find_expect(name)) {
+			snprintf(all + strlen(all), sizeof(all) - strlen(all),
+				 "\n  %s: no entry in the table of expected outcomes", name);
+			bad++;
+		}
+	}
+	/* ... and every entry's outcome is as the host says. */
+	for (size_t i = 0; i < N_ELEMS(builtins); i++) {
+		if (check_outcome(log, &builtins[i], msg, sizeof(msg))) {
+			printf("ok %s: %s\n", builtins[i].metric,
+			       outcome_names[builtins[i].outcome]);
+			continue;
+		}
+		snprintf(all + strlen(all), sizeof(all) - strlen(all), "\n  %s", msg);
+		bad++;
+	}
+	free(log);
+	if (bad) {
+		dump_log(&sb);
+		fail_msg("%zu plugin outcome(s) differ from this host's table:%s", bad, all);
+	}
+	sandbox_cleanup(&sb);
+}
+
+/* The facts themselves: a wrong table entry shows here even when the daemon
+ * agrees with it by accident. */
+static void test_host_facts(void **state)
+{
+	char what[300], all[8192] = "";
+	size_t bad = 0;
+
+	for (size_t i = 0; i < N_ELEMS(builtins); i++)
+		for (size_t j = 0; j < MAX_FACTS; j++) {
+			const struct fact *f = &builtins[i].facts[j];
+
+			if (!f->section && f->kind != FACT_FENTRY)
+				break;
+			if (fact_holds(f, what, sizeof(what)))
+				continue;
+			snprintf(all + strlen(all), sizeof(all) - strlen(all), "\n  %s: %s",
+				 builtins[i].metric, what);
+			bad++;
+		}
+	if (bad)
+		fail_msg("this kernel differs from the host the outcome table was written for "
+			 "(update the table if the new outcomes are right):%s", all);
+}
+
+/* -------------------------------------------------------------------------
+ * (b) Real events through the daemon.
+ */
+
+/* A JSON record of metric whose dims match every "name=value" in want. */
+typedef bool (*record_fn)(json_t *rec, void *ctx);
+
+/* Call fn on every record of metric in the sink output; returns how many. */
+static size_t each_record(const struct sandbox *sb, const char *metric, record_fn fn, void *ctx)
+{
+	FILE *f = fopen(sb->out, "r");
+	char *line = NULL;
+	size_t cap = 0, n = 0;
+
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL);
+
+		assert_non_null(rec); /* every line parses */
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
+			n++;
+			if (fn)
+				fn(rec, ctx);
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
+
+/* Histogram counts of a record, summed from bucket `from` on. */
+static uint64_t counts_from(json_t *rec, size_t from)
+{
+	json_t *counts = json_object_get(json_object_get(rec, "histogram"), "counts"), *c;
+	uint64_t sum = 0;
+	size_t i;
+
+	json_array_foreach(counts, i, c)
+		if (i >= from)
+			sum += (uint64_t)json_integer_value(c);
+	return sum;
+}
+
+static const char *dim_label(json_t *rec, const char *dim)
+{
+	return json_string_value(json_object_get(json_object_get(rec, "dims"), dim));
+}
+
+static json_int_t dim_int(json_t *rec, const char *dim)
+{
+	return json_integer_value(json_object_get(json_object_get(rec, "dims"), dim));
+}
+
+/*
+ * Start a daemon on the plugins of plugin_dir in the (initialised) sandbox,
+ * pulling only at exit; wait until it collects metric.
+ */
+static pid_t start_collecting(struct sandbox *sb, const char *plugin_dir, const char *metric)
+{
+	char line[200];
+	pid_t pid;
+
+	sandbox_write_config(sb, plugin_dir, "60s", "");
+	pid = daemon_start(sb, NULL);
+	snprintf(line, sizeof(line), "metric %s: collecting", metric);
+	if (!log_wait_for(sb, line, 30)) {
+		dump_log(sb);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("daemon did not start collecting %s", metric);
+	}
+	return pid;
+}
+
+/* SIGTERM: the daemon pulls a last time and flushes its sinks. */
+static void stop_collecting(struct sandbox *sb, pid_t pid)
+{
+	int rc;
+
+	kill(pid, SIGTERM);
+	rc = daemon_wait(pid, 30);
+	if (rc != 0)
+		dump_log(sb);
+	assert_int_equal(rc, 0);
+}
+
+/*
+ * Run tools/trigger with args, oom_score_adj adj, scratch files in the
+ * sandbox; return its stdout's first line in out. Fails the test when the
+ * trigger fails: every trigger here works on this kind of machine.
+ */
+static void run_trigger(const struct sandbox *sb, const char *args, int adj, char *out,
+			size_t len)
+{
+	char cmd[1024], buf[256] = "";
+	FILE *p;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd),
+		 "echo %d >/proc/self/oom_score_adj && KTEL_TRIGGER_DIR='%s' exec %s %s",
+		 adj, sb->dir, TRIGGER, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	if (!fgets(buf, sizeof(buf), p))
+		buf[0] = '\0';
+	while (fgetc(p) != EOF)
+		;
+	rc = pclose(p);
+	buf[strcspn(buf, "\n")] = '\0';
+	if (rc != 0)
+		fail_msg("tools/trigger %s failed (status %d)", args, rc);
+	if (out)
+		snprintf(out, len, "%s", buf);
+}
+
+struct hist_sum {
+	const char *label_dim;   /* only records whose dim has this label ... */
+	const char *label;       /* ... (NULL: all records) */
+	size_t from;             /* high: buckets summed from here */
+	uint64_t total, above0, high; /* all counts, in buckets >= 1, >= from */
+};
+
+static bool add_hist(json_t *rec, void *ctx)
+{
+	struct hist_sum *h = ctx;
+
+	if (h->label && strcmp(dim_label(rec, h->label_dim) ?: "", h->label) != 0)
+		return false;
+	h->total += counts_from(rec, 0);
+	h->above0 += counts_from(rec, 1);
+	h->high += counts_from(rec, h->from);
+	return true;
+}
+
+static void test_compaction_events(void **state)
+{
+	struct hist_sum h = {0};
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-compaction");
+	pid = start_collecting(&sb, KTEL_PLUGIN_DIR, "compaction_duration");
+
+	run_trigger(&sb, "compaction", 0, NULL, 0);
+	stop_collecting(&sb, pid);
+	each_record(&sb, "compaction_duration", add_hist, &h);
+	printf("compaction_duration: %llu compactions\n", (unsigned long long)h.total);
+	assert_true(h.total >= 1);
+	sandbox_cleanup(&sb);
+}
+
+static void test_memcg_reclaim_events(void **state)
+{
+	struct hist_sum fg = {.label_dim = "process_state", .label = "STATE_FOREGROUND"};
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-memcg");
+	pid = start_collecting(&sb, KTEL_PLUGIN_DIR, "memcg_reclaim_latency");
+
+	/* oom_score_adj 0 is STATE_FOREGROUND: dd reclaims as a foreground task. */
+	run_trigger(&sb, "memcg-reclaim 64", 0, NULL, 0);
+	stop_collecting(&sb, pid);
+	each_record(&sb, "memcg_reclaim_latency", add_hist, &fg);
+	printf("memcg_reclaim_latency: %llu foreground reclaims\n", (unsigned long long)fg.total);
+	assert_true(fg.total >= 1);
+	sandbox_cleanup(&sb);
+}
+
+static void test_runq_events(void **state)
+{
+	/* Bucket 9 is (256, 512] us. With 2n+1 CPU-bound threads on n CPUs a
+	 * runnable thread waits for others' slices (0.7 ms or more on
+	 * EEVDF/CFS defaults), so waits above 256 us must show. */
+	struct hist_sum h = {.from = 9};
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-runq");
+	pid = start_collecting(&sb, KTEL_PLUGIN_DIR, "runq_latency");
+
+	run_trigger(&sb, "runq 2", 0, NULL, 0);
+	stop_collecting(&sb, pid);
+	each_record(&sb, "runq_latency", add_hist, &h);
+	printf("runq_latency: %llu waits, %llu above 1 us, %llu above 256 us\n",
+	       (unsigned long long)h.total, (unsigned long long)h.above0,
+	       (unsigned long long)h.high);
+	assert_true(h.above0 >= 1);
+	assert_true(h.high >= 1);
+	sandbox_cleanup(&sb);
+}
+
+struct blockio {
+	long major, minor;
+	uint64_t reads, writes; /* counts in buckets >= 3 (> 4 us) */
+	uint64_t low;           /* counts in buckets 0..2 */
+};
+
+static bool add_blockio(json_t *rec, void *ctx)
+{
+	struct blockio *b = ctx;
+	const char *op = dim_label(rec, "op") ?: "";
+	uint64_t high = counts_from(rec, 3);
+
+	if (dim_int(rec, "major") != b->major || dim_int(rec, "minor") != b->minor)
+		return false;
+	if (strcmp(op, "BLOCK_OP_READ") == 0)
+		b->reads += high;
+	else if (strcmp(op, "BLOCK_OP_WRITE") == 0)
+		b->writes += high;
+	b->low += counts_from(rec, 0) - high;
+	return true;
+}
+
+static void test_blockio_events(void **state)
+{
+	struct blockio b = {0};
+	struct sandbox sb;
+	char majmin[64];
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-blockio");
+	pid = start_collecting(&sb, KTEL_PLUGIN_DIR, "block_io_latency");
+
+	/* 32 MiB of O_DIRECT 64 KiB writes, then reads: 512 requests each way
+	 * on the loop device, issued one at a time, so none merge. */
+	run_trigger(&sb, "blockio 32", 0, majmin, sizeof(majmin));
+	stop_collecting(&sb, pid);
+	assert_int_equal(sscanf(majmin, "%ld:%ld", &b.major, &b.minor), 2);
+	each_record(&sb, "block_io_latency", add_blockio, &b);
+	printf("block_io_latency %s: %llu reads and %llu writes above 4 us, %llu below\n", majmin,
+	       (unsigned long long)b.reads, (unsigned long long)b.writes,
+	       (unsigned long long)b.low);
+	assert_true(b.reads >= 512);
+	assert_true(b.writes >= 512);
+	sandbox_cleanup(&sb);
+}
+
+struct oom_count {
+	const char *label;
+	uint64_t victims, others;
+};
+
+static bool add_oom(json_t *rec, void *ctx)
+{
+	struct oom_count *o = ctx;
+	uint64_t v = (uint64_t)json_integer_value(json_object_get(rec, "value"));
+
+	if (strcmp(dim_label(rec, "process_state") ?: "", o->label) == 0)
+		o->victims += v;
+	else
+		o->others += v;
+	return true;
+}
+
+static void test_oom_events(void **state)
+{
+	/* oom_score_adj 250 is STATE_PERCEPTIBLE (200 <= adj < 300): no
+	 * ordinary process has it, so the count is the trigger's victim. */
+	struct oom_count o = {.label = "STATE_PERCEPTIBLE"};
+	struct sandbox sb;
+	char victim[32];
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-oom");
+	pid = start_collecting(&sb, KTEL_PLUGIN_DIR, "oom_kills");
+
+	run_trigger(&sb, "oom 250", 0, victim, sizeof(victim));
+	stop_collecting(&sb, pid);
+	each_record(&sb, "oom_kills", add_oom, &o);
+	printf("oom_kills: victim %s counted %llu time(s) as %s, %llu other kill(s)\n", victim,
+	       (unsigned long long)o.victims, o.label, (unsigned long long)o.others);
+	assert_int_equal(o.victims, 1);
+	sandbox_cleanup(&sb);
+}
+
+/* -------------------------------------------------------------------------
+ * (c) The out-of-tree example plugin of docs/plugin-authoring.md.
+ */
+
+static int run(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	if (rc != 0)
+		printf("command failed (status %d): %s\n", rc, cmd);
+	return rc;
+}
+
+/* Does file contain text? */
+static bool file_contains(const char *path, const char *text)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "r");
+	bool found;
+
+	if (!f)
+		return false;
+	found = getdelim(&buf, &len, '\0', f) > 0 && strstr(buf, text);
+	free(buf);
+	fclose(f);
+	return found;
+}
+
+static void sigusr2_handler(int sig)
+{
+	(void)sig;
+}
+
+#define SIGNAL_ROUNDS 5
+#define SIGNAL_HOLD_US 20000
+
+/*
+ * A child holds SIGUSR2 blocked for SIGNAL_HOLD_US after each one the parent
+ * sends, then takes it: each delivery waits at least 20 ms.
+ */
+static void send_held_signals(void)
+{
+	int go[2], ack[2];
+	pid_t child;
+	char c = 0;
+
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ack), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		sigset_t set;
+
+		signal(SIGUSR2, sigusr2_handler);
+		sigemptyset(&set);
+		sigaddset(&set, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+		if (write(ack[1], &c, 1) != 1)
+			_exit(1);
+		for (int i = 0; i < SIGNAL_ROUNDS; i++) {
+			if (read(go[0], &c, 1) != 1)
+				_exit(1);
+			usleep(SIGNAL_HOLD_US);
+			sigprocmask(SIG_UNBLOCK, &set, NULL); /* the handler runs here */
+			sigprocmask(SIG_BLOCK, &set, NULL);
+			if (write(ack[1], &c, 1) != 1)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	assert_int_equal(read(ack[0], &c, 1), 1);
+	for (int i = 0; i < SIGNAL_ROUNDS; i++) {
+		assert_int_equal(kill(child, SIGUSR2), 0);
+		assert_int_equal(write(go[1], &c, 1), 1);
+		assert_int_equal(read(ack[0], &c, 1), 1);
+	}
+	assert_int_equal(daemon_wait(child, 10), 0);
+	close(go[0]);
+	close(go[1]);
+	close(ack[0]);
+	close(ack[1]);
+}
+
+struct signal_sum {
+	uint64_t usr2, held; /* SIGUSR2 deliveries, those in buckets >= 15 */
+};
+
+static bool add_signal(json_t *rec, void *ctx)
+{
+	struct signal_sum *s = ctx;
+
+	if (dim_int(rec, "signal") != SIGUSR2)
+		return false;
+	s->usr2 += counts_from(rec, 0);
+	s->held += counts_from(rec, 15); /* bucket 15 is (16384, 32768] us */
+	return true;
+}
+
+static void test_example_plugin(void **state)
+{
+	char prefix[700], ex[700], plugins[700], path[800];
+	struct signal_sum s = {0};
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-example");
+	snprintf(prefix, sizeof(prefix), "%s/prefix", sb.dir);
+	snprintf(ex, sizeof(ex), "%s/ex", sb.dir);
+	snprintf(plugins, sizeof(plugins), "%s/plugins", sb.dir);
+
+	/* The SDK alone, into a fresh prefix. */
+	assert_int_equal(run("cmake --install '%s' --prefix '%s' --component dev >/dev/null",
+			     KTEL_BINARY_DIR, prefix), 0);
+	assert_int_equal(run("cmake -S '%s' -B '%s' -DCMAKE_PREFIX_PATH='%s' >'%s/configure.log'",
+			     EXAMPLE_SRC, ex, prefix, sb.dir), 0);
+	assert_int_equal(run("cmake --build '%s' >'%s/build.log'", ex, sb.dir), 0);
+
+	/* It was built from the installed files, not from this source tree. */
+	snprintf(path, sizeof(path), "%s/CMakeCache.txt", ex);
+	assert_true(file_contains(path, "ktelemetry_DIR:PATH="));
+	assert_true(file_contains(path, prefix));
+	snprintf(path, sizeof(path), "%s/CMakeFiles/" EXAMPLE ".dir/build.make", ex);
+	assert_true(file_contains(path, "/include/ktelemetry/bpf"));
+	assert_false(file_contains(path, KTEL_SOURCE_DIR "/bpf/include"));
+	snprintf(path, sizeof(path), "%s/CMakeFiles/" EXAMPLE ".dir/flags.make", ex);
+	assert_true(file_contains(path, prefix));
+	assert_false(file_contains(path, KTEL_SOURCE_DIR "/core/include"));
+
+	/* Dropped into a root-owned plugin directory, as the guide says. */
+	assert_int_equal(mkdir(plugins, 0755), 0);
+	assert_int_equal(chmod(plugins, 0755), 0);
+	assert_int_equal(run("install -m 0644 '%s/" EXAMPLE ".so' '%s/'", ex, plugins), 0);
+
+	pid = start_collecting(&sb, plugins, EXAMPLE);
+	send_held_signals();
+	stop_collecting(&sb, pid);
+	each_record(&sb, EXAMPLE, add_signal, &s);
+	printf(EXAMPLE ": %llu SIGUSR2 deliveries, %llu after more than 16 ms\n",
+	       (unsigned long long)s.usr2, (unsigned long long)s.held);
+	assert_true(s.held >= SIGNAL_ROUNDS);
+	sandbox_cleanup(&sb);
+}
+
+/* -------------------------------------------------------------------------
+ * (2) An fentry variant the kernel refuses falls back to tp_btf.
+ */
+
+static void test_refused_variant(void **state)
+{
+	struct ktel_bpf_opts opts = {.pin_gid = (gid_t)-1};
+	struct ktel_bpf_prog *fentry, *tp, *chosen, *other;
+	int64_t params[2] = {getpid(), SYS_read};
+	struct ktel_bpf_plugin *bp = NULL;
+	struct ktel_plugin *plugin = NULL;
+	struct accumulator_value {
+		uint64_t buckets[32];
+	} v;
+	struct ktel_err err = {0};
+	char pin_root[256], buf[16];
+	bool allowed = probe_fentry();
+	uint32_t key = 0;
+	int fd;
+
+	if (access("/sys/fs/bpf", F_OK) == 0 && system("mountpoint -q /sys/fs/bpf") != 0)
+		(void)system("mount -t bpf bpf /sys/fs/bpf");
+	snprintf(pin_root, sizeof(pin_root), "/sys/fs/bpf/ktel-test-refused-%d", getpid());
+	rm_tree(pin_root);
+	assert_int_equal(mkdir(pin_root, 0750), 0);
+	if (ktel_plugin__open(KTEL_TEST_PLUGIN_DIR "/fx_refused_variant.so", &plugin, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(plugin->desc.n_params, 2);
+	opts.pin_root = pin_root;
+	opts.targets = targets;
+	opts.param_values = params;
+	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err))
+		fail_msg("%s", err.msg);
+	fentry = ktel_bpf_plugin__prog(bp, "fx_refused_fentry");
+	tp = ktel_bpf_plugin__prog(bp, "fx_refused_tp");
+	assert_non_null(fentry);
+	assert_non_null(tp);
+	assert_false(bp->unsupported);
+	printf("fentry %s here: fx_refused_fentry %s (%s), fx_refused_tp %s (%s)\n",
+	       allowed ? "allowed" : "refused", fentry->selected ? "selected" : "skipped",
+	       fentry->skip_reason, tp->selected ? "selected" : "skipped", tp->skip_reason);
+	chosen = allowed ? fentry : tp;
+	other = allowed ? tp : fentry;
+	assert_true(chosen->selected);
+	assert_true(chosen->attached);
+	assert_false(other->selected);
+	if (allowed)
+		assert_non_null(strstr(other->skip_reason, "variant group read"));
+	else
+		assert_non_null(strstr(other->skip_reason, "load refused"));
+
+	/* The selected variant runs: it counts this process's reads. */
+	fd = open("/dev/zero", O_RDONLY);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(syscall(SYS_read, fd, buf, sizeof(buf)), (long)sizeof(buf));
+	close(fd);
+	assert_non_null(ktel_bpf_plugin__map(bp, "fx_refused_map"));
+	assert_int_equal(bpf_map_lookup_elem(ktel_bpf_plugin__map(bp, "fx_refused_map")->fd, &key,
+					     &v), 0);
+	printf("fx_refused_map: %llu reads counted\n", (unsigned long long)v.buckets[0]);
+	assert_true(v.buckets[0] >= 10);
+
+	ktel_bpf_plugin__unpin(bp, &err);
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(plugin);
+	rm_tree(pin_root);
+}
+
+static int setup(void **state)
+{
+	struct ktel_err err = {0};
+
+	targets = ktel_targets__new(NULL, &err);
+	if (!targets) {
+		fprintf(stderr, "%s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	ktel_targets__free(targets);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_builtin_outcomes),
+		cmocka_unit_test(test_host_facts),
+		cmocka_unit_test(test_compaction_events),
+		cmocka_unit_test(test_memcg_reclaim_events),
+		cmocka_unit_test(test_runq_events),
+		cmocka_unit_test(test_blockio_events),
+		cmocka_unit_test(test_oom_events),
+		cmocka_unit_test(test_example_plugin),
+		cmocka_unit_test(test_refused_variant),
+	};
+
+	ktel_test_require_root("test_plugins");
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
