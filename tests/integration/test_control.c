@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Control socket end to end on the real kernel: a daemon (ktel_daemon on its
+ * own loop thread, hermetic sandbox) with a ktel_control, driven by the real
+ * ktelemetryctl binary.
+ *
+ * - list/enable/disable round trip; after disable no bpf_link in the kernel
+ *   references the metric's programs (the ids the daemon reported), after
+ *   enable they do again;
+ * - compaction while disabled is not counted, and after enable the series
+ *   continues: the sum of all records equals the pinned map's total;
+ * - enable --for 2s: the lease ends and the metric is disabled again;
+ * - a client that is neither root nor in the group is refused (exit 3,
+ *   the message), a member is admitted, the file mode keeps others out;
+ * - show draws bars; pull returns records;
+ * - protocol limits on a raw connection (bad line, over-long line, busy);
+ * - a socket in use is refused, a stale one replaced, a file kept;
+ * - inspect on every built-in plugin, and on an unreadable fixture;
+ * - watch prints the lines of a stream socket.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <grp.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <bpf/bpf.h>
+
+#include "ktel_test.h"
+#include "daemon_harness.h"
+
+#include "config.h"
+#include "control.h"
+#include "daemon.h"
+#include "log.h"
+#include "sink.h"
+
+#define CTL_BIN KTEL_BINARY_DIR "/tools/ktelemetryctl"
+#define METRIC "compaction_duration"
+#define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
+#define NOBODY 65534
+
+struct rig {
+	struct sandbox sb;
+	char plugins[600];
+	char sock[700];
+	char sock2[700]; /* a second control socket, group nogroup */
+	struct ktel_config *cfg;
+	uv_loop_t loop;
+	uv_async_t stop;
+	struct ktel_daemon *d;
+	struct ktel_control *ctl, *ctl2;
+	pthread_t thread;
+	int runs;
+	char *out, *err; /* of the last ctl run */
+};
+
+/* ---- the daemon on a loop thread ------------------------------------------ */
+
+static void register_sink_schemas(void)
+{
+	static struct ktel_cfg_sink_schema schemas[16];
+	size_t n = 0;
+
+	for (size_t i = 0; ktel_sink_types[i] && n + 1 < 16; i++) {
+		schemas[n].type = ktel_sink_types[i]->type;
+		schemas[n].keys = ktel_sink_types[i]->options;
+		n++;
+	}
+	ktel_config_set_sink_schemas(schemas);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[1400];
+
+	snprintf(cmd, sizeof(cmd), "install -m 0644 '%s' '%s'", from, to);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void on_stop(uv_async_t *h)
+{
+	struct rig *r = h->data;
+
+	ktel_control__close(r->ctl);
+	ktel_control__close(r->ctl2);
+	ktel_daemon__shutdown(r->d, 0);
+	uv_close((uv_handle_t *)h, NULL);
+}
+
+static void *loop_thread(void *arg)
+{
+	struct rig *r = arg;
+
+	uv_run(&r->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+static void rig_start(struct rig *r, const char *name, const char *extra, bool second)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config_vars vars;
+	struct ktel_err err;
+
+	memset(r, 0, sizeof(*r));
+	sandbox_init(&r->sb, name);
+	snprintf(r->plugins, sizeof(r->plugins), "%s/plugins", r->sb.dir);
+	mkdir(r->plugins, 0755);
+	copy_file(KTEL_PLUGIN_DIR "/" METRIC ".so", r->plugins);
+	sandbox_write_config(&r->sb, r->plugins, "60s", extra);
+	vars.plugin_dir = r->plugins;
+	vars.state_dir = r->sb.dir;
+	register_sink_schemas();
+	ktel_log_set_level(KTEL_LOG_WARN);
+	if (ktel_config__load_file(r->sb.config, &vars, &r->cfg, &errs, &err))
+		fail_msg("config: %s", errs.n ? errs.msgs[0] : err.msg);
+	uv_loop_init(&r->loop);
+	assert_int_equal(ktel_daemon__new(&r->loop, r->cfg, NULL, &r->d, &err), 0);
+	if (ktel_daemon__start(r->d, &err))
+		fail_msg("daemon: %s", err.msg);
+	snprintf(r->sock, sizeof(r->sock), "%s", r->cfg->control_socket);
+	if (ktel_control__new(&r->loop, r->d, r->sock, r->cfg->control_gid, &r->ctl, &err))
+		fail_msg("control: %s", err.msg);
+	if (second) {
+		snprintf(r->sock2, sizeof(r->sock2), "%s/ctl2/control.sock", r->sb.dir);
+		if (ktel_control__new(&r->loop, r->d, r->sock2, NOBODY, &r->ctl2, &err))
+			fail_msg("control 2: %s", err.msg);
+	}
+	uv_async_init(&r->loop, &r->stop, on_stop);
+	r->stop.data = r;
+	assert_int_equal(pthread_create(&r->thread, NULL, loop_thread, r), 0);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+/* Shut down (final pull, sinks flushed); pins and output stay for checks. */
+static void rig_stop(struct rig *r)
+{
+	uv_async_send(&r->stop);
+	pthread_join(r->thread, NULL);
+	uv_walk(&r->loop, close_walk, NULL);
+	uv_run(&r->loop, UV_RUN_DEFAULT);
+	ktel_daemon__free(r->d);
+	uv_loop_close(&r->loop);
+	/* The daemon owned the config: ktel_daemon__free released it. */
+	free(r->out);
+	free(r->err);
+	r->out = r->err = NULL;
+}
+
+/* ---- running ktelemetryctl ----------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 1 << 20);
+	size_t n = f ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
+ * Run ktelemetryctl with args (NULL-ended) as root, or as nobody when
+ * as_nobody; its stdout and stderr land in r->out and r->err. Returns its
+ * exit status, -1 when it hung.
+ */
+static int ctl(struct rig *r, bool as_nobody, ...)
+{
+	const char *argv[32] = {CTL_BIN};
+	char out[800], errp[800];
+	size_t n = 1;
+	va_list ap;
+	pid_t pid;
+	int rc;
+
+	va_start(ap, as_nobody);
+	for (const char *a; n < 31 && (a = va_arg(ap, const char *));)
+		argv[n++] = a;
+	va_end(ap);
+	snprintf(out, sizeof(out), "%s/ctl-%d.out", r->sb.dir, r->runs);
+	snprintf(errp, sizeof(errp), "%s/ctl-%d.err", r->sb.dir, r->runs++);
+	pid = fork();
+	if (pid == 0) {
+		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fo, 1);
+		dup2(fe, 2);
+		if (as_nobody && (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY)))
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	rc = daemon_wait(pid, 30);
+	free(r->out);
+	free(r->err);
+	r->out = slurp(out);
+	r->err = slurp(errp);
+	return rc;
+}
+
+/* ktelemetryctl --json ...: the answer, which must be ok. */
+static json_t *ctl_json_ok(struct rig *r, const char *cmd, const char *arg)
+{
+	json_t *j;
+	int rc = ctl(r, false, "--socket", r->sock, "--json", cmd, arg, NULL);
+
+	if (rc != 0)
+		fail_msg("ktelemetryctl %s %s: exit %d: %s%s", cmd, arg ? arg : "", rc, r->out,
+			 r->err);
+	j = json_loads(r->out, 0, NULL);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	return j;
+}
+
+/* ---- the kernel's view ----------------------------------------------------- */
+
+/* Does any bpf_link in the kernel reference prog_id? */
+static bool prog_linked(uint32_t prog_id)
+{
+	__u32 id = 0;
+	bool found = false;
+
+	while (!found && bpf_link_get_next_id(id, &id) == 0) {
+		struct bpf_link_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_link_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.prog_id == prog_id)
+			found = true;
+		close(fd);
+	}
+	return found;
+}
+
+/* Is prog_id in the kernel's program list? */
+static bool prog_exists(uint32_t prog_id)
+{
+	__u32 id = 0;
+
+	while (bpf_prog_get_next_id(id, &id) == 0)
+		if (id == prog_id)
+			return true;
+	return false;
+}
+
+/* prog ids of an enable/disable answer; returns how many. */
+static size_t answer_prog_ids(const json_t *resp, uint32_t *ids, size_t max)
+{
+	size_t i, n = 0;
+	json_t *p;
+
+	json_array_foreach(json_object_get(resp, "programs"), i, p)
+		if (n < max)
+			ids[n++] = (uint32_t)json_integer_value(json_object_get(p, "prog_id"));
+	return n;
+}
+
+static uint64_t pinned_total(const struct sandbox *sb)
+{
+	char path[512];
+	uint64_t total = 0, vals[33];
+	__u32 key, next, *prev = NULL;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", sb->pin_root, COMPACTION_PIN);
+	fd = bpf_obj_get(path);
+	assert_true(fd >= 0);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		memset(vals, 0, sizeof(vals));
+		if (bpf_map_lookup_elem(fd, &next, vals) == 0)
+			for (int i = 0; i < 32; i++)
+				total += vals[i];
+		key = next;
+		prev = &key;
+	}
+	close(fd);
+	return total;
+}
+
+static void compact(void)
+{
+	for (int i = 0; i < 3; i++) {
+		trigger_compaction();
+		usleep(100000);
+	}
+}
+
+static const json_t *list_entry(const json_t *list, const char *name)
+{
+	size_t i;
+	json_t *m;
+
+	json_array_foreach(json_object_get(list, "metrics"), i, m)
+		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+			return m;
+	return NULL;
+}
+
+static bool metric_enabled(struct rig *r)
+{
+	json_t *list = ctl_json_ok(r, "list", NULL);
+	bool on = json_is_true(json_object_get(list_entry(list, METRIC), "enabled"));
+
+	json_decref(list);
+	return on;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_enable_disable_round_trip(void **state)
+{
+	struct rig r;
+	json_t *j;
+	uint32_t ids[8], ids2[8];
+	size_t n, n2, records;
+	uint64_t before, while_off, sum, final_total;
+
+	rig_start(&r, "ctl-roundtrip", "", false);
+	assert_true(metric_enabled(&r));
+	/* Human list: a table with a header and the metric's row. */
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "list", NULL), 0);
+	assert_non_null(strstr(r.out, "NAME"));
+	assert_non_null(strstr(r.out, METRIC));
+
+	compact();
+	json_decref(ctl_json_ok(&r, "pull", METRIC));
+
+	j = ctl_json_ok(&r, "disable", METRIC);
+	n = answer_prog_ids(j, ids, 8);
+	assert_int_equal(n, 2);
+	json_decref(j);
+	assert_false(metric_enabled(&r));
+	for (size_t i = 0; i < n; i++) {
+		assert_true(ids[i] > 0);
+		/* Still loaded (the object keeps it, so enable is cheap), but
+		 * no link in the kernel runs it. */
+		assert_true(prog_exists(ids[i]));
+		assert_false(prog_linked(ids[i]));
+	}
+
+	/* Compaction while disabled is not counted; the map keeps its counts. */
+	before = pinned_total(&r.sb);
+	assert_true(before >= 1);
+	compact();
+	while_off = pinned_total(&r.sb);
+	assert_int_equal(while_off, before);
+
+	j = ctl_json_ok(&r, "enable", METRIC);
+	n2 = answer_prog_ids(j, ids2, 8);
+	json_decref(j);
+	assert_int_equal(n2, n);
+	for (size_t i = 0; i < n2; i++) {
+		assert_int_equal(ids2[i], ids[i]);
+		assert_true(prog_linked(ids2[i]));
+	}
+	assert_true(metric_enabled(&r));
+	compact();
+	json_decref(ctl_json_ok(&r, "pull", METRIC));
+	assert_true(pinned_total(&r.sb) > while_off);
+
+	rig_stop(&r);
+	final_total = pinned_total(&r.sb);
+	assert_int_equal(sum_metric(&r.sb, METRIC, &sum, &records), 0);
+	printf("round trip: %zu records summing %llu; kernel total %llu (%llu before disable)\n",
+	       records, (unsigned long long)sum, (unsigned long long)final_total,
+	       (unsigned long long)before);
+	/* The series continued across disable/enable: nothing lost, nothing
+	 * counted twice. */
+	assert_int_equal(sum, final_total);
+	for (size_t i = 0; i < n; i++)
+		assert_false(prog_exists(ids[i]) && prog_linked(ids[i]));
+	sandbox_cleanup(&r.sb);
+}
+
+static void test_lease_expires(void **state)
+{
+	struct rig r;
+	json_t *j;
+	uint32_t ids[8];
+	size_t n;
+
+	rig_start(&r, "ctl-lease", "\"metrics\": {\"" METRIC "\": {\"enabled\": false}}", false);
+	assert_false(metric_enabled(&r));
+	/* Usage errors are exit 2 and ask nothing of the daemon. */
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "enable", METRIC, "--for", "soon",
+			     NULL), 2);
+	assert_non_null(strstr(r.err, "--for"));
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "--json", "enable", METRIC, "--for",
+			     "2s", NULL), 0);
+	j = json_loads(r.out, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(json_integer_value(json_object_get(j, "lease_ms")), 2000);
+	n = answer_prog_ids(j, ids, 8);
+	json_decref(j);
+	assert_true(n >= 1);
+	assert_true(metric_enabled(&r));
+	for (size_t i = 0; i < n; i++)
+		assert_true(prog_linked(ids[i]));
+	sleep(3);
+	assert_false(metric_enabled(&r));
+	for (size_t i = 0; i < n; i++)
+		assert_false(prog_linked(ids[i]));
+	/* A metric the daemon does not know: exit 1 with the reason. */
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "enable", "no_such_metric", NULL), 1);
+	assert_non_null(strstr(r.err, "no metric named \"no_such_metric\""));
+	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
+static void test_permission(void **state)
+{
+	struct rig r;
+
+	rig_start(&r, "ctl-perm", "", true);
+	/* The file mode (0660 root:root) already keeps nobody out. */
+	assert_int_equal(ctl(&r, true, "--socket", r.sock, "list", NULL), 3);
+	assert_non_null(strstr(r.err, "Permission denied"));
+	/* Past the file mode, the daemon's own check refuses it by name. */
+	assert_int_equal(chmod(r.sock, 0666), 0);
+	assert_int_equal(ctl(&r, true, "--socket", r.sock, "list", NULL), 3);
+	if (!strstr(r.err, "permission denied: uid 65534 is neither root nor in group root"))
+		fail_msg("stderr: %s", r.err);
+	assert_int_equal(ctl(&r, true, "--socket", r.sock, "--json", "list", NULL), 3);
+	assert_non_null(strstr(r.out, "\"code\":\"permission_denied\""));
+	/* On a socket of its group (root:nogroup 0660), nobody is admitted. */
+	{
+		struct stat st;
+
+		assert_int_equal(stat(r.sock2, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0660);
+		assert_int_equal(st.st_uid, 0);
+		assert_int_equal(st.st_gid, NOBODY);
+		assert_int_equal(stat(r.sb.dir, &st), 0);
+	}
+	/* Its parent was created 0750 root:root: let the group through it. */
+	{
+		char dir[800];
+
+		snprintf(dir, sizeof(dir), "%s/ctl2", r.sb.dir);
+		struct stat st;
+
+		assert_int_equal(stat(dir, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0750);
+		assert_int_equal(chown(dir, 0, NOBODY), 0);
+	}
+	if (ctl(&r, true, "--socket", r.sock2, "list", NULL) != 0)
+		fail_msg("nobody in group nogroup refused: %s", r.err);
+	assert_non_null(strstr(r.out, METRIC));
+	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
+static void test_show_and_pull(void **state)
+{
+	struct rig r;
+	json_t *j, *rec;
+	uint64_t total = 0;
+	size_t i;
+
+	rig_start(&r, "ctl-show", "", false);
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "show", METRIC, NULL), 0);
+	compact();
+	j = ctl_json_ok(&r, "pull", METRIC);
+	assert_int_equal(json_integer_value(json_object_get(j, "pulled")), 1);
+	rec = json_array_get(json_object_get(j, "records"), 0);
+	assert_string_equal(json_string_value(json_object_get(rec, "metric")), METRIC);
+	json_decref(j);
+	/* show: the totals are the pinned map's. */
+	j = ctl_json_ok(&r, "show", METRIC);
+	json_array_foreach(json_object_get(j, "totals"), i, rec) {
+		json_t *c;
+		size_t k;
+
+		json_array_foreach(json_object_get(json_object_get(rec, "histogram"), "counts"), k, c)
+			total += (uint64_t)json_integer_value(c);
+	}
+	assert_true(total >= 1);
+	assert_int_equal(total, pinned_total(&r.sb));
+	assert_true(json_array_size(json_object_get(j, "window")) >= 1);
+	json_decref(j);
+	/* Human show: bpftrace-like bars with upper-inclusive bounds. */
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "show", METRIC, NULL), 0);
+	printf("%s", r.out);
+	assert_non_null(strstr(r.out, "@" METRIC "[(all)]"));
+	assert_non_null(strstr(r.out, "|@"));
+	assert_true(strstr(r.out, "]  ") || strstr(r.out, "] "));
+	assert_non_null(strstr(r.out, "last window"));
+	/* status names the programs with their ids and the sink. */
+	j = ctl_json_ok(&r, "status", NULL);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "daemon"), "pid")),
+			 getpid());
+	rec = json_array_get(json_object_get(json_array_get(json_object_get(j, "plugins"), 0),
+					     "programs"), 0);
+	assert_true(json_integer_value(json_object_get(rec, "prog_id")) > 0);
+	assert_non_null(json_object_get(rec, "recursion_misses"));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+				    json_object_get(j, "sinks"), 0), "name")), "file");
+	json_decref(j);
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "status", NULL), 0);
+	assert_non_null(strstr(r.out, "compaction_begin"));
+	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = {.tv_sec = 10};
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* One answer line from fd (NULL at EOF). */
+static json_t *raw_answer(int fd)
+{
+	char buf[8192];
+	size_t n = 0;
+
+	while (n + 1 < sizeof(buf) && read(fd, buf + n, 1) == 1 && buf[n] != '\n')
+		n++;
+	buf[n] = '\0';
+	return n ? json_loads(buf, 0, NULL) : NULL;
+}
+
+static const char *code(const json_t *j)
+{
+	return json_string_value(json_object_get(j, "code"));
+}
+
+static void test_protocol_limits(void **state)
+{
+	struct rig r;
+	int fd, fds[KTEL_CONTROL_MAX_CLIENTS];
+	char *big;
+	json_t *j;
+	char c;
+
+	rig_start(&r, "ctl-limits", "", false);
+	fd = raw_connect(r.sock);
+	/* A bad line is answered; the connection stays usable. */
+	assert_int_equal(write(fd, "nonsense\n{\"cmd\":\"list\"}\n", 25), 25);
+	j = raw_answer(fd);
+	assert_string_equal(code(j), "bad_request");
+	json_decref(j);
+	j = raw_answer(fd);
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	json_decref(j);
+	/* A line over the limit: one answer, then the end. */
+	big = malloc(KTEL_CONTROL_MAX_LINE + 16);
+	memset(big, 'x', KTEL_CONTROL_MAX_LINE + 16);
+	assert_int_equal(write(fd, big, KTEL_CONTROL_MAX_LINE + 16), KTEL_CONTROL_MAX_LINE + 16);
+	free(big);
+	j = raw_answer(fd);
+	assert_string_equal(code(j), "too_long");
+	json_decref(j);
+	/* EOF, or a reset: the bytes past the limit were never read. */
+	assert_true(read(fd, &c, 1) <= 0);
+	close(fd);
+	/* Clients beyond the limit are told so and closed. */
+	for (int i = 0; i < KTEL_CONTROL_MAX_CLIENTS; i++) {
+		fds[i] = raw_connect(r.sock);
+		assert_int_equal(write(fds[i], "{\"cmd\":\"help\"}\n", 15), 15);
+		json_decref(raw_answer(fds[i])); /* admitted and served */
+	}
+	fd = raw_connect(r.sock);
+	j = raw_answer(fd);
+	assert_string_equal(code(j), "busy");
+	json_decref(j);
+	close(fd);
+	for (int i = 0; i < KTEL_CONTROL_MAX_CLIENTS; i++)
+		close(fds[i]);
+	usleep(200000);
+	/* With the others gone there is room again. */
+	json_decref(ctl_json_ok(&r, "list", NULL));
+	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
+static void test_socket_path_rules(void **state)
+{
+	struct ktel_control *a = NULL, *b = NULL;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sandbox sb;
+	struct ktel_err err;
+	char path[700];
+	uv_loop_t loop;
+	int fd;
+
+	sandbox_init(&sb, "ctl-path");
+	uv_loop_init(&loop);
+	snprintf(path, sizeof(path), "%s/run/sub/control.sock", sb.dir);
+	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &a, &err), 0);
+	/* A second daemon on the same path is refused, and says why. */
+	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &b, &err), -EADDRINUSE);
+	assert_non_null(strstr(err.msg, "another daemon is listening on it"));
+	ktel_control__close(a);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(access(path, F_OK), -1); /* removed on close */
+
+	/* A stale socket (nobody listens) is replaced. */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &a, &err), 0);
+	ktel_control__close(a);
+	uv_run(&loop, UV_RUN_DEFAULT);
+
+	/* A regular file there is never replaced. */
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &a, &err), -EEXIST);
+	assert_non_null(strstr(err.msg, "exists and is not a socket"));
+	assert_int_equal(access(path, F_OK), 0);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	sandbox_cleanup(&sb);
+}
+
+static void test_inspect_plugins(void **state)
+{
+	struct rig r = {0};
+	DIR *dir = opendir(KTEL_PLUGIN_DIR);
+	struct dirent *e;
+	int n = 0;
+
+	sandbox_init(&r.sb, "ctl-inspect");
+	assert_non_null(dir);
+	while ((e = readdir(dir))) {
+		char path[1024];
+		size_t len = strlen(e->d_name);
+
+		if (len < 4 || strcmp(e->d_name + len - 3, ".so") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", KTEL_PLUGIN_DIR, e->d_name);
+		if (ctl(&r, false, "inspect", path, NULL) != 0)
+			fail_msg("inspect %s: %s", path, r.err);
+		assert_non_null(strstr(r.out, "plugin "));
+		assert_non_null(strstr(r.out, "programs"));
+		n++;
+	}
+	closedir(dir);
+	assert_true(n >= 10);
+	assert_int_equal(ctl(&r, false, "inspect", KTEL_TEST_PLUGIN_DIR "/fx_unreadable.so", NULL),
+			 1);
+	assert_non_null(strstr(r.err, "member flags is a bitfield"));
+	assert_non_null(strstr(r.out, "UNREADABLE"));
+	assert_int_equal(ctl(&r, false, "inspect", NULL), 2);
+	free(r.out);
+	free(r.err);
+	sandbox_cleanup(&r.sb);
+}
+
+struct line_server {
+	int fd;
+	int n_lines;
+};
+
+static void *serve_lines(void *arg)
+{
+	struct line_server *s = arg;
+	int c = accept(s->fd, NULL, NULL);
+
+	for (int i = 0; c >= 0 && i < s->n_lines; i++) {
+		char line[64];
+		int n = snprintf(line, sizeof(line), "{\"metric\":\"m\",\"seq\":%d}\n", i);
+
+		(void)!write(c, line, (size_t)n);
+	}
+	if (c >= 0)
+		close(c);
+	return NULL;
+}
+
+static void test_watch(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct line_server s = {.n_lines = 3};
+	struct rig r = {0};
+	pthread_t t;
+
+	sandbox_init(&r.sb, "ctl-watch");
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/stream.sock", r.sb.dir);
+	s.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(s.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(s.fd, 1), 0);
+	pthread_create(&t, NULL, serve_lines, &s);
+	assert_int_equal(ctl(&r, false, "watch", "--socket", sa.sun_path, NULL), 0);
+	pthread_join(t, NULL);
+	close(s.fd);
+	assert_string_equal(r.out, "{\"metric\":\"m\",\"seq\":0}\n{\"metric\":\"m\",\"seq\":1}\n"
+				   "{\"metric\":\"m\",\"seq\":2}\n");
+	/* Nothing listening: exit 3. */
+	assert_int_equal(ctl(&r, false, "watch", "--socket", sa.sun_path, NULL), 3);
+	/* No daemon at all: exit 3 and a hint. */
+	assert_int_equal(ctl(&r, false, "--socket", sa.sun_path, "list", NULL), 3);
+	assert_non_null(strstr(r.err, "cannot connect"));
+	free(r.out);
+	free(r.err);
+	sandbox_cleanup(&r.sb);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_enable_disable_round_trip),
+		cmocka_unit_test(test_lease_expires),
+		cmocka_unit_test(test_permission),
+		cmocka_unit_test(test_show_and_pull),
+		cmocka_unit_test(test_protocol_limits),
+		cmocka_unit_test(test_socket_path_rules),
+		cmocka_unit_test(test_inspect_plugins),
+		cmocka_unit_test(test_watch),
+	};
+
+	ktel_test_require_root("test_control");
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
