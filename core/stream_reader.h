@@ -52,7 +52,7 @@ struct btf;
 /* Records handed to the callback at most per call. */
 #define KTEL_STREAM_BATCH 256
 /* Events consumed at most per poll callback before yielding to the loop. */
-#define KTEL_STREAM_BUDGET 4096
+#define KTEL_STREAM_BUDGET 256
 /* Label map ids cached per dimension; larger ids get no label. */
 #define KTEL_STREAM_LABEL_IDS 1024
 #define KTEL_STREAM_LABEL_LEN 64
