@@ -24,8 +24,8 @@
  *
  * Consumption: uv_poll on the ring buffer's epoll fd, never a timer. One poll
  * callback consumes at most KTEL_STREAM_BUDGET events and returns to the loop
- * (pulls and sinks get their turn; the fd stays readable, level-triggered, so
- * the rest follows on the next iteration). Records go to the callback in
+ * (pulls and sinks' I/O completions get their turn; the fd stays readable,
+ * level-triggered, so the rest follows on the next iteration). Records go to the callback in
  * batches of at most KTEL_STREAM_BATCH from fixed arrays allocated in _new:
  * memory does not grow with a burst. What the kernel cannot store is counted
  * by the program in the lost map; what the daemon reads but cannot decode (a
@@ -51,8 +51,16 @@ struct btf;
 
 /* Records handed to the callback at most per call. */
 #define KTEL_STREAM_BATCH 256
-/* Events consumed at most per poll callback before yielding to the loop. */
-#define KTEL_STREAM_BUDGET 256
+/*
+ * Events consumed at most per poll callback before yielding to the loop: one
+ * batch. Sinks complete at most about one I/O per loop iteration (the JSON
+ * sink writes one submitted batch per uv_fs_write, one after the other), so
+ * a budget of several batches per iteration lets their queues outgrow what
+ * they write: with 4096, the JSON sink wrote ~9k events/s and dropped 90%;
+ * with 256, ~300k/s and nothing (docs/benchmarks.md). One epoll_wait per 256
+ * events costs next to nothing.
+ */
+#define KTEL_STREAM_BUDGET KTEL_STREAM_BATCH
 /* Label map ids cached per dimension; larger ids get no label. */
 #define KTEL_STREAM_LABEL_IDS 1024
 #define KTEL_STREAM_LABEL_LEN 64
