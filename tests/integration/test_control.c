@@ -514,6 +514,7 @@ static void test_show_and_pull(void **state)
 				    json_object_get(j, "sinks"), 0), "name")), "file");
 	json_decref(j);
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "status", NULL), 0);
+	printf("%s", r.out);
 	assert_non_null(strstr(r.out, "compaction_begin"));
 	rig_stop(&r);
 	sandbox_cleanup(&r.sb);
