@@ -4,8 +4,9 @@
  * the JSON sink on one core, and the events lost when the kernel produces at
  * twice (and at half) that rate.
  *
- * Method. The fx_stream_flood test plugin emits one 23-field event (every
- * field kind: ints, enums, a label-map id, a char array, int arrays) into a
+ * Method. The fx_stream_flood test plugin emits one 11-field event (ints,
+ * bool, an enum, a label-map id, a nested struct, a char array, a byte array;
+ * ~680 bytes as a JSON line) into a
  * 1 MiB ring buffer per getppid() of one thread. That producer thread is
  * pinned to CPU 1 and makes getppid() calls, flat out or paced to a target
  * rate. The consumer - everything the daemon does for a stream: uv_poll on
@@ -330,7 +331,7 @@ int main(int argc, char **argv)
 	r = setup(&b, so, json_path, pin_root, &p, &bp, &t);
 	if (r)
 		goto out;
-	printf("ktel_bench_stream: %s (1 MiB ring, 23-field events) -> stream reader -> router -> "
+	printf("ktel_bench_stream: %s (1 MiB ring, 11-field events) -> stream reader -> router -> "
 	       "JSON sink (%s)\n", so, json_path);
 	printf("consumer (loop + sink writer threads) on CPU %d%s, producer on CPU %d%s, %u s per "
 	       "phase, %ld CPUs online\n", CONSUMER_CPU, consumer_pinned ? "" : " (pin FAILED)",
