@@ -1,0 +1,611 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * ktel-bench-pull-cost: the cost of one pull of one histogram map of 10, 1k,
+ * 10k and 100k keys (key: struct {u32 id; u32 cpu}, value: struct
+ * accumulator_value, 32 u64 buckets), by four methods in one run:
+ *
+ *   pull     ktel_metric_pull__run(): what the daemon does - one batch read
+ *            (core/map_reader), decode (core/btf_layout), delta (core/delta)
+ *            and records (core/record.h)
+ *   batch    map_reader batch read + layout decode + delta, no records
+ *   iterate  the same with force_fallback: get_next_key + lookup_elem per key
+ *   bpftool  `bpftool map dump id N -j` (fork/exec, BTF-formatted JSON)
+ *            parsed with jansson, the buckets taken from "formatted", delta
+ *
+ * Before every timed pull all values change (one untimed update_batch), so
+ * each pull has a full delta to compute. Reported: median and min wall time
+ * over the repetitions (the first pull of each method is a warm-up and not
+ * counted), bpf() syscalls per pull (the reader's count; strace -c for
+ * bpftool), and heap allocations per steady-state pull made by ktel_core
+ * (malloc/calloc/realloc wrapped at link time; libbpf, jansson and libc
+ * internals are not counted, so bpftool's column is n/a).
+ *
+ * Needs root. Prints figures; never passes or fails on them.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <jansson.h>
+
+#include "btf_layout.h"
+#include "delta.h"
+#include "error.h"
+#include "map_reader.h"
+#include "metric_pull.h"
+
+#define NBUCKETS 32
+#define MAX_REPS 200
+#define METRIC "bench_hist"
+
+struct bench_key {
+	__u32 id;
+	__u32 cpu;
+};
+
+struct bench_value {
+	__u64 buckets[NBUCKETS];
+};
+
+/* Heap allocations made by statically linked code (ktel_core and this file). */
+static unsigned long n_allocs;
+
+#ifdef KTEL_BENCH_COUNT_ALLOCS
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+
+void *__wrap_malloc(size_t size)
+{
+	n_allocs++;
+	return __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	n_allocs++;
+	return __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t size)
+{
+	n_allocs++;
+	return __real_realloc(p, size);
+}
+#endif
+
+/* Everything one map size needs. */
+struct bench {
+	size_t n;
+	struct bpf_object *obj;
+	struct bpf_map *map;
+	int fd;
+	__u32 map_id;
+	struct bench_key *keys;
+	struct bench_value *vals;
+	unsigned int bumps;
+	const struct ktel_layout *klayout, *vlayout;
+	struct ktel_layout *kl_own, *vl_own;
+};
+
+struct method_result {
+	const char *name;
+	double ms[MAX_REPS];
+	int reps;
+	unsigned int syscalls;
+	long allocs; /* per steady-state pull; -1: not measured */
+	size_t keys;
+	bool ok;
+};
+
+static const char *obj_path = KTEL_BENCH_PULL_OBJ;
+static const char *bpftool_bin = "bpftool";
+static int reps_override;
+static unsigned int method_mask = ~0U; /* -m selects methods */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n, double *ret_min)
+{
+	double s[MAX_REPS];
+
+	memcpy(s, v, sizeof(*v) * (size_t)n);
+	qsort(s, (size_t)n, sizeof(*s), cmp_double);
+	*ret_min = s[0];
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* Change every value (one bucket of each key + 1) with one untimed syscall. */
+static int bump(struct bench *b)
+{
+	__u32 count = (__u32)b->n;
+	unsigned int k = b->bumps++ % NBUCKETS;
+
+	for (size_t i = 0; i < b->n; i++)
+		b->vals[i].buckets[k]++;
+	return bpf_map_update_batch(b->fd, b->keys, b->vals, &count, NULL);
+}
+
+static int bench_open(struct bench *b, size_t n)
+{
+	struct bpf_map_info info;
+	__u32 len = sizeof(info), count = (__u32)n;
+	struct ktel_err err = {0};
+	struct btf *btf;
+	int r;
+
+	memset(b, 0, sizeof(*b));
+	b->n = n;
+	b->obj = bpf_object__open_file(obj_path, NULL);
+	if (!b->obj)
+		return -errno;
+	b->map = bpf_object__find_map_by_name(b->obj, "bench_hist_map");
+	if (!b->map)
+		return -ENOENT;
+	bpf_map__set_max_entries(b->map, (__u32)n);
+	r = bpf_object__load(b->obj);
+	if (r)
+		return r;
+	b->fd = bpf_map__fd(b->map);
+	memset(&info, 0, sizeof(info));
+	r = bpf_obj_get_info_by_fd(b->fd, &info, &len);
+	if (r)
+		return r;
+	b->map_id = info.id;
+	b->keys = calloc(n, sizeof(*b->keys));
+	b->vals = calloc(n, sizeof(*b->vals));
+	if (!b->keys || !b->vals)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		b->keys[i].id = (__u32)i;
+		b->keys[i].cpu = (__u32)(i % 4);
+		for (int k = 0; k < NBUCKETS; k++)
+			b->vals[i].buckets[k] = (i * 7 + (size_t)k) % 1000;
+	}
+	r = bpf_map_update_batch(b->fd, b->keys, b->vals, &count, NULL);
+	if (r)
+		return r;
+	btf = bpf_object__btf(b->obj);
+	r = ktel_layout__new(btf, bpf_map__btf_key_type_id(b->map), sizeof(struct bench_key),
+			     &b->kl_own, &err);
+	if (!r)
+		r = ktel_layout__new(btf, bpf_map__btf_value_type_id(b->map),
+				     sizeof(struct bench_value), &b->vl_own, &err);
+	if (r) {
+		fprintf(stderr, "pull_cost: layout: %s\n", err.msg);
+		return r;
+	}
+	b->klayout = b->kl_own;
+	b->vlayout = b->vl_own;
+	return 0;
+}
+
+static void bench_close(struct bench *b)
+{
+	ktel_layout__free(b->kl_own);
+	ktel_layout__free(b->vl_own);
+	free(b->keys);
+	free(b->vals);
+	bpf_object__close(b->obj);
+}
+
+static struct ktel_delta *delta_new(size_t n)
+{
+	struct ktel_delta *d = ktel_delta__new(ktel_boot_id());
+
+	/* The default entry limit (65536) would refuse part of 100k keys. */
+	if (d && ktel_delta__set_max_entries(d, n))
+		ktel_delta__free(d), d = NULL;
+	return d;
+}
+
+/*
+ * Decode one entry with the layouts and feed it to the delta engine: what a
+ * pull does per key, minus building the record.
+ */
+static int decode_apply(const struct bench *b, struct ktel_delta *d, const void *key,
+			const void *val)
+{
+	const struct ktel_field *hist = &b->vlayout->fields[b->vlayout->hist_field];
+	uint64_t cur[NBUCKETS], delta[NBUCKETS], dims = 0;
+	bool reset, emit;
+
+	for (__u32 i = 0; i < b->klayout->n_fields; i++)
+		dims += ktel_field_read_u64(&b->klayout->fields[i], key);
+	for (__u32 k = 0; k < b->vlayout->n_buckets; k++)
+		cur[k] = ktel_field_read_elem_u64(hist, val, k);
+	(void)dims;
+	return ktel_delta__apply(d, METRIC, b->map_id, key, sizeof(struct bench_key), cur,
+				 b->vlayout->n_buckets, delta, &reset, &emit);
+}
+
+/* One pull with a map reader (batch or iterate) + decode + delta. */
+static int reader_pull(struct bench *b, struct ktel_map_reader *rd, struct ktel_delta *d,
+		       struct method_result *res)
+{
+	struct ktel_map_snapshot snap;
+	enum ktel_delta_start start;
+	struct ktel_err err = {0};
+	int r;
+
+	r = ktel_map_reader__read(rd, &snap, &err);
+	if (r) {
+		fprintf(stderr, "pull_cost: read: %s\n", err.msg);
+		return r;
+	}
+	r = ktel_delta__begin(d, METRIC, b->map_id, true, &start);
+	for (size_t i = 0; !r && i < snap.count; i++)
+		r = decode_apply(b, d, (const char *)snap.keys + i * snap.key_size,
+				 (const char *)snap.values + i * snap.value_size);
+	if (r)
+		return r;
+	r = ktel_delta__end(d, METRIC);
+	res->syscalls = snap.stats.syscalls;
+	res->keys = snap.count;
+	return r < 0 ? r : 0;
+}
+
+/* The read alone, to split a pull's time into read and decode + delta. */
+static int reader_read(struct ktel_map_reader *rd, struct method_result *res)
+{
+	struct ktel_map_snapshot snap;
+	struct ktel_err err = {0};
+	int r = ktel_map_reader__read(rd, &snap, &err);
+
+	if (r) {
+		fprintf(stderr, "pull_cost: read: %s\n", err.msg);
+		return r;
+	}
+	res->syscalls = snap.stats.syscalls;
+	res->keys = snap.count;
+	return 0;
+}
+
+/* Parse bpftool's JSON and feed each entry to the delta engine. */
+static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *root,
+			 size_t *ret_keys)
+{
+	enum ktel_delta_start start;
+	size_t i;
+	json_t *el;
+	int r = ktel_delta__begin(d, METRIC, b->map_id, true, &start);
+
+	json_array_foreach(root, i, el) {
+		json_t *fk = json_object_get(json_object_get(el, "formatted"), "key");
+		json_t *fv = json_object_get(json_object_get(el, "formatted"), "value");
+		json_t *bk = json_object_get(fv, "buckets");
+		struct bench_key key = {
+			.id = (__u32)json_integer_value(json_object_get(fk, "id")),
+			.cpu = (__u32)json_integer_value(json_object_get(fk, "cpu")),
+		};
+		uint64_t cur[NBUCKETS], delta[NBUCKETS];
+		bool reset, emit;
+
+		if (r)
+			break;
+		if (json_array_size(bk) != NBUCKETS)
+			return -EBADMSG;
+		for (size_t k = 0; k < NBUCKETS; k++)
+			cur[k] = (uint64_t)json_integer_value(json_array_get(bk, k));
+		r = ktel_delta__apply(d, METRIC, b->map_id, &key, sizeof(key), cur, NBUCKETS,
+				      delta, &reset, &emit);
+	}
+	if (r)
+		return r;
+	*ret_keys = i;
+	r = ktel_delta__end(d, METRIC);
+	return r < 0 ? r : 0;
+}
+
+static int bpftool_pull(struct bench *b, struct ktel_delta *d, struct method_result *res)
+{
+	char id[16];
+	int pipefd[2], status, r;
+	json_error_t jerr;
+	json_t *root;
+	FILE *f;
+	pid_t pid;
+
+	snprintf(id, sizeof(id), "%u", b->map_id);
+	if (pipe(pipefd))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execlp(bpftool_bin, bpftool_bin, "map", "dump", "id", id, "-j", (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	f = fdopen(pipefd[0], "r");
+	root = json_loadf(f, 0, &jerr);
+	fclose(f);
+	waitpid(pid, &status, 0);
+	if (!root) {
+		fprintf(stderr, "pull_cost: bpftool output: %s\n", jerr.text);
+		return -EBADMSG;
+	}
+	r = bpftool_apply(b, d, root, &res->keys);
+	json_decref(root);
+	return r;
+}
+
+/* bpf() calls one `bpftool map dump` makes, counted by strace -c. */
+static unsigned int bpftool_syscalls(const struct bench *b)
+{
+	char cmd[512], line[256], path[] = "/tmp/ktel-bench-strace-XXXXXX";
+	unsigned int calls = 0;
+	int fd = mkstemp(path);
+	FILE *f;
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	snprintf(cmd, sizeof(cmd),
+		 "strace -f -qq -c -e trace=bpf -o %s %s map dump id %u -j >/dev/null 2>&1", path,
+		 bpftool_bin, b->map_id);
+	if (system(cmd) == 0 && (f = fopen(path, "r"))) {
+		while (fgets(line, sizeof(line), f)) {
+			char name[32] = "";
+			unsigned int c;
+			double pct, secs;
+			unsigned long us;
+
+			if (sscanf(line, "%lf %lf %lu %u %*s %31s", &pct, &secs, &us, &c, name) >= 4 &&
+			    (strstr(line, " bpf\n")))
+				calls = c;
+		}
+		fclose(f);
+	}
+	unlink(path);
+	return calls;
+}
+
+static const struct ktel_dimension_desc bench_dims[] = {
+	{.name = "id"},
+	{.name = "cpu"},
+};
+
+static const struct ktel_metric_desc bench_md = {
+	.struct_size = sizeof(struct ktel_metric_desc),
+	.name = METRIC,
+	.atom_name = "BenchHist",
+	.map_name = "bench_hist_map",
+	.model = KTEL_MODEL_ACCUMULATOR,
+	.unit = "us",
+	.scheme = KTEL_HIST_LOG2,
+	.dims = bench_dims,
+	.n_dims = 2,
+};
+
+enum method { M_PULL, M_BATCH, M_ITERATE, M_BPFTOOL, M_READ_BATCH, M_READ_ITER, M_COUNT };
+static const char *const method_names[M_COUNT] = {"pull",    "batch",     "iterate",
+						  "bpftool", "read-batch", "read-iter"};
+
+static int reps_for(size_t n, enum method m)
+{
+	if (reps_override)
+		return reps_override;
+	if (m == M_BPFTOOL)
+		return n <= 1000 ? 11 : n <= 10000 ? 5 : 3;
+	if (m == M_READ_BATCH || m == M_READ_ITER)
+		return n <= 10000 ? 51 : 11;
+	return n <= 1000 ? 51 : n <= 10000 ? 21 : 7;
+}
+
+/* One pull of method m; the heap allocations it made go to *ret_allocs. */
+static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp,
+		     struct ktel_map_reader *rd, struct ktel_delta *d,
+		     struct method_result *res, double *ret_ms, unsigned long *ret_allocs)
+{
+	const struct ktel_record *recs;
+	struct ktel_pull_info info;
+	struct ktel_err err = {0};
+	unsigned long a0;
+	uint64_t t0;
+	size_t nrec;
+	int r;
+
+	r = bump(b);
+	if (r)
+		return r;
+	a0 = n_allocs;
+	t0 = now_ns();
+	switch (m) {
+	case M_PULL:
+		r = ktel_metric_pull__run(mp, d, ktel_boot_id(), &recs, &nrec, &info, &err);
+		res->syscalls = info.syscalls;
+		res->keys = info.keys;
+		break;
+	case M_BATCH:
+	case M_ITERATE:
+		r = reader_pull(b, rd, d, res);
+		break;
+	case M_READ_BATCH:
+	case M_READ_ITER:
+		r = reader_read(rd, res);
+		break;
+	default:
+		r = bpftool_pull(b, d, res);
+		break;
+	}
+	*ret_ms = (double)(now_ns() - t0) / 1e6;
+	*ret_allocs = n_allocs - a0;
+	if (r && err.msg[0])
+		fprintf(stderr, "pull_cost: %s: %s\n", method_names[m], err.msg);
+	return r;
+}
+
+static int run_method(struct bench *b, enum method m, struct method_result *res)
+{
+	struct ktel_map_reader_opts opts = {.force_fallback = m == M_ITERATE || m == M_READ_ITER};
+	struct ktel_metric_pull *mp = NULL;
+	struct ktel_map_reader *rd = NULL;
+	struct ktel_err err = {0};
+	struct ktel_delta *d = delta_new(b->n);
+	unsigned long allocs, max_allocs = 0;
+	double ms;
+	int r = d ? 0 : -ENOMEM, reps = reps_for(b->n, m);
+
+	res->name = method_names[m];
+	if (!r && m == M_PULL)
+		r = ktel_metric_pull__new(&bench_md, b->obj, true, &mp, &err);
+	else if (!r && m != M_BPFTOOL)
+		r = ktel_map_reader__new(b->fd, &opts, &rd, &err);
+	if (r) {
+		fprintf(stderr, "pull_cost: %s: %s\n", res->name, err.msg);
+		goto out;
+	}
+	/* Warm-up: the first pull builds the delta state. */
+	r = pull_once(b, m, mp, rd, d, res, &ms, &allocs);
+	for (int i = 0; !r && i < reps; i++) {
+		r = pull_once(b, m, mp, rd, d, res, &res->ms[i], &allocs);
+		if (allocs > max_allocs)
+			max_allocs = allocs;
+	}
+	if (r)
+		goto out;
+	res->reps = reps;
+#ifdef KTEL_BENCH_COUNT_ALLOCS
+	res->allocs = m == M_BPFTOOL ? -1 : (long)max_allocs;
+#else
+	res->allocs = -1;
+#endif
+	if (m == M_BPFTOOL)
+		res->syscalls = bpftool_syscalls(b);
+	res->ok = true;
+out:
+	ktel_metric_pull__free(mp);
+	ktel_map_reader__free(rd);
+	ktel_delta__free(d);
+	return r;
+}
+
+static void print_size(size_t n, struct method_result *res)
+{
+	double base_min, base = res[M_PULL].ok ? median(res[M_PULL].ms, res[M_PULL].reps, &base_min) : 0;
+
+	printf("\n%zu keys (value 256 bytes, key 8 bytes)\n", n);
+	printf("  %-8s %10s %10s %9s %10s %8s %7s %8s\n", "method", "median ms", "min ms",
+	       "ns/key", "syscalls", "allocs", "reps", "x pull");
+	for (int m = 0; m < M_COUNT; m++) {
+		struct method_result *r = &res[m];
+		double mn, med;
+		char allocs[16] = "n/a";
+
+		if (!r->ok) {
+			if (method_mask & (1U << m))
+				printf("  %-8s (failed)\n", method_names[m]);
+			continue;
+		}
+		med = median(r->ms, r->reps, &mn);
+		if (r->allocs >= 0)
+			snprintf(allocs, sizeof(allocs), "%ld", r->allocs);
+		printf("  %-8s %10.3f %10.3f %9.1f %10u %8s %7d %8.2f\n", r->name, med, mn,
+		       med * 1e6 / (double)(r->keys ? r->keys : 1), r->syscalls, allocs, r->reps,
+		       base > 0 ? med / base : 0);
+		if (r->keys != n)
+			printf("  %-8s WARNING: read %zu keys, expected %zu\n", "", r->keys, n);
+	}
+}
+
+/* libbpf's info lines (".ktel.types skipped") are noise here. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return level == LIBBPF_WARN ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t default_sizes[] = {10, 1000, 10000, 100000};
+	size_t sizes[8];
+	int n_sizes = 0, o, rc = 0;
+
+	while ((o = getopt(argc, argv, "s:r:o:b:m:h")) != -1) {
+		switch (o) {
+		case 'm':
+			if (method_mask == ~0U)
+				method_mask = 0;
+			for (int m = 0; m < M_COUNT; m++)
+				if (!strcmp(optarg, method_names[m]))
+					method_mask |= 1U << m;
+			break;
+		case 's': if (n_sizes < 8) sizes[n_sizes++] = strtoul(optarg, NULL, 10); break;
+		case 'r': reps_override = atoi(optarg); break;
+		case 'o': obj_path = optarg; break;
+		case 'b': bpftool_bin = optarg; break;
+		default:
+			fprintf(o == 'h' ? stdout : stderr,
+				"usage: ktel-bench-pull-cost [-s KEYS]... [-m METHOD]... [-r REPS] [-o OBJ]\n"
+				"                            [-b BPFTOOL]\n");
+			return o == 'h' ? 0 : 2;
+		}
+	}
+	if (reps_override < 0 || reps_override > MAX_REPS) {
+		fprintf(stderr, "pull_cost: 1 <= REPS <= %d\n", MAX_REPS);
+		return 2;
+	}
+	libbpf_set_print(libbpf_print);
+	if (!n_sizes) {
+		memcpy(sizes, default_sizes, sizeof(default_sizes));
+		n_sizes = 4;
+	}
+	if (geteuid()) {
+		fprintf(stderr, "pull_cost: needs root\n");
+		return 77;
+	}
+	printf("method: one pull of one BPF hash map; every value changes before each pull\n"
+	       "(untimed update_batch); wall time of the pull; first pull of each method not\n"
+	       "counted; allocs = heap allocations by ktel_core in the worst steady-state pull.\n"
+	       "x pull = median / median of 'pull' (the daemon's path).\n"
+	       "pull: ktel_metric_pull__run (read + decode + delta + records); batch/iterate:\n"
+	       "map_reader (batch / get_next_key) + decode + delta; bpftool: map dump -j +\n"
+	       "jansson + delta; read-*: the map_reader read alone.\n");
+	for (int s = 0; s < n_sizes; s++) {
+		struct method_result res[M_COUNT] = {};
+		struct bench b;
+		int r = bench_open(&b, sizes[s]);
+
+		if (r) {
+			fprintf(stderr, "pull_cost: map of %zu keys: %s\n", sizes[s], strerror(-r));
+			bench_close(&b);
+			rc = 1;
+			continue;
+		}
+		for (int m = 0; m < M_COUNT; m++)
+			if ((method_mask & (1U << m)) && run_method(&b, (enum method)m, &res[m]))
+				rc = 1;
+		print_size(sizes[s], res);
+		bench_close(&b);
+	}
+	return rc;
+}
