@@ -138,17 +138,18 @@ prog_ids() {
 	grep -h '^prog_id:' /proc/"$DAEMON_PID"/fdinfo/* 2>/dev/null | awk '{ print $2 }' | sort -un
 }
 
-# prog_stats: "id name run_cnt run_time_ns" for each daemon program.
+# prog_stats: "id name run_cnt run_time_ns" for each daemon program. One
+# bpftool call per id: a listing of every program fails when another one
+# disappears while it is listed.
 prog_stats() {
-	local ids
-	ids=$(prog_ids | tr '\n' ' ')
-	bpftool prog show --json | python3 -c '
+	local id
+	for id in $(prog_ids); do
+		bpftool prog show id "$id" --json 2>/dev/null | python3 -c '
 import json, sys
-ids = set(int(x) for x in sys.argv[1].split())
-for p in json.load(sys.stdin):
-    if p["id"] in ids:
-        print(p["id"], p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
-' "$ids"
+p = json.load(sys.stdin)
+print(p["id"], p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
+' || true
+	done
 }
 
 cmd_trigger() {
@@ -175,8 +176,9 @@ cmd_trigger() {
 		after=$(prog_stats)
 		printf '  %s: %d ms, daemon CPU %d ms, %d wakeups\n' "$sub" $(((t1 - t0) / 1000000)) \
 			"$(ms_of_ticks $((b[0] - a[0])))" $((b[3] - a[3]))
+		# join: id name runs0 time0 name runs1 time1
 		join <(echo "$before" | sort) <(echo "$after" | sort) | awk '{
-			runs = $5 - $3; t = $6 - $4
+			runs = $6 - $3; t = $7 - $4
 			if (runs > 0)
 				printf "      %-24s %10d runs %8.1f ns/run (body)\n", $2, runs, t / runs
 		}'
@@ -193,7 +195,7 @@ while getopts b:h o; do
 	esac
 done
 shift $((OPTIND - 1))
-[ "$(id -u)" -eq 0 ] || die "must run as root"
+[ "$(id -u)" -eq 0 ] || { log "must run as root (skipped)"; exit 77; }
 [ -x "$BUILD/core/ktelemetryd" ] || die "no $BUILD/core/ktelemetryd: build first or pass -b BUILD_DIR"
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 
