@@ -438,8 +438,7 @@ static int label_lookup(void *ctx, uint32_t dim, uint64_t id, char *buf, size_t 
 	size_t n;
 
 	memset(ls->key, 0, ls->key_layout->size);
-	/* Host byte order, low bytes first on little endian: write the id at the
-	 * member's width. */
+	/* The id at the key member's width, in host byte order as BPF wrote it. */
 	switch (ls->id_field->size) {
 	case 1: { uint8_t v = (uint8_t)id; memcpy(ls->key + ls->id_field->offset, &v, 1); break; }
 	case 2: { uint16_t v = (uint16_t)id; memcpy(ls->key + ls->id_field->offset, &v, 2); break; }
