@@ -108,21 +108,15 @@ static const struct ktel_cfg_key *sink_keys_for(const char *type)
 
 /* ---- errors ---------------------------------------------------------- */
 
-static void add_error(struct ktel_config_errors *errs, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void add_error(struct ktel_config_errors *errs, const char *fmt, ...)
+static void add_verror(struct ktel_config_errors *errs, const char *fmt, va_list ap)
 {
 	char **grown;
 	char *msg;
-	va_list ap;
 	int n;
 
 	if (errs->n >= MAX_CONFIG_ERRORS)
 		return;
-	va_start(ap, fmt);
 	n = vasprintf(&msg, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		return;
 	grown = realloc(errs->msgs, (errs->n + 1) * sizeof(*grown));
@@ -133,6 +127,17 @@ static void add_error(struct ktel_config_errors *errs, const char *fmt, ...)
 	errs->msgs = grown;
 	errs->msgs[errs->n++] = msg;
 }
+
+void ktel_config_errors__add(struct ktel_config_errors *errs, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_verror(errs, fmt, ap);
+	va_end(ap);
+}
+
+#define add_error ktel_config_errors__add
 
 void ktel_config_errors__clear(struct ktel_config_errors *errs)
 {

@@ -87,6 +87,9 @@ int ktel_config__load_string(const char *text, const char *source,
 			     struct ktel_config_errors *errs, struct ktel_err *err);
 void ktel_config__free(struct ktel_config *cfg);
 void ktel_config_errors__clear(struct ktel_config_errors *errs);
+/* Append one message (bounded; beyond the bound messages are dropped). */
+void ktel_config_errors__add(struct ktel_config_errors *errs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* The settings for a metric, or NULL when the config does not name it. */
 const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg,

@@ -35,14 +35,6 @@
 #include "router.h"
 #include "../sinks/json/json_format.h"
 
-/*
- * Implemented by the daemon's reload work; weak so the control socket
- * builds (and answers "not available") before that lands.
- */
-extern int ktel_daemon__reload(struct ktel_daemon *d, const char *path,
-			       struct ktel_config_errors *errs, struct ktel_err *err)
-	__attribute__((weak));
-
 #define BPF_STATS_PATH "/proc/sys/kernel/bpf_stats_enabled"
 #define MAX_GROUPS 65536
 #define MAX_ENUM_LABELS 256
@@ -740,8 +732,6 @@ static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp,
 	int r;
 
 	json_object_set_new(resp, "errors", a);
-	if (!ktel_daemon__reload)
-		return ktel_err_set(err, ENOSYS, "reload is not available in this build");
 	r = ktel_daemon__reload(c->d, NULL, &errs, err);
 	for (size_t i = 0; i < errs.n; i++)
 		json_array_append_new(a, json_string(errs.msgs[i]));

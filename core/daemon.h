@@ -62,8 +62,13 @@ struct ktel_loaded_plugin {
 struct ktel_daemon_opts {
 	bool once;             /* pull once after once_wait_ms, then exit */
 	uint64_t once_wait_ms;
+	/* Where the config came from, for reload: a file, else this text. */
+	const char *config_path;
+	const char *config_text;
+	struct ktel_config_vars vars;
 };
 
+/* The daemon takes ownership of cfg (a reload replaces it). */
 int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
 		     const struct ktel_daemon_opts *opts, struct ktel_daemon **ret,
 		     struct ktel_err *err);

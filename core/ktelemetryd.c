@@ -108,8 +108,16 @@ static void on_signal(uv_signal_t *h, int signum)
 	struct main_state *st = h->data;
 
 	if (signum == SIGHUP) {
-		ktel_log(KTEL_LOG_INFO, "SIGHUP: reload is not supported by this build yet; "
-			 "configuration unchanged");
+		struct ktel_config_errors errs = {0};
+		struct ktel_err err;
+
+		ktel_log(KTEL_LOG_INFO, "SIGHUP: reloading the configuration");
+		if (ktel_daemon__reload(st->daemon, NULL, &errs, &err)) {
+			for (size_t i = 0; i < errs.n; i++)
+				ktel_log(KTEL_LOG_ERROR, "reload: %s", errs.msgs[i]);
+			ktel_log(KTEL_LOG_ERROR, "reload: %s", err.msg);
+		}
+		ktel_config_errors__clear(&errs);
 		return;
 	}
 	ktel_log(KTEL_LOG_INFO, "%s: final pull, flushing sinks", strsignal(signum));
@@ -125,6 +133,7 @@ static void close_walk(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
+/* Runs the daemon, which takes ownership of cfg. */
 static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 {
 	struct main_state st = {0};
@@ -134,6 +143,8 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 
 	uv_loop_init(&loop);
 	r = ktel_daemon__new(&loop, cfg, opts, &st.daemon, &err);
+	if (r)
+		ktel_config__free(cfg);
 	if (!r)
 		r = ktel_daemon__start(st.daemon, &err);
 	if (r) {
@@ -157,7 +168,7 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 	uv_unref((uv_handle_t *)&st.sigint);
 	uv_unref((uv_handle_t *)&st.sigterm);
 	uv_unref((uv_handle_t *)&st.sighup);
-	ktel_log(KTEL_LOG_INFO, "running with %s", cfg->source);
+	ktel_log(KTEL_LOG_INFO, "running with %s", ktel_daemon__config(st.daemon)->source);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	r = ktel_daemon__exit_code(st.daemon);
 	uv_walk(&loop, close_walk, NULL);
@@ -247,7 +258,8 @@ int main(int argc, char **argv)
 		return EXIT_BAD_INPUT;
 	/* Sinks writing to a closed pipe get EPIPE, not a fatal signal. */
 	signal(SIGPIPE, SIG_IGN);
-	r = run(cfg, &opts);
-	ktel_config__free(cfg);
-	return r;
+	opts.config_path = config_path;
+	opts.config_text = (const char *)ktel_default_config;
+	config_vars(&opts.vars);
+	return run(cfg, &opts);
 }

@@ -991,6 +991,7 @@ static void statsd_stats(void *priv, struct ktel_sink_stats *ret)
 
 const struct ktel_sink_ops ktel_statsd_sink_ops = {
 	.type = "statsd",
+	.options = ktel_statsd_sink_keys,
 	.create = statsd_create,
 	.submit = statsd_submit,
 	.close = statsd_close,

@@ -225,6 +225,98 @@ static void test_unwritable_state_exit_2(void **state)
 	sandbox_cleanup(&sb);
 }
 
+
+/*
+ * Drop plugin file src into dir with mode, the way an installer would: copy
+ * under a hidden name, then rename into place.
+ */
+static void drop_in(const char *src, const char *dir, mode_t mode)
+{
+	const char *base = strrchr(src, '/') + 1;
+	char cmd[2000];
+
+	snprintf(cmd, sizeof(cmd), "cp %s %s/.%s && chmod %o %s/.%s && mv %s/.%s %s/%s", src, dir,
+		 base, (unsigned)mode, dir, base, dir, base, dir, base);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_reload_and_drop_in(void **state)
+{
+	char plugdir[700], cfg2[2000], out2[700], path[900];
+	struct sandbox sb;
+	uint64_t sum;
+	size_t records;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-reload");
+	/* A watched plugin directory that starts with one plugin. */
+	snprintf(plugdir, sizeof(plugdir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(plugdir, 0755), 0);
+	drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", plugdir, 0644);
+	snprintf(path, sizeof(path), "%s/compaction_duration.so", plugdir);
+	sandbox_write_config(&sb, plugdir, "1s", "");
+	pid = daemon_start(&sb, "--log-level", "debug", NULL);
+	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
+
+	/* Drop-in at run time: a new plugin starts collecting. */
+	drop_in(KTEL_PLUGIN_DIR "/runq_latency.so", plugdir, 0644);
+	if (!log_wait_for(&sb, "metric runq_latency: collecting", 10)) {
+		dump_log(&sb);
+		fail_msg("dropped-in plugin was not picked up");
+	}
+	/* A group-writable plugin is refused, naming the rule. */
+	drop_in(KTEL_PLUGIN_DIR "/memcg_reclaim_latency.so", plugdir, 0664);
+	if (!log_wait_for(&sb, "memcg_reclaim_latency.so: refused: group- or world-writable", 10)) {
+		dump_log(&sb);
+		fail_msg("unsafe plugin was not refused with its rule");
+	}
+	/* Removal detaches the plugin. */
+	snprintf(path, sizeof(path), "%s/runq_latency.so", plugdir);
+	unlink(path);
+	assert_true(log_wait_for(&sb, "runq_latency.so: unloading: file removed", 10));
+
+	/* Reload: a new sink replaces the old one, a metric is disabled. */
+	snprintf(out2, sizeof(out2), "%s/out2.jsonl", sb.dir);
+	snprintf(cfg2, sizeof(cfg2),
+		 "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\","
+		 " \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\", \"emit_zero\": true,"
+		 " \"sinks\": {\"second\": {\"type\": \"json\", \"path\": \"%s\"}}}",
+		 plugdir, sb.pin_root, sb.state, sb.dir, out2);
+	f = fopen(sb.config, "w");
+	fputs(cfg2, f);
+	fclose(f);
+	kill(pid, SIGHUP);
+	if (!log_wait_for(&sb, "configuration reloaded", 10)) {
+		dump_log(&sb);
+		fail_msg("reload did not apply");
+	}
+	assert_true(log_wait_for(&sb, "sink file: removed", 1));
+	trigger_compaction(); /* the map gets its key; emit_zero repeats it */
+	sleep(3);
+	{
+		struct sandbox view = sb;
+
+		snprintf(view.out, sizeof(view.out), "%s", out2);
+		assert_int_equal(sum_metric(&view, "compaction_duration", &sum, &records), 0);
+		assert_true(records >= 1);
+	}
+
+	/* A broken file keeps the running config and says why. */
+	f = fopen(sb.config, "w");
+	fputs("{\"interval\": \"soon\", \"sinks\": {\"x\": {\"type\": \"json\"}}}", f);
+	fclose(f);
+	kill(pid, SIGHUP);
+	if (!log_wait_for(&sb, "reload: interval: expected duration", 10)) {
+		dump_log(&sb);
+		fail_msg("broken reload did not report its errors");
+	}
+	assert_true(log_wait_for(&sb, "the running configuration is unchanged", 1));
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_kill9_between_pulls),
 		cmocka_unit_test(test_missing_config_exit_2),
 		cmocka_unit_test(test_unwritable_state_exit_2),
+		cmocka_unit_test(test_reload_and_drop_in),
 	};
 
 	ktel_test_require_root("daemon end to end");
