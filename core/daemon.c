@@ -95,6 +95,53 @@ static void save_state(struct ktel_daemon *d)
 
 /* ---- pulling ------------------------------------------------------------ */
 
+/* Records of a stream metric, as the reader decodes them: straight to the
+ * metric's sinks. */
+static void on_stream_records(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct ktel_metric *m = ctx;
+
+	m->records += n;
+	route(m->daemon, m, recs, n);
+}
+
+/*
+ * A stream metric's "pull": its events flow as they come, so a pull only
+ * emits the reader's counters as self-telemetry (delivered, lost in the
+ * kernel, dropped by the daemon) and complains when events were lost.
+ */
+static int pull_stream(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err)
+{
+	struct ktel_record tmpl = {0}, recs[KTEL_STREAM_SELF_RECORDS];
+	size_t n;
+	int r;
+
+	tmpl.end_boottime_ns = ktel_now_boottime_ns();
+	tmpl.start_boottime_ns = tmpl.end_boottime_ns;
+	tmpl.end_wall_ns = ktel_now_wall_ns();
+	tmpl.start_wall_ns = m->last_pull_wall_ns ? (int64_t)m->last_pull_wall_ns
+						  : tmpl.end_wall_ns;
+	tmpl.boot_id = ktel_boot_id();
+	tmpl.seq = ++m->pulls;
+	r = ktel_stream_reader__self_records(m->sr, &tmpl, recs, KTEL_ARRAY_SIZE(recs), &n);
+	if (r) {
+		m->pull_errors++;
+		return ktel_err_set(err, -r, "metric %s: self-telemetry: %s", m->md->name,
+				    strerror(-r));
+	}
+	m->last_pull_wall_ns = (uint64_t)tmpl.end_wall_ns;
+	if (recs[1].counter.delta)
+		ktel_complain(&m->complaint, KTEL_LOG_WARN, "metric %s: %llu events lost in the "
+			      "kernel (ring buffer full) since the last pull", m->md->name,
+			      (unsigned long long)recs[1].counter.delta);
+	if (recs[2].counter.delta)
+		ktel_complain(&m->complaint, KTEL_LOG_WARN, "metric %s: %llu events dropped "
+			      "(shorter than the event type)", m->md->name,
+			      (unsigned long long)recs[2].counter.delta);
+	route(d, m, recs, n);
+	return 0;
+}
+
 int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err)
 {
 	const struct ktel_record *recs;
@@ -102,6 +149,8 @@ int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_
 	size_t n;
 	int r;
 
+	if (m->sr)
+		return pull_stream(d, m, err);
 	if (!m->mp)
 		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
 				    m->problem[0] ? m->problem : "not loaded");
@@ -151,7 +200,7 @@ int ktel_daemon__pull_all(struct ktel_daemon *d)
 		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
 			struct ktel_metric *m = &d->plugins[i]->metrics[j];
 
-			if (!m->enabled || !m->mp)
+			if (!m->enabled || (!m->mp && !m->sr))
 				continue;
 			if (ktel_daemon__pull(d, m, &err)) {
 				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
@@ -203,9 +252,12 @@ int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t l
 	struct ktel_bpf_plugin *bp = m->lp->bpf;
 	size_t attached = 0;
 
-	if (!m->mp)
+	if (!m->mp && !m->sr)
 		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
 				    m->problem[0] ? m->problem : "not loaded");
+	/* Poll the ring before its programs run: nothing waits unread. */
+	if (m->sr && ktel_stream_reader__start(m->sr, err))
+		return -err->code;
 	for (size_t i = 0; i < bp->n_progs; i++) {
 		struct ktel_bpf_prog *p = &bp->progs[i];
 
@@ -217,9 +269,11 @@ int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t l
 		}
 		attached++;
 	}
-	if (!attached)
+	if (!attached) {
+		ktel_stream_reader__stop(m->sr);
 		return ktel_err_set(err, ENODEV, "metric %s: no program could be attached",
 				    m->md->name);
+	}
 	m->enabled = true;
 	m->attached = true;
 	uv_timer_start(&m->timer, on_pull_timer, m->interval_ms, m->interval_ms);
@@ -238,7 +292,7 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 	if (!m->enabled)
 		return 0;
 	/* Pull what accumulated so far: disabling loses nothing. */
-	if (m->mp && ktel_daemon__pull(d, m, err))
+	if ((m->mp || m->sr) && ktel_daemon__pull(d, m, err))
 		ktel_log(KTEL_LOG_WARN, "%s", err->msg);
 	m->enabled = false;
 	m->attached = false;
@@ -250,6 +304,8 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 		if (p->attached && metric_uses(m, p->name) && !prog_needed(m->lp, p->name, m))
 			ktel_bpf_plugin__detach_prog(bp, p->name);
 	}
+	/* After the detach: what the ring still holds is delivered now. */
+	ktel_stream_reader__stop(m->sr);
 	return 0;
 }
 
@@ -298,7 +354,8 @@ static void init_metric(struct ktel_daemon *d, struct ktel_loaded_plugin *lp,
 	m->timers_init = true;
 }
 
-/* Resolve every accumulator metric of a loaded plugin. */
+/* Resolve every metric of a loaded plugin: a pull for accumulators, a ring
+ * buffer reader (not started until enabled) for streams. */
 static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp)
 {
 	struct ktel_err err;
@@ -313,9 +370,12 @@ static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp
 				 lp->bpf->unsupported_reason);
 			continue;
 		}
-		if (m->md->model != KTEL_MODEL_ACCUMULATOR) {
-			snprintf(m->problem, sizeof(m->problem), "stream metrics are not consumed "
-				 "by this daemon yet");
+		if (m->md->model == KTEL_MODEL_STREAM) {
+			if (ktel_stream_reader__new(d->loop, m->md, lp->bpf->obj, on_stream_records,
+						    m, &m->sr, &err)) {
+				snprintf(m->problem, sizeof(m->problem), "%s", err.msg);
+				ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
+			}
 			continue;
 		}
 		if (ktel_metric_pull__new(m->md, lp->bpf->obj, bm && !bm->reused, &m->mp, &err)) {
@@ -409,8 +469,12 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const 
 
 static void free_loaded_plugin(struct ktel_loaded_plugin *lp)
 {
-	for (size_t j = 0; j < lp->n_metrics; j++)
+	for (size_t j = 0; j < lp->n_metrics; j++) {
 		ktel_metric_pull__free(lp->metrics[j].mp);
+		/* Normally freed already (unload, shutdown), while the loop runs
+		 * to close its handle. */
+		ktel_stream_reader__free(lp->metrics[j].sr);
+	}
 	free(lp->metrics);
 	ktel_bpf_plugin__free(lp->bpf); /* detaches; pins stay */
 	ktel_plugin__free(lp->plugin);
@@ -441,6 +505,9 @@ static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
 
 		if (m->enabled && ktel_daemon__disable(d, m, &err))
 			ktel_log(KTEL_LOG_WARN, "%s", err.msg);
+		/* Frees itself once its poll handle closed; needs nothing of lp. */
+		ktel_stream_reader__free(m->sr);
+		m->sr = NULL;
 		if (m->timers_init) {
 			m->timers_init = false;
 			lp->pending_closes += 2;
@@ -623,7 +690,7 @@ static void start_metric(struct ktel_daemon *d, struct ktel_metric *m)
 	struct ktel_err err;
 
 	m->started_once = true;
-	if (!m->mp) {
+	if (!m->mp && !m->sr) {
 		ktel_log(KTEL_LOG_INFO, "metric %s: not collected: %s", m->md->name, m->problem);
 		return;
 	}
@@ -855,7 +922,7 @@ static void apply_metrics(struct ktel_daemon *d)
 
 			ktel_delta__set_emit_zeros(d->delta, name,
 						   mc ? mc->emit_zero : d->cfg->emit_zero);
-			if (!m->mp)
+			if (!m->mp && !m->sr)
 				continue;
 			if (interval != m->interval_ms) {
 				m->interval_ms = interval;
@@ -919,6 +986,11 @@ static void close_timers(struct ktel_daemon *d)
 		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
 			struct ktel_metric *m = &d->plugins[i]->metrics[j];
 
+			/* The last events go to the sinks before they close; the
+			 * reader frees itself when the loop closes its handle. */
+			ktel_stream_reader__stop(m->sr);
+			ktel_stream_reader__free(m->sr);
+			m->sr = NULL;
 			if (!m->timers_init)
 				continue;
 			uv_close((uv_handle_t *)&m->timer, NULL);

@@ -19,6 +19,7 @@
 #include "error.h"
 #include "log.h"
 #include "metric_pull.h"
+#include "stream_reader.h"
 
 struct ktel_daemon;
 struct ktel_router;
@@ -29,6 +30,9 @@ struct ktel_metric {
 	struct ktel_loaded_plugin *lp;
 	const struct ktel_metric_desc *md;
 	struct ktel_metric_pull *mp;  /* NULL when unsupported or broken */
+	/* Stream metrics: the ring buffer reader instead of mp; NULL when
+	 * unsupported or broken. A metric has at most one of mp and sr. */
+	struct ktel_stream_reader *sr;
 	bool enabled;
 	bool attached;
 	uint64_t interval_ms;
