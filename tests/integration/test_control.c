@@ -123,9 +123,8 @@ static void rig_start(struct rig *r, const char *name, const char *extra, bool s
 	assert_int_equal(ktel_daemon__new(&r->loop, r->cfg, NULL, &r->d, &err), 0);
 	if (ktel_daemon__start(r->d, &err))
 		fail_msg("daemon: %s", err.msg);
+	/* The daemon opened its own control socket (control_socket). */
 	snprintf(r->sock, sizeof(r->sock), "%s", r->cfg->control_socket);
-	if (ktel_control__new(&r->loop, r->d, r->sock, r->cfg->control_gid, &r->ctl, &err))
-		fail_msg("control: %s", err.msg);
 	if (second) {
 		snprintf(r->sock2, sizeof(r->sock2), "%s/ctl2/control.sock", r->sb.dir);
 		if (ktel_control__new(&r->loop, r->d, r->sock2, NOBODY, &r->ctl2, &err))
