@@ -82,15 +82,19 @@ static void route(struct ktel_daemon *d, const struct ktel_metric *m,
 			   mc ? mc->n_sinks : 0);
 }
 
+/* Persist the delta state when a pull changed it (blocking, but small). */
 static void save_state(struct ktel_daemon *d)
 {
 	struct ktel_err err;
 
-	if (ktel_delta__save(d->delta, d->cfg->state_file, &err))
+	if (!ktel_delta__dirty(d->delta))
+		return;
+	if (ktel_delta__save(d->delta, d->cfg->state_file, &err)) {
 		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s", err.msg);
-	else
-		ktel_complain_clear(&d->state_complaint, "state: %s written again",
-				    d->cfg->state_file);
+		return;
+	}
+	ktel_delta__mark_saved(d->delta);
+	ktel_complain_clear(&d->state_complaint, "state: %s written again", d->cfg->state_file);
 }
 
 /* ---- pulling ------------------------------------------------------------ */
@@ -438,6 +442,16 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const 
 			return -EEXIST;
 		}
 	}
+	/* The kernel's BTF is parsed for a (re)scan and freed after it: it is
+	 * a third of the daemon's memory otherwise (docs/benchmarks.md). */
+	if (!d->targets) {
+		d->targets = ktel_targets__new(NULL, &err);
+		if (!d->targets) {
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+			return -err.code;
+		}
+		bopts.targets = d->targets;
+	}
 	load_params(d, plugin, params);
 	lp = calloc(1, sizeof(*lp));
 	if (!lp)
@@ -619,6 +633,8 @@ int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
 
 	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++)
 		changes += scan_dir(d, d->cfg->plugin_dirs[k]);
+	ktel_targets__free(d->targets);
+	d->targets = NULL;
 	/* Start the metrics of plugins that arrived with this scan. */
 	for (size_t i = 0; i < d->n_plugins; i++)
 		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
@@ -782,6 +798,7 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	r = ktel_bpffs_ensure(d->cfg->pin_root, d->cfg->pin_gid, err);
 	if (r)
 		return r;
+	/* Fail now, clearly, when the kernel has no readable BTF. */
 	d->targets = ktel_targets__new(NULL, err);
 	if (!d->targets)
 		return -err->code;

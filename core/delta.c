@@ -46,6 +46,8 @@ struct metric {
 struct ktel_delta {
 	char boot_id[KTEL_DELTA_MAX_BOOT_ID + 1];
 	size_t max_entries;
+	/* State changed since the last save (values, map ids, keys, seq). */
+	bool dirty;
 	struct metric **metrics;
 	size_t n_metrics;
 };
@@ -332,9 +334,11 @@ int ktel_delta__apply(struct ktel_delta *d, const char *metric, uint32_t map_id,
 		uint64_t c = cur[i];
 
 		ret_delta[i] = reset ? c : c - e->vals[i];
+		d->dirty |= c != e->vals[i];
 		e->vals[i] = c;
 		nonzero |= ret_delta[i] != 0;
 	}
+	d->dirty |= e->map_id != map_id || !pe;
 	e->map_id = map_id;
 	e->gen = m->gen;
 	if (m->policy == KTEL_DELTA_START_BASELINE) {
@@ -375,6 +379,7 @@ int ktel_delta__end(struct ktel_delta *d, const char *metric)
 	}
 	m->forgotten += forgotten;
 	m->in_pull = false;
+	d->dirty |= forgotten > 0;
 	return forgotten;
 }
 
@@ -392,7 +397,10 @@ uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric)
 {
 	struct metric *m = metric_find(d, metric);
 
-	return m ? ++m->seq : 0;
+	if (!m)
+		return 0;
+	d->dirty = true;
+	return ++m->seq;
 }
 
 int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
@@ -541,6 +549,16 @@ static int fsync_dir_of(const char *path)
 		close(fd);
 	free(copy);
 	return ret;
+}
+
+bool ktel_delta__dirty(const struct ktel_delta *d)
+{
+	return d->dirty;
+}
+
+void ktel_delta__mark_saved(struct ktel_delta *d)
+{
+	d->dirty = false;
 }
 
 int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err)

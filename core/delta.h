@@ -126,6 +126,11 @@ int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
  */
 int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err);
 
+/* Has the state changed since ktel_delta__mark_saved()? A pull that read
+ * the same values as the last one changes nothing worth an fsync. */
+bool ktel_delta__dirty(const struct ktel_delta *d);
+void ktel_delta__mark_saved(struct ktel_delta *d);
+
 /*
  * Load state written by save. Meant to be called once, right after _new.
  * Returns 0 when loaded and also when path does not exist (empty state).

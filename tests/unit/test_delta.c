@@ -122,6 +122,38 @@ static void test_steady_state_and_reset_by_decrease(void **state)
 	ktel_delta__free(d);
 }
 
+/* Only a pull that changed something makes the state worth saving. */
+static void test_dirty_only_on_change(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 1, 2, 3, 5 }, z[N] = { 0 }, w[N] = { 0, 0, 0, 1 };
+
+	assert_false(ktel_delta__dirty(d));
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	apply(d, 3, 1, c1, c1, false, true);   /* a new key */
+	ktel_delta__end(d, M);
+	assert_true(ktel_delta__dirty(d));
+	ktel_delta__mark_saved(d);
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c1, z, false, false);   /* same values: nothing new */
+	ktel_delta__end(d, M);
+	assert_false(ktel_delta__dirty(d));
+	begin(d, 3, true, KTEL_DELTA_START_STATE);
+	apply(d, 3, 1, c2, w, false, true);    /* one bucket moved */
+	ktel_delta__end(d, M);
+	assert_true(ktel_delta__dirty(d));
+	ktel_delta__mark_saved(d);
+	begin(d, 4, true, KTEL_DELTA_START_ZERO);
+	apply(d, 4, 1, c2, c2, true, true);    /* same values from a new map */
+	ktel_delta__end(d, M);
+	assert_true(ktel_delta__dirty(d));
+	ktel_delta__mark_saved(d);
+	begin(d, 4, true, KTEL_DELTA_START_STATE);
+	ktel_delta__end(d, M);                 /* the key vanished */
+	assert_true(ktel_delta__dirty(d));
+	ktel_delta__free(d);
+}
+
 static void test_reset_by_map_id_change(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
@@ -468,6 +500,7 @@ int main(void)
 		cmocka_unit_test(test_reused_map_without_state_is_baseline),
 		cmocka_unit_test(test_steady_state_and_reset_by_decrease),
 		cmocka_unit_test(test_reset_by_map_id_change),
+		cmocka_unit_test(test_dirty_only_on_change),
 		cmocka_unit_test(test_zero_skip_and_zero_emit),
 		cmocka_unit_test(test_vanished_key_forgotten),
 		cmocka_unit_test(test_entry_limit_counted),
