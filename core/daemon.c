@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "control.h"
@@ -41,6 +42,10 @@ struct ktel_daemon {
 	int exit_code;
 	struct ktel_complaint state_complaint;
 	struct ktel_control *control;
+	uv_timer_t self_timer;
+	bool self_timer_init;
+	uint64_t self_seq, self_start_boot;
+	int64_t self_start_wall;
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -722,6 +727,155 @@ static void start_metric(struct ktel_daemon *d, struct ktel_metric *m)
 		 (unsigned long long)m->interval_ms);
 }
 
+/* ---- self-telemetry -------------------------------------------------------- */
+
+#define SELF_PER_METRIC 3
+#define SELF_PER_PROG 2
+
+/* A record for metric-level self-telemetry: name, one dimension. */
+static struct ktel_record *self_rec(struct ktel_record *r, const struct ktel_record *tmpl,
+				    const char *name, const char *dim, int64_t idx,
+				    const char *label)
+{
+	*r = *tmpl;
+	r->metric = name;
+	r->n_dims = 1;
+	r->dims[0] = (struct ktel_dim){.name = dim, .value = idx, .label = label};
+	return r;
+}
+
+static bool bpf_stats_on(void)
+{
+	char c = '0';
+	int fd = open("/proc/sys/kernel/bpf_stats_enabled", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = '0';
+		close(fd);
+	}
+	return c == '1';
+}
+
+/* Records for each attached program: run time (bpf_stats) and recursion misses. */
+static size_t self_prog_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+				struct ktel_record *out, size_t max)
+{
+	bool stats = bpf_stats_on();
+	size_t n = 0;
+	int64_t idx = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
+
+		for (size_t j = 0; bp && j < bp->n_progs; j++, idx++) {
+			struct bpf_prog_info info = {0};
+			__u32 len = sizeof(info);
+			int fd;
+
+			if (!bp->progs[j].attached || n + SELF_PER_PROG > max)
+				continue;
+			fd = bpf_program__fd(bp->progs[j].prog);
+			if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+				continue;
+			self_rec(&out[n], tmpl, "ktel_prog_recursion_misses", "program", idx,
+				 bp->progs[j].name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = (int64_t)info.recursion_misses;
+			if (!stats)
+				continue;
+			/* Body-only time: bpf_stats does not see the dispatch. */
+			self_rec(&out[n], tmpl, "ktel_prog_run_time_ns_per_run", "program", idx,
+				 bp->progs[j].name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = info.run_cnt ? (int64_t)(info.run_time_ns / info.run_cnt) : 0;
+		}
+	}
+	return n;
+}
+
+static size_t self_metric_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+				  struct ktel_record *out, size_t max)
+{
+	size_t n = 0;
+	int64_t idx = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++, idx++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
+			const char *name = m->md->name;
+
+			if (!m->enabled || n + SELF_PER_METRIC > max)
+				continue;
+			self_rec(&out[n], tmpl, "ktel_pull_duration_us", "metric", idx, name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = (int64_t)(m->last.duration_ns / 1000);
+			self_rec(&out[n], tmpl, "ktel_pull_keys", "metric", idx, name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = (int64_t)m->last.keys;
+			self_rec(&out[n], tmpl, "ktel_pull_errors", "metric", idx, name);
+			out[n].type = KTEL_RECORD_COUNTER;
+			out[n].counter.total = m->pull_errors;
+			out[n++].counter.delta = m->pull_errors - m->self_pull_errors;
+			m->self_pull_errors = m->pull_errors;
+		}
+	return n;
+}
+
+/*
+ * The daemon's own telemetry, as ordinary records through the same sinks:
+ * sink counters (router), pull cost per metric, program health.
+ */
+static void emit_self(struct ktel_daemon *d)
+{
+	size_t n_progs = 0, n_metrics = 0, max, n = 0, got = 0;
+	struct ktel_record tmpl = {0}, *recs;
+
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		n_metrics += d->plugins[i]->n_metrics;
+		n_progs += d->plugins[i]->bpf ? d->plugins[i]->bpf->n_progs : 0;
+	}
+	max = ktel_router__n_sinks(d->router) * KTEL_ROUTER_SELF_PER_SINK +
+	      n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG;
+	recs = calloc(max ? max : 1, sizeof(*recs));
+	if (!recs)
+		return;
+	tmpl.type = KTEL_RECORD_COUNTER;
+	tmpl.unit = "";
+	tmpl.boot_id = ktel_boot_id();
+	tmpl.start_boottime_ns = d->self_start_boot;
+	tmpl.start_wall_ns = d->self_start_wall;
+	tmpl.end_boottime_ns = ktel_now_boottime_ns();
+	tmpl.end_wall_ns = ktel_now_wall_ns();
+	tmpl.seq = ++d->self_seq;
+	if (ktel_router__self_records(d->router, &tmpl, recs, max, &got) == 0)
+		n = got;
+	n += self_metric_records(d, &tmpl, recs + n, max - n);
+	n += self_prog_records(d, &tmpl, recs + n, max - n);
+	ktel_router__route(d->router, recs, n, (const char *const *)d->cfg->self_sinks,
+			   d->cfg->n_self_sinks);
+	d->self_start_boot = tmpl.end_boottime_ns;
+	d->self_start_wall = tmpl.end_wall_ns;
+	free(recs);
+}
+
+static void on_self_timer(uv_timer_t *t)
+{
+	emit_self(t->data);
+}
+
+static void start_self(struct ktel_daemon *d)
+{
+	d->self_start_boot = ktel_now_boottime_ns();
+	d->self_start_wall = ktel_now_wall_ns();
+	uv_timer_init(d->loop, &d->self_timer);
+	d->self_timer.data = d;
+	d->self_timer_init = true;
+	if (d->cfg->self_enabled)
+		uv_timer_start(&d->self_timer, on_self_timer, d->cfg->self_interval_ms,
+			       d->cfg->self_interval_ms);
+}
+
 static void on_once(uv_timer_t *t)
 {
 	struct ktel_daemon *d = t->data;
@@ -810,6 +964,7 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	if (!d->n_plugins)
 		ktel_log(KTEL_LOG_WARN, "no plugin loaded from %zu plugin director%s",
 			 d->cfg->n_plugin_dirs, d->cfg->n_plugin_dirs == 1 ? "y" : "ies");
+	start_self(d);
 	/* --once is for scripts and tests: nothing to control. */
 	if (!d->opts.once) {
 		r = ktel_control__new(d->loop, d, d->cfg->control_socket, d->cfg->control_gid,
@@ -986,6 +1141,11 @@ int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_con
 	}
 	d->cfg = cfg;
 	apply_metrics(d);
+	if (cfg->self_enabled)
+		uv_timer_start(&d->self_timer, on_self_timer, cfg->self_interval_ms,
+			       cfg->self_interval_ms);
+	else
+		uv_timer_stop(&d->self_timer);
 	if (!same_dirs(old, cfg)) {
 		watch_dirs(d);
 		ktel_daemon__rescan_plugins(d);
@@ -1022,6 +1182,10 @@ static void close_timers(struct ktel_daemon *d)
 		uv_close((uv_handle_t *)&d->rescan_timer, NULL);
 		d->rescan_timer_init = false;
 	}
+	if (d->self_timer_init) {
+		uv_close((uv_handle_t *)&d->self_timer, NULL);
+		d->self_timer_init = false;
+	}
 	close_watchers(d);
 }
 
@@ -1042,6 +1206,8 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 	/* The window since the last pull is not lost. */
 	ktel_daemon__pull_all(d);
 	save_state(d);
+	if (d->cfg->self_enabled && d->router)
+		emit_self(d);
 	close_timers(d);
 	ktel_control__close(d->control);
 	d->control = NULL;

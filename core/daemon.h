@@ -44,6 +44,7 @@ struct ktel_metric {
 	char problem[KTEL_ERR_MSG_MAX]; /* why it cannot be pulled, or "" */
 	/* Last pull. */
 	uint64_t pulls, pull_errors, records;
+	uint64_t self_pull_errors;    /* pull_errors at the last self-telemetry */
 	uint64_t last_pull_wall_ns;
 	struct ktel_pull_info last;
 	struct ktel_complaint complaint;

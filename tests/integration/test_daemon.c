@@ -317,6 +317,42 @@ static void test_reload_and_drop_in(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* Count lines of the output naming metric and containing text. */
+static size_t count_lines(const struct sandbox *sb, const char *metric, const char *text)
+{
+	char *line = NULL, want[200];
+	size_t cap = 0, n = 0;
+	FILE *f = fopen(sb->out, "r");
+
+	snprintf(want, sizeof(want), "\"metric\":\"%s\"", metric);
+	while (f && getline(&line, &cap, f) > 0)
+		n += strstr(line, want) && (!text || strstr(line, text));
+	free(line);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void test_self_telemetry(void **state)
+{
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-self");
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "1s",
+			     "\"self_telemetry\": {\"interval\": \"1s\"}");
+	pid = daemon_start(&sb, "--once", "2.5", NULL);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	/* Sink counters, per sink; pull cost and errors, per metric. */
+	assert_true(count_lines(&sb, "ktel_sink_sent", "\"sink\":\"file\"") >= 2);
+	assert_true(count_lines(&sb, "ktel_sink_dropped", NULL) >= 2);
+	assert_true(count_lines(&sb, "ktel_pull_duration_us",
+				"\"metric\":\"compaction_duration\"") >= 2);
+	assert_true(count_lines(&sb, "ktel_pull_errors", "\"value\":0") >= 2);
+	assert_true(count_lines(&sb, "ktel_prog_recursion_misses", NULL) >= 1);
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_missing_config_exit_2),
 		cmocka_unit_test(test_unwritable_state_exit_2),
 		cmocka_unit_test(test_reload_and_drop_in),
+		cmocka_unit_test(test_self_telemetry),
 	};
 
 	ktel_test_require_root("daemon end to end");
