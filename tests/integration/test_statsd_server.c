@@ -6,7 +6,7 @@
  *
  *   1. window 1 through two sinks (dotted names and DogStatsD tags): the
  *      server's counters equal the records' bucket counts, no bad lines,
- *      and a negative gauge arrives as its absolute value;
+ *      and a negative gauge arrives as its value (sent as "0|g" then "-N|g");
  *   2. the server is killed; window 2 is counted as dropped by the sinks;
  *   3. a new server on the same port; the sinks reconnect; window 3 arrives
  *      whole. Only window 2 was lost.
@@ -36,204 +36,20 @@
 #include <uv.h>
 
 #include "ktel_test.h"
+#include "statsd_server.h"
 #include "statsd/statsd_sink.h"
 
-#define NPM_DIR KTEL_BINARY_DIR "/statsd-server"
-#define STATSD_JS NPM_DIR "/node_modules/statsd/stats.js"
 #define N_RECS 6
 
 static const struct ktel_sink_ops *ops = &ktel_statsd_sink_ops;
-static char dir[256];
-static pid_t server = -1;
-static uint16_t udp_port, mgmt_port;
-
-/* ---- setup: node, the package, ports ----------------------------------- */
-
-static int run(const char *cmd)
-{
-	int st = system(cmd);
-
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void skip_all(const char *why)
-{
-	printf("SKIP test_statsd_server: %s\n", why);
-	fflush(stdout);
-	exit(KTEL_TEST_SKIP);
-}
-
-static void ensure_node_and_statsd(void)
-{
-	if (run("command -v node >/dev/null && command -v npm >/dev/null") != 0) {
-		if (geteuid() != 0)
-			skip_all("node/npm are missing and installing them needs root "
-				 "(apt-get install nodejs npm)");
-		if (run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-			"--no-install-recommends nodejs npm >/dev/null 2>&1") != 0)
-			skip_all("node/npm are missing and apt-get install nodejs npm failed");
-	}
-	if (access(STATSD_JS, R_OK) == 0)
-		return;
-	if (run("npm install --prefix '" NPM_DIR "' --no-audit --no-fund --ignore-scripts "
-		"statsd@0.9.0 >'" NPM_DIR ".log' 2>&1") != 0 ||
-	    access(STATSD_JS, R_OK) != 0)
-		skip_all("npm install statsd@0.9.0 failed (no registry?), see " NPM_DIR ".log");
-}
-
-static uint16_t free_port(int type)
-{
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(in);
-	int fd = socket(AF_INET, type, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&in, &len), 0);
-	close(fd);
-	return ntohs(in.sin_port);
-}
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
-
-static const char backend_js[] =
-	"const fs = require('fs');\n"
-	"exports.init = function (startup, config, events, logger) {\n"
-	"  events.on('flush', function (ts, metrics) {\n"
-	"    fs.appendFileSync(config.ktelOut, JSON.stringify({counters: metrics.counters,\n"
-	"                      gauges: metrics.gauges}) + '\\n');\n"
-	"  });\n"
-	"  return true;\n"
-	"};\n";
-
-/* ---- the server ----------------------------------------------------------- */
-
-static void out_path(char *buf, size_t len, int gen)
-{
-	snprintf(buf, len, "%s/flushes-%d.jsonl", dir, gen);
-}
-
-static size_t file_lines(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-	int c;
-
-	if (!f)
-		return 0;
-	while ((c = fgetc(f)) != EOF)
-		n += c == '\n';
-	fclose(f);
-	return n;
-}
-
-static void dump_log(int gen)
-{
-	char path[512], cmd[600];
-
-	snprintf(path, sizeof(path), "%s/server-%d.log", dir, gen);
-	snprintf(cmd, sizeof(cmd), "tail -20 '%s' >&2", path);
-	run(cmd);
-}
-
-/* Start generation gen of the server and wait for its first flush. */
-static void start_server(int gen)
-{
-	char config[512], log[512], out[512], text[1024];
-
-	snprintf(config, sizeof(config), "%s/config-%d.js", dir, gen);
-	snprintf(log, sizeof(log), "%s/server-%d.log", dir, gen);
-	out_path(out, sizeof(out), gen);
-	snprintf(text, sizeof(text),
-		 "{\n  port: %u, address: \"127.0.0.1\",\n"
-		 "  mgmt_port: %u, mgmt_address: \"127.0.0.1\",\n"
-		 "  flushInterval: 100, automaticConfigReload: false,\n"
-		 "  backends: [\"%s/backend.js\"],\n  ktelOut: \"%s\"\n}\n",
-		 udp_port, mgmt_port, dir, out);
-	write_file(config, text);
-	server = fork();
-	assert_true(server >= 0);
-	if (server == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execlp("node", "node", STATSD_JS, config, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 200 && file_lines(out) == 0; i++)
-		usleep(50000);
-	if (file_lines(out) == 0) {
-		dump_log(gen);
-		fail_msg("statsd generation %d did not flush within 10s", gen);
-	}
-}
-
-static void stop_server(void)
-{
-	if (server <= 0)
-		return;
-	kill(server, SIGKILL);
-	waitpid(server, NULL, 0);
-	server = -1;
-}
-
-/* ---- what the server counted -------------------------------------------- */
-
-/* Sum of every flush's counters (and the last gauges) of one generation. */
-static json_t *server_totals(int gen)
-{
-	char path[512], line[1 << 16];
-	json_t *sum = json_object(), *gauges = json_object();
-	FILE *f;
-
-	out_path(path, sizeof(path), gen);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		json_t *flush = json_loads(line, 0, NULL), *v;
-		const char *key;
-
-		assert_non_null(flush);
-		json_object_foreach(json_object_get(flush, "counters"), key, v) {
-			json_t *old = json_object_get(sum, key);
-			double prev = old ? json_number_value(old) : 0;
-
-			json_object_set_new(sum, key, json_real(prev + json_number_value(v)));
-		}
-		json_object_update(gauges, json_object_get(flush, "gauges"));
-		json_decref(flush);
-	}
-	fclose(f);
-	json_object_set_new(sum, "gauges", gauges);
-	return sum;
-}
-
-static double counter(const json_t *totals, const char *key)
-{
-	const json_t *v = json_object_get(totals, key);
-
-	return v ? json_number_value(v) : 0;
-}
+static struct statsd_server server = {.pid = -1};
 
 /* Counters under our two prefixes, as the server keyed them. */
 static json_t *ours(const json_t *totals)
 {
-	json_t *out = json_object(), *v;
-	const char *key;
+	static const char *const prefixes[] = {"dot.", "dog.", NULL};
 
-	json_object_foreach((json_t *)totals, key, v)
-		if ((strncmp(key, "dot.", 4) == 0 || strncmp(key, "dog.", 4) == 0) &&
-		    json_number_value(v) != 0)
-			json_object_set_new(out, key, json_real(json_number_value(v)));
-	return out;
+	return statsd_counters_under(totals, prefixes);
 }
 
 /* ---- records and what the server should make of them --------------------- */
@@ -320,7 +136,7 @@ static json_t *wait_counts(int gen, const json_t *want)
 	for (int i = 0; i < 100; i++) {
 		json_decref(got);
 		json_decref(totals);
-		totals = server_totals(gen);
+		totals = statsd_server_totals(&server, gen);
 		got = ours(totals);
 		if (json_equal(got, (json_t *)want))
 			break;
@@ -330,7 +146,7 @@ static json_t *wait_counts(int gen, const json_t *want)
 	usleep(250000);
 	json_decref(got);
 	json_decref(totals);
-	totals = server_totals(gen);
+	totals = statsd_server_totals(&server, gen);
 	got = ours(totals);
 	if (!json_equal(got, (json_t *)want)) {
 		char *a = json_dumps(got, JSON_SORT_KEYS), *b = json_dumps(want, JSON_SORT_KEYS);
@@ -340,7 +156,7 @@ static json_t *wait_counts(int gen, const json_t *want)
 		free(b);
 		fail_msg("server counters differ from the records' bucket counts");
 	}
-	assert_int_equal(counter(totals, "statsd.bad_lines_seen"), 0);
+	assert_int_equal(statsd_counter(totals, "statsd.bad_lines_seen"), 0);
 	json_decref(got);
 	return totals;
 }
@@ -357,7 +173,7 @@ static void *make_sink(uv_loop_t *loop, const char *tags, const char *prefix)
 	snprintf(json, sizeof(json),
 		 "{\"type\":\"statsd\",\"host\":\"127.0.0.1\",\"port\":%u,\"tags\":\"%s\","
 		 "\"prefix\":\"%s\",\"reconnect_min\":\"50ms\",\"reconnect_max\":\"200ms\"}",
-		 udp_port, tags, prefix);
+		 server.udp_port, tags, prefix);
 	opts = json_loads(json, 0, NULL);
 	assert_non_null(opts);
 	if (ops->create(loop, tags, opts, &sink, &err))
@@ -413,9 +229,7 @@ static void test_etsy_statsd_restart(void **state)
 	/* A negative level: StatsD needs "0|g" then "-42|g" in one packet. */
 	w3[N_RECS] = (struct ktel_record){.type = KTEL_RECORD_GAUGE, .metric = "level", .gauge = -42};
 
-	udp_port = free_port(SOCK_DGRAM);
-	mgmt_port = free_port(SOCK_STREAM);
-	start_server(1);
+	statsd_server_start(&server, 1);
 	assert_int_equal(uv_loop_init(&loop), 0);
 	sinks[0] = make_sink(&loop, "dotted", "dot.");
 	sinks[1] = make_sink(&loop, "dogstatsd", "dog.");
@@ -427,7 +241,7 @@ static void test_etsy_statsd_restart(void **state)
 	json_decref(wait_counts(1, want));
 
 	/* 2: server gone: the window is dropped and counted */
-	stop_server();
+	statsd_server_stop(&server);
 	submit_both(sinks, w2, N_RECS);
 	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, dropped), N_RECS);
 	for (int i = 0; i < 2; i++) {
@@ -437,7 +251,7 @@ static void test_etsy_statsd_restart(void **state)
 	}
 
 	/* 3: a new server on the same port; the sinks reconnect and deliver */
-	start_server(2);
+	statsd_server_start(&server, 2);
 	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, reconnects), 1);
 	submit_both(sinks, w3, N_RECS + 1);
 	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, sent), 2 * N_RECS + 1);
@@ -465,30 +279,22 @@ static void test_etsy_statsd_restart(void **state)
 	assert_int_equal(closed, 2);
 	assert_int_equal(uv_loop_close(&loop), 0);
 	json_decref(want);
-	stop_server();
+	statsd_server_stop(&server);
 }
 
 static int setup(void **state)
 {
-	char cmd[300];
+	char dir[300];
 
 	snprintf(dir, sizeof(dir), "%s/test-statsd-server-%d", KTEL_BINARY_DIR, getpid());
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	run(cmd);
-	if (mkdir(dir, 0700))
-		return -1;
-	snprintf(cmd, sizeof(cmd), "%s/backend.js", dir);
-	write_file(cmd, backend_js);
+	statsd_server_init(&server, dir);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
-	stop_server();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return run(cmd);
+	statsd_server_cleanup(&server);
+	return 0;
 }
 
 int main(void)
@@ -497,6 +303,6 @@ int main(void)
 		cmocka_unit_test(test_etsy_statsd_restart),
 	};
 
-	ensure_node_and_statsd();
+	statsd_ensure_installed("test_statsd_server");
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
