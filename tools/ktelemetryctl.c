@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -422,6 +423,123 @@ static int run_watch(const struct opts *o, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Names of the enabled accumulator metrics, from `list`. */
+static int enabled_metrics(const struct opts *o, json_t **ret_names)
+{
+	json_t *req = json_pack("{s:s}", "cmd", "list"), *resp = NULL, *names, *m;
+	size_t i;
+	int r = request(o, req, &resp);
+
+	json_decref(req);
+	if (r)
+		return r;
+	r = answer_exit_code(resp);
+	names = json_array();
+	json_array_foreach(json_object_get(resp, "metrics"), i, m)
+		if (json_is_true(json_object_get(m, "enabled")) &&
+		    strcmp(json_string_value(json_object_get(m, "model")) ?: "", "accumulator") == 0)
+			json_array_append(names, json_object_get(m, "name"));
+	json_decref(resp);
+	*ret_names = names;
+	return r;
+}
+
+/* One screen: the `show` view of every metric in names. */
+static int top_screen(const struct opts *o, const json_t *names, FILE *out)
+{
+	size_t i;
+	json_t *name;
+
+	json_array_foreach(names, i, name) {
+		json_t *req = json_pack("{s:s, s:O}", "cmd", "show", "name", name), *resp = NULL;
+		int r = request(o, req, &resp);
+
+		json_decref(req);
+		if (r)
+			return r;
+		fprintf(out, "== %s\n", json_string_value(name));
+		if (answer_exit_code(resp) == EXIT_OK)
+			ktel_ctl_render(out, "show", resp);
+		else
+			fprintf(out, "  %s\n", json_string_value(json_object_get(resp, "error")) ?: "?");
+		fputc('\n', out);
+		json_decref(resp);
+	}
+	return 0;
+}
+
+/*
+ * The live view: every enabled metric's histograms, redrawn every interval
+ * (like top). Names on the command line restrict it to those metrics.
+ */
+static int run_top(const struct opts *o, int argc, char **argv)
+{
+	uint64_t interval_ms = 2000;
+	long long count = -1;
+	json_t *names = json_array();
+	bool tty = isatty(STDOUT_FILENO);
+	int r = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
+			if (ktel_parse_duration(argv[++i], &interval_ms) || !interval_ms) {
+				fprintf(stderr, "ktelemetryctl: top: --interval: expected a duration "
+					"like \"2s\", got \"%s\"\n", argv[i]);
+				json_decref(names);
+				return EXIT_USAGE;
+			}
+		} else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+			count = atoll(argv[++i]);
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "ktelemetryctl: top: unexpected \"%s\"\n", argv[i]);
+			json_decref(names);
+			return EXIT_USAGE;
+		} else {
+			json_array_append_new(names, json_string(argv[i]));
+		}
+	}
+	/* Pull once first, so the first screen shows data, not "not pulled". */
+	{
+		json_t *req = json_pack("{s:s}", "cmd", "pull"), *resp = NULL;
+
+		r = request(o, req, &resp);
+		json_decref(req);
+		json_decref(resp);
+	}
+	for (; count != 0 && !r; count > 0 ? count-- : 0) {
+		json_t *shown = names;
+		char *buf = NULL, stamp[32];
+		size_t len = 0;
+		time_t now = time(NULL);
+		FILE *mem = open_memstream(&buf, &len);
+
+		if (!mem)
+			break;
+		if (!json_array_size(names))
+			r = enabled_metrics(o, &shown);
+		strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&now));
+		fprintf(mem, "ktelemetry  %s  cumulative since each map was created; "
+			"refreshed every %.1fs (Ctrl-C quits)\n\n", stamp, interval_ms / 1000.0);
+		if (!r)
+			r = top_screen(o, shown, mem);
+		if (shown != names)
+			json_decref(shown);
+		fclose(mem);
+		/* Draw the whole screen at once: no flicker. */
+		if (!r) {
+			if (tty)
+				fputs("\033[H\033[2J", stdout);
+			fwrite(buf, 1, len, stdout);
+			fflush(stdout);
+		}
+		free(buf);
+		if (!r && count != 1)
+			usleep((useconds_t)(interval_ms * 1000));
+	}
+	json_decref(names);
+	return r;
+}
+
 static const struct command commands[] = {
 	{"status", "status", build_none, NULL},
 	{"list", "list", build_none, NULL},
@@ -433,6 +551,7 @@ static const struct command commands[] = {
 	{"help", "help", build_none, NULL},
 	{"watch", "watch [--socket PATH] [--count N]", NULL, run_watch},
 	{"inspect", "inspect PLUGIN.so...", NULL, run_inspect},
+	{"top", "top [--interval DURATION] [--count N] [NAME...]", NULL, run_top},
 };
 
 static void usage(FILE *out)

@@ -353,6 +353,38 @@ static void test_self_telemetry(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* The live view tools/run ends in: `ktelemetryctl top` against the real daemon. */
+static void test_top_live_view(void **state)
+{
+	char cmd[1400], out[700];
+	struct sandbox sb;
+	char *text = NULL;
+	size_t cap = 0;
+	FILE *f;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-top");
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
+	trigger_compaction();
+	snprintf(out, sizeof(out), "%s/top.txt", sb.dir);
+	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock top --count 1 "
+		 "compaction_duration > %s", KTEL_BINARY_DIR, sb.dir, out);
+	assert_int_equal(system(cmd), 0);
+	f = fopen(out, "r");
+	assert_non_null(f);
+	assert_true(getdelim(&text, &cap, '\0', f) > 0);
+	fclose(f);
+	/* top pulled first: bars with bucket bounds, not "not pulled yet". */
+	if (!strstr(text, "@compaction_duration[(all)]: count") || !strstr(text, "|@"))
+		fail_msg("unexpected top output:\n%s", text);
+	free(text);
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_unwritable_state_exit_2),
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
+		cmocka_unit_test(test_top_live_view),
 	};
 
 	ktel_test_require_root("daemon end to end");
