@@ -7,7 +7,7 @@ KTEL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian packages the project builds and tests with.
 KTEL_PACKAGES=(cmake make gcc pkg-config clang llvm libbpf-dev libelf-dev zlib1g-dev
   libjansson-dev libuv1-dev libcmocka-dev bpftool valgrind libmicrohttpd-dev prometheus curl
-  nodejs npm strace)
+  strace)
 
 ktel_log() { printf '==> %s\n' "$*" >&2; }
 
@@ -25,6 +25,14 @@ ktel_install_packages() {
   ktel_log "installing: ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# node and npm run the real StatsD server in tests. The machine image may
+# ship its own Node.js (whose nodejs package conflicts with Debian's npm):
+# install Debian's only when npm is missing.
+ktel_install_node() {
+  command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 && return 0
+  ktel_install_packages nodejs npm
 }
 
 # Mount bpffs and tracefs when they are missing (root only).
