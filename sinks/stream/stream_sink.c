@@ -638,7 +638,7 @@ static int stream_create(uv_loop_t *loop, const char *name, const json_t *opts,
 			 void **ret_priv, struct ktel_err *err)
 {
 	struct stream_sink *s = calloc(1, sizeof(*s));
-	int fd, ret;
+	int fd = -1, ret;
 
 	if (!s || !(s->name = strdup(name))) {
 		free(s);
