@@ -26,6 +26,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "fsutil.h"
 #include "btf_layout.h"
 #include "config.h"
 #include "daemon.h"
@@ -1063,24 +1064,6 @@ static void on_connection(uv_stream_t *server, int status)
 	admit(c, cl);
 }
 
-static int mkdir_parents(const char *path, mode_t mode)
-{
-	char *copy = strdup(path), *dir;
-	struct stat st;
-	int r = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	dir = dirname(copy);
-	if (stat(dir, &st) != 0) {
-		r = mkdir_parents(dir, mode);
-		if (!r && mkdir(dir, mode) != 0 && errno != EEXIST)
-			r = -errno;
-	}
-	free(copy);
-	return r;
-}
-
 /* Remove a stale socket at path; refuse when someone answers on it. */
 static int clear_path(const char *path, struct ktel_err *err)
 {
@@ -1155,7 +1138,7 @@ int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, 
 		return ktel_err_set(err, ENAMETOOLONG, "control socket \"%s\": path empty or "
 				    "longer than %zu bytes", path ? path : "",
 				    sizeof(c->path) - 1);
-	r = mkdir_parents(path, 0750);
+	r = ktel_mkdir_parents(path, 0750);
 	if (r)
 		return ktel_err_set(err, -r, "control socket %s: cannot create its directory: %s",
 				    path, strerror(-r));

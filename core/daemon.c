@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "fsutil.h"
 #include "control.h"
 #include "delta.h"
 #include "router.h"
@@ -55,24 +56,6 @@ static void libbpf_to_log(int level, const char *msg, void *ctx)
 	/* The loader turns libbpf's failures into one line per plugin
 	 * (unsupported: reason, or the error); the raw text is for debugging. */
 	ktel_log(KTEL_LOG_DEBUG, "%s", msg);
-}
-
-static int mkdir_parents(const char *path, mode_t mode)
-{
-	char *copy = strdup(path), *dir;
-	struct stat st;
-	int r = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	dir = dirname(copy);
-	if (stat(dir, &st) != 0) {
-		r = mkdir_parents(dir, mode);
-		if (!r && mkdir(dir, mode) != 0 && errno != EEXIST)
-			r = -errno;
-	}
-	free(copy);
-	return r;
 }
 
 /* Metric names must reach sinks' routing lists as configured. */
@@ -900,7 +883,7 @@ static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 
 static int open_state(struct ktel_daemon *d, struct ktel_err *err)
 {
-	int r = mkdir_parents(d->cfg->state_file, 0750);
+	int r = ktel_mkdir_parents(d->cfg->state_file, 0750);
 
 	if (r)
 		return ktel_err_set(err, -r, "%s: cannot create its directory: %s",

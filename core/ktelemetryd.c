@@ -68,19 +68,6 @@ static void config_vars(struct ktel_config_vars *vars)
 	}
 }
 
-static void register_sink_schemas(void)
-{
-	static struct ktel_cfg_sink_schema schemas[16];
-	size_t n = 0;
-
-	for (size_t i = 0; ktel_sink_types[i] && n + 1 < 16; i++) {
-		schemas[n].type = ktel_sink_types[i]->type;
-		schemas[n].keys = ktel_sink_types[i]->options;
-		n++;
-	}
-	ktel_config_set_sink_schemas(schemas);
-}
-
 static int load_config(const char *path, struct ktel_config **ret)
 {
 	struct ktel_config_errors errs = {0};
@@ -198,7 +185,7 @@ int main(int argc, char **argv)
 	char *end;
 	int c, r;
 
-	register_sink_schemas();
+	ktel_sinks_register_schemas();
 	while ((c = getopt_long(argc, argv, "c:fl:h", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':

@@ -53,4 +53,7 @@ extern const struct ktel_sink_ops *const ktel_sink_types[];
 /* Find a sink type by name, or NULL. */
 const struct ktel_sink_ops *ktel_sink_type_find(const char *type);
 
+/* Tell the config validator every sink type's options (sinks/sinks.c). */
+void ktel_sinks_register_schemas(void);
+
 #endif /* KTEL_SINK_H */

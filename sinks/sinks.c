@@ -24,3 +24,16 @@ const struct ktel_sink_ops *ktel_sink_type_find(const char *type)
 			return ktel_sink_types[i];
 	return NULL;
 }
+
+void ktel_sinks_register_schemas(void)
+{
+	static struct ktel_cfg_sink_schema schemas[KTEL_ARRAY_SIZE(ktel_sink_types)];
+	size_t n = 0;
+
+	for (size_t i = 0; ktel_sink_types[i]; i++) {
+		schemas[n].type = ktel_sink_types[i]->type;
+		schemas[n].keys = ktel_sink_types[i]->options;
+		n++;
+	}
+	ktel_config_set_sink_schemas(schemas);
+}

@@ -75,19 +75,6 @@ static void default_state_dir(char *buf, size_t len)
 		snprintf(buf, len, "%s/var", build);
 }
 
-static void register_sink_schemas(void)
-{
-	static struct ktel_cfg_sink_schema schemas[16];
-	size_t n = 0;
-
-	for (size_t i = 0; ktel_sink_types[i] && n + 1 < KTEL_ARRAY_SIZE(schemas); i++) {
-		schemas[n].type = ktel_sink_types[i]->type;
-		schemas[n].keys = ktel_sink_types[i]->options;
-		n++;
-	}
-	ktel_config_set_sink_schemas(schemas);
-}
-
 /* control_socket of a config file; exit code or 0. */
 static int socket_from_config(const char *path, char *buf, size_t len)
 {
@@ -100,7 +87,7 @@ static int socket_from_config(const char *path, char *buf, size_t len)
 
 	default_state_dir(state, sizeof(state));
 	vars.state_dir = state;
-	register_sink_schemas();
+	ktel_sinks_register_schemas();
 	r = ktel_config__load_file(path, &vars, &cfg, &errs, &err);
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "ktelemetryctl: %s: %s\n", path, errs.msgs[i]);

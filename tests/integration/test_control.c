@@ -62,19 +62,6 @@ struct rig {
 
 /* ---- the daemon on a loop thread ------------------------------------------ */
 
-static void register_sink_schemas(void)
-{
-	static struct ktel_cfg_sink_schema schemas[16];
-	size_t n = 0;
-
-	for (size_t i = 0; ktel_sink_types[i] && n + 1 < 16; i++) {
-		schemas[n].type = ktel_sink_types[i]->type;
-		schemas[n].keys = ktel_sink_types[i]->options;
-		n++;
-	}
-	ktel_config_set_sink_schemas(schemas);
-}
-
 static void copy_file(const char *from, const char *to)
 {
 	char cmd[1400];
@@ -115,7 +102,7 @@ static void rig_start(struct rig *r, const char *name, const char *extra, bool s
 	sandbox_write_config(&r->sb, r->plugins, "60s", extra);
 	vars.plugin_dir = r->plugins;
 	vars.state_dir = r->sb.dir;
-	register_sink_schemas();
+	ktel_sinks_register_schemas();
 	ktel_log_set_level(KTEL_LOG_WARN);
 	if (ktel_config__load_file(r->sb.config, &vars, &r->cfg, &errs, &err))
 		fail_msg("config: %s", errs.n ? errs.msgs[0] : err.msg);
