@@ -74,6 +74,14 @@ static int check_dirs(const char *path, const char *dir, uid_t owner, struct kte
 		if (!S_ISDIR(st.st_mode))
 			return ktel_err_set(err, EPERM, "%s: refused: %s is not a directory", path,
 					    prefix);
+		/*
+		 * A root-owned sticky directory above the plugin's own (/tmp)
+		 * is safe: nobody but root and the entry's owner can rename or
+		 * remove the entry below it, and that entry is checked next.
+		 */
+		if (i < len && st.st_uid == 0 && (st.st_mode & S_ISVTX) &&
+		    (st.st_mode & (S_IWGRP | S_IWOTH)))
+			continue;
 		snprintf(what, sizeof(what), "parent directory %s is ", prefix);
 		if (!(st.st_mode & (S_IWGRP | S_IWOTH)))
 			snprintf(what, sizeof(what), "parent directory %s ", prefix);

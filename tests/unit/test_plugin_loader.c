@@ -276,6 +276,42 @@ static void test_unsafe_parent(void **state)
 	assert_int_equal(ktel_path_check_safe_owner(path, owner, &err), 0);
 }
 
+/*
+ * A sticky world-writable ancestor (like /tmp) is accepted when it is
+ * root-owned: only root and an entry's owner may rename what is below it.
+ * The plugin's own directory must still not be writable by others.
+ */
+static void test_sticky_ancestor(void **state)
+{
+	char top[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], msg[2 * PATH_MAX];
+	struct ktel_err err = {0};
+
+	if (geteuid() != 0)
+		skip(); /* a root-owned sticky directory needs root to make */
+	path_in(top, sizeof(top), "sticky");
+	assert_int_equal(mkdir(top, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/plugins", top);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/ok.so", dir);
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", path);
+	assert_int_equal(chmod(top, 01777), 0);
+	assert_int_equal(ktel_path_check_safe_owner(path, owner, &err), 0);
+	/* Without the sticky bit anyone could rename plugins/ away. */
+	assert_int_equal(chmod(top, 0777), 0);
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: parent directory %s is group- or world-writable (mode 0777)", path,
+		 top);
+	expect_refusal(path, msg);
+	/* The plugin's own directory may not be sticky-writable either. */
+	assert_int_equal(chmod(top, 0755), 0);
+	assert_int_equal(chmod(dir, 01777), 0);
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: parent directory %s is group- or world-writable (mode 1777)", path,
+		 dir);
+	expect_refusal(path, msg);
+	assert_int_equal(chmod(dir, 0755), 0);
+}
+
 static void test_not_regular(void **state)
 {
 	char path[PATH_MAX], msg[PATH_MAX + 128];
@@ -415,6 +451,7 @@ int main(void)
 		cmocka_unit_test(test_unsafe_writable_file),
 		cmocka_unit_test(test_unsafe_symlink),
 		cmocka_unit_test(test_unsafe_parent),
+		cmocka_unit_test(test_sticky_ancestor),
 		cmocka_unit_test(test_not_regular),
 		cmocka_unit_test(test_unsafe_owner),
 		cmocka_unit_test(test_scan_duplicate),
