@@ -74,6 +74,10 @@ static const struct ktel_cfg_key top_keys[] = {
 	{"enable_new_plugins", KTEL_CFG_BOOL, .default_text = "true",
 	 .doc = "Enable metrics the config does not name, including plugins dropped in "
 		"while the daemon runs."},
+	{"drop_privileges", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "Once started, drop every thread to the capabilities run-time work needs "
+		"(CAP_BPF, CAP_PERFMON; CAP_CHOWN with a pin_group; docs/privileges.md). "
+		"Read at start only."},
 	{"sink_close_timeout", KTEL_CFG_DURATION, 0, 600000, .default_text = "2s",
 	 .doc = "On shutdown, how long sinks may take to flush."},
 	{"metrics", KTEL_CFG_MAP, .children = metric_keys, .default_text = "{}",
@@ -606,6 +610,7 @@ static int build_model(const json_t *root, const char *source,
 	cfg->interval_ms = duration_or(root, "interval", 60000);
 	cfg->emit_zero = bool_or(root, "emit_zero", false);
 	cfg->enable_new_plugins = bool_or(root, "enable_new_plugins", true);
+	cfg->drop_privileges = bool_or(root, "drop_privileges", false);
 	cfg->sink_close_timeout_ms = duration_or(root, "sink_close_timeout", 2000);
 	cfg->self_enabled = bool_or(self, "enabled", true);
 	cfg->self_interval_ms = duration_or(self, "interval", 60000);

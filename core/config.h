@@ -51,6 +51,7 @@ struct ktel_config {
 	uint64_t interval_ms; /* default pull interval */
 	bool emit_zero;       /* default zero-delta policy */
 	bool enable_new_plugins;
+	bool drop_privileges; /* after start keep only the capabilities still needed */
 	uint64_t sink_close_timeout_ms;
 	bool self_enabled;
 	uint64_t self_interval_ms;
