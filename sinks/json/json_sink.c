@@ -31,8 +31,12 @@
  *   and "fields_raw" (the integer of every integer field).
  *
  * I/O: submit() formats every record completely into the instance's bounded
- * queue before any byte is written; lines are appended (O_APPEND) with
- * uv_fs_write from the queue, so the loop never blocks on the disk. When the
+ * queue (one chunk per submitted batch) before any byte is written; lines
+ * are appended (O_APPEND) with uv_fs_write from the queue, so the loop never
+ * blocks on the disk. One write at a time is in flight, and it takes every
+ * queued chunk (up to MAX_IOV) as one vectored write: a write cycle drains
+ * what piled up while the previous write ran, instead of one batch per cycle
+ * (which, at saturation, let the queue fill and drop lines). When the
  * queue would exceed max_queue_bytes the NEWEST records are dropped and
  * counted; queued lines are never dropped, except on close after the
  * timeout (counted too). A failed or short write (disk full) keeps the
@@ -47,7 +51,7 @@
  * succeeded. Lines never span two files.
  *
  * Options: path (required, "-" = stdout), fsync (bool: fsync after each
- * batch), max_queue_bytes (size, default 4 MiB), rotate_bytes (size),
+ * write that completed a batch), max_queue_bytes (size, default 4 MiB), rotate_bytes (size),
  * keep (1..100, default 5), compress (bool). Sizes are integers (bytes) or
  * strings with a K/M/G suffix ("64K", "10MiB").
  */
@@ -76,6 +80,9 @@
 #define MAX_LINE (64u << 10)
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 5000
+/* Queued batches written by one uv_fs_write (a writev); more wait for the
+ * next write cycle. */
+#define MAX_IOV 256
 
 /* One submitted batch: whole lines, written from off on. */
 struct chunk {
@@ -114,7 +121,7 @@ struct json_sink {
 
 	enum io_state state;
 	uv_fs_t req;
-	uv_buf_t wbuf;
+	uv_buf_t iov[MAX_IOV];
 	uv_timer_t retry_timer, close_timer;
 	uint64_t backoff_ms;
 
@@ -412,28 +419,36 @@ static bool at_line_start(const struct chunk *c)
 	return c->off == 0 || c->data[c->off - 1] == '\n';
 }
 
-/* Mark n bytes of the head chunk written; count the lines they complete.
- * True when that finished the chunk (a whole batch). */
-static bool advance(struct json_sink *s, size_t n)
+/* Mark n bytes from the head of the queue written, across as many chunks
+ * as they cover; count the lines they complete and free finished chunks.
+ * Returns how many chunks (whole batches) that finished. */
+static unsigned advance(struct json_sink *s, size_t n)
 {
-	struct chunk *c = s->head;
-	const char *p = c->data + c->off, *end = p + n;
+	unsigned finished = 0;
 
-	while ((p = memchr(p, '\n', end - p))) {
-		p++;
-		c->lines_done++;
-		s->st.sent++;
-	}
-	c->off += n;
 	s->file_size += n;
-	if (c->off < c->len)
-		return false;
-	s->head = c->next;
-	if (!s->head)
-		s->tail = NULL;
-	s->queued_bytes -= c->len;
-	free(c);
-	return true;
+	while (n && s->head) {
+		struct chunk *c = s->head;
+		size_t take = c->len - c->off < n ? c->len - c->off : n;
+		const char *p = c->data + c->off, *end = p + take;
+
+		while ((p = memchr(p, '\n', end - p))) {
+			p++;
+			c->lines_done++;
+			s->st.sent++;
+		}
+		c->off += take;
+		n -= take;
+		if (c->off < c->len)
+			break;
+		s->head = c->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->queued_bytes -= c->len;
+		free(c);
+		finished++;
+	}
+	return finished;
 }
 
 static void on_retry(uv_timer_t *t)
@@ -468,7 +483,7 @@ static void on_write(uv_fs_t *req)
 {
 	struct json_sink *s = req->data;
 	ssize_t res = req->result;
-	bool batch_done;
+	unsigned batches_done;
 
 	uv_fs_req_cleanup(req);
 	s->state = IO_IDLE;
@@ -480,9 +495,10 @@ static void on_write(uv_fs_t *req)
 		return;
 	}
 	s->backoff_ms = 0;
-	batch_done = advance(s, res);
-	/* The batch is on disk: make it durable when asked. */
-	if (s->fsync_batches && !s->to_stdout && batch_done) {
+	batches_done = advance(s, res);
+	/* Batches are on disk: make them durable when asked (one fsync covers
+	 * every batch this write completed). */
+	if (s->fsync_batches && !s->to_stdout && batches_done) {
 		s->state = IO_SYNCING;
 		s->req.data = s;
 		if (uv_fs_fsync(s->loop, &s->req, s->fd, on_fsync) == 0)
@@ -493,31 +509,69 @@ static void on_write(uv_fs_t *req)
 	kick(s);
 }
 
-/* How many bytes of the head chunk to write now: with rotation, only whole
- * lines that fit the file's budget; 0 means rotate first. */
-static size_t write_len(const struct json_sink *s)
+/* Bytes at the start of p[0..left) that are whole lines within budget. */
+static size_t whole_lines(const char *p, size_t left, size_t budget)
 {
-	const struct chunk *c = s->head;
-	const char *p = c->data + c->off, *nl;
-	size_t left = c->len - c->off, budget, n = 0;
+	const char *nl;
+	size_t n = 0;
 
-	if (!s->rotate_bytes)
-		return left;
-	if (!at_line_start(c)) /* finish the line begun before an error */
-		return (const char *)memchr(p, '\n', left) - p + 1;
-	budget = s->file_size < s->rotate_bytes ? s->rotate_bytes - s->file_size : 0;
 	while (n < left && (nl = memchr(p + n, '\n', left - n)) && (size_t)(nl - p) + 1 <= budget)
 		n = nl - p + 1;
-	if (n == 0 && s->file_size == 0) /* one line larger than a file: alone */
-		n = (const char *)memchr(p, '\n', left) - p + 1;
 	return n;
+}
+
+static size_t line_len(const char *p, size_t left)
+{
+	return (const char *)memchr(p, '\n', left) - p + 1;
+}
+
+/*
+ * Fill s->iov with what to write now, from the head of the queue on: every
+ * queued batch (up to MAX_IOV) in one vectored write, so a write cycle
+ * drains the queue instead of one batch. With rotation, only whole lines
+ * that fit the file's budget. Sets *ret_n to the buffers used and returns
+ * the bytes; 0 means rotate first.
+ */
+static size_t plan_write(struct json_sink *s, unsigned *ret_n)
+{
+	const struct chunk *c = s->head;
+	size_t total = 0, budget, left, take;
+	unsigned n = 0;
+
+	if (s->rotate_bytes && !at_line_start(c)) {
+		/* Finish the line begun before an error, alone. */
+		take = line_len(c->data + c->off, c->len - c->off);
+		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
+		*ret_n = n;
+		return take;
+	}
+	budget = s->file_size < s->rotate_bytes ? s->rotate_bytes - s->file_size : 0;
+	for (; c && n < MAX_IOV; c = c->next) {
+		left = c->len - c->off;
+		take = s->rotate_bytes ? whole_lines(c->data + c->off, left, budget - total) : left;
+		if (!take)
+			break;
+		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
+		total += take;
+		if (take < left) /* the next line belongs to the next file */
+			break;
+	}
+	if (!total && s->file_size == 0) {
+		/* One line larger than a whole file: alone in a new file. */
+		c = s->head;
+		take = line_len(c->data + c->off, c->len - c->off);
+		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
+		total = take;
+	}
+	*ret_n = n;
+	return total;
 }
 
 static void start_rotate(struct json_sink *s);
 
 static void kick(struct json_sink *s)
 {
-	size_t n;
+	unsigned nbufs;
 
 	if (s->state != IO_IDLE || s->finishing)
 		return;
@@ -525,16 +579,15 @@ static void kick(struct json_sink *s)
 		maybe_finish(s);
 		return;
 	}
-	n = write_len(s);
-	if (n == 0) {
+	if (plan_write(s, &nbufs) == 0) {
 		if (!s->compressing)
 			start_rotate(s);
 		return; /* gz_done kicks again */
 	}
-	s->wbuf = uv_buf_init(s->head->data + s->head->off, n);
 	s->req.data = s;
 	s->state = IO_WRITING;
-	if (uv_fs_write(s->loop, &s->req, s->fd, &s->wbuf, 1, -1, on_write) == 0)
+	/* libuv copies the buffer array; the chunks stay queued until on_write. */
+	if (uv_fs_write(s->loop, &s->req, s->fd, s->iov, nbufs, -1, on_write) == 0)
 		return;
 	s->st.errors++;
 	retry_later(s);
