@@ -763,6 +763,18 @@ uint64_t ktel_config__metric_interval(const struct ktel_config *cfg, const char 
 
 /* ---- docs ------------------------------------------------------------- */
 
+/* A Markdown table cell: a bare "|" would end the cell, even in `code`. */
+static void put_cell(FILE *out, const char *before, const char *text, const char *after)
+{
+	fputs(before, out);
+	for (const char *c = text ? text : ""; *c; c++) {
+		if (*c == '|')
+			fputc('\\', out);
+		fputc(*c, out);
+	}
+	fputs(after, out);
+}
+
 static void write_keys(FILE *out, const struct ktel_cfg_key *keys, const char *prefix)
 {
 	char exp[256], path[256];
@@ -771,9 +783,10 @@ static void write_keys(FILE *out, const struct ktel_cfg_key *keys, const char *p
 		const struct ktel_cfg_key *k = &keys[i];
 
 		snprintf(path, sizeof(path), "%s%s", prefix, k->name);
-		fprintf(out, "| `%s` | %s | `%s` | %s |\n", path,
-			type_expectation(k, exp, sizeof(exp)), k->default_text ? k->default_text : "",
-			k->doc ? k->doc : "");
+		put_cell(out, "| `", path, "` ");
+		put_cell(out, "| ", type_expectation(k, exp, sizeof(exp)), " ");
+		put_cell(out, "| `", k->default_text, "` ");
+		put_cell(out, "| ", k->doc, " |\n");
 		if (k->type == KTEL_CFG_OBJECT || k->type == KTEL_CFG_MAP) {
 			char sub[256];
 
