@@ -51,6 +51,13 @@ struct ktel_event_field {
 	uint64_t u;
 	const char *s;     /* KTEL_FIELD_VALUE_STRING */
 	const char *label; /* enum/id label of an integer, or NULL */
+	/* Integers: bytes of the member in the event (1, 2, 4, 8), so sinks
+	 * with typed fields (Android atoms: int32 / int64) keep the width;
+	 * 0 when unknown (treated as 8). */
+	uint8_t size;
+	/* The integer is an id from a label_map (assigned at run time, not
+	 * stable), as ktel_dim.id_label. */
+	bool id_label;
 };
 
 struct ktel_histogram {

@@ -290,6 +290,8 @@ static void decode_field(struct ktel_stream_decoder *dec, const struct dec_field
 	out->name = f->name;
 	out->label = NULL;
 	out->s = NULL;
+	out->size = 0;
+	out->id_label = false;
 	switch (f->kind) {
 	case KTEL_FIELD_CHAR_ARRAY:
 		out->type = KTEL_FIELD_VALUE_STRING;
@@ -309,6 +311,9 @@ static void decode_field(struct ktel_stream_decoder *dec, const struct dec_field
 	default:
 		break;
 	}
+	/* The width travels for sinks with typed fields (Android atoms). */
+	out->size = (uint8_t)f->size;
+	out->id_label = df->label_dim >= 0;
 	/* Both views of one value: i and u hold the same 64 bits. */
 	if (f->is_signed) {
 		out->type = KTEL_FIELD_VALUE_INT;

@@ -153,26 +153,29 @@ static void encode_dim(struct ktel_android_event *ev, const struct ktel_dim *d)
 	ktel_android_event__string(ev, num);
 }
 
-static void encode_event_fields(struct ktel_android_event *ev, const struct ktel_record *rec)
+/*
+ * One event field as an atom field. Integers keep their width: up to 4
+ * bytes an int32, 8 bytes (or unknown) an int64, with the bits unchanged (a
+ * u32 above INT32_MAX reads back through an atom's uint32 field; Android has
+ * no unsigned types on the wire). A run-time label-map id is sent as its
+ * label, like a dimension (encode_dim), since the id means nothing
+ * off-host.
+ */
+static void encode_event_field(struct ktel_android_event *ev, const struct ktel_event_field *f)
 {
-	uint32_t n = rec->event.n_fields;
+	uint64_t bits = f->type == KTEL_FIELD_VALUE_INT ? (uint64_t)f->i : f->u;
+	char num[24];
 
-	if (n > KTEL_MAX_EVENT_FIELDS)
-		n = KTEL_MAX_EVENT_FIELDS;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct ktel_event_field *f = &rec->event.fields[i];
-
-		switch (f->type) {
-		case KTEL_FIELD_VALUE_INT:
-			ktel_android_event__int64(ev, f->i);
-			break;
-		case KTEL_FIELD_VALUE_UINT:
-			ktel_android_event__int64(ev, (int64_t)f->u);
-			break;
-		case KTEL_FIELD_VALUE_STRING:
-			ktel_android_event__string(ev, f->s ? f->s : "");
-			break;
-		}
+	if (f->type == KTEL_FIELD_VALUE_STRING) {
+		ktel_android_event__string(ev, f->s ? f->s : "");
+	} else if (f->id_label) {
+		if (!f->label)
+			snprintf(num, sizeof(num), "%" PRIu64, f->u);
+		ktel_android_event__string(ev, f->label ? f->label : num);
+	} else if (f->size && f->size <= 4) {
+		ktel_android_event__int32(ev, (int32_t)(uint32_t)bits);
+	} else {
+		ktel_android_event__int64(ev, (int64_t)bits);
 	}
 }
 
@@ -187,7 +190,10 @@ int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uin
 	if (!rec->atom_id || rec->atom_id > INT32_MAX)
 		return -EINVAL;
 	ktel_android_event__begin(&ev, rec->atom_id, rec->end_boottime_ns);
-	for (uint32_t i = 0; i < rec->n_dims && i < KTEL_MAX_DIMS; i++)
+	/* An event's dims are some of its fields: the fields alone, in order,
+	 * are its atom. */
+	for (uint32_t i = 0; rec->type != KTEL_RECORD_EVENT && i < rec->n_dims &&
+			     i < KTEL_MAX_DIMS; i++)
 		encode_dim(&ev, &rec->dims[i]);
 	switch (rec->type) {
 	case KTEL_RECORD_HISTOGRAM:
@@ -205,7 +211,8 @@ int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uin
 		ktel_android_event__int64(&ev, rec->gauge);
 		break;
 	case KTEL_RECORD_EVENT:
-		encode_event_fields(&ev, rec);
+		for (uint32_t i = 0; i < rec->event.n_fields && i < KTEL_MAX_EVENT_FIELDS; i++)
+			encode_event_field(&ev, &rec->event.fields[i]);
 		break;
 	default:
 		return -EINVAL;

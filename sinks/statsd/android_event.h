@@ -9,12 +9,17 @@
  *   07 <numElements> 01 <boottime ns:i64> 00 <atom id:i32> <fields...>
  *
  * A record becomes one atom:
- *   - its dims in record order: int32 of the value (Android enums), except
- *     dims whose value is a run-time id (ktel_dim.id_label): string label
- *     (the decimal id when the label is missing, so the field type is stable);
+ *   - histogram, counter, gauge: first its dims in record order: int32 of
+ *     the value (Android enums), except dims whose value is a run-time id
+ *     (ktel_dim.id_label): string label (the decimal id when the label is
+ *     missing, so the field type is stable); then
  *   - histogram: the delta buckets as one repeated int64 field;
  *   - counter: the delta as int64; gauge: the value as int64;
- *   - event: each field in order, integers as int64, strings as string.
+ *   - event: only its fields, in order (its dims are among them): integers
+ *     of 1..4 bytes as int32, of 8 bytes (or unknown width, size 0) as
+ *     int64, bits unchanged; label-map ids (ktel_event_field.id_label) as
+ *     their label string like dims; strings (char arrays, int arrays) as
+ *     strings.
  * Records without an atom id cannot be expressed and are refused (-EINVAL).
  */
 #ifndef KTEL_ANDROID_EVENT_H

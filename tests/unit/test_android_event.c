@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Android StatsEvent encoder: golden bytes, limits, record mapping, decoder. */
+/*
+ * Android StatsEvent encoder: golden bytes, limits, record mapping, decoder;
+ * stream events decoded from BTF by the real stream decoder become atoms of
+ * their fields with each integer's width.
+ */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +13,12 @@
 
 #include <cmocka.h>
 
+#include <bpf/btf.h>
+#include <linux/btf.h>
+
 #include "ktel_test.h"
 #include "statsd/android_event.h"
+#include "stream_reader.h"
 
 /* The worked example of statsd-wire.md, byte for byte. */
 static void test_worked_example(void **state)
@@ -267,10 +275,188 @@ static void test_counter_gauge_event(void **state)
 	n = ktel_android__encode_record(&r, 1, out, sizeof(out));
 	assert_int_equal(ktel_android__decode(out, (size_t)n, true, &d), 0);
 	assert_int_equal(d.n_fields, 3);
+	/* No width given (size 0): int64, which holds any value. */
+	assert_int_equal(d.fields[0].type, KTEL_ANDROID_INT64);
 	assert_int_equal(d.fields[0].i, -3);
+	assert_int_equal(d.fields[1].type, KTEL_ANDROID_INT64);
 	assert_int_equal(d.fields[1].i, 17);
 	assert_int_equal(d.fields[2].type, KTEL_ANDROID_STRING);
 	assert_memory_equal(d.fields[2].data, "kworker", 7);
+}
+
+/* ---- stream events through the real decoder ------------------------------ */
+
+/* An OOM-like event, as a BPF program would emit it. */
+struct oomish {
+	uint64_t ts_ns;
+	int32_t pid;
+	uint32_t uid;
+	int16_t adj;
+	uint32_t state;   /* enum pstate, labelled by its BTF enum */
+	uint32_t heap_id; /* labelled through a label map */
+	uint64_t rss;
+	char comm[8];
+};
+
+#define OOMISH_FIELD(b, member, type_id)                                       \
+	assert_int_equal(btf__add_field((b), #member, (type_id),               \
+					offsetof(struct oomish, member) * 8, 0), 0)
+
+/* The types of struct oomish, as clang would emit them. */
+static struct btf *oomish_btf(void)
+{
+	struct btf *b = btf__new_empty();
+	int u64, s32, u32, s16, chr, pstate, comm;
+
+	assert_non_null(b);
+	u64 = btf__add_int(b, "unsigned long long", 8, 0);
+	s32 = btf__add_int(b, "int", 4, BTF_INT_SIGNED);
+	u32 = btf__add_int(b, "unsigned int", 4, 0);
+	s16 = btf__add_int(b, "short", 2, BTF_INT_SIGNED);
+	chr = btf__add_int(b, "char", 1, BTF_INT_SIGNED);
+	pstate = btf__add_enum(b, "pstate", 4);
+	btf__add_enum_value(b, "STATE_FOREGROUND", 4);
+	btf__add_enum_value(b, "STATE_CACHED", 8);
+	comm = btf__add_array(b, u32, chr, 8);
+	assert_true(btf__add_struct(b, "oomish", sizeof(struct oomish)) > 0);
+	OOMISH_FIELD(b, ts_ns, u64);
+	OOMISH_FIELD(b, pid, s32);
+	OOMISH_FIELD(b, uid, u32);
+	OOMISH_FIELD(b, adj, s16);
+	OOMISH_FIELD(b, state, pstate);
+	OOMISH_FIELD(b, heap_id, u32);
+	OOMISH_FIELD(b, rss, u64);
+	OOMISH_FIELD(b, comm, comm);
+	return b;
+}
+
+/* Label map of heap_id (dimension 1): only id 3 has a name. */
+static int heap_names(void *ctx, uint32_t dim, uint64_t id, char *buf, size_t len)
+{
+	assert_int_equal(dim, 1);
+	if (id != 3)
+		return -ENOENT;
+	snprintf(buf, len, "system-heap");
+	return 0;
+}
+
+static const struct ktel_dimension_desc oomish_dims[] = {
+	{.name = "state", .label_enum = "pstate"},
+	{.name = "heap_id", .label_map = "heap_names"},
+};
+
+static const struct ktel_metric_desc oomish_md = {
+	.struct_size = sizeof(struct ktel_metric_desc),
+	.name = "oomish_events",
+	.atom_name = "OomishEvent",
+	.atom_id = 100099,
+	.map_name = "oomish_rb",
+	.model = KTEL_MODEL_STREAM,
+	.unit = "events",
+	.dims = oomish_dims,
+	.n_dims = 2,
+	.event_type = "oomish",
+};
+
+struct bytes {
+	uint8_t b[512];
+	size_t len;
+};
+
+static void put_le(struct bytes *w, uint64_t v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		w->b[w->len++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_str(struct bytes *w, const char *s)
+{
+	w->b[w->len++] = KTEL_ANDROID_STRING;
+	put_le(w, strlen(s), 4);
+	memcpy(w->b + w->len, s, strlen(s));
+	w->len += strlen(s);
+}
+
+/*
+ * The atom of one event: its 8 fields in struct order and nothing else (the
+ * dims are among them): u64 as int64, s32/u32/s16/enum as int32 (bits kept:
+ * uid 0xfffffffe is int32 -2), the label-map id as its label (or the decimal
+ * id when the map has no name), the char array as a string.
+ */
+static void check_oomish(struct ktel_stream_decoder *dec, char *strbuf, uint32_t heap_id,
+			 const char *heap_text)
+{
+	static const struct ktel_stream_clock clk = {.mono_to_boot_ns = 5000,
+						     .mono_to_wall_ns = 1700000000000000000LL};
+	static struct ktel_android_decoded d;
+	struct oomish e = {.ts_ns = 123456789, .pid = -5, .uid = 0xfffffffeu, .adj = -900,
+			   .state = 8, .heap_id = heap_id, .rss = 1ULL << 40};
+	uint8_t out[KTEL_ANDROID_MAX_DATAGRAM];
+	struct ktel_record rec;
+	struct bytes want = {.len = 0};
+	int n;
+
+	memcpy(e.comm, "kwork", 6);
+	memset(&rec, 0xff, sizeof(rec));
+	assert_int_equal(ktel_stream_decoder__decode(dec, &e, sizeof(e), &clk, &rec, strbuf), 0);
+	assert_int_equal(rec.n_dims, 2);
+	n = ktel_android__encode_record(&rec, 7, out, sizeof(out));
+	assert_true(n > 15);
+
+	want.b[want.len++] = KTEL_ANDROID_OBJECT;
+	want.b[want.len++] = 2 + 8;
+	want.b[want.len++] = KTEL_ANDROID_INT64;
+	put_le(&want, e.ts_ns + 5000, 8); /* boottime of the event */
+	want.b[want.len++] = KTEL_ANDROID_INT32;
+	put_le(&want, 100099, 4);
+	want.b[want.len++] = KTEL_ANDROID_INT64; /* ts_ns */
+	put_le(&want, e.ts_ns, 8);
+	want.b[want.len++] = KTEL_ANDROID_INT32; /* pid */
+	put_le(&want, 0xfffffffbu, 4);
+	want.b[want.len++] = KTEL_ANDROID_INT32; /* uid */
+	put_le(&want, 0xfffffffeu, 4);
+	want.b[want.len++] = KTEL_ANDROID_INT32; /* adj -900 */
+	put_le(&want, 0xfffffc7cu, 4);
+	want.b[want.len++] = KTEL_ANDROID_INT32; /* state: the enum's value */
+	put_le(&want, 8, 4);
+	put_str(&want, heap_text);                /* heap_id */
+	want.b[want.len++] = KTEL_ANDROID_INT64; /* rss */
+	put_le(&want, e.rss, 8);
+	put_str(&want, "kwork");                  /* comm */
+	assert_int_equal((size_t)n, 15 + want.len);
+	assert_memory_equal(out + 15, want.b, want.len);
+
+	/* And the decoder reads it back as the same typed fields. */
+	assert_int_equal(ktel_android__decode(out, (size_t)n, true, &d), 0);
+	assert_int_equal(d.atom_id, 100099);
+	assert_int_equal(d.n_fields, 8);
+	assert_int_equal(d.fields[1].type, KTEL_ANDROID_INT32);
+	assert_int_equal(d.fields[1].i, -5);
+	assert_int_equal(d.fields[2].i, -2);
+	assert_int_equal(d.fields[3].i, -900);
+	assert_int_equal(d.fields[5].type, KTEL_ANDROID_STRING);
+	assert_int_equal(d.fields[5].len, strlen(heap_text));
+	assert_memory_equal(d.fields[5].data, heap_text, d.fields[5].len);
+	assert_int_equal(d.fields[6].type, KTEL_ANDROID_INT64);
+	assert_int_equal(d.fields[6].i, 1LL << 40);
+}
+
+static void test_stream_event_atom(void **state)
+{
+	struct btf *btf = oomish_btf();
+	struct ktel_stream_decoder *dec;
+	struct ktel_err err = {0};
+	char *strbuf;
+
+	if (ktel_stream_decoder__new(&oomish_md, btf, heap_names, NULL, &dec, &err))
+		fail_msg("%s", err.msg);
+	strbuf = malloc(ktel_stream_decoder__strbuf_size(dec));
+	assert_non_null(strbuf);
+	check_oomish(dec, strbuf, 3, "system-heap");
+	check_oomish(dec, strbuf, 9, "9");
+	free(strbuf);
+	ktel_stream_decoder__free(dec);
+	btf__free(btf);
 }
 
 /* Anything statsd would reject, the decoder rejects too. */
@@ -337,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_element_limit),
 		cmocka_unit_test(test_round_trip_builtin_atoms),
 		cmocka_unit_test(test_counter_gauge_event),
+		cmocka_unit_test(test_stream_event_atom),
 		cmocka_unit_test(test_decoder_rejects),
 		cmocka_unit_test(test_decoder_annotations_and_error),
 	};

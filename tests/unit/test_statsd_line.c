@@ -181,6 +181,39 @@ static void test_counter_and_gauges(void **state)
 	expect_units(&st, &r, want_min, 1);
 }
 
+/*
+ * StatsD has no events: each stream event record is one count of its event
+ * type, named after the metric, with the record's dims as tags (or dotted
+ * segments); the event's other fields do not appear.
+ */
+static void test_events_counted(void **state)
+{
+	static const char *const want_dog[] = {
+		"ktel.oom_events:1|c|#process_state:STATE_CACHED,cpu:3"};
+	static const char *const want_dot[] = {"ktel.oom_events.STATE_CACHED.3:1|c"};
+	static const char *const want_plain[] = {"ktel.runq_stall_events:1|c"};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = {
+		.type = KTEL_RECORD_EVENT,
+		.metric = "oom_events",
+		.n_dims = 2,
+		.dims = {{"process_state", 8, "STATE_CACHED", false}, {"cpu", 3, NULL, false}},
+	};
+
+	r.event.n_fields = 2;
+	r.event.fields[0] = (struct ktel_event_field){.name = "pid", .type = KTEL_FIELD_VALUE_INT,
+						      .i = 4321, .size = 4};
+	r.event.fields[1] = (struct ktel_event_field){.name = "comm",
+						      .type = KTEL_FIELD_VALUE_STRING, .s = "a:b|c"};
+	expect_units(&st, &r, want_dog, 1);
+	st.tags = KTEL_STATSD_TAGS_DOTTED;
+	expect_units(&st, &r, want_dot, 1);
+	r = (struct ktel_record){.type = KTEL_RECORD_EVENT, .metric = "runq_stall_events"};
+	expect_units(&st, &r, want_plain, 1);
+	st.tags = KTEL_STATSD_TAGS_DOGSTATSD;
+	expect_units(&st, &r, want_plain, 1);
+}
+
 /* A line over the formatter's limit is refused; the record's other lines go. */
 static void test_line_too_long(void **state)
 {
@@ -330,6 +363,7 @@ int main(void)
 		cmocka_unit_test(test_histogram_no_dims_other_schemes),
 		cmocka_unit_test(test_dims_and_sanitizing),
 		cmocka_unit_test(test_counter_and_gauges),
+		cmocka_unit_test(test_events_counted),
 		cmocka_unit_test(test_line_too_long),
 		cmocka_unit_test(test_packer_exact_fit_and_order),
 		cmocka_unit_test(test_packer_oversize_dropped),
