@@ -371,6 +371,40 @@ static void test_queue_bound_drops_newest(void **state)
 	json_decref(lines);
 }
 
+/* Every size form the config validator accepts is the same size here
+ * ("4KB" is 4000 bytes, "4KiB" 4096), so a checked file never fails at
+ * start. */
+static void test_sizes_as_config(void **state)
+{
+	static const struct {
+		const char *text;
+		uint64_t bytes;
+	} sizes[] = {{"4KB", 4000}, {"4KiB", 4096}, {"4500B", 4500}, {"4K", 4096}};
+	struct ktel_record recs[50];
+	struct ktel_sink_stats st;
+	char path[600], opts[700];
+	uv_loop_t loop;
+	void *s;
+
+	for (int i = 0; i < 50; i++)
+		make_hist(&recs[i], i + 1);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		path_in_dir(path, sizeof(path), "sizes.jsonl");
+		snprintf(opts, sizeof(opts), "{\"path\":\"%s\",\"max_queue_bytes\":\"%s\"}",
+			 path, sizes[i].text);
+		uv_loop_init(&loop);
+		s = create(&loop, opts);
+		ops()->submit(s, recs, 50);
+		ops()->stats(s, &st);
+		/* ~560-byte lines: the queue holds as many as fit the bound. */
+		assert_true(st.queued <= sizes[i].bytes);
+		assert_true(st.queued + 700 > sizes[i].bytes);
+		close_and_run(&loop, s, 0);
+		uv_loop_close(&loop);
+		unlink(path);
+	}
+}
+
 static void test_stdout_mode(void **state)
 {
 	uv_loop_t loop;
@@ -618,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_line_format),
 		cmocka_unit_test(test_other_schemes),
 		cmocka_unit_test(test_queue_bound_drops_newest),
+		cmocka_unit_test(test_sizes_as_config),
 		cmocka_unit_test(test_stdout_mode),
 		cmocka_unit_test(test_option_errors),
 		cmocka_unit_test(test_write_errors_retried),
