@@ -801,9 +801,10 @@ static void on_handle_closed(uv_handle_t *h)
 
 	if (--s->handles_open)
 		return;
-	free_sink(s);
+	/* done() may still read the final stats (sink.h); free afterwards. */
 	if (done)
 		done(ctx);
+	free_sink(s);
 }
 
 /* Release everything once nothing is in flight and the queue is empty or
