@@ -61,8 +61,8 @@ static const struct ktel_cfg_key top_keys[] = {
 	 .doc = "bpffs directory where accumulator maps are pinned as map_<object>_<map>."},
 	{"pin_group", KTEL_CFG_GROUP, .default_text = "root",
 	 .doc = "Group owning the pin directory (0750) and pinned maps (0640)."},
-	{"state_file", KTEL_CFG_STRING, .default_text = "/var/lib/ktelemetry/state.json",
-	 .doc = "Delta engine state, written atomically after each pull."},
+	{"state_file", KTEL_CFG_STRING, .default_text = "/var/lib/ktelemetry/state.bin",
+	 .doc = "Delta engine state, written atomically after each pull that changed it."},
 	{"control_socket", KTEL_CFG_STRING, .default_text = "/run/ktelemetry/control.sock",
 	 .doc = "Unix stream socket ktelemetryctl talks to (mode 0660)."},
 	{"control_group", KTEL_CFG_GROUP, .default_text = "root",
@@ -600,7 +600,7 @@ static int build_model(const json_t *root, const char *source,
 		return -ENOMEM;
 	cfg->source = strdup(source);
 	cfg->pin_root = string_or(root, "pin_root", "/sys/fs/bpf/kernelstats", vars);
-	cfg->state_file = string_or(root, "state_file", "/var/lib/ktelemetry/state.json", vars);
+	cfg->state_file = string_or(root, "state_file", "/var/lib/ktelemetry/state.bin", vars);
 	cfg->control_socket = string_or(root, "control_socket", "/run/ktelemetry/control.sock",
 					vars);
 	if (!cfg->source || !cfg->pin_root || !cfg->state_file || !cfg->control_socket)

@@ -18,6 +18,7 @@
 #include "fsutil.h"
 #include "control.h"
 #include "delta.h"
+#include "privileges.h"
 #include "router.h"
 
 #define MAX_PLUGINS 256
@@ -955,6 +956,13 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 		if (r)
 			return r;
 	}
+	/* Everything that needs root is done: keep only what run-time plugin
+	 * loads and pins need (docs/privileges.md). */
+	r = ktel_privileges_drop(&(struct ktel_privileges_opts){.drop = d->cfg->drop_privileges,
+								.pin_gid = d->cfg->pin_gid},
+				 err);
+	if (r)
+		return r;
 	if (d->opts.once) {
 		uv_timer_init(d->loop, &d->once_timer);
 		d->once_timer.data = d;
@@ -1024,7 +1032,7 @@ static int apply_sinks(struct ktel_daemon *d, const struct ktel_config *cfg,
 			continue;
 		rc = ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err);
 		if (rc)
-			ktel_config_errors__add(errs, "sinks.%s: %s", sc->name, err.msg);
+			ktel_config_errors__add(errs, "%s", err.msg);
 		else
 			added = i + 1;
 	}
@@ -1046,8 +1054,7 @@ static int apply_sinks(struct ktel_daemon *d, const struct ktel_config *cfg,
 			ktel_log(KTEL_LOG_INFO, "sink %s: reopened with its new options", sc->name);
 			continue;
 		}
-		ktel_config_errors__add(errs, "sinks.%s: %s (kept the previous options)",
-					sc->name, err.msg);
+		ktel_config_errors__add(errs, "%s (kept the previous options)", err.msg);
 		if (ktel_router__add_sink(d->router, was->name, was->type, was->options, &err))
 			ktel_log(KTEL_LOG_ERROR, "sink %s: cannot reopen with its previous options "
 				 "either: %s", was->name, err.msg);
