@@ -271,6 +271,13 @@ static void test_reload_and_drop_in(void **state)
 		dump_log(&sb);
 		fail_msg("unsafe plugin was not refused with its rule");
 	}
+	/* A replaced file (new inode) is reloaded. */
+	drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", plugdir, 0644);
+	if (!log_wait_for(&sb, "compaction_duration.so: unloading: file replaced", 10)) {
+		dump_log(&sb);
+		fail_msg("replaced plugin was not reloaded");
+	}
+	assert_true(log_wait_for(&sb, "reuses pin", 5));
 	/* Removal detaches the plugin. */
 	snprintf(path, sizeof(path), "%s/runq_latency.so", plugdir);
 	unlink(path);
