@@ -415,6 +415,9 @@ static void snapshot_release(struct snapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* The settled views of the two phases (released by teardown on failure). */
+static struct snapshot s1, s2;
+
 /* Take every view; true when they all agree with each other and the map. */
 static bool snapshot_take(struct snapshot *s, int statsd_gen)
 {
@@ -535,6 +538,8 @@ static int teardown(void **state)
 			dump_log(&sb);
 		daemon_pid = -1;
 	}
+	snapshot_release(&s1);
+	snapshot_release(&s2);
 	if (sub.fd >= 0)
 		close(sub.fd);
 	for (size_t i = 0; i < sub.n_lines; i++)
@@ -565,7 +570,6 @@ static void trigger_two_windows(void)
 static void test_four_sinks_same_counts(void **state)
 {
 	struct ktel_sink_stats st1, st2, other;
-	struct snapshot s1, s2;
 	size_t records;
 	static const char *const healthy[] = {"file", "live", "prom"};
 
