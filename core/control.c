@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Control socket server, the protocol pieces shared with ktelemetryctl,
- * `inspect`, and the human rendering of answers. See control.h and
- * docs/control.md.
+ * Control socket server and the protocol pieces shared with ktelemetryctl.
+ * See control.h and docs/control.md. `inspect` is in inspect.c, the human
+ * rendering of answers in ctl_render.c.
  */
 #include "control.h"
 
@@ -28,6 +28,8 @@
 
 #include "fsutil.h"
 #include "btf_layout.h"
+#include "jsonutil.h"
+#include "record.h"
 #include "config.h"
 #include "daemon.h"
 #include "kernel_targets.h"
@@ -76,21 +78,6 @@ struct write_req {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int set_str(json_t *o, const char *key, const char *s)
-{
-	return json_object_set_new(o, key, s ? json_string(s) : json_null());
-}
-
-static int set_int(json_t *o, const char *key, json_int_t v)
-{
-	return json_object_set_new(o, key, json_integer(v));
-}
-
-static int set_bool(json_t *o, const char *key, bool v)
-{
-	return json_object_set_new(o, key, json_boolean(v));
-}
-
 static void iso_time(int64_t wall_ns, char *buf, size_t len)
 {
 	time_t s = (time_t)(wall_ns / 1000000000);
@@ -123,18 +110,6 @@ static bool bpf_stats_enabled(void)
 		c = '0';
 	close(fd);
 	return c == '1';
-}
-
-static const char *scheme_name(enum ktel_hist_scheme s)
-{
-	static const char *const names[] = {
-		[KTEL_HIST_NONE] = "none",
-		[KTEL_HIST_LOG2] = "log2",
-		[KTEL_HIST_LOG2_FLOOR] = "log2_floor",
-		[KTEL_HIST_LINEAR] = "linear",
-	};
-
-	return (unsigned)s < KTEL_ARRAY_SIZE(names) && names[s] ? names[s] : "unknown";
 }
 
 /* ---- protocol pieces ---------------------------------------------------- */
@@ -422,12 +397,12 @@ static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
 	if (!o)
 		return NULL;
 	if (!p->selected)
-		set_str(o, "skip_reason", p->skip_reason);
+		ktel_json_set_str(o, "skip_reason", p->skip_reason);
 	if (p->attach_error[0])
-		set_str(o, "attach_error", p->attach_error);
+		ktel_json_set_str(o, "attach_error", p->attach_error);
 	if (!p->prog_id)
 		return o;
-	set_int(o, "prog_id", p->prog_id);
+	ktel_json_set_int(o, "prog_id", p->prog_id);
 	memset(&info, 0, sizeof(info));
 	fd = bpf_program__fd(p->prog);
 	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
@@ -435,10 +410,10 @@ static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
 	/* The kernel counts runs and time only while bpf_stats is on: without
 	 * it the numbers would read as "never ran", so they are left out. */
 	if (stats_on) {
-		set_int(o, "run_cnt", (json_int_t)info.run_cnt);
-		set_int(o, "run_time_ns", (json_int_t)info.run_time_ns);
+		ktel_json_set_int(o, "run_cnt", (json_int_t)info.run_cnt);
+		ktel_json_set_int(o, "run_time_ns", (json_int_t)info.run_time_ns);
 	}
-	set_int(o, "recursion_misses", (json_int_t)info.recursion_misses);
+	ktel_json_set_int(o, "recursion_misses", (json_int_t)info.recursion_misses);
 	return o;
 }
 
@@ -456,7 +431,7 @@ static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
 		return NULL;
 	}
 	if (bp && bp->unsupported)
-		set_str(o, "reason", bp->unsupported_reason);
+		ktel_json_set_str(o, "reason", bp->unsupported_reason);
 	for (size_t i = 0; bp && i < bp->n_progs; i++)
 		json_array_append_new(progs, prog_json(&bp->progs[i], stats_on));
 	json_object_set_new(o, "programs", progs);
@@ -485,7 +460,7 @@ static json_t *metric_pulls_json(const struct ktel_metric *m)
 			      "last_pull", last_pull_json(m));
 
 	if (o && m->problem[0])
-		set_str(o, "problem", m->problem);
+		ktel_json_set_str(o, "problem", m->problem);
 	return o;
 }
 
@@ -558,7 +533,7 @@ static json_t *metric_list_json(const struct ktel_metric *m)
 			      md->description);
 
 	if (o)
-		set_str(o, "problem", m->problem[0] ? m->problem : NULL);
+		ktel_json_set_str(o, "problem", m->problem[0] ? m->problem : NULL);
 	return o;
 }
 
@@ -595,9 +570,9 @@ static json_t *metric_progs_json(const struct ktel_metric *m)
 
 static void set_metric_state(json_t *resp, const struct ktel_metric *m)
 {
-	set_str(resp, "metric", m->md->name);
-	set_bool(resp, "enabled", m->enabled);
-	set_int(resp, "lease_ms", (json_int_t)m->lease_ms);
+	ktel_json_set_str(resp, "metric", m->md->name);
+	ktel_json_set_bool(resp, "enabled", m->enabled);
+	ktel_json_set_int(resp, "lease_ms", (json_int_t)m->lease_ms);
 	json_object_set_new(resp, "programs", metric_progs_json(m));
 }
 
@@ -671,7 +646,7 @@ static int cmd_pull(struct ktel_control *c, const json_t *req, json_t *resp, str
 		if (!m)
 			return -ENOENT;
 		r = pull_one(c, m, records, err);
-		set_int(resp, "pulled", !r);
+		ktel_json_set_int(resp, "pulled", !r);
 		return r;
 	}
 	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
@@ -689,7 +664,7 @@ static int cmd_pull(struct ktel_control *c, const json_t *req, json_t *resp, str
 				json_array_append_new(errors, json_string(e.msg));
 		}
 	}
-	set_int(resp, "pulled", (json_int_t)pulled);
+	ktel_json_set_int(resp, "pulled", (json_int_t)pulled);
 	if (json_array_size(errors))
 		r = ktel_err_set(err, EIO, "%zu pull(s) failed, first: %s", json_array_size(errors),
 				 json_string_value(json_array_get(errors, 0)));
@@ -712,7 +687,7 @@ static int cmd_show(struct ktel_control *c, const json_t *req, json_t *resp, str
 	window = json_array();
 	json_object_set_new(resp, "metric", json_string(m->md->name));
 	json_object_set_new(resp, "unit", json_string(m->md->unit ?: ""));
-	set_bool(resp, "enabled", m->enabled);
+	ktel_json_set_bool(resp, "enabled", m->enabled);
 	json_object_set_new(resp, "last_pull", last_pull_json(m));
 	json_object_set_new(resp, "totals", totals);
 	json_object_set_new(resp, "window", window);
@@ -833,14 +808,14 @@ static json_t *answer(struct ktel_control *c, const char *line)
 		json_decref(req);
 		return NULL;
 	}
-	set_bool(resp, "ok", true);
+	ktel_json_set_bool(resp, "ok", true);
 	r = cmd->fn(c, req, resp, &err);
 	if (r) {
 		/* Keep what the command filled in (reload's errors, pull's
 		 * partial records): it explains the failure. */
-		set_bool(resp, "ok", false);
-		set_str(resp, "error", err.msg[0] ? err.msg : strerror(-r));
-		set_str(resp, "code", code_of(r));
+		ktel_json_set_bool(resp, "ok", false);
+		ktel_json_set_str(resp, "error", err.msg[0] ? err.msg : strerror(-r));
+		ktel_json_set_str(resp, "code", code_of(r));
 	}
 	json_decref(req);
 	return resp;
@@ -1225,788 +1200,3 @@ const char *ktel_control__path(const struct ktel_control *c)
 	return c->path;
 }
 
-/* ---- inspect ---------------------------------------------------------------- */
-
-static const char *field_kind_name(enum ktel_field_kind k)
-{
-	static const char *const names[] = {
-		[KTEL_FIELD_INT] = "int",
-		[KTEL_FIELD_ENUM] = "enum",
-		[KTEL_FIELD_CHAR_ARRAY] = "char_array",
-		[KTEL_FIELD_INT_ARRAY] = "int_array",
-	};
-
-	return (unsigned)k < KTEL_ARRAY_SIZE(names) && names[k] ? names[k] : "?";
-}
-
-/* {"value": "label", ...} of an ENUM or ENUM64 type, bounded. */
-static json_t *enum_labels_json(const struct btf *btf, __u32 id)
-{
-	const struct btf_type *t = btf__type_by_id(btf, id);
-	json_t *o = json_object();
-	char key[32];
-
-	if (!t || !o)
-		return o;
-	for (__u16 i = 0; i < btf_vlen(t) && i < MAX_ENUM_LABELS; i++) {
-		const char *name;
-		long long v;
-
-		if (btf_is_enum(t)) {
-			const struct btf_enum *e = btf_enum(t) + i;
-
-			name = btf__name_by_offset(btf, e->name_off);
-			v = btf_kflag(t) ? (long long)e->val : (long long)(__u32)e->val;
-		} else if (btf_kind(t) == BTF_KIND_ENUM64) {
-			const struct btf_enum64 *e = (const struct btf_enum64 *)(t + 1) + i;
-
-			name = btf__name_by_offset(btf, e->name_off);
-			v = (long long)(((__u64)e->val_hi32 << 32) | e->val_lo32);
-		} else {
-			break;
-		}
-		snprintf(key, sizeof(key), "%lld", v);
-		json_object_set_new(o, key, json_string(name ?: ""));
-	}
-	return o;
-}
-
-static json_t *layout_json(const struct btf *btf, const struct ktel_layout *l)
-{
-	json_t *fields = json_array();
-
-	for (__u32 i = 0; i < l->n_fields; i++) {
-		const struct ktel_field *f = &l->fields[i];
-		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "name", f->name, "kind",
-				      field_kind_name(f->kind), "offset", (json_int_t)f->offset,
-				      "size", (json_int_t)f->size, "elem_size",
-				      (json_int_t)f->elem_size, "count", (json_int_t)f->count,
-				      "signed", f->is_signed);
-
-		if (o && f->kind == KTEL_FIELD_ENUM)
-			json_object_set_new(o, "labels", enum_labels_json(btf, f->enum_type_id));
-		json_array_append_new(fields, o);
-	}
-	return json_pack("{s:s, s:I, s:o}", "type", l->type_name, "size", (json_int_t)l->size,
-			 "fields", fields);
-}
-
-/* The key or value layout of map as JSON into o[what]; -errno with err. */
-static int inspect_layout(const struct btf *btf, __u32 type_id, __u32 size, json_t *o,
-			  const char *what, struct ktel_layout **ret, struct ktel_err *err)
-{
-	struct ktel_layout *l = NULL;
-	int r;
-
-	if (!type_id)
-		return ktel_err_set(err, EINVAL, "%s has no BTF type (declare the map with "
-				    "__type(key, ...) and __type(value, ...))", what);
-	r = ktel_layout__new(btf, type_id, size, &l, err);
-	if (r)
-		return ktel_err_prefix(err, "%s: ", what);
-	json_object_set_new(o, what, layout_json(btf, l));
-	*ret = l;
-	return 0;
-}
-
-/* Can the daemon turn this value into records? Same rules as metric_pull. */
-static int check_value(const struct ktel_metric_desc *md, const struct ktel_layout *vl,
-		       json_t *o, struct ktel_err *err)
-{
-	if (vl->hist_field >= 0) {
-		if (vl->n_buckets > KTEL_HIST_BUCKETS)
-			return ktel_err_set(err, EINVAL, "value %s: %u buckets, at most %d",
-					    vl->type_name, vl->n_buckets, KTEL_HIST_BUCKETS);
-		json_object_set_new(o, "histogram",
-				    json_pack("{s:s, s:I, s:b}", "scheme",
-					      scheme_name(md->scheme ? md->scheme : KTEL_HIST_LOG2),
-					      "buckets", (json_int_t)vl->n_buckets, "sum",
-					      vl->sum_field >= 0));
-		return 0;
-	}
-	for (__u32 i = 0; i < vl->n_fields; i++)
-		if (vl->fields[i].kind == KTEL_FIELD_INT || vl->fields[i].kind == KTEL_FIELD_ENUM) {
-			set_str(o, "values", md->value_kind == KTEL_VALUE_GAUGE ? "gauge"
-										: "counter");
-			return 0;
-		}
-	return ktel_err_set(err, EINVAL, "value %s has neither a u64 buckets array nor integer "
-			    "members", vl->type_name);
-}
-
-static int check_dims(const struct ktel_metric_desc *md, const struct btf *btf,
-		      const struct ktel_layout *kl, json_t *o, struct ktel_err *err)
-{
-	json_t *dims = json_array();
-
-	json_object_set_new(o, "dims", dims);
-	for (uint32_t i = 0; i < md->n_dims; i++) {
-		const struct ktel_dimension_desc *dd = &md->dims[i];
-		const char *member = dd->key_member ? dd->key_member : dd->name;
-
-		json_array_append_new(dims, json_pack("{s:s, s:s, s:s?, s:s?}", "name", dd->name,
-						      "key_member", member, "label_enum",
-						      dd->label_enum, "label_map", dd->label_map));
-		if (!ktel_layout__find(kl, member))
-			return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
-					    dd->name, kl->type_name, member);
-		if (dd->label_enum && ktel_btf_find_enum(btf, dd->label_enum) < 0)
-			return ktel_err_set(err, EINVAL, "dimension %s: no enum %s in the object's "
-					    "BTF", dd->name, dd->label_enum);
-	}
-	return 0;
-}
-
-static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_object *obj,
-			       json_t *o, struct ktel_err *err)
-{
-	const struct btf *btf = bpf_object__btf(obj);
-	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
-	struct ktel_layout *kl = NULL, *vl = NULL;
-	int r;
-
-	if (!map)
-		return ktel_err_set(err, ENOENT, "map %s not in the object", md->map_name);
-	json_object_set_new(o, "map", json_pack("{s:s, s:s, s:I}", "name", md->map_name, "type",
-						libbpf_bpf_map_type_str(bpf_map__type(map)) ?: "?",
-						"max_entries",
-						(json_int_t)bpf_map__max_entries(map)));
-	r = inspect_layout(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map), o, "key",
-			   &kl, err);
-	if (!r)
-		r = inspect_layout(btf, bpf_map__btf_value_type_id(map), bpf_map__value_size(map),
-				   o, "value", &vl, err);
-	if (!r)
-		r = check_value(md, vl, o, err);
-	if (!r)
-		r = check_dims(md, btf, kl, o, err);
-	if (r && !strstr(err->msg, md->map_name))
-		ktel_err_prefix(err, "map %s ", md->map_name);
-	ktel_layout__free(kl);
-	ktel_layout__free(vl);
-	return r;
-}
-
-static int inspect_stream(const struct ktel_metric_desc *md, struct bpf_object *obj, json_t *o,
-			  struct ktel_err *err)
-{
-	const struct btf *btf = bpf_object__btf(obj);
-	struct ktel_layout *l = NULL;
-	__s32 id;
-	int r;
-
-	set_str(o, "map", md->map_name);
-	id = md->event_type ? ktel_btf_find_struct(btf, md->event_type) : -ENOENT;
-	if (id < 0)
-		return ktel_err_set(err, EINVAL, "event type struct %s not in the object's BTF",
-				    md->event_type ? md->event_type : "(none declared)");
-	r = inspect_layout(btf, (__u32)id, 0, o, "event", &l, err);
-	ktel_layout__free(l);
-	return r;
-}
-
-static json_t *inspect_metric(const struct ktel_metric_desc *md, struct bpf_object *obj,
-			      struct ktel_err *err, int *ret)
-{
-	json_t *o = json_pack("{s:s, s:s, s:s?, s:I, s:s, s:s}", "name", md->name, "model",
-			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "atom",
-			      md->atom_name, "atom_id", (json_int_t)md->atom_id, "unit",
-			      md->unit ?: "", "scheme", scheme_name(md->scheme));
-
-	*ret = md->model == KTEL_MODEL_STREAM ? inspect_stream(md, obj, o, err)
-					      : inspect_accumulator(md, obj, o, err);
-	if (*ret) {
-		ktel_err_prefix(err, "metric %s: ", md->name);
-		set_str(o, "error", err->msg);
-	}
-	return o;
-}
-
-static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_object *obj,
-				const struct ktel_targets *t)
-{
-	struct ktel_prog_choice choices[KTEL_PLUGIN_MAX_PROGRAMS];
-	struct bpf_program *prog;
-	json_t *a = json_array();
-	size_t n = 0;
-
-	memset(choices, 0, sizeof(choices));
-	bpf_object__for_each_program(prog, obj) {
-		if (n == KTEL_PLUGIN_MAX_PROGRAMS)
-			break;
-		choices[n].name = bpf_program__name(prog);
-		choices[n].section = bpf_program__section_name(prog);
-		n++;
-	}
-	if (t)
-		ktel_targets__choose(t, desc->variants, desc->n_variants, choices, n);
-	for (size_t i = 0; i < n; i++) {
-		char reason[KTEL_TARGET_REASON_MAX] = "";
-		json_t *o = json_pack("{s:s, s:s}", "name", choices[i].name, "section",
-				      choices[i].section);
-
-		if (t) {
-			int nr = -1, r = ktel_targets__check(t, choices[i].section, &nr, reason,
-							     sizeof(reason));
-
-			set_bool(o, "target_present", r == 0);
-			if (r)
-				set_str(o, "target_reason", reason);
-			set_int(o, "nr_args", nr);
-			set_bool(o, "selected", choices[i].selected);
-			if (!choices[i].selected)
-				set_str(o, "skip_reason", choices[i].reason);
-		}
-		for (uint32_t v = 0; v < desc->n_variants; v++)
-			if (strcmp(desc->variants[v].prog, choices[i].name) == 0)
-				set_str(o, "variant_group", desc->variants[v].group);
-		json_array_append_new(a, o);
-	}
-	return a;
-}
-
-int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
-			json_t **ret_report, struct ktel_err *err)
-{
-	struct ktel_plugin *p = NULL;
-	struct bpf_object *obj = NULL;
-	json_t *report = NULL, *metrics;
-	struct ktel_err first = {0};
-	int r;
-
-	r = ktel_plugin__open_owner(path, owner, &p, err);
-	if (r)
-		return r;
-	{
-		LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
-
-		/* The loader validated the ELF and its BTF before it opened it:
-		 * opening the same bytes again is safe. Nothing is loaded. */
-		obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
-	}
-	if (!obj) {
-		r = ktel_err_set(err, errno ? errno : EINVAL, "%s: BPF object does not open: %s",
-				 path, strerror(errno ? errno : EINVAL));
-		goto out;
-	}
-	metrics = json_array();
-	report = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "path", path, "plugin",
-			   p->desc.name, "version", p->desc.version ?: "", "description",
-			   p->desc.description ?: "", "abi", "1", "bpf_bytes",
-			   (json_int_t)p->desc.bpf_object_size, "metrics", metrics);
-	for (uint32_t i = 0; report && i < p->desc.n_metrics; i++) {
-		struct ktel_err e;
-		int mr;
-
-		json_array_append_new(metrics, inspect_metric(&p->desc.metrics[i], obj, &e, &mr));
-		if (mr && !r) {
-			r = mr;
-			first = e;
-		}
-	}
-	if (!report) {
-		r = ktel_err_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	json_object_set_new(report, "programs", inspect_programs(&p->desc, obj, targets));
-	set_bool(report, "readable", r == 0);
-	if (r)
-		ktel_err_set(err, first.code ? first.code : EINVAL, "%s: %s", path, first.msg);
-	*ret_report = report;
-	report = NULL;
-out:
-	json_decref(report);
-	bpf_object__close(obj);
-	ktel_plugin__free(p);
-	return r;
-}
-
-/* ---- human rendering ---------------------------------------------------------- */
-
-static const char *jstr(const json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s ? s : "";
-}
-
-static long long jint(const json_t *o, const char *key)
-{
-	return json_integer_value(json_object_get(o, key));
-}
-
-/* 1024 -> "1K", 3145728 -> "3M", 1500 -> "1500" (bpftrace's bounds). */
-static void fmt_bound(double v, char *buf, size_t len)
-{
-	static const char suffix[] = "KMGTP";
-	double unit = 1024.0 * 1024 * 1024 * 1024 * 1024;
-
-	for (int i = 4; i >= 0; i--, unit /= 1024)
-		if (v >= unit && fmod(v, unit) == 0) {
-			snprintf(buf, len, "%.0f%c", v / unit, suffix[i]);
-			return;
-		}
-	snprintf(buf, len, "%.0f", v);
-}
-
-static bool le_at(const json_t *le, size_t k, double *ret)
-{
-	const json_t *v = json_array_get(le, k);
-
-	if (!json_is_number(v))
-		return false;
-	*ret = json_number_value(v);
-	return true;
-}
-
-int ktel_ctl_bucket_label(const json_t *hist, size_t k, char *buf, size_t len)
-{
-	const json_t *le = json_object_get(hist, "le");
-	bool inclusive = strcmp(jstr(hist, "scheme"), "log2") == 0;
-	char lo[32] = "0", hi[32] = "+Inf";
-	double v;
-
-	if (k >= json_array_size(le))
-		return -EINVAL;
-	if (k > 0 && le_at(le, k - 1, &v))
-		fmt_bound(v, lo, sizeof(lo));
-	else if (k == 0 && strcmp(jstr(hist, "scheme"), "linear") == 0)
-		fmt_bound((double)jint(hist, "linear_min"), lo, sizeof(lo));
-	if (le_at(le, k, &v))
-		fmt_bound(v, hi, sizeof(hi));
-	if (strcmp(hi, "+Inf") == 0)
-		snprintf(buf, len, "%c%s, +Inf)", inclusive ? '(' : '[', lo);
-	else if (inclusive)
-		snprintf(buf, len, "%c%s, %s]", k == 0 ? '[' : '(', lo, hi);
-	else
-		snprintf(buf, len, "[%s, %s)", lo, hi);
-	return 0;
-}
-
-void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width)
-{
-	const json_t *counts = json_object_get(hist, "counts");
-	size_t n = json_array_size(counts), first = n, last = 0;
-	unsigned long long max = 0;
-	int label_w = 16;
-	char label[80];
-
-	for (size_t k = 0; k < n; k++) {
-		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
-											      k));
-
-		if (!c)
-			continue;
-		first = first < k ? first : k;
-		last = k;
-		max = c > max ? c : max;
-	}
-	if (first == n) {
-		fprintf(out, "(no events)\n");
-		return;
-	}
-	for (size_t k = first; k <= last; k++)
-		if (!ktel_ctl_bucket_label(hist, k, label, sizeof(label)) &&
-		    (int)strlen(label) + 1 > label_w)
-			label_w = (int)strlen(label) + 1;
-	for (size_t k = first; k <= last; k++) {
-		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
-											      k));
-		int bar = (int)(c * (unsigned long long)width / max);
-
-		if (ktel_ctl_bucket_label(hist, k, label, sizeof(label)))
-			break;
-		fprintf(out, "%-*s %8llu |", label_w, label, c);
-		for (int i = 0; i < width; i++)
-			fputc(i < bar ? '@' : ' ', out);
-		fprintf(out, "|\n");
-	}
-}
-
-static void fmt_dims(const json_t *rec, char *buf, size_t len)
-{
-	const json_t *dims = json_object_get(rec, "dims");
-	const char *key;
-	json_t *v;
-	size_t off = 0;
-
-	buf[0] = '\0';
-	json_object_foreach((json_t *)dims, key, v) {
-		char *s = json_is_string(v) ? strdup(json_string_value(v))
-					    : json_dumps(v, JSON_ENCODE_ANY);
-
-		if (off < len)
-			off += (size_t)snprintf(buf + off, len - off, "%s%s=%s", off ? ", " : "",
-						key, s ? s : "?");
-		free(s);
-	}
-	if (!buf[0])
-		snprintf(buf, len, "(all)");
-}
-
-static void render_record(FILE *out, const json_t *rec, bool bars)
-{
-	const char *type = jstr(rec, "type");
-	char dims[512];
-
-	fmt_dims(rec, dims, sizeof(dims));
-	if (strcmp(type, "histogram") == 0) {
-		const json_t *h = json_object_get(rec, "histogram");
-
-		fprintf(out, "@%s[%s]: count %lld", jstr(rec, "metric"), dims, jint(h, "count"));
-		if (json_object_get(h, "sum"))
-			fprintf(out, ", sum %lld %s", jint(h, "sum"), jstr(rec, "unit"));
-		fprintf(out, "\n");
-		if (bars)
-			ktel_ctl_draw_hist(out, h, 52);
-		return;
-	}
-	if (strcmp(type, "counter") == 0)
-		fprintf(out, "%s[%s]: %lld (total %lld)\n", jstr(rec, "metric"), dims,
-			jint(rec, "value"), jint(rec, "total"));
-	else
-		fprintf(out, "%s[%s]: %lld\n", jstr(rec, "metric"), dims, jint(rec, "value"));
-}
-
-static void render_show(FILE *out, const json_t *resp)
-{
-	const json_t *last = json_object_get(resp, "last_pull");
-	const json_t *totals = json_object_get(resp, "totals");
-	const json_t *window = json_object_get(resp, "window");
-	size_t i;
-	json_t *rec;
-
-	fprintf(out, "%s (%s), %s\n", jstr(resp, "metric"), jstr(resp, "unit"),
-		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
-	if (!json_is_object(last)) {
-		fprintf(out, "not pulled yet: nothing to show (ktelemetryctl pull %s)\n",
-			jstr(resp, "metric"));
-		return;
-	}
-	fprintf(out, "\ncumulative, as of the last pull (%s):\n", jstr(last, "time"));
-	if (!json_array_size(totals))
-		fprintf(out, "(no keys)\n");
-	json_array_foreach(totals, i, rec)
-		render_record(out, rec, true);
-	fprintf(out, "\nlast window:\n");
-	if (!json_array_size(window))
-		fprintf(out, "(nothing new in the last window)\n");
-	json_array_foreach(window, i, rec) {
-		fprintf(out, "%s .. %s\n", jstr(rec, "start"), jstr(rec, "end"));
-		render_record(out, rec, true);
-	}
-}
-
-static void render_pull(FILE *out, const json_t *resp)
-{
-	const json_t *records = json_object_get(resp, "records");
-	size_t i;
-	json_t *rec;
-
-	json_array_foreach(records, i, rec)
-		render_record(out, rec, false);
-	fprintf(out, "%lld metric(s) pulled, %zu record(s)\n", jint(resp, "pulled"),
-		json_array_size(records));
-}
-
-/* A column of the list table: header and how to get the cell. */
-struct column {
-	const char *header;
-	void (*cell)(const json_t *m, char *buf, size_t len);
-};
-
-static void cell_name(const json_t *m, char *b, size_t l)
-{
-	snprintf(b, l, "%s", jstr(m, "name"));
-}
-
-static void cell_plugin(const json_t *m, char *b, size_t l)
-{
-	snprintf(b, l, "%s", jstr(m, "plugin"));
-}
-
-static void cell_state(const json_t *m, char *b, size_t l)
-{
-	if (json_is_string(json_object_get(m, "problem")))
-		snprintf(b, l, "unavailable");
-	else
-		snprintf(b, l, "%s", json_is_true(json_object_get(m, "enabled")) ? "enabled"
-										  : "disabled");
-}
-
-static void cell_unit(const json_t *m, char *b, size_t l)
-{
-	snprintf(b, l, "%s", jstr(m, "unit"));
-}
-
-static void cell_interval(const json_t *m, char *b, size_t l)
-{
-	long long ms = jint(m, "interval_ms");
-
-	if (ms % 1000)
-		snprintf(b, l, "%lldms", ms);
-	else
-		snprintf(b, l, "%llds", ms / 1000);
-}
-
-static void cell_atom(const json_t *m, char *b, size_t l)
-{
-	snprintf(b, l, "%s", json_is_string(json_object_get(m, "atom")) ? jstr(m, "atom") : "-");
-}
-
-static void cell_note(const json_t *m, char *b, size_t l)
-{
-	if (json_is_string(json_object_get(m, "problem")))
-		snprintf(b, l, "%s", jstr(m, "problem"));
-	else if (jint(m, "lease_ms") && json_is_true(json_object_get(m, "enabled")))
-		snprintf(b, l, "lease %lld ms", jint(m, "lease_ms"));
-	else
-		b[0] = '\0';
-}
-
-static const struct column list_columns[] = {
-	{"NAME", cell_name},       {"PLUGIN", cell_plugin}, {"STATE", cell_state},
-	{"UNIT", cell_unit},       {"INTERVAL", cell_interval}, {"ATOM", cell_atom},
-	{"NOTE", cell_note},
-};
-
-static void render_list(FILE *out, const json_t *resp)
-{
-	const json_t *metrics = json_object_get(resp, "metrics");
-	int w[KTEL_ARRAY_SIZE(list_columns)];
-	char cell[KTEL_ERR_MSG_MAX];
-	size_t i, c;
-	json_t *m;
-
-	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
-		w[c] = (int)strlen(list_columns[c].header);
-	json_array_foreach(metrics, i, m)
-		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
-			list_columns[c].cell(m, cell, sizeof(cell));
-			if ((int)strlen(cell) > w[c])
-				w[c] = (int)strlen(cell);
-		}
-	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
-		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
-			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, list_columns[c].header);
-	json_array_foreach(metrics, i, m)
-		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
-			list_columns[c].cell(m, cell, sizeof(cell));
-			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
-				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
-		}
-}
-
-static void render_program(FILE *out, const json_t *p)
-{
-	fprintf(out, "    %-28s %-36s ", jstr(p, "name"), jstr(p, "section"));
-	if (!json_is_true(json_object_get(p, "selected"))) {
-		fprintf(out, "skipped: %s\n", jstr(p, "skip_reason"));
-		return;
-	}
-	fprintf(out, "%s id %lld", json_is_true(json_object_get(p, "attached")) ? "attached"
-										 : "detached",
-		jint(p, "prog_id"));
-	if (json_object_get(p, "run_cnt"))
-		fprintf(out, ", %lld runs, %lld ns (%.0f ns/run)", jint(p, "run_cnt"),
-			jint(p, "run_time_ns"),
-			jint(p, "run_cnt") ? (double)jint(p, "run_time_ns") / jint(p, "run_cnt")
-					   : 0.0);
-	if (json_object_get(p, "recursion_misses"))
-		fprintf(out, ", %lld recursion misses", jint(p, "recursion_misses"));
-	if (json_is_string(json_object_get(p, "attach_error")))
-		fprintf(out, ", attach error: %s", jstr(p, "attach_error"));
-	fputc('\n', out);
-}
-
-static void render_status(FILE *out, const json_t *resp)
-{
-	const json_t *d = json_object_get(resp, "daemon"), *p, *m, *s, *prog;
-	size_t i, j;
-
-	fprintf(out, "daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
-		"state %s\n  bpf_stats %s\n", jint(d, "pid"),
-		json_number_value(json_object_get(d, "uptime_s")), jstr(d, "config"),
-		jstr(d, "control_socket"), jstr(d, "pin_root"), jstr(d, "state_file"),
-		json_is_true(json_object_get(d, "bpf_stats"))
-			? "on: run counts and times are measured"
-			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
-	fprintf(out, "\nplugins\n");
-	json_array_foreach(json_object_get(resp, "plugins"), i, p) {
-		fprintf(out, "  %s %s  %s", jstr(p, "name"), jstr(p, "version"), jstr(p, "path"));
-		if (json_is_true(json_object_get(p, "unsupported")))
-			fprintf(out, "  unsupported: %s", jstr(p, "reason"));
-		fputc('\n', out);
-		json_array_foreach(json_object_get(p, "programs"), j, prog)
-			render_program(out, prog);
-	}
-	fprintf(out, "\nmetrics\n");
-	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
-		const json_t *lp = json_object_get(m, "last_pull");
-
-		fprintf(out, "  %-28s %-8s ", jstr(m, "name"),
-			json_is_true(json_object_get(m, "enabled")) ? "enabled" : "disabled");
-		if (json_is_object(lp))
-			fprintf(out, "last pull %s: %lld keys, %s, %lld syscalls, %.1f us, %lld "
-				"records%s", jstr(lp, "time"), jint(lp, "keys"), jstr(lp, "method"),
-				jint(lp, "syscalls"), jint(lp, "duration_ns") / 1000.0,
-				jint(lp, "records"),
-				json_is_true(json_object_get(lp, "truncated")) ? " (truncated)" : "");
-		else
-			fprintf(out, "never pulled");
-		fprintf(out, "; %lld pulls, %lld errors", jint(m, "pulls"), jint(m, "pull_errors"));
-		if (json_is_string(json_object_get(m, "problem")))
-			fprintf(out, "; %s", jstr(m, "problem"));
-		fputc('\n', out);
-	}
-	fprintf(out, "\nsinks\n");
-	json_array_foreach(json_object_get(resp, "sinks"), i, s)
-		fprintf(out, "  %s (%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
-			"queued %lld\n", jstr(s, "name"), jstr(s, "type"), jint(s, "sent"),
-			jint(s, "dropped"), jint(s, "errors"), jint(s, "reconnects"),
-			jint(s, "queued"));
-}
-
-static void render_toggle(FILE *out, const json_t *resp)
-{
-	size_t i;
-	json_t *p;
-
-	fprintf(out, "%s: %s", jstr(resp, "metric"),
-		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
-	if (jint(resp, "lease_ms") && json_is_true(json_object_get(resp, "enabled")))
-		fprintf(out, " for %lld ms", jint(resp, "lease_ms"));
-	fputc('\n', out);
-	json_array_foreach(json_object_get(resp, "programs"), i, p)
-		fprintf(out, "  program %s id %lld %s\n", jstr(p, "name"), jint(p, "prog_id"),
-			json_is_true(json_object_get(p, "attached")) ? "attached" : "detached");
-}
-
-static void render_reload(FILE *out, const json_t *resp)
-{
-	fprintf(out, "reloaded\n");
-}
-
-static void render_help(FILE *out, const json_t *resp)
-{
-	size_t i;
-	json_t *c;
-
-	json_array_foreach(json_object_get(resp, "commands"), i, c)
-		fprintf(out, "  %-8s %s\n", jstr(c, "name"), jstr(c, "help"));
-}
-
-static void render_watch(FILE *out, const json_t *resp)
-{
-	size_t i;
-	json_t *s;
-
-	json_array_foreach(json_object_get(resp, "sockets"), i, s)
-		fprintf(out, "%s %s\n", jstr(s, "sink"), jstr(s, "socket"));
-}
-
-static const struct {
-	const char *cmd;
-	void (*fn)(FILE *out, const json_t *resp);
-} renderers[] = {
-	{"list", render_list},       {"status", render_status}, {"show", render_show},
-	{"pull", render_pull},       {"enable", render_toggle}, {"disable", render_toggle},
-	{"reload", render_reload},   {"help", render_help},     {"watch", render_watch},
-};
-
-void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp)
-{
-	for (size_t i = 0; i < KTEL_ARRAY_SIZE(renderers); i++)
-		if (strcmp(renderers[i].cmd, cmd) == 0) {
-			renderers[i].fn(out, resp);
-			return;
-		}
-	json_dumpf(resp, out, JSON_INDENT(2));
-	fputc('\n', out);
-}
-
-static void render_layout(FILE *out, const char *what, const json_t *l)
-{
-	size_t i;
-	json_t *f;
-
-	if (!json_is_object(l))
-		return;
-	fprintf(out, "    %s: %s (%lld bytes)\n", what, jstr(l, "type"), jint(l, "size"));
-	json_array_foreach(json_object_get(l, "fields"), i, f) {
-		const json_t *labels = json_object_get(f, "labels");
-
-		fprintf(out, "      +%-4lld %-24s %-10s %lld byte%s", jint(f, "offset"),
-			jstr(f, "name")[0] ? jstr(f, "name") : "(scalar)", jstr(f, "kind"),
-			jint(f, "size"), jint(f, "size") == 1 ? "" : "s");
-		if (jint(f, "count") > 1)
-			fprintf(out, " [%lld x %lld]", jint(f, "count"), jint(f, "elem_size"));
-		fprintf(out, "%s", json_is_true(json_object_get(f, "signed")) ? " signed" : "");
-		if (json_object_size(labels)) {
-			const char *k;
-			json_t *v;
-			int n = 0;
-
-			fprintf(out, " labels:");
-			json_object_foreach((json_t *)labels, k, v)
-				fprintf(out, "%s %s=%s", n++ ? "," : "", k, json_string_value(v));
-		}
-		fputc('\n', out);
-	}
-}
-
-void ktel_ctl_render_inspect(FILE *out, const json_t *r)
-{
-	size_t i, j;
-	json_t *m, *p, *d;
-
-	fprintf(out, "plugin %s %s: %s\n  %s, BPF object %lld bytes\n", jstr(r, "plugin"),
-		jstr(r, "version"), jstr(r, "description"), jstr(r, "path"), jint(r, "bpf_bytes"));
-	json_array_foreach(json_object_get(r, "metrics"), i, m) {
-		const json_t *h = json_object_get(m, "histogram");
-		const json_t *map = json_object_get(m, "map");
-
-		fprintf(out, "\n  metric %s (%s, unit %s", jstr(m, "name"), jstr(m, "model"),
-			jstr(m, "unit"));
-		if (json_is_string(json_object_get(m, "atom")))
-			fprintf(out, ", atom %s %lld", jstr(m, "atom"), jint(m, "atom_id"));
-		fprintf(out, ")\n");
-		if (json_is_object(map))
-			fprintf(out, "    map %s: %s, max_entries %lld\n", jstr(map, "name"),
-				jstr(map, "type"), jint(map, "max_entries"));
-		render_layout(out, "key", json_object_get(m, "key"));
-		render_layout(out, "value", json_object_get(m, "value"));
-		render_layout(out, "event", json_object_get(m, "event"));
-		if (json_is_object(h))
-			fprintf(out, "    histogram: scheme %s, %lld buckets%s\n", jstr(h, "scheme"),
-				jint(h, "buckets"),
-				json_is_true(json_object_get(h, "sum")) ? ", with sum" : "");
-		if (json_is_string(json_object_get(m, "values")))
-			fprintf(out, "    values: %s per integer member\n", jstr(m, "values"));
-		json_array_foreach(json_object_get(m, "dims"), j, d)
-			fprintf(out, "    dimension %s = key.%s%s%s%s%s\n", jstr(d, "name"),
-				jstr(d, "key_member"),
-				json_is_string(json_object_get(d, "label_enum")) ? ", labels from enum "
-										    : "",
-				jstr(d, "label_enum"),
-				json_is_string(json_object_get(d, "label_map")) ? ", labels from map "
-										   : "",
-				jstr(d, "label_map"));
-		if (json_is_string(json_object_get(m, "error")))
-			fprintf(out, "    UNREADABLE: %s\n", jstr(m, "error"));
-	}
-	fprintf(out, "\n  programs\n");
-	json_array_foreach(json_object_get(r, "programs"), i, p) {
-		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
-		if (json_is_string(json_object_get(p, "variant_group")))
-			fprintf(out, " variant of %s", jstr(p, "variant_group"));
-		if (json_object_get(p, "target_present"))
-			fprintf(out, json_is_true(json_object_get(p, "target_present"))
-					     ? " target present%s%s"
-					     : " target MISSING: %s%s",
-				jstr(p, "target_reason"),
-				json_is_true(json_object_get(p, "selected")) ? ", would load"
-									      : ", would not load");
-		fputc('\n', out);
-	}
-}

@@ -156,48 +156,4 @@ json_t *ktel_control_record_json(const struct ktel_record *r);
  */
 int ktel_control_peer_check(uid_t uid, gid_t gid, gid_t group, struct ktel_err *err);
 
-/* ---- ktelemetryctl inspect (offline) ------------------------------------- */
-
-/*
- * Describe a plugin file without loading anything into the kernel: open it
- * with the plugin loader (files owned by root or by owner), open its BPF
- * object from memory (no load) and describe, per metric, the key and value
- * layouts as the generic decoder sees them (members, offsets, sizes, enum
- * labels), dimensions, the histogram scheme, and per program its section and
- * whether this kernel has its attach target (targets; NULL: not checked).
- * Returns 0 with the report in *ret_report; -EINVAL with the report AND err
- * naming the metric, map and member when the decoder cannot read some map;
- * another -errno with only err when the plugin cannot be opened.
- */
-int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
-			json_t **ret_report, struct ktel_err *err);
-
-/* ---- human rendering (ktelemetryctl) ------------------------------------- */
-
-/*
- * Bucket k of a histogram as the JSON line format carries it ("scheme",
- * "le"): "[0, 1]" for log2's first bucket, "(256, 512]" (upper-inclusive)
- * for the others, "(1G, +Inf)" for the overflow; "[lo, hi)" for log2_floor
- * and linear. Bounds of 1024 and above in K/M/G (powers of 1024) like
- * bpftrace's. Returns 0 or -EINVAL when k is out of range.
- */
-int ktel_ctl_bucket_label(const json_t *hist, size_t k, char *buf, size_t len);
-
-/*
- * Draw one histogram (a "histogram" object) as bpftrace's @hist does: the
- * buckets from the first to the last non-empty one, each with its bounds,
- * its count and a bar of '@' scaled to the largest count (width columns).
- */
-void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width);
-
-/*
- * Print an answer of cmd for people: list as an aligned table, status as
- * sections, show as bars, pull as one line per record, others as
- * "key: value" lines. Unknown commands fall back to indented JSON.
- */
-void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp);
-
-/* Print an inspect report for people. */
-void ktel_ctl_render_inspect(FILE *out, const json_t *report);
-
 #endif /* KTEL_CONTROL_H */

@@ -33,3 +33,16 @@ uint64_t ktel_hist_count(const struct ktel_histogram *h)
 		n += h->counts[k];
 	return n;
 }
+
+const char *ktel_hist_scheme_name(enum ktel_hist_scheme scheme)
+{
+	static const char *const names[] = {
+		[KTEL_HIST_NONE] = "none",
+		[KTEL_HIST_LOG2] = "log2",
+		[KTEL_HIST_LOG2_FLOOR] = "log2_floor",
+		[KTEL_HIST_LINEAR] = "linear",
+	};
+
+	return (unsigned)scheme < KTEL_ARRAY_SIZE(names) && names[scheme] ? names[scheme]
+									   : "unknown";
+}

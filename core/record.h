@@ -106,6 +106,10 @@ struct ktel_record {
 /* Upper bound of bucket k under scheme; sets *ret_inf for the +Inf bucket. */
 double ktel_hist_upper_bound(const struct ktel_histogram *h, uint32_t k, bool *ret_inf);
 
+/* "log2", "log2_floor", "linear", "none" ("unknown" out of range): the
+ * names the JSON line format and inspect use. */
+const char *ktel_hist_scheme_name(enum ktel_hist_scheme scheme);
+
 /* Sum of all bucket counts. */
 uint64_t ktel_hist_count(const struct ktel_histogram *h);
 

@@ -27,6 +27,8 @@
 
 #include "config.h"
 #include "control.h"
+#include "ctl_render.h"
+#include "inspect.h"
 #include "kernel_targets.h"
 #include "sink.h"
 

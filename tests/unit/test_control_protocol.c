@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "ctl_render.h"
+#include "inspect.h"
 #include "ktel_test.h"
 
 /* ---- framing -------------------------------------------------------------- */

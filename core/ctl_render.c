@@ -1,0 +1,507 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Human rendering for ktelemetryctl (see ctl_render.h). */
+#include "ctl_render.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ktelemetry/plugin.h>
+
+#include "error.h"
+
+/* ---- human rendering ---------------------------------------------------------- */
+
+static const char *jstr(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+static long long jint(const json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+/* 1024 -> "1K", 3145728 -> "3M", 1500 -> "1500" (bpftrace's bounds). */
+static void fmt_bound(double v, char *buf, size_t len)
+{
+	static const char suffix[] = "KMGTP";
+	double unit = 1024.0 * 1024 * 1024 * 1024 * 1024;
+
+	for (int i = 4; i >= 0; i--, unit /= 1024)
+		if (v >= unit && fmod(v, unit) == 0) {
+			snprintf(buf, len, "%.0f%c", v / unit, suffix[i]);
+			return;
+		}
+	snprintf(buf, len, "%.0f", v);
+}
+
+static bool le_at(const json_t *le, size_t k, double *ret)
+{
+	const json_t *v = json_array_get(le, k);
+
+	if (!json_is_number(v))
+		return false;
+	*ret = json_number_value(v);
+	return true;
+}
+
+int ktel_ctl_bucket_label(const json_t *hist, size_t k, char *buf, size_t len)
+{
+	const json_t *le = json_object_get(hist, "le");
+	bool inclusive = strcmp(jstr(hist, "scheme"), "log2") == 0;
+	char lo[32] = "0", hi[32] = "+Inf";
+	double v;
+
+	if (k >= json_array_size(le))
+		return -EINVAL;
+	if (k > 0 && le_at(le, k - 1, &v))
+		fmt_bound(v, lo, sizeof(lo));
+	else if (k == 0 && strcmp(jstr(hist, "scheme"), "linear") == 0)
+		fmt_bound((double)jint(hist, "linear_min"), lo, sizeof(lo));
+	if (le_at(le, k, &v))
+		fmt_bound(v, hi, sizeof(hi));
+	if (strcmp(hi, "+Inf") == 0)
+		snprintf(buf, len, "%c%s, +Inf)", inclusive ? '(' : '[', lo);
+	else if (inclusive)
+		snprintf(buf, len, "%c%s, %s]", k == 0 ? '[' : '(', lo, hi);
+	else
+		snprintf(buf, len, "[%s, %s)", lo, hi);
+	return 0;
+}
+
+void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width)
+{
+	const json_t *counts = json_object_get(hist, "counts");
+	size_t n = json_array_size(counts), first = n, last = 0;
+	unsigned long long max = 0;
+	int label_w = 16;
+	char label[80];
+
+	for (size_t k = 0; k < n; k++) {
+		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
+											      k));
+
+		if (!c)
+			continue;
+		first = first < k ? first : k;
+		last = k;
+		max = c > max ? c : max;
+	}
+	if (first == n) {
+		fprintf(out, "(no events)\n");
+		return;
+	}
+	for (size_t k = first; k <= last; k++)
+		if (!ktel_ctl_bucket_label(hist, k, label, sizeof(label)) &&
+		    (int)strlen(label) + 1 > label_w)
+			label_w = (int)strlen(label) + 1;
+	for (size_t k = first; k <= last; k++) {
+		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
+											      k));
+		int bar = (int)(c * (unsigned long long)width / max);
+
+		if (ktel_ctl_bucket_label(hist, k, label, sizeof(label)))
+			break;
+		fprintf(out, "%-*s %8llu |", label_w, label, c);
+		for (int i = 0; i < width; i++)
+			fputc(i < bar ? '@' : ' ', out);
+		fprintf(out, "|\n");
+	}
+}
+
+static void fmt_dims(const json_t *rec, char *buf, size_t len)
+{
+	const json_t *dims = json_object_get(rec, "dims");
+	const char *key;
+	json_t *v;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	json_object_foreach((json_t *)dims, key, v) {
+		char *s = json_is_string(v) ? strdup(json_string_value(v))
+					    : json_dumps(v, JSON_ENCODE_ANY);
+
+		if (off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s=%s", off ? ", " : "",
+						key, s ? s : "?");
+		free(s);
+	}
+	if (!buf[0])
+		snprintf(buf, len, "(all)");
+}
+
+static void render_record(FILE *out, const json_t *rec, bool bars)
+{
+	const char *type = jstr(rec, "type");
+	char dims[512];
+
+	fmt_dims(rec, dims, sizeof(dims));
+	if (strcmp(type, "histogram") == 0) {
+		const json_t *h = json_object_get(rec, "histogram");
+
+		fprintf(out, "@%s[%s]: count %lld", jstr(rec, "metric"), dims, jint(h, "count"));
+		if (json_object_get(h, "sum"))
+			fprintf(out, ", sum %lld %s", jint(h, "sum"), jstr(rec, "unit"));
+		fprintf(out, "\n");
+		if (bars)
+			ktel_ctl_draw_hist(out, h, 52);
+		return;
+	}
+	if (strcmp(type, "counter") == 0)
+		fprintf(out, "%s[%s]: %lld (total %lld)\n", jstr(rec, "metric"), dims,
+			jint(rec, "value"), jint(rec, "total"));
+	else
+		fprintf(out, "%s[%s]: %lld\n", jstr(rec, "metric"), dims, jint(rec, "value"));
+}
+
+static void render_show(FILE *out, const json_t *resp)
+{
+	const json_t *last = json_object_get(resp, "last_pull");
+	const json_t *totals = json_object_get(resp, "totals");
+	const json_t *window = json_object_get(resp, "window");
+	size_t i;
+	json_t *rec;
+
+	fprintf(out, "%s (%s), %s\n", jstr(resp, "metric"), jstr(resp, "unit"),
+		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
+	if (!json_is_object(last)) {
+		fprintf(out, "not pulled yet: nothing to show (ktelemetryctl pull %s)\n",
+			jstr(resp, "metric"));
+		return;
+	}
+	fprintf(out, "\ncumulative, as of the last pull (%s):\n", jstr(last, "time"));
+	if (!json_array_size(totals))
+		fprintf(out, "(no keys)\n");
+	json_array_foreach(totals, i, rec)
+		render_record(out, rec, true);
+	fprintf(out, "\nlast window:\n");
+	if (!json_array_size(window))
+		fprintf(out, "(nothing new in the last window)\n");
+	json_array_foreach(window, i, rec) {
+		fprintf(out, "%s .. %s\n", jstr(rec, "start"), jstr(rec, "end"));
+		render_record(out, rec, true);
+	}
+}
+
+static void render_pull(FILE *out, const json_t *resp)
+{
+	const json_t *records = json_object_get(resp, "records");
+	size_t i;
+	json_t *rec;
+
+	json_array_foreach(records, i, rec)
+		render_record(out, rec, false);
+	fprintf(out, "%lld metric(s) pulled, %zu record(s)\n", jint(resp, "pulled"),
+		json_array_size(records));
+}
+
+/* A column of the list table: header and how to get the cell. */
+struct column {
+	const char *header;
+	void (*cell)(const json_t *m, char *buf, size_t len);
+};
+
+static void cell_name(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", jstr(m, "name"));
+}
+
+static void cell_plugin(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", jstr(m, "plugin"));
+}
+
+static void cell_state(const json_t *m, char *b, size_t l)
+{
+	if (json_is_string(json_object_get(m, "problem")))
+		snprintf(b, l, "unavailable");
+	else
+		snprintf(b, l, "%s", json_is_true(json_object_get(m, "enabled")) ? "enabled"
+										  : "disabled");
+}
+
+static void cell_unit(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", jstr(m, "unit"));
+}
+
+static void cell_interval(const json_t *m, char *b, size_t l)
+{
+	long long ms = jint(m, "interval_ms");
+
+	if (ms % 1000)
+		snprintf(b, l, "%lldms", ms);
+	else
+		snprintf(b, l, "%llds", ms / 1000);
+}
+
+static void cell_atom(const json_t *m, char *b, size_t l)
+{
+	snprintf(b, l, "%s", json_is_string(json_object_get(m, "atom")) ? jstr(m, "atom") : "-");
+}
+
+static void cell_note(const json_t *m, char *b, size_t l)
+{
+	if (json_is_string(json_object_get(m, "problem")))
+		snprintf(b, l, "%s", jstr(m, "problem"));
+	else if (jint(m, "lease_ms") && json_is_true(json_object_get(m, "enabled")))
+		snprintf(b, l, "lease %lld ms", jint(m, "lease_ms"));
+	else
+		b[0] = '\0';
+}
+
+static const struct column list_columns[] = {
+	{"NAME", cell_name},       {"PLUGIN", cell_plugin}, {"STATE", cell_state},
+	{"UNIT", cell_unit},       {"INTERVAL", cell_interval}, {"ATOM", cell_atom},
+	{"NOTE", cell_note},
+};
+
+static void render_list(FILE *out, const json_t *resp)
+{
+	const json_t *metrics = json_object_get(resp, "metrics");
+	int w[KTEL_ARRAY_SIZE(list_columns)];
+	char cell[KTEL_ERR_MSG_MAX];
+	size_t i, c;
+	json_t *m;
+
+	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
+		w[c] = (int)strlen(list_columns[c].header);
+	json_array_foreach(metrics, i, m)
+		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
+			list_columns[c].cell(m, cell, sizeof(cell));
+			if ((int)strlen(cell) > w[c])
+				w[c] = (int)strlen(cell);
+		}
+	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
+		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
+			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, list_columns[c].header);
+	json_array_foreach(metrics, i, m)
+		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
+			list_columns[c].cell(m, cell, sizeof(cell));
+			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
+				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
+		}
+}
+
+static void render_program(FILE *out, const json_t *p)
+{
+	fprintf(out, "    %-28s %-36s ", jstr(p, "name"), jstr(p, "section"));
+	if (!json_is_true(json_object_get(p, "selected"))) {
+		fprintf(out, "skipped: %s\n", jstr(p, "skip_reason"));
+		return;
+	}
+	fprintf(out, "%s id %lld", json_is_true(json_object_get(p, "attached")) ? "attached"
+										 : "detached",
+		jint(p, "prog_id"));
+	if (json_object_get(p, "run_cnt"))
+		fprintf(out, ", %lld runs, %lld ns (%.0f ns/run)", jint(p, "run_cnt"),
+			jint(p, "run_time_ns"),
+			jint(p, "run_cnt") ? (double)jint(p, "run_time_ns") / jint(p, "run_cnt")
+					   : 0.0);
+	if (json_object_get(p, "recursion_misses"))
+		fprintf(out, ", %lld recursion misses", jint(p, "recursion_misses"));
+	if (json_is_string(json_object_get(p, "attach_error")))
+		fprintf(out, ", attach error: %s", jstr(p, "attach_error"));
+	fputc('\n', out);
+}
+
+static void render_status(FILE *out, const json_t *resp)
+{
+	const json_t *d = json_object_get(resp, "daemon"), *p, *m, *s, *prog;
+	size_t i, j;
+
+	fprintf(out, "daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
+		"state %s\n  bpf_stats %s\n", jint(d, "pid"),
+		json_number_value(json_object_get(d, "uptime_s")), jstr(d, "config"),
+		jstr(d, "control_socket"), jstr(d, "pin_root"), jstr(d, "state_file"),
+		json_is_true(json_object_get(d, "bpf_stats"))
+			? "on: run counts and times are measured"
+			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
+	fprintf(out, "\nplugins\n");
+	json_array_foreach(json_object_get(resp, "plugins"), i, p) {
+		fprintf(out, "  %s %s  %s", jstr(p, "name"), jstr(p, "version"), jstr(p, "path"));
+		if (json_is_true(json_object_get(p, "unsupported")))
+			fprintf(out, "  unsupported: %s", jstr(p, "reason"));
+		fputc('\n', out);
+		json_array_foreach(json_object_get(p, "programs"), j, prog)
+			render_program(out, prog);
+	}
+	fprintf(out, "\nmetrics\n");
+	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
+		const json_t *lp = json_object_get(m, "last_pull");
+
+		fprintf(out, "  %-28s %-8s ", jstr(m, "name"),
+			json_is_true(json_object_get(m, "enabled")) ? "enabled" : "disabled");
+		if (json_is_object(lp))
+			fprintf(out, "last pull %s: %lld keys, %s, %lld syscalls, %.1f us, %lld "
+				"records%s", jstr(lp, "time"), jint(lp, "keys"), jstr(lp, "method"),
+				jint(lp, "syscalls"), jint(lp, "duration_ns") / 1000.0,
+				jint(lp, "records"),
+				json_is_true(json_object_get(lp, "truncated")) ? " (truncated)" : "");
+		else
+			fprintf(out, "never pulled");
+		fprintf(out, "; %lld pulls, %lld errors", jint(m, "pulls"), jint(m, "pull_errors"));
+		if (json_is_string(json_object_get(m, "problem")))
+			fprintf(out, "; %s", jstr(m, "problem"));
+		fputc('\n', out);
+	}
+	fprintf(out, "\nsinks\n");
+	json_array_foreach(json_object_get(resp, "sinks"), i, s)
+		fprintf(out, "  %s (%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
+			"queued %lld\n", jstr(s, "name"), jstr(s, "type"), jint(s, "sent"),
+			jint(s, "dropped"), jint(s, "errors"), jint(s, "reconnects"),
+			jint(s, "queued"));
+}
+
+static void render_toggle(FILE *out, const json_t *resp)
+{
+	size_t i;
+	json_t *p;
+
+	fprintf(out, "%s: %s", jstr(resp, "metric"),
+		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
+	if (jint(resp, "lease_ms") && json_is_true(json_object_get(resp, "enabled")))
+		fprintf(out, " for %lld ms", jint(resp, "lease_ms"));
+	fputc('\n', out);
+	json_array_foreach(json_object_get(resp, "programs"), i, p)
+		fprintf(out, "  program %s id %lld %s\n", jstr(p, "name"), jint(p, "prog_id"),
+			json_is_true(json_object_get(p, "attached")) ? "attached" : "detached");
+}
+
+static void render_reload(FILE *out, const json_t *resp)
+{
+	fprintf(out, "reloaded\n");
+}
+
+static void render_help(FILE *out, const json_t *resp)
+{
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(json_object_get(resp, "commands"), i, c)
+		fprintf(out, "  %-8s %s\n", jstr(c, "name"), jstr(c, "help"));
+}
+
+static void render_watch(FILE *out, const json_t *resp)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(json_object_get(resp, "sockets"), i, s)
+		fprintf(out, "%s %s\n", jstr(s, "sink"), jstr(s, "socket"));
+}
+
+static const struct {
+	const char *cmd;
+	void (*fn)(FILE *out, const json_t *resp);
+} renderers[] = {
+	{"list", render_list},       {"status", render_status}, {"show", render_show},
+	{"pull", render_pull},       {"enable", render_toggle}, {"disable", render_toggle},
+	{"reload", render_reload},   {"help", render_help},     {"watch", render_watch},
+};
+
+void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp)
+{
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(renderers); i++)
+		if (strcmp(renderers[i].cmd, cmd) == 0) {
+			renderers[i].fn(out, resp);
+			return;
+		}
+	json_dumpf(resp, out, JSON_INDENT(2));
+	fputc('\n', out);
+}
+
+static void render_layout(FILE *out, const char *what, const json_t *l)
+{
+	size_t i;
+	json_t *f;
+
+	if (!json_is_object(l))
+		return;
+	fprintf(out, "    %s: %s (%lld bytes)\n", what, jstr(l, "type"), jint(l, "size"));
+	json_array_foreach(json_object_get(l, "fields"), i, f) {
+		const json_t *labels = json_object_get(f, "labels");
+
+		fprintf(out, "      +%-4lld %-24s %-10s %lld byte%s", jint(f, "offset"),
+			jstr(f, "name")[0] ? jstr(f, "name") : "(scalar)", jstr(f, "kind"),
+			jint(f, "size"), jint(f, "size") == 1 ? "" : "s");
+		if (jint(f, "count") > 1)
+			fprintf(out, " [%lld x %lld]", jint(f, "count"), jint(f, "elem_size"));
+		fprintf(out, "%s", json_is_true(json_object_get(f, "signed")) ? " signed" : "");
+		if (json_object_size(labels)) {
+			const char *k;
+			json_t *v;
+			int n = 0;
+
+			fprintf(out, " labels:");
+			json_object_foreach((json_t *)labels, k, v)
+				fprintf(out, "%s %s=%s", n++ ? "," : "", k, json_string_value(v));
+		}
+		fputc('\n', out);
+	}
+}
+
+void ktel_ctl_render_inspect(FILE *out, const json_t *r)
+{
+	size_t i, j;
+	json_t *m, *p, *d;
+
+	fprintf(out, "plugin %s %s: %s\n  %s, BPF object %lld bytes\n", jstr(r, "plugin"),
+		jstr(r, "version"), jstr(r, "description"), jstr(r, "path"), jint(r, "bpf_bytes"));
+	json_array_foreach(json_object_get(r, "metrics"), i, m) {
+		const json_t *h = json_object_get(m, "histogram");
+		const json_t *map = json_object_get(m, "map");
+
+		fprintf(out, "\n  metric %s (%s, unit %s", jstr(m, "name"), jstr(m, "model"),
+			jstr(m, "unit"));
+		if (json_is_string(json_object_get(m, "atom")))
+			fprintf(out, ", atom %s %lld", jstr(m, "atom"), jint(m, "atom_id"));
+		fprintf(out, ")\n");
+		if (json_is_object(map))
+			fprintf(out, "    map %s: %s, max_entries %lld\n", jstr(map, "name"),
+				jstr(map, "type"), jint(map, "max_entries"));
+		render_layout(out, "key", json_object_get(m, "key"));
+		render_layout(out, "value", json_object_get(m, "value"));
+		render_layout(out, "event", json_object_get(m, "event"));
+		if (json_is_object(h))
+			fprintf(out, "    histogram: scheme %s, %lld buckets%s\n", jstr(h, "scheme"),
+				jint(h, "buckets"),
+				json_is_true(json_object_get(h, "sum")) ? ", with sum" : "");
+		if (json_is_string(json_object_get(m, "values")))
+			fprintf(out, "    values: %s per integer member\n", jstr(m, "values"));
+		json_array_foreach(json_object_get(m, "dims"), j, d)
+			fprintf(out, "    dimension %s = key.%s%s%s%s%s\n", jstr(d, "name"),
+				jstr(d, "key_member"),
+				json_is_string(json_object_get(d, "label_enum")) ? ", labels from enum "
+										    : "",
+				jstr(d, "label_enum"),
+				json_is_string(json_object_get(d, "label_map")) ? ", labels from map "
+										   : "",
+				jstr(d, "label_map"));
+		if (json_is_string(json_object_get(m, "error")))
+			fprintf(out, "    UNREADABLE: %s\n", jstr(m, "error"));
+	}
+	fprintf(out, "\n  programs\n");
+	json_array_foreach(json_object_get(r, "programs"), i, p) {
+		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
+		if (json_is_string(json_object_get(p, "variant_group")))
+			fprintf(out, " variant of %s", jstr(p, "variant_group"));
+		if (json_object_get(p, "target_present"))
+			fprintf(out, json_is_true(json_object_get(p, "target_present"))
+					     ? " target present%s%s"
+					     : " target MISSING: %s%s",
+				jstr(p, "target_reason"),
+				json_is_true(json_object_get(p, "selected")) ? ", would load"
+									      : ", would not load");
+		fputc('\n', out);
+	}
+}

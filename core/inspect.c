@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* ktelemetryctl inspect: a plugin's maps as the generic decoder sees them. */
+#include "inspect.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf_lifecycle.h"
+#include "btf_layout.h"
+#include "jsonutil.h"
+#include "record.h"
+#include "kernel_targets.h"
+#include "plugin_loader.h"
+
+#define MAX_ENUM_LABELS 256
+
+/* ---- inspect ---------------------------------------------------------------- */
+
+static const char *field_kind_name(enum ktel_field_kind k)
+{
+	static const char *const names[] = {
+		[KTEL_FIELD_INT] = "int",
+		[KTEL_FIELD_ENUM] = "enum",
+		[KTEL_FIELD_CHAR_ARRAY] = "char_array",
+		[KTEL_FIELD_INT_ARRAY] = "int_array",
+	};
+
+	return (unsigned)k < KTEL_ARRAY_SIZE(names) && names[k] ? names[k] : "?";
+}
+
+/* {"value": "label", ...} of an ENUM or ENUM64 type, bounded. */
+static json_t *enum_labels_json(const struct btf *btf, __u32 id)
+{
+	const struct btf_type *t = btf__type_by_id(btf, id);
+	json_t *o = json_object();
+	char key[32];
+
+	if (!t || !o)
+		return o;
+	for (__u16 i = 0; i < btf_vlen(t) && i < MAX_ENUM_LABELS; i++) {
+		const char *name;
+		long long v;
+
+		if (btf_is_enum(t)) {
+			const struct btf_enum *e = btf_enum(t) + i;
+
+			name = btf__name_by_offset(btf, e->name_off);
+			v = btf_kflag(t) ? (long long)e->val : (long long)(__u32)e->val;
+		} else if (btf_kind(t) == BTF_KIND_ENUM64) {
+			const struct btf_enum64 *e = (const struct btf_enum64 *)(t + 1) + i;
+
+			name = btf__name_by_offset(btf, e->name_off);
+			v = (long long)(((__u64)e->val_hi32 << 32) | e->val_lo32);
+		} else {
+			break;
+		}
+		snprintf(key, sizeof(key), "%lld", v);
+		json_object_set_new(o, key, json_string(name ?: ""));
+	}
+	return o;
+}
+
+static json_t *layout_json(const struct btf *btf, const struct ktel_layout *l)
+{
+	json_t *fields = json_array();
+
+	for (__u32 i = 0; i < l->n_fields; i++) {
+		const struct ktel_field *f = &l->fields[i];
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "name", f->name, "kind",
+				      field_kind_name(f->kind), "offset", (json_int_t)f->offset,
+				      "size", (json_int_t)f->size, "elem_size",
+				      (json_int_t)f->elem_size, "count", (json_int_t)f->count,
+				      "signed", f->is_signed);
+
+		if (o && f->kind == KTEL_FIELD_ENUM)
+			json_object_set_new(o, "labels", enum_labels_json(btf, f->enum_type_id));
+		json_array_append_new(fields, o);
+	}
+	return json_pack("{s:s, s:I, s:o}", "type", l->type_name, "size", (json_int_t)l->size,
+			 "fields", fields);
+}
+
+/* The key or value layout of map as JSON into o[what]; -errno with err. */
+static int inspect_layout(const struct btf *btf, __u32 type_id, __u32 size, json_t *o,
+			  const char *what, struct ktel_layout **ret, struct ktel_err *err)
+{
+	struct ktel_layout *l = NULL;
+	int r;
+
+	if (!type_id)
+		return ktel_err_set(err, EINVAL, "%s has no BTF type (declare the map with "
+				    "__type(key, ...) and __type(value, ...))", what);
+	r = ktel_layout__new(btf, type_id, size, &l, err);
+	if (r)
+		return ktel_err_prefix(err, "%s: ", what);
+	json_object_set_new(o, what, layout_json(btf, l));
+	*ret = l;
+	return 0;
+}
+
+/* Can the daemon turn this value into records? Same rules as metric_pull. */
+static int check_value(const struct ktel_metric_desc *md, const struct ktel_layout *vl,
+		       json_t *o, struct ktel_err *err)
+{
+	if (vl->hist_field >= 0) {
+		if (vl->n_buckets > KTEL_HIST_BUCKETS)
+			return ktel_err_set(err, EINVAL, "value %s: %u buckets, at most %d",
+					    vl->type_name, vl->n_buckets, KTEL_HIST_BUCKETS);
+		json_object_set_new(o, "histogram",
+				    json_pack("{s:s, s:I, s:b}", "scheme",
+					      ktel_hist_scheme_name(md->scheme ? md->scheme : KTEL_HIST_LOG2),
+					      "buckets", (json_int_t)vl->n_buckets, "sum",
+					      vl->sum_field >= 0));
+		return 0;
+	}
+	for (__u32 i = 0; i < vl->n_fields; i++)
+		if (vl->fields[i].kind == KTEL_FIELD_INT || vl->fields[i].kind == KTEL_FIELD_ENUM) {
+			ktel_json_set_str(o, "values", md->value_kind == KTEL_VALUE_GAUGE ? "gauge"
+										: "counter");
+			return 0;
+		}
+	return ktel_err_set(err, EINVAL, "value %s has neither a u64 buckets array nor integer "
+			    "members", vl->type_name);
+}
+
+static int check_dims(const struct ktel_metric_desc *md, const struct btf *btf,
+		      const struct ktel_layout *kl, json_t *o, struct ktel_err *err)
+{
+	json_t *dims = json_array();
+
+	json_object_set_new(o, "dims", dims);
+	for (uint32_t i = 0; i < md->n_dims; i++) {
+		const struct ktel_dimension_desc *dd = &md->dims[i];
+		const char *member = dd->key_member ? dd->key_member : dd->name;
+
+		json_array_append_new(dims, json_pack("{s:s, s:s, s:s?, s:s?}", "name", dd->name,
+						      "key_member", member, "label_enum",
+						      dd->label_enum, "label_map", dd->label_map));
+		if (!ktel_layout__find(kl, member))
+			return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
+					    dd->name, kl->type_name, member);
+		if (dd->label_enum && ktel_btf_find_enum(btf, dd->label_enum) < 0)
+			return ktel_err_set(err, EINVAL, "dimension %s: no enum %s in the object's "
+					    "BTF", dd->name, dd->label_enum);
+	}
+	return 0;
+}
+
+static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			       json_t *o, struct ktel_err *err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
+	struct ktel_layout *kl = NULL, *vl = NULL;
+	int r;
+
+	if (!map)
+		return ktel_err_set(err, ENOENT, "map %s not in the object", md->map_name);
+	json_object_set_new(o, "map", json_pack("{s:s, s:s, s:I}", "name", md->map_name, "type",
+						libbpf_bpf_map_type_str(bpf_map__type(map)) ?: "?",
+						"max_entries",
+						(json_int_t)bpf_map__max_entries(map)));
+	r = inspect_layout(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map), o, "key",
+			   &kl, err);
+	if (!r)
+		r = inspect_layout(btf, bpf_map__btf_value_type_id(map), bpf_map__value_size(map),
+				   o, "value", &vl, err);
+	if (!r)
+		r = check_value(md, vl, o, err);
+	if (!r)
+		r = check_dims(md, btf, kl, o, err);
+	if (r && !strstr(err->msg, md->map_name))
+		ktel_err_prefix(err, "map %s ", md->map_name);
+	ktel_layout__free(kl);
+	ktel_layout__free(vl);
+	return r;
+}
+
+static int inspect_stream(const struct ktel_metric_desc *md, struct bpf_object *obj, json_t *o,
+			  struct ktel_err *err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	struct ktel_layout *l = NULL;
+	__s32 id;
+	int r;
+
+	ktel_json_set_str(o, "map", md->map_name);
+	id = md->event_type ? ktel_btf_find_struct(btf, md->event_type) : -ENOENT;
+	if (id < 0)
+		return ktel_err_set(err, EINVAL, "event type struct %s not in the object's BTF",
+				    md->event_type ? md->event_type : "(none declared)");
+	r = inspect_layout(btf, (__u32)id, 0, o, "event", &l, err);
+	ktel_layout__free(l);
+	return r;
+}
+
+static json_t *inspect_metric(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			      struct ktel_err *err, int *ret)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s?, s:I, s:s, s:s}", "name", md->name, "model",
+			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "atom",
+			      md->atom_name, "atom_id", (json_int_t)md->atom_id, "unit",
+			      md->unit ?: "", "scheme", ktel_hist_scheme_name(md->scheme));
+
+	*ret = md->model == KTEL_MODEL_STREAM ? inspect_stream(md, obj, o, err)
+					      : inspect_accumulator(md, obj, o, err);
+	if (*ret) {
+		ktel_err_prefix(err, "metric %s: ", md->name);
+		ktel_json_set_str(o, "error", err->msg);
+	}
+	return o;
+}
+
+static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_object *obj,
+				const struct ktel_targets *t)
+{
+	struct ktel_prog_choice choices[KTEL_PLUGIN_MAX_PROGRAMS];
+	struct bpf_program *prog;
+	json_t *a = json_array();
+	size_t n = 0;
+
+	memset(choices, 0, sizeof(choices));
+	bpf_object__for_each_program(prog, obj) {
+		if (n == KTEL_PLUGIN_MAX_PROGRAMS)
+			break;
+		choices[n].name = bpf_program__name(prog);
+		choices[n].section = bpf_program__section_name(prog);
+		n++;
+	}
+	if (t)
+		ktel_targets__choose(t, desc->variants, desc->n_variants, choices, n);
+	for (size_t i = 0; i < n; i++) {
+		char reason[KTEL_TARGET_REASON_MAX] = "";
+		json_t *o = json_pack("{s:s, s:s}", "name", choices[i].name, "section",
+				      choices[i].section);
+
+		if (t) {
+			int nr = -1, r = ktel_targets__check(t, choices[i].section, &nr, reason,
+							     sizeof(reason));
+
+			ktel_json_set_bool(o, "target_present", r == 0);
+			if (r)
+				ktel_json_set_str(o, "target_reason", reason);
+			ktel_json_set_int(o, "nr_args", nr);
+			ktel_json_set_bool(o, "selected", choices[i].selected);
+			if (!choices[i].selected)
+				ktel_json_set_str(o, "skip_reason", choices[i].reason);
+		}
+		for (uint32_t v = 0; v < desc->n_variants; v++)
+			if (strcmp(desc->variants[v].prog, choices[i].name) == 0)
+				ktel_json_set_str(o, "variant_group", desc->variants[v].group);
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
+			json_t **ret_report, struct ktel_err *err)
+{
+	struct ktel_plugin *p = NULL;
+	struct bpf_object *obj = NULL;
+	json_t *report = NULL, *metrics;
+	struct ktel_err first = {0};
+	int r;
+
+	r = ktel_plugin__open_owner(path, owner, &p, err);
+	if (r)
+		return r;
+	{
+		LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
+
+		/* The loader validated the ELF and its BTF before it opened it:
+		 * opening the same bytes again is safe. Nothing is loaded. */
+		obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
+	}
+	if (!obj) {
+		r = ktel_err_set(err, errno ? errno : EINVAL, "%s: BPF object does not open: %s",
+				 path, strerror(errno ? errno : EINVAL));
+		goto out;
+	}
+	metrics = json_array();
+	report = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "path", path, "plugin",
+			   p->desc.name, "version", p->desc.version ?: "", "description",
+			   p->desc.description ?: "", "abi", "1", "bpf_bytes",
+			   (json_int_t)p->desc.bpf_object_size, "metrics", metrics);
+	for (uint32_t i = 0; report && i < p->desc.n_metrics; i++) {
+		struct ktel_err e;
+		int mr;
+
+		json_array_append_new(metrics, inspect_metric(&p->desc.metrics[i], obj, &e, &mr));
+		if (mr && !r) {
+			r = mr;
+			first = e;
+		}
+	}
+	if (!report) {
+		r = ktel_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	json_object_set_new(report, "programs", inspect_programs(&p->desc, obj, targets));
+	ktel_json_set_bool(report, "readable", r == 0);
+	if (r)
+		ktel_err_set(err, first.code ? first.code : EINVAL, "%s: %s", path, first.msg);
+	*ret_report = report;
+	report = NULL;
+out:
+	json_decref(report);
+	bpf_object__close(obj);
+	ktel_plugin__free(p);
+	return r;
+}
+

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * `ktelemetryctl inspect`: the documented "verify the BTF layout" step as a
+ * command. Works offline, without the daemon and without loading anything.
+ */
+#ifndef KTEL_INSPECT_H
+#define KTEL_INSPECT_H
+
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "error.h"
+
+struct ktel_targets;
+
+/*
+ * Describe a plugin file without loading anything into the kernel: open it
+ * with the plugin loader (files owned by root or by owner), open its BPF
+ * object from memory (no load) and describe, per metric, the key and value
+ * layouts as the generic decoder sees them (members, offsets, sizes, enum
+ * labels), dimensions, the histogram scheme, and per program its section and
+ * whether this kernel has its attach target (targets; NULL: not checked).
+ * Returns 0 with the report in *ret_report; -EINVAL with the report AND err
+ * naming the metric, map and member when the decoder cannot read some map;
+ * another -errno with only err when the plugin cannot be opened.
+ */
+int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
+			json_t **ret_report, struct ktel_err *err);
+
+#endif /* KTEL_INSPECT_H */
