@@ -608,15 +608,15 @@ static void test_four_sinks_same_counts(void **state)
 		usleep(200000);
 	}
 	/* Every record routed to statsd was sent or counted as dropped
-	 * (statsd_stats_settled), and the windows since the kill were
-	 * dropped, not sent. */
+	 * (statsd_stats_settled); at least the metric's windows since the
+	 * kill were dropped. */
 	st2 = statsd_stats_settled(&records);
 	printf("phase 2: %zu records (all metrics), %llu events; statsd sent %llu dropped %llu errors %llu "
 	       "reconnects %llu\n", records, (unsigned long long)view_count(&s2.json),
 	       (unsigned long long)st2.sent, (unsigned long long)st2.dropped,
 	       (unsigned long long)st2.errors, (unsigned long long)st2.reconnects);
 	assert_true(s2.json.records >= s1.json.records + 2);
-	assert_true(st2.dropped >= 2);
+	assert_true(st2.dropped >= s2.json.records - s1.json.records);
 	assert_true(st2.errors >= 1);
 	/* The others were not touched by it. */
 	for (size_t i = 0; i < sizeof(healthy) / sizeof(healthy[0]); i++) {
