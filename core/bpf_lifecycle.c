@@ -877,3 +877,16 @@ void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p)
 	free(p->maps);
 	free(p);
 }
+
+bool ktel_bpf_stats_enabled(void)
+{
+	char c = '0';
+	int fd = open("/proc/sys/kernel/bpf_stats_enabled", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = '0';
+	close(fd);
+	return c == '1';
+}

@@ -179,4 +179,7 @@ int ktel_bpf_plugin__unpin(struct ktel_bpf_plugin *p, struct ktel_err *err);
 /* Detach everything, close the object; pins stay. Accepts NULL. */
 void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p);
 
+/* Is kernel.bpf_stats_enabled on (programs' run_time_ns/run_cnt counted)? */
+bool ktel_bpf_stats_enabled(void);
+
 #endif /* KTEL_BPF_LIFECYCLE_H */

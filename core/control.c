@@ -38,7 +38,6 @@
 #include "router.h"
 #include "../sinks/json/json_format.h"
 
-#define BPF_STATS_PATH "/proc/sys/kernel/bpf_stats_enabled"
 #define MAX_GROUPS 65536
 #define MAX_ENUM_LABELS 256
 
@@ -89,29 +88,6 @@ static void iso_time(int64_t wall_ns, char *buf, size_t len)
 
 /* Does metric m use program prog? (All of its plugin's when it lists none.)
  * The daemon's enable/disable follow the same rule. */
-static bool metric_uses(const struct ktel_metric *m, const char *prog)
-{
-	if (!m->md->programs || !m->md->n_programs)
-		return true;
-	for (uint32_t i = 0; i < m->md->n_programs; i++)
-		if (strcmp(m->md->programs[i], prog) == 0)
-			return true;
-	return false;
-}
-
-static bool bpf_stats_enabled(void)
-{
-	char c = '0';
-	int fd = open(BPF_STATS_PATH, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	if (read(fd, &c, 1) != 1)
-		c = '0';
-	close(fd);
-	return c == '1';
-}
-
 /* ---- protocol pieces ---------------------------------------------------- */
 
 int ktel_control_split_lines(char *buf, size_t *len, size_t max,
@@ -497,7 +473,7 @@ static json_t *sinks_json(struct ktel_control *c)
 static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp,
 		      struct ktel_err *err)
 {
-	bool stats_on = bpf_stats_enabled();
+	bool stats_on = ktel_bpf_stats_enabled();
 	json_t *plugins = json_array(), *metrics = json_array();
 	struct ktel_router_stats rs = {0};
 
@@ -559,7 +535,7 @@ static json_t *metric_progs_json(const struct ktel_metric *m)
 	for (size_t i = 0; bp && i < bp->n_progs; i++) {
 		const struct ktel_bpf_prog *p = &bp->progs[i];
 
-		if (!p->selected || !metric_uses(m, p->name))
+		if (!p->selected || !ktel_metric__uses_prog(m, p->name))
 			continue;
 		json_array_append_new(a, json_pack("{s:s, s:I, s:b}", "name", p->name, "prog_id",
 						   (json_int_t)p->prog_id, "attached",

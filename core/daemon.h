@@ -99,6 +99,9 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 
 struct ktel_metric *ktel_daemon__metric(struct ktel_daemon *d, const char *name);
 
+/* Does metric m use program prog? (All of its plugin's when it lists none.) */
+bool ktel_metric__uses_prog(const struct ktel_metric *m, const char *prog);
+
 /* Iterate loaded plugins and metrics. */
 size_t ktel_daemon__n_plugins(const struct ktel_daemon *d);
 struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i);

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The daemon's private state and the functions its parts share. The daemon
+ * is split by job: daemon.c (start, pulls, enable/disable, shutdown),
+ * daemon_plugins.c (plugin directories: scan, load, unload, watch),
+ * daemon_reload.c (applying a new config), daemon_self.c (self-telemetry).
+ * Nothing here is part of any public interface.
+ */
+#ifndef KTEL_DAEMON_INTERNAL_H
+#define KTEL_DAEMON_INTERNAL_H
+
+#include <dirent.h>
+
+#include "daemon.h"
+#include "delta.h"
+#include "router.h"
+
+#define MAX_PLUGINS 256
+
+struct ktel_daemon {
+	uv_loop_t *loop;
+	struct ktel_config *cfg;
+	struct ktel_daemon_opts opts;
+	struct ktel_targets *targets;
+	struct ktel_router *router;
+	struct ktel_delta *delta;
+	struct ktel_loaded_plugin *plugins[MAX_PLUGINS];
+	size_t n_plugins;
+	/* Plugin directories watched for drop-ins; a change arms the debounce
+	 * timer and the rescan runs when the directory has been quiet. */
+	uv_fs_event_t *watchers, *retired_watchers;
+	size_t n_watchers;
+	uv_timer_t rescan_timer;
+	bool rescan_timer_init;
+	uv_timer_t once_timer;
+	bool once_timer_init;
+	bool shutting_down;
+	int exit_code;
+	struct ktel_complaint state_complaint;
+	struct ktel_control *control;
+	uv_timer_t self_timer;
+	bool self_timer_init;
+	uint64_t self_seq, self_start_boot;
+	int64_t self_start_wall;
+};
+
+/* daemon.c */
+void daemon_route(struct ktel_daemon *d, const struct ktel_metric *m,
+		  const struct ktel_record *recs, size_t n);
+void daemon_save_state(struct ktel_daemon *d);
+void daemon_on_pull_timer(uv_timer_t *t);
+void daemon_on_stream_records(void *ctx, const struct ktel_record *recs, size_t n);
+
+/* daemon_plugins.c */
+void daemon_on_refusal(const char *path, const struct ktel_err *err, void *ctx);
+void daemon_start_metric(struct ktel_daemon *d, struct ktel_metric *m);
+void daemon_watch_dirs(struct ktel_daemon *d);
+void daemon_close_watchers(struct ktel_daemon *d);
+void daemon_free_plugin(struct ktel_loaded_plugin *lp);
+
+/* daemon_self.c */
+void daemon_start_self(struct ktel_daemon *d);
+void daemon_emit_self(struct ktel_daemon *d);
+void daemon_on_self_timer(uv_timer_t *t);
+
+#endif /* KTEL_DAEMON_INTERNAL_H */

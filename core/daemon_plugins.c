@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The daemon's plugin directories: scan (new, replaced and removed files),
+ * load into the kernel, unload, and watch for drop-ins.
+ */
+#include "daemon_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "stream_reader.h"
+
+/* ---- loading -------------------------------------------------------------- */
+
+void daemon_on_refusal(const char *path, const struct ktel_err *err, void *ctx)
+{
+	/* The loader's messages start with the path. */
+	ktel_log(KTEL_LOG_ERROR, "%s", err->msg);
+}
+
+static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64_t *values)
+{
+	const struct ktel_plugin_desc *desc = &p->desc;
+
+	for (uint32_t i = 0; i < desc->n_params; i++) {
+		values[i] = desc->params[i].default_value;
+		for (uint32_t j = 0; j < desc->n_metrics; j++) {
+			const struct ktel_metric_cfg *mc =
+				ktel_config__metric(d->cfg, desc->metrics[j].name);
+			json_t *v = mc && mc->params ? json_object_get(mc->params,
+								      desc->params[i].name)
+						     : NULL;
+
+			if (v && json_is_integer(v))
+				values[i] = json_integer_value(v);
+		}
+	}
+	return 0;
+}
+
+static void init_metric(struct ktel_daemon *d, struct ktel_loaded_plugin *lp,
+			struct ktel_metric *m, const struct ktel_metric_desc *md)
+{
+	const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, md->name);
+
+	m->daemon = d;
+	m->lp = lp;
+	m->md = md;
+	m->interval_ms = ktel_config__metric_interval(d->cfg, md->name);
+	m->lease_ms = mc ? mc->lease_ms : 0;
+	uv_timer_init(d->loop, &m->timer);
+	uv_timer_init(d->loop, &m->lease_timer);
+	m->timer.data = m;
+	m->lease_timer.data = m;
+	m->timers_init = true;
+}
+
+/* Resolve every metric of a loaded plugin: a pull for accumulators, a ring
+ * buffer reader (not started until enabled) for streams. */
+static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp)
+{
+	struct ktel_err err;
+
+	for (size_t i = 0; i < lp->n_metrics; i++) {
+		struct ktel_metric *m = &lp->metrics[i];
+		const struct ktel_bpf_map *bm = ktel_bpf_plugin__map(lp->bpf, m->md->map_name);
+		const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, m->md->name);
+
+		if (lp->bpf->unsupported) {
+			snprintf(m->problem, sizeof(m->problem), "unsupported: %s",
+				 lp->bpf->unsupported_reason);
+			continue;
+		}
+		if (m->md->model == KTEL_MODEL_STREAM) {
+			if (ktel_stream_reader__new(d->loop, m->md, lp->bpf->obj, daemon_on_stream_records,
+						    m, &m->sr, &err)) {
+				snprintf(m->problem, sizeof(m->problem), "%s", err.msg);
+				ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
+			}
+			continue;
+		}
+		if (ktel_metric_pull__new(m->md, lp->bpf->obj, bm && !bm->reused, &m->mp, &err)) {
+			snprintf(m->problem, sizeof(m->problem), "%s", err.msg);
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
+			continue;
+		}
+		ktel_delta__set_emit_zeros(d->delta, m->md->name,
+					   mc ? mc->emit_zero : d->cfg->emit_zero);
+	}
+}
+
+static void log_plugin(const struct ktel_loaded_plugin *lp)
+{
+	const struct ktel_bpf_plugin *bp = lp->bpf;
+
+	if (bp->unsupported) {
+		ktel_log(KTEL_LOG_INFO, "plugin %s: unsupported: %s", lp->plugin->desc.name,
+			 bp->unsupported_reason);
+		return;
+	}
+	for (size_t i = 0; i < bp->n_maps; i++)
+		if (bp->maps[i].pinned)
+			ktel_log(KTEL_LOG_INFO, "plugin %s: map %s %s %s%s%s", lp->plugin->desc.name,
+				 bp->maps[i].name, bp->maps[i].reused ? "reuses pin" : "pinned at",
+				 bp->maps[i].pin_path, bp->maps[i].note[0] ? ": " : "",
+				 bp->maps[i].note);
+	for (size_t i = 0; i < bp->n_progs; i++)
+		if (!bp->progs[i].selected)
+			ktel_log(KTEL_LOG_INFO, "plugin %s: program %s skipped: %s",
+				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason);
+}
+
+/* Load an opened plugin into the kernel; on success the daemon owns it. */
+static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const struct stat *st)
+{
+	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
+	struct ktel_bpf_opts bopts = {
+		.pin_root = d->cfg->pin_root,
+		.pin_gid = d->cfg->pin_gid,
+		.targets = d->targets,
+		.param_values = params,
+		.no_attach = true,
+	};
+	struct ktel_loaded_plugin *lp;
+	struct ktel_err err;
+
+	if (d->n_plugins >= MAX_PLUGINS) {
+		ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: more than %d plugins", plugin->path,
+			 MAX_PLUGINS);
+		return -E2BIG;
+	}
+	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++) {
+		struct ktel_metric *other = ktel_daemon__metric(d, plugin->desc.metrics[i].name);
+
+		if (other) {
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: duplicate metric name %s "
+				 "(already provided by %s)", plugin->path,
+				 plugin->desc.metrics[i].name, other->lp->path);
+			return -EEXIST;
+		}
+	}
+	/* The kernel's BTF is parsed for a (re)scan and freed after it: it is
+	 * a third of the daemon's memory otherwise (docs/benchmarks.md). */
+	if (!d->targets) {
+		d->targets = ktel_targets__new(NULL, &err);
+		if (!d->targets) {
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+			return -err.code;
+		}
+		bopts.targets = d->targets;
+	}
+	load_params(d, plugin, params);
+	lp = calloc(1, sizeof(*lp));
+	if (!lp)
+		return -ENOMEM;
+	snprintf(lp->path, sizeof(lp->path), "%s", plugin->path);
+	lp->dev = st->st_dev;
+	lp->ino = st->st_ino;
+	lp->mtime = st->st_mtim;
+	if (ktel_bpf_plugin__load(plugin, &bopts, &lp->bpf, &err)) {
+		ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+		free(lp);
+		return -EINVAL;
+	}
+	lp->metrics = calloc(plugin->desc.n_metrics, sizeof(*lp->metrics));
+	if (!lp->metrics) {
+		ktel_bpf_plugin__free(lp->bpf);
+		free(lp);
+		return -ENOMEM;
+	}
+	lp->plugin = plugin;
+	lp->n_metrics = plugin->desc.n_metrics;
+	for (size_t i = 0; i < lp->n_metrics; i++)
+		init_metric(d, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
+	d->plugins[d->n_plugins++] = lp;
+	log_plugin(lp);
+	resolve_metrics(d, lp);
+	return 0;
+}
+
+void daemon_free_plugin(struct ktel_loaded_plugin *lp)
+{
+	for (size_t j = 0; j < lp->n_metrics; j++) {
+		ktel_metric_pull__free(lp->metrics[j].mp);
+		/* Normally freed already (unload, shutdown), while the loop runs
+		 * to close its handle. */
+		ktel_stream_reader__free(lp->metrics[j].sr);
+	}
+	free(lp->metrics);
+	ktel_bpf_plugin__free(lp->bpf); /* detaches; pins stay */
+	ktel_plugin__free(lp->plugin);
+	free(lp);
+}
+
+static void on_unloaded_timer_closed(uv_handle_t *h)
+{
+	struct ktel_metric *m = h->data;
+	struct ktel_loaded_plugin *lp = m->lp;
+
+	if (--lp->pending_closes == 0)
+		daemon_free_plugin(lp);
+}
+
+/*
+ * Take plugin i out of the daemon: pull what its enabled metrics hold (so
+ * nothing is lost), detach, and free once its timers have closed.
+ */
+static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
+{
+	struct ktel_loaded_plugin *lp = d->plugins[i];
+	struct ktel_err err;
+
+	ktel_log(KTEL_LOG_INFO, "plugin %s: unloading: %s", lp->path, why);
+	for (size_t j = 0; j < lp->n_metrics; j++) {
+		struct ktel_metric *m = &lp->metrics[j];
+
+		if (m->enabled && ktel_daemon__disable(d, m, &err))
+			ktel_log(KTEL_LOG_WARN, "%s", err.msg);
+		/* Frees itself once its poll handle closed; needs nothing of lp. */
+		ktel_stream_reader__free(m->sr);
+		m->sr = NULL;
+		if (m->timers_init) {
+			m->timers_init = false;
+			lp->pending_closes += 2;
+			uv_close((uv_handle_t *)&m->timer, on_unloaded_timer_closed);
+			uv_close((uv_handle_t *)&m->lease_timer, on_unloaded_timer_closed);
+		}
+	}
+	memmove(&d->plugins[i], &d->plugins[i + 1], (d->n_plugins - i - 1) * sizeof(lp));
+	d->n_plugins--;
+	if (!lp->pending_closes)
+		daemon_free_plugin(lp);
+}
+
+static struct ktel_loaded_plugin *plugin_by_path(struct ktel_daemon *d, const char *path,
+						  size_t *ret_index)
+{
+	for (size_t i = 0; i < d->n_plugins; i++)
+		if (strcmp(d->plugins[i]->path, path) == 0) {
+			*ret_index = i;
+			return d->plugins[i];
+		}
+	return NULL;
+}
+
+static int so_filter(const struct dirent *e)
+{
+	size_t n = strlen(e->d_name);
+
+	return e->d_name[0] != '.' && n > 3 && strcmp(e->d_name + n - 3, ".so") == 0;
+}
+
+/*
+ * Bring one plugin directory's loaded set in line with its files: new files
+ * are opened and loaded, changed files reloaded. Returns the changes made.
+ */
+static int scan_dir(struct ktel_daemon *d, const char *dir)
+{
+	struct dirent **names = NULL;
+	int n = scandir(dir, &names, so_filter, alphasort), changes = 0;
+
+	if (n < 0) {
+		ktel_log(KTEL_LOG_ERROR, "plugin directory %s: %s", dir, strerror(errno));
+		return 0;
+	}
+	for (int k = 0; k < n; k++) {
+		struct ktel_loaded_plugin *lp;
+		struct ktel_plugin *plugin;
+		char path[4096];
+		struct ktel_err err;
+		struct stat st;
+		size_t idx;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[k]->d_name);
+		free(names[k]);
+		if (lstat(path, &st) != 0)
+			continue;
+		lp = plugin_by_path(d, path, &idx);
+		if (lp && lp->dev == st.st_dev && lp->ino == st.st_ino &&
+		    lp->mtime.tv_sec == st.st_mtim.tv_sec && lp->mtime.tv_nsec == st.st_mtim.tv_nsec)
+			continue;
+		if (lp) {
+			unload_plugin(d, idx, "file replaced");
+			changes++;
+		}
+		if (ktel_plugin__open(path, &plugin, &err)) {
+			daemon_on_refusal(path, &err, d);
+			continue;
+		}
+		if (load_plugin(d, plugin, &st)) {
+			ktel_plugin__free(plugin);
+			continue;
+		}
+		changes++;
+	}
+	free(names);
+	return changes;
+}
+
+/* Unload plugins whose file is gone (or whose directory left the config). */
+static int drop_vanished(struct ktel_daemon *d)
+{
+	int changes = 0;
+
+	for (size_t i = d->n_plugins; i-- > 0;) {
+		const char *path = d->plugins[i]->path;
+		bool listed = false;
+		struct stat st;
+
+		for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++) {
+			size_t len = strlen(d->cfg->plugin_dirs[k]);
+
+			if (strncmp(path, d->cfg->plugin_dirs[k], len) == 0 && path[len] == '/')
+				listed = true;
+		}
+		if (listed && lstat(path, &st) == 0)
+			continue;
+		unload_plugin(d, i, listed ? "file removed" : "directory no longer configured");
+		changes++;
+	}
+	return changes;
+}
+
+int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
+{
+	size_t before = d->n_plugins;
+	int changes = drop_vanished(d);
+
+	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++)
+		changes += scan_dir(d, d->cfg->plugin_dirs[k]);
+	ktel_targets__free(d->targets);
+	d->targets = NULL;
+	/* Start the metrics of plugins that arrived with this scan. */
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
+
+			if (!m->enabled && !m->started_once)
+				daemon_start_metric(d, m);
+		}
+	(void)before;
+	return changes;
+}
+
+static void on_rescan_timer(uv_timer_t *t)
+{
+	struct ktel_daemon *d = t->data;
+	int changes = ktel_daemon__rescan_plugins(d);
+
+	if (changes)
+		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
+			 changes == 1 ? "" : "s");
+}
+
+static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+	struct ktel_daemon *d = h->data;
+
+	/* Debounce: a copy is many events; rescan once it is quiet. */
+	if (!d->shutting_down)
+		uv_timer_start(&d->rescan_timer, on_rescan_timer, 300, 0);
+}
+
+void daemon_close_watchers(struct ktel_daemon *d)
+{
+	for (size_t i = 0; i < d->n_watchers; i++)
+		uv_close((uv_handle_t *)&d->watchers[i], NULL);
+	d->n_watchers = 0;
+}
+
+void daemon_watch_dirs(struct ktel_daemon *d)
+{
+	size_t n = d->cfg->n_plugin_dirs;
+
+	daemon_close_watchers(d);
+	/* Closing handles still live in the old array until their close
+	 * callbacks ran: retire it, free it with the daemon. */
+	free(d->retired_watchers);
+	d->retired_watchers = d->watchers;
+	d->watchers = calloc(n ? n : 1, sizeof(*d->watchers));
+	if (!d->watchers)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		uv_fs_event_t *w = &d->watchers[i];
+		int r;
+
+		uv_fs_event_init(d->loop, w);
+		w->data = d;
+		r = uv_fs_event_start(w, on_dir_event, d->cfg->plugin_dirs[i], 0);
+		if (r)
+			ktel_log(KTEL_LOG_WARN, "plugin directory %s: not watched for drop-ins: %s",
+				 d->cfg->plugin_dirs[i], uv_strerror(r));
+		/* Every initialised handle is closed by close_watchers. */
+		d->n_watchers = i + 1;
+	}
+}
+
+/* Enable m at start-up or when its plugin arrives, as the config says. */
+void daemon_start_metric(struct ktel_daemon *d, struct ktel_metric *m)
+{
+	struct ktel_err err;
+
+	m->started_once = true;
+	if (!m->mp && !m->sr) {
+		ktel_log(KTEL_LOG_INFO, "metric %s: not collected: %s", m->md->name, m->problem);
+		return;
+	}
+	if (!ktel_config__metric_enabled(d->cfg, m->md->name)) {
+		ktel_log(KTEL_LOG_INFO, "metric %s: disabled by the config", m->md->name);
+		return;
+	}
+	if (ktel_daemon__enable(d, m, m->lease_ms, &err)) {
+		ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+		return;
+	}
+	ktel_log(KTEL_LOG_INFO, "metric %s: collecting every %llu ms", m->md->name,
+		 (unsigned long long)m->interval_ms);
+}
+

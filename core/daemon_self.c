@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Self-telemetry: the daemon's own health as ordinary records through the
+ * same sinks (docs/architecture.md, "Run time").
+ */
+#include "daemon_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+/* ---- self-telemetry -------------------------------------------------------- */
+
+#define SELF_PER_METRIC 3
+#define SELF_PER_PROG 2
+
+/* A record for metric-level self-telemetry: name, one dimension. */
+static struct ktel_record *self_rec(struct ktel_record *r, const struct ktel_record *tmpl,
+				    const char *name, const char *dim, int64_t idx,
+				    const char *label)
+{
+	*r = *tmpl;
+	r->metric = name;
+	r->n_dims = 1;
+	r->dims[0] = (struct ktel_dim){.name = dim, .value = idx, .label = label};
+	return r;
+}
+
+/* Records for each attached program: run time (bpf_stats) and recursion misses. */
+static size_t self_prog_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+				struct ktel_record *out, size_t max)
+{
+	bool stats = ktel_bpf_stats_enabled();
+	size_t n = 0;
+	int64_t idx = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
+
+		for (size_t j = 0; bp && j < bp->n_progs; j++, idx++) {
+			struct bpf_prog_info info = {0};
+			__u32 len = sizeof(info);
+			int fd;
+
+			if (!bp->progs[j].attached || n + SELF_PER_PROG > max)
+				continue;
+			fd = bpf_program__fd(bp->progs[j].prog);
+			if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+				continue;
+			self_rec(&out[n], tmpl, "ktel_prog_recursion_misses", "program", idx,
+				 bp->progs[j].name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = (int64_t)info.recursion_misses;
+			if (!stats)
+				continue;
+			/* Body-only time: bpf_stats does not see the dispatch. */
+			self_rec(&out[n], tmpl, "ktel_prog_run_time_ns_per_run", "program", idx,
+				 bp->progs[j].name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = info.run_cnt ? (int64_t)(info.run_time_ns / info.run_cnt) : 0;
+		}
+	}
+	return n;
+}
+
+static size_t self_metric_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+				  struct ktel_record *out, size_t max)
+{
+	size_t n = 0;
+	int64_t idx = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++, idx++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
+			const char *name = m->md->name;
+
+			if (!m->enabled || n + SELF_PER_METRIC > max)
+				continue;
+			self_rec(&out[n], tmpl, "ktel_pull_duration_us", "metric", idx, name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = (int64_t)(m->last.duration_ns / 1000);
+			self_rec(&out[n], tmpl, "ktel_pull_keys", "metric", idx, name);
+			out[n].type = KTEL_RECORD_GAUGE;
+			out[n++].gauge = (int64_t)m->last.keys;
+			self_rec(&out[n], tmpl, "ktel_pull_errors", "metric", idx, name);
+			out[n].type = KTEL_RECORD_COUNTER;
+			out[n].counter.total = m->pull_errors;
+			out[n++].counter.delta = m->pull_errors - m->self_pull_errors;
+			m->self_pull_errors = m->pull_errors;
+		}
+	return n;
+}
+
+/*
+ * The daemon's own telemetry, as ordinary records through the same sinks:
+ * sink counters (router), pull cost per metric, program health.
+ */
+void daemon_emit_self(struct ktel_daemon *d)
+{
+	size_t n_progs = 0, n_metrics = 0, max, n = 0, got = 0;
+	struct ktel_record tmpl = {0}, *recs;
+
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		n_metrics += d->plugins[i]->n_metrics;
+		n_progs += d->plugins[i]->bpf ? d->plugins[i]->bpf->n_progs : 0;
+	}
+	max = ktel_router__n_sinks(d->router) * KTEL_ROUTER_SELF_PER_SINK +
+	      n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG;
+	recs = calloc(max ? max : 1, sizeof(*recs));
+	if (!recs)
+		return;
+	tmpl.type = KTEL_RECORD_COUNTER;
+	tmpl.unit = "";
+	tmpl.boot_id = ktel_boot_id();
+	tmpl.start_boottime_ns = d->self_start_boot;
+	tmpl.start_wall_ns = d->self_start_wall;
+	tmpl.end_boottime_ns = ktel_now_boottime_ns();
+	tmpl.end_wall_ns = ktel_now_wall_ns();
+	tmpl.seq = ++d->self_seq;
+	if (ktel_router__self_records(d->router, &tmpl, recs, max, &got) == 0)
+		n = got;
+	n += self_metric_records(d, &tmpl, recs + n, max - n);
+	n += self_prog_records(d, &tmpl, recs + n, max - n);
+	ktel_router__route(d->router, recs, n, (const char *const *)d->cfg->self_sinks,
+			   d->cfg->n_self_sinks);
+	d->self_start_boot = tmpl.end_boottime_ns;
+	d->self_start_wall = tmpl.end_wall_ns;
+	free(recs);
+}
+
+void daemon_on_self_timer(uv_timer_t *t)
+{
+	daemon_emit_self(t->data);
+}
+
+void daemon_start_self(struct ktel_daemon *d)
+{
+	d->self_start_boot = ktel_now_boottime_ns();
+	d->self_start_wall = ktel_now_wall_ns();
+	uv_timer_init(d->loop, &d->self_timer);
+	d->self_timer.data = d;
+	d->self_timer_init = true;
+	if (d->cfg->self_enabled)
+		uv_timer_start(&d->self_timer, daemon_on_self_timer, d->cfg->self_interval_ms,
+			       d->cfg->self_interval_ms);
+}
+
