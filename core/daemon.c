@@ -280,6 +280,18 @@ static void on_once(uv_timer_t *t)
 	ktel_daemon__shutdown(d, 0);
 }
 
+/* What each sink could not deliver is said once, when it closes. */
+static void on_sink_close_report(const char *sink, const struct ktel_sink_stats *final,
+				 uint64_t dropped_at_close, void *ctx)
+{
+	enum ktel_log_level level = dropped_at_close ? KTEL_LOG_WARN : KTEL_LOG_INFO;
+
+	ktel_log(level, "sink %s: closed: %llu records sent, %llu dropped in all, %llu of them "
+		 "not flushed before the close timeout, %llu errors", sink,
+		 (unsigned long long)final->sent, (unsigned long long)final->dropped,
+		 (unsigned long long)dropped_at_close, (unsigned long long)final->errors);
+}
+
 static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 {
 	int r = 0;
@@ -287,6 +299,7 @@ static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 	d->router = ktel_router__new(d->loop);
 	if (!d->router)
 		return ktel_err_set(err, ENOMEM, "out of memory");
+	ktel_router__on_close_report(d->router, on_sink_close_report, d);
 	for (size_t i = 0; !r && i < d->cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &d->cfg->sinks[i];
 

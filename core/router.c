@@ -16,6 +16,8 @@ struct close_group {
 	size_t pending;
 	ktel_sink_closed_cb done;
 	void *ctx;
+	ktel_router_close_report_fn report;
+	void *report_ctx;
 };
 
 struct sink_entry {
@@ -24,6 +26,7 @@ struct sink_entry {
 	void *priv;
 	struct close_group *group;
 	struct ktel_sink_stats last; /* as of the previous self_records call */
+	struct ktel_sink_stats before_close;
 	bool reported;
 };
 
@@ -32,6 +35,8 @@ struct ktel_router {
 	struct sink_entry *sinks[KTEL_ROUTER_MAX_SINKS];
 	size_t n_sinks;
 	struct ktel_router_stats stats;
+	ktel_router_close_report_fn report;
+	void *report_ctx;
 };
 
 struct ktel_router *ktel_router__new(uv_loop_t *loop)
@@ -63,6 +68,13 @@ static void entry_closed(void *ctx)
 	struct sink_entry *e = ctx;
 	struct close_group *g = e->group;
 
+	/* Inside done a sink's stats are final and still readable (sink.h). */
+	if (g && g->report) {
+		struct ktel_sink_stats st = {0};
+
+		e->ops->stats(e->priv, &st);
+		g->report(e->name, &st, st.dropped - e->before_close.dropped, g->report_ctx);
+	}
 	free(e->name);
 	free(e);
 	group_put(g);
@@ -70,8 +82,8 @@ static void entry_closed(void *ctx)
 
 /* Close entries[0..n) with one group; the extra reference held during the
  * loop covers sinks that complete synchronously. */
-static int close_entries(struct sink_entry **entries, size_t n, uint64_t timeout_ms,
-			 ktel_sink_closed_cb done, void *ctx)
+static int close_entries(const struct ktel_router *r, struct sink_entry **entries, size_t n,
+			 uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
 {
 	struct close_group *g = calloc(1, sizeof(*g));
 
@@ -80,8 +92,11 @@ static int close_entries(struct sink_entry **entries, size_t n, uint64_t timeout
 	g->pending = n + 1;
 	g->done = done;
 	g->ctx = ctx;
+	g->report = r->report;
+	g->report_ctx = r->report_ctx;
 	for (size_t i = 0; i < n; i++) {
 		entries[i]->group = g;
+		entries[i]->ops->stats(entries[i]->priv, &entries[i]->before_close);
 		entries[i]->ops->close(entries[i]->priv, timeout_ms, entry_closed, entries[i]);
 	}
 	group_put(g);
@@ -96,7 +111,7 @@ void ktel_router__close(struct ktel_router *r, uint64_t timeout_ms, ktel_sink_cl
 
 	memcpy(entries, r->sinks, n * sizeof(entries[0]));
 	r->n_sinks = 0;
-	if (close_entries(entries, n, timeout_ms, done, ctx) == 0)
+	if (close_entries(r, entries, n, timeout_ms, done, ctx) == 0)
 		return;
 	/* No memory for a group: close one by one without a shared
 	 * completion; the caller still hears back once, now. */
@@ -176,7 +191,7 @@ int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t t
 	/* Keep creation order: indexes are the "sink" dimension's value. */
 	memmove(&r->sinks[i], &r->sinks[i + 1], (r->n_sinks - i - 1) * sizeof(r->sinks[0]));
 	r->n_sinks--;
-	if (close_entries(&e, 1, timeout_ms, done, ctx) == 0)
+	if (close_entries(r, &e, 1, timeout_ms, done, ctx) == 0)
 		return 0;
 	e->group = NULL;
 	e->ops->close(e->priv, 0, entry_closed, e);
@@ -313,4 +328,11 @@ int ktel_router__self_records(struct ktel_router *r, const struct ktel_record *t
 	}
 	*ret_n = n;
 	return 0;
+}
+
+void ktel_router__on_close_report(struct ktel_router *r, ktel_router_close_report_fn fn,
+				  void *ctx)
+{
+	r->report = fn;
+	r->report_ctx = ctx;
 }

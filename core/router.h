@@ -87,6 +87,16 @@ void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, s
  * it), then call done(ctx) once all have reported, possibly before
  * returning. The router is empty afterwards and may be reused or freed.
  */
+/*
+ * Called once per sink as it finishes closing (remove or close): its final
+ * stats and how many records it dropped during the close (what it could not
+ * flush in time). The name is valid during the call only.
+ */
+typedef void (*ktel_router_close_report_fn)(const char *sink, const struct ktel_sink_stats *final,
+					    uint64_t dropped_at_close, void *ctx);
+void ktel_router__on_close_report(struct ktel_router *r, ktel_router_close_report_fn fn,
+				  void *ctx);
+
 void ktel_router__close(struct ktel_router *r, uint64_t timeout_ms, ktel_sink_closed_cb done,
 			void *ctx);
 

@@ -37,9 +37,10 @@ struct ktel_sink_ops {
 		      void **ret_priv, struct ktel_err *err);
 	/* Queue records for output; never blocks. */
 	void (*submit)(void *priv, const struct ktel_record *recs, size_t n);
-	/* Flush what can be flushed within timeout_ms, release everything and
-	 * call done(ctx) exactly once (possibly before returning). Unflushed
-	 * data is counted in stats as dropped before done is called. */
+	/* Flush what can be flushed within timeout_ms, call done(ctx) exactly
+	 * once (possibly before returning), then release everything. Unflushed
+	 * data is counted in stats as dropped before done is called, and
+	 * stats() may be called from inside done: the counts are final. */
 	void (*close)(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx);
 	void (*stats)(void *priv, struct ktel_sink_stats *ret);
 	/* The options the type accepts besides "type", {NULL}-terminated; the

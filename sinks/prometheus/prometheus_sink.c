@@ -830,9 +830,10 @@ static void on_timer_closed(uv_handle_t *h)
 	ktel_sink_closed_cb done = s->done;
 	void *ctx = s->done_ctx;
 
-	free_sink(s);
+	/* done first: its stats are final and still readable (sink.h). */
 	if (done)
 		done(ctx);
+	free_sink(s);
 }
 
 /* Nothing is queued, so nothing can be lost: stop the server at once (MHD

@@ -415,9 +415,10 @@ static void maybe_free(struct stream_sink *s)
 
 	if (!s->finishing || s->handles_open)
 		return;
-	free_sink(s);
+	/* done first: its stats are final and still readable (sink.h). */
 	if (done)
 		done(ctx);
+	free_sink(s);
 }
 
 /* Once every subscriber has been sent everything, or the timeout passed,

@@ -357,6 +357,9 @@ static void test_self_telemetry(void **state)
 				"\"metric\":\"compaction_duration\"") >= 2);
 	assert_true(count_lines(&sb, "ktel_pull_errors", "\"value\":0") >= 2);
 	assert_true(count_lines(&sb, "ktel_prog_recursion_misses", NULL) >= 1);
+	/* On shutdown each sink says what it delivered and what it could not. */
+	assert_true(log_wait_for(&sb, "sink file: closed: ", 1));
+	assert_true(log_wait_for(&sb, "0 of them not flushed before the close timeout", 1));
 	sandbox_cleanup(&sb);
 }
 
