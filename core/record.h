@@ -96,9 +96,12 @@ struct ktel_record {
 			uint64_t total;
 		} counter;
 		int64_t gauge;
+		/* Event fields live with the producer (the stream reader's
+		 * per-batch arrays): histogram records, by far the most
+		 * numerous, stay small (design: docs/benchmarks.md, finding 2). */
 		struct {
-			uint32_t n_fields;
-			struct ktel_event_field fields[KTEL_MAX_EVENT_FIELDS];
+			uint32_t n_fields; /* <= KTEL_MAX_EVENT_FIELDS */
+			const struct ktel_event_field *fields;
 		} event;
 	};
 };

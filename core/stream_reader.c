@@ -332,7 +332,7 @@ static void decode_field(struct ktel_stream_decoder *dec, const struct dec_field
 
 int ktel_stream_decoder__decode(struct ktel_stream_decoder *dec, const void *data, size_t size,
 				const struct ktel_stream_clock *clk, struct ktel_record *rec,
-				char *strbuf)
+				struct ktel_event_field *fields, char *strbuf)
 {
 	const struct ktel_metric_desc *md = dec->md;
 
@@ -355,8 +355,9 @@ int ktel_stream_decoder__decode(struct ktel_stream_decoder *dec, const void *dat
 	rec->end_boottime_ns = rec->start_boottime_ns;
 	rec->end_wall_ns = rec->start_wall_ns;
 	rec->event.n_fields = dec->n_fields;
+	rec->event.fields = fields;
 	for (uint32_t i = 0; i < dec->n_fields; i++)
-		decode_field(dec, &dec->fields[i], data, strbuf, &rec->event.fields[i]);
+		decode_field(dec, &dec->fields[i], data, strbuf, &fields[i]);
 	rec->n_dims = dec->n_dims;
 	for (uint32_t i = 0; i < dec->n_dims; i++) {
 		const struct ktel_event_field *ef = &rec->event.fields[dec->dims[i].field];
@@ -395,6 +396,7 @@ struct ktel_stream_reader {
 	ktel_stream_records_fn fn;
 	void *ctx;
 	struct ktel_record *recs; /* KTEL_STREAM_BATCH */
+	struct ktel_event_field *fields; /* KTEL_MAX_EVENT_FIELDS per record */
 	char *strbuf;             /* KTEL_STREAM_BATCH * str_per_rec */
 	size_t str_per_rec;
 	size_t n;
@@ -552,6 +554,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 	struct ktel_record *rec = &sr->recs[sr->n];
 
 	if (ktel_stream_decoder__decode(sr->dec, data, size, &sr->clk, rec,
+					sr->fields + sr->n * KTEL_MAX_EVENT_FIELDS,
 					sr->strbuf + sr->n * sr->str_per_rec)) {
 		sr->stats.dropped_daemon++;
 	} else {
@@ -651,8 +654,9 @@ int ktel_stream_reader__new(uv_loop_t *loop, const struct ktel_metric_desc *md,
 		goto err_free;
 	sr->str_per_rec = ktel_stream_decoder__strbuf_size(sr->dec);
 	sr->recs = calloc(KTEL_STREAM_BATCH, sizeof(*sr->recs));
+	sr->fields = calloc((size_t)KTEL_STREAM_BATCH * KTEL_MAX_EVENT_FIELDS, sizeof(*sr->fields));
 	sr->strbuf = calloc(KTEL_STREAM_BATCH, sr->str_per_rec);
-	if (!sr->recs || !sr->strbuf) {
+	if (!sr->recs || !sr->fields || !sr->strbuf) {
 		r = ktel_err_set(err, ENOMEM, "metric %s: out of memory for %d records", md->name,
 				 KTEL_STREAM_BATCH);
 		goto err_free;
@@ -765,6 +769,7 @@ static void release(struct ktel_stream_reader *sr)
 		label_src_clear(&sr->labels[i]);
 	free(sr->lost_values);
 	free(sr->recs);
+	free(sr->fields);
 	free(sr->strbuf);
 	free(sr);
 }

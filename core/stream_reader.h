@@ -167,12 +167,13 @@ void ktel_stream_decoder__new_batch(struct ktel_stream_decoder *dec);
 
 /*
  * Decode one event of size bytes into *rec (type, metric, atom, unit, time,
- * dims, fields; boot_id, map_id and seq are left to the caller). Strings are
- * written into strbuf (strbuf_size bytes) and borrowed by rec. Returns 0, or
- * -EMSGSIZE when size is smaller than the event type.
+ * dims, fields; boot_id, map_id and seq are left to the caller). The fields
+ * go into fields (KTEL_MAX_EVENT_FIELDS entries) and strings into strbuf
+ * (strbuf_size bytes); rec borrows both. Returns 0, or -EMSGSIZE when size is
+ * smaller than the event type.
  */
 int ktel_stream_decoder__decode(struct ktel_stream_decoder *dec, const void *data, size_t size,
 				const struct ktel_stream_clock *clk, struct ktel_record *rec,
-				char *strbuf);
+				struct ktel_event_field *fields, char *strbuf);
 
 #endif /* KTEL_STREAM_READER_H */

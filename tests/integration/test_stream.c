@@ -71,6 +71,7 @@ struct kept {
 	size_t batches;
 	size_t max_batch;
 	struct ktel_record recs[MAX_KEPT];
+	struct ktel_event_field fields[MAX_KEPT][KTEL_MAX_EVENT_FIELDS];
 	char strs[MAX_KEPT][KEPT_STR];
 	uint64_t last_seq;
 	bool seq_in_order;
@@ -100,12 +101,16 @@ static void keep_record(struct kept *k, const struct ktel_record *r)
 	struct ktel_record *out = &k->recs[k->n];
 	char *arena = k->strs[k->n], *end = arena + KEPT_STR;
 
+	struct ktel_event_field *fields = k->fields[k->n];
+
 	*out = *r;
 	out->boot_id = NULL;
+	out->event.fields = fields;
 	for (uint32_t i = 0; i < r->event.n_fields; i++) {
-		out->event.fields[i].name = keep_str(&arena, end, r->event.fields[i].name);
-		out->event.fields[i].s = keep_str(&arena, end, r->event.fields[i].s);
-		out->event.fields[i].label = keep_str(&arena, end, r->event.fields[i].label);
+		fields[i] = r->event.fields[i];
+		fields[i].name = keep_str(&arena, end, r->event.fields[i].name);
+		fields[i].s = keep_str(&arena, end, r->event.fields[i].s);
+		fields[i].label = keep_str(&arena, end, r->event.fields[i].label);
 	}
 	for (uint32_t i = 0; i < r->n_dims; i++) {
 		out->dims[i].name = keep_str(&arena, end, r->dims[i].name);

@@ -145,13 +145,15 @@ static void test_oversized_record_refused(void **state)
 {
 	static char s[201];
 	struct ktel_record r = {.type = KTEL_RECORD_EVENT, .metric = "oom_kill", .atom_id = 5};
+	struct ktel_event_field fields[KTEL_MAX_EVENT_FIELDS];
 	uint8_t out[KTEL_ANDROID_MAX_DATAGRAM];
 
 	memset(s, 'a', 200);
 	r.event.n_fields = KTEL_MAX_EVENT_FIELDS;
+	r.event.fields = fields;
 	for (int i = 0; i < KTEL_MAX_EVENT_FIELDS; i++)
-		r.event.fields[i] = (struct ktel_event_field){.name = "f",
-							      .type = KTEL_FIELD_VALUE_STRING, .s = s};
+		fields[i] = (struct ktel_event_field){.name = "f", .type = KTEL_FIELD_VALUE_STRING,
+						      .s = s};
 	assert_int_equal(ktel_android__encode_record(&r, 1, out, sizeof(out)), -EMSGSIZE);
 	/* No atom id: cannot be an Android atom. */
 	r.atom_id = 0;
@@ -269,9 +271,11 @@ static void test_counter_gauge_event(void **state)
 
 	r.type = KTEL_RECORD_EVENT;
 	r.event.n_fields = 3;
-	r.event.fields[0] = (struct ktel_event_field){.type = KTEL_FIELD_VALUE_INT, .i = -3};
-	r.event.fields[1] = (struct ktel_event_field){.type = KTEL_FIELD_VALUE_UINT, .u = 17};
-	r.event.fields[2] = (struct ktel_event_field){.type = KTEL_FIELD_VALUE_STRING, .s = "kworker"};
+	r.event.fields = (const struct ktel_event_field[]){
+		{.type = KTEL_FIELD_VALUE_INT, .i = -3},
+		{.type = KTEL_FIELD_VALUE_UINT, .u = 17},
+		{.type = KTEL_FIELD_VALUE_STRING, .s = "kworker"},
+	};
 	n = ktel_android__encode_record(&r, 1, out, sizeof(out));
 	assert_int_equal(ktel_android__decode(out, (size_t)n, true, &d), 0);
 	assert_int_equal(d.n_fields, 3);
@@ -392,13 +396,15 @@ static void check_oomish(struct ktel_stream_decoder *dec, char *strbuf, uint32_t
 	struct oomish e = {.ts_ns = 123456789, .pid = -5, .uid = 0xfffffffeu, .adj = -900,
 			   .state = 8, .heap_id = heap_id, .rss = 1ULL << 40};
 	uint8_t out[KTEL_ANDROID_MAX_DATAGRAM];
+	struct ktel_event_field fields[KTEL_MAX_EVENT_FIELDS];
 	struct ktel_record rec;
 	struct bytes want = {.len = 0};
 	int n;
 
 	memcpy(e.comm, "kwork", 6);
 	memset(&rec, 0xff, sizeof(rec));
-	assert_int_equal(ktel_stream_decoder__decode(dec, &e, sizeof(e), &clk, &rec, strbuf), 0);
+	assert_int_equal(ktel_stream_decoder__decode(dec, &e, sizeof(e), &clk, &rec, fields, strbuf),
+			 0);
 	assert_int_equal(rec.n_dims, 2);
 	n = ktel_android__encode_record(&rec, 7, out, sizeof(out));
 	assert_true(n > 15);

@@ -211,12 +211,11 @@ static void test_line_format(void **state)
 	recs[3].type = KTEL_RECORD_EVENT;
 	recs[3].metric = "oom_event";
 	recs[3].event.n_fields = 3;
-	recs[3].event.fields[0] = (struct ktel_event_field){
-		.name = "comm", .type = KTEL_FIELD_VALUE_STRING, .s = "bad\xff" "utf8" };
-	recs[3].event.fields[1] = (struct ktel_event_field){
-		.name = "pid", .type = KTEL_FIELD_VALUE_INT, .i = -12 };
-	recs[3].event.fields[2] = (struct ktel_event_field){
-		.name = "state", .type = KTEL_FIELD_VALUE_UINT, .u = 2, .label = "RUNNING" };
+	recs[3].event.fields = (const struct ktel_event_field[]){
+		{.name = "comm", .type = KTEL_FIELD_VALUE_STRING, .s = "bad\xff" "utf8"},
+		{.name = "pid", .type = KTEL_FIELD_VALUE_INT, .i = -12},
+		{.name = "state", .type = KTEL_FIELD_VALUE_UINT, .u = 2, .label = "RUNNING"},
+	};
 	ops()->submit(s, recs, 4);
 	close_and_run(&loop, s, 2000);
 	assert_int_equal(uv_loop_close(&loop), 0);

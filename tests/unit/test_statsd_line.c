@@ -201,10 +201,10 @@ static void test_events_counted(void **state)
 	};
 
 	r.event.n_fields = 2;
-	r.event.fields[0] = (struct ktel_event_field){.name = "pid", .type = KTEL_FIELD_VALUE_INT,
-						      .i = 4321, .size = 4};
-	r.event.fields[1] = (struct ktel_event_field){.name = "comm",
-						      .type = KTEL_FIELD_VALUE_STRING, .s = "a:b|c"};
+	r.event.fields = (const struct ktel_event_field[]){
+		{.name = "pid", .type = KTEL_FIELD_VALUE_INT, .i = 4321, .size = 4},
+		{.name = "comm", .type = KTEL_FIELD_VALUE_STRING, .s = "a:b|c"},
+	};
 	expect_units(&st, &r, want_dog, 1);
 	st.tags = KTEL_STATSD_TAGS_DOTTED;
 	expect_units(&st, &r, want_dot, 1);

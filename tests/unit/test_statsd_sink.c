@@ -474,6 +474,7 @@ static void test_android_unix(void **state)
 				      hist("cma_allocation_latency", 100004, 2),
 				      hist("no_atom", 0, 1),
 				      {.type = KTEL_RECORD_EVENT, .metric = "big", .atom_id = 9}};
+	struct ktel_event_field big_fields[20];
 	struct ktel_sink_stats s;
 	int fd;
 	void *sink;
@@ -481,9 +482,9 @@ static void test_android_unix(void **state)
 	recs[1].dims[0] = (struct ktel_dim){"heap", 3, "reserved", true};
 	memset(big, 'b', sizeof(big) - 1);
 	recs[3].event.n_fields = 20; /* 20 x 305 bytes: over 4064, refused */
+	recs[3].event.fields = big_fields;
 	for (int i = 0; i < 20; i++)
-		recs[3].event.fields[i] =
-			(struct ktel_event_field){.type = KTEL_FIELD_VALUE_STRING, .s = big};
+		big_fields[i] = (struct ktel_event_field){.type = KTEL_FIELD_VALUE_STRING, .s = big};
 	path_in_tmp(path, sizeof(path), "statsdw");
 	fd = bind_unix(path);
 	assert_int_equal(uv_loop_init(&loop), 0);

@@ -86,6 +86,14 @@ struct ids {
 };
 
 /* The types of struct ev, as clang would emit them. */
+/* Where decoded events' fields go (the reader's per-batch arrays in the daemon). */
+static struct ktel_event_field fields_store[4][KTEL_MAX_EVENT_FIELDS];
+
+static struct ktel_event_field *fields_of(int i)
+{
+	return fields_store[i];
+}
+
 static struct btf *ev_btf(struct ids *id)
 {
 	struct btf *b = btf__new_empty();
@@ -345,7 +353,7 @@ static void test_every_kind(void **state)
 	fill(&e);
 	memset(&rec, 0xff, sizeof(rec));
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	assert_int_equal(rec.type, KTEL_RECORD_EVENT);
 	assert_string_equal(rec.metric, "ev_stream");
 	assert_string_equal(rec.atom, "EvStream");
@@ -404,7 +412,7 @@ static void test_every_kind(void **state)
 	e.color = (enum color)7;
 	e.level = (enum level)-9;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	expect_uint(&rec, "color", 7, NULL);
 	expect_int(&rec, "level", -9, NULL);
 	assert_canaries(f);
@@ -425,12 +433,12 @@ static void test_strings(void **state)
 		e.long_arr[i] = 65535; /* the widest text */
 	e.sarr[0] = e.sarr[1] = e.sarr[2] = INT32_MIN;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &r0,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	/* An empty one, decoded into another record's storage. */
 	fill(&e);
 	memset(e.name, 0, sizeof(e.name));
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &r1,
-						     strbuf_of(f, 1)), 0);
+						     fields_of(1), strbuf_of(f, 1)), 0);
 	expect_str(&r0, "name", "12345678");
 	expect_str(&r1, "name", "");
 	for (int i = 0; i < KTEL_STREAM_ARRAY_MAX; i++)
@@ -468,7 +476,7 @@ static void test_timestamps(void **state)
 	/* ts_ns: bpf_ktime_get_ns() moved to boottime and to the wall clock. */
 	fill(&e);
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	assert_int_equal(rec.start_boottime_ns, 1000000000ULL + 5000);
 	assert_int_equal(rec.end_boottime_ns, rec.start_boottime_ns);
 	assert_int_equal(rec.start_wall_ns, 1000000000LL + 1700000000000000000LL);
@@ -486,7 +494,7 @@ static void test_timestamps(void **state)
 	if (ktel_stream_decoder__new(&md, f->btf, NULL, NULL, &dec, &err))
 		fail_msg("%s", err.msg);
 	assert_int_equal(ktel_stream_decoder__decode(dec, &ev2, sizeof(ev2), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	assert_int_equal(rec.start_boottime_ns, 2000 + 5000);
 	assert_int_equal(rec.n_dims, 0);
 	ktel_stream_decoder__free(dec);
@@ -499,7 +507,7 @@ static void test_timestamps(void **state)
 	if (ktel_stream_decoder__new(&md, f->btf, NULL, NULL, &dec, &err))
 		fail_msg("%s", err.msg);
 	assert_int_equal(ktel_stream_decoder__decode(dec, &ev3, sizeof(ev3), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	assert_int_equal(rec.start_boottime_ns, 42);
 	assert_int_equal(rec.start_wall_ns, 43);
 	assert_int_equal(rec.event.n_fields, 1);
@@ -535,7 +543,7 @@ static void test_label_cache(void **state)
 	for (int i = 0; i < 5; i++) {
 		ktel_stream_decoder__new_batch(f->dec);
 		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock,
-							     &rec, strbuf_of(f, 0)), 0);
+							     &rec, fields_of(0), strbuf_of(f, 0)), 0);
 		expect_uint(&rec, "label_id", 2, "two");
 	}
 	assert_int_equal(f->res.calls_for[2], 1);
@@ -544,7 +552,7 @@ static void test_label_cache(void **state)
 	ktel_stream_decoder__new_batch(f->dec);
 	for (int i = 0; i < 5; i++) {
 		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock,
-							     &rec, strbuf_of(f, 0)), 0);
+							     &rec, fields_of(0), strbuf_of(f, 0)), 0);
 		expect_uint(&rec, "label_id", 3, NULL);
 		assert_null(rec.dims[0].label);
 		assert_true(rec.dims[0].id_label);
@@ -553,18 +561,18 @@ static void test_label_cache(void **state)
 	/* The kernel side names it later: the next batch finds it. */
 	f->res.three_known = true;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	assert_null(field(&rec, "label_id")->label);
 	ktel_stream_decoder__new_batch(f->dec);
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	expect_uint(&rec, "label_id", 3, "three");
 	assert_int_equal(f->res.calls_for[3], 2);
 	/* Ids past the cache are never looked up, and have no label. */
 	e.label_id = KTEL_STREAM_LABEL_IDS;
 	f->res.calls = 0;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	expect_uint(&rec, "label_id", KTEL_STREAM_LABEL_IDS, NULL);
 	assert_int_equal(f->res.calls, 0);
 	fixture_free(f);
@@ -577,12 +585,12 @@ static void test_short_sample(void **state)
 	struct ktel_record rec;
 
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, buf, sizeof(struct ev) - 1,
-						     &test_clock, &rec, strbuf_of(f, 0)), -EMSGSIZE);
+						     &test_clock, &rec, fields_of(0), strbuf_of(f, 0)), -EMSGSIZE);
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, buf, 0, &test_clock, &rec,
-						     strbuf_of(f, 0)), -EMSGSIZE);
+						     fields_of(0), strbuf_of(f, 0)), -EMSGSIZE);
 	/* Ring buffer samples are rounded up: a longer one decodes. */
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, buf, sizeof(buf), &test_clock, &rec,
-						     strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)), 0);
 	expect_str(&rec, "name", "");
 	fixture_free(f);
 }
