@@ -73,6 +73,7 @@
 
 #include "sink.h"
 #include "json_format.h"
+#include "textbuf.h"
 
 #define DEFAULT_QUEUE_BYTES (4u << 20)
 #define DEFAULT_KEEP 5
@@ -90,12 +91,6 @@ struct chunk {
 	size_t len, off;
 	uint32_t n_lines, lines_done;
 	char data[];
-};
-
-struct fbuf {
-	char *p;
-	size_t len, cap;
-	bool fail;
 };
 
 enum io_state {
@@ -131,7 +126,7 @@ struct json_sink {
 	uv_file new_fd;
 	bool compressing;
 
-	struct fbuf batch;
+	struct ktel_textbuf batch;
 	struct ktel_sink_stats st;
 
 	bool closing, timed_out, finishing;
@@ -141,56 +136,6 @@ struct json_sink {
 };
 
 /* ---- formatting ---- */
-
-static void fb_reserve(struct fbuf *b, size_t more)
-{
-	size_t cap;
-	char *p;
-
-	if (b->fail || b->len + more <= b->cap)
-		return;
-	cap = b->cap ? b->cap : 4096;
-	while (cap < b->len + more)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->fail = true;
-		return;
-	}
-	b->p = p;
-	b->cap = cap;
-}
-
-static void fb_put(struct fbuf *b, const char *s, size_t len)
-{
-	fb_reserve(b, len);
-	if (b->fail)
-		return;
-	memcpy(b->p + b->len, s, len);
-	b->len += len;
-}
-
-static void fb_puts(struct fbuf *b, const char *s)
-{
-	fb_put(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3)))
-static void fb_printf(struct fbuf *b, const char *fmt, ...)
-{
-	char tmp[128];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		b->fail = true;
-		return;
-	}
-	fb_put(b, tmp, n);
-}
 
 /* Length of a valid UTF-8 sequence at s (1..4), or 0. */
 static int utf8_len(const unsigned char *s)
@@ -207,46 +152,46 @@ static int utf8_len(const unsigned char *s)
 
 /* A JSON string; invalid UTF-8 bytes become U+FFFD so the line always
  * parses. NULL is written as null. */
-static void fb_str(struct fbuf *b, const char *str)
+static void fb_str(struct ktel_textbuf *b, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
 
 	if (!s) {
-		fb_puts(b, "null");
+		ktel_textbuf_puts(b, "null");
 		return;
 	}
-	fb_put(b, "\"", 1);
+	ktel_textbuf_put(b, "\"", 1);
 	while (*s) {
 		int n;
 
 		if (*s == '"' || *s == '\\') {
-			fb_put(b, "\\", 1);
-			fb_put(b, (const char *)s++, 1);
+			ktel_textbuf_put(b, "\\", 1);
+			ktel_textbuf_put(b, (const char *)s++, 1);
 		} else if (*s < 0x20 || *s == 0x7f) {
-			fb_printf(b, "\\u%04x", *s++);
+			ktel_textbuf_printf(b, "\\u%04x", *s++);
 		} else if (*s < 0x80) {
-			fb_put(b, (const char *)s++, 1);
+			ktel_textbuf_put(b, (const char *)s++, 1);
 		} else if ((n = utf8_len(s)) > 0) {
-			fb_put(b, (const char *)s, n);
+			ktel_textbuf_put(b, (const char *)s, n);
 			s += n;
 		} else {
-			fb_puts(b, "\\ufffd");
+			ktel_textbuf_puts(b, "\\ufffd");
 			s++;
 		}
 	}
-	fb_put(b, "\"", 1);
+	ktel_textbuf_put(b, "\"", 1);
 }
 
-static void fb_key(struct fbuf *b, bool first, const char *key)
+static void fb_key(struct ktel_textbuf *b, bool first, const char *key)
 {
 	if (!first)
-		fb_put(b, ",", 1);
+		ktel_textbuf_put(b, ",", 1);
 	fb_str(b, key);
-	fb_put(b, ":", 1);
+	ktel_textbuf_put(b, ":", 1);
 }
 
 /* RFC 3339 UTC with nanoseconds. */
-static void fb_wall(struct fbuf *b, int64_t ns)
+static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 {
 	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
 	time_t t;
@@ -259,10 +204,10 @@ static void fb_wall(struct fbuf *b, int64_t ns)
 	}
 	t = (time_t)sec;
 	if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm)) {
-		fb_puts(b, "null");
+		ktel_textbuf_puts(b, "null");
 		return;
 	}
-	fb_printf(b, "\"%s.%09" PRId64 "Z\"", when, frac);
+	ktel_textbuf_printf(b, "\"%s.%09" PRId64 "Z\"", when, frac);
 }
 
 static const char *const type_names[] = {
@@ -279,73 +224,73 @@ static const char *const scheme_names[] = {
 	[KTEL_HIST_LINEAR] = "linear",
 };
 
-static void fb_histogram(struct fbuf *b, const struct ktel_histogram *h)
+static void fb_histogram(struct ktel_textbuf *b, const struct ktel_histogram *h)
 {
 	uint32_t n = h->n_buckets <= KTEL_HIST_BUCKETS ? h->n_buckets : KTEL_HIST_BUCKETS;
 	unsigned scheme = h->scheme < KTEL_ARRAY_SIZE(scheme_names) ? h->scheme : KTEL_HIST_LOG2;
 	struct ktel_histogram bounded = *h;
 
 	bounded.n_buckets = n;
-	fb_printf(b, ",\"histogram\":{\"scheme\":\"%s\"", scheme_names[scheme]);
+	ktel_textbuf_printf(b, ",\"histogram\":{\"scheme\":\"%s\"", scheme_names[scheme]);
 	if (h->scheme == KTEL_HIST_LINEAR)
-		fb_printf(b, ",\"linear_min\":%" PRId64 ",\"linear_step\":%" PRId64,
+		ktel_textbuf_printf(b, ",\"linear_min\":%" PRId64 ",\"linear_step\":%" PRId64,
 			  h->linear_min, h->linear_step);
-	fb_puts(b, ",\"counts\":[");
+	ktel_textbuf_puts(b, ",\"counts\":[");
 	for (uint32_t k = 0; k < n; k++)
-		fb_printf(b, "%s%" PRIu64, k ? "," : "", h->counts[k]);
-	fb_puts(b, "],\"le\":[");
+		ktel_textbuf_printf(b, "%s%" PRIu64, k ? "," : "", h->counts[k]);
+	ktel_textbuf_puts(b, "],\"le\":[");
 	for (uint32_t k = 0; k < n; k++) {
 		bool inf;
 		double le = ktel_hist_upper_bound(&bounded, k, &inf);
 
 		if (k)
-			fb_put(b, ",", 1);
+			ktel_textbuf_put(b, ",", 1);
 		if (inf)
-			fb_puts(b, "\"+Inf\"");
+			ktel_textbuf_puts(b, "\"+Inf\"");
 		else
-			fb_printf(b, "%.17g", le);
+			ktel_textbuf_printf(b, "%.17g", le);
 	}
-	fb_printf(b, "],\"count\":%" PRIu64, ktel_hist_count(&bounded));
+	ktel_textbuf_printf(b, "],\"count\":%" PRIu64, ktel_hist_count(&bounded));
 	if (h->has_sum)
-		fb_printf(b, ",\"sum\":%" PRIu64, h->sum);
-	fb_put(b, "}", 1);
+		ktel_textbuf_printf(b, ",\"sum\":%" PRIu64, h->sum);
+	ktel_textbuf_put(b, "}", 1);
 }
 
-static void fb_dims(struct fbuf *b, const struct ktel_record *r)
+static void fb_dims(struct ktel_textbuf *b, const struct ktel_record *r)
 {
 	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
 
-	fb_puts(b, ",\"dims\":{");
+	ktel_textbuf_puts(b, ",\"dims\":{");
 	for (uint32_t i = 0; i < n; i++) {
 		fb_key(b, i == 0, r->dims[i].name);
 		if (r->dims[i].label)
 			fb_str(b, r->dims[i].label);
 		else
-			fb_printf(b, "%" PRId64, r->dims[i].value);
+			ktel_textbuf_printf(b, "%" PRId64, r->dims[i].value);
 	}
-	fb_puts(b, "},\"dims_raw\":{");
+	ktel_textbuf_puts(b, "},\"dims_raw\":{");
 	for (uint32_t i = 0; i < n; i++) {
 		fb_key(b, i == 0, r->dims[i].name);
-		fb_printf(b, "%" PRId64, r->dims[i].value);
+		ktel_textbuf_printf(b, "%" PRId64, r->dims[i].value);
 	}
-	fb_put(b, "}", 1);
+	ktel_textbuf_put(b, "}", 1);
 }
 
-static void fb_field_int(struct fbuf *b, const struct ktel_event_field *f)
+static void fb_field_int(struct ktel_textbuf *b, const struct ktel_event_field *f)
 {
 	if (f->type == KTEL_FIELD_VALUE_INT)
-		fb_printf(b, "%" PRId64, f->i);
+		ktel_textbuf_printf(b, "%" PRId64, f->i);
 	else
-		fb_printf(b, "%" PRIu64, f->u);
+		ktel_textbuf_printf(b, "%" PRIu64, f->u);
 }
 
-static void fb_event(struct fbuf *b, const struct ktel_record *r)
+static void fb_event(struct ktel_textbuf *b, const struct ktel_record *r)
 {
 	uint32_t n = r->event.n_fields <= KTEL_MAX_EVENT_FIELDS ? r->event.n_fields
 								: KTEL_MAX_EVENT_FIELDS;
 	bool first = true;
 
-	fb_puts(b, ",\"fields\":{");
+	ktel_textbuf_puts(b, ",\"fields\":{");
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ktel_event_field *f = &r->event.fields[i];
 
@@ -357,7 +302,7 @@ static void fb_event(struct fbuf *b, const struct ktel_record *r)
 		else
 			fb_field_int(b, f);
 	}
-	fb_puts(b, "},\"fields_raw\":{");
+	ktel_textbuf_puts(b, "},\"fields_raw\":{");
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ktel_event_field *f = &r->event.fields[i];
 
@@ -367,45 +312,45 @@ static void fb_event(struct fbuf *b, const struct ktel_record *r)
 		fb_field_int(b, f);
 		first = false;
 	}
-	fb_put(b, "}", 1);
+	ktel_textbuf_put(b, "}", 1);
 }
 
 /* Append one record as a line; false when the type is unknown. */
-static bool format_record(struct fbuf *b, const struct ktel_record *r)
+static bool format_record(struct ktel_textbuf *b, const struct ktel_record *r)
 {
 	if (r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_EVENT)
 		return false;
-	fb_puts(b, "{\"metric\":");
+	ktel_textbuf_puts(b, "{\"metric\":");
 	fb_str(b, r->metric);
-	fb_puts(b, ",\"atom\":");
+	ktel_textbuf_puts(b, ",\"atom\":");
 	fb_str(b, r->atom);
-	fb_printf(b, ",\"atom_id\":%" PRIu32 ",\"unit\":", r->atom_id);
+	ktel_textbuf_printf(b, ",\"atom_id\":%" PRIu32 ",\"unit\":", r->atom_id);
 	fb_str(b, r->unit);
-	fb_printf(b, ",\"type\":\"%s\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"start\":",
+	ktel_textbuf_printf(b, ",\"type\":\"%s\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"start\":",
 		  type_names[r->type], r->start_boottime_ns, r->end_boottime_ns);
 	fb_wall(b, r->start_wall_ns);
-	fb_puts(b, ",\"end\":");
+	ktel_textbuf_puts(b, ",\"end\":");
 	fb_wall(b, r->end_wall_ns);
-	fb_puts(b, ",\"boot_id\":");
+	ktel_textbuf_puts(b, ",\"boot_id\":");
 	fb_str(b, r->boot_id);
-	fb_printf(b, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64, r->map_id, r->seq);
+	ktel_textbuf_printf(b, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64, r->map_id, r->seq);
 	fb_dims(b, r);
 	switch (r->type) {
 	case KTEL_RECORD_HISTOGRAM:
 		fb_histogram(b, &r->hist.delta);
 		break;
 	case KTEL_RECORD_COUNTER:
-		fb_printf(b, ",\"value\":%" PRIu64 ",\"total\":%" PRIu64, r->counter.delta,
+		ktel_textbuf_printf(b, ",\"value\":%" PRIu64 ",\"total\":%" PRIu64, r->counter.delta,
 			  r->counter.total);
 		break;
 	case KTEL_RECORD_GAUGE:
-		fb_printf(b, ",\"value\":%" PRId64, r->gauge);
+		ktel_textbuf_printf(b, ",\"value\":%" PRId64, r->gauge);
 		break;
 	case KTEL_RECORD_EVENT:
 		fb_event(b, r);
 		break;
 	}
-	fb_puts(b, "}\n");
+	ktel_textbuf_puts(b, "}\n");
 	return true;
 }
 
@@ -1090,7 +1035,7 @@ const struct ktel_sink_ops ktel_json_sink_ops = {
 /* Exposed for the stream sink (json_format.h): the same line, no queue. */
 int ktel_json__format_line(const struct ktel_record *r, char **buf, size_t *len, size_t *cap)
 {
-	struct fbuf b = { .p = *buf, .len = *len, .cap = *cap };
+	struct ktel_textbuf b = { .p = *buf, .len = *len, .cap = *cap };
 	int ret = 0;
 
 	if (!format_record(&b, r))

@@ -63,6 +63,7 @@
 #include <microhttpd.h>
 
 #include "prometheus_sink.h"
+#include "textbuf.h"
 
 #define DEFAULT_LISTEN "127.0.0.1"
 #define DEFAULT_PORT 9464
@@ -79,12 +80,6 @@ struct text {
 	atomic_uint refs;
 	size_t len;
 	char data[];
-};
-
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool fail;
 };
 
 struct family {
@@ -126,7 +121,7 @@ struct prom_sink {
 	size_t table_size, n_series;
 	uint64_t series_dropped;
 
-	struct buf scratch; /* labels of the record at hand */
+	struct ktel_textbuf scratch; /* labels of the record at hand */
 	uv_timer_t render_timer;
 	bool dirty;
 
@@ -143,76 +138,30 @@ struct prom_sink {
 
 /* ---- buffers and escaping ---- */
 
-static void buf_put(struct buf *b, const char *s, size_t len)
-{
-	size_t cap;
-	char *p;
-
-	if (b->fail)
-		return;
-	if (b->len + len + 1 > b->cap) {
-		cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + len + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->fail = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, len);
-	b->len += len;
-	b->p[b->len] = '\0';
-}
-
-static void buf_puts(struct buf *b, const char *s)
-{
-	buf_put(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3)))
-static void buf_printf(struct buf *b, const char *fmt, ...)
-{
-	char tmp[128];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		b->fail = true;
-		return;
-	}
-	buf_put(b, tmp, n);
-}
-
 /* Label values escape backslash, double quote and newline; HELP text only
  * backslash and newline (exposition format 0.0.4). */
-static void buf_escaped(struct buf *b, const char *s, bool quote)
+static void buf_escaped(struct ktel_textbuf *b, const char *s, bool quote)
 {
 	for (; *s; s++) {
 		if (*s == '\\')
-			buf_puts(b, "\\\\");
+			ktel_textbuf_puts(b, "\\\\");
 		else if (*s == '\n')
-			buf_puts(b, "\\n");
+			ktel_textbuf_puts(b, "\\n");
 		else if (*s == '"' && quote)
-			buf_puts(b, "\\\"");
+			ktel_textbuf_puts(b, "\\\"");
 		else
-			buf_put(b, s, 1);
+			ktel_textbuf_put(b, s, 1);
 	}
 }
 
 /* The shortest decimal that reads back as v, so that bounds like 1024 or
  * 1.6e-05 (16 us in seconds) look the way a person writes them. */
-static void buf_double(struct buf *b, double v)
+static void buf_double(struct ktel_textbuf *b, double v)
 {
 	char tmp[40];
 
 	if (isinf(v)) {
-		buf_puts(b, v > 0 ? "+Inf" : "-Inf");
+		ktel_textbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
 		return;
 	}
 	for (int prec = 1; prec <= 17; prec++) {
@@ -220,13 +169,13 @@ static void buf_double(struct buf *b, double v)
 		if (strtod(tmp, NULL) == v)
 			break;
 	}
-	buf_puts(b, tmp);
+	ktel_textbuf_puts(b, tmp);
 }
 
-static void buf_u64(struct buf *b, uint64_t v, double scale)
+static void buf_u64(struct ktel_textbuf *b, uint64_t v, double scale)
 {
 	if (scale == 1.0)
-		buf_printf(b, "%" PRIu64, v);
+		ktel_textbuf_printf(b, "%" PRIu64, v);
 	else
 		buf_double(b, (double)v / scale);
 }
@@ -240,10 +189,10 @@ static bool name_char(char c, bool first, bool colon)
 }
 
 /* s with every character outside the allowed set replaced by '_'. */
-static void buf_sanitized(struct buf *b, const char *s, bool first, bool colon)
+static void buf_sanitized(struct ktel_textbuf *b, const char *s, bool first, bool colon)
 {
 	for (; *s; s++, first = false)
-		buf_put(b, name_char(*s, first, colon) ? s : "_", 1);
+		ktel_textbuf_put(b, name_char(*s, first, colon) ? s : "_", 1);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -271,18 +220,18 @@ static char *family_name(const struct prom_sink *s, const struct ktel_record *r,
 			 double *ret_scale)
 {
 	const struct unit_rule *rule = NULL;
-	struct buf b = { 0 };
+	struct ktel_textbuf b = { 0 };
 
 	for (size_t i = 0; r->unit && i < KTEL_ARRAY_SIZE(unit_rules); i++)
 		if (strcmp(r->unit, unit_rules[i].unit) == 0)
 			rule = &unit_rules[i];
 	if (strncmp(r->metric, s->prefix, strlen(s->prefix)) != 0)
-		buf_puts(&b, s->prefix);
+		ktel_textbuf_puts(&b, s->prefix);
 	buf_sanitized(&b, r->metric, b.len == 0, true);
 	if (rule && !ends_with(b.p ? b.p : "", rule->suffix))
-		buf_puts(&b, rule->suffix);
+		ktel_textbuf_puts(&b, rule->suffix);
 	if (r->type == KTEL_RECORD_COUNTER && !ends_with(b.p ? b.p : "", "_total"))
-		buf_puts(&b, "_total");
+		ktel_textbuf_puts(&b, "_total");
 	if (b.fail || !b.p) {
 		free(b.p);
 		return NULL;
@@ -294,27 +243,27 @@ static char *family_name(const struct prom_sink *s, const struct ktel_record *r,
 /* `name="value",...` of the record's dims into s->scratch. */
 static void render_labels(struct prom_sink *s, const struct ktel_record *r)
 {
-	struct buf *b = &s->scratch;
+	struct ktel_textbuf *b = &s->scratch;
 	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
 
 	b->len = 0;
 	b->fail = false;
-	buf_put(b, "", 0); /* a valid empty string even without dims */
+	ktel_textbuf_put(b, "", 0); /* a valid empty string even without dims */
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ktel_dim *d = &r->dims[i];
 		const char *dn = d->name ? d->name : "dim";
 
 		if (i)
-			buf_put(b, ",", 1);
+			ktel_textbuf_put(b, ",", 1);
 		if (strcmp(dn, "le") == 0 || strncmp(dn, "__", 2) == 0)
-			buf_puts(b, "dim_");
+			ktel_textbuf_puts(b, "dim_");
 		buf_sanitized(b, dn, strcmp(dn, "le") != 0 && strncmp(dn, "__", 2) != 0, false);
-		buf_puts(b, "=\"");
+		ktel_textbuf_puts(b, "=\"");
 		if (d->label)
 			buf_escaped(b, d->label, true);
 		else
-			buf_printf(b, "%" PRId64, d->value);
-		buf_put(b, "\"", 1);
+			ktel_textbuf_printf(b, "%" PRId64, d->value);
+		ktel_textbuf_put(b, "\"", 1);
 	}
 }
 
@@ -501,7 +450,7 @@ static bool apply(struct prom_sink *s, const struct ktel_record *r)
 
 /* ---- rendering ---- */
 
-static void render_header(struct buf *b, const struct family *f)
+static void render_header(struct ktel_textbuf *b, const struct family *f)
 {
 	static const char *const types[] = {
 		[KTEL_RECORD_HISTOGRAM] = "histogram",
@@ -509,39 +458,39 @@ static void render_header(struct buf *b, const struct family *f)
 		[KTEL_RECORD_GAUGE] = "gauge",
 	};
 
-	buf_printf(b, "# HELP %s ktelemetry metric ", f->name);
+	ktel_textbuf_printf(b, "# HELP %s ktelemetry metric ", f->name);
 	buf_escaped(b, f->metric, false);
 	if (f->unit && *f->unit) {
-		buf_puts(b, " (unit: ");
+		ktel_textbuf_puts(b, " (unit: ");
 		buf_escaped(b, f->unit, false);
 		if (f->scale != 1.0)
-			buf_puts(b, ", exposed in seconds");
-		buf_puts(b, ")");
+			ktel_textbuf_puts(b, ", exposed in seconds");
+		ktel_textbuf_puts(b, ")");
 	}
-	buf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
+	ktel_textbuf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
 }
 
 /* `name{labels}` or `name{labels,extra}`; braces left out when empty. */
-static void render_series_name(struct buf *b, const char *name, const char *suffix,
+static void render_series_name(struct ktel_textbuf *b, const char *name, const char *suffix,
 			       const char *labels, const char *extra)
 {
-	buf_puts(b, name);
-	buf_puts(b, suffix);
+	ktel_textbuf_puts(b, name);
+	ktel_textbuf_puts(b, suffix);
 	if (!*labels && !extra)
 		return;
-	buf_put(b, "{", 1);
-	buf_puts(b, labels);
+	ktel_textbuf_put(b, "{", 1);
+	ktel_textbuf_puts(b, labels);
 	if (extra) {
 		if (*labels)
-			buf_put(b, ",", 1);
-		buf_puts(b, extra);
+			ktel_textbuf_put(b, ",", 1);
+		ktel_textbuf_puts(b, extra);
 	}
-	buf_put(b, "}", 1);
+	ktel_textbuf_put(b, "}", 1);
 }
 
-static void render_histogram(struct buf *b, const struct family *f, const struct series *se)
+static void render_histogram(struct ktel_textbuf *b, const struct family *f, const struct series *se)
 {
-	struct buf le = { 0 };
+	struct ktel_textbuf le = { 0 };
 	uint64_t cum = 0;
 
 	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
@@ -550,31 +499,31 @@ static void render_histogram(struct buf *b, const struct family *f, const struct
 
 		cum += se->h.counts[k];
 		le.len = 0;
-		buf_puts(&le, "le=\"");
+		ktel_textbuf_puts(&le, "le=\"");
 		if (inf)
-			buf_puts(&le, "+Inf");
+			ktel_textbuf_puts(&le, "+Inf");
 		else
 			buf_double(&le, bound / f->scale);
-		buf_put(&le, "\"", 1);
+		ktel_textbuf_put(&le, "\"", 1);
 		if (le.fail) {
 			b->fail = true;
 			break;
 		}
 		render_series_name(b, f->name, "_bucket", se->labels, le.p);
-		buf_printf(b, " %" PRIu64 "\n", cum);
+		ktel_textbuf_printf(b, " %" PRIu64 "\n", cum);
 	}
 	free(le.p);
 	if (se->has_sum) {
 		render_series_name(b, f->name, "_sum", se->labels, NULL);
-		buf_put(b, " ", 1);
+		ktel_textbuf_put(b, " ", 1);
 		buf_u64(b, se->h.sum, f->scale);
-		buf_put(b, "\n", 1);
+		ktel_textbuf_put(b, "\n", 1);
 	}
 	render_series_name(b, f->name, "_count", se->labels, NULL);
-	buf_printf(b, " %" PRIu64 "\n", cum);
+	ktel_textbuf_printf(b, " %" PRIu64 "\n", cum);
 }
 
-static void render_family(struct buf *b, const struct family *f)
+static void render_family(struct ktel_textbuf *b, const struct family *f)
 {
 	render_header(b, f);
 	for (const struct series *se = f->first; se; se = se->fnext) {
@@ -583,18 +532,18 @@ static void render_family(struct buf *b, const struct family *f)
 			continue;
 		}
 		render_series_name(b, f->name, "", se->labels, NULL);
-		buf_put(b, " ", 1);
+		ktel_textbuf_put(b, " ", 1);
 		if (f->type == KTEL_RECORD_COUNTER)
 			buf_u64(b, se->total, f->scale);
 		else if (f->scale == 1.0)
-			buf_printf(b, "%" PRId64, se->gauge);
+			ktel_textbuf_printf(b, "%" PRId64, se->gauge);
 		else
 			buf_double(b, (double)se->gauge / f->scale);
-		buf_put(b, "\n", 1);
+		ktel_textbuf_put(b, "\n", 1);
 	}
 }
 
-static void render_self(struct buf *b, const struct prom_sink *s)
+static void render_self(struct ktel_textbuf *b, const struct prom_sink *s)
 {
 	const struct {
 		const char *name, *type, *help;
@@ -613,11 +562,11 @@ static void render_self(struct buf *b, const struct prom_sink *s)
 	};
 
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(self); i++) {
-		buf_printf(b, "# HELP ktel_prometheus_sink_%s %s\n", self[i].name, self[i].help);
-		buf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name, self[i].type);
-		buf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
+		ktel_textbuf_printf(b, "# HELP ktel_prometheus_sink_%s %s\n", self[i].name, self[i].help);
+		ktel_textbuf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name, self[i].type);
+		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
 		buf_escaped(b, s->name, true);
-		buf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
+		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
 	}
 }
 
@@ -632,10 +581,10 @@ static void text_unref(void *cls)
 /* The whole exposition as a new text with one reference; NULL on ENOMEM. */
 static struct text *render(const struct prom_sink *s)
 {
-	struct buf b = { 0 };
+	struct ktel_textbuf b = { 0 };
 	struct text *t;
 
-	buf_put(&b, "", 0);
+	ktel_textbuf_put(&b, "", 0);
 	for (const struct family *f = s->families; f; f = f->next)
 		render_family(&b, f);
 	render_self(&b, s);

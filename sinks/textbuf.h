@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A growable text buffer for sinks that format records (JSON lines, the
+ * Prometheus exposition). Appends never fail loudly: an allocation failure
+ * or an over-long printf sets `fail`, later appends do nothing, and the
+ * caller checks `fail` once when the text is complete. The text is always
+ * NUL-terminated when not failed.
+ */
+#ifndef KTEL_TEXTBUF_H
+#define KTEL_TEXTBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct ktel_textbuf {
+	char *p;
+	size_t len, cap;
+	bool fail;
+};
+
+/* Make room for more bytes (plus the NUL). */
+void ktel_textbuf_reserve(struct ktel_textbuf *b, size_t more);
+void ktel_textbuf_put(struct ktel_textbuf *b, const char *s, size_t len);
+void ktel_textbuf_puts(struct ktel_textbuf *b, const char *s);
+/* printf of at most 255 characters (numbers, short names). */
+void ktel_textbuf_printf(struct ktel_textbuf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif /* KTEL_TEXTBUF_H */
