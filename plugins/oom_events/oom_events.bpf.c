@@ -10,7 +10,10 @@
  *   tp_btf/mark_victim(struct task_struct *task, uid_t uid)   6.8 and later
  *   fentry/mark_oom_victim(struct task_struct *tsk)           when traceable
  *   kprobe/mark_oom_victim                                    kprobe fallback
- *   tp_btf/mark_victim(int pid)                               6.1 .. 6.7
+ *   tp_btf/mark_victim(int pid)                               older kernels
+ * The task-passing tracepoint is 6.8 upstream and was backported to stable
+ * trees (Debian's 6.1.192 has it: docs/kernels.md); the loader picks by the
+ * tracepoint's argument count, not by version.
  * The last has only the thread id. The memcg OOM killer often picks the task
  * that is allocating, which is the current task: then everything is read
  * from it; otherwise only tid and pid (= tid) are known and the rest is 0,
