@@ -32,6 +32,7 @@
 #include <bpf/bpf.h>
 
 #include "ktel_test.h"
+#include "map_total.h"
 #include "daemon_harness.h"
 
 #include "config.h"
@@ -258,28 +259,6 @@ static size_t answer_prog_ids(const json_t *resp, uint32_t *ids, size_t max)
 	return n;
 }
 
-static uint64_t pinned_total(const struct sandbox *sb)
-{
-	char path[512];
-	uint64_t total = 0, vals[33];
-	__u32 key, next, *prev = NULL;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", sb->pin_root, COMPACTION_PIN);
-	fd = bpf_obj_get(path);
-	assert_true(fd >= 0);
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		memset(vals, 0, sizeof(vals));
-		if (bpf_map_lookup_elem(fd, &next, vals) == 0)
-			for (int i = 0; i < 32; i++)
-				total += vals[i];
-		key = next;
-		prev = &key;
-	}
-	close(fd);
-	return total;
-}
-
 static void compact(void)
 {
 	for (int i = 0; i < 3; i++) {
@@ -342,10 +321,10 @@ static void test_enable_disable_round_trip(void **state)
 	}
 
 	/* Compaction while disabled is not counted; the map keeps its counts. */
-	before = pinned_total(&r.sb);
+	before = ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN);
 	assert_true(before >= 1);
 	compact();
-	while_off = pinned_total(&r.sb);
+	while_off = ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN);
 	assert_int_equal(while_off, before);
 
 	j = ctl_json_ok(&r, "enable", METRIC);
@@ -359,10 +338,10 @@ static void test_enable_disable_round_trip(void **state)
 	assert_true(metric_enabled(&r));
 	compact();
 	json_decref(ctl_json_ok(&r, "pull", METRIC));
-	assert_true(pinned_total(&r.sb) > while_off);
+	assert_true(ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN) > while_off);
 
 	rig_stop(&r);
-	final_total = pinned_total(&r.sb);
+	final_total = ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN);
 	assert_int_equal(sum_metric(&r.sb, METRIC, &sum, &records), 0);
 	printf("round trip: %zu records summing %llu; kernel total %llu (%llu before disable)\n",
 	       records, (unsigned long long)sum, (unsigned long long)final_total,
@@ -478,7 +457,7 @@ static void test_show_and_pull(void **state)
 			total += (uint64_t)json_integer_value(c);
 	}
 	assert_true(total >= 1);
-	assert_int_equal(total, pinned_total(&r.sb));
+	assert_int_equal(total, ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN));
 	assert_true(json_array_size(json_object_get(j, "window")) >= 1);
 	json_decref(j);
 	/* Human show: bpftrace-like bars with upper-inclusive bounds. */

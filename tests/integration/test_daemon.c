@@ -14,32 +14,10 @@
 #include <bpf/bpf.h>
 
 #include "ktel_test.h"
+#include "map_total.h"
 #include "daemon_harness.h"
 
 #define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
-
-/* Sum of every bucket of every entry of the pinned compaction map. */
-static uint64_t pinned_total(const struct sandbox *sb)
-{
-	char path[512];
-	uint64_t total = 0, vals[33];
-	__u32 key, next, *prev = NULL;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", sb->pin_root, COMPACTION_PIN);
-	fd = bpf_obj_get(path);
-	assert_true(fd >= 0);
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		memset(vals, 0, sizeof(vals));
-		if (bpf_map_lookup_elem(fd, &next, vals) == 0)
-			for (int i = 0; i < 32; i++)
-				total += vals[i];
-		key = next;
-		prev = &key;
-	}
-	close(fd);
-	return total;
-}
 
 struct tracefs_counter {
 	char dir[256];
@@ -147,7 +125,7 @@ static void test_compaction_matches_tracefs(void **state)
 	       (unsigned long long)sum, records, (unsigned long long)oracle);
 	assert_true(oracle >= 1);
 	/* Every pair the kernel saw was emitted, once. */
-	assert_int_equal(sum, pinned_total(&sb));
+	assert_int_equal(sum, ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN));
 	assert_int_equal(sum, oracle);
 	sandbox_cleanup(&sb);
 }
@@ -176,7 +154,7 @@ static void test_kill9_between_pulls(void **state)
 		fail_msg("restarted daemon failed");
 	}
 	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
-	total = pinned_total(&sb);
+	total = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
 	printf("kill -9: records %zu, emitted sum %llu, kernel total %llu\n", records,
 	       (unsigned long long)sum, (unsigned long long)total);
 	assert_true(total >= 2);

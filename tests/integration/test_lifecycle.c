@@ -31,6 +31,7 @@
 
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
+#include "map_total.h"
 
 #define TEST_GID 12345
 
@@ -96,28 +97,6 @@ static void expect_pin(const struct ktel_bpf_map *m, const char *object)
 	assert_int_equal(st.st_gid, TEST_GID);
 	assert_true(m->map_id > 0);
 	assert_true(m->fd >= 0);
-}
-
-/* Sum of every bucket of every entry, read with plain syscalls. */
-static uint64_t map_total(int fd)
-{
-	uint64_t value[40], total = 0;
-	uint8_t key[64], next[64];
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
-	void *prev = NULL;
-	unsigned i;
-
-	assert_int_equal(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
-	assert_true(info.key_size <= sizeof(key) && info.value_size <= sizeof(value));
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		assert_int_equal(bpf_map_lookup_elem(fd, next, value), 0);
-		for (i = 0; i < info.value_size / 8; i++)
-			total += value[i];
-		memcpy(key, next, info.key_size);
-		prev = key;
-	}
-	return total;
 }
 
 static void compact_memory(void)
@@ -241,7 +220,7 @@ static void test_builtin_plugins(void **state)
 
 	/* Compaction events reach the (reused) map. */
 	compact_memory();
-	assert_true(map_total(bp[1]->maps[0].fd) > 0);
+	assert_true(ktel_test_map_total(bp[1]->maps[0].fd) > 0);
 
 	/* Detach stops counting; attach resumes. */
 	ktel_bpf_plugin__detach_prog(bp[1], "compaction_end");
@@ -293,7 +272,7 @@ static void test_variants_and_params(void **state)
 	expect_pin(&bp->maps[0], "fx_variants");
 
 	compact_memory();
-	total = map_total(bp->maps[0].fd);
+	total = ktel_test_map_total(bp->maps[0].fd);
 	assert_true(total >= 1000003);
 	assert_int_equal(total % 1000003, 0);
 

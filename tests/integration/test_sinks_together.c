@@ -38,6 +38,7 @@
 #include <bpf/bpf.h>
 
 #include "ktel_test.h"
+#include "map_total.h"
 #include "sink.h"
 #include "daemon_harness.h"
 #include "statsd_server.h"
@@ -78,29 +79,6 @@ static uint16_t prom_port;
 static char stream_sock[700], ctl_sock[700], plugin_dir[700];
 
 /* ---- the pinned map ------------------------------------------------------- */
-
-static uint64_t pinned_total(void)
-{
-	char path[512];
-	uint64_t total = 0, vals[33];
-	__u32 key, next, *prev = NULL;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", sb.pin_root, PIN_NAME);
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return 0; /* not pinned yet */
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		memset(vals, 0, sizeof(vals));
-		if (bpf_map_lookup_elem(fd, &next, vals) == 0)
-			for (int i = 0; i < KTEL_HIST_BUCKETS; i++)
-				total += vals[i];
-		key = next;
-		prev = &key;
-	}
-	close(fd);
-	return total;
-}
 
 /* ---- JSON lines (the file and the stream) ----------------------------------- */
 
@@ -424,7 +402,7 @@ static bool snapshot_take(struct snapshot *s, int statsd_gen)
 	bool ok;
 
 	memset(s, 0, sizeof(*s));
-	s->pinned = pinned_total();
+	s->pinned = ktel_test_pinned_total(sb.pin_root, PIN_NAME);
 	prom_scrape(&s->prom);
 	stream_poll();
 	s->n_file = file_lines(&s->file);
