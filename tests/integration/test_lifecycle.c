@@ -32,11 +32,11 @@
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
 #include "map_total.h"
+#include "pin_root.h"
 
 #define TEST_GID 12345
 
-static char pin_root[PATH_MAX];
-static struct ktel_targets *targets;
+static struct test_pin_root pins;
 
 static struct ktel_plugin *open_plugin(const char *dir, const char *name)
 {
@@ -53,9 +53,9 @@ static struct ktel_plugin *open_plugin(const char *dir, const char *name)
 static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
 {
 	struct ktel_bpf_opts opts = {
-		.pin_root = pin_root,
+		.pin_root = pins.path,
 		.pin_gid = TEST_GID,
-		.targets = targets,
+		.targets = pins.targets,
 		.param_values = params,
 	};
 	struct ktel_bpf_plugin *bp = NULL;
@@ -89,7 +89,7 @@ static void expect_pin(const struct ktel_bpf_map *m, const char *object)
 	char path[PATH_MAX];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/map_%s_%s", pin_root, object, m->name);
+	snprintf(path, sizeof(path), "%s/map_%s_%s", pins.path, object, m->name);
 	assert_true(m->pinned);
 	assert_string_equal(m->pin_path, path);
 	assert_int_equal(stat(path, &st), 0);
@@ -113,12 +113,12 @@ static void test_pin_root(void **state)
 	struct ktel_err err = {0};
 	struct stat st;
 
-	assert_int_equal(stat(pin_root, &st), 0);
+	assert_int_equal(stat(pins.path, &st), 0);
 	assert_true(S_ISDIR(st.st_mode));
 	assert_int_equal(st.st_mode & 07777, KTEL_PIN_DIR_MODE);
 	assert_int_equal(st.st_gid, TEST_GID);
 	/* Idempotent; a path outside bpffs is refused with the reason. */
-	assert_int_equal(ktel_bpffs_ensure(pin_root, TEST_GID, &err), 0);
+	assert_int_equal(ktel_bpffs_ensure(pins.path, TEST_GID, &err), 0);
 	assert_int_equal(ktel_bpffs_ensure("/tmp/ktel-not-bpffs", (gid_t)-1, &err), -ENOTSUP);
 	assert_string_equal(err.msg, "pin root /tmp/ktel-not-bpffs is not on a bpf filesystem");
 	assert_int_equal(ktel_bpffs_ensure("relative/root", (gid_t)-1, &err), -EINVAL);
@@ -250,7 +250,7 @@ static void test_variants_and_params(void **state)
 	int fd;
 
 	/* An incompatible pin (hash, not array) left by an "older version". */
-	snprintf(path, sizeof(path), "%s/map_fx_variants_fx_variants_map", pin_root);
+	snprintf(path, sizeof(path), "%s/map_fx_variants_fx_variants_map", pins.path);
 	fd = bpf_map_create(BPF_MAP_TYPE_HASH, "old", 4, 8, 1, NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(bpf_obj_pin(fd, path), 0);
@@ -303,7 +303,7 @@ static void test_unsupported_plugin(void **state)
 		assert_false(bp_missing->progs[i].attached);
 	}
 	/* Nothing loaded, nothing pinned. */
-	snprintf(path, sizeof(path), "%s/map_fx_missing_tp_fx_missing_tp_map", pin_root);
+	snprintf(path, sizeof(path), "%s/map_fx_missing_tp_fx_missing_tp_map", pins.path);
 	assert_int_equal(access(path, F_OK), -1);
 
 	bp_good = load(good, NULL);
@@ -318,49 +318,12 @@ static void test_unsupported_plugin(void **state)
 
 static int setup(void **state)
 {
-	struct ktel_err err = {0};
-
-	snprintf(pin_root, sizeof(pin_root), "/sys/fs/bpf/ktel-test-lifecycle-%d", (int)getpid());
-	if (ktel_bpffs_ensure(pin_root, TEST_GID, &err) != 0) {
-		fprintf(stderr, "%s\n", err.msg);
-		return -1;
-	}
-	targets = ktel_targets__new(NULL, &err);
-	if (!targets) {
-		fprintf(stderr, "%s\n", err.msg);
-		return -1;
-	}
-	return 0;
+	return test_pin_root_setup(&pins, "lifecycle", TEST_GID);
 }
 
-/*
- * Every test unpins what it pinned, so the root must be empty now; whatever
- * a failed test left is reported, removed anyway, and fails the run.
- */
 static int teardown(void **state)
 {
-	char path[PATH_MAX];
-	struct dirent *de;
-	int left = 0;
-	DIR *d;
-
-	ktel_targets__free(targets);
-	d = opendir(pin_root);
-	while (d && (de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", pin_root, de->d_name);
-		fprintf(stderr, "left behind: %s\n", path);
-		unlink(path);
-		left++;
-	}
-	if (d)
-		closedir(d);
-	if (rmdir(pin_root) != 0) {
-		fprintf(stderr, "%s: %s\n", pin_root, strerror(errno));
-		return -1;
-	}
-	return left ? -1 : 0;
+	return test_pin_root_teardown(&pins);
 }
 
 int main(void)

@@ -49,6 +49,7 @@
 
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
+#include "pin_root.h"
 #include "router.h"
 #include "stream_reader.h"
 
@@ -60,8 +61,7 @@
 #define OOM_ADJ 500
 #define SPIN_THREADS 3
 
-static char pin_root[PATH_MAX];
-static struct ktel_targets *targets;
+static struct test_pin_root pins;
 
 /* ---- what the callback received ---------------------------------------- */
 
@@ -193,9 +193,9 @@ static struct ktel_plugin *open_plugin(const char *dir, const char *name)
 static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
 {
 	struct ktel_bpf_opts opts = {
-		.pin_root = pin_root,
+		.pin_root = pins.path,
 		.pin_gid = (gid_t)-1,
-		.targets = targets,
+		.targets = pins.targets,
 		.param_values = params,
 	};
 	struct ktel_bpf_plugin *bp = NULL;
@@ -924,46 +924,12 @@ static void test_runq_threshold_param(void **state)
 
 static int setup(void **state)
 {
-	struct ktel_err err = {0};
-
-	snprintf(pin_root, sizeof(pin_root), "/sys/fs/bpf/ktel-test-stream-%d", (int)getpid());
-	if (ktel_bpffs_ensure(pin_root, (gid_t)-1, &err) != 0) {
-		fprintf(stderr, "%s\n", err.msg);
-		return -1;
-	}
-	targets = ktel_targets__new(NULL, &err);
-	if (!targets) {
-		fprintf(stderr, "%s\n", err.msg);
-		return -1;
-	}
-	return 0;
+	return test_pin_root_setup(&pins, "stream", (gid_t)-1);
 }
 
-/* Every test unpins what it pinned; leftovers are removed and fail the run. */
 static int teardown(void **state)
 {
-	char path[PATH_MAX];
-	struct dirent *de;
-	int left = 0;
-	DIR *d;
-
-	ktel_targets__free(targets);
-	d = opendir(pin_root);
-	while (d && (de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", pin_root, de->d_name);
-		fprintf(stderr, "left behind: %s\n", path);
-		unlink(path);
-		left++;
-	}
-	if (d)
-		closedir(d);
-	if (rmdir(pin_root) != 0) {
-		fprintf(stderr, "%s: %s\n", pin_root, strerror(errno));
-		return -1;
-	}
-	return left ? -1 : 0;
+	return test_pin_root_teardown(&pins);
 }
 
 int main(void)
