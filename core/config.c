@@ -228,8 +228,20 @@ static int parse_group(const json_t *v, gid_t *ret)
 		*ret = (gid_t)g;
 		return 0;
 	}
-	if (!json_is_string(v))
+	if (!json_is_string(v) || !*json_string_value(v))
 		return -EINVAL;
+	{
+		/* A numeric string is a gid, as in chown(1). */
+		char *end;
+		long long id;
+
+		errno = 0;
+		id = strtoll(json_string_value(v), &end, 10);
+		if (!*end && !errno && id >= 0 && id <= INT_MAX) {
+			*ret = (gid_t)id;
+			return 0;
+		}
+	}
 	if (getgrnam_r(json_string_value(v), &gr, buf, sizeof(buf), &res) != 0 || !res)
 		return -ENOENT;
 	*ret = res->gr_gid;
@@ -241,7 +253,7 @@ static int parse_group(const json_t *v, gid_t *ret)
 static const char *type_expectation(const struct ktel_cfg_key *k, char *buf, size_t len)
 {
 	switch (k->type) {
-	case KTEL_CFG_STRING: return "string";
+	case KTEL_CFG_STRING: return "non-empty string";
 	case KTEL_CFG_BOOL: return "true or false";
 	case KTEL_CFG_INT:
 		snprintf(buf, len, "integer %lld..%lld", (long long)k->min, (long long)k->max);
@@ -416,6 +428,29 @@ static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
 	}
 }
 
+int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys,
+			      const char *path, struct ktel_err *err)
+{
+	struct ktel_config_errors errs = {0};
+	json_t *copy;
+	int r = 0;
+
+	if (!json_is_object(obj))
+		return ktel_err_set(err, EINVAL, "%s: expected object", path);
+	/* "type" chose the sink type: it is not one of the type's options. */
+	copy = json_copy((json_t *)obj);
+	if (!copy)
+		return ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+	json_object_del(copy, "type");
+	validate_object(copy, keys, path, &errs);
+	json_decref(copy);
+	if (errs.n)
+		r = ktel_err_set(err, EINVAL, "%s%s", errs.msgs[0],
+				 errs.n > 1 ? " (and more: ktelemetryd --check-config lists all)" : "");
+	ktel_config_errors__clear(&errs);
+	return r;
+}
+
 /* Cross-references the schema cannot express: sink names a metric uses. */
 static void validate_references(const json_t *root, struct ktel_config_errors *errs)
 {
@@ -500,21 +535,55 @@ static void free_strings(char **v, size_t n)
 	free(v);
 }
 
-static uint64_t duration_or(const json_t *obj, const char *key, uint64_t def)
+uint64_t ktel_cfg_duration(const json_t *obj, const char *key, uint64_t def_ms)
 {
-	uint64_t ms = def;
+	uint64_t ms = def_ms;
 	const json_t *v = json_object_get(obj, key);
 
-	if (v)
-		ktel_parse_duration(json_string_value(v), &ms);
+	if (v && ktel_parse_duration(json_string_value(v), &ms))
+		ms = def_ms;
 	return ms;
 }
 
-static bool bool_or(const json_t *obj, const char *key, bool def)
+uint64_t ktel_cfg_size(const json_t *obj, const char *key, uint64_t def)
+{
+	uint64_t n = def;
+	const json_t *v = json_object_get(obj, key);
+
+	if (v && ktel_parse_size(json_string_value(v), &n))
+		n = def;
+	return n;
+}
+
+bool ktel_cfg_bool(const json_t *obj, const char *key, bool def)
 {
 	const json_t *v = json_object_get(obj, key);
 
-	return v ? json_is_true(v) : def;
+	return json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+int64_t ktel_cfg_int(const json_t *obj, const char *key, int64_t def)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_integer(v) ? json_integer_value(v) : def;
+}
+
+const char *ktel_cfg_string(const json_t *obj, const char *key, const char *def)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
+
+gid_t ktel_cfg_group(const json_t *obj, const char *key, gid_t def)
+{
+	gid_t gid = def;
+	const json_t *v = json_object_get(obj, key);
+
+	if (v && parse_group(v, &gid))
+		gid = def;
+	return gid;
 }
 
 static char *string_or(const json_t *obj, const char *key, const char *def,
@@ -523,16 +592,6 @@ static char *string_or(const json_t *obj, const char *key, const char *def,
 	const json_t *v = json_object_get(obj, key);
 
 	return expand(v ? json_string_value(v) : def, vars);
-}
-
-static gid_t group_or(const json_t *obj, const char *key)
-{
-	gid_t gid = 0;
-	const json_t *v = json_object_get(obj, key);
-
-	if (v)
-		parse_group(v, &gid);
-	return gid;
 }
 
 static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
@@ -552,10 +611,10 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 		mc->name = strdup(name);
 		if (!mc->name)
 			return -ENOMEM;
-		mc->enabled = bool_or(m, "enabled", cfg->enable_new_plugins);
-		mc->interval_ms = duration_or(m, "interval", cfg->interval_ms);
-		mc->emit_zero = bool_or(m, "emit_zero", cfg->emit_zero);
-		mc->lease_ms = duration_or(m, "lease", 0);
+		mc->enabled = ktel_cfg_bool(m, "enabled", cfg->enable_new_plugins);
+		mc->interval_ms = ktel_cfg_duration(m, "interval", cfg->interval_ms);
+		mc->emit_zero = ktel_cfg_bool(m, "emit_zero", cfg->emit_zero);
+		mc->lease_ms = ktel_cfg_duration(m, "lease", 0);
 		if (json_object_get(m, "params"))
 			mc->params = json_incref(json_object_get(m, "params"));
 		if (copy_strings(json_object_get(m, "sinks"), vars, &mc->sinks, &mc->n_sinks))
@@ -605,15 +664,15 @@ static int build_model(const json_t *root, const char *source,
 					vars);
 	if (!cfg->source || !cfg->pin_root || !cfg->state_file || !cfg->control_socket)
 		goto err_free;
-	cfg->pin_gid = group_or(root, "pin_group");
-	cfg->control_gid = group_or(root, "control_group");
-	cfg->interval_ms = duration_or(root, "interval", 60000);
-	cfg->emit_zero = bool_or(root, "emit_zero", false);
-	cfg->enable_new_plugins = bool_or(root, "enable_new_plugins", true);
-	cfg->drop_privileges = bool_or(root, "drop_privileges", false);
-	cfg->sink_close_timeout_ms = duration_or(root, "sink_close_timeout", 2000);
-	cfg->self_enabled = bool_or(self, "enabled", true);
-	cfg->self_interval_ms = duration_or(self, "interval", 60000);
+	cfg->pin_gid = ktel_cfg_group(root, "pin_group", 0);
+	cfg->control_gid = ktel_cfg_group(root, "control_group", 0);
+	cfg->interval_ms = ktel_cfg_duration(root, "interval", 60000);
+	cfg->emit_zero = ktel_cfg_bool(root, "emit_zero", false);
+	cfg->enable_new_plugins = ktel_cfg_bool(root, "enable_new_plugins", true);
+	cfg->drop_privileges = ktel_cfg_bool(root, "drop_privileges", false);
+	cfg->sink_close_timeout_ms = ktel_cfg_duration(root, "sink_close_timeout", 2000);
+	cfg->self_enabled = ktel_cfg_bool(self, "enabled", true);
+	cfg->self_interval_ms = ktel_cfg_duration(self, "interval", 60000);
 	if (copy_strings(json_object_get(self, "sinks"), vars, &cfg->self_sinks,
 			 &cfg->n_self_sinks))
 		goto err_free;

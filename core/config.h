@@ -146,4 +146,24 @@ struct ktel_cfg_sink_schema {
 };
 void ktel_config_set_sink_schemas(const struct ktel_cfg_sink_schema *schemas);
 
+/*
+ * Check an object of options (a sink's) against keys, with the messages
+ * --check-config gives: unknown keys, types, ranges ("type" is skipped).
+ * path prefixes the messages ("sinks.out"). 0, or -EINVAL with the first
+ * error in err.
+ */
+int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys,
+			      const char *path, struct ktel_err *err);
+
+/*
+ * Typed reads of an option already checked against its key table: the value
+ * of key in obj, or def when it is absent (or, unchecked, malformed).
+ */
+const char *ktel_cfg_string(const json_t *obj, const char *key, const char *def);
+bool ktel_cfg_bool(const json_t *obj, const char *key, bool def);
+int64_t ktel_cfg_int(const json_t *obj, const char *key, int64_t def);
+uint64_t ktel_cfg_duration(const json_t *obj, const char *key, uint64_t def_ms);
+uint64_t ktel_cfg_size(const json_t *obj, const char *key, uint64_t def);
+gid_t ktel_cfg_group(const json_t *obj, const char *key, gid_t def);
+
 #endif /* KTEL_CONFIG_H */

@@ -546,87 +546,41 @@ close_fd:
 
 /* ---- options, create ---- */
 
-static int parse_group(struct stream_sink *s, const json_t *v, struct ktel_err *err)
-{
-	struct group gr, *res = NULL;
-	char buf[4096], *end;
-	const char *name;
-	long long id;
-
-	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-	    json_integer_value(v) < (json_int_t)UINT32_MAX) {
-		s->gid = (gid_t)json_integer_value(v);
-		s->has_gid = true;
-		return 0;
-	}
-	if (!json_is_string(v) || !*(name = json_string_value(v)))
-		goto bad;
-	errno = 0;
-	id = strtoll(name, &end, 10);
-	if (!*end && !errno && id >= 0 && id < (long long)UINT32_MAX) {
-		s->gid = (gid_t)id;
-	} else {
-		if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) || !res)
-			return ktel_err_set(err, ENOENT, "sinks.%s.group: no group \"%s\"",
-					    s->name, name);
-		s->gid = res->gr_gid;
-	}
-	s->has_gid = true;
-	return 0;
-bad:
-	return ktel_err_set(err, EINVAL, "sinks.%s.group: expected a group name or numeric gid",
-			    s->name);
-}
-
-static int parse_count(struct stream_sink *s, const char *key, const json_t *v, uint64_t max,
-		       uint64_t *ret, struct ktel_err *err)
-{
-	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-	    (uint64_t)json_integer_value(v) > max)
-		return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected an integer 1..%llu",
-				    s->name, key, (unsigned long long)max);
-	*ret = json_integer_value(v);
-	return 0;
-}
+static const struct ktel_cfg_key stream_options[] = {
+	{"socket", KTEL_CFG_STRING, .default_text = "(required)",
+	 .doc = "Unix stream socket subscribers connect to; created 0660."},
+	{"group", KTEL_CFG_GROUP, .default_text = "the daemon's",
+	 .doc = "Group of the socket file: who may subscribe."},
+	{"backlog_records", KTEL_CFG_INT, 1, MAX_RING, .default_text = "1024",
+	 .doc = "Records a subscriber may lag behind; beyond it its oldest are dropped, "
+		"counted, and announced to it as {\"dropped\":N}."},
+	{"ring_records", KTEL_CFG_INT, 1, MAX_RING, .default_text = "4096",
+	 .doc = "Recent records kept (at least backlog_records); a new subscriber first "
+		"gets the most recent backlog_records of them."},
+	{"max_subscribers", KTEL_CFG_INT, 1, MAX_SUBS, .default_text = "16",
+	 .doc = "Subscribers served at once; more are disconnected at once."},
+	{NULL},
+};
 
 static int parse_opts(struct stream_sink *s, const json_t *opts, struct ktel_err *err)
 {
-	const char *key;
-	json_t *v;
-	int ret = 0;
+	char path[128];
+	int ret;
 
-	if (!json_is_object(opts))
-		return ktel_err_set(err, EINVAL, "sinks.%s: expected an object of options",
-				    s->name);
-	json_object_foreach((json_t *)opts, key, v) {
-		if (strcmp(key, "type") == 0)
-			continue;
-		if (strcmp(key, "socket") == 0) {
-			if (!json_is_string(v) || !*json_string_value(v))
-				return ktel_err_set(err, EINVAL, "sinks.%s.socket: expected a "
-						    "socket path", s->name);
-			free(s->path);
-			s->path = strdup(json_string_value(v));
-			if (!s->path)
-				return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory",
-						    s->name);
-		} else if (strcmp(key, "group") == 0) {
-			ret = parse_group(s, v, err);
-		} else if (strcmp(key, "backlog_records") == 0) {
-			ret = parse_count(s, key, v, MAX_RING, &s->backlog, err);
-		} else if (strcmp(key, "ring_records") == 0) {
-			ret = parse_count(s, key, v, MAX_RING, &s->ring_cap, err);
-		} else if (strcmp(key, "max_subscribers") == 0) {
-			ret = parse_count(s, key, v, MAX_SUBS, &s->max_subs, err);
-		} else {
-			return ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", s->name,
-					    key);
-		}
-		if (ret)
-			return ret;
-	}
-	if (!s->path)
+	snprintf(path, sizeof(path), "sinks.%s", s->name);
+	ret = ktel_config_check_options(opts, stream_options, path, err);
+	if (ret)
+		return ret;
+	if (!json_object_get(opts, "socket"))
 		return ktel_err_set(err, EINVAL, "sinks.%s.socket: required", s->name);
+	s->path = strdup(ktel_cfg_string(opts, "socket", ""));
+	if (!s->path)
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
+	s->has_gid = json_object_get(opts, "group") != NULL;
+	s->gid = ktel_cfg_group(opts, "group", 0);
+	s->backlog = (uint64_t)ktel_cfg_int(opts, "backlog_records", DEFAULT_BACKLOG);
+	s->ring_cap = (uint64_t)ktel_cfg_int(opts, "ring_records", DEFAULT_RING);
+	s->max_subs = (uint64_t)ktel_cfg_int(opts, "max_subscribers", DEFAULT_MAX_SUBS);
 	if (s->ring_cap < s->backlog)
 		return ktel_err_set(err, EINVAL, "sinks.%s: ring_records (%llu) must be at least "
 				    "backlog_records (%llu)", s->name,
@@ -692,21 +646,6 @@ unsigned ktel_stream_sink__subscribers(void *priv)
 }
 
 /* Options for the config validator and docs/config.md (parse_opts applies them). */
-static const struct ktel_cfg_key stream_options[] = {
-	{"socket", KTEL_CFG_STRING, .default_text = "(required)",
-	 .doc = "Unix stream socket subscribers connect to; created 0660."},
-	{"group", KTEL_CFG_GROUP, .default_text = "the daemon's",
-	 .doc = "Group of the socket file: who may subscribe."},
-	{"backlog_records", KTEL_CFG_INT, 1, MAX_RING, .default_text = "1024",
-	 .doc = "Records a subscriber may lag behind; beyond it its oldest are dropped, "
-		"counted, and announced to it as {\"dropped\":N}."},
-	{"ring_records", KTEL_CFG_INT, 1, MAX_RING, .default_text = "4096",
-	 .doc = "Recent records kept (at least backlog_records); a new subscriber first "
-		"gets the most recent backlog_records of them."},
-	{"max_subscribers", KTEL_CFG_INT, 1, MAX_SUBS, .default_text = "16",
-	 .doc = "Subscribers served at once; more are disconnected at once."},
-	{NULL},
-};
 
 const struct ktel_sink_ops ktel_stream_sink_ops = {
 	.type = "stream",

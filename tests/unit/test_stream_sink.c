@@ -594,20 +594,21 @@ static void test_option_errors(void **state)
 {
 	expect_create_error("{}", EINVAL, "sinks.s.socket: required");
 	expect_create_error("{\"socket\":\"\"}", EINVAL,
-			    "sinks.s.socket: expected a socket path");
+			    "sinks.s.socket: expected non-empty string, got \"\"");
 	expect_create_error("{\"socket\":\"/x\",\"backlog_records\":100,\"ring_records\":10}",
 			    EINVAL, "sinks.s: ring_records (10) must be at least backlog_records "
 				    "(100)");
 	expect_create_error("{\"socket\":\"/x\",\"backlog_records\":0}", EINVAL,
-			    "sinks.s.backlog_records: expected an integer 1..1048576");
-	expect_create_error("{\"socket\":\"/x\",\"group\":\"no-such-group-ktel\"}", ENOENT,
-			    "sinks.s.group: no group \"no-such-group-ktel\"");
+			    "sinks.s.backlog_records: expected integer 1..1048576, got 0");
+	expect_create_error("{\"socket\":\"/x\",\"group\":\"no-such-group-ktel\"}", EINVAL,
+			    "sinks.s.group: group \"no-such-group-ktel\" does not exist on this system");
 	expect_create_error("{\"socket\":\"/x\",\"group\":true}", EINVAL,
-			    "sinks.s.group: expected a group name or numeric gid");
+			    "sinks.s.group: expected group name or numeric gid, got true");
 	expect_create_error("{\"socket\":\"/x\",\"max_subscribers\":0}", EINVAL,
-			    "sinks.s.max_subscribers: expected an integer 1..1024");
+			    "sinks.s.max_subscribers: expected integer 1..1024, got 0");
 	expect_create_error("{\"socket\":\"/x\",\"bogus\":1}", EINVAL,
-			    "sinks.s.bogus: unknown option");
+			    "sinks.s.bogus: unknown key (known keys: socket, group, backlog_records, "
+			    "ring_records, max_subscribers)");
 	{
 		char opts[300], msg[300];
 
