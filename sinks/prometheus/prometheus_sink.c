@@ -805,14 +805,32 @@ static void prom_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 	uv_close((uv_handle_t *)&s->render_timer, on_timer_closed);
 }
 
-static int set_string(struct prom_sink *s, const char *key, const json_t *v, char **ret,
-		      struct ktel_err *err)
+static const struct ktel_cfg_key prom_options[] = {
+	{"listen", KTEL_CFG_STRING, .default_text = DEFAULT_LISTEN,
+	 .doc = "IPv4 or IPv6 address (a literal, not a host name) the HTTP endpoint "
+		"listens on."},
+	{"port", KTEL_CFG_INT, 0, 65535, .default_text = "9464",
+	 .doc = "TCP port of the endpoint; 0 picks a free one."},
+	{"path", KTEL_CFG_STRING, .default_text = DEFAULT_PATH,
+	 .doc = "URL path that serves the exposition; others answer 404."},
+	{"prefix", KTEL_CFG_STRING, .default_text = "\"" DEFAULT_PREFIX "\"",
+	 .doc = "Prepended to metric names that do not already start with it."},
+	{"max_series", KTEL_CFG_INT, 1, MAX_MAX_SERIES, .default_text = "10000",
+	 .doc = "Bound on exposed series (metric and dims); records that would add one "
+		"beyond it are dropped and counted."},
+	{NULL},
+};
+
+/* Replace *ret with a copy of key's string option when present. */
+static int take_string(struct prom_sink *s, const json_t *opts, const char *key, char **ret,
+		       struct ktel_err *err)
 {
+	const char *v = ktel_cfg_string(opts, key, NULL);
 	char *copy;
 
-	if (!json_is_string(v))
-		return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected a string", s->name, key);
-	copy = strdup(json_string_value(v));
+	if (!v)
+		return 0;
+	copy = strdup(v);
 	if (!copy)
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
 	free(*ret);
@@ -835,42 +853,18 @@ static int check_opts(const struct prom_sink *s, struct ktel_err *err)
 
 static int parse_opts(struct prom_sink *s, const json_t *opts, struct ktel_err *err)
 {
-	const char *key;
-	json_t *v;
-	int ret = 0;
+	char path[128];
+	int ret;
 
-	if (!json_is_object(opts))
-		return ktel_err_set(err, EINVAL, "sinks.%s: expected an object of options",
-				    s->name);
-	json_object_foreach((json_t *)opts, key, v) {
-		if (strcmp(key, "type") == 0)
-			continue;
-		else if (strcmp(key, "listen") == 0)
-			ret = set_string(s, key, v, &s->listen, err);
-		else if (strcmp(key, "path") == 0)
-			ret = set_string(s, key, v, &s->path, err);
-		else if (strcmp(key, "prefix") == 0)
-			ret = set_string(s, key, v, &s->prefix, err);
-		else if (strcmp(key, "port") == 0 &&
-			 (!json_is_integer(v) || json_integer_value(v) < 0 ||
-			  json_integer_value(v) > 65535))
-			ret = ktel_err_set(err, EINVAL, "sinks.%s.port: expected an integer "
-					   "0..65535", s->name);
-		else if (strcmp(key, "port") == 0)
-			s->port = json_integer_value(v);
-		else if (strcmp(key, "max_series") == 0 &&
-			 (!json_is_integer(v) || json_integer_value(v) < 1 ||
-			  json_integer_value(v) > MAX_MAX_SERIES))
-			ret = ktel_err_set(err, EINVAL, "sinks.%s.max_series: expected an "
-					   "integer 1..%d", s->name, MAX_MAX_SERIES);
-		else if (strcmp(key, "max_series") == 0)
-			s->max_series = json_integer_value(v);
-		else
-			ret = ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", s->name,
-					   key);
-		if (ret)
-			return ret;
-	}
+	snprintf(path, sizeof(path), "sinks.%s", s->name);
+	ret = ktel_config_check_options(opts, prom_options, path, err);
+	ret = ret ?: take_string(s, opts, "listen", &s->listen, err);
+	ret = ret ?: take_string(s, opts, "path", &s->path, err);
+	ret = ret ?: take_string(s, opts, "prefix", &s->prefix, err);
+	if (ret)
+		return ret;
+	s->port = (unsigned)ktel_cfg_int(opts, "port", DEFAULT_PORT);
+	s->max_series = (uint64_t)ktel_cfg_int(opts, "max_series", DEFAULT_MAX_SERIES);
 	return check_opts(s, err);
 }
 
@@ -946,21 +940,6 @@ char *ktel_prometheus_sink__text(void *priv, size_t *ret_len)
 }
 
 /* Options for the config validator and docs/config.md (parse_opts applies them). */
-static const struct ktel_cfg_key prom_options[] = {
-	{"listen", KTEL_CFG_STRING, .default_text = DEFAULT_LISTEN,
-	 .doc = "IPv4 or IPv6 address (a literal, not a host name) the HTTP endpoint "
-		"listens on."},
-	{"port", KTEL_CFG_INT, 0, 65535, .default_text = "9464",
-	 .doc = "TCP port of the endpoint; 0 picks a free one."},
-	{"path", KTEL_CFG_STRING, .default_text = DEFAULT_PATH,
-	 .doc = "URL path that serves the exposition; others answer 404."},
-	{"prefix", KTEL_CFG_STRING, .default_text = "\"" DEFAULT_PREFIX "\"",
-	 .doc = "Prepended to metric names that do not already start with it."},
-	{"max_series", KTEL_CFG_INT, 1, MAX_MAX_SERIES, .default_text = "10000",
-	 .doc = "Bound on exposed series (metric and dims); records that would add one "
-		"beyond it are dropped and counted."},
-	{NULL},
-};
 
 const struct ktel_sink_ops ktel_prometheus_sink_ops = {
 	.type = "prometheus",

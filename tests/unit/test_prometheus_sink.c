@@ -516,9 +516,9 @@ static void test_option_errors(void **state)
 	void *priv;
 
 	expect_create_error("{\"port\":70000}", EINVAL,
-			    "sinks.prom.port: expected an integer 0..65535");
+			    "sinks.prom.port: expected integer 0..65535, got 70000");
 	expect_create_error("{\"port\":\"80\"}", EINVAL,
-			    "sinks.prom.port: expected an integer 0..65535");
+			    "sinks.prom.port: expected integer 0..65535, got \"80\"");
 	expect_create_error("{\"port\":0,\"listen\":\"localhost\"}", EINVAL,
 			    "sinks.prom.listen: \"localhost\" is not an IPv4 or IPv6 address");
 	expect_create_error("{\"path\":\"metrics\"}", EINVAL,
@@ -527,9 +527,11 @@ static void test_option_errors(void **state)
 			    "sinks.prom.prefix: \"9x\" is not a Prometheus metric name prefix "
 			    "([a-zA-Z_:][a-zA-Z0-9_:]*)");
 	expect_create_error("{\"max_series\":0}", EINVAL,
-			    "sinks.prom.max_series: expected an integer 1..1000000");
-	expect_create_error("{\"bogus\":1}", EINVAL, "sinks.prom.bogus: unknown option");
-	expect_create_error("[]", EINVAL, "sinks.prom: expected an object of options");
+			    "sinks.prom.max_series: expected integer 1..1000000, got 0");
+	expect_create_error("{\"bogus\":1}", EINVAL,
+			    "sinks.prom.bogus: unknown key (known keys: listen, port, path, prefix, "
+			    "max_series)");
+	expect_create_error("[]", EINVAL, "sinks.prom: expected object");
 
 	/* A port that is taken: the error names address and port. */
 	uv_loop_init(&loop);
