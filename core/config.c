@@ -208,9 +208,12 @@ int ktel_parse_duration(const char *text, uint64_t *ret_ms)
 
 int ktel_parse_size(const char *text, uint64_t *ret_bytes)
 {
-	static const char *const units[] = {"", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB", NULL};
+	/* K/M/G alone are binary, as in dd(1) and most daemons' configs. */
+	static const char *const units[] = {"", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB",
+					    "K", "M", "G", NULL};
 	static const uint64_t scale[] = {1, 1, 1ULL << 10, 1ULL << 20, 1ULL << 30,
-					 1000, 1000000, 1000000000};
+					 1000, 1000000, 1000000000,
+					 1ULL << 10, 1ULL << 20, 1ULL << 30};
 
 	return parse_scaled(text, units, scale, ret_bytes);
 }
@@ -259,7 +262,7 @@ static const char *type_expectation(const struct ktel_cfg_key *k, char *buf, siz
 		snprintf(buf, len, "integer %lld..%lld", (long long)k->min, (long long)k->max);
 		return buf;
 	case KTEL_CFG_DURATION: return "duration string such as \"10s\", \"5m\", \"24h\"";
-	case KTEL_CFG_SIZE: return "size string such as \"512KiB\", \"10MiB\"";
+	case KTEL_CFG_SIZE: return "size such as \"512KiB\", \"10MiB\" or bytes";
 	case KTEL_CFG_STRING_ARRAY: return "array of strings";
 	case KTEL_CFG_GROUP: return "group name or numeric gid";
 	case KTEL_CFG_OBJECT:
@@ -311,8 +314,11 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 		     in_range(k, n);
 		break;
 	case KTEL_CFG_SIZE:
-		ok = json_is_string(v) && ktel_parse_size(json_string_value(v), &n) == 0 &&
-		     in_range(k, n);
+		if (json_is_integer(v) && json_integer_value(v) >= 0)
+			n = (uint64_t)json_integer_value(v); /* bytes */
+		else if (!json_is_string(v) || ktel_parse_size(json_string_value(v), &n))
+			ok = false;
+		ok = ok && in_range(k, n);
 		break;
 	case KTEL_CFG_STRING_ARRAY: {
 		size_t i;
@@ -550,6 +556,8 @@ uint64_t ktel_cfg_size(const json_t *obj, const char *key, uint64_t def)
 	uint64_t n = def;
 	const json_t *v = json_object_get(obj, key);
 
+	if (json_is_integer(v) && json_integer_value(v) >= 0)
+		return (uint64_t)json_integer_value(v);
 	if (v && ktel_parse_size(json_string_value(v), &n))
 		n = def;
 	return n;

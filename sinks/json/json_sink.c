@@ -858,98 +858,27 @@ static void json_stats(void *priv, struct ktel_sink_stats *ret)
 
 /* ---- options, create ---- */
 
-static int parse_size(const char *sink, const char *opt, const json_t *v, uint64_t *ret,
-		      struct ktel_err *err)
-{
-	static const struct {
-		const char *suffix;
-		unsigned shift;
-	} units[] = { { "", 0 },     { "K", 10 },   { "KiB", 10 }, { "k", 10 },
-		      { "M", 20 },   { "MiB", 20 }, { "G", 30 },   { "GiB", 30 } };
-	unsigned long long n;
-	char *end;
-
-	if (json_is_integer(v) && json_integer_value(v) > 0) {
-		*ret = json_integer_value(v);
-		return 0;
-	}
-	if (!json_is_string(v))
-		goto bad;
-	/* Every form the config validator accepts ("10MB", "64KiB", "512B"),
-	 * so a checked file never fails here; the short suffixes below are
-	 * kept for callers that create sinks directly. */
-	if (ktel_parse_size(json_string_value(v), ret) == 0 && *ret > 0)
-		return 0;
-	errno = 0;
-	n = strtoull(json_string_value(v), &end, 10);
-	if (errno || n == 0 || end == json_string_value(v))
-		goto bad;
-	for (size_t i = 0; i < KTEL_ARRAY_SIZE(units); i++) {
-		if (strcmp(end, units[i].suffix) == 0 && n <= (UINT64_MAX >> units[i].shift)) {
-			*ret = (uint64_t)n << units[i].shift;
-			return 0;
-		}
-	}
-bad:
-	return ktel_err_set(err, EINVAL,
-			    "sinks.%s.%s: expected a size > 0 (bytes, or a string like \"64K\", "
-			    "\"10M\", \"1G\")", sink, opt);
-}
-
-static int parse_bool(const char *sink, const char *opt, const json_t *v, bool *ret,
-		      struct ktel_err *err)
-{
-	if (!json_is_boolean(v))
-		return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected true or false", sink, opt);
-	*ret = json_is_true(v);
-	return 0;
-}
+static const struct ktel_cfg_key json_options[];
 
 static int parse_opts(struct json_sink *s, const json_t *opts, struct ktel_err *err)
 {
-	const char *key;
-	json_t *v;
-	int ret = 0;
+	char path[128];
+	int ret;
 
-	if (!json_is_object(opts))
-		return ktel_err_set(err, EINVAL, "sinks.%s: expected an object of options",
-				    s->name);
-	json_object_foreach((json_t *)opts, key, v) {
-		if (strcmp(key, "type") == 0) {
-			continue; /* the config module's, already used */
-		} else if (strcmp(key, "path") == 0) {
-			if (!json_is_string(v) || !*json_string_value(v))
-				return ktel_err_set(err, EINVAL,
-						    "sinks.%s.path: expected a file path or \"-\"",
-						    s->name);
-			s->path = strdup(json_string_value(v));
-			if (!s->path)
-				return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory",
-						    s->name);
-		} else if (strcmp(key, "fsync") == 0) {
-			ret = parse_bool(s->name, key, v, &s->fsync_batches, err);
-		} else if (strcmp(key, "compress") == 0) {
-			ret = parse_bool(s->name, key, v, &s->compress, err);
-		} else if (strcmp(key, "max_queue_bytes") == 0) {
-			ret = parse_size(s->name, key, v, &s->max_queue_bytes, err);
-		} else if (strcmp(key, "rotate_bytes") == 0) {
-			ret = parse_size(s->name, key, v, &s->rotate_bytes, err);
-		} else if (strcmp(key, "keep") == 0) {
-			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-			    json_integer_value(v) > MAX_KEEP)
-				return ktel_err_set(err, EINVAL,
-						    "sinks.%s.keep: expected an integer 1..%d",
-						    s->name, MAX_KEEP);
-			s->keep = json_integer_value(v);
-		} else {
-			return ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", s->name,
-					    key);
-		}
-		if (ret)
-			return ret;
-	}
-	if (!s->path)
+	snprintf(path, sizeof(path), "sinks.%s", s->name);
+	ret = ktel_config_check_options(opts, json_options, path, err);
+	if (ret)
+		return ret;
+	if (!json_object_get(opts, "path"))
 		return ktel_err_set(err, EINVAL, "sinks.%s.path: required", s->name);
+	s->path = strdup(ktel_cfg_string(opts, "path", ""));
+	if (!s->path)
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
+	s->fsync_batches = ktel_cfg_bool(opts, "fsync", false);
+	s->compress = ktel_cfg_bool(opts, "compress", false);
+	s->max_queue_bytes = ktel_cfg_size(opts, "max_queue_bytes", s->max_queue_bytes);
+	s->rotate_bytes = ktel_cfg_size(opts, "rotate_bytes", 0);
+	s->keep = (unsigned)ktel_cfg_int(opts, "keep", 0);
 	s->to_stdout = strcmp(s->path, "-") == 0;
 	if (s->to_stdout && (s->rotate_bytes || s->compress || s->keep))
 		return ktel_err_set(err, EINVAL,
@@ -1011,10 +940,10 @@ static const struct ktel_cfg_key json_options[] = {
 	 .doc = "File to append JSON lines to, or \"-\" for stdout."},
 	{"fsync", KTEL_CFG_BOOL, .default_text = "false",
 	 .doc = "fsync the file after each batch."},
-	{"max_queue_bytes", KTEL_CFG_SIZE, 4096, 1LL << 32, .default_text = "4MiB",
+	{"max_queue_bytes", KTEL_CFG_SIZE, 1, 1LL << 32, .default_text = "4MiB",
 	 .doc = "Bound on formatted lines waiting to be written; beyond it the newest "
 		"records are dropped and counted."},
-	{"rotate_bytes", KTEL_CFG_SIZE, 4096, 1LL << 40, .default_text = "no rotation",
+	{"rotate_bytes", KTEL_CFG_SIZE, 1, 1LL << 40, .default_text = "no rotation",
 	 .doc = "Rotate the file when it would grow past this size."},
 	{"keep", KTEL_CFG_INT, 1, MAX_KEEP, .default_text = "5",
 	 .doc = "Rotated files kept (path.1 newest .. path.N oldest)."},

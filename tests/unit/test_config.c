@@ -82,7 +82,7 @@ static void test_wrong_type_names_path_and_form(void **state)
 	expect_error("{\"plugin_dirs\": [\"/a\", 3]}",
 		     "plugin_dirs: expected array of strings, got an array");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"lots\"}}}",
-		     "sinks.f.max_queue: expected size string such as \"512KiB\", \"10MiB\", "
+		     "sinks.f.max_queue: expected size such as \"512KiB\", \"10MiB\" or bytes, "
 		     "got \"lots\"");
 }
 
