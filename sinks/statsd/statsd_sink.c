@@ -127,130 +127,15 @@ static void maybe_finish(struct statsd_sink *s);
 
 /* ---- options ------------------------------------------------------------ */
 
-static void describe(const json_t *v, char *buf, size_t len)
-{
-	char *dump;
-
-	if (json_is_object(v) || json_is_array(v)) {
-		snprintf(buf, len, "%s", json_is_object(v) ? "an object" : "an array");
-		return;
-	}
-	dump = json_dumps(v, JSON_ENCODE_ANY);
-	snprintf(buf, len, "%.60s", dump ? dump : "?");
-	free(dump);
-}
-
-static const char *expectation(const struct ktel_cfg_key *k, char *buf, size_t len)
-{
-	size_t off;
-
-	switch (k->type) {
-	case KTEL_CFG_INT:
-		snprintf(buf, len, "integer %lld..%lld", (long long)k->min, (long long)k->max);
-		return buf;
-	case KTEL_CFG_SIZE:
-		return "size string such as \"512KiB\", \"10MiB\"";
-	case KTEL_CFG_DURATION:
-		return "duration string such as \"100ms\", \"30s\"";
-	case KTEL_CFG_ENUM:
-		off = (size_t)snprintf(buf, len, "one of");
-		for (size_t i = 0; k->choices[i] && off < len; i++)
-			off += (size_t)snprintf(buf + off, len - off, "%s \"%s\"", i ? "," : "",
-						k->choices[i]);
-		return buf;
-	default:
-		return "non-empty string";
-	}
-}
-
-/* Checks one value against its key; on success *ret_n holds INT/SIZE/DURATION. */
-static bool value_ok(const struct ktel_cfg_key *k, const json_t *v, uint64_t *ret_n)
-{
-	uint64_t n = 0;
-	int r = -EINVAL;
-
-	switch (k->type) {
-	case KTEL_CFG_INT:
-		if (!json_is_integer(v) || json_integer_value(v) < k->min ||
-		    json_integer_value(v) > k->max)
-			return false;
-		*ret_n = (uint64_t)json_integer_value(v);
-		return true;
-	case KTEL_CFG_SIZE:
-		if (json_is_string(v))
-			r = ktel_parse_size(json_string_value(v), &n);
-		break;
-	case KTEL_CFG_DURATION:
-		if (json_is_string(v))
-			r = ktel_parse_duration(json_string_value(v), &n);
-		break;
-	case KTEL_CFG_ENUM:
-		for (size_t i = 0; json_is_string(v) && k->choices[i]; i++)
-			if (strcmp(k->choices[i], json_string_value(v)) == 0)
-				return true;
-		return false;
-	default:
-		return json_is_string(v) && json_string_length(v) > 0;
-	}
-	if (r || n < (uint64_t)k->min || n > (uint64_t)k->max)
-		return false;
-	*ret_n = n;
-	return true;
-}
-
-static const struct ktel_cfg_key *find_key(const char *name)
-{
-	for (size_t i = 0; ktel_statsd_sink_keys[i].name; i++)
-		if (strcmp(ktel_statsd_sink_keys[i].name, name) == 0)
-			return &ktel_statsd_sink_keys[i];
-	return NULL;
-}
-
 static int opt_string(const json_t *opts, const char *key, const char *def, char **ret)
 {
-	const json_t *v = json_object_get(opts, key);
+	const char *v = ktel_cfg_string(opts, key, def);
 
 	*ret = NULL;
-	if (!v && !def)
+	if (!v)
 		return 0;
-	*ret = strdup(v ? json_string_value(v) : def);
+	*ret = strdup(v);
 	return *ret ? 0 : -ENOMEM;
-}
-
-static uint64_t opt_number(const json_t *opts, const char *key, uint64_t def)
-{
-	const json_t *v = json_object_get(opts, key);
-	uint64_t n = def;
-
-	if (v)
-		value_ok(find_key(key), v, &n);
-	return n;
-}
-
-/* Every key known and well-typed; "type" belongs to the config module. */
-static int check_keys(const char *name, const json_t *opts, struct ktel_err *err)
-{
-	const char *key;
-	json_t *v;
-	char exp[160], got[80];
-	uint64_t n;
-
-	if (!json_is_object(opts))
-		return ktel_err_set(err, EINVAL, "sinks.%s: expected object", name);
-	json_object_foreach((json_t *)opts, key, v) {
-		const struct ktel_cfg_key *k = find_key(key);
-
-		if (strcmp(key, "type") == 0)
-			continue;
-		if (!k)
-			return ktel_err_set(err, EINVAL, "sinks.%s.%s: unknown option", name, key);
-		if (!value_ok(k, v, &n)) {
-			describe(v, got, sizeof(got));
-			return ktel_err_set(err, EINVAL, "sinks.%s.%s: expected %s, got %s", name,
-					    key, expectation(k, exp, sizeof(exp)), got);
-		}
-	}
-	return 0;
 }
 
 /* Rules between keys that the table cannot express. */
@@ -289,9 +174,11 @@ static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_
 {
 	const json_t *fmt = json_object_get(opts, "format");
 	const char *def_socket;
+	char path[128];
 	int r;
 
-	r = check_keys(s->name, opts, err);
+	snprintf(path, sizeof(path), "sinks.%s", s->name);
+	r = ktel_config_check_options(opts, ktel_statsd_sink_keys, path, err);
 	if (r)
 		return r;
 	s->android = fmt && strcmp(json_string_value(fmt), "android") == 0;
@@ -303,11 +190,11 @@ static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_
 	    opt_string(opts, "prefix", DEFAULT_PREFIX, &s->prefix) ||
 	    (!s->socket_path && opt_string(opts, "host", DEFAULT_HOST, &s->host)))
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
-	s->port = (int)opt_number(opts, "port", DEFAULT_PORT);
-	s->max_packet = opt_number(opts, "max_packet", DEFAULT_MAX_PACKET);
-	s->max_queue = opt_number(opts, "max_queue", DEFAULT_MAX_QUEUE);
-	s->backoff_min = opt_number(opts, "reconnect_min", DEFAULT_RECONNECT_MIN_MS);
-	s->backoff_max = opt_number(opts, "reconnect_max", DEFAULT_RECONNECT_MAX_MS);
+	s->port = (int)ktel_cfg_int(opts, "port", DEFAULT_PORT);
+	s->max_packet = (size_t)ktel_cfg_int(opts, "max_packet", DEFAULT_MAX_PACKET);
+	s->max_queue = ktel_cfg_size(opts, "max_queue", DEFAULT_MAX_QUEUE);
+	s->backoff_min = ktel_cfg_duration(opts, "reconnect_min", DEFAULT_RECONNECT_MIN_MS);
+	s->backoff_max = ktel_cfg_duration(opts, "reconnect_max", DEFAULT_RECONNECT_MAX_MS);
 	if (s->backoff_max < s->backoff_min)
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s.reconnect_max: must not be below reconnect_min", s->name);

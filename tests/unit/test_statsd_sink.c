@@ -657,7 +657,8 @@ static void expect_error(const char *json, const char *msg)
 
 static void test_options(void **state)
 {
-	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown option");
+	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown key (known keys: format, host, port, socket, prefix, tags, "
+			  "max_packet, max_queue, reconnect_min, reconnect_max)");
 	expect_error("{\"type\":\"statsd\",\"port\":\"abc\"}",
 		     "sinks.s.port: expected integer 1..65535, got \"abc\"");
 	expect_error("{\"type\":\"statsd\",\"max_packet\":65507}",
@@ -665,7 +666,7 @@ static void test_options(void **state)
 	expect_error("{\"type\":\"statsd\",\"tags\":\"graphite\"}",
 		     "sinks.s.tags: expected one of \"dogstatsd\", \"dotted\", got \"graphite\"");
 	expect_error("{\"type\":\"statsd\",\"max_queue\":100}",
-		     "sinks.s.max_queue: expected size string such as \"512KiB\", \"10MiB\", got 100");
+		     "sinks.s.max_queue: expected size such as \"512KiB\", \"10MiB\" or bytes, got 100");
 	expect_error("{\"type\":\"statsd\",\"format\":\"android\",\"host\":\"::1\"}",
 		     "sinks.s.host: not used by format \"android\", which writes to a unix socket "
 		     "(set socket)");
