@@ -456,11 +456,14 @@ static json_t *sinks_json(struct ktel_control *c)
 	for (size_t i = 0; r && i < ktel_router__n_sinks(r); i++) {
 		const char *name = ktel_router__sink_name(r, i);
 		struct ktel_sink_stats st = {0};
+		char where[300];
 
 		ktel_router__sink_stats(r, name, &st);
-		json_array_append_new(a, json_pack("{s:s, s:s?, s:I, s:I, s:I, s:I, s:I}", "name",
-						   name, "type",
+		ktel_router__sink_where(r, name, where, sizeof(where));
+		json_array_append_new(a, json_pack("{s:s, s:s?, s:s, s:I, s:I, s:I, s:I, s:I}",
+						   "name", name, "type",
 						   sink_type(ktel_daemon__config(c->d), name),
+						   "where", where,
 						   "sent", (json_int_t)st.sent, "dropped",
 						   (json_int_t)st.dropped, "errors",
 						   (json_int_t)st.errors, "reconnects",

@@ -356,8 +356,9 @@ static void render_status(FILE *out, const json_t *resp)
 	}
 	fprintf(out, "\nsinks\n");
 	json_array_foreach(json_object_get(resp, "sinks"), i, s)
-		fprintf(out, "  %s (%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
-			"queued %lld\n", jstr(s, "name"), jstr(s, "type"), jint(s, "sent"),
+		fprintf(out, "  %s (%s%s%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
+			"queued %lld\n", jstr(s, "name"), jstr(s, "type"),
+			jstr(s, "where")[0] ? ", " : "", jstr(s, "where"), jint(s, "sent"),
 			jint(s, "dropped"), jint(s, "errors"), jint(s, "reconnects"),
 			jint(s, "queued"));
 }

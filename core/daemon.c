@@ -292,6 +292,15 @@ static void on_sink_close_report(const char *sink, const struct ktel_sink_stats 
 		 (unsigned long long)dropped_at_close, (unsigned long long)final->errors);
 }
 
+/* One line per sink saying where records go (a bound port 0 shows here). */
+void daemon_log_sink_opened(struct ktel_daemon *d, const char *name, const char *type)
+{
+	char where[300];
+
+	ktel_router__sink_where(d->router, name, where, sizeof(where));
+	ktel_log(KTEL_LOG_INFO, "sink %s (%s): %s", name, type, where[0] ? where : "open");
+}
+
 static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 {
 	int r = 0;
@@ -304,6 +313,8 @@ static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 		const struct ktel_sink_cfg *sc = &d->cfg->sinks[i];
 
 		r = ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, err);
+		if (!r)
+			daemon_log_sink_opened(d, sc->name, sc->type);
 	}
 	return r;
 }

@@ -48,6 +48,7 @@ struct ktel_daemon {
 void daemon_route(struct ktel_daemon *d, const struct ktel_metric *m,
 		  const struct ktel_record *recs, size_t n);
 void daemon_save_state(struct ktel_daemon *d);
+void daemon_log_sink_opened(struct ktel_daemon *d, const char *name, const char *type);
 void daemon_on_pull_timer(uv_timer_t *t);
 void daemon_on_stream_records(void *ctx, const struct ktel_record *recs, size_t n);
 

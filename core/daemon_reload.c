@@ -76,6 +76,8 @@ static int apply_sinks(struct ktel_daemon *d, const struct ktel_config *cfg,
 		if (sink_cfg(old, sc->name))
 			continue;
 		rc = ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err);
+		if (!rc)
+			daemon_log_sink_opened(d, sc->name, sc->type);
 		if (rc)
 			ktel_config_errors__add(errs, "%s", err.msg);
 		else
@@ -96,7 +98,7 @@ static int apply_sinks(struct ktel_daemon *d, const struct ktel_config *cfg,
 		ktel_router__remove_sink(d->router, sc->name, old->sink_close_timeout_ms, NULL,
 					 NULL);
 		if (ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err) == 0) {
-			ktel_log(KTEL_LOG_INFO, "sink %s: reopened with its new options", sc->name);
+			daemon_log_sink_opened(d, sc->name, sc->type);
 			continue;
 		}
 		ktel_config_errors__add(errs, "%s (kept the previous options)", err.msg);

@@ -259,6 +259,19 @@ int ktel_router__sink_stats(const struct ktel_router *r, const char *name,
 	return 0;
 }
 
+int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf,
+			    size_t len)
+{
+	ssize_t i = find(r, name);
+
+	if (i < 0)
+		return -ENOENT;
+	buf[0] = '\0';
+	if (r->sinks[i]->ops->where)
+		r->sinks[i]->ops->where(r->sinks[i]->priv, buf, len);
+	return 0;
+}
+
 void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *ret)
 {
 	*ret = r->stats;

@@ -108,6 +108,10 @@ int ktel_router__sink_stats(const struct ktel_router *r, const char *name,
 			    struct ktel_sink_stats *ret);
 void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *ret);
 
+/* Where sink name delivers (ktel_sink_ops.where), "" when it does not say. */
+int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf,
+			    size_t len);
+
 /*
  * Self-telemetry: KTEL_ROUTER_SELF_PER_SINK records per sink, built from the
  * sinks' stats, in recs[0..max). Each starts as a copy of *tmpl (window,

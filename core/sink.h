@@ -43,6 +43,10 @@ struct ktel_sink_ops {
 	 * stats() may be called from inside done: the counts are final. */
 	void (*close)(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx);
 	void (*stats)(void *priv, struct ktel_sink_stats *ret);
+	/* Optional: where the instance delivers, for logs and status
+	 * ("file /var/log/k.jsonl", "udp 127.0.0.1:8125",
+	 * "http://127.0.0.1:9464/metrics" with the port actually bound). */
+	void (*where)(void *priv, char *buf, size_t len);
 	/* The options the type accepts besides "type", {NULL}-terminated; the
 	 * config validator checks them and docs/config.md lists them. */
 	const struct ktel_cfg_key *options;

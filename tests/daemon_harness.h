@@ -126,18 +126,21 @@ static inline int daemon_wait(pid_t pid, int timeout_s)
 	return -1;
 }
 
-/* Does the daemon log contain text (poll up to timeout_s)? */
+/* Does the daemon log contain text (checked at once, then polled up to timeout_s)? */
 static inline bool log_wait_for(const struct sandbox *sb, const char *text, int timeout_s)
 {
-	for (int i = 0; i < timeout_s * 20; i++) {
-		char buf[65536];
+	for (int i = 0; i <= timeout_s * 20; i++) {
 		FILE *f = fopen(sb->log, "r");
-		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		char *buf = NULL;
+		size_t cap = 0;
+		bool found;
 
+		/* The whole log: debug runs grow it well past any fixed buffer. */
+		found = f && getdelim(&buf, &cap, '\0', f) > 0 && strstr(buf, text);
+		free(buf);
 		if (f)
 			fclose(f);
-		buf[n] = '\0';
-		if (strstr(buf, text))
+		if (found)
 			return true;
 		usleep(50000);
 	}

@@ -952,8 +952,20 @@ static const struct ktel_cfg_key json_options[] = {
 	{NULL},
 };
 
+/* See ktel_sink_ops.where. */
+static void json_where(void *priv, char *buf, size_t len)
+{
+	const struct json_sink *s = priv;
+
+	if (s->to_stdout)
+		snprintf(buf, len, "stdout");
+	else
+		snprintf(buf, len, "file %s", s->path);
+}
+
 const struct ktel_sink_ops ktel_json_sink_ops = {
 	.type = "json",
+	.where = json_where,
 	.options = json_options,
 	.create = json_create,
 	.submit = json_submit,

@@ -941,8 +941,19 @@ char *ktel_prometheus_sink__text(void *priv, size_t *ret_len)
 
 /* Options for the config validator and docs/config.md (parse_opts applies them). */
 
+/* See ktel_sink_ops.where. */
+static void prom_where(void *priv, char *buf, size_t len)
+{
+	const struct prom_sink *s = priv;
+
+	/* IPv6 literals in brackets, as in a URL. */
+	snprintf(buf, len, strchr(s->listen, ':') ? "http://[%s]:%u%s" : "http://%s:%u%s",
+		 s->listen, s->port, s->path);
+}
+
 const struct ktel_sink_ops ktel_prometheus_sink_ops = {
 	.type = "prometheus",
+	.where = prom_where,
 	.options = prom_options,
 	.create = prom_create,
 	.submit = prom_submit,

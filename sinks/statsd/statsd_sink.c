@@ -876,8 +876,21 @@ static void statsd_stats(void *priv, struct ktel_sink_stats *ret)
 	ret->queued = s->queued_bytes + s->inflight_bytes;
 }
 
+/* See ktel_sink_ops.where. */
+static void statsd_where(void *priv, char *buf, size_t len)
+{
+	const struct statsd_sink *s = priv;
+
+	if (s->socket_path)
+		snprintf(buf, len, "%s to unix socket %s", s->android ? "android" : "statsd",
+			 s->socket_path);
+	else
+		snprintf(buf, len, "statsd to udp %s:%d", s->host, s->port);
+}
+
 const struct ktel_sink_ops ktel_statsd_sink_ops = {
 	.type = "statsd",
+	.where = statsd_where,
 	.options = ktel_statsd_sink_keys,
 	.create = statsd_create,
 	.submit = statsd_submit,

@@ -647,8 +647,17 @@ unsigned ktel_stream_sink__subscribers(void *priv)
 
 /* Options for the config validator and docs/config.md (parse_opts applies them). */
 
+/* See ktel_sink_ops.where. */
+static void stream_where(void *priv, char *buf, size_t len)
+{
+	const struct stream_sink *s = priv;
+
+	snprintf(buf, len, "subscribers on %s", s->path);
+}
+
 const struct ktel_sink_ops ktel_stream_sink_ops = {
 	.type = "stream",
+	.where = stream_where,
 	.options = stream_options,
 	.create = stream_create,
 	.submit = stream_submit,

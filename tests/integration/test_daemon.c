@@ -328,6 +328,13 @@ static void test_self_telemetry(void **state)
 			     "\"self_telemetry\": {\"interval\": \"1s\"}");
 	pid = daemon_start(&sb, "--once", "2.5", NULL);
 	assert_int_equal(daemon_wait(pid, 30), 0);
+	/* Each sink says where it delivers. */
+	{
+		char want[800];
+
+		snprintf(want, sizeof(want), "sink file (json): file %s", sb.out);
+		assert_true(log_wait_for(&sb, want, 1));
+	}
 	/* Sink counters, per sink; pull cost and errors, per metric. */
 	assert_true(count_lines(&sb, "ktel_sink_sent", "\"sink\":\"file\"") >= 2);
 	assert_true(count_lines(&sb, "ktel_sink_dropped", NULL) >= 2);
@@ -373,6 +380,29 @@ static void test_top_live_view(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* A prometheus sink on port 0 says which port it bound. */
+static void test_sink_where_port_zero(void **state)
+{
+	struct sandbox sb;
+	char cfg[2000];
+	FILE *f;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-where");
+	snprintf(cfg, sizeof(cfg),
+		 "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\","
+		 " \"sinks\": {\"prom\": {\"type\": \"prometheus\", \"port\": 0}}}",
+		 KTEL_PLUGIN_DIR, sb.pin_root, sb.state);
+	f = fopen(sb.config, "w");
+	fputs(cfg, f);
+	fclose(f);
+	pid = daemon_start(&sb, "--once", "0.5", NULL);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	assert_true(log_wait_for(&sb, "sink prom (prometheus): http://127.0.0.1:", 1));
+	assert_false(log_wait_for(&sb, "http://127.0.0.1:0/", 0));
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +413,7 @@ int main(void)
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
 		cmocka_unit_test(test_top_live_view),
+		cmocka_unit_test(test_sink_where_port_zero),
 	};
 
 	ktel_test_require_root("daemon end to end");
