@@ -7,6 +7,7 @@
 #ifndef KTEL_DAEMON_HARNESS_H
 #define KTEL_DAEMON_HARNESS_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -68,6 +69,39 @@ static inline void sandbox_cleanup(struct sandbox *sb)
 {
 	rm_tree(sb->pin_root);
 	rm_tree(sb->dir);
+}
+
+/*
+ * Group teardown: remove every sandbox of this process (pin roots under
+ * /sys/fs/bpf and directories under the build tree), so a test that failed
+ * halfway leaves nothing behind either.
+ */
+static inline int sandbox_remove_all(void **state)
+{
+	static const char *const roots[] = {"/sys/fs/bpf", KTEL_BINARY_DIR "/test-tmp"};
+	char suffix[32], path[1024];
+
+	(void)state;
+	snprintf(suffix, sizeof(suffix), "-%d", getpid());
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		DIR *d = opendir(roots[i]);
+		struct dirent *e;
+		size_t n = strlen(suffix);
+
+		while (d && (e = readdir(d))) {
+			size_t len = strlen(e->d_name);
+
+			if (len <= n || strcmp(e->d_name + len - n, suffix) != 0)
+				continue;
+			if (i == 0 && strncmp(e->d_name, "ktel-test-", 10) != 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", roots[i], e->d_name);
+			rm_tree(path);
+		}
+		if (d)
+			closedir(d);
+	}
+	return 0;
 }
 
 /* Write the config: extra is spliced into the top-level object (may be ""). */

@@ -700,5 +700,5 @@ int main(void)
 
 	ktel_test_require_root("test_control");
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, sandbox_remove_all);
 }

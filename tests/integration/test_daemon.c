@@ -417,5 +417,5 @@ int main(void)
 	};
 
 	ktel_test_require_root("daemon end to end");
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, sandbox_remove_all);
 }

@@ -878,7 +878,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	ktel_targets__free(targets);
-	return 0;
+	return sandbox_remove_all(state);
 }
 
 int main(void)
