@@ -56,64 +56,95 @@ static void check_immutable(const struct ktel_config *old, const struct ktel_con
 	}
 }
 
+/* Replace the open instance of sink name with one configured by to. */
+static int reopen(struct ktel_daemon *d, const struct ktel_sink_cfg *to, uint64_t timeout_ms,
+		  struct ktel_err *err)
+{
+	ktel_router__remove_sink(d->router, to->name, timeout_ms, NULL, NULL);
+	return ktel_router__add_sink(d->router, to->name, to->type, to->options, err);
+}
+
 /*
- * Open the sinks the new config adds or changes. Added ones go straight in
- * (nothing else uses their names); a changed one replaces the old instance,
- * which is put back if the new one cannot be opened. On failure everything
- * done here is undone and the errors are in errs.
+ * Undo what apply_sinks did before a failure: remove the n_added sinks it
+ * added (first in cfg order) and give the n_changed sinks it replaced their
+ * previous options again.
+ */
+static void undo_sinks(struct ktel_daemon *d, const struct ktel_config *cfg, size_t n_added,
+		       size_t n_changed)
+{
+	const struct ktel_config *old = d->cfg;
+	struct ktel_err err;
+
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
+		const struct ktel_sink_cfg *sc = &cfg->sinks[i], *was = sink_cfg(old, sc->name);
+
+		if (!was && n_added) {
+			ktel_router__remove_sink(d->router, sc->name, 0, NULL, NULL);
+			n_added--;
+		} else if (was && sink_changed(was, sc) && n_changed) {
+			if (reopen(d, was, 0, &err))
+				ktel_log(KTEL_LOG_ERROR, "sink %s: cannot reopen with its previous "
+					 "options: %s", was->name, err.msg);
+			n_changed--;
+		}
+	}
+}
+
+/*
+ * Open the sinks the new config adds or changes, then close the ones it
+ * drops. Added sinks go in first (nothing else uses their names); a changed
+ * one replaces its old instance. When any of them cannot open, everything
+ * done here is undone, so the running sinks are exactly the old config's,
+ * and the errors are in errs.
  */
 static int apply_sinks(struct ktel_daemon *d, const struct ktel_config *cfg,
 		       struct ktel_config_errors *errs)
 {
 	const struct ktel_config *old = d->cfg;
-	size_t added = 0;
+	size_t n_added = 0, n_changed = 0;
 	struct ktel_err err;
-	int rc = 0;
 
-	for (size_t i = 0; i < cfg->n_sinks && !rc; i++) {
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &cfg->sinks[i];
 
 		if (sink_cfg(old, sc->name))
 			continue;
-		rc = ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err);
-		if (!rc)
-			daemon_log_sink_opened(d, sc->name, sc->type);
-		if (rc)
-			ktel_config_errors__add(errs, "%s", err.msg);
-		else
-			added = i + 1;
-	}
-	if (rc) {
-		for (size_t i = 0; i < added; i++)
-			if (!sink_cfg(old, cfg->sinks[i].name))
-				ktel_router__remove_sink(d->router, cfg->sinks[i].name, 0, NULL,
-							 NULL);
-		return rc;
+		if (ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err))
+			goto fail;
+		n_added++;
 	}
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &cfg->sinks[i], *was = sink_cfg(old, sc->name);
 
 		if (!was || !sink_changed(was, sc))
 			continue;
-		ktel_router__remove_sink(d->router, sc->name, old->sink_close_timeout_ms, NULL,
-					 NULL);
-		if (ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err) == 0) {
-			daemon_log_sink_opened(d, sc->name, sc->type);
-			continue;
+		if (reopen(d, sc, old->sink_close_timeout_ms, &err)) {
+			ktel_config_errors__add(errs, "%s (kept the previous options)", err.msg);
+			/* This one is closed now: put its old instance back first. */
+			if (reopen(d, was, 0, &err))
+				ktel_log(KTEL_LOG_ERROR, "sink %s: cannot reopen with its previous "
+					 "options either: %s", was->name, err.msg);
+			goto fail_changed;
 		}
-		ktel_config_errors__add(errs, "%s (kept the previous options)", err.msg);
-		if (ktel_router__add_sink(d->router, was->name, was->type, was->options, &err))
-			ktel_log(KTEL_LOG_ERROR, "sink %s: cannot reopen with its previous options "
-				 "either: %s", was->name, err.msg);
-		rc = -EINVAL;
+		n_changed++;
 	}
+	for (size_t i = 0; i < cfg->n_sinks; i++)
+		if (!sink_cfg(old, cfg->sinks[i].name) ||
+		    sink_changed(sink_cfg(old, cfg->sinks[i].name), &cfg->sinks[i]))
+			daemon_log_sink_opened(d, cfg->sinks[i].name, cfg->sinks[i].type);
 	for (size_t i = 0; i < old->n_sinks; i++)
 		if (!sink_cfg(cfg, old->sinks[i].name)) {
 			ktel_router__remove_sink(d->router, old->sinks[i].name,
 						 old->sink_close_timeout_ms, NULL, NULL);
 			ktel_log(KTEL_LOG_INFO, "sink %s: removed", old->sinks[i].name);
 		}
-	return rc;
+	return 0;
+
+fail:
+	ktel_config_errors__add(errs, "%s", err.msg);
+fail_changed:
+	undo_sinks(d, cfg, n_added, n_changed);
+	return -EINVAL;
 }
 
 /* Enable, disable and retime metrics as the (already installed) config says. */

@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <bpf/bpf.h>
 
 #include "ktel_test.h"
@@ -403,6 +407,92 @@ static void test_sink_where_port_zero(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * A reload whose changed sink cannot open (its port is taken) undoes
+ * everything it opened: the added sink is gone again and the old sinks run
+ * with their old options.
+ */
+static void test_reload_failure_undoes_sinks(void **state)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	char cfg[3000], cmd[1500], out[800], *text = NULL;
+	struct sandbox sb;
+	size_t cap = 0;
+	int busy;
+	FILE *f;
+	pid_t pid;
+
+	/* A port nobody else can take while the test holds it. */
+	busy = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(busy, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(busy, 1), 0);
+	assert_int_equal(getsockname(busy, (struct sockaddr *)&sin, &len), 0);
+
+	sandbox_init(&sb, "daemon-undo");
+	snprintf(cfg, sizeof(cfg),
+		 "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\","
+		 " \"control_socket\": \"%s/control.sock\","
+		 " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},"
+		 "             \"prom\": {\"type\": \"prometheus\", \"port\": 0}}}",
+		 KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out);
+	f = fopen(sb.config, "w");
+	fputs(cfg, f);
+	fclose(f);
+	pid = daemon_start(&sb, NULL);
+	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
+
+	/* New sink "extra"; "prom" changed to the taken port: cannot open. */
+	snprintf(cfg, sizeof(cfg),
+		 "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\","
+		 " \"control_socket\": \"%s/control.sock\","
+		 " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},"
+		 "             \"extra\": {\"type\": \"json\", \"path\": \"%s/extra.jsonl\"},"
+		 "             \"prom\": {\"type\": \"prometheus\", \"port\": %u}}}",
+		 KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out, sb.dir,
+		 ntohs(sin.sin_port));
+	f = fopen(sb.config, "w");
+	fputs(cfg, f);
+	fclose(f);
+	kill(pid, SIGHUP);
+	if (!log_wait_for(&sb, "the running configuration is unchanged", 10)) {
+		dump_log(&sb);
+		fail_msg("the failed reload was not reported");
+	}
+	assert_true(log_wait_for(&sb, "(kept the previous options)", 0));
+
+	/* The daemon's own view: exactly the old two sinks, prom on a free port. */
+	snprintf(out, sizeof(out), "%s/status.json", sb.dir);
+	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
+		 "> %s", KTEL_BINARY_DIR, sb.dir, out);
+	assert_int_equal(system(cmd), 0);
+	f = fopen(out, "r");
+	assert_non_null(f);
+	assert_true(getdelim(&text, &cap, '\0', f) > 0);
+	fclose(f);
+	{
+		json_t *st = json_loads(text, 0, NULL), *sinks = json_object_get(st, "sinks"), *e;
+		char taken[32];
+		size_t i;
+
+		assert_non_null(st);
+		assert_int_equal(json_array_size(sinks), 2);
+		snprintf(taken, sizeof(taken), ":%u/", ntohs(sin.sin_port));
+		json_array_foreach(sinks, i, e) {
+			const char *name = json_string_value(json_object_get(e, "name"));
+
+			assert_true(strcmp(name, "file") == 0 || strcmp(name, "prom") == 0);
+			assert_null(strstr(json_string_value(json_object_get(e, "where")), taken));
+		}
+		json_decref(st);
+	}
+	free(text);
+	close(busy);
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -414,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_self_telemetry),
 		cmocka_unit_test(test_top_live_view),
 		cmocka_unit_test(test_sink_where_port_zero),
+		cmocka_unit_test(test_reload_failure_undoes_sinks),
 	};
 
 	ktel_test_require_root("daemon end to end");
