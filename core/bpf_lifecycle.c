@@ -365,8 +365,15 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 	}
 	bpf_object__for_each_program(prog, p->obj) {
 		p->progs[p->n_progs].prog = prog;
-		p->progs[p->n_progs].name = bpf_program__name(prog);
-		p->progs[p->n_progs].section = bpf_program__section_name(prog);
+		/* Own copies: an unsupported plugin closes its object but keeps
+		 * the list (status and inspect show why each was skipped). */
+		p->progs[p->n_progs].name = strdup(bpf_program__name(prog));
+		p->progs[p->n_progs].section = strdup(bpf_program__section_name(prog));
+		if (!p->progs[p->n_progs].name || !p->progs[p->n_progs].section) {
+			p->n_progs++;
+			rc = ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
+			goto out;
+		}
 		choices[p->n_progs].name = p->progs[p->n_progs].name;
 		choices[p->n_progs].section = p->progs[p->n_progs].section;
 		choices[p->n_progs].excluded = excluded_reason(ex, p->progs[p->n_progs].name);
@@ -659,13 +666,22 @@ static struct ktel_bpf_prog *refused_prog(struct ktel_bpf_plugin *p)
 	return NULL;
 }
 
+static void free_progs(struct ktel_bpf_plugin *p)
+{
+	for (size_t i = 0; p->progs && i < p->n_progs; i++) {
+		free((char *)p->progs[i].name);
+		free((char *)p->progs[i].section);
+	}
+	free(p->progs);
+	p->progs = NULL;
+}
+
 static void reset_attempt(struct ktel_bpf_plugin *p)
 {
 	bpf_object__close(p->obj);
 	p->obj = NULL;
-	free(p->progs);
+	free_progs(p);
 	free(p->maps);
-	p->progs = NULL;
 	p->maps = NULL;
 	p->n_progs = p->n_maps = 0;
 	p->unsupported_reason[0] = '\0';
@@ -873,7 +889,7 @@ void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p)
 	if (p->progs)
 		ktel_bpf_plugin__detach_all(p);
 	bpf_object__close(p->obj);
-	free(p->progs);
+	free_progs(p);
 	free(p->maps);
 	free(p);
 }

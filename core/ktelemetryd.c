@@ -130,20 +130,17 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 
 	uv_loop_init(&loop);
 	r = ktel_daemon__new(&loop, cfg, opts, &st.daemon, &err);
-	if (r)
-		ktel_config__free(cfg);
-	if (!r)
-		r = ktel_daemon__start(st.daemon, &err);
 	if (r) {
+		ktel_config__free(cfg);
 		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
-		if (st.daemon)
-			ktel_daemon__shutdown(st.daemon, EXIT_BAD_INPUT);
-		uv_walk(&loop, close_walk, NULL);
-		uv_run(&loop, UV_RUN_DEFAULT);
-		ktel_daemon__free(st.daemon);
 		uv_loop_close(&loop);
 		return EXIT_BAD_INPUT;
 	}
+	/*
+	 * Handle signals before the (slow) start: a SIGHUP or SIGTERM that
+	 * arrives while plugins load waits for the loop instead of killing
+	 * the daemon with the default action.
+	 */
 	uv_signal_init(&loop, &st.sigint);
 	uv_signal_init(&loop, &st.sigterm);
 	uv_signal_init(&loop, &st.sighup);
@@ -155,6 +152,16 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 	uv_unref((uv_handle_t *)&st.sigint);
 	uv_unref((uv_handle_t *)&st.sigterm);
 	uv_unref((uv_handle_t *)&st.sighup);
+	r = ktel_daemon__start(st.daemon, &err);
+	if (r) {
+		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
+		ktel_daemon__shutdown(st.daemon, EXIT_BAD_INPUT);
+		uv_walk(&loop, close_walk, NULL);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		ktel_daemon__free(st.daemon);
+		uv_loop_close(&loop);
+		return EXIT_BAD_INPUT;
+	}
 	ktel_log(KTEL_LOG_INFO, "running with %s", ktel_daemon__config(st.daemon)->source);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	r = ktel_daemon__exit_code(st.daemon);
