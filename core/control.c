@@ -659,6 +659,10 @@ static int cmd_show(struct ktel_control *c, const json_t *req, json_t *resp, str
 
 	if (!m)
 		return -ENOENT;
+	if (m->sr)
+		return ktel_err_set(err, EINVAL, "metric %s: a stream of events, not a histogram: "
+				    "its events reach the sinks as they happen (ktelemetryctl watch "
+				    "shows them live)", m->md->name);
 	if (!m->mp)
 		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
 				    m->problem[0] ? m->problem : "not loaded");

@@ -379,6 +379,17 @@ static void test_top_live_view(void **state)
 	if (!strstr(text, "@compaction_duration[(all)]: count") || !strstr(text, "|@"))
 		fail_msg("unexpected top output:\n%s", text);
 	free(text);
+	text = NULL;
+	/* show on a stream metric says what it is instead of "not loaded". */
+	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock show oom_events "
+		 "> %s 2>&1", KTEL_BINARY_DIR, sb.dir, out);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+	f = fopen(out, "r");
+	assert_non_null(f);
+	assert_true(getdelim(&text, &cap, '\0', f) > 0);
+	fclose(f);
+	assert_non_null(strstr(text, "metric oom_events: a stream of events"));
+	free(text);
 	kill(pid, SIGTERM);
 	assert_int_equal(daemon_wait(pid, 20), 0);
 	sandbox_cleanup(&sb);
