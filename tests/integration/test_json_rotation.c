@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "sink_test.h"
 #include <jansson.h>
 
 #include "sink.h"
@@ -67,11 +69,6 @@ static void run_for(uv_loop_t *loop, uint64_t ms)
 	uv_run(loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&t, NULL);
 	uv_run(loop, UV_RUN_NOWAIT);
-}
-
-static void on_closed(void *ctx)
-{
-	(*(int *)ctx)++;
 }
 
 static void make_rec(struct ktel_record *r, uint64_t seq)
@@ -210,7 +207,7 @@ static void disk_full(unsigned keep, size_t rotate_bytes, size_t leave)
 	assert_int_equal(st.queued, 0);
 	assert_int_equal(st.sent, next - 1);
 	assert_int_equal(st.dropped, 0);
-	ops()->close(s, 1000, on_closed, &closed);
+	ops()->close(s, 1000, ktel_test_count_closed, &closed);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, 1);
 	assert_int_equal(uv_loop_close(&loop), 0);

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "sink_test.h"
+
 #include "prometheus/prometheus_sink.h"
 #include "sink.h"
 #include "ktel_test.h"
@@ -121,11 +123,6 @@ static void run_for(uv_loop_t *loop, uint64_t ms)
 	uv_run(loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&t, NULL);
 	uv_run(loop, UV_RUN_NOWAIT);
-}
-
-static void on_closed(void *ctx)
-{
-	(*(int *)ctx)++;
 }
 
 /* One window of every record shape: log2 histograms in us (seconds on the
@@ -274,7 +271,7 @@ static void test_promtool_accepts_scrapes(void **state)
 	free(t1);
 	free(t2);
 
-	ktel_prometheus_sink_ops.close(priv, 1000, on_closed, &closed);
+	ktel_prometheus_sink_ops.close(priv, 1000, ktel_test_count_closed, &closed);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, 1);
 	assert_int_equal(uv_loop_close(&loop), 0);

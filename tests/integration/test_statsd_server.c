@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "sink_test.h"
 #include <jansson.h>
 #include <uv.h>
 
@@ -210,11 +212,6 @@ static void submit_both(void *const sinks[2], const struct ktel_record *recs, si
 	ops->submit(sinks[1], recs, n);
 }
 
-static void on_closed(void *ctx)
-{
-	(*(int *)ctx)++;
-}
-
 static void test_etsy_statsd_restart(void **state)
 {
 	struct ktel_record w1[N_RECS], w2[N_RECS], w3[N_RECS + 1];
@@ -270,8 +267,8 @@ static void test_etsy_statsd_restart(void **state)
 		assert_int_equal(s.dropped, N_RECS); /* window 2 and nothing else */
 	}
 
-	ops->close(sinks[0], 1000, on_closed, &closed);
-	ops->close(sinks[1], 1000, on_closed, &closed);
+	ops->close(sinks[0], 1000, ktel_test_count_closed, &closed);
+	ops->close(sinks[1], 1000, ktel_test_count_closed, &closed);
 	for (int i = 0; i < 2000 && closed < 2; i++) {
 		uv_run(&loop, UV_RUN_NOWAIT);
 		usleep(1000);

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "sink_test.h"
 #include <zlib.h>
 
 #include "router.h"
@@ -55,20 +57,7 @@ static const struct ktel_sink_ops *ops(void)
 
 static void *create(uv_loop_t *loop, const char *opts_json)
 {
-	json_t *opts = json_loads(opts_json, 0, NULL);
-	struct ktel_err err = { 0 };
-	void *priv = NULL;
-
-	assert_non_null(opts);
-	if (ops()->create(loop, "j", opts, &priv, &err))
-		fail_msg("create: %s", err.msg);
-	json_decref(opts);
-	return priv;
-}
-
-static void on_closed(void *ctx)
-{
-	(*(int *)ctx)++;
+	return ktel_test_sink_create(ops(), loop, "j", opts_json);
 }
 
 /* Close with a timeout and run the loop until the sink has released. */
@@ -76,7 +65,7 @@ static void close_and_run(uv_loop_t *loop, void *priv, uint64_t timeout_ms)
 {
 	int closed = 0;
 
-	ops()->close(priv, timeout_ms, on_closed, &closed);
+	ops()->close(priv, timeout_ms, ktel_test_count_closed, &closed);
 	uv_run(loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, 1);
 }
@@ -525,7 +514,7 @@ static void test_router_creates_json(void **state)
 	run_for(&loop, 100);
 	assert_int_equal(ktel_router__sink_stats(r, "file", &st), 0);
 	assert_int_equal(st.sent, 1);
-	ktel_router__close(r, 1000, on_closed, &closed);
+	ktel_router__close(r, 1000, ktel_test_count_closed, &closed);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, 1);
 	ktel_router__free(r);

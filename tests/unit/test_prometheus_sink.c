@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "sink_test.h"
+
 #include "prometheus/prometheus_sink.h"
 #include "sink.h"
 #include "ktel_test.h"
@@ -33,27 +35,14 @@ static const struct ktel_sink_ops *ops(void)
 
 static void *create(uv_loop_t *loop, const char *opts_json)
 {
-	json_t *opts = json_loads(opts_json, 0, NULL);
-	struct ktel_err err = { 0 };
-	void *priv = NULL;
-
-	assert_non_null(opts);
-	if (ops()->create(loop, "prom", opts, &priv, &err))
-		fail_msg("create: %s", err.msg);
-	json_decref(opts);
-	return priv;
-}
-
-static void on_closed(void *ctx)
-{
-	(*(int *)ctx)++;
+	return ktel_test_sink_create(ops(), loop, "prom", opts_json);
 }
 
 static void close_and_run(uv_loop_t *loop, void *priv)
 {
 	int closed = 0;
 
-	ops()->close(priv, 1000, on_closed, &closed);
+	ops()->close(priv, 1000, ktel_test_count_closed, &closed);
 	uv_run(loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, 1);
 	assert_int_equal(uv_loop_close(loop), 0);
@@ -567,7 +556,7 @@ static void test_submit_after_close(void **state)
 
 	uv_loop_init(&loop);
 	priv = create(&loop, "{\"port\":0}");
-	ops()->close(priv, 100, on_closed, &closed);
+	ops()->close(priv, 100, ktel_test_count_closed, &closed);
 	ops()->submit(priv, &r, 1);
 	ops()->stats(priv, &st);
 	assert_int_equal(st.dropped, 1);

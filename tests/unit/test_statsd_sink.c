@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "sink_test.h"
+
 #include "ktel_test.h"
 #include "statsd/android_event.h"
 #include "statsd/statsd_line.h"
@@ -89,18 +91,9 @@ static int reconnected(const struct ktel_sink_stats *st, uint64_t n)
 	return st->reconnects >= n;
 }
 
-static void *create(uv_loop_t *loop, const char *json)
+static void *create(uv_loop_t *loop, const char *opts_json)
 {
-	struct ktel_err err = {0};
-	json_error_t jerr;
-	json_t *opts = json_loads(json, 0, &jerr);
-	void *sink = NULL;
-
-	assert_non_null(opts);
-	if (ops->create(loop, "s", opts, &sink, &err))
-		fail_msg("create: %s", err.msg);
-	json_decref(opts);
-	return sink;
+	return ktel_test_sink_create(ops, loop, "s", opts_json);
 }
 
 struct closed {

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "sink_test.h"
+
 #include "stream/stream_sink.h"
 #include "sink.h"
 #include "ktel_test.h"
@@ -290,11 +292,6 @@ static bool both_eof(void *ctx)
 	return c[0].eof && c[1].eof;
 }
 
-static void on_closed(void *ctx)
-{
-	(*(int *)ctx)++;
-}
-
 static void finish_loop(uv_loop_t *loop)
 {
 	uv_run(loop, UV_RUN_DEFAULT);
@@ -339,7 +336,7 @@ static void test_slow_subscriber_loses_oldest(void **state)
 
 	/* Now it reads; close flushes what it still has coming, then EOF. */
 	client_read(&c[1]);
-	ops()->close(priv, 5000, on_closed, &closed);
+	ops()->close(priv, 5000, ktel_test_count_closed, &closed);
 	run_until(&loop, is_closed, &closed, 10000);
 	run_until(&loop, both_eof, c, 5000);
 
@@ -410,7 +407,7 @@ static void test_stats_match_subscribers(void **state)
 	assert_int_equal(st.dropped, slow.announced);
 	assert_int_equal(fast.records, 3000);
 	assert_int_equal(slow.records + slow.announced, 3000);
-	ops()->close(priv, 1000, on_closed, &closed);
+	ops()->close(priv, 1000, ktel_test_count_closed, &closed);
 	run_until(&loop, is_closed, &closed, 5000);
 	free(fast.seqs);
 	free(slow.seqs);
@@ -455,7 +452,7 @@ static void test_mode_group_and_replay(void **state)
 
 			run_until(&loop, have_lines, &w, 5000);
 		}
-		ops()->close(priv, 1000, on_closed, &closed);
+		ops()->close(priv, 1000, ktel_test_count_closed, &closed);
 		run_until(&loop, is_closed, &closed, 5000);
 		closed = 0;
 		while (!c.eof)
@@ -492,7 +489,7 @@ static void test_close_flushes(void **state)
 		submit_range(priv, i, 50); /* far more than the socket takes at once */
 	ops()->stats(priv, &st);
 	assert_true(st.queued > 0);
-	ops()->close(priv, 5000, on_closed, &closed);
+	ops()->close(priv, 5000, ktel_test_count_closed, &closed);
 	submit_range(priv, 1000, 1); /* after close: dropped */
 	run_until(&loop, is_closed, &closed, 10000);
 	while (!c.eof)
@@ -531,7 +528,7 @@ static void test_close_timeout(void **state)
 	assert_int_equal(st.dropped, 0);
 	assert_int_equal(st.sent + st.queued, 4000);
 	t0 = now_ms();
-	ops()->close(priv, 100, on_closed, &closed);
+	ops()->close(priv, 100, ktel_test_count_closed, &closed);
 	run_until(&loop, is_closed, &closed, 5000);
 	assert_true(now_ms() - t0 < 2000);
 	client_free(&c);
@@ -585,7 +582,7 @@ static void test_socket_path_rules(void **state)
 	snprintf(msg, sizeof(msg), "sinks.s.socket: %s is served by another process", sock_path);
 	expect_create_error(opts, EADDRINUSE, msg);
 	assert_int_equal(access(sock_path, F_OK), 0); /* and left it alone */
-	ops()->close(priv, 100, on_closed, &closed);
+	ops()->close(priv, 100, ktel_test_count_closed, &closed);
 	finish_loop(&loop);
 	assert_int_equal(closed, 1);
 }
@@ -659,7 +656,7 @@ static void test_max_subscribers(void **state)
 	assert_int_equal(c[1].len, 0);
 	client_free(&c[0]);
 	wait_subscribers(&loop, priv, 0);
-	ops()->close(priv, 100, on_closed, &closed);
+	ops()->close(priv, 100, ktel_test_count_closed, &closed);
 	client_free(&c[1]);
 	finish_loop(&loop);
 	assert_int_equal(closed, 1);
