@@ -21,6 +21,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/param.h>
 #include <sys/syscall.h>
 #include <cmocka.h>
 
@@ -582,6 +583,19 @@ static bool add_blockio(json_t *rec, void *ctx)
 	return true;
 }
 
+/* Requests of 512 that may go unseen before the test fails (see below). */
+#define BLOCKIO_TOLERATED_LOSS 4
+
+static bool print_record(json_t *rec, void *ctx)
+{
+	char *text = json_dumps(rec, JSON_COMPACT);
+
+	(void)ctx;
+	printf("  %s\n", text ? text : "(unprintable)");
+	free(text);
+	return true;
+}
+
 static void test_blockio_events(void **state)
 {
 	struct blockio b = {0};
@@ -601,8 +615,22 @@ static void test_blockio_events(void **state)
 	printf("block_io_latency %s: %llu reads and %llu writes above 4 us, %llu below\n", majmin,
 	       (unsigned long long)b.reads, (unsigned long long)b.writes,
 	       (unsigned long long)b.low);
-	assert_true(b.reads >= 512);
-	assert_true(b.writes >= 512);
+	/*
+	 * Tracing gives no delivery guarantee: the kernel skips a program that
+	 * would nest in itself on one CPU, and a map update can fail under
+	 * lock contention. One CI run under ASan saw 511 of 512 reads. A few
+	 * such losses are tolerated and shown; a wrong device, operation or
+	 * start/completion pairing loses far more than that.
+	 */
+	if (b.reads < 512 || b.writes < 512) {
+		printf("block_io_latency: %llu reads and %llu writes missing; every record:\n",
+		       (unsigned long long)(512 - MIN(b.reads, 512)),
+		       (unsigned long long)(512 - MIN(b.writes, 512)));
+		each_record(&sb, "block_io_latency", print_record, NULL);
+		each_record(&sb, "ktel_prog_recursion_misses", print_record, NULL);
+	}
+	assert_true(b.reads >= 512 - BLOCKIO_TOLERATED_LOSS);
+	assert_true(b.writes >= 512 - BLOCKIO_TOLERATED_LOSS);
 	sandbox_cleanup(&sb);
 }
 
