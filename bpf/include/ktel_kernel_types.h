@@ -27,15 +27,13 @@ typedef __u16 __be16;
 typedef __u32 __be32;
 typedef __u64 __be64;
 typedef __u32 __wsum;
-typedef _Bool bool;
 typedef __u32 gfp_t;
 typedef int pid_t;
-typedef __u64 size_t;
-
-#ifndef true
-#define true 1
-#define false 0
-#endif
+/* bool and size_t come from the compiler's freestanding headers, so BPF code
+ * that includes <stdbool.h> or <stddef.h> itself (as Android's does) still
+ * compiles, in either order. */
+#include <stdbool.h>
+#include <stddef.h>
 
 /* UAPI: enum bpf_map_type (values are kernel ABI and never change). */
 enum bpf_map_type {

@@ -122,8 +122,13 @@ static __always_inline __u32 ktel_label_id(void *ids, void *names, __u32 *full,
 claimed:
 	if (bpf_map_update_elem(ids, l, &id, BPF_NOEXIST) == 0)
 		return id;
-	bpf_map_delete_elem(names, &id);
+	/* Another CPU mapped this string first. It may have found our claim
+	 * in its walk and mapped the string to our very id: then the name
+	 * must stay. Only a claim nobody uses is given back. */
 	found = bpf_map_lookup_elem(ids, l);
+	if (found && *found == id)
+		return id;
+	bpf_map_delete_elem(names, &id);
 	return found ? *found : KTEL_LABEL_OTHER_ID;
 }
 
