@@ -198,6 +198,60 @@ static void test_exact_text(void **state)
 	close_and_run(&loop, priv);
 }
 
+/* Every bound formatting path at once, for a byte-for-byte comparison with
+ * the text the sink produced before bounds were computed once per family:
+ * log2-floor bounds in ns (fractions of a second), linear bounds in ms with
+ * a negative minimum, scaled counters and gauges, two series per family
+ * submitted interleaved. */
+static void submit_bounds(void *priv)
+{
+	uint64_t c32[32], c6[6] = { 1, 0, 2, 0, 0, 3 };
+	struct ktel_record r[5];
+
+	for (int k = 0; k < 32; k++)
+		c32[k] = (uint64_t)k % 3;
+	r[0] = hist("wake_ns", "ns", 32, c32, true, 123456789);
+	r[0].hist.delta.scheme = KTEL_HIST_LOG2_FLOOR;
+	dim(&r[0], "cpu", 0, NULL);
+	r[1] = hist("io_ms", "ms", 6, c6, true, 7);
+	r[1].hist.delta.scheme = KTEL_HIST_LINEAR;
+	r[1].hist.delta.linear_min = -5;
+	r[1].hist.delta.linear_step = 3;
+	r[2] = counter("busy", "ns", 1500, 1500);
+	r[3] = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "lag", .unit = "us",
+				     .gauge = -2500 };
+	r[4] = r[0];
+	r[4].dims[0].value = 1;
+	ops()->submit(priv, r, 5);
+	r[0].hist.delta.has_sum = false;
+	r[1].dims[0] = (struct ktel_dim){ .name = "dev", .label = "sda" };
+	r[1].n_dims = 1;
+	ops()->submit(priv, r, 2);
+}
+
+static const char bounds_text[] =
+#include "prometheus_bounds_text.inc"
+	;
+
+static void test_exact_bounds_text(void **state)
+{
+	uv_loop_t loop;
+	void *priv;
+	char *t, *self, *want;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0}");
+	submit_bounds(priv);
+	t = text(priv);
+	self = self_text(6, 0, 7, 0, 0);
+	assert_true(asprintf(&want, "%s%s", bounds_text, self) > 0);
+	assert_string_equal(t, want);
+	free(t);
+	free(self);
+	free(want);
+	close_and_run(&loop, priv);
+}
+
 /* A full 32-bucket log2 histogram in bytes: integer bounds up to 2^30 then
  * +Inf, the overflow bucket only in +Inf; dims named "le" and "__x" and
  * with a '-' renamed; a prefix already present is not doubled. */
@@ -569,6 +623,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_text),
+		cmocka_unit_test(test_exact_bounds_text),
 		cmocka_unit_test(test_full_histogram_and_names),
 		cmocka_unit_test(test_http_scrape),
 		cmocka_unit_test(test_custom_path_and_ipv6),
