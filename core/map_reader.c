@@ -454,34 +454,52 @@ static int read_iterate(struct ktel_map_reader *r, struct ktel_map_read_stats *s
 	return 0;
 }
 
+/* One walk of the whole map: batch, or iteration once batch is known not to
+ * work (switching on the first read that finds it unsupported). */
+static int read_walk(struct ktel_map_reader *r, struct ktel_map_read_stats *st,
+		     struct ktel_err *err)
+{
+	char why[160];
+	int rc;
+
+	if (!r->iterate) {
+		st->method = "batch";
+		rc = read_batch(r, st, err);
+		if (rc <= 0)
+			return rc;
+		rc = alloc_seen(r, err);
+		if (rc)
+			return rc;
+		snprintf(why, sizeof(why), "batch unsupported for map type %s: using get_next_key",
+			 type_name(r->type));
+		switch_to_iterate(r, why);
+	}
+	st->method = "iterate";
+	return read_iterate(r, st, err);
+}
+
 int ktel_map_reader__read(struct ktel_map_reader *r, struct ktel_map_snapshot *ret,
 			  struct ktel_err *err)
 {
 	struct ktel_map_read_stats st = { 0 };
-	char why[160];
 	size_t i;
 	int rc;
 
-	if (!r->iterate) {
-		st.method = "batch";
-		rc = read_batch(r, &st, err);
-		if (rc < 0)
-			return rc;
-		if (rc == 1) {
-			rc = alloc_seen(r, err);
-			if (rc)
-				return rc;
-			snprintf(why, sizeof(why), "batch unsupported for map type %s: using get_next_key",
-				 type_name(r->type));
-			switch_to_iterate(r, why);
-		}
+	rc = read_walk(r, &st, err);
+	if (!rc && st.truncated) {
+		/*
+		 * The walk ran out of room (-ENOSPC part-way: entries moved
+		 * under it) or out of steps (get_next_key kept restarting).
+		 * Design 4.4: ENOSPC means retry with more room, and the most
+		 * room the buffers have is a fresh walk's max_entries. Once:
+		 * a map churning that hard would only do it again.
+		 */
+		st.rewalks++;
+		st.truncated = false;
+		rc = read_walk(r, &st, err);
 	}
-	if (r->iterate) {
-		st.method = "iterate";
-		rc = read_iterate(r, &st, err);
-		if (rc)
-			return rc;
-	}
+	if (rc)
+		return rc;
 	if (r->percpu)
 		for (i = 0; i < st.entries; i++)
 			ktel_map_reader_sum_percpu((unsigned char *)r->values + i * r->value_size,

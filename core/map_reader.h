@@ -17,7 +17,9 @@
  * the possible CPUs, computed per 8-byte word as a u64. Their values must
  * therefore be made only of u64 members (accumulators are: buckets, sums and
  * counters), and their value_size must be a multiple of 8; _new refuses other
- * sizes.
+ * sizes. The reader knows no layout: a narrower member would carry into its
+ * neighbour ({s32 a = -1; u32 b = 0} on two CPUs reads b = 1), so the caller,
+ * which has the BTF, refuses such values (metric_pull does).
  */
 #ifndef KTEL_MAP_READER_H
 #define KTEL_MAP_READER_H
@@ -68,8 +70,12 @@ struct ktel_map_read_stats {
 	unsigned int retries;   /* retryable errors met and retried */
 	size_t skipped;         /* keys gone between get_next_key and lookup,
 				 * or seen again after an iteration restart */
-	bool truncated;         /* a bound (max_entries or the walk step
-				 * limit) stopped the walk before its end */
+	unsigned int rewalks;   /* walks started over because the one
+				 * before was truncated (at most 1) */
+	bool truncated;         /* a bound (the room left or the walk step
+				 * limit) stopped the last walk before its
+				 * end: the snapshot is INCOMPLETE, keys
+				 * that exist may be missing from it */
 };
 
 /*
@@ -101,7 +107,10 @@ int ktel_map_reader__new(int map_fd, const struct ktel_map_reader_opts *opts,
  * *ret (written only on success). The first read that finds batch lookup
  * unsupported (EINVAL/ENOTSUPP/EOPNOTSUPP on its first batch call) switches
  * this reader to iteration for good; ktel_map_reader__fallback_reason() then
- * says why. Returns 0 or -errno with err set.
+ * says why. A walk that a bound stopped early is walked once more from the
+ * start with the whole room (stats.rewalks); when that one is cut short too,
+ * the read still succeeds with stats.truncated set, and the caller must not
+ * treat the snapshot as the whole map. Returns 0 or -errno with err set.
  */
 int ktel_map_reader__read(struct ktel_map_reader *r, struct ktel_map_snapshot *ret,
 			  struct ktel_err *err);

@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 
 #include "btf_layout.h"
+#include "log.h"
 #include "map_reader.h"
 
 #define LABEL_MAP_MAX_IDS 256
@@ -25,6 +26,7 @@ struct label_map {
 	const struct ktel_field *id_field, *name_field;
 	char names[LABEL_MAP_MAX_IDS][LABEL_MAX_LEN];
 	bool known[LABEL_MAP_MAX_IDS];
+	bool fallback_logged;
 };
 
 struct dim {
@@ -54,6 +56,7 @@ struct ktel_metric_pull {
 	struct ktel_map_snapshot last;
 	bool have_last;
 	size_t n_last_recs; /* records the last run left in recs */
+	bool fallback_logged;
 	uint64_t window_start_boot;
 	int64_t window_start_wall;
 };
@@ -163,6 +166,11 @@ static int label_map_new(struct bpf_object *obj, const char *name, struct label_
 	r = ktel_map_reader__new(bpf_map__fd(map), NULL, &lm->reader, err);
 	if (r)
 		goto err_free;
+	if (ktel_map_reader__is_percpu(lm->reader)) {
+		/* Its names would be summed across CPUs word by word. */
+		r = ktel_err_set(err, EINVAL, "label map %s: a per-CPU map cannot hold names", name);
+		goto err_free;
+	}
 	*ret = lm;
 	return 0;
 
@@ -171,14 +179,32 @@ err_free:
 	return r;
 }
 
+/*
+ * Say once, at INFO, that a reader works by iteration and why: such a pull
+ * costs two syscalls per key instead of one per map, which someone looking
+ * at pull durations needs to know.
+ */
+static void log_fallback_once(const struct ktel_map_reader *reader, const char *metric,
+			      bool *logged)
+{
+	const char *why = ktel_map_reader__fallback_reason(reader);
+
+	if (!why || *logged)
+		return;
+	*logged = true;
+	ktel_log(KTEL_LOG_INFO, "metric %s: map %s (id %u) is read by iteration: %s", metric,
+		 ktel_map_reader__map_name(reader), ktel_map_reader__map_id(reader), why);
+}
+
 /* Refresh the id -> name table from the kernel map. */
-static int label_map_refresh(struct label_map *lm, struct ktel_err *err)
+static int label_map_refresh(struct label_map *lm, const char *metric, struct ktel_err *err)
 {
 	struct ktel_map_snapshot s;
 	int r = ktel_map_reader__read(lm->reader, &s, err);
 
 	if (r)
 		return r;
+	log_fallback_once(lm->reader, metric, &lm->fallback_logged);
 	for (size_t i = 0; i < s.count; i++) {
 		const char *key = (const char *)s.keys + i * s.key_size;
 		const char *val = (const char *)s.values + i * s.value_size;
@@ -282,8 +308,52 @@ static int resolve_values(struct ktel_metric_pull *mp, struct ktel_err *err)
 	return 0;
 }
 
+/*
+ * A per-CPU map's copies are summed per u64 word (map_reader.h). A member
+ * that does not fill its own aligned word alone would carry into its
+ * neighbour ({s32 a = -1; u32 b = 0} on two CPUs sums to b = 1), so every
+ * member the pull reads must be an 8-byte integer at an 8-byte offset.
+ */
+static int check_percpu_field(const struct ktel_metric_pull *mp, const struct ktel_field *f,
+			      struct ktel_err *err)
+{
+	if (f->elem_size == 8 && f->offset % 8 == 0)
+		return 0;
+	return ktel_err_set(err, EINVAL, "metric %s: map %s is per-CPU and its value %s has "
+			    "member %s of %u bytes at offset %u: per-CPU values are summed per "
+			    "8-byte word, so it would carry into its neighbours; declare every "
+			    "value member __u64 or __s64 at an 8-byte offset", mp->md->name,
+			    mp->md->map_name, mp->value_layout->type_name,
+			    f->name[0] ? f->name : "(the whole value)", f->elem_size, f->offset);
+}
+
+static int check_percpu_values(const struct ktel_metric_pull *mp, struct ktel_err *err)
+{
+	const struct ktel_layout *vl = mp->value_layout;
+	int r = 0;
+
+	if (!ktel_map_reader__is_percpu(mp->reader))
+		return 0;
+	if (vl->hist_field >= 0) {
+		r = check_percpu_field(mp, &vl->fields[vl->hist_field], err);
+		if (!r && vl->sum_field >= 0)
+			r = check_percpu_field(mp, &vl->fields[vl->sum_field], err);
+		return r;
+	}
+	for (size_t i = 0; i < mp->n_scalars && !r; i++)
+		r = check_percpu_field(mp, mp->scalars[i], err);
+	return r;
+}
+
 int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *obj,
 			  bool map_created, struct ktel_metric_pull **ret, struct ktel_err *err)
+{
+	return ktel_metric_pull__new_opts(md, obj, map_created, NULL, ret, err);
+}
+
+int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			       bool map_created, const struct ktel_metric_pull_opts *opts,
+			       struct ktel_metric_pull **ret, struct ktel_err *err)
 {
 	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
 	struct ktel_metric_pull *mp;
@@ -314,9 +384,12 @@ int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *
 	r = resolve_dims(mp, obj, err);
 	if (r)
 		goto err_free;
-	r = ktel_map_reader__new(bpf_map__fd(map), NULL, &mp->reader, err);
+	r = ktel_map_reader__new(bpf_map__fd(map), opts ? opts->reader : NULL, &mp->reader, err);
 	if (r)
 		goto err_prefix;
+	r = check_percpu_values(mp, err);
+	if (r)
+		goto err_free;
 	per_key = mp->n_scalars ? mp->n_scalars : 1;
 	mp->cap = (size_t)bpf_map__max_entries(map) * per_key;
 	mp->recs = calloc(mp->cap, sizeof(*mp->recs));
@@ -469,13 +542,75 @@ static size_t make_records(struct ktel_metric_pull *mp, const void *key, const u
 static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
 {
 	for (uint32_t i = 0; i < mp->n_dims; i++) {
-		int r = mp->dims[i].lm ? label_map_refresh(mp->dims[i].lm, err) : 0;
+		int r = mp->dims[i].lm ? label_map_refresh(mp->dims[i].lm, mp->md->name, err) : 0;
 
 		if (r)
 			return ktel_err_prefix(err, "metric %s: label map %s: ", mp->md->name,
 					       mp->md->dims[i].label_map);
 	}
 	return 0;
+}
+
+/* Gauges are levels: the delta engine would drop an unchanged one as a
+ * zero delta and take a falling one for a reset (delta.h). */
+static bool is_gauge(const struct ktel_metric_pull *mp)
+{
+	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
+}
+
+/*
+ * Records for every entry of s into mp->recs: the current level of a gauge,
+ * the delta against d of anything else. Between ktel_delta__begin and _end;
+ * on failure the caller aborts the round.
+ */
+static int make_window(struct ktel_metric_pull *mp, struct ktel_delta *d,
+		       const struct ktel_map_snapshot *s, const char *boot_id, uint64_t now_boot,
+		       int64_t now_wall, size_t *ret_n, struct ktel_err *err)
+{
+	const char *name = mp->md->name;
+	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
+	size_t n = 0, per_key = mp->n_scalars ? mp->n_scalars : 1;
+	bool gauge = is_gauge(mp);
+
+	for (size_t i = 0; i < s->count; i++) {
+		const void *key = (const char *)s->keys + i * s->key_size;
+		bool reset, emit = true;
+		int r;
+
+		read_values(mp, (const char *)s->values + i * s->value_size);
+		if (!gauge) {
+			r = ktel_delta__apply(d, name, map_id, key, s->key_size, mp->cur,
+					      mp->n_values, mp->delta, &reset, &emit);
+			if (r)
+				return ktel_err_set(err, -r, "metric %s: delta engine: %s", name,
+						    strerror(-r));
+		}
+		if (emit && n + per_key <= mp->cap)
+			n += make_records(mp, key, mp->cur, gauge ? NULL : mp->delta, boot_id,
+					  now_boot, now_wall, &mp->recs[n]);
+	}
+	*ret_n = n;
+	return 0;
+}
+
+/*
+ * The walk stayed truncated after the reader walked the map a second time.
+ * Ending a delta round on it would forget every key it missed, and their
+ * whole cumulative values would come back as deltas on the next pull: so no
+ * round is started, nothing is emitted, and the pull fails to be counted and
+ * logged. show keeps what was read (mp->last follows the reader's buffers).
+ */
+static int incomplete_pull(struct ktel_metric_pull *mp, const struct ktel_map_snapshot *s,
+			   struct ktel_err *err)
+{
+	mp->last = *s;
+	mp->have_last = true;
+	return ktel_err_set(err, EAGAIN, "metric %s: map %s (id %u): incomplete pull: the %s walk "
+			    "stopped at a bound twice (%zu of at most %u entries read); nothing "
+			    "emitted, every key keeps its state for the next pull", mp->md->name,
+			    ktel_map_reader__map_name(mp->reader),
+			    ktel_map_reader__map_id(mp->reader), s->stats.method, s->count,
+			    ktel_map_reader__max_entries(mp->reader));
 }
 
 int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
@@ -494,6 +629,9 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	r = ktel_map_reader__read(mp->reader, &s, err);
 	if (r)
 		return ktel_err_prefix(err, "metric %s: ", name);
+	log_fallback_once(mp->reader, name, &mp->fallback_logged);
+	if (s.stats.truncated)
+		return incomplete_pull(mp, &s, err);
 	r = refresh_labels(mp, err);
 	if (r)
 		return r;
@@ -501,24 +639,15 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
 	mp->n_last_recs = 0; /* recs is overwritten from here on */
-	for (size_t i = 0; i < s.count; i++) {
-		const void *key = (const char *)s.keys + i * s.key_size;
-		bool reset, emit;
-
-		read_values(mp, (const char *)s.values + i * s.value_size);
-		r = ktel_delta__apply(d, name, map_id, key, s.key_size, mp->cur, mp->n_values,
-				      mp->delta, &reset, &emit);
-		if (r) {
-			/* Keys the walk had not reached keep their state. */
-			ktel_delta__abort(d, name);
-			return ktel_err_set(err, -r, "metric %s: delta engine: %s", name,
-					    strerror(-r));
-		}
-		if (emit && n + (mp->n_scalars ? mp->n_scalars : 1) <= mp->cap)
-			n += make_records(mp, key, mp->cur, mp->delta, boot_id, t0, wall,
-					  &mp->recs[n]);
+	r = make_window(mp, d, &s, boot_id, t0, wall, &n, err);
+	if (r) {
+		/* Keys the walk had not reached keep their state. */
+		ktel_delta__abort(d, name);
+		return r;
 	}
 	ktel_delta__end(d, name);
+	if (is_gauge(mp))
+		info.start = 0;
 	if (n) {
 		uint64_t seq = ktel_delta__next_seq(d, name);
 
@@ -534,7 +663,6 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	info.syscalls = s.stats.syscalls;
 	info.keys = s.count;
 	info.records = n;
-	info.truncated = s.stats.truncated;
 	info.duration_ns = ktel_now_boottime_ns() - t0;
 	*ret_recs = mp->recs;
 	*ret_n = n;
@@ -572,6 +700,11 @@ int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_reco
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp)
 {
 	return ktel_map_reader__map_id(mp->reader);
+}
+
+const char *ktel_metric_pull__fallback_reason(const struct ktel_metric_pull *mp)
+{
+	return ktel_map_reader__fallback_reason(mp->reader);
 }
 
 const struct ktel_metric_desc *ktel_metric_pull__desc(const struct ktel_metric_pull *mp)

@@ -35,15 +35,31 @@ struct ktel_pull_info {
 	size_t keys;           /* entries read */
 	size_t records;        /* records produced */
 	uint64_t duration_ns;  /* read + decode + delta */
-	enum ktel_delta_start start; /* how the delta series started */
-	bool truncated;        /* the map walk hit a bound */
+	/* How the delta series started; 0 for gauges, which have none. */
+	enum ktel_delta_start start;
+	/* Always false: a walk that stays truncated fails the pull (-EAGAIN)
+	 * instead of returning part of the map. Kept for the status layout. */
+	bool truncated;
+};
+
+struct ktel_map_reader_opts;
+
+struct ktel_metric_pull_opts {
+	/* Options of the metric's map reader; NULL: the real bpf() calls.
+	 * Tests pass a simulated kernel here. */
+	const struct ktel_map_reader_opts *reader;
 };
 
 /*
- * Resolve metric md of a loaded BPF object. map_created tells whether this
- * daemon created the map (deltas start from zero) or reused a pin.
- * Errors name the plugin, metric, map and member involved.
+ * Resolve metric md of a BPF object. map_created tells whether this daemon
+ * created the map (deltas start from zero) or reused a pin. A per-CPU map is
+ * refused when a value member the pull reads is not an 8-byte integer at an
+ * 8-byte offset: per-CPU copies are summed per u64 word (map_reader.h).
+ * Errors name the plugin, metric, map and member involved. opts may be NULL.
  */
+int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_object *obj,
+			       bool map_created, const struct ktel_metric_pull_opts *opts,
+			       struct ktel_metric_pull **ret, struct ktel_err *err);
 int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *obj,
 			  bool map_created, struct ktel_metric_pull **ret, struct ktel_err *err);
 void ktel_metric_pull__free(struct ktel_metric_pull *mp);
@@ -52,6 +68,18 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp);
  * Pull once: read the map, compute deltas against d, and produce records in a
  * buffer owned by mp (valid until the next pull or _free). boot_id is carried
  * into every record.
+ *
+ * Counters and histograms go through the delta engine; gauges (value_kind
+ * KTEL_VALUE_GAUGE) are levels and do not: every key read yields a record
+ * with its current level, zero or falling included.
+ *
+ * A walk the reader could not complete even on its second try fails with
+ * -EAGAIN ("incomplete"): nothing is emitted and the delta round is never
+ * ended, so no key that was not read is forgotten (which would make its
+ * whole cumulative value count again on the next pull).
+ *
+ * The first pull whose reader works by iteration instead of batch logs why
+ * at INFO, once per reader, naming the metric and map.
  */
 int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 			  const char *boot_id, const struct ktel_record **ret_recs,
@@ -69,6 +97,8 @@ void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
 				    const struct ktel_record **ret_recs, size_t *ret_n);
 
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp);
+/* Why the metric's map is read by iteration, or NULL while batch works. */
+const char *ktel_metric_pull__fallback_reason(const struct ktel_metric_pull *mp);
 const struct ktel_metric_desc *ktel_metric_pull__desc(const struct ktel_metric_pull *mp);
 
 /* Boot id of this boot (/proc/sys/kernel/random/boot_id), cached. */

@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The pull path (core/metric_pull.c) without a kernel: the maps' BTF comes
+ * from a real BPF object built for the test (tests/plugins/fx_pull_values),
+ * opened but never loaded, and the map reader's bpf() calls go to a fake map
+ * that answers like the kernel's hashtab batch code (u32 bucket cursor,
+ * -ENOENT with the last entries) and, on demand, cuts a walk short with
+ * -ENOSPC part-way (as it does when entries move under the walk) or says
+ * batch is unsupported.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "delta.h"
+#include "log.h"
+#include "map_reader.h"
+#include "metric_pull.h"
+
+#define OBJ_PATH KTEL_BINARY_DIR "/tests/plugins/fx_pull_values/fx_pull_values.bpf.o"
+#define BOOT "0b7a1d3e-1111-4c2e-9a55-5c1d2e3f4a5b"
+#define MAXN 16
+#define MAXCPU 2
+#define MAXVAL 264 /* struct accumulator_value_sum */
+
+struct fake {
+	struct bpf_map_info info;
+	int ncpus;
+	__u32 n;
+	__u32 keys[MAXN];
+	unsigned char vals[MAXN][MAXCPU][MAXVAL]; /* each CPU's copy */
+	int truncate_walks; /* this many walks stop part-way with -ENOSPC */
+	bool batch_unsupported;
+	int walks, batch_calls;
+};
+
+static int fake_info(void *ctx, int fd, struct bpf_map_info *info)
+{
+	*info = ((struct fake *)ctx)->info;
+	return 0;
+}
+
+static int fake_ncpus(void *ctx)
+{
+	return ((struct fake *)ctx)->ncpus;
+}
+
+static bool fake_percpu(const struct fake *f)
+{
+	return f->info.type == BPF_MAP_TYPE_PERCPU_HASH;
+}
+
+static void copy_value(const struct fake *f, __u32 i, unsigned char *dst)
+{
+	size_t stride = (f->info.value_size + 7) & ~7u;
+
+	for (int c = 0; c < (fake_percpu(f) ? f->ncpus : 1); c++)
+		memcpy(dst + c * stride, f->vals[i][c], f->info.value_size);
+}
+
+static size_t raw_size(const struct fake *f)
+{
+	size_t stride = (f->info.value_size + 7) & ~7u;
+
+	return fake_percpu(f) ? stride * f->ncpus : f->info.value_size;
+}
+
+static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *keys,
+		      void *values, __u32 *count)
+{
+	struct fake *f = ctx;
+	__u32 pos = 0, take;
+
+	f->batch_calls++;
+	if (f->batch_unsupported)
+		return -EINVAL;
+	if (in_batch)
+		memcpy(&pos, in_batch, 4);
+	else
+		f->walks++;
+	if (f->walks <= f->truncate_walks && in_batch) {
+		/* The next bucket no longer fits in the room left. */
+		*count = 0;
+		return -ENOSPC;
+	}
+	take = f->n - pos < *count ? f->n - pos : *count;
+	if (f->walks <= f->truncate_walks)
+		take = f->n / 2; /* a first call that stops half-way */
+	for (__u32 i = 0; i < take; i++) {
+		memcpy((unsigned char *)keys + i * 4, &f->keys[pos + i], 4);
+		copy_value(f, pos + i, (unsigned char *)values + i * raw_size(f));
+	}
+	pos += take;
+	memcpy(out_batch, &pos, 4);
+	*count = take;
+	return pos == f->n ? -ENOENT : 0;
+}
+
+static int find_key(const struct fake *f, const void *key)
+{
+	for (__u32 i = 0; i < f->n; i++)
+		if (!memcmp(&f->keys[i], key, 4))
+			return i;
+	return -1;
+}
+
+static int fake_gnk(void *ctx, int fd, const void *key, void *next)
+{
+	struct fake *f = ctx;
+	int i = key ? find_key(f, key) : -1;
+	__u32 nexti = i < 0 ? 0 : i + 1;
+
+	if (nexti >= f->n)
+		return -ENOENT;
+	memcpy(next, &f->keys[nexti], 4);
+	return 0;
+}
+
+static int fake_lookup(void *ctx, int fd, const void *key, void *value)
+{
+	struct fake *f = ctx;
+	int i = find_key(f, key);
+
+	if (i < 0)
+		return -ENOENT;
+	copy_value(f, i, value);
+	return 0;
+}
+
+static const struct ktel_map_reader_sys fake_sys = {
+	.get_info = fake_info,
+	.num_possible_cpus = fake_ncpus,
+	.lookup_batch = fake_batch,
+	.get_next_key = fake_gnk,
+	.lookup_elem = fake_lookup,
+};
+
+struct ctx {
+	struct bpf_object *obj;
+	struct fake f;
+	struct ktel_delta *d;
+	const char *map_name; /* info.name is cut to BPF_OBJ_NAME_LEN - 1 */
+	struct ktel_metric_desc md;
+	struct ktel_metric_pull *mp;
+};
+
+/* A fake map shaped like the object's map `name`, with n keys 1..n. */
+static void fake_init(struct ctx *c, const char *name, __u32 n, int ncpus)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(c->obj, name);
+
+	assert_non_null(map);
+	c->map_name = name;
+	memset(&c->f, 0, sizeof(c->f));
+	c->f.info.type = bpf_map__type(map);
+	c->f.info.key_size = bpf_map__key_size(map);
+	c->f.info.value_size = bpf_map__value_size(map);
+	c->f.info.max_entries = bpf_map__max_entries(map);
+	c->f.info.id = 7;
+	snprintf(c->f.info.name, sizeof(c->f.info.name), "%s", name);
+	c->f.ncpus = ncpus;
+	c->f.n = n;
+	for (__u32 i = 0; i < n; i++)
+		c->f.keys[i] = i + 1;
+}
+
+static void set_u64(struct ctx *c, __u32 i, int cpu, size_t off, __u64 v)
+{
+	memcpy(&c->f.vals[i][cpu][off], &v, 8);
+}
+
+static int pull_new(struct ctx *c, const char *metric, enum ktel_value_kind kind,
+		    bool map_created, struct ktel_err *err)
+{
+	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
+	struct ktel_metric_pull_opts po = { .reader = &ro };
+
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = metric, .map_name = c->map_name,
+						     .model = KTEL_MODEL_ACCUMULATOR,
+						     .unit = "events", .value_kind = kind);
+	return ktel_metric_pull__new_opts(&c->md, c->obj, map_created, &po, &c->mp, err);
+}
+
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -1;
+	c->obj = bpf_object__open_file(OBJ_PATH, NULL);
+	if (!c->obj) {
+		fprintf(stderr, "cannot open %s: %s\n", OBJ_PATH, strerror(errno));
+		free(c);
+		return -1;
+	}
+	c->d = ktel_delta__new(BOOT);
+	if (!c->d) {
+		bpf_object__close(c->obj);
+		free(c);
+		return -1;
+	}
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ctx *c = *state;
+
+	ktel_metric_pull__free(c->mp);
+	ktel_delta__free(c->d);
+	bpf_object__close(c->obj);
+	free(c);
+	return 0;
+}
+
+/* Run one pull; return its records' deltas per key (index key - 1). */
+static int pull(struct ctx *c, uint64_t *deltas, size_t *ret_n, struct ktel_err *err)
+{
+	const struct ktel_record *recs;
+	struct ktel_pull_info info;
+	size_t n = 0;
+	int r;
+
+	r = ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, &info, err);
+	if (r)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(recs[i].type, KTEL_RECORD_COUNTER);
+		assert_int_equal(recs[i].n_dims, 0);
+		assert_true(recs[i].seq > 0);
+	}
+	if (deltas)
+		for (size_t i = 0; i < n; i++)
+			deltas[i] = recs[i].counter.delta;
+	*ret_n = n;
+	return 0;
+}
+
+/*
+ * A walk that stays truncated must not end the delta round: keys it missed
+ * would be forgotten, and the next pull would emit their whole cumulative
+ * value again. Every key's emitted deltas must add up to its value, exactly.
+ */
+static void test_truncated_walk_never_reemits(void **state)
+{
+	struct ctx *c = *state;
+	uint64_t emitted[MAXN] = { 0 }, deltas[MAXN];
+	struct ktel_err err = { 0 };
+	size_t n;
+
+	fake_init(c, "fx_counters", 4, 1);
+	assert_int_equal(pull_new(c, "fx_counters", KTEL_VALUE_COUNTER, true, &err), 0);
+	for (int round = 0; round < 4; round++) {
+		for (__u32 i = 0; i < c->f.n; i++)
+			set_u64(c, i, 0, 0, (i + 1) * 10 + round);
+		/* Round 1: both walks stop half-way; round 2: the first only. */
+		c->f.walks = 0;
+		c->f.truncate_walks = round == 1 ? 2 : round == 2 ? 1 : 0;
+		if (round == 1) {
+			assert_int_equal(pull(c, NULL, &n, &err), -EAGAIN);
+			assert_non_null(strstr(err.msg, "incomplete"));
+			assert_non_null(strstr(err.msg, "fx_counters"));
+			assert_int_equal(c->f.walks, 2); /* walked again once, no more */
+			continue;
+		}
+		assert_int_equal(pull(c, deltas, &n, &err), 0);
+		assert_int_equal(n, c->f.n);
+		for (size_t i = 0; i < n; i++)
+			emitted[i] += deltas[i];
+		if (round == 2)
+			assert_int_equal(c->f.walks, 2);
+	}
+	for (__u32 i = 0; i < c->f.n; i++)
+		assert_int_equal(emitted[i], (i + 1) * 10 + 3);
+}
+
+/* A gauge is a level: unchanged, falling, zero or negative, it is emitted
+ * as read on every pull, also in a reused map's first window. */
+static void test_gauge_levels_bypass_delta(void **state)
+{
+	static const int64_t levels[][2] = { { 5, -3 }, { 5, -3 }, { 2, 0 }, { 2, 0 } };
+	struct ctx *c = *state;
+	const struct ktel_record *recs;
+	struct ktel_pull_info info;
+	struct ktel_err err = { 0 };
+	uint64_t last_seq = 0;
+	size_t n;
+
+	fake_init(c, "fx_gauges", 2, 1);
+	assert_int_equal(pull_new(c, "fx_gauges", KTEL_VALUE_GAUGE, false, &err), 0);
+	for (size_t p = 0; p < 4; p++) {
+		for (__u32 i = 0; i < 2; i++)
+			set_u64(c, i, 0, 0, (uint64_t)levels[p][i]);
+		assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, &info, &err),
+				 0);
+		assert_int_equal(n, 2);
+		assert_int_equal(info.start, 0);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(recs[i].type, KTEL_RECORD_GAUGE);
+			assert_int_equal(recs[i].gauge, levels[p][i]);
+			assert_true(recs[i].seq > last_seq);
+		}
+		last_seq = recs[0].seq;
+	}
+}
+
+/* Per-CPU values are summed per u64 word: a narrower member is refused by
+ * name; 8-byte members and histograms are read and summed right. */
+static void test_percpu_narrow_member_refused(void **state)
+{
+	struct ctx *c = *state;
+	struct ktel_err err = { 0 };
+
+	fake_init(c, "fx_narrow_percpu", 1, 2);
+	assert_int_equal(pull_new(c, "fx_narrow", KTEL_VALUE_COUNTER, true, &err), -EINVAL);
+	assert_null(c->mp);
+	assert_non_null(strstr(err.msg, "per-CPU"));
+	assert_non_null(strstr(err.msg, "member a of 4 bytes"));
+	assert_non_null(strstr(err.msg, "fx_narrow_percpu"));
+}
+
+static void test_percpu_wide_members_summed(void **state)
+{
+	struct ctx *c = *state;
+	const struct ktel_record *recs;
+	struct ktel_err err = { 0 };
+	size_t n;
+
+	fake_init(c, "fx_wide_percpu", 1, 2);
+	set_u64(c, 0, 0, 0, 5);
+	set_u64(c, 0, 1, 0, 7);
+	set_u64(c, 0, 0, 8, (uint64_t)-1);
+	set_u64(c, 0, 1, 8, 0);
+	assert_int_equal(pull_new(c, "fx_wide", KTEL_VALUE_GAUGE, true, &err), 0);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(recs[0].metric, "fx_wide_a");
+	assert_int_equal(recs[0].gauge, 12);
+	assert_string_equal(recs[1].metric, "fx_wide_b");
+	assert_int_equal(recs[1].gauge, -1);
+	ktel_metric_pull__free(c->mp);
+	c->mp = NULL;
+
+	fake_init(c, "fx_hist_percpu", 1, 2);
+	set_u64(c, 0, 0, 3 * 8, 4);
+	set_u64(c, 0, 1, 3 * 8, 6);
+	assert_int_equal(pull_new(c, "fx_hist", KTEL_VALUE_COUNTER, true, &err), 0);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(recs[0].type, KTEL_RECORD_HISTOGRAM);
+	assert_int_equal(recs[0].hist.delta.counts[3], 10);
+}
+
+/* Read stderr written while fn ran. */
+static void capture_stderr(void (*fn)(struct ctx *), struct ctx *c, char *buf, size_t len)
+{
+	char path[] = "/tmp/test_metric_pull.XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	ssize_t got;
+
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, 2), 2);
+	fn(c);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	got = pread(fd, buf, len - 1, 0);
+	buf[got > 0 ? got : 0] = '\0';
+	close(fd);
+	unlink(path);
+}
+
+static void pull_three_times(struct ctx *c)
+{
+	struct ktel_err err = { 0 };
+	size_t n;
+
+	for (int i = 0; i < 3; i++) {
+		set_u64(c, 0, 0, 0, 10 + i);
+		assert_int_equal(pull(c, NULL, &n, &err), 0);
+		assert_int_equal(n, 1);
+	}
+}
+
+/* A reader that falls back to iteration says so once, at INFO, with the
+ * map named and the reason; the reason stays readable for status. */
+static void test_fallback_logged_once(void **state)
+{
+	struct ctx *c = *state;
+	struct ktel_err err = { 0 };
+	const char *want = "ktelemetryd info: metric fx_counters: map fx_counters (id 7) is read "
+			   "by iteration: batch unsupported for map type hash";
+	const char *first;
+	char out[8192];
+
+	fake_init(c, "fx_counters", 1, 1);
+	c->f.batch_unsupported = true;
+	assert_int_equal(pull_new(c, "fx_counters", KTEL_VALUE_COUNTER, true, &err), 0);
+	assert_null(ktel_metric_pull__fallback_reason(c->mp));
+	ktel_log_set_level(KTEL_LOG_INFO);
+	capture_stderr(pull_three_times, c, out, sizeof(out));
+	first = strstr(out, want);
+	if (!first)
+		fail_msg("no \"%s\" in: %s", want, out);
+	if (strstr(first + strlen(want), "is read by iteration"))
+		fail_msg("fallback logged more than once: %s", out);
+	assert_int_equal(c->f.batch_calls, 1);
+	assert_non_null(strstr(ktel_metric_pull__fallback_reason(c->mp), "batch unsupported"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_truncated_walk_never_reemits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gauge_levels_bypass_delta, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_percpu_narrow_member_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_percpu_wide_members_summed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fallback_logged_once, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
