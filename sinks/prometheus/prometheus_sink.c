@@ -26,21 +26,28 @@
  * - dims are labels: the dim's label when one names the value, else the
  *   integer. Label names outside [a-zA-Z0-9_] get '_'; "le" and names
  *   starting with "__" (reserved) get the prefix "dim_".
- * - events have no Prometheus form: they are dropped and counted.
+ * - events have no Prometheus form: they are skipped, counted in
+ *   ktel_prometheus_sink_records_skipped_total and not as dropped (they are
+ *   not lost to a fault, and a healthy sink's dropped count stays 0).
  * - a record whose metric changed type or histogram shape, or whose name
  *   collides with another metric's, is dropped and counted.
  * The number of series is bounded (max_series); a record that would add a
  * series beyond it is dropped and counted (ktel_prometheus_sink_series_dropped_total).
  * The sink's own counters are exposed too (ktel_prometheus_sink_*, label
- * sink="<name>"), as of the last render.
+ * sink="<name>"), as of the render (the first scrape after a batch).
  *
- * Threads: all state lives on the loop thread. After records arrive, a
- * zero-delay timer renders the whole text once per loop iteration into a
- * new reference-counted buffer and swaps it in under a mutex. The server
- * runs in libmicrohttpd's own thread, which only takes a reference to the
- * current buffer under that mutex and hands it to the response; the
- * reference is dropped when the response is done. So a scrape never waits
- * for the loop and the loop never waits for a client.
+ * Threads: the loop thread owns the state and is its only writer; submit()
+ * applies a batch under `lock` and does nothing more, so a batch costs the
+ * loop time in proportion to its records, not to the series held. The text
+ * is rendered on scrape, in libmicrohttpd's thread: under `lock` it copies
+ * the values (a consistent snapshot between two batches, a memcpy per
+ * series), then renders from the copy without the lock. Names, labels and
+ * `le` strings are immutable once created and families and series are only
+ * ever appended, so the renderer reads them without the lock. The rendered
+ * text is kept (reference-counted, under `render_lock`, which the loop never
+ * takes) and served again until a batch changes the state, so concurrent or
+ * repeated scrapes render once. The loop waits for a scrape at most for the
+ * snapshot copy; a scrape never waits for a client.
  *
  * Options: listen (IPv4 or IPv6 literal, default 127.0.0.1), port (default
  * 9464, the port the OpenTelemetry Prometheus exporter registered; 0 picks
@@ -75,9 +82,10 @@
 #define CONNECTION_TIMEOUT_S 10
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* A rendered exposition, shared by the loop and in-flight responses. */
+/* A rendered exposition, shared by the cache and in-flight responses. */
 struct text {
 	atomic_uint refs;
+	uint64_t gen; /* the state generation it shows */
 	size_t len;
 	char data[];
 };
@@ -90,6 +98,12 @@ struct family {
 	enum ktel_record_type type;
 	double scale;          /* divisor into the exposed unit; 1: none */
 	struct ktel_histogram shape; /* scheme and bounds; counts unused */
+	/* `le="<bound>"` of each bucket, NUL-separated in le_text: formatting a
+	 * bound takes up to 17 snprintf/strtod rounds, and the shape never
+	 * changes, so it is done once here, not per series per render. */
+	char *le_text;
+	uint32_t le_off[KTEL_HIST_BUCKETS];
+	uint32_t n_series;     /* under the sink's lock */
 	struct series *first, *last;
 };
 
@@ -122,15 +136,21 @@ struct prom_sink {
 	uint64_t series_dropped;
 
 	struct ktel_textbuf scratch; /* labels of the record at hand */
-	uv_timer_t render_timer;
-	bool dirty;
+	uv_timer_t closer; /* defers done() of close to the next loop turn */
 
-	pthread_mutex_t lock; /* guards cur: the loop swaps, MHD takes refs */
+	/* Guards what the renderer copies: values, the family and series
+	 * links, the counts below, gen. Written by the loop only. */
+	pthread_mutex_t lock;
+	uint64_t gen;      /* bumped by every batch */
+	size_t n_families;
+	uint64_t skipped;  /* records with no Prometheus form (events) */
+
+	pthread_mutex_t render_lock; /* guards cur; taken by scrapes only */
 	struct text *cur;
 	struct MHD_Daemon *mhd;
-	atomic_uint_fast64_t scrapes;
+	atomic_uint_fast64_t scrapes, render_errors;
 
-	struct ktel_sink_stats st;
+	struct ktel_sink_stats st; /* errors unused: see render_errors */
 	bool closing;
 	ktel_sink_closed_cb done;
 	void *done_ctx;
@@ -315,7 +335,33 @@ static void family_free(struct family *f)
 	free(f->metric);
 	free(f->unit);
 	free(f->name);
+	free(f->le_text);
 	free(f);
+}
+
+/* The `le` label of every bucket of f's shape, into f->le_text. */
+static int family_set_le(struct family *f)
+{
+	struct ktel_textbuf b = { 0 };
+
+	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
+		bool inf;
+		double bound = ktel_hist_upper_bound(&f->shape, k, &inf);
+
+		f->le_off[k] = (uint32_t)b.len;
+		ktel_textbuf_puts(&b, "le=\"");
+		if (inf)
+			ktel_textbuf_puts(&b, "+Inf");
+		else
+			buf_double(&b, bound / f->scale);
+		ktel_textbuf_put(&b, "\"", 2); /* with the NUL that ends it */
+	}
+	if (b.fail || !b.p) {
+		free(b.p);
+		return -ENOMEM;
+	}
+	f->le_text = b.p;
+	return 0;
 }
 
 /* A metric keeps the type and histogram shape it first came with. */
@@ -366,7 +412,12 @@ static struct family *family_get(struct prom_sink *s, const struct ktel_record *
 		if (r->type == KTEL_RECORD_HISTOGRAM) {
 			f->shape = r->hist.delta;
 			memset(f->shape.counts, 0, sizeof(f->shape.counts));
+			if (family_set_le(f)) {
+				family_free(f);
+				return NULL;
+			}
 		}
+		s->n_families++;
 		if (s->families_tail)
 			s->families_tail->next = f;
 		else
@@ -413,22 +464,27 @@ static struct series *series_get(struct prom_sink *s, const struct ktel_record *
 	else
 		f->first = se;
 	f->last = se;
+	f->n_series++;
 	s->n_series++;
 	return se;
 }
 
-/* Add r's deltas to its series; false when r was not taken. */
-static bool apply(struct prom_sink *s, const struct ktel_record *r)
+enum applied { APPLIED, SKIPPED, DROPPED };
+
+/* Add r's deltas to its series. Events have no Prometheus form: SKIPPED. */
+static enum applied apply(struct prom_sink *s, const struct ktel_record *r)
 {
 	struct series *se;
 
+	if (r->type == KTEL_RECORD_EVENT)
+		return SKIPPED;
 	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
 	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
 						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS)))
-		return false;
+		return DROPPED;
 	se = series_get(s, r);
 	if (!se)
-		return false;
+		return DROPPED;
 	switch (r->type) {
 	case KTEL_RECORD_HISTOGRAM:
 		for (uint32_t k = 0; k < r->hist.delta.n_buckets; k++)
@@ -445,7 +501,7 @@ static bool apply(struct prom_sink *s, const struct ktel_record *r)
 		se->gauge = r->gauge;
 		break;
 	}
-	return true;
+	return APPLIED;
 }
 
 /* ---- rendering ---- */
@@ -490,29 +546,13 @@ static void render_series_name(struct ktel_textbuf *b, const char *name, const c
 
 static void render_histogram(struct ktel_textbuf *b, const struct family *f, const struct series *se)
 {
-	struct ktel_textbuf le = { 0 };
 	uint64_t cum = 0;
 
 	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
-		bool inf;
-		double bound = ktel_hist_upper_bound(&f->shape, k, &inf);
-
 		cum += se->h.counts[k];
-		le.len = 0;
-		ktel_textbuf_puts(&le, "le=\"");
-		if (inf)
-			ktel_textbuf_puts(&le, "+Inf");
-		else
-			buf_double(&le, bound / f->scale);
-		ktel_textbuf_put(&le, "\"", 1);
-		if (le.fail) {
-			b->fail = true;
-			break;
-		}
-		render_series_name(b, f->name, "_bucket", se->labels, le.p);
+		render_series_name(b, f->name, "_bucket", se->labels, f->le_text + f->le_off[k]);
 		ktel_textbuf_printf(b, " %" PRIu64 "\n", cum);
 	}
-	free(le.p);
 	if (se->has_sum) {
 		render_series_name(b, f->name, "_sum", se->labels, NULL);
 		ktel_textbuf_put(b, " ", 1);
@@ -523,10 +563,12 @@ static void render_histogram(struct ktel_textbuf *b, const struct family *f, con
 	ktel_textbuf_printf(b, " %" PRIu64 "\n", cum);
 }
 
-static void render_family(struct ktel_textbuf *b, const struct family *f)
+/* f's header and its n series, copies taken by snapshot_take(). */
+static void render_family(struct ktel_textbuf *b, const struct family *f,
+			  const struct series *copies, size_t n)
 {
 	render_header(b, f);
-	for (const struct series *se = f->first; se; se = se->fnext) {
+	for (const struct series *se = copies; se < copies + n; se++) {
 		if (f->type == KTEL_RECORD_HISTOGRAM) {
 			render_histogram(b, f, se);
 			continue;
@@ -543,21 +585,71 @@ static void render_family(struct ktel_textbuf *b, const struct family *f)
 	}
 }
 
-static void render_self(struct ktel_textbuf *b, const struct prom_sink *s)
+/* A consistent copy of what the text shows, taken under the lock. */
+struct snapshot {
+	uint64_t gen;
+	size_t n_families, n_series;
+	const struct family **families; /* n_series of each in their order */
+	struct series *series;          /* copies, family after family */
+	uint64_t series_dropped, sent, dropped, skipped;
+};
+
+static void snapshot_free(struct snapshot *snap)
+{
+	free(snap->families);
+	free(snap->series);
+}
+
+/* Copy the state under the lock: a memcpy per series, nothing formatted,
+ * so the loop waits at most this long for a scrape. */
+static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
+{
+	size_t i = 0, j = 0;
+
+	memset(snap, 0, sizeof(*snap));
+	pthread_mutex_lock(&s->lock);
+	snap->families = malloc((s->n_families ?: 1) * sizeof(*snap->families));
+	snap->series = malloc((s->n_series ?: 1) * sizeof(*snap->series));
+	if (!snap->families || !snap->series) {
+		pthread_mutex_unlock(&s->lock);
+		snapshot_free(snap);
+		return -ENOMEM;
+	}
+	for (const struct family *f = s->families; f; f = f->next) {
+		snap->families[i++] = f;
+		for (const struct series *se = f->first; se; se = se->fnext)
+			snap->series[j++] = *se;
+	}
+	snap->n_families = i;
+	snap->n_series = j;
+	snap->gen = s->gen;
+	snap->series_dropped = s->series_dropped;
+	snap->sent = s->st.sent;
+	snap->dropped = s->st.dropped;
+	snap->skipped = s->skipped;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
+			const struct snapshot *snap)
 {
 	const struct {
 		const char *name, *type, *help;
 		uint64_t value;
 	} self[] = {
-		{ "series", "gauge", "Series this sink exposes.", s->n_series },
+		{ "series", "gauge", "Series this sink exposes.", snap->n_series },
 		{ "series_dropped_total", "counter",
 		  "Records dropped because they would add a series beyond max_series.",
-		  s->series_dropped },
-		{ "records_total", "counter", "Records applied to the exposed state.", s->st.sent },
+		  snap->series_dropped },
+		{ "records_total", "counter", "Records applied to the exposed state.", snap->sent },
 		{ "records_dropped_total", "counter",
-		  "Records not exposed (events, series limit, type changes, no memory).",
-		  s->st.dropped },
-		{ "errors_total", "counter", "Failures to render the exposition.", s->st.errors },
+		  "Records not exposed (series limit, type changes, no memory).", snap->dropped },
+		{ "records_skipped_total", "counter",
+		  "Records with no Prometheus form (events), not counted as dropped.",
+		  snap->skipped },
+		{ "errors_total", "counter", "Failures to render the exposition.",
+		  atomic_load(&s->render_errors) },
 		{ "scrapes_total", "counter", "Scrapes served.", atomic_load(&s->scrapes) },
 	};
 
@@ -578,47 +670,80 @@ static void text_unref(void *cls)
 		free(t);
 }
 
-/* The whole exposition as a new text with one reference; NULL on ENOMEM. */
-static struct text *render(const struct prom_sink *s)
+/*
+ * The whole exposition as a new text with one reference, on whatever thread
+ * calls it; NULL (counted) on ENOMEM. Formatting happens outside the lock.
+ */
+static struct text *render(struct prom_sink *s)
 {
 	struct ktel_textbuf b = { 0 };
-	struct text *t;
+	struct snapshot snap;
+	const struct series *copies;
+	struct text *t = NULL;
 
+	if (snapshot_take(s, &snap)) {
+		atomic_fetch_add(&s->render_errors, 1);
+		return NULL;
+	}
 	ktel_textbuf_put(&b, "", 0);
-	for (const struct family *f = s->families; f; f = f->next)
-		render_family(&b, f);
-	render_self(&b, s);
-	t = b.fail ? NULL : malloc(sizeof(*t) + b.len + 1);
+	copies = snap.series;
+	for (size_t i = 0; i < snap.n_families; i++) {
+		size_t n = 0;
+
+		while (copies + n < snap.series + snap.n_series && copies[n].fam == snap.families[i])
+			n++;
+		render_family(&b, snap.families[i], copies, n);
+		copies += n;
+	}
+	render_self(&b, s, &snap);
+	if (!b.fail)
+		t = malloc(sizeof(*t) + b.len + 1);
 	if (t) {
 		atomic_init(&t->refs, 1);
+		t->gen = snap.gen;
 		t->len = b.len;
 		memcpy(t->data, b.p, b.len + 1);
+	} else {
+		atomic_fetch_add(&s->render_errors, 1);
 	}
 	free(b.p);
+	snapshot_free(&snap);
 	return t;
 }
 
-/* Render and publish; on failure the previous text stays served. */
-static void publish(struct prom_sink *s)
+static uint64_t state_gen(struct prom_sink *s)
 {
-	struct text *t, *old;
+	uint64_t gen;
 
-	s->dirty = false;
-	t = render(s);
-	if (!t) {
-		s->st.errors++;
-		return;
-	}
 	pthread_mutex_lock(&s->lock);
-	old = s->cur;
-	s->cur = t;
+	gen = s->gen;
 	pthread_mutex_unlock(&s->lock);
-	text_unref(old);
+	return gen;
 }
 
-static void on_render(uv_timer_t *t)
+/*
+ * A reference to a text of the current state: the kept one when no batch
+ * came since it was rendered, else a new one, kept for the next scrape.
+ * Scrapes only (render_lock serializes them so that they render once); on
+ * ENOMEM the previous text, or NULL when there is none.
+ */
+static struct text *current_text(struct prom_sink *s)
 {
-	publish(t->data);
+	struct text *t;
+
+	pthread_mutex_lock(&s->render_lock);
+	if (!s->cur || s->cur->gen != state_gen(s)) {
+		t = render(s);
+		if (t) {
+			text_unref(s->cur);
+			s->cur = t;
+		}
+	}
+	t = s->cur;
+	if (t)
+		atomic_fetch_add(&t->refs, 1);
+	pthread_mutex_unlock(&s->render_lock);
+	return t;
 }
 
 /* ---- HTTP (libmicrohttpd's thread) ---- */
@@ -639,8 +764,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 	return ret;
 }
 
-/* Runs on the server thread: takes a reference to the current text, never
- * touches the loop's state. */
+/* Runs on the server thread: renders or reuses the text (current_text). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size,
@@ -659,13 +783,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
 	if (strcmp(url, s->path) != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "not found\n");
-	pthread_mutex_lock(&s->lock);
-	t = s->cur;
-	if (t)
-		atomic_fetch_add(&t->refs, 1);
-	pthread_mutex_unlock(&s->lock);
+	t = current_text(s);
 	if (!t)
-		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no exposition yet\n");
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+			     "cannot render the exposition: out of memory\n");
 	resp = MHD_create_response_from_buffer_with_free_callback_cls(t->len, t->data,
 								      text_unref, t);
 	if (!resp) {
@@ -724,24 +845,31 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 		s->st.dropped += n;
 		return;
 	}
+	/* Only the records' own work here: the text is rendered on scrape. */
+	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
-		if (apply(s, &recs[i]))
+		switch (apply(s, &recs[i])) {
+		case APPLIED:
 			s->st.sent++;
-		else
+			break;
+		case SKIPPED:
+			s->skipped++;
+			break;
+		default:
 			s->st.dropped++;
+			break;
+		}
 	}
-	/* Render once per loop iteration however many batches arrive. */
-	if (!s->dirty) {
-		s->dirty = true;
-		uv_timer_start(&s->render_timer, on_render, 0, 0);
-	}
+	s->gen++;
+	pthread_mutex_unlock(&s->lock);
 }
 
 static void prom_stats(void *priv, struct ktel_sink_stats *ret)
 {
 	struct prom_sink *s = priv;
 
-	*ret = s->st;
+	*ret = s->st; /* the loop is the only writer: no lock needed to read */
+	ret->errors = atomic_load(&s->render_errors);
 	ret->queued = 0; /* nothing waits: the state is served as it is */
 }
 
@@ -764,6 +892,7 @@ static void free_sink(struct prom_sink *s)
 	}
 	text_unref(s->cur);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->render_lock);
 	free(s->table);
 	free(s->scratch.p);
 	free(s->name);
@@ -773,7 +902,7 @@ static void free_sink(struct prom_sink *s)
 	free(s);
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_closer_closed(uv_handle_t *h)
 {
 	struct prom_sink *s = h->data;
 	ktel_sink_closed_cb done = s->done;
@@ -802,7 +931,7 @@ static void prom_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 		MHD_stop_daemon(s->mhd);
 		s->mhd = NULL;
 	}
-	uv_close((uv_handle_t *)&s->render_timer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->closer, on_closer_closed);
 }
 
 static const struct ktel_cfg_key prom_options[] = {
@@ -887,6 +1016,7 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
 	}
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->render_lock, NULL);
 	s->table_size = 256;
 	s->loop = loop;
 	s->port = DEFAULT_PORT;
@@ -894,17 +1024,11 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	ret = parse_opts(s, opts, err);
 	if (ret)
 		goto fail;
-	/* Serve the sink's own counters from the first scrape on. */
-	s->cur = render(s);
-	if (!s->cur) {
-		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
-		goto fail;
-	}
 	ret = start_server(s, err);
 	if (ret)
 		goto fail;
-	uv_timer_init(loop, &s->render_timer);
-	s->render_timer.data = s;
+	uv_timer_init(loop, &s->closer);
+	s->closer.data = s;
 	*ret_priv = s;
 	return 0;
 fail:
@@ -920,14 +1044,13 @@ unsigned ktel_prometheus_sink__port(void *priv)
 char *ktel_prometheus_sink__text(void *priv, size_t *ret_len)
 {
 	struct prom_sink *s = priv;
-	struct text *t;
+	struct text *t = render(s);
 	char *copy;
 
-	publish(s);
-	pthread_mutex_lock(&s->lock);
-	t = s->cur;
-	atomic_fetch_add(&t->refs, 1);
-	pthread_mutex_unlock(&s->lock);
+	if (!t) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	copy = malloc(t->len + 1);
 	if (copy) {
 		memcpy(copy, t->data, t->len + 1);

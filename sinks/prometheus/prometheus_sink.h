@@ -21,8 +21,8 @@ extern const struct ktel_sink_ops ktel_prometheus_sink_ops;
 unsigned ktel_prometheus_sink__port(void *priv);
 
 /*
- * Render the exposition text of the current state now (normally it is
- * rendered once per loop iteration after records arrived) and return a
+ * Render the exposition text of the current state now (as a scrape does,
+ * but never from or into the scrapes' kept text) and return a
  * malloc'd NUL-terminated copy, its length in *ret_len; NULL with errno set.
  */
 char *ktel_prometheus_sink__text(void *priv, size_t *ret_len);

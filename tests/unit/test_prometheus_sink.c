@@ -106,10 +106,14 @@ static const char self_fmt[] =
 	"# HELP ktel_prometheus_sink_records_total Records applied to the exposed state.\n"
 	"# TYPE ktel_prometheus_sink_records_total counter\n"
 	"ktel_prometheus_sink_records_total{sink=\"prom\"} %d\n"
-	"# HELP ktel_prometheus_sink_records_dropped_total Records not exposed (events, "
-	"series limit, type changes, no memory).\n"
+	"# HELP ktel_prometheus_sink_records_dropped_total Records not exposed (series limit, "
+	"type changes, no memory).\n"
 	"# TYPE ktel_prometheus_sink_records_dropped_total counter\n"
 	"ktel_prometheus_sink_records_dropped_total{sink=\"prom\"} %d\n"
+	"# HELP ktel_prometheus_sink_records_skipped_total Records with no Prometheus form "
+	"(events), not counted as dropped.\n"
+	"# TYPE ktel_prometheus_sink_records_skipped_total counter\n"
+	"ktel_prometheus_sink_records_skipped_total{sink=\"prom\"} %d\n"
 	"# HELP ktel_prometheus_sink_errors_total Failures to render the exposition.\n"
 	"# TYPE ktel_prometheus_sink_errors_total counter\n"
 	"ktel_prometheus_sink_errors_total{sink=\"prom\"} 0\n"
@@ -117,11 +121,13 @@ static const char self_fmt[] =
 	"# TYPE ktel_prometheus_sink_scrapes_total counter\n"
 	"ktel_prometheus_sink_scrapes_total{sink=\"prom\"} %d\n";
 
-static char *self_text(int series, int series_dropped, int sent, int dropped, int scrapes)
+static char *self_text(int series, int series_dropped, int sent, int dropped, int skipped,
+		       int scrapes)
 {
 	char *s = NULL;
 
-	assert_true(asprintf(&s, self_fmt, series, series_dropped, sent, dropped, scrapes) > 0);
+	assert_true(asprintf(&s, self_fmt, series, series_dropped, sent, dropped, skipped,
+			     scrapes) > 0);
 	return s;
 }
 
@@ -184,12 +190,12 @@ static void test_exact_text(void **state)
 	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0}");
 	submit_mixed(priv);
 	t = text(priv);
-	self = self_text(4, 0, 7, 1, 0);
+	self = self_text(4, 0, 7, 0, 1, 0);
 	assert_true(asprintf(&want, "%s%s", mixed_text, self) > 0);
 	assert_string_equal(t, want);
 	ops()->stats(priv, &st);
 	assert_int_equal(st.sent, 7);
-	assert_int_equal(st.dropped, 1); /* the event */
+	assert_int_equal(st.dropped, 0); /* the event is skipped, not lost */
 	assert_int_equal(st.errors, 0);
 	assert_int_equal(st.queued, 0);
 	free(t);
@@ -243,7 +249,7 @@ static void test_exact_bounds_text(void **state)
 	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0}");
 	submit_bounds(priv);
 	t = text(priv);
-	self = self_text(6, 0, 7, 0, 0);
+	self = self_text(6, 0, 7, 0, 0, 0);
 	assert_true(asprintf(&want, "%s%s", bounds_text, self) > 0);
 	assert_string_equal(t, want);
 	free(t);
@@ -374,7 +380,7 @@ static void test_http_scrape(void **state)
 	/* Before any record: the sink's own counters, nothing else. */
 	http(port, "GET", "/metrics", &r);
 	assert_int_equal(r.status, 200);
-	self = self_text(0, 0, 0, 0, 0);
+	self = self_text(0, 0, 0, 0, 0, 0);
 	assert_string_equal(r.body, self);
 	free(self);
 	free(r.head);
@@ -386,7 +392,7 @@ static void test_http_scrape(void **state)
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head,
 				   "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"));
-	self = self_text(4, 0, 7, 1, 1); /* rendered after the first scrape */
+	self = self_text(4, 0, 7, 0, 1, 1); /* rendered after the first scrape */
 	assert_true(asprintf(&want, "%s%s", mixed_text, self) > 0);
 	assert_string_equal(r.body, want);
 	assert_int_equal(r.body_len, strlen(want));
@@ -421,6 +427,42 @@ static void test_http_scrape(void **state)
 		assert_int_equal(errno, ECONNREFUSED);
 		close(fd);
 	}
+}
+
+/*
+ * A batch costs the loop only its records: submit() leaves no work on the
+ * loop (no render pass queued) and a scrape renders the state it finds, with
+ * the loop never run. Without a batch in between, a scrape serves the text
+ * rendered before (the scrape count in it does not move); after one, it
+ * renders again.
+ */
+static void test_scrape_renders_without_loop(void **state)
+{
+	struct ktel_record r = counter("c", NULL, 2, 2);
+	struct http_reply a, b, c;
+	uv_loop_t loop;
+	unsigned port;
+	void *priv;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0}");
+	port = ktel_prometheus_sink__port(priv);
+	ops()->submit(priv, &r, 1);
+	assert_int_equal(uv_loop_alive(&loop), 0);
+	http(port, "GET", "/metrics", &a);
+	assert_int_equal(a.status, 200);
+	assert_non_null(strstr(a.body, "\nktel_c_total 2\n"));
+	assert_non_null(strstr(a.body, "ktel_prometheus_sink_scrapes_total{sink=\"prom\"} 0\n"));
+	http(port, "GET", "/metrics", &b);
+	assert_string_equal(b.body, a.body);
+	ops()->submit(priv, &r, 1);
+	http(port, "GET", "/metrics", &c);
+	assert_non_null(strstr(c.body, "\nktel_c_total 4\n"));
+	assert_non_null(strstr(c.body, "ktel_prometheus_sink_scrapes_total{sink=\"prom\"} 2\n"));
+	free(a.head);
+	free(b.head);
+	free(c.head);
+	close_and_run(&loop, priv);
 }
 
 static void test_custom_path_and_ipv6(void **state)
@@ -491,7 +533,7 @@ static void test_series_limit_and_type_change(void **state)
 	dim(&g, "i", 0, NULL);
 	ops()->submit(priv, &g, 1);
 	t = text(priv);
-	self = self_text(2, 2, 4, 3, 0);
+	self = self_text(2, 2, 4, 3, 0, 0);
 	{
 		char *want;
 
@@ -626,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_exact_bounds_text),
 		cmocka_unit_test(test_full_histogram_and_names),
 		cmocka_unit_test(test_http_scrape),
+		cmocka_unit_test(test_scrape_renders_without_loop),
 		cmocka_unit_test(test_custom_path_and_ipv6),
 		cmocka_unit_test(test_series_limit_and_type_change),
 		cmocka_unit_test(test_shape_and_name_collisions),
