@@ -322,15 +322,6 @@ out:
 
 /* ---- programs -------------------------------------------------------- */
 
-static void join_reason(char *out, size_t len, const char *reason)
-{
-	size_t used = strlen(out);
-
-	if (!reason[0] || strstr(out, reason))
-		return;
-	snprintf(out + used, len - used, "%s%s", used ? "; " : "", reason);
-}
-
 /* Programs the kernel refused to load in an earlier attempt, by name. */
 struct exclusions {
 	char names[KTEL_PLUGIN_MAX_PROGRAMS][128];
@@ -344,6 +335,51 @@ static const char *excluded_reason(const struct exclusions *ex, const char *name
 		if (strcmp(ex->names[i], name) == 0)
 			return ex->reasons[i];
 	return NULL;
+}
+
+/* The selected program among group's variants, or NULL. */
+static struct ktel_bpf_prog *group_winner(struct ktel_bpf_plugin *p, const char *group)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	struct ktel_bpf_prog *bp;
+
+	for (uint32_t v = 0; v < d->n_variants; v++) {
+		if (!d->variants[v].group || strcmp(d->variants[v].group, group) != 0 ||
+		    !d->variants[v].prog)
+			continue;
+		bp = ktel_bpf_plugin__prog(p, d->variants[v].prog);
+		if (bp && bp->selected)
+			return bp;
+	}
+	return NULL;
+}
+
+static bool group_listed(const struct ktel_bpf_plugin *p, const char *group)
+{
+	for (size_t i = 0; i < p->n_groups; i++)
+		if (strcmp(p->groups[i].name, group) == 0)
+			return true;
+	return false;
+}
+
+/* One entry per variant group of the descriptor, in table order. */
+static int init_groups(struct ktel_bpf_plugin *p, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+
+	p->groups = calloc(d->n_variants ? d->n_variants : 1, sizeof(*p->groups));
+	if (!p->groups)
+		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
+	for (uint32_t v = 0; v < d->n_variants; v++) {
+		const char *group = d->variants[v].group;
+
+		if (!group || group_listed(p, group))
+			continue;
+		p->groups[p->n_groups].name = group;
+		p->groups[p->n_groups].winner = group_winner(p, group);
+		p->n_groups++;
+	}
+	return 0;
 }
 
 static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
@@ -379,7 +415,8 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		choices[p->n_progs].excluded = excluded_reason(ex, p->progs[p->n_progs].name);
 		p->n_progs++;
 	}
-	ktel_targets__choose(t, d->variants, d->n_variants, choices, n);
+	ktel_targets__choose_why(t, d->variants, d->n_variants, choices, n, p->unsupported_reason,
+				 sizeof(p->unsupported_reason));
 	for (i = 0; i < n; i++) {
 		struct ktel_bpf_prog *bp = &p->progs[i];
 
@@ -387,10 +424,8 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		bp->nr_args = choices[i].nr_args;
 		snprintf(bp->skip_reason, sizeof(bp->skip_reason), "%s", choices[i].reason);
 		bpf_program__set_autoload(bp->prog, bp->selected);
-		if (!bp->selected)
-			join_reason(p->unsupported_reason, sizeof(p->unsupported_reason),
-				    bp->skip_reason);
 	}
+	rc = init_groups(p, err);
 out:
 	free(choices);
 	return rc;
@@ -491,7 +526,7 @@ static const char *incompatible(const struct bpf_map_info *info, const struct bp
 	return buf;
 }
 
-/* Reuse a compatible pin at m->pin_path, or remove an incompatible one. */
+/* Reuse a compatible pin at m->pin_path, or mark an incompatible one for replacement. */
 static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m,
 			    struct ktel_err *err)
 {
@@ -526,11 +561,9 @@ static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m,
 			m->reused = true;
 		goto out;
 	}
-	if (unlink(m->pin_path) != 0) {
-		rc = ktel_err_set(err, errno, "plugin %s: map %s: cannot remove incompatible pin %s: %s",
-				  name, m->name, m->pin_path, strerror(errno));
-		goto out;
-	}
+	/* Removed by pin_new_maps(), after the load: a load that fails must
+	 * leave the old map (and what it counted) where it was. */
+	m->replace_pin = true;
 	snprintf(m->note, sizeof(m->note), "replaced incompatible pin: %s", bad);
 out:
 	if (fd >= 0)
@@ -561,30 +594,51 @@ static int prepare_pins(struct ktel_bpf_plugin *p, const char *pin_root, struct 
 	return 0;
 }
 
-static int pin_new_maps(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *err)
+/* Pin one new map, replacing the incompatible pin prepare_pins() found. */
+static int pin_map(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m, gid_t gid,
+		   struct ktel_err *err)
 {
 	const char *name = p->plugin->desc.name;
+	int rc;
+
+	if (m->replace_pin && unlink(m->pin_path) != 0 && errno != ENOENT)
+		return ktel_err_set(err, errno, "plugin %s: map %s: cannot remove incompatible pin %s: %s",
+				    name, m->name, m->pin_path, strerror(errno));
+	m->replace_pin = false;
+	if (bpf_obj_pin(m->fd, m->pin_path) != 0)
+		return ktel_err_set(err, errno, "plugin %s: map %s: cannot pin at %s: %s", name,
+				    m->name, m->pin_path, strerror(errno));
+	if (chmod(m->pin_path, KTEL_PIN_MAP_MODE) != 0 ||
+	    (gid != (gid_t)-1 && chown(m->pin_path, (uid_t)-1, gid) != 0)) {
+		rc = ktel_err_set(err, errno, "plugin %s: map %s: cannot set mode/group of %s: %s",
+				  name, m->name, m->pin_path, strerror(errno));
+		unlink(m->pin_path);
+		return rc;
+	}
+	return 0;
+}
+
+/* Pin the maps no pin was reused for; on failure remove the ones pinned here. */
+static int pin_new_maps(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *err)
+{
 	size_t i;
 	int rc;
 
 	for (i = 0; i < p->n_maps; i++) {
-		struct ktel_bpf_map *m = &p->maps[i];
-
-		if (!m->pinned || m->reused)
+		if (!p->maps[i].pinned || p->maps[i].reused)
 			continue;
-		rc = bpf_obj_pin(m->fd, m->pin_path);
+		rc = pin_map(p, &p->maps[i], gid, err);
 		if (rc)
-			return ktel_err_set(err, errno, "plugin %s: map %s: cannot pin at %s: %s", name,
-					    m->name, m->pin_path, strerror(errno));
-		if (chmod(m->pin_path, KTEL_PIN_MAP_MODE) != 0 ||
-		    (gid != (gid_t)-1 && chown(m->pin_path, (uid_t)-1, gid) != 0)) {
-			rc = ktel_err_set(err, errno, "plugin %s: map %s: cannot set mode/group of %s: %s",
-					  name, m->name, m->pin_path, strerror(errno));
-			unlink(m->pin_path);
-			return rc;
-		}
+			goto undo;
 	}
 	return 0;
+undo:
+	/* A half-pinned plugin would pair a restarted daemon's new maps with
+	 * these: leave the pin root as it was (but for replaced pins). */
+	while (i-- > 0)
+		if (p->maps[i].pinned && !p->maps[i].reused)
+			unlink(p->maps[i].pin_path);
+	return rc;
 }
 
 static void fill_ids(struct ktel_bpf_plugin *p)
@@ -629,7 +683,7 @@ static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 			    libbpf_why(why, sizeof(why)));
 }
 
-static int load_object(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *err)
+static int load_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 {
 	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128];
 	int rc;
@@ -642,7 +696,7 @@ static int load_object(struct ktel_bpf_plugin *p, gid_t gid, struct ktel_err *er
 				    msg, libbpf_why(why, sizeof(why)));
 	}
 	fill_ids(p);
-	return pin_new_maps(p, gid, err);
+	return 0;
 }
 
 /*
@@ -681,10 +735,58 @@ static void reset_attempt(struct ktel_bpf_plugin *p)
 	bpf_object__close(p->obj);
 	p->obj = NULL;
 	free_progs(p);
+	free(p->groups);
+	p->groups = NULL;
 	free(p->maps);
 	p->maps = NULL;
-	p->n_progs = p->n_maps = 0;
+	p->n_progs = p->n_groups = p->n_maps = 0;
 	p->unsupported_reason[0] = '\0';
+}
+
+/* Never select name again, for reason; -EAGAIN: load anew without it. */
+static int exclude(struct exclusions *ex, const char *name, const char *reason)
+{
+	if (ex->n >= KTEL_PLUGIN_MAX_PROGRAMS)
+		return -E2BIG;
+	snprintf(ex->names[ex->n], sizeof(ex->names[ex->n]), "%s", name);
+	snprintf(ex->reasons[ex->n], sizeof(ex->reasons[ex->n]), "%s", reason);
+	ex->n++;
+	return -EAGAIN;
+}
+
+static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struct ktel_err *err);
+
+/*
+ * Attach every selected program; with keep false detach each right after.
+ * A variant that loads but does not attach (a tracepoint without a perf
+ * event, a function kprobes may not probe) is excluded like one the kernel
+ * refused to load: -EAGAIN, everything detached, and the next attempt falls
+ * back to the next variant of its group or reports the plugin unsupported.
+ * Done before any pin so that an attempt given up leaves nothing behind.
+ */
+static int attach_or_exclude(struct ktel_bpf_plugin *p, bool keep, struct exclusions *ex,
+			     struct ktel_err *err)
+{
+	struct ktel_bpf_prog *bp;
+	int rc;
+
+	for (size_t i = 0; i < p->n_progs; i++) {
+		bp = &p->progs[i];
+		if (!bp->selected)
+			continue;
+		if (attach_one(p, bp, NULL) != 0) {
+			ktel_bpf_plugin__detach_all(p);
+			rc = exclude(ex, bp->name, bp->attach_error);
+			if (rc == -E2BIG)
+				return ktel_err_set(err, E2BIG, "plugin %s: program %s: %s",
+						    p->plugin->desc.name, bp->name,
+						    bp->attach_error);
+			return rc;
+		}
+		if (!keep)
+			ktel_bpf_plugin__detach_prog(p, bp->name);
+	}
+	return 0;
 }
 
 /* One open/select/load attempt. -EAGAIN: a program was refused and excluded. */
@@ -692,6 +794,7 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 			struct exclusions *ex, struct ktel_err *err)
 {
 	const char *pin_root = opts->pin_root ? opts->pin_root : KTEL_PIN_ROOT_DEFAULT;
+	char why[KTEL_TARGET_REASON_MAX];
 	struct ktel_bpf_prog *bad;
 	size_t i, n_selected = 0;
 	int rc;
@@ -720,20 +823,20 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 	rc = rc ?: prepare_pins(p, pin_root, err);
 	if (rc)
 		return rc;
-	rc = load_object(p, opts->pin_gid, err);
-	if (!rc)
-		return 0;
-	/* The kernel refused one program (fentry not permitted, a verifier
-	 * limit on this kernel): exclude it and let its group fall back to the
-	 * next variant, as for a missing target. */
-	bad = refused_prog(p);
-	if (!bad || ex->n >= KTEL_PLUGIN_MAX_PROGRAMS)
-		return rc;
-	snprintf(ex->names[ex->n], sizeof(ex->names[ex->n]), "%s", bad->name);
-	snprintf(ex->reasons[ex->n], sizeof(ex->reasons[ex->n]), "load refused by this kernel: %s",
-		 ktel_libbpf_log__last());
-	ex->n++;
-	return -EAGAIN;
+	rc = load_object(p, err);
+	if (rc) {
+		/* The kernel refused one program (fentry not permitted, a
+		 * verifier limit on this kernel): exclude it and let its group
+		 * fall back to the next variant, as for a missing target. */
+		bad = refused_prog(p);
+		if (!bad)
+			return rc;
+		snprintf(why, sizeof(why), "load refused by this kernel: %s",
+			 ktel_libbpf_log__last());
+		return exclude(ex, bad->name, why) == -EAGAIN ? -EAGAIN : rc;
+	}
+	rc = attach_or_exclude(p, !opts->no_attach, ex, err);
+	return rc ?: pin_new_maps(p, opts->pin_gid, err);
 }
 
 int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
@@ -760,8 +863,6 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 	free(ex);
 	if (rc)
 		goto fail;
-	if (!p->unsupported && !opts->no_attach)
-		ktel_bpf_plugin__attach_all(p);
 	*ret = p;
 	return 0;
 fail:
@@ -828,6 +929,93 @@ int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name,
 	return attach_one(p, bp, err);
 }
 
+enum ktel_bpf_group_state ktel_bpf_plugin__group_state(const struct ktel_bpf_group *g)
+{
+	if (!g->winner)
+		return KTEL_GROUP_UNUSABLE;
+	if (g->winner->attached)
+		return KTEL_GROUP_ATTACHED;
+	return g->winner->attach_error[0] ? KTEL_GROUP_ATTACH_FAILED : KTEL_GROUP_LOADED;
+}
+
+static bool metric_uses(const struct ktel_metric_desc *md, const char *prog)
+{
+	if (!md->programs || !md->n_programs)
+		return true;
+	for (uint32_t i = 0; i < md->n_programs; i++)
+		if (md->programs[i] && strcmp(md->programs[i], prog) == 0)
+			return true;
+	return false;
+}
+
+/* The descriptor's group of prog, or NULL when it is in none. */
+static const char *group_of(const struct ktel_plugin_desc *d, const char *prog)
+{
+	for (uint32_t v = 0; v < d->n_variants; v++)
+		if (d->variants[v].prog && strcmp(d->variants[v].prog, prog) == 0)
+			return d->variants[v].group;
+	return NULL;
+}
+
+/* Does md use a variant of group g? */
+static bool metric_uses_group(const struct ktel_plugin_desc *d,
+			      const struct ktel_metric_desc *md, const char *group)
+{
+	for (uint32_t v = 0; v < d->n_variants; v++)
+		if (d->variants[v].group && strcmp(d->variants[v].group, group) == 0 &&
+		    d->variants[v].prog && metric_uses(md, d->variants[v].prog))
+			return true;
+	return false;
+}
+
+static int group_incomplete(const struct ktel_bpf_plugin *p, const struct ktel_metric_desc *md,
+			    const struct ktel_bpf_group *g, struct ktel_err *err)
+{
+	switch (ktel_bpf_plugin__group_state(g)) {
+	case KTEL_GROUP_ATTACHED:
+		return 0;
+	case KTEL_GROUP_UNUSABLE:
+		return ktel_err_set(err, ENODEV, "metric %s: variant group %s: no usable variant: %s",
+				    md->name, g->name, p->unsupported_reason);
+	case KTEL_GROUP_ATTACH_FAILED:
+		return ktel_err_set(err, ENODEV, "metric %s: variant group %s: %s: %s", md->name,
+				    g->name, g->winner->name, g->winner->attach_error);
+	case KTEL_GROUP_LOADED:
+		break;
+	}
+	return ktel_err_set(err, ENODEV, "metric %s: variant group %s: %s is not attached",
+			    md->name, g->name, g->winner->name);
+}
+
+int ktel_bpf_plugin__metric_complete(const struct ktel_bpf_plugin *p,
+				     const struct ktel_metric_desc *md, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	const struct ktel_bpf_prog *bp;
+	int rc;
+
+	if (p->unsupported)
+		return ktel_err_set(err, ENODEV, "metric %s: unsupported: %s", md->name,
+				    p->unsupported_reason);
+	for (size_t i = 0; i < p->n_groups; i++) {
+		if (!metric_uses_group(d, md, p->groups[i].name))
+			continue;
+		rc = group_incomplete(p, md, &p->groups[i], err);
+		if (rc)
+			return rc;
+	}
+	for (size_t i = 0; i < p->n_progs; i++) {
+		bp = &p->progs[i];
+		if (group_of(d, bp->name) || !metric_uses(md, bp->name) || bp->attached)
+			continue;
+		return ktel_err_set(err, ENODEV, "metric %s: program %s is not attached%s%s",
+				    md->name, bp->name, bp->attach_error[0] ? ": " : "",
+				    bp->attach_error[0] ? bp->attach_error
+							: bp->skip_reason[0] ? bp->skip_reason : "");
+	}
+	return 0;
+}
+
 int ktel_bpf_plugin__detach_prog(struct ktel_bpf_plugin *p, const char *name)
 {
 	struct ktel_bpf_prog *bp = ktel_bpf_plugin__prog(p, name);
@@ -890,6 +1078,7 @@ void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p)
 		ktel_bpf_plugin__detach_all(p);
 	bpf_object__close(p->obj);
 	free_progs(p);
+	free(p->groups);
 	free(p->maps);
 	free(p);
 }

@@ -116,17 +116,35 @@ struct ktel_bpf_map {
 	uint32_t map_id;          /* kernel id */
 	bool pinned;              /* kept at pin_path */
 	bool reused;              /* an existing compatible pin was reused */
+	bool replace_pin;         /* an incompatible pin is at pin_path: it is
+				   * removed only once the object has loaded */
 	char pin_path[PATH_MAX];  /* "" when not pinned */
 	char note[KTEL_LIFECYCLE_MSG_MAX]; /* "replaced incompatible pin: ..." or "" */
+};
+
+/* One variant group of the descriptor (desc.variants), in table order. */
+struct ktel_bpf_group {
+	const char *name;             /* as the descriptor spells it */
+	struct ktel_bpf_prog *winner; /* the variant loaded for it; NULL when none
+				       * (the plugin is then unsupported) */
+};
+
+enum ktel_bpf_group_state {
+	KTEL_GROUP_UNUSABLE = 0,      /* no variant runs here: see unsupported_reason */
+	KTEL_GROUP_LOADED = 1,        /* winner loaded, detached */
+	KTEL_GROUP_ATTACHED = 2,      /* winner attached */
+	KTEL_GROUP_ATTACH_FAILED = 3, /* winner's last attach failed: its attach_error */
 };
 
 struct ktel_bpf_plugin {
 	const struct ktel_plugin *plugin;
 	struct bpf_object *obj;
-	bool unsupported;         /* no program can run on this kernel */
+	bool unsupported;         /* some hook cannot run on this kernel: nothing loaded */
 	char unsupported_reason[KTEL_ERR_MSG_MAX]; /* shown as "unsupported: <reason>" */
 	struct ktel_bpf_prog *progs;
 	size_t n_progs;
+	struct ktel_bpf_group *groups;
+	size_t n_groups;
 	struct ktel_bpf_map *maps;
 	size_t n_maps;
 };
@@ -134,13 +152,20 @@ struct ktel_bpf_plugin {
 /*
  * Open plugin's BPF object (named after the plugin), set its .rodata params,
  * choose programs with ktel_targets__choose() (unchosen ones do not load),
- * reuse compatible pins and replace incompatible ones, load, pin new maps
- * (mode 0640, group pin_gid) and, unless opts->no_attach, attach every
- * selected program one by one, recording per program success or the error.
- * A plugin with no selectable program is returned with unsupported set and
- * the reason, nothing loaded: that is not an error. Returns 0 and the new
- * state in *ret, or -errno with err naming the plugin (open, param, load or
- * pin failures); attach failures are recorded, not returned.
+ * reuse compatible pins, load, attach every selected program one by one,
+ * then replace incompatible pins and pin new maps (mode 0640, group
+ * pin_gid). With opts->no_attach each program is detached again right after
+ * its attach succeeded: the attach is only tried, so that a variant which
+ * loads but cannot attach is found while falling back is still possible.
+ *
+ * A selected program the kernel refuses to load or to attach is excluded
+ * and the object is loaded again, so its variant group falls back to the
+ * next variant. When a variant group has no usable variant left, or a
+ * program in no group cannot run, the plugin is returned with unsupported
+ * set and the reason, nothing loaded, attached or pinned: that is not an
+ * error. Returns 0 and the new state in *ret, or -errno with err naming the
+ * plugin (open, param, load or pin failures; a pin failure removes the pins
+ * this call made).
  */
 int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
 			  struct ktel_bpf_plugin **ret, struct ktel_err *err);
@@ -160,6 +185,19 @@ struct ktel_bpf_map *ktel_bpf_plugin__map(struct ktel_bpf_plugin *p, const char 
  */
 int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name,
 				 struct ktel_err *err);
+
+/* State of a group of p, from its winner. */
+enum ktel_bpf_group_state ktel_bpf_plugin__group_state(const struct ktel_bpf_group *g);
+
+/*
+ * Is metric md of p complete: is every hook it needs attached? md needs each
+ * variant group with a program md uses (md->programs; all when NULL) and
+ * each program in no group it uses. Returns 0, or -ENODEV with err naming
+ * the metric, the first hook that is not attached and why. A daemon must not
+ * call a metric collecting unless this returns 0.
+ */
+int ktel_bpf_plugin__metric_complete(const struct ktel_bpf_plugin *p,
+				     const struct ktel_metric_desc *md, struct ktel_err *err);
 
 /* Detach one program (no-op when detached). Returns 0 or -ENOENT. */
 int ktel_bpf_plugin__detach_prog(struct ktel_bpf_plugin *p, const char *name);

@@ -360,13 +360,113 @@ static bool first_of_group(const struct ktel_prog_variant *variants, uint32_t g)
 	return true;
 }
 
-size_t ktel_targets__choose(const struct ktel_targets *t,
-			    const struct ktel_prog_variant *variants, uint32_t n_variants,
-			    struct ktel_prog_choice *progs, size_t n_progs)
+/* Append clause to out, "; "-separated, unless it is already there. */
+static void append_clause(char *out, size_t len, const char *clause)
 {
+	size_t used = strlen(out);
+
+	if (!len || !clause[0] || strstr(out, clause) || used + 1 >= len)
+		return;
+	snprintf(out + used, len - used, "%s%s", used ? "; " : "", clause);
+}
+
+/* prog's reason without the "variant group <group>: " its group already names. */
+static const char *reason_in_group(const struct ktel_prog_choice *prog, const char *group)
+{
+	static const char prefix[] = "variant group ";
+	size_t glen = strlen(group);
+	const char *r = prog->reason;
+
+	if (strncmp(r, prefix, sizeof(prefix) - 1) == 0 &&
+	    strncmp(r + sizeof(prefix) - 1, group, glen) == 0 &&
+	    strncmp(r + sizeof(prefix) - 1 + glen, ": ", 2) == 0)
+		return r + sizeof(prefix) - 1 + glen + 2;
+	return r;
+}
+
+/*
+ * Whether group has a selected member; when not, describe it as
+ * "variant group G: no usable variant (<its members' reasons>)". A group none
+ * of whose programs is in the object has nothing to run and is ignored.
+ */
+static bool group_met(const struct ktel_prog_variant *variants, uint32_t n_variants,
+		      const char *group, const struct ktel_prog_choice *progs, size_t n_progs,
+		      char *clause, size_t len)
+{
+	bool any = false;
+	size_t used;
+	uint32_t v;
+	int i;
+
+	used = (size_t)snprintf(clause, len, "variant group %s: no usable variant (", group);
+	for (v = 0; v < n_variants; v++) {
+		if (!variants[v].group || strcmp(variants[v].group, group) != 0)
+			continue;
+		i = find_prog(progs, n_progs, variants[v].prog);
+		if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
+			continue;
+		if (progs[i].selected)
+			return true;
+		any = true;
+		if (used < len && !strstr(clause, reason_in_group(&progs[i], group)))
+			used += (size_t)snprintf(clause + used, len - used, "%s%s",
+						 clause[used - 1] == '(' ? "" : "; ",
+						 reason_in_group(&progs[i], group));
+	}
+	if (used < len)
+		snprintf(clause + used, len - used, ")");
+	return !any;
+}
+
+/*
+ * The whole-object rule: each hook of a plugin is needed (a start without
+ * its end only fills its start map, an end without its start never finds
+ * one), so every variant group needs a selected variant and every program
+ * in no group must be usable. Writes one clause per unmet requirement to
+ * why and the first one's short form to first; returns how many are unmet.
+ */
+static size_t describe_unmet(const struct ktel_prog_variant *variants, uint32_t n_variants,
+			     const struct ktel_prog_choice *progs, size_t n_progs, char *why,
+			     size_t why_len, char *first, size_t first_len)
+{
+	char clause[KTEL_TARGET_REASON_MAX * 4];
+	size_t i, n_unmet = 0;
+	uint32_t g;
+
+	for (g = 0; g < n_variants; g++) {
+		if (!first_of_group(variants, g) ||
+		    group_met(variants, n_variants, variants[g].group, progs, n_progs, clause,
+			      sizeof(clause)))
+			continue;
+		if (!n_unmet++)
+			snprintf(first, first_len, "variant group %s has no usable variant",
+				 variants[g].group);
+		append_clause(why, why_len, clause);
+	}
+	for (i = 0; i < n_progs; i++) {
+		if (progs[i].selected || variant_of(variants, n_variants, &progs[i]) >= 0)
+			continue;
+		if (!n_unmet++)
+			snprintf(first, first_len, "program %s cannot run", progs[i].name);
+		append_clause(why, why_len, progs[i].reason);
+	}
+	return n_unmet;
+}
+
+size_t ktel_targets__choose_why(const struct ktel_targets *t,
+				const struct ktel_prog_variant *variants, uint32_t n_variants,
+				struct ktel_prog_choice *progs, size_t n_progs, char *why,
+				size_t why_len)
+{
+	char first[KTEL_TARGET_REASON_MAX] = "", scratch[KTEL_TARGET_REASON_MAX];
 	size_t i, n_selected = 0;
 	uint32_t g;
 
+	if (!why || !why_len) {
+		why = scratch;
+		why_len = sizeof(scratch);
+	}
+	why[0] = '\0';
 	for (i = 0; i < n_progs; i++) {
 		progs[i].nr_args = -1;
 		ktel_targets__check(t, progs[i].section, &progs[i].nr_args, progs[i].reason,
@@ -380,7 +480,24 @@ size_t ktel_targets__choose(const struct ktel_targets *t,
 	for (g = 0; g < n_variants; g++)
 		if (first_of_group(variants, g))
 			choose_group(variants, n_variants, variants[g].group, progs, n_progs);
+	if (describe_unmet(variants, n_variants, progs, n_progs, why, why_len, first,
+			   sizeof(first))) {
+		/* All or nothing: the usable rest would run and measure nothing. */
+		for (i = 0; i < n_progs; i++) {
+			if (!progs[i].selected)
+				continue;
+			progs[i].selected = false;
+			snprintf(progs[i].reason, sizeof(progs[i].reason), "not loaded: %s", first);
+		}
+	}
 	for (i = 0; i < n_progs; i++)
 		n_selected += progs[i].selected;
 	return n_selected;
+}
+
+size_t ktel_targets__choose(const struct ktel_targets *t,
+			    const struct ktel_prog_variant *variants, uint32_t n_variants,
+			    struct ktel_prog_choice *progs, size_t n_progs)
+{
+	return ktel_targets__choose_why(t, variants, n_variants, progs, n_progs, NULL, 0);
 }

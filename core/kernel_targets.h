@@ -91,11 +91,29 @@ struct ktel_prog_choice {
  * table order whose program's target exists and, when the variant's nr_args
  * is >= 0, has exactly that many arguments, is selected; the others are not,
  * each with its reason. Variants naming a program absent from progs are
- * ignored (the plugin loader refuses such plugins). Returns the number of
+ * ignored (the plugin loader refuses such plugins).
+ *
+ * All or nothing: every hook of an object is needed (a start hook without
+ * its end only fills a start map), so when a variant group has no usable
+ * variant or a program in no group is unusable, nothing is selected; the
+ * programs that could have run say "not loaded: variant group G has no
+ * usable variant" (or "program P cannot run"). Returns the number of
  * selected programs.
  */
 size_t ktel_targets__choose(const struct ktel_targets *t,
 			    const struct ktel_prog_variant *variants, uint32_t n_variants,
 			    struct ktel_prog_choice *progs, size_t n_progs);
+
+/*
+ * ktel_targets__choose() that also says why nothing was selected: writes to
+ * why (may be NULL) one clause per unmet requirement, "; "-separated, in
+ * table then program order: "variant group G: no usable variant (<reasons
+ * of its variants>)" for a group, the program's reason for one in no group.
+ * why is "" when the object can run.
+ */
+size_t ktel_targets__choose_why(const struct ktel_targets *t,
+				const struct ktel_prog_variant *variants, uint32_t n_variants,
+				struct ktel_prog_choice *progs, size_t n_progs, char *why,
+				size_t why_len);
 
 #endif /* KTEL_KERNEL_TARGETS_H */

@@ -5,7 +5,10 @@
  * an incompatible pin is replaced, a compaction trigger reaches the map, a
  * variant group skips a missing vendor hook, a .rodata param reaches the
  * kernel, and a plugin whose hooks do not exist is unsupported while the
- * others still load. Hermetic: its own pin root, removed at the end.
+ * others still load. A variant that loads but cannot attach gives way to the
+ * next one, or makes its plugin unsupported when it was the last; a failed
+ * load keeps an incompatible pin, a failed pin removes the pins it made.
+ * Hermetic: its own pin root, removed at the end.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,15 +25,19 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include <linux/capability.h>
+
 #include <bpf/bpf.h>
 
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
+#include "privileges.h"
 #include "map_total.h"
 #include "pin_root.h"
 
@@ -50,13 +57,15 @@ static struct ktel_plugin *open_plugin(const char *dir, const char *name)
 	return p;
 }
 
-static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
+static struct ktel_bpf_plugin *load_with(const struct ktel_plugin *plugin, const int64_t *params,
+					  const struct ktel_targets *targets, bool no_attach)
 {
 	struct ktel_bpf_opts opts = {
 		.pin_root = pins.path,
 		.pin_gid = TEST_GID,
-		.targets = pins.targets,
+		.targets = targets,
 		.param_values = params,
+		.no_attach = no_attach,
 	};
 	struct ktel_bpf_plugin *bp = NULL;
 	struct ktel_err err = {0};
@@ -64,6 +73,11 @@ static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int6
 	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err) != 0)
 		fail_msg("%s", err.msg);
 	return bp;
+}
+
+static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
+{
+	return load_with(plugin, params, pins.targets, false);
 }
 
 /* Every program selected, loaded and attached. */
@@ -316,6 +330,234 @@ static void test_unsupported_plugin(void **state)
 	ktel_plugin__free(missing);
 }
 
+/* ---- attach failures ------------------------------------------------ */
+
+static char fake_tracefs[PATH_MAX];
+
+/*
+ * The running kernel's targets, but with a tracefs that lists the events
+ * ktel_test/<event>: the target check passes, the program loads, and only
+ * libbpf's attach (which reads the real tracefs) fails.
+ */
+static struct ktel_targets *targets_with_fake_event(const char *event)
+{
+	struct ktel_targets *t;
+	struct ktel_err err = {0};
+	char path[PATH_MAX + 64];
+
+	snprintf(fake_tracefs, sizeof(fake_tracefs), "%s/tests/integration/fake-tracefs-%d",
+		 KTEL_BINARY_DIR, (int)getpid());
+	snprintf(path, sizeof(path), "mkdir -p %s/events/ktel_test/%s", fake_tracefs, event);
+	assert_int_equal(system(path), 0);
+	t = ktel_targets__new(NULL, &err);
+	if (!t)
+		fail_msg("%s", err.msg);
+	assert_int_equal(ktel_targets__set_probe_paths(t, NULL, fake_tracefs), 0);
+	return t;
+}
+
+static void remove_fake_tracefs(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", fake_tracefs);
+	assert_int_equal(system(cmd), 0);
+}
+
+static uint64_t count_reads(struct ktel_bpf_plugin *bp, const char *map)
+{
+	char buf[16];
+	int fd = open("/dev/zero", O_RDONLY);
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(syscall(SYS_read, fd, buf, sizeof(buf)), (long)sizeof(buf));
+	close(fd);
+	assert_non_null(ktel_bpf_plugin__map(bp, map));
+	return ktel_test_map_total(ktel_bpf_plugin__map(bp, map)->fd);
+}
+
+/* The variant that loads but cannot attach is excluded; the next one runs. */
+static void test_attach_fallback(void **state)
+{
+	const int64_t params[] = {getpid(), SYS_read};
+	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_attach_fallback");
+	struct ktel_targets *t = targets_with_fake_event("ktel_no_such_event");
+	const struct ktel_metric_desc *md = &p->desc.metrics[0];
+	struct ktel_bpf_prog *tracepoint, *tp;
+	struct ktel_err err = {0};
+	struct ktel_bpf_plugin *bp;
+
+	for (int no_attach = 0; no_attach < 2; no_attach++) {
+		bp = load_with(p, params, t, no_attach);
+		tracepoint = ktel_bpf_plugin__prog(bp, "fx_attach_tracepoint");
+		tp = ktel_bpf_plugin__prog(bp, "fx_attach_tp");
+		assert_false(bp->unsupported);
+		assert_false(tracepoint->selected);
+		assert_false(tracepoint->attached);
+		if (strncmp(tracepoint->skip_reason, "attach failed: ", 15) != 0)
+			fail_msg("fx_attach_tracepoint: %s", tracepoint->skip_reason);
+		assert_true(tp->selected);
+		assert_int_equal(bp->n_groups, 1);
+		assert_string_equal(bp->groups[0].name, "read");
+		assert_ptr_equal(bp->groups[0].winner, tp);
+		if (no_attach) {
+			/* Tried, then detached: the daemon attaches per metric. */
+			assert_false(tp->attached);
+			assert_null(tp->link);
+			assert_int_equal(ktel_bpf_plugin__group_state(&bp->groups[0]),
+					 KTEL_GROUP_LOADED);
+			assert_int_equal(ktel_bpf_plugin__metric_complete(bp, md, &err), -ENODEV);
+			assert_string_equal(err.msg, "metric fx_attach_fallback: variant group read: "
+						     "fx_attach_tp is not attached");
+			assert_int_equal(ktel_bpf_plugin__attach_prog(bp, "fx_attach_tp", &err), 0);
+		}
+		assert_true(tp->attached);
+		assert_int_equal(ktel_bpf_plugin__group_state(&bp->groups[0]), KTEL_GROUP_ATTACHED);
+		assert_int_equal(ktel_bpf_plugin__metric_complete(bp, md, &err), 0);
+		/* The fallback runs: it counts this process's reads. */
+		assert_true(count_reads(bp, "fx_attach_map") >= 10);
+		assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+		ktel_bpf_plugin__free(bp);
+	}
+	ktel_targets__free(t);
+	remove_fake_tracefs();
+	ktel_plugin__free(p);
+}
+
+/*
+ * The end hook cannot attach and has no other variant: the plugin is
+ * unsupported naming that group, its start hook is not left running alone,
+ * and nothing is pinned.
+ */
+static void test_attach_failed_unsupported(void **state)
+{
+	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_attach_failed");
+	struct ktel_targets *t = targets_with_fake_event("ktel_no_such_end");
+	struct ktel_err err = {0};
+	struct ktel_bpf_plugin *bp;
+	char path[PATH_MAX];
+
+	for (int no_attach = 0; no_attach < 2; no_attach++) {
+		bp = load_with(p, NULL, t, no_attach);
+		assert_true(bp->unsupported);
+		if (strncmp(bp->unsupported_reason,
+			    "variant group end: no usable variant (attach failed: ", 53) != 0)
+			fail_msg("reason: %s", bp->unsupported_reason);
+		assert_null(bp->obj);
+		for (size_t i = 0; i < bp->n_progs; i++) {
+			assert_false(bp->progs[i].selected);
+			assert_false(bp->progs[i].attached);
+			assert_null(bp->progs[i].link);
+		}
+		assert_string_equal(ktel_bpf_plugin__prog(bp, "fx_attach_failed_start")->skip_reason,
+				    "not loaded: variant group end has no usable variant");
+		assert_int_equal(bp->n_groups, 2);
+		assert_int_equal(ktel_bpf_plugin__group_state(&bp->groups[0]), KTEL_GROUP_UNUSABLE);
+		assert_int_equal(ktel_bpf_plugin__group_state(&bp->groups[1]), KTEL_GROUP_UNUSABLE);
+		assert_int_equal(ktel_bpf_plugin__metric_complete(bp, &p->desc.metrics[0], &err),
+				 -ENODEV);
+		assert_non_null(strstr(err.msg, "metric fx_attach_failed: unsupported: variant group end"));
+		snprintf(path, sizeof(path), "%s/map_fx_attach_failed_fx_attach_failed_map", pins.path);
+		assert_int_equal(access(path, F_OK), -1);
+		ktel_bpf_plugin__free(bp);
+	}
+	ktel_targets__free(t);
+	remove_fake_tracefs();
+	ktel_plugin__free(p);
+}
+
+/* ---- pins ------------------------------------------------------------ */
+
+/* In a child with CAP_BPF alone (the kernel refuses tp_btf): load plugin. */
+static int load_refused_child(const struct ktel_plugin *plugin)
+{
+	struct ktel_privileges_opts po = {.drop = true, .exact = true,
+					  .keep = KTEL_CAP_BIT(CAP_BPF)};
+	struct ktel_bpf_opts opts = {.pin_root = pins.path, .pin_gid = (gid_t)-1,
+				     .targets = pins.targets};
+	struct ktel_bpf_plugin *bp = NULL;
+	struct ktel_err err = {0};
+
+	if (ktel_privileges_drop(&po, &err) != 0)
+		return 1;
+	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err) != 0)
+		return 0; /* failing outright is fine too: the pin is what matters */
+	return bp->unsupported ? 0 : 2;
+}
+
+/* A load that fails leaves an incompatible pin, and what it holds, alone. */
+static void test_incompatible_pin_kept_on_failed_load(void **state)
+{
+	struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, "compaction_duration");
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	struct ktel_bpf_plugin *bp;
+	char path[PATH_MAX];
+	int fd, status;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/map_compaction_duration_compaction_duration_map",
+		 pins.path);
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "old", 4, 8, 1, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_obj_pin(fd, path), 0);
+	close(fd);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(load_refused_child(p));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		fail_msg("%s: the failed load removed the old pin: %s", path, strerror(errno));
+	assert_int_equal(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
+	assert_int_equal(info.type, BPF_MAP_TYPE_ARRAY);
+	close(fd);
+
+	/* A load that works replaces it, and says so. */
+	bp = load(p, NULL);
+	expect_all_attached(bp);
+	assert_string_equal(bp->maps[0].note, "replaced incompatible pin: map type 2, object wants 1");
+	expect_pin(&bp->maps[0], "compaction_duration");
+	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(p);
+}
+
+/* A pin that fails after others were made removes those: no half-pinned plugin. */
+static void test_pin_failure_unpins(void **state)
+{
+	struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, "suspend_resume_latency");
+	struct ktel_bpf_opts opts = {.pin_root = pins.path, .pin_gid = TEST_GID,
+				     .targets = pins.targets};
+	struct ktel_bpf_plugin *bp = NULL;
+	struct ktel_err err = {0};
+	char labels[PATH_MAX], metric[PATH_MAX], want[PATH_MAX * 2];
+
+	/* The label map's pin comes second; a directory in its place cannot be
+	 * replaced by a map. */
+	snprintf(metric, sizeof(metric), "%s/map_suspend_resume_latency_suspend_resume_latency_map",
+		 pins.path);
+	snprintf(labels, sizeof(labels), "%s/map_suspend_resume_latency_suspend_phase_names",
+		 pins.path);
+	assert_int_equal(mkdir(labels, 0700), 0);
+
+	assert_int_equal(ktel_bpf_plugin__load(p, &opts, &bp, &err), -EISDIR);
+	snprintf(want, sizeof(want), "plugin suspend_resume_latency: map suspend_phase_names: "
+		 "cannot remove incompatible pin %s: %s", labels, strerror(EISDIR));
+	assert_string_equal(err.msg, want);
+	assert_null(bp);
+	if (access(metric, F_OK) == 0)
+		fail_msg("%s: left pinned by a load that failed", metric);
+	assert_int_equal(rmdir(labels), 0);
+	ktel_plugin__free(p);
+}
+
 static int setup(void **state)
 {
 	return test_pin_root_setup(&pins, "lifecycle", TEST_GID);
@@ -334,6 +576,10 @@ int main(void)
 		cmocka_unit_test(test_builtin_plugins),
 		cmocka_unit_test(test_variants_and_params),
 		cmocka_unit_test(test_unsupported_plugin),
+		cmocka_unit_test(test_attach_fallback),
+		cmocka_unit_test(test_attach_failed_unsupported),
+		cmocka_unit_test(test_incompatible_pin_kept_on_failed_load),
+		cmocka_unit_test(test_pin_failure_unpins),
 	};
 
 	ktel_test_require_root("test_lifecycle");

@@ -21,9 +21,11 @@
 #include <cmocka.h>
 
 #include <bpf/btf.h>
+#include <bpf/libbpf.h>
 
 #include "kernel_targets.h"
 #include "ktel_test.h"
+#include "plugin_loader.h"
 
 static char tmp_dir[PATH_MAX];
 
@@ -284,7 +286,7 @@ static void test_nr_args_variant(void **state)
 	ktel_targets__free(t);
 }
 
-/* Programs in no group load exactly when their target exists. */
+/* Programs in no group are required: one without its target stops them all. */
 static void test_ungrouped(void **state)
 {
 	struct ktel_prog_choice progs[] = {
@@ -293,14 +295,287 @@ static void test_ungrouped(void **state)
 		PROG("c", "fentry/do_bar"),
 	};
 	struct ktel_targets *t = make_kernel(false, 3);
+	char why[512];
 
-	assert_int_equal(ktel_targets__choose(t, NULL, 0, progs, 3), 1);
-	assert_true(progs[0].selected);
+	assert_int_equal(ktel_targets__choose_why(t, NULL, 0, progs, 3, why, sizeof(why)), 0);
+	assert_false(progs[0].selected);
+	assert_string_equal(progs[0].reason, "not loaded: program b cannot run");
 	assert_false(progs[1].selected);
 	assert_string_equal(progs[1].reason, "tracepoint cma_alloc_start not in this kernel");
 	assert_false(progs[2].selected);
 	assert_string_equal(progs[2].reason, "function do_bar not in this kernel");
+	assert_string_equal(why, "tracepoint cma_alloc_start not in this kernel; "
+				 "function do_bar not in this kernel");
+
+	/* All present: all load, and nothing is said. */
+	assert_int_equal(ktel_targets__choose_why(t, NULL, 0, progs, 1, why, sizeof(why)), 1);
+	assert_true(progs[0].selected);
+	assert_string_equal(why, "");
 	ktel_targets__free(t);
+}
+
+/*
+ * A hook in no group shares the metric with a group: when the group has no
+ * usable variant, the hook in no group must not run alone (runq_latency's
+ * wakeups without its sched_switch would only fill the start map).
+ */
+static void test_group_unmet_stops_ungrouped(void **state)
+{
+	static const struct ktel_prog_variant variants[] = {
+		{.group = "sw", .prog = "sw_v4", .nr_args = 4},
+	};
+	struct ktel_prog_choice progs[] = {
+		PROG("wake", "tp_btf/mm_foo_begin"),
+		PROG("sw_v4", "tp_btf/sched_switch"),
+	};
+	struct ktel_targets *t = make_kernel(false, 3);
+	char why[512];
+
+	assert_int_equal(ktel_targets__choose_why(t, variants, 1, progs, 2, why, sizeof(why)), 0);
+	assert_false(progs[0].selected);
+	assert_string_equal(progs[0].reason, "not loaded: variant group sw has no usable variant");
+	assert_string_equal(why, "variant group sw: no usable variant "
+				 "(tp_btf/sched_switch has 3 arguments, variant wants 4)");
+	ktel_targets__free(t);
+}
+
+/* A program excluded by the caller (refused at load or attach) gives way to the next variant. */
+static void test_excluded_variant(void **state)
+{
+	static const struct ktel_prog_variant variants[] = {
+		{.group = "foo", .prog = "foo_fn", .nr_args = -1},
+		{.group = "foo", .prog = "foo_tp", .nr_args = -1},
+	};
+	struct ktel_prog_choice progs[] = {
+		PROG("foo_fn", "fentry/do_foo"),
+		PROG("foo_tp", "tp_btf/mm_foo_begin"),
+	};
+	struct ktel_targets *t = make_kernel(false, 3);
+	char why[512];
+
+	progs[0].excluded = "attach failed: Permission denied";
+	assert_int_equal(ktel_targets__choose_why(t, variants, 2, progs, 2, why, sizeof(why)), 1);
+	assert_false(progs[0].selected);
+	assert_string_equal(progs[0].reason, "attach failed: Permission denied");
+	assert_true(progs[1].selected);
+
+	/* The last variant excluded too: the group, so the object, is out. */
+	progs[1].excluded = "attach failed: No such file or directory";
+	assert_int_equal(ktel_targets__choose_why(t, variants, 2, progs, 2, why, sizeof(why)), 0);
+	assert_string_equal(why, "variant group foo: no usable variant (attach failed: Permission "
+				 "denied; attach failed: No such file or directory)");
+	ktel_targets__free(t);
+}
+
+/* ---- the real cma_allocation_latency plugin ------------------------- */
+
+struct real_plugin {
+	struct ktel_plugin *plugin;
+	struct bpf_object *obj;
+	struct ktel_prog_choice progs[KTEL_PLUGIN_MAX_PROGRAMS];
+	size_t n_progs;
+};
+
+/* Open a built-in plugin and list its object's programs, as the lifecycle does. */
+static void open_real(struct real_plugin *rp, const char *name)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = name);
+	struct ktel_err err = {0};
+	struct bpf_program *prog;
+	char path[PATH_MAX];
+
+	memset(rp, 0, sizeof(*rp));
+	snprintf(path, sizeof(path), "%s/%s.so", KTEL_PLUGIN_DIR, name);
+	if (ktel_plugin__open_owner(path, getuid(), &rp->plugin, &err) != 0)
+		fail_msg("%s", err.msg);
+	rp->obj = bpf_object__open_mem(rp->plugin->desc.bpf_object,
+				       rp->plugin->desc.bpf_object_size, &opts);
+	assert_non_null(rp->obj);
+	bpf_object__for_each_program(prog, rp->obj) {
+		assert_true(rp->n_progs < KTEL_PLUGIN_MAX_PROGRAMS);
+		rp->progs[rp->n_progs].name = bpf_program__name(prog);
+		rp->progs[rp->n_progs].section = bpf_program__section_name(prog);
+		rp->n_progs++;
+	}
+}
+
+static void close_real(struct real_plugin *rp)
+{
+	bpf_object__close(rp->obj);
+	ktel_plugin__free(rp->plugin);
+}
+
+static size_t choose_real(struct real_plugin *rp, struct ktel_targets *t, char *why, size_t len)
+{
+	return ktel_targets__choose_why(t, rp->plugin->desc.variants, rp->plugin->desc.n_variants,
+					rp->progs, rp->n_progs, why, len);
+}
+
+static const struct ktel_prog_choice *real_prog(const struct real_plugin *rp, const char *name)
+{
+	for (size_t i = 0; i < rp->n_progs; i++)
+		if (strcmp(rp->progs[i].name, name) == 0)
+			return &rp->progs[i];
+	fail_msg("no program %s", name);
+	return NULL;
+}
+
+/* Exactly the named programs are selected. */
+static void expect_selected(const struct real_plugin *rp, const char *const *names, size_t n)
+{
+	size_t i, j;
+	bool want;
+
+	for (i = 0; i < rp->n_progs; i++) {
+		for (want = false, j = 0; j < n; j++)
+			want |= strcmp(rp->progs[i].name, names[j]) == 0;
+		if (rp->progs[i].selected != want)
+			fail_msg("%s: selected %d, expected %d (%s)", rp->progs[i].name,
+				 rp->progs[i].selected, want, rp->progs[i].reason);
+	}
+}
+
+/* A kernel with cma_alloc_start/finish of start_args/finish_args arguments
+ * (0: absent) and, when vendor, the Android vendor hooks. */
+static struct ktel_targets *make_cma_kernel(int start_args, int finish_args, bool vendor)
+{
+	struct ktel_targets *t;
+	struct btf *btf;
+	int int_id, void_ptr;
+
+	btf = btf__new_empty();
+	assert_non_null(btf);
+	int_id = btf__add_int(btf, "long", 8, BTF_INT_SIGNED);
+	void_ptr = btf__add_ptr(btf, 0);
+	assert_true(int_id > 0 && void_ptr > 0);
+	if (start_args)
+		add_tracepoint(btf, "cma_alloc_start", start_args, int_id, void_ptr);
+	if (finish_args)
+		add_tracepoint(btf, "cma_alloc_finish", finish_args, int_id, void_ptr);
+	if (vendor) {
+		add_tracepoint(btf, "android_vh_cma_alloc_start", 1, int_id, void_ptr);
+		add_tracepoint(btf, "android_vh_cma_alloc_finish", 6, int_id, void_ptr);
+	}
+	t = ktel_targets__new_from_btf(btf);
+	assert_non_null(t);
+	assert_int_equal(ktel_targets__set_probe_paths(t, "/nonexistent/kprobe", ""), 0);
+	return t;
+}
+
+/* An Android kernel without the upstream tracepoints: the vendor hooks pair. */
+static void test_cma_vendor_hooks(void **state)
+{
+	static const char *const want[] = {"cma_alloc_start_vh", "cma_alloc_finish_vh"};
+	struct real_plugin rp;
+	struct ktel_targets *t = make_cma_kernel(0, 0, true);
+	char why[512];
+
+	open_real(&rp, "cma_allocation_latency");
+	assert_int_equal(rp.n_progs, 6);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
+	assert_string_equal(why, "");
+	expect_selected(&rp, want, 2);
+	assert_string_equal(real_prog(&rp, "cma_alloc_finish_v6")->reason,
+			    "tracepoint cma_alloc_finish not in this kernel");
+	ktel_targets__free(t);
+
+	/* Upstream tracepoints present too: they come first in the table. */
+	t = make_cma_kernel(5, 6, true);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
+	expect_selected(&rp, (const char *const[]){"cma_alloc_start_v5", "cma_alloc_finish_v6"}, 2);
+	assert_string_equal(real_prog(&rp, "cma_alloc_finish_vh")->reason,
+			    "variant group cma_alloc_finish: cma_alloc_finish_v6 selected");
+	ktel_targets__free(t);
+	close_real(&rp);
+}
+
+/* The 6.1 prototypes (3-argument start, 5-argument finish) and the newer ones. */
+static void test_cma_prototypes(void **state)
+{
+	struct real_plugin rp;
+	struct ktel_targets *t;
+	char why[512];
+
+	open_real(&rp, "cma_allocation_latency");
+	t = make_cma_kernel(3, 5, false);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
+	expect_selected(&rp, (const char *const[]){"cma_alloc_start_v3", "cma_alloc_finish_v5"}, 2);
+	assert_string_equal(real_prog(&rp, "cma_alloc_start_v5")->reason,
+			    "variant group cma_alloc_start: tp_btf/cma_alloc_start has 3 arguments, "
+			    "variant wants 5");
+	ktel_targets__free(t);
+
+	t = make_cma_kernel(5, 6, false);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
+	expect_selected(&rp, (const char *const[]){"cma_alloc_start_v5", "cma_alloc_finish_v6"}, 2);
+	ktel_targets__free(t);
+
+	/* A newer start with the older finish: any mix pairs. */
+	t = make_cma_kernel(5, 5, false);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
+	expect_selected(&rp, (const char *const[]){"cma_alloc_start_v5", "cma_alloc_finish_v5"}, 2);
+	ktel_targets__free(t);
+	close_real(&rp);
+}
+
+/*
+ * A start hook but no usable finish hook (a 7-argument cma_alloc_finish no
+ * variant was written for): the start alone would fill cma_start_map and
+ * never measure anything, so nothing loads and the finish group is named.
+ */
+static void test_cma_no_finish(void **state)
+{
+	struct real_plugin rp;
+	struct ktel_targets *t = make_cma_kernel(5, 7, false);
+	char why[512];
+
+	open_real(&rp, "cma_allocation_latency");
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 0);
+	expect_selected(&rp, NULL, 0);
+	assert_string_equal(why, "variant group cma_alloc_finish: no usable variant "
+				 "(tp_btf/cma_alloc_finish has 7 arguments, variant wants 6; "
+				 "tp_btf/cma_alloc_finish has 7 arguments, variant wants 5; "
+				 "tracepoint android_vh_cma_alloc_finish not in this kernel)");
+	assert_string_equal(real_prog(&rp, "cma_alloc_start_v5")->reason,
+			    "not loaded: variant group cma_alloc_finish has no usable variant");
+	ktel_targets__free(t);
+
+	/* No finish hook at all, the vendor start hook alone: the same. */
+	t = make_cma_kernel(0, 0, false);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 0);
+	assert_non_null(strstr(why, "variant group cma_alloc_start: no usable variant"));
+	assert_non_null(strstr(why, "variant group cma_alloc_finish: no usable variant"));
+	ktel_targets__free(t);
+	close_real(&rp);
+}
+
+/* runq_latency: its wakeup hooks are in no group and must not run without sched_switch. */
+static void test_runq_without_switch(void **state)
+{
+	struct real_plugin rp;
+	struct ktel_targets *t;
+	struct btf *btf;
+	int int_id, void_ptr;
+	char why[512];
+
+	open_real(&rp, "runq_latency");
+	btf = btf__new_empty();
+	assert_non_null(btf);
+	int_id = btf__add_int(btf, "long", 8, BTF_INT_SIGNED);
+	void_ptr = btf__add_ptr(btf, 0);
+	add_tracepoint(btf, "sched_wakeup", 1, int_id, void_ptr);
+	add_tracepoint(btf, "sched_wakeup_new", 1, int_id, void_ptr);
+	add_tracepoint(btf, "sched_switch", 3, int_id, void_ptr); /* before 5.18 */
+	t = ktel_targets__new_from_btf(btf);
+	assert_non_null(t);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 0);
+	expect_selected(&rp, NULL, 0);
+	assert_string_equal(real_prog(&rp, "runq_wakeup")->reason,
+			    "not loaded: variant group runq_switch has no usable variant");
+	assert_string_equal(why, "variant group runq_switch: no usable variant "
+				 "(tp_btf/sched_switch has 3 arguments, variant wants 4)");
+	ktel_targets__free(t);
+	close_real(&rp);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -332,6 +607,12 @@ int main(void)
 		cmocka_unit_test(test_vendor_hook_variant),
 		cmocka_unit_test(test_nr_args_variant),
 		cmocka_unit_test(test_ungrouped),
+		cmocka_unit_test(test_group_unmet_stops_ungrouped),
+		cmocka_unit_test(test_excluded_variant),
+		cmocka_unit_test(test_cma_vendor_hooks),
+		cmocka_unit_test(test_cma_prototypes),
+		cmocka_unit_test(test_cma_no_finish),
+		cmocka_unit_test(test_runq_without_switch),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
