@@ -4,6 +4,7 @@
  * same sinks (docs/architecture.md, "Run time").
  */
 #include "daemon_internal.h"
+#include "bpf_globals.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 
 #define SELF_PER_METRIC 3
 #define SELF_PER_PROG 2
+#define SELF_PER_PLUGIN 1
 
 /* A record for metric-level self-telemetry: name, one dimension. */
 static struct ktel_record *self_rec(struct ktel_record *r, const struct ktel_record *tmpl,
@@ -99,6 +101,30 @@ static size_t self_metric_records(struct ktel_daemon *d, const struct ktel_recor
 }
 
 /*
+ * Per loaded plugin: durations its programs dropped because the clock went
+ * backwards (ktel_invalid_durations in bpf_telemetry.h), a running total.
+ */
+static size_t self_plugin_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+				  struct ktel_record *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
+		uint64_t invalid;
+
+		if (!bp || !bp->obj || bp->unsupported || n + SELF_PER_PLUGIN > max ||
+		    ktel_bpf_global_u64(bp->obj, "ktel_invalid_durations", &invalid) != 0)
+			continue;
+		self_rec(&out[n], tmpl, "ktel_invalid_durations", "plugin", (int64_t)i,
+			 bp->plugin->desc.name);
+		out[n].type = KTEL_RECORD_GAUGE;
+		out[n++].gauge = (int64_t)invalid;
+	}
+	return n;
+}
+
+/*
  * The daemon's own telemetry, as ordinary records through the same sinks:
  * sink counters (router), pull cost per metric, program health.
  */
@@ -112,7 +138,8 @@ void daemon_emit_self(struct ktel_daemon *d)
 		n_progs += d->plugins[i]->bpf ? d->plugins[i]->bpf->n_progs : 0;
 	}
 	max = ktel_router__n_sinks(d->router) * KTEL_ROUTER_SELF_PER_SINK +
-	      n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG;
+	      n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG +
+	      d->n_plugins * SELF_PER_PLUGIN;
 	recs = calloc(max ? max : 1, sizeof(*recs));
 	if (!recs)
 		return;
@@ -128,6 +155,7 @@ void daemon_emit_self(struct ktel_daemon *d)
 		n = got;
 	n += self_metric_records(d, &tmpl, recs + n, max - n);
 	n += self_prog_records(d, &tmpl, recs + n, max - n);
+	n += self_plugin_records(d, &tmpl, recs + n, max - n);
 	ktel_router__route(d->router, recs, n, (const char *const *)d->cfg->self_sinks,
 			   d->cfg->n_self_sinks);
 	d->self_start_boot = tmpl.end_boottime_ns;

@@ -30,6 +30,7 @@
 #include <bpf/libbpf.h>
 #include <linux/filter.h>
 
+#include "bpf_globals.h"
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
 #include "daemon_harness.h"
@@ -826,6 +827,33 @@ static void test_example_plugin(void **state)
  * (2) An fentry variant the kernel refuses falls back to tp_btf.
  */
 
+/*
+ * ktel_bpf_global_u64 reads the live ktel_invalid_durations of a loaded
+ * object: the fixture's .bss holds only that u64, so a value written to the
+ * kernel's map at offset 0 must come back.
+ */
+static void check_invalid_durations_global(const struct bpf_object *obj)
+{
+	uint64_t want = 0x5eed0000ULL, got = 0;
+	struct bpf_map *map, *bss = NULL;
+	uint32_t zero = 0;
+
+	bpf_object__for_each_map(map, obj) {
+		const char *name = bpf_map__name(map);
+
+		if (bpf_map__is_internal(map) && strstr(name, ".bss"))
+			bss = map;
+	}
+	assert_non_null(bss);
+	assert_int_equal(bpf_map__value_size(bss), sizeof(uint64_t));
+	assert_int_equal(ktel_bpf_global_u64(obj, "ktel_invalid_durations", &got), 0);
+	assert_true(got == 0);
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(bss), &zero, &want, BPF_ANY), 0);
+	assert_int_equal(ktel_bpf_global_u64(obj, "ktel_invalid_durations", &got), 0);
+	assert_true(got == want);
+	assert_int_equal(ktel_bpf_global_u64(obj, "no_such_global", &got), -ENOENT);
+}
+
 static void test_refused_variant(void **state)
 {
 	struct ktel_bpf_opts opts = {.pin_gid = (gid_t)-1};
@@ -884,6 +912,7 @@ static void test_refused_variant(void **state)
 					     &v), 0);
 	printf("fx_refused_map: %llu reads counted\n", (unsigned long long)v.buckets[0]);
 	assert_true(v.buckets[0] >= 10);
+	check_invalid_durations_global(bp->obj);
 
 	ktel_bpf_plugin__unpin(bp, &err);
 	ktel_bpf_plugin__free(bp);
