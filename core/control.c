@@ -437,6 +437,8 @@ static json_t *metric_pulls_json(const struct ktel_metric *m)
 
 	if (o && m->problem[0])
 		ktel_json_set_str(o, "problem", m->problem);
+	if (o && m->mp && ktel_metric_pull__fallback_reason(m->mp))
+		ktel_json_set_str(o, "fallback_reason", ktel_metric_pull__fallback_reason(m->mp));
 	return o;
 }
 
