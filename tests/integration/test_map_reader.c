@@ -28,8 +28,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "delta.h"
 #include "ktel_test.h"
 #include "map_reader.h"
+#include "metric_pull.h"
 
 #ifndef ENOTSUPP
 #define ENOTSUPP 524 /* kernel-internal errno */
@@ -511,6 +513,87 @@ static void test_churn(void **state)
 	close(fd);
 }
 
+/* ---- the pull path on real maps of a loaded object ---- */
+
+#define PULL_OBJ KTEL_BINARY_DIR "/tests/plugins/fx_pull_values/fx_pull_values.bpf.o"
+
+/*
+ * Why metric_pull refuses a per-CPU value with members narrower than 8
+ * bytes: the reader sums per u64 word, so {s32 a = -1; u32 b = 0} on every
+ * CPU reads back with a's borrows carried into b (b = CPUs - 1).
+ */
+static void test_pull_refuses_narrow_percpu(void **state)
+{
+	struct bpf_object *obj = bpf_object__open_file(PULL_OBJ, NULL);
+	struct ktel_metric_desc md = KTEL_METRIC(.name = "fx_narrow", .map_name = "fx_narrow_percpu",
+						 .model = KTEL_MODEL_ACCUMULATOR);
+	struct { __s32 a; __u32 b; } *vals = calloc(ncpus, sizeof(*vals)), sum;
+	struct ktel_metric_pull *mp = NULL;
+	struct ktel_map_reader *r;
+	struct ktel_map_snapshot s;
+	struct ktel_err err = { 0 };
+	__u32 key = 1;
+	int fd;
+
+	assert_non_null(obj);
+	assert_non_null(vals);
+	assert_int_equal(bpf_object__load(obj), 0);
+	fd = bpf_object__find_map_fd_by_name(obj, "fx_narrow_percpu");
+	for (int c = 0; c < ncpus; c++)
+		vals[c].a = -1;
+	assert_int_equal(bpf_map_update_elem(fd, &key, vals, BPF_ANY), 0);
+	r = new_reader(fd, false);
+	read_ok(r, &s);
+	assert_int_equal(s.count, 1);
+	memcpy(&sum, s.values, sizeof(sum));
+	assert_int_equal(sum.b, ncpus - 1);
+	ktel_map_reader__free(r);
+
+	assert_int_equal(ktel_metric_pull__new(&md, obj, true, &mp, &err), -EINVAL);
+	assert_null(mp);
+	assert_non_null(strstr(err.msg, "member a of 4 bytes"));
+	free(vals);
+	bpf_object__close(obj);
+}
+
+/* A gauge on a real map: every pull emits every key's level, unchanged or
+ * falling, with the real reader (batch) in between. */
+static void test_pull_gauge_levels(void **state)
+{
+	static const __s64 levels[] = { 5, 5, -2 };
+	struct bpf_object *obj = bpf_object__open_file(PULL_OBJ, NULL);
+	struct ktel_metric_desc md = KTEL_METRIC(.name = "fx_gauge", .map_name = "fx_gauges",
+						 .model = KTEL_MODEL_ACCUMULATOR,
+						 .value_kind = KTEL_VALUE_GAUGE);
+	struct ktel_delta *d = ktel_delta__new(ktel_boot_id());
+	struct ktel_metric_pull *mp = NULL;
+	const struct ktel_record *recs;
+	struct ktel_pull_info info;
+	struct ktel_err err = { 0 };
+	__u32 key = 3;
+	size_t n;
+	int fd;
+
+	assert_non_null(obj);
+	assert_non_null(d);
+	assert_int_equal(bpf_object__load(obj), 0);
+	fd = bpf_object__find_map_fd_by_name(obj, "fx_gauges");
+	if (ktel_metric_pull__new(&md, obj, true, &mp, &err))
+		fail_msg("%s", err.msg);
+	for (size_t p = 0; p < sizeof(levels) / sizeof(levels[0]); p++) {
+		assert_int_equal(bpf_map_update_elem(fd, &key, &levels[p], BPF_ANY), 0);
+		if (ktel_metric_pull__run(mp, d, ktel_boot_id(), &recs, &n, &info, &err))
+			fail_msg("%s", err.msg);
+		assert_string_equal(info.method, "batch");
+		assert_int_equal(n, 1);
+		assert_int_equal(recs[0].type, KTEL_RECORD_GAUGE);
+		assert_int_equal(recs[0].gauge, levels[p]);
+	}
+	ktel_metric_pull__free(mp);
+	ktel_delta__free(d);
+	bpf_object__close(obj);
+}
+
 /* ---- independent syscall count: strace over a helper run ---- */
 
 static int helper_read(int fd, const char *method)
@@ -617,6 +700,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_skip_holes),
 		cmocka_unit_test(test_refuse_odd_percpu_value),
 		cmocka_unit_test(test_churn),
+		cmocka_unit_test(test_pull_refuses_narrow_percpu),
+		cmocka_unit_test(test_pull_gauge_levels),
 		cmocka_unit_test(test_syscalls_by_strace),
 	};
 
