@@ -3,8 +3,15 @@
  * The statsd sink: records are formatted at submit() into datagrams in a
  * bounded queue; a zero-delay timer sends them on the next loop turn with
  * non-blocking sends (uv_udp_try_send, or send() on a unix datagram socket).
- * When the peer is down the window is dropped and counted, and the transport
- * is re-opened after a capped, jittered exponential backoff.
+ * When the peer is down the window is dropped and counted. Over UDP the
+ * socket stays open and every datagram is still sent: a send costs little
+ * and the refusal (ICMP, at once on loopback) tells when the server is gone,
+ * so the loss ends with the first datagram after it is back. A unix socket
+ * that cannot be reached is re-opened after a capped, jittered exponential
+ * backoff, and also at the next submit() once reconnect_min has passed since
+ * the last try, so the records that come after the server is back are not
+ * dropped for the rest of a long backoff. `reconnects` counts the first
+ * delivery after a failure, not a re-open (a UDP connect() always works).
  */
 #include "statsd_sink.h"
 
@@ -60,7 +67,8 @@ const struct ktel_cfg_key ktel_statsd_sink_keys[] = {
 enum state {
 	ST_RESOLVING, /* waiting for uv_getaddrinfo; records queue */
 	ST_UP,        /* transport open; records are sent */
-	ST_DOWN,      /* waiting for the retry timer; records are dropped */
+	ST_DOWN,      /* no transport: records are dropped; a unix socket is
+		       * re-opened by the retry timer or at submit */
 };
 
 struct statsd_sink;
@@ -89,6 +97,8 @@ struct statsd_sink {
 
 	enum state state;
 	bool closing, finishing;
+	bool failed;        /* a failure since the last delivery */
+	uint64_t last_try;  /* uv_now() of the last open attempt */
 	struct sockaddr_storage addr;
 	uv_getaddrinfo_t gai;
 	bool gai_pending;
@@ -262,13 +272,38 @@ static void drop_queue(struct statsd_sink *s)
 	}
 }
 
+/* records reached the peer: the first delivery after a failure is the
+ * reconnect (not the re-open, which proves nothing for UDP). */
+static void delivered(struct statsd_sink *s, uint32_t records)
+{
+	if (!records)
+		return;
+	s->backoff = s->backoff_min;
+	s->st.sent += records;
+	if (s->failed) {
+		s->failed = false;
+		s->st.reconnects++;
+	}
+}
+
 /* The last accepted UDP datagram was not refused: it counts as sent. */
 static void confirm(struct statsd_sink *s)
 {
-	if (s->unconfirmed)
-		s->backoff = s->backoff_min;
-	s->st.sent += s->unconfirmed;
+	delivered(s, s->unconfirmed);
 	s->unconfirmed = 0;
+}
+
+/*
+ * UDP: the peer refused what was sent unconfirmed. The socket stays
+ * connected and later datagrams are still sent, so the loss is the window
+ * the server was away and not a backoff on top of it.
+ */
+static void udp_refused(struct statsd_sink *s)
+{
+	s->st.errors++;
+	s->st.dropped += s->unconfirmed;
+	s->unconfirmed = 0;
+	s->failed = true;
 }
 
 /* ---- transport ----------------------------------------------------------- */
@@ -338,7 +373,7 @@ static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const stru
 	if (nread >= 0 || h != s->udp)
 		return;
 	if (peer_down_error((int)nread)) {
-		go_down(s, (int)nread);
+		udp_refused(s);
 		return;
 	}
 	s->st.errors++;
@@ -434,8 +469,7 @@ again:
 	n = send(s->fd, d->data, d->len, MSG_NOSIGNAL);
 	if (n >= 0) {
 		pop(s);
-		s->st.sent += d->records;
-		s->backoff = s->backoff_min;
+		delivered(s, d->records);
 		free(d);
 		return 0;
 	}
@@ -454,7 +488,7 @@ again:
 		r = unix_open(s);
 		if (r)
 			return r;
-		s->st.reconnects++;
+		s->failed = true; /* counted as a reconnect once the send works */
 		goto again;
 	}
 	return r;
@@ -476,9 +510,9 @@ static void udp_sent(uv_udp_send_t *req, int status)
 			s->st.errors++;
 	}
 	free(d);
-	if (status && status != UV_ECANCELED && peer_down_error(status) && s->state == ST_UP)
-		go_down(s, status);
-	else if (s->state == ST_UP)
+	if (status && status != UV_ECANCELED && peer_down_error(status))
+		udp_refused(s);
+	if (s->state == ST_UP)
 		pump(s);
 	maybe_finish(s);
 }
@@ -534,21 +568,32 @@ static void udp_check(struct statsd_sink *s)
 		return;
 	}
 	if (peer_down_error(-soerr))
-		go_down(s, -soerr);
+		udp_refused(s);
 	else
 		s->st.errors++;
 }
 
 static void pump(struct statsd_sink *s)
 {
+	bool resent = false;
+
 	while (s->state == ST_UP && s->head && !s->poll_active) {
 		int r = s->udp ? udp_send(s) : unix_send(s);
 
 		if (r == -EAGAIN)
 			break;
-		if (!r)
+		if (!r) {
+			resent = false;
 			continue;
-		if (peer_down_error(r) || (!s->udp && !s->poll)) {
+		}
+		/* The refusal is that of the datagram before; this one was not
+		 * sent: send it again, once. */
+		if (s->udp && peer_down_error(r) && !resent) {
+			udp_refused(s);
+			resent = true;
+			continue;
+		}
+		if (!s->udp && (peer_down_error(r) || !s->poll)) {
 			go_down(s, r);
 			break;
 		}
@@ -604,14 +649,31 @@ static void retry_cb(uv_timer_t *t)
 		resolve(s);
 		return;
 	}
+	s->last_try = uv_now(s->loop);
 	r = transport_open(s);
 	if (r) {
 		go_down(s, r);
 		return;
 	}
-	s->st.reconnects++;
 	s->state = ST_UP;
 	kick(s);
+}
+
+/*
+ * Unix socket down: try now rather than at the end of a backoff that may
+ * have grown to reconnect_max, at most once per reconnect_min. A failed try
+ * (connect() on a missing or dead socket fails at once) changes nothing.
+ */
+static void retry_at_submit(struct statsd_sink *s)
+{
+	if (s->state != ST_DOWN || !s->socket_path || s->closing ||
+	    uv_now(s->loop) - s->last_try < s->backoff_min)
+		return;
+	s->last_try = uv_now(s->loop);
+	if (transport_open(s))
+		return;
+	uv_timer_stop(&s->retry);
+	s->state = ST_UP;
 }
 
 /*
@@ -625,9 +687,11 @@ static void go_down(struct statsd_sink *s, int err)
 	s->st.errors++;
 	s->st.dropped += s->unconfirmed;
 	s->unconfirmed = 0;
+	s->failed = true;
 	drop_queue(s);
 	transport_close(s);
 	s->state = ST_DOWN;
+	s->last_try = uv_now(s->loop);
 	if (s->closing) {
 		maybe_finish(s);
 		return;
@@ -640,7 +704,6 @@ static void go_down(struct statsd_sink *s, int err)
 static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
 	struct statsd_sink *s = req->data;
-	bool again = s->st.errors > 0;
 	int r;
 
 	s->gai_pending = false;
@@ -659,8 +722,6 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 		go_down(s, r);
 		return;
 	}
-	if (again)
-		s->st.reconnects++;
 	s->state = ST_UP;
 	kick(s);
 	maybe_finish(s);
@@ -778,6 +839,7 @@ static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
 {
 	struct statsd_sink *s = priv;
 
+	retry_at_submit(s);
 	for (size_t i = 0; i < n; i++) {
 		int len;
 
@@ -785,6 +847,11 @@ static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
 			s->st.dropped++;
 			continue;
 		}
+		/* Not a loss: the android format has no form for a record
+		 * without an atom id (self-telemetry), so it is not sent and
+		 * not counted as dropped. */
+		if (s->android && !recs[i].atom_id)
+			continue;
 		if (s->android) {
 			len = ktel_android__encode_record(&recs[i], s->tid, s->scratch,
 							  KTEL_ANDROID_MAX_DATAGRAM);

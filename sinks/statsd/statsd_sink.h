@@ -8,11 +8,14 @@
  * Accounting (struct ktel_sink_stats), in records:
  *   sent     handed to the kernel (for UDP: and not refused by the next
  *            send or the socket's pending error right after the burst)
- *   dropped  queue full, peer down (the window in flight and everything
- *            submitted until the reconnect), too big, no atom id (android),
- *            or left over when close() ran out of time
+ *   dropped  queue full, peer down (UDP: the datagrams the peer refused,
+ *            only while it is away; unix socket: the window in flight and
+ *            what is submitted until a re-open works), too big, or left
+ *            over when close() ran out of time. Records the format cannot
+ *            express (android: no atom id, e.g. self-telemetry) are not
+ *            sent and not counted: they are not a loss.
  *   errors   I/O failures: refused, unreachable, failed reconnects
- *   reconnects  transports re-opened after a failure
+ *   reconnects  deliveries that succeeded after a failure
  *   queued   bytes waiting in the queue or in libuv
  */
 #ifndef KTEL_STATSD_SINK_H

@@ -8,8 +8,12 @@
  *      server's counters equal the records' bucket counts, no bad lines,
  *      and a negative gauge arrives as its value (sent as "0|g" then "-N|g");
  *   2. the server is killed; window 2 is counted as dropped by the sinks;
- *   3. a new server on the same port; the sinks reconnect; window 3 arrives
- *      whole. Only window 2 was lost.
+ *   3. a new server on the same port; window 3, submitted at once, arrives
+ *      whole, and that delivery is the one reconnect. Only window 2 was lost.
+ * And with the default reconnect_max (30s): an outage of ~6s, a window
+ * submitted every 200ms all through it (dropped, no reconnect counted while
+ * the server is away); the window submitted right after the restart arrives
+ * (UDP keeps sending while down, so no backoff outlives the outage).
  *
  * Node and the npm package are installed when missing (npm into the build
  * tree); the test is skipped, saying why, only when that is impossible.
@@ -165,7 +169,8 @@ static json_t *wait_counts(int gen, const json_t *want)
 
 /* ---- the sinks --------------------------------------------------------------- */
 
-static void *make_sink(uv_loop_t *loop, const char *tags, const char *prefix)
+static void *make_sink_with(uv_loop_t *loop, const char *tags, const char *prefix,
+			    const char *more)
 {
 	char json[512];
 	struct ktel_err err = {0};
@@ -174,14 +179,20 @@ static void *make_sink(uv_loop_t *loop, const char *tags, const char *prefix)
 
 	snprintf(json, sizeof(json),
 		 "{\"type\":\"statsd\",\"host\":\"127.0.0.1\",\"port\":%u,\"tags\":\"%s\","
-		 "\"prefix\":\"%s\",\"reconnect_min\":\"50ms\",\"reconnect_max\":\"200ms\"}",
-		 server.udp_port, tags, prefix);
+		 "\"prefix\":\"%s\"%s}",
+		 server.udp_port, tags, prefix, more);
 	opts = json_loads(json, 0, NULL);
 	assert_non_null(opts);
 	if (ops->create(loop, tags, opts, &sink, &err))
 		fail_msg("create: %s", err.msg);
 	json_decref(opts);
 	return sink;
+}
+
+static void *make_sink(uv_loop_t *loop, const char *tags, const char *prefix)
+{
+	return make_sink_with(loop, tags, prefix,
+			      ",\"reconnect_min\":\"50ms\",\"reconnect_max\":\"200ms\"");
 }
 
 static struct ktel_sink_stats st(void *sink)
@@ -247,11 +258,13 @@ static void test_etsy_statsd_restart(void **state)
 		assert_true(st(sinks[i]).errors >= 1);
 	}
 
-	/* 3: a new server on the same port; the sinks reconnect and deliver */
+	/* 3: a new server on the same port; the sinks deliver at once, and
+	 * that is the reconnect */
 	statsd_server_start(&server, 2);
-	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, reconnects), 1);
 	submit_both(sinks, w3, N_RECS + 1);
 	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, sent), 2 * N_RECS + 1);
+	assert_int_equal(st(sinks[0]).reconnects, 1);
+	assert_int_equal(st(sinks[1]).reconnects, 1);
 	json_object_clear(want);
 	expect(want, w3);
 	totals = wait_counts(2, want);
@@ -266,6 +279,76 @@ static void test_etsy_statsd_restart(void **state)
 		assert_int_equal(s.sent, 2 * N_RECS + 1);
 		assert_int_equal(s.dropped, N_RECS); /* window 2 and nothing else */
 	}
+
+	ops->close(sinks[0], 1000, ktel_test_count_closed, &closed);
+	ops->close(sinks[1], 1000, ktel_test_count_closed, &closed);
+	for (int i = 0; i < 2000 && closed < 2; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_int_equal(closed, 2);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	json_decref(want);
+	statsd_server_stop(&server);
+}
+
+static void run_loop_ms(uv_loop_t *loop, unsigned ms)
+{
+	for (unsigned i = 0; i < ms; i++) {
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+}
+
+/* Default reconnect_max: the loss ends when the outage does. */
+static void test_default_backoff_outage(void **state)
+{
+	struct ktel_record w1[N_RECS], w2[N_RECS], w3[N_RECS];
+	json_t *want = json_object();
+	struct ktel_sink_stats s;
+	uv_loop_t loop;
+	int closed = 0, outage_windows = 0;
+	void *sinks[2];
+
+	make_window(w1, 11);
+	make_window(w2, 12);
+	make_window(w3, 13);
+	statsd_server_start(&server, 3);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	sinks[0] = make_sink_with(&loop, "dotted", "dot.", "");
+	sinks[1] = make_sink_with(&loop, "dogstatsd", "dog.", "");
+	submit_both(sinks, w1, N_RECS);
+	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, sent), N_RECS);
+	expect(want, w1);
+	json_decref(wait_counts(3, want));
+
+	/* ~6s down, a pull every 200ms: with the old doubling backoff (100ms
+	 * .. 30s) the sink would be waiting out a ~6s delay at the restart. */
+	statsd_server_stop(&server);
+	for (; outage_windows < 30; outage_windows++) {
+		submit_both(sinks, w2, N_RECS);
+		run_loop_ms(&loop, 200);
+	}
+	for (int i = 0; i < 2; i++) {
+		s = st(sinks[i]);
+		assert_int_equal(s.dropped, (uint64_t)outage_windows * N_RECS);
+		assert_int_equal(s.reconnects, 0); /* nothing delivered yet */
+		assert_true(s.errors >= 1);
+	}
+
+	/* Back: the window submitted at once arrives within a second. */
+	statsd_server_start(&server, 4);
+	submit_both(sinks, w3, N_RECS);
+	run_loop_ms(&loop, 1000);
+	for (int i = 0; i < 2; i++) {
+		s = st(sinks[i]);
+		assert_int_equal(s.sent, 2 * N_RECS);
+		assert_int_equal(s.dropped, (uint64_t)outage_windows * N_RECS);
+		assert_int_equal(s.reconnects, 1);
+	}
+	json_object_clear(want);
+	expect(want, w3);
+	json_decref(wait_counts(4, want));
 
 	ops->close(sinks[0], 1000, ktel_test_count_closed, &closed);
 	ops->close(sinks[1], 1000, ktel_test_count_closed, &closed);
@@ -298,6 +381,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_etsy_statsd_restart),
+		cmocka_unit_test(test_default_backoff_outage),
 	};
 
 	statsd_ensure_installed("test_statsd_server");
