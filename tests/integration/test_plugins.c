@@ -652,17 +652,57 @@ static bool add_oom(json_t *rec, void *ctx)
 	return true;
 }
 
+/* oom_events stream: events about one victim pid, and the reader's counters. */
+struct oom_stream {
+	long victim;
+	unsigned events;          /* event records for the victim */
+	char comm[32], state[32]; /* of the last such event */
+	uint64_t delivered;       /* ktel_stream_delivered totals, summed */
+};
+
+static bool add_oom_event(json_t *rec, void *ctx)
+{
+	struct oom_stream *o = ctx;
+	json_t *fields = json_object_get(rec, "fields");
+
+	if (json_integer_value(json_object_get(fields, "pid")) != o->victim)
+		return false;
+	o->events++;
+	snprintf(o->comm, sizeof(o->comm), "%s",
+		 json_string_value(json_object_get(fields, "comm")) ?: "");
+	snprintf(o->state, sizeof(o->state), "%s",
+		 json_string_value(json_object_get(fields, "process_state")) ?: "");
+	return true;
+}
+
+static bool add_stream_delivered(json_t *rec, void *ctx)
+{
+	struct oom_stream *o = ctx;
+
+	if (strcmp(dim_label(rec, "metric") ?: "", "oom_events") != 0)
+		return false;
+	o->delivered += (uint64_t)json_integer_value(json_object_get(rec, "value"));
+	return true;
+}
+
 static void test_oom_events(void **state)
 {
 	/* oom_score_adj 250 is STATE_PERCEPTIBLE (200 <= adj < 300): no
 	 * ordinary process has it, so the count is the trigger's victim. */
 	struct oom_count o = {.label = "STATE_PERCEPTIBLE"};
+	struct oom_stream ev = {0};
 	struct sandbox sb;
 	char victim[32];
 	pid_t pid;
 
+	/* One daemon runs both models on the same kill: the oom_kills
+	 * accumulator and the oom_events ring-buffer stream. */
 	sandbox_init(&sb, "plugins-oom");
 	pid = start_collecting(&sb, KTEL_PLUGIN_DIR, "oom_kills");
+	if (!log_wait_for(&sb, "metric oom_events: collecting", 30)) {
+		dump_log(&sb);
+		fail_msg("daemon did not start collecting oom_events");
+	}
 
 	run_trigger(&sb, "oom 250", 0, victim, sizeof(victim));
 	stop_collecting(&sb, pid);
@@ -670,6 +710,17 @@ static void test_oom_events(void **state)
 	printf("oom_kills: victim %s counted %llu time(s) as %s, %llu other kill(s)\n", victim,
 	       (unsigned long long)o.victims, o.label, (unsigned long long)o.others);
 	assert_int_equal(o.victims, 1);
+
+	/* The trigger's victim is a shell that execs tail: pid and comm. */
+	ev.victim = strtol(victim, NULL, 10);
+	each_record(&sb, "oom_events", add_oom_event, &ev);
+	each_record(&sb, "ktel_stream_delivered", add_stream_delivered, &ev);
+	printf("oom_events: %u event(s) for pid %ld, comm \"%s\", %s; %llu delivered in all\n",
+	       ev.events, ev.victim, ev.comm, ev.state, (unsigned long long)ev.delivered);
+	assert_int_equal(ev.events, 1);
+	assert_string_equal(ev.comm, "tail");
+	assert_string_equal(ev.state, "STATE_PERCEPTIBLE");
+	assert_true(ev.delivered >= 1);
 	sandbox_cleanup(&sb);
 }
 
