@@ -539,22 +539,27 @@ static void test_pin_failure_unpins(void **state)
 	struct ktel_err err = {0};
 	char labels[PATH_MAX], metric[PATH_MAX], want[PATH_MAX * 2];
 
-	/* The label map's pin comes second; a directory in its place cannot be
-	 * replaced by a map. */
+	/*
+	 * The label map's pin comes second. A dangling symlink in its place
+	 * looks absent (opening it gives ENOENT), so the first map is pinned
+	 * and only the second pin fails (EEXIST).
+	 */
 	snprintf(metric, sizeof(metric), "%s/map_suspend_resume_latency_suspend_resume_latency_map",
 		 pins.path);
 	snprintf(labels, sizeof(labels), "%s/map_suspend_resume_latency_suspend_phase_names",
 		 pins.path);
-	assert_int_equal(mkdir(labels, 0700), 0);
+	assert_int_equal(symlink("ktel-no-such-pin", labels), 0);
 
-	assert_int_equal(ktel_bpf_plugin__load(p, &opts, &bp, &err), -EISDIR);
+	assert_int_equal(ktel_bpf_plugin__load(p, &opts, &bp, &err), -EEXIST);
 	snprintf(want, sizeof(want), "plugin suspend_resume_latency: map suspend_phase_names: "
-		 "cannot remove incompatible pin %s: %s", labels, strerror(EISDIR));
+		 "cannot pin at %s: %s", labels, strerror(EEXIST));
 	assert_string_equal(err.msg, want);
 	assert_null(bp);
-	if (access(metric, F_OK) == 0)
+	if (access(metric, F_OK) == 0) {
+		unlink(metric);
 		fail_msg("%s: left pinned by a load that failed", metric);
-	assert_int_equal(rmdir(labels), 0);
+	}
+	assert_int_equal(unlink(labels), 0);
 	ktel_plugin__free(p);
 }
 
