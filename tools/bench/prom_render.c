@@ -151,9 +151,9 @@ static int bench(long n_series)
 	t_scrape = now_ns() - t0;
 	ops->stats(priv, &st);
 	qsort(cost, ROUNDS, sizeof(cost[0]), cmp_u64);
-	printf("%8ld series: loop per 1-record batch median %10.3f ms, worst %10.3f ms; "
+	printf("%8ld series: loop per 1-record batch median %12.1f us, worst %12.1f us; "
 	       "scrape %9.1f ms, %ld bytes (records applied %" PRIu64 ")\n",
-	       n_series, cost[ROUNDS / 2] / 1e6, cost[ROUNDS - 1] / 1e6, t_scrape / 1e6, body,
+	       n_series, cost[ROUNDS / 2] / 1e3, cost[ROUNDS - 1] / 1e3, t_scrape / 1e6, body,
 	       st.sent);
 	ops->close(priv, 1000, on_closed, &closed);
 	uv_run(&loop, UV_RUN_DEFAULT);
