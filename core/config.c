@@ -5,12 +5,15 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #define MAX_CONFIG_ERRORS 200
 #define DAY_MS (24ULL * 3600 * 1000)
@@ -26,7 +29,7 @@ static const struct ktel_cfg_key metric_keys[] = {
 	 .doc = "Emit records whose delta is all zero."},
 	{"lease", KTEL_CFG_DURATION, 1000, 365 * DAY_MS, .default_text = "none",
 	 .doc = "Disable the metric again this long after it was enabled."},
-	{"params", KTEL_CFG_ANY_OBJECT, .default_text = "the plugin's defaults",
+	{"params", KTEL_CFG_INT_MAP, .default_text = "the plugin's defaults",
 	 .doc = "Run-time settings of the plugin's BPF programs (integers), by name; "
 		"`ktelemetryctl inspect` lists them."},
 	{NULL},
@@ -48,7 +51,7 @@ static const struct ktel_cfg_sink_schema *sink_schemas;
 
 /* Filled in at run time with the registered sink types. */
 static struct ktel_cfg_key sink_common_keys[] = {
-	{"type", KTEL_CFG_ENUM, .default_text = "(required)",
+	{"type", KTEL_CFG_ENUM, .default_text = KTEL_CFG_REQUIRED,
 	 .doc = "Sink type; the other keys of the sink depend on it (docs/sinks.md)."},
 	{NULL},
 };
@@ -107,6 +110,103 @@ static const struct ktel_cfg_key *sink_keys_for(const char *type)
 	for (size_t i = 0; sink_schemas && sink_schemas[i].type; i++)
 		if (strcmp(sink_schemas[i].type, type) == 0)
 			return sink_schemas[i].keys;
+	return NULL;
+}
+
+/* ---- relations between a sink's options ------------------------------- */
+
+/*
+ * What one key's entry cannot state: how keys of a sink constrain each
+ * other, and string forms beyond "non-empty". Each sink checks these again
+ * when it opens (sinks/<type>/<type>_sink.c); they are mirrored here, as
+ * tables, so that --check-config refuses what the sink would refuse, naming
+ * the file, the key and the rule, and docs/config.md lists them.
+ */
+enum rule_kind {
+	RULE_REQUIRES = 1, /* key set: every one of .others must be set too */
+	RULE_EXCLUDES,     /* key set (to .equals, if given): none of .others may be */
+	RULE_NOT_BELOW,    /* key's value (else its default) >= .others[0]'s */
+	RULE_IP_LITERAL,   /* key, when set, is an IPv4 or IPv6 address literal */
+	RULE_UNIX_PATH,    /* key, when set, fits in a unix socket address */
+	RULE_URL_PATH,     /* key, when set, starts with '/' */
+};
+
+struct cfg_rule {
+	enum rule_kind kind;
+	const char *key;
+	const char *const *others; /* NULL-terminated */
+	const char *equals;        /* RULE_EXCLUDES: only when key is this string */
+	const char *why;           /* the reason, in the message and the docs */
+};
+
+#define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* sinks/json/json_sink.c parse_opts() */
+static const struct cfg_rule json_rules[] = {
+	{.kind = RULE_EXCLUDES, .key = "path", .equals = "-",
+	 .others = KEYS("rotate_bytes", "keep", "compress"),
+	 .why = "rotation needs a file path, not \"-\""},
+	{.kind = RULE_REQUIRES, .key = "keep", .others = KEYS("rotate_bytes"),
+	 .why = "keep and compress apply to rotation"},
+	{.kind = RULE_REQUIRES, .key = "compress", .others = KEYS("rotate_bytes"),
+	 .why = "keep and compress apply to rotation"},
+	{0},
+};
+
+/* sinks/statsd/statsd_sink.c check_combinations(), parse_options() */
+static const struct cfg_rule statsd_rules[] = {
+	{.kind = RULE_EXCLUDES, .key = "socket", .others = KEYS("host", "port"),
+	 .why = "choose UDP or a unix socket"},
+	{.kind = RULE_EXCLUDES, .key = "format", .equals = "android",
+	 .others = KEYS("host", "port"), .why = "it writes to a unix socket; set socket"},
+	{.kind = RULE_EXCLUDES, .key = "format", .equals = "android",
+	 .others = KEYS("tags", "prefix", "max_packet"),
+	 .why = "applies to format \"statsd\" only"},
+	{.kind = RULE_UNIX_PATH, .key = "socket"},
+	{.kind = RULE_NOT_BELOW, .key = "reconnect_max", .others = KEYS("reconnect_min")},
+	{.kind = RULE_NOT_BELOW, .key = "max_queue", .others = KEYS("max_packet"),
+	 .why = "it must hold one datagram"},
+	{0},
+};
+
+/* sinks/prometheus/prometheus_sink.c check_opts(), start_server() */
+static const struct cfg_rule prometheus_rules[] = {
+	{.kind = RULE_IP_LITERAL, .key = "listen"},
+	{.kind = RULE_URL_PATH, .key = "path"},
+	{0},
+};
+
+/* sinks/stream/stream_sink.c parse_opts(), bind_socket() */
+static const struct cfg_rule stream_rules[] = {
+	{.kind = RULE_UNIX_PATH, .key = "socket"},
+	{.kind = RULE_NOT_BELOW, .key = "ring_records", .others = KEYS("backlog_records")},
+	{0},
+};
+
+static const struct {
+	const char *type;
+	const struct cfg_rule *rules;
+} sink_rules[] = {
+	{"json", json_rules},
+	{"statsd", statsd_rules},
+	{"prometheus", prometheus_rules},
+	{"stream", stream_rules},
+};
+
+static const struct cfg_rule *rules_for_type(const char *type)
+{
+	for (size_t i = 0; i < sizeof(sink_rules) / sizeof(sink_rules[0]); i++)
+		if (strcmp(sink_rules[i].type, type) == 0)
+			return sink_rules[i].rules;
+	return NULL;
+}
+
+/* The rules of the sink type whose option table keys is, or NULL. */
+static const struct cfg_rule *rules_for_keys(const struct ktel_cfg_key *keys)
+{
+	for (size_t i = 0; keys && sink_schemas && sink_schemas[i].type; i++)
+		if (sink_schemas[i].keys == keys)
+			return rules_for_type(sink_schemas[i].type);
 	return NULL;
 }
 
@@ -266,8 +366,8 @@ static const char *type_expectation(const struct ktel_cfg_key *k, char *buf, siz
 	case KTEL_CFG_STRING_ARRAY: return "array of strings";
 	case KTEL_CFG_GROUP: return "group name or numeric gid";
 	case KTEL_CFG_OBJECT:
-	case KTEL_CFG_MAP:
-	case KTEL_CFG_ANY_OBJECT: return "object";
+	case KTEL_CFG_MAP: return "object";
+	case KTEL_CFG_INT_MAP: return "object of integers";
 	case KTEL_CFG_ENUM: {
 		const char *const *c = k->choices ? k->choices : sink_type_names;
 		size_t off = (size_t)snprintf(buf, len, "one of");
@@ -281,12 +381,140 @@ static const char *type_expectation(const struct ktel_cfg_key *k, char *buf, siz
 	return "?";
 }
 
-static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
-			    const char *path, struct ktel_config_errors *errs);
+/* "path.name", or "name" at the top level. */
+static void join_path(char *buf, size_t len, const char *path, const char *name)
+{
+	snprintf(buf, len, "%s%s%s", path, *path ? "." : "", name);
+}
+
+/*
+ * A bound of a DURATION or SIZE key in the largest unit that states it
+ * exactly, as the user would write it: 100 -> "100ms", 31536000000 -> "365d".
+ */
+static void format_bound(const struct ktel_cfg_key *k, uint64_t v, char *buf, size_t len)
+{
+	static const char *const dur_units[] = {"d", "h", "m", "s", "ms"};
+	static const uint64_t dur_scale[] = {DAY_MS, 3600000, 60000, 1000, 1};
+	static const char *const size_units[] = {"GiB", "MiB", "KiB", ""};
+	static const uint64_t size_scale[] = {1ULL << 30, 1ULL << 20, 1ULL << 10, 1};
+	bool dur = k->type == KTEL_CFG_DURATION;
+	const char *const *units = dur ? dur_units : size_units;
+	const uint64_t *scale = dur ? dur_scale : size_scale;
+	size_t i = 0;
+
+	while (scale[i] > 1 && (v == 0 || v % scale[i]))
+		i++;
+	snprintf(buf, len, "%llu%s", (unsigned long long)(v / scale[i]), units[i]);
+}
+
+/* The value of a DURATION (ms), SIZE (bytes) or non-negative INT: false when
+ * v does not have the key's form. Ranges are not checked. */
+static bool number_of(const struct ktel_cfg_key *k, const json_t *v, uint64_t *ret)
+{
+	switch (k->type) {
+	case KTEL_CFG_INT:
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return false;
+		*ret = (uint64_t)json_integer_value(v);
+		return true;
+	case KTEL_CFG_DURATION:
+		return json_is_string(v) && ktel_parse_duration(json_string_value(v), ret) == 0;
+	case KTEL_CFG_SIZE:
+		if (json_is_integer(v) && json_integer_value(v) >= 0) {
+			*ret = (uint64_t)json_integer_value(v); /* bytes */
+			return true;
+		}
+		return json_is_string(v) && ktel_parse_size(json_string_value(v), ret) == 0;
+	default:
+		return false;
+	}
+}
 
 static bool in_range(const struct ktel_cfg_key *k, uint64_t v)
 {
 	return !(k->min || k->max) || (v >= (uint64_t)k->min && v <= (uint64_t)k->max);
+}
+
+static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
+			    const char *path, struct ktel_config_errors *errs);
+
+/* A DURATION or SIZE of the right form outside the key's range: the message
+ * states the range, in the units the user writes. */
+static void report_range(const json_t *v, const struct ktel_cfg_key *k, const char *path,
+			 struct ktel_config_errors *errs)
+{
+	char lo[32], hi[32], got[80];
+
+	format_bound(k, (uint64_t)k->min, lo, sizeof(lo));
+	format_bound(k, (uint64_t)k->max, hi, sizeof(hi));
+	describe(v, got, sizeof(got));
+	add_error(errs, "%s: must be between %s and %s, got %s", path, lo, hi, got);
+}
+
+/* Each element by its index: "plugin_dirs[2]: expected string, got 3". */
+static bool validate_string_array(const json_t *v, const char *path,
+				  struct ktel_config_errors *errs)
+{
+	char got[80];
+	size_t i;
+	json_t *e;
+
+	if (!json_is_array(v))
+		return false;
+	json_array_foreach(v, i, e) {
+		if (json_is_string(e))
+			continue;
+		describe(e, got, sizeof(got));
+		add_error(errs, "%s[%zu]: expected string, got %s", path, i, got);
+	}
+	return true;
+}
+
+/* Each member by its path: "metrics.m.params.depth: expected integer, got 1.5". */
+static bool validate_int_map(const json_t *v, const char *path, struct ktel_config_errors *errs)
+{
+	char sub[512], got[80];
+	const char *name;
+	json_t *member;
+
+	if (!json_is_object(v))
+		return false;
+	json_object_foreach((json_t *)v, name, member) {
+		if (json_is_integer(member))
+			continue;
+		join_path(sub, sizeof(sub), path, name);
+		describe(member, got, sizeof(got));
+		add_error(errs, "%s: expected integer, got %s", sub, got);
+	}
+	return true;
+}
+
+static void validate_map(const json_t *v, const struct ktel_cfg_key *k, const char *path,
+			 struct ktel_config_errors *errs)
+{
+	char sub[512], got[80];
+	const char *name;
+	json_t *member;
+
+	json_object_foreach((json_t *)v, name, member) {
+		join_path(sub, sizeof(sub), path, name);
+		if (!json_is_object(member)) {
+			describe(member, got, sizeof(got));
+			add_error(errs, "%s: expected object, got %s", sub, got);
+			continue;
+		}
+		validate_object(member, k->children, sub, errs);
+	}
+}
+
+static bool enum_has(const struct ktel_cfg_key *k, const json_t *v)
+{
+	const char *const *c = k->choices ? k->choices : sink_type_names;
+
+	for (size_t i = 0; json_is_string(v) && c[i]; i++)
+		if (strcmp(c[i], json_string_value(v)) == 0)
+			return true;
+	return false;
 }
 
 static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const char *path,
@@ -310,26 +538,16 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 		     json_integer_value(v) <= k->max;
 		break;
 	case KTEL_CFG_DURATION:
-		ok = json_is_string(v) && ktel_parse_duration(json_string_value(v), &n) == 0 &&
-		     in_range(k, n);
-		break;
 	case KTEL_CFG_SIZE:
-		if (json_is_integer(v) && json_integer_value(v) >= 0)
-			n = (uint64_t)json_integer_value(v); /* bytes */
-		else if (!json_is_string(v) || ktel_parse_size(json_string_value(v), &n))
-			ok = false;
-		ok = ok && in_range(k, n);
+		ok = number_of(k, v, &n);
+		if (ok && !in_range(k, n)) {
+			report_range(v, k, path, errs);
+			return;
+		}
 		break;
-	case KTEL_CFG_STRING_ARRAY: {
-		size_t i;
-		json_t *e;
-
-		ok = json_is_array(v);
-		json_array_foreach(v, i, e)
-			if (!json_is_string(e))
-				ok = false;
+	case KTEL_CFG_STRING_ARRAY:
+		ok = validate_string_array(v, path, errs);
 		break;
-	}
 	case KTEL_CFG_GROUP:
 		r = parse_group(v, &gid);
 		if (r == -ENOENT) {
@@ -339,43 +557,22 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 		}
 		ok = r == 0;
 		break;
-	case KTEL_CFG_ENUM: {
-		const char *const *c = k->choices ? k->choices : sink_type_names;
-
-		ok = false;
-		for (size_t i = 0; json_is_string(v) && c[i]; i++)
-			if (strcmp(c[i], json_string_value(v)) == 0)
-				ok = true;
+	case KTEL_CFG_ENUM:
+		ok = enum_has(k, v);
 		break;
-	}
-	case KTEL_CFG_ANY_OBJECT:
-		ok = json_is_object(v);
+	case KTEL_CFG_INT_MAP:
+		ok = validate_int_map(v, path, errs);
 		break;
 	case KTEL_CFG_OBJECT:
-		if (!json_is_object(v))
-			break;
-		validate_object(v, k->children, path, errs);
-		return;
-	case KTEL_CFG_MAP: {
-		const char *name;
-		json_t *member;
-		char sub[512];
-
-		if (!json_is_object(v)) {
-			ok = false;
-			break;
-		}
-		json_object_foreach((json_t *)v, name, member) {
-			snprintf(sub, sizeof(sub), "%s.%s", path, name);
-			if (!json_is_object(member)) {
-				describe(member, got, sizeof(got));
-				add_error(errs, "%s: expected object, got %s", sub, got);
-				continue;
-			}
-			validate_object(member, k->children, sub, errs);
-		}
-		return;
-	}
+		ok = json_is_object(v);
+		if (ok)
+			validate_object(v, k->children, path, errs);
+		break;
+	case KTEL_CFG_MAP:
+		ok = json_is_object(v);
+		if (ok)
+			validate_map(v, k, path, errs);
+		break;
 	}
 	if (!ok) {
 		describe(v, got, sizeof(got));
@@ -392,6 +589,194 @@ static const struct ktel_cfg_key *find_key(const struct ktel_cfg_key *keys, cons
 	return NULL;
 }
 
+static bool is_required(const struct ktel_cfg_key *k)
+{
+	return k->default_text && strcmp(k->default_text, KTEL_CFG_REQUIRED) == 0;
+}
+
+static void check_required(const json_t *obj, const struct ktel_cfg_key *keys,
+			   const char *path, struct ktel_config_errors *errs)
+{
+	char sub[512], exp[256];
+
+	for (size_t i = 0; keys && keys[i].name; i++) {
+		if (!is_required(&keys[i]) || json_object_get(obj, keys[i].name))
+			continue;
+		join_path(sub, sizeof(sub), path, keys[i].name);
+		if (keys[i].type == KTEL_CFG_ENUM)
+			add_error(errs, "%s: required (%s)", sub,
+				  type_expectation(&keys[i], exp, sizeof(exp)));
+		else
+			add_error(errs, "%s: required", sub);
+	}
+}
+
+/*
+ * The value of a key that a rule may rely on: present, not false, and of
+ * the key's form (a malformed value has its own error already).
+ */
+static const json_t *valid_value(const json_t *obj, const struct ktel_cfg_key *keys,
+				 const char *name)
+{
+	const struct ktel_cfg_key *k = find_key(keys, name);
+	const json_t *v = json_object_get(obj, name);
+	struct ktel_config_errors scratch = {0};
+	bool ok;
+
+	if (!k || !v || json_is_false(v))
+		return NULL;
+	validate_value(v, k, name, &scratch);
+	ok = scratch.n == 0;
+	ktel_config_errors__clear(&scratch);
+	return ok ? v : NULL;
+}
+
+/* A number for RULE_NOT_BELOW: the key's value, else its documented
+ * default; text says which, for the message. */
+static bool rule_number(const json_t *obj, const struct ktel_cfg_key *keys, const char *name,
+			uint64_t *ret, char *text, size_t len)
+{
+	const struct ktel_cfg_key *k = find_key(keys, name);
+	const json_t *v = json_object_get(obj, name);
+	json_t *def;
+	bool ok;
+
+	if (!k)
+		return false;
+	if (v) {
+		if (!valid_value(obj, keys, name) || !number_of(k, v, ret))
+			return false;
+		describe(v, text, len);
+		return true;
+	}
+	if (!k->default_text)
+		return false;
+	/* The default as the docs state it: "100ms", "1MiB", "1024". */
+	def = k->type == KTEL_CFG_INT ? json_loads(k->default_text, JSON_DECODE_ANY, NULL)
+				      : json_string(k->default_text);
+	ok = def && number_of(k, def, ret);
+	json_decref(def);
+	snprintf(text, len, "default %s", k->default_text);
+	return ok;
+}
+
+static void check_not_below(const json_t *obj, const struct ktel_cfg_key *keys,
+			    const struct cfg_rule *r, const char *path,
+			    struct ktel_config_errors *errs)
+{
+	char a_text[80], b_text[80], sub[512];
+	uint64_t a, b;
+
+	if (!json_object_get(obj, r->key) && !json_object_get(obj, r->others[0]))
+		return;
+	if (!rule_number(obj, keys, r->key, &a, a_text, sizeof(a_text)) ||
+	    !rule_number(obj, keys, r->others[0], &b, b_text, sizeof(b_text)) || a >= b)
+		return;
+	/* Name the key the user set: the other one may be at its default. */
+	if (json_object_get(obj, r->key)) {
+		join_path(sub, sizeof(sub), path, r->key);
+		add_error(errs, "%s: must not be below %s (%s < %s)%s%s", sub, r->others[0],
+			  a_text, b_text, r->why ? ": " : "", r->why ? r->why : "");
+	} else {
+		join_path(sub, sizeof(sub), path, r->others[0]);
+		add_error(errs, "%s: must not be above %s (%s > %s)%s%s", sub, r->key, b_text,
+			  a_text, r->why ? ": " : "", r->why ? r->why : "");
+	}
+}
+
+/* One error per other key the rule refuses (EXCLUDES) or misses (REQUIRES). */
+static void check_relation(const json_t *obj, const struct ktel_cfg_key *keys,
+			   const struct cfg_rule *r, const char *path,
+			   struct ktel_config_errors *errs)
+{
+	const json_t *v = valid_value(obj, keys, r->key);
+	char sub[512];
+
+	if (!v || (r->equals && strcmp(json_string_value(v), r->equals) != 0))
+		return;
+	for (size_t i = 0; r->others[i]; i++) {
+		bool set = json_object_get(obj, r->others[i]) && !json_is_false(
+					json_object_get(obj, r->others[i]));
+
+		if (r->kind == RULE_REQUIRES && !set) {
+			join_path(sub, sizeof(sub), path, r->key);
+			add_error(errs, "%s: requires %s (%s)", sub, r->others[i], r->why);
+		} else if (r->kind == RULE_EXCLUDES && set && r->equals) {
+			join_path(sub, sizeof(sub), path, r->others[i]);
+			add_error(errs, "%s: not allowed when %s is \"%s\" (%s)", sub, r->key,
+				  r->equals, r->why);
+		} else if (r->kind == RULE_EXCLUDES && set) {
+			join_path(sub, sizeof(sub), path, r->others[i]);
+			add_error(errs, "%s: not allowed with %s (%s)", sub, r->key, r->why);
+		}
+	}
+}
+
+/* The string forms: address literal, unix socket path, URL path. */
+static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
+		       const struct cfg_rule *r, const char *path,
+		       struct ktel_config_errors *errs)
+{
+	const json_t *v = valid_value(obj, keys, r->key);
+	const char *s = json_string_value(v);
+	unsigned char addr[sizeof(struct in6_addr)];
+	size_t max_unix = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	char sub[512];
+
+	if (!s)
+		return;
+	join_path(sub, sizeof(sub), path, r->key);
+	if (r->kind == RULE_IP_LITERAL && inet_pton(AF_INET, s, addr) != 1 &&
+	    inet_pton(AF_INET6, s, addr) != 1)
+		add_error(errs, "%s: \"%s\" is not an IPv4 or IPv6 address (a literal, not a "
+			  "host name)", sub, s);
+	else if (r->kind == RULE_UNIX_PATH && strlen(s) > max_unix)
+		add_error(errs, "%s: unix socket path longer than %zu bytes", sub, max_unix);
+	else if (r->kind == RULE_URL_PATH && s[0] != '/')
+		add_error(errs, "%s: expected a URL path starting with '/', got \"%s\"", sub, s);
+}
+
+static void check_rules(const json_t *obj, const struct ktel_cfg_key *keys,
+			const struct cfg_rule *rules, const char *path,
+			struct ktel_config_errors *errs)
+{
+	for (const struct cfg_rule *r = rules; r && r->kind; r++) {
+		switch (r->kind) {
+		case RULE_REQUIRES:
+		case RULE_EXCLUDES:
+			check_relation(obj, keys, r, path, errs);
+			break;
+		case RULE_NOT_BELOW:
+			check_not_below(obj, keys, r, path, errs);
+			break;
+		case RULE_IP_LITERAL:
+		case RULE_UNIX_PATH:
+		case RULE_URL_PATH:
+			check_form(obj, keys, r, path, errs);
+			break;
+		}
+	}
+}
+
+static void report_unknown(const char *sub, const struct ktel_cfg_key *keys,
+			   const struct ktel_cfg_key *extra, struct ktel_config_errors *errs)
+{
+	const struct ktel_cfg_key *set[] = {keys, extra};
+	char known[400];
+	size_t off = 0;
+
+	known[0] = '\0';
+	for (size_t s = 0; s < 2; s++)
+		for (size_t i = 0; set[s] && set[s][i].name && off < sizeof(known); i++)
+			off += (size_t)snprintf(known + off, sizeof(known) - off, "%s%s",
+						off ? ", " : "", set[s][i].name);
+	add_error(errs, "%s: unknown key (known keys: %s)", sub, known);
+}
+
+/*
+ * Every key of obj against keys (and, for a sink, its type's keys), then the
+ * keys that must be present, then the relations between the sink's keys.
+ */
 static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
 			    const char *path, struct ktel_config_errors *errs)
 {
@@ -404,10 +789,7 @@ static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
 	if (keys == sink_common_keys) {
 		json_t *type = json_object_get(obj, "type");
 
-		if (!type)
-			add_error(errs, "%s.type: required (%s)", path,
-				  type_expectation(&sink_common_keys[0], sub, sizeof(sub)));
-		else if (json_is_string(type))
+		if (json_is_string(type))
 			extra = sink_keys_for(json_string_value(type));
 	}
 	json_object_foreach((json_t *)obj, name, v) {
@@ -415,23 +797,16 @@ static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
 
 		if (!k)
 			k = find_key(extra, name);
-		snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "", name);
-		if (!k) {
-			char known[400];
-			size_t off = 0;
-
-			known[0] = '\0';
-			for (const struct ktel_cfg_key *set[] = {keys, extra}, **s = set;
-			     s < set + 2; s++)
-				for (size_t i = 0; *s && (*s)[i].name && off < sizeof(known); i++)
-					off += (size_t)snprintf(known + off, sizeof(known) - off,
-								"%s%s", off ? ", " : "",
-								(*s)[i].name);
-			add_error(errs, "%s: unknown key (known keys: %s)", sub, known);
-			continue;
-		}
-		validate_value(v, k, sub, errs);
+		join_path(sub, sizeof(sub), path, name);
+		if (!k)
+			report_unknown(sub, keys, extra, errs);
+		else
+			validate_value(v, k, sub, errs);
 	}
+	check_required(obj, keys, path, errs);
+	check_required(obj, extra, path, errs);
+	extra = extra ? extra : keys;
+	check_rules(obj, extra, rules_for_keys(extra), path, errs);
 }
 
 int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys,
@@ -457,33 +832,189 @@ int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys
 	return r;
 }
 
-/* Cross-references the schema cannot express: sink names a metric uses. */
+/* Names of sinks in a "sinks" list (a metric's, self-telemetry's): each must
+ * name a configured sink, once. */
+static void check_sink_list(const json_t *list, const char *path, const json_t *sinks,
+			    struct ktel_config_errors *errs)
+{
+	size_t i, j;
+	json_t *e;
+
+	json_array_foreach(list, i, e) {
+		if (!json_is_string(e))
+			continue;
+		if (sinks ? !json_object_get(sinks, json_string_value(e))
+			  : strcmp(json_string_value(e), "stdout") != 0)
+			add_error(errs, "%s[%zu]: unknown sink \"%s\"", path, i,
+				  json_string_value(e));
+		for (j = 0; j < i; j++)
+			if (json_equal(json_array_get(list, j), e)) {
+				add_error(errs, "%s[%zu]: duplicate sink \"%s\"", path, i,
+					  json_string_value(e));
+				break;
+			}
+	}
+}
+
+/* Cross-references the schema cannot express: the sink names lists use. */
 static void validate_references(const json_t *root, struct ktel_config_errors *errs)
 {
 	const json_t *sinks = json_object_get(root, "sinks");
 	const json_t *metrics = json_object_get(root, "metrics");
+	const json_t *self = json_object_get(root, "self_telemetry");
 	const char *mname;
+	char path[512];
 	json_t *m;
 
+	if (!json_is_object(sinks))
+		sinks = NULL; /* wrong type reported already; only "stdout" exists */
 	json_object_foreach((json_t *)metrics, mname, m) {
-		json_t *list = json_object_get(m, "sinks"), *e;
-		size_t i, j;
-
-		json_array_foreach(list, i, e) {
-			if (!json_is_string(e))
-				continue;
-			if (sinks ? !json_object_get(sinks, json_string_value(e))
-				  : strcmp(json_string_value(e), "stdout") != 0)
-				add_error(errs, "metrics.%s.sinks[%zu]: unknown sink \"%s\"", mname,
-					  i, json_string_value(e));
-			for (j = 0; j < i; j++)
-				if (json_equal(json_array_get(list, j), e))
-					add_error(errs, "metrics.%s.sinks[%zu]: duplicate sink \"%s\"",
-						  mname, i, json_string_value(e));
-		}
+		snprintf(path, sizeof(path), "metrics.%s.sinks", mname);
+		check_sink_list(json_object_get(m, "sinks"), path, sinks, errs);
 	}
-	if (json_is_object(sinks) && json_object_size(sinks) == 0)
+	check_sink_list(json_object_get(self, "sinks"), "self_telemetry.sinks", sinks, errs);
+	if (sinks && json_object_size(sinks) == 0)
 		add_error(errs, "sinks: expected at least one sink");
+}
+
+/* ---- duplicate keys --------------------------------------------------- */
+
+/*
+ * jansson either refuses a duplicate key as a syntax error (which hides every
+ * other error and names a line and column, not a path) or keeps the last
+ * value without a word. So the document is parsed keeping the last value,
+ * and this scan of the text, which jansson has already accepted as JSON,
+ * reports every duplicate by its JSON path. The path is built in one buffer
+ * and cut back after each member, so deep documents cost no stack per level
+ * beyond the call itself.
+ */
+struct dup_scan {
+	const char *p;
+	char path[512];
+	size_t len;
+	struct ktel_config_errors *errs;
+};
+
+static void scan_value(struct dup_scan *s);
+
+static void skip_space(struct dup_scan *s)
+{
+	while (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')
+		s->p++;
+}
+
+/* Past the string token at s->p (on its opening quote). */
+static void skip_string(struct dup_scan *s)
+{
+	for (s->p++; *s->p && *s->p != '"'; s->p++)
+		if (*s->p == '\\' && s->p[1])
+			s->p++;
+	if (*s->p)
+		s->p++;
+}
+
+/* Take the path's new length after snprintf wrote n more bytes (clamped). */
+static size_t grow_path(struct dup_scan *s, size_t old, int n)
+{
+	if (n > 0)
+		s->len = old + (size_t)n < sizeof(s->path) ? old + (size_t)n : sizeof(s->path) - 1;
+	return old;
+}
+
+/* Append ".key" (or "key" at the top); returns the length to cut back to. */
+static size_t push_key(struct dup_scan *s, const char *key)
+{
+	size_t old = s->len;
+
+	return grow_path(s, old, snprintf(s->path + old, sizeof(s->path) - old, "%s%s",
+					  old ? "." : "", key));
+}
+
+/* Append "[index]"; returns the length to cut back to. */
+static size_t push_index(struct dup_scan *s, size_t index)
+{
+	size_t old = s->len;
+
+	return grow_path(s, old, snprintf(s->path + old, sizeof(s->path) - old, "[%zu]", index));
+}
+
+static void pop_path(struct dup_scan *s, size_t old)
+{
+	s->len = old;
+	s->path[old] = '\0';
+}
+
+static void scan_object(struct dup_scan *s)
+{
+	json_t *seen = json_object();
+	const char *start;
+	json_t *key;
+	size_t old;
+
+	for (s->p++, skip_space(s); *s->p == '"'; skip_space(s)) {
+		start = s->p;
+		skip_string(s);
+		/* Decode the key as jansson did: "a" and "\u0061" are one key. */
+		key = json_loadb(start, (size_t)(s->p - start), JSON_DECODE_ANY, NULL);
+		old = push_key(s, json_string_value(key) ? json_string_value(key) : "?");
+		if (json_string_value(key) && json_object_get(seen, json_string_value(key)))
+			add_error(s->errs, "%s: duplicate key", s->path);
+		else if (json_string_value(key))
+			json_object_set_new(seen, json_string_value(key), json_null());
+		json_decref(key);
+		skip_space(s);
+		if (*s->p == ':')
+			s->p++;
+		scan_value(s);
+		pop_path(s, old);
+		skip_space(s);
+		if (*s->p == ',')
+			s->p++;
+	}
+	if (*s->p == '}')
+		s->p++;
+	json_decref(seen);
+}
+
+static void scan_array(struct dup_scan *s)
+{
+	size_t old;
+
+	s->p++;
+	skip_space(s);
+	for (size_t i = 0; *s->p && *s->p != ']'; i++) {
+		old = push_index(s, i);
+		scan_value(s);
+		pop_path(s, old);
+		skip_space(s);
+		if (*s->p == ',')
+			s->p++;
+		skip_space(s);
+	}
+	if (*s->p == ']')
+		s->p++;
+}
+
+static void scan_value(struct dup_scan *s)
+{
+	skip_space(s);
+	if (*s->p == '{')
+		scan_object(s);
+	else if (*s->p == '[')
+		scan_array(s);
+	else if (*s->p == '"')
+		skip_string(s);
+	else
+		while (*s->p && !strchr(",]} \t\r\n", *s->p))
+			s->p++;
+}
+
+/* Report each duplicate key of text (valid JSON) as "<path>: duplicate key". */
+static void report_duplicate_keys(const char *text, struct ktel_config_errors *errs)
+{
+	struct dup_scan s = {.p = text, .errs = errs};
+
+	scan_value(&s);
 }
 
 /* ---- model ------------------------------------------------------------ */
@@ -721,11 +1252,18 @@ int ktel_config__load_string(const char *text, const char *source,
 	json_t *root;
 	int r;
 
-	root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	/*
+	 * Duplicate keys are not refused by the parser (the last value is kept)
+	 * but reported by path with every other error; callers prefix messages
+	 * with the file name, so a syntax error names only line and column.
+	 */
+	root = json_loads(text, 0, &jerr);
 	if (!root) {
-		add_error(errs, "%s:%d:%d: %s", source, jerr.line, jerr.column, jerr.text);
+		add_error(errs, "line %d, column %d: invalid JSON: %s", jerr.line, jerr.column,
+			  jerr.text);
 		return ktel_err_set(err, EINVAL, "%s: invalid JSON", source);
 	}
+	report_duplicate_keys(text, errs);
 	if (!json_is_object(root))
 		add_error(errs, "(top level): expected object");
 	else {
@@ -864,6 +1402,38 @@ static void write_keys(FILE *out, const struct ktel_cfg_key *keys, const char *p
 	}
 }
 
+/* One Markdown bullet per rule, in words. */
+static void write_rules(FILE *out, const struct cfg_rule *rules)
+{
+	for (const struct cfg_rule *r = rules; r && r->kind; r++) {
+		fprintf(out, "- `%s`", r->key);
+		if (r->equals)
+			fprintf(out, " \"%s\"", r->equals);
+		switch (r->kind) {
+		case RULE_REQUIRES:
+		case RULE_EXCLUDES:
+			fputs(r->kind == RULE_REQUIRES ? " requires" : " excludes", out);
+			for (size_t i = 0; r->others[i]; i++)
+				fprintf(out, "%s `%s`", i ? "," : "", r->others[i]);
+			break;
+		case RULE_NOT_BELOW:
+			fprintf(out, " must not be below `%s`", r->others[0]);
+			break;
+		case RULE_IP_LITERAL:
+			fputs(" must be an IPv4 or IPv6 address literal", out);
+			break;
+		case RULE_UNIX_PATH:
+			fprintf(out, " must fit a unix socket address (at most %zu bytes)",
+				sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+			break;
+		case RULE_URL_PATH:
+			fputs(" must start with `/`", out);
+			break;
+		}
+		fprintf(out, "%s%s.\n", r->why ? ": " : "", r->why ? r->why : "");
+	}
+}
+
 int ktel_config__write_doc(FILE *out)
 {
 	fprintf(out, "| key | type | default | effect |\n|---|---|---|---|\n");
@@ -875,6 +1445,12 @@ int ktel_config__write_doc(FILE *out)
 			     "|---|---|---|---|\n", sink_schemas[i].type);
 		snprintf(prefix, sizeof(prefix), "sinks.<name>.");
 		write_keys(out, sink_schemas[i].keys, prefix);
+		if (rules_for_type(sink_schemas[i].type)) {
+			fprintf(out, "\nBesides each key's own form, `--check-config` and the "
+				     "sink when it opens check (a key whose default is `%s` "
+				     "must be set):\n\n", KTEL_CFG_REQUIRED);
+			write_rules(out, rules_for_type(sink_schemas[i].type));
+		}
 	}
 	return ferror(out) ? -EIO : 0;
 }

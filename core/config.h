@@ -5,8 +5,12 @@
  * of docs/config.md (`ktelemetryd --config-doc`), so the two cannot drift.
  *
  * Validation reports every error of a file in one pass, each naming the JSON
- * path and the expected form:
+ * path and the expected form or the rule broken (callers put the file name
+ * before each message):
  *   sinks.statsd.port: expected integer 1..65535, got "abc"
+ *   interval: must be between 100ms and 365d, got "50ms"
+ *   sinks.s.host: not allowed with socket (choose UDP or a unix socket)
+ *   sinks.j: duplicate key
  * A config is either wholly valid or rejected: callers never see half a model.
  */
 #ifndef KTEL_CONFIG_H
@@ -124,14 +128,20 @@ enum ktel_cfg_type {
 	KTEL_CFG_GROUP,   /* group name or numeric gid */
 	KTEL_CFG_OBJECT,  /* nested keys in .children */
 	KTEL_CFG_MAP,     /* object of user-named objects, each per .children */
-	KTEL_CFG_ANY_OBJECT, /* free-form object (checked elsewhere) */
+	KTEL_CFG_INT_MAP, /* object of integers under free-form names */
 	KTEL_CFG_ENUM,    /* string out of .choices */
 };
+
+/*
+ * A key whose default_text is this must be present: the docs show it and the
+ * validator enforces it from the same field, so the two cannot disagree.
+ */
+#define KTEL_CFG_REQUIRED "(required)"
 
 struct ktel_cfg_key {
 	const char *name;
 	enum ktel_cfg_type type;
-	int64_t min, max;            /* KTEL_CFG_INT, DURATION(ms), SIZE */
+	int64_t min, max;            /* KTEL_CFG_INT, DURATION(ms), SIZE; both 0: any */
 	const char *const *choices;  /* KTEL_CFG_ENUM, NULL-terminated */
 	const struct ktel_cfg_key *children; /* OBJECT / MAP, {NULL}-terminated */
 	const char *default_text;    /* for the docs */
@@ -148,7 +158,9 @@ void ktel_config_set_sink_schemas(const struct ktel_cfg_sink_schema *schemas);
 
 /*
  * Check an object of options (a sink's) against keys, with the messages
- * --check-config gives: unknown keys, types, ranges ("type" is skipped).
+ * --check-config gives: unknown keys, types, ranges, required keys, and the
+ * relations between keys of the sink type whose table keys is ("type" is
+ * skipped).
  * path prefixes the messages ("sinks.out"). 0, or -EINVAL with the first
  * error in err.
  */

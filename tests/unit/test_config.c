@@ -11,10 +11,12 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "sink.h"
 
 static const struct ktel_cfg_key json_keys[] = {
 	{"path", KTEL_CFG_STRING, .doc = "output"},
@@ -58,12 +60,28 @@ static char *errors_of(const char *text)
 	return out;
 }
 
+/* Some line of the errors is exactly want. */
 static void expect_error(const char *text, const char *want)
 {
 	char *got = errors_of(text);
+	size_t n = strlen(want);
+	bool found = false;
 
-	if (!strstr(got, want))
-		fail_msg("expected error\n  %s\ngot\n  %s", want, got);
+	for (const char *l = got; l && *l; l = strchr(l, '\n') + 1)
+		if (strncmp(l, want, n) == 0 && l[n] == '\n')
+			found = true;
+	if (!found)
+		fail_msg("expected the error\n  %s\ngot\n%s", want, got);
+	free(got);
+}
+
+/* The errors are exactly want (lines, each ending in "\n"). */
+static void expect_errors(const char *text, const char *want)
+{
+	char *got = errors_of(text);
+
+	if (strcmp(got, want) != 0)
+		fail_msg("expected the errors\n%sgot\n%s", want, got);
 	free(got);
 }
 
@@ -79,27 +97,55 @@ static void test_wrong_type_names_path_and_form(void **state)
 		     "interval: expected duration string such as \"10s\", \"5m\", \"24h\", "
 		     "got \"10 parsecs\"");
 	expect_error("{\"emit_zero\": \"yes\"}", "emit_zero: expected true or false, got \"yes\"");
-	expect_error("{\"plugin_dirs\": [\"/a\", 3]}",
-		     "plugin_dirs: expected array of strings, got an array");
+	expect_error("{\"plugin_dirs\": \"/a\"}",
+		     "plugin_dirs: expected array of strings, got \"/a\"");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"lots\"}}}",
 		     "sinks.f.max_queue: expected size such as \"512KiB\", \"10MiB\" or bytes, "
 		     "got \"lots\"");
 }
 
+/* An element of an array is named by its index. */
+static void test_array_errors_name_the_index(void **state)
+{
+	expect_errors("{\"plugin_dirs\": [\"/a\", \"/b\", 3, {}]}",
+		      "plugin_dirs[2]: expected string, got 3\n"
+		      "plugin_dirs[3]: expected string, got an object\n");
+	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\"}},"
+		      " \"metrics\": {\"m\": {\"sinks\": [\"f\", false]}}}",
+		      "metrics.m.sinks[1]: expected string, got false\n");
+}
+
 static void test_unknown_key(void **state)
 {
-	expect_error("{\"intreval\": \"10s\"}", "intreval: unknown key (known keys: plugin_dirs,");
+	expect_error("{\"intreval\": \"10s\"}",
+		     "intreval: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
+		     "state_file, control_socket, control_group, interval, emit_zero, "
+		     "enable_new_plugins, drop_privileges, sink_close_timeout, metrics, sinks, "
+		     "self_telemetry)");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"pth\": \"x\"}}}",
 		     "sinks.f.pth: unknown key (known keys: type, path, max_queue)");
 	expect_error("{\"metrics\": {\"m\": {\"enabeld\": true}}}",
-		     "metrics.m.enabeld: unknown key (known keys: enabled,");
+		     "metrics.m.enabeld: unknown key (known keys: enabled, interval, sinks, "
+		     "emit_zero, lease, params)");
 }
 
-static void test_out_of_range(void **state)
+/* A value of the right form outside its range says the range, not the form. */
+static void test_out_of_range_states_the_range(void **state)
 {
-	expect_error("{\"interval\": \"1ms\"}", "interval: expected duration string");
-	expect_error("{\"metrics\": {\"m\": {\"lease\": \"10ms\"}}}",
-		     "metrics.m.lease: expected duration string");
+	expect_errors("{\"interval\": \"50ms\"}",
+		      "interval: must be between 100ms and 365d, got \"50ms\"\n");
+	expect_errors("{\"interval\": \"366d\"}",
+		      "interval: must be between 100ms and 365d, got \"366d\"\n");
+	expect_errors("{\"metrics\": {\"m\": {\"lease\": \"10ms\"}}}",
+		      "metrics.m.lease: must be between 1s and 365d, got \"10ms\"\n");
+	expect_errors("{\"sink_close_timeout\": \"11m\"}",
+		      "sink_close_timeout: must be between 0ms and 10m, got \"11m\"\n");
+	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": 100}}}",
+		      "sinks.f.max_queue: must be between 1KiB and 1GiB, got 100\n");
+	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"2GiB\"}}}",
+		      "sinks.f.max_queue: must be between 1KiB and 1GiB, got \"2GiB\"\n");
+	expect_errors("{\"interval\": \"100ms\", \"sink_close_timeout\": \"0s\","
+		      " \"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"1GiB\"}}}", "");
 }
 
 static void test_unknown_sink_and_type(void **state)
@@ -109,36 +155,90 @@ static void test_unknown_sink_and_type(void **state)
 		     "metrics.m.sinks[1]: unknown sink \"nope\"");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"carrier-pigeon\"}}}",
 		     "sinks.f.type: expected one of \"json\", \"statsd\", got \"carrier-pigeon\"");
-	expect_error("{\"sinks\": {\"f\": {\"path\": \"x\"}}}",
-		     "sinks.f.type: required (one of \"json\", \"statsd\")");
-	expect_error("{\"sinks\": {}}", "sinks: expected at least one sink");
+	expect_errors("{\"sinks\": {\"f\": {\"path\": \"x\"}}}",
+		      "sinks.f.path: unknown key (known keys: type)\n"
+		      "sinks.f.type: required (one of \"json\", \"statsd\")\n");
+	expect_errors("{\"sinks\": {}}", "sinks: expected at least one sink\n");
 }
 
+/* self_telemetry.sinks is checked as a metric's sinks are. */
+static void test_self_telemetry_sinks(void **state)
+{
+	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\"}},"
+		      " \"self_telemetry\": {\"sinks\": [\"f\", \"nope\", \"f\"]}}",
+		      "self_telemetry.sinks[1]: unknown sink \"nope\"\n"
+		      "self_telemetry.sinks[2]: duplicate sink \"f\"\n");
+	/* Without "sinks" the only sink is the default "stdout". */
+	expect_errors("{\"self_telemetry\": {\"sinks\": [\"stdout\"]}}", "");
+	expect_errors("{\"self_telemetry\": {\"sinks\": [\"f\"]}}",
+		      "self_telemetry.sinks[0]: unknown sink \"f\"\n");
+}
+
+/* params: an object of integers; each other value is named by its path. */
+static void test_params_are_integers(void **state)
+{
+	expect_errors("{\"metrics\": {\"m\": {\"params\": {\"a\": 1, \"b\": 1.5, \"c\": \"2\","
+		      " \"d\": -7, \"e\": null}}}}",
+		      "metrics.m.params.b: expected integer, got 1.5\n"
+		      "metrics.m.params.c: expected integer, got \"2\"\n"
+		      "metrics.m.params.e: expected integer, got null\n");
+	expect_errors("{\"metrics\": {\"m\": {\"params\": [1]}}}",
+		      "metrics.m.params: expected object of integers, got an array\n");
+}
+
+/* A duplicate key is reported by its JSON path, with every other error. */
 static void test_duplicates(void **state)
 {
-	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\"}, \"f\": {\"type\": \"json\"}}}",
-		     "t.json:1:");
-	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\"}}, "
-		     "\"metrics\": {\"m\": {\"sinks\": [\"f\", \"f\"]}}}",
-		     "metrics.m.sinks[1]: duplicate sink \"f\"");
+	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\"}, \"f\": {\"type\": \"json\"}}}",
+		      "sinks.f: duplicate key\n");
+	expect_errors("{\"interval\": \"1s\", \"interval\": \"2s\", \"interval\": \"3s\"}",
+		      "interval: duplicate key\ninterval: duplicate key\n");
+	/* Keys are compared decoded; braces and quotes in strings are not syntax. */
+	expect_errors("{\"pin_root\": \"}{\\\"\", \"pin_\\u0072oot\": \"/x\"}",
+		      "pin_root: duplicate key\n");
+	expect_errors("{\"metrics\": {\"m\": {\"params\": {\"a\": 1}}, \"n\": {\"params\":"
+		      " {\"a\": 1, \"b\": 2, \"a\": 3}}}}",
+		      "metrics.n.params.a: duplicate key\n");
+	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\"}},"
+		      " \"metrics\": {\"m\": {\"sinks\": [\"f\", \"f\"]}}}",
+		      "metrics.m.sinks[1]: duplicate sink \"f\"\n");
+	/* The same key in two objects is no duplicate. */
+	expect_errors("{\"metrics\": {\"m\": {\"enabled\": true}, \"n\": {\"enabled\": true}}}",
+		      "");
 }
 
+/* One pass reports every error of the file, the duplicate key among them. */
 static void test_all_errors_in_one_run(void **state)
 {
-	char *got = errors_of("{\"interval\": 5, \"bogus\": 1, \"emit_zero\": 2,"
-			      " \"sinks\": {\"s\": {\"type\": \"statsd\", \"port\": 0}}}");
-	size_t lines = 0;
-
-	for (char *c = got; *c; c++)
-		lines += *c == '\n';
-	assert_int_equal(lines, 4);
-	free(got);
+	expect_errors("{\"interval\": 5, \"bogus\": 1, \"emit_zero\": 2,\n"
+		      " \"plugin_dirs\": [\"/a\", 7],\n"
+		      " \"sinks\": {\"s\": {\"type\": \"statsd\", \"port\": 0}},\n"
+		      " \"metrics\": {\"m\": {\"lease\": \"1ms\", \"params\": {\"x\": true},"
+		      " \"sinks\": [\"s\", \"t\"]}},\n"
+		      " \"self_telemetry\": {\"sinks\": [\"u\"], \"enabled\": true,"
+		      " \"enabled\": false}}",
+		      "self_telemetry.enabled: duplicate key\n"
+		      "interval: expected duration string such as \"10s\", \"5m\", \"24h\", got 5\n"
+		      "bogus: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
+		      "state_file, control_socket, control_group, interval, emit_zero, "
+		      "enable_new_plugins, drop_privileges, sink_close_timeout, metrics, sinks, "
+		      "self_telemetry)\n"
+		      "emit_zero: expected true or false, got 2\n"
+		      "plugin_dirs[1]: expected string, got 7\n"
+		      "sinks.s.port: expected integer 1..65535, got 0\n"
+		      "metrics.m.lease: must be between 1s and 365d, got \"1ms\"\n"
+		      "metrics.m.params.x: expected integer, got true\n"
+		      "metrics.m.sinks[1]: unknown sink \"t\"\n"
+		      "self_telemetry.sinks[0]: unknown sink \"u\"\n");
 }
 
+/* A syntax error names line and column once, without the file name (the
+ * caller puts the file name before every message). */
 static void test_invalid_json(void **state)
 {
-	expect_error("{\"interval\": }", "t.json:1:");
-	expect_error("[1, 2]", "(top level): expected object");
+	expect_errors("{\"interval\": }",
+		      "line 1, column 14: invalid JSON: unexpected token near '}'\n");
+	expect_errors("[1, 2]", "(top level): expected object\n");
 }
 
 static void test_model(void **state)
@@ -204,13 +304,192 @@ static void test_doc_lists_every_key(void **state)
 	free(out);
 }
 
+/* ---- the daemon's sink tables: required keys, relations between keys ---- */
+
+static int setup_real_sinks(void **state)
+{
+	ktel_sinks_register_schemas();
+	return 0;
+}
+
+/* A sink: {"sinks": {"<name>": <body>}}. */
+static char *sink_doc(const char *name, const char *body)
+{
+	char *text;
+
+	if (asprintf(&text, "{\"sinks\": {\"%s\": %s}}", name, body) < 0)
+		fail_msg("out of memory");
+	return text;
+}
+
+static void expect_sink_errors(const char *name, const char *body, const char *want)
+{
+	char *text = sink_doc(name, body);
+
+	expect_errors(text, want);
+	free(text);
+}
+
+static void test_sink_required_keys(void **state)
+{
+	expect_sink_errors("j", "{\"type\": \"json\", \"fsync\": true}",
+			   "sinks.j.path: required\n");
+	expect_sink_errors("s", "{\"type\": \"stream\"}", "sinks.s.socket: required\n");
+	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"-\"}", "");
+	expect_sink_errors("s", "{\"type\": \"stream\", \"socket\": \"/run/k.sock\"}", "");
+}
+
+static void test_sink_excludes(void **state)
+{
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"::1\", \"socket\": \"/x\"}",
+			   "sinks.d.host: not allowed with socket (choose UDP or a unix socket)\n");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"socket\": \"/x\", \"port\": 9,"
+			   " \"host\": \"h\"}",
+			   "sinks.d.host: not allowed with socket (choose UDP or a unix socket)\n"
+			   "sinks.d.port: not allowed with socket (choose UDP or a unix socket)\n");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"format\": \"android\", \"port\": 9,"
+			   " \"tags\": \"dotted\"}",
+			   "sinks.d.port: not allowed when format is \"android\" (it writes to a "
+			   "unix socket; set socket)\n"
+			   "sinks.d.tags: not allowed when format is \"android\" (applies to format "
+			   "\"statsd\" only)\n");
+	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"-\", \"rotate_bytes\": \"1MiB\","
+			   " \"keep\": 2}",
+			   "sinks.j.rotate_bytes: not allowed when path is \"-\" (rotation needs a "
+			   "file path, not \"-\")\n"
+			   "sinks.j.keep: not allowed when path is \"-\" (rotation needs a file "
+			   "path, not \"-\")\n");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"socket\": \"/x\"}", "");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"format\": \"android\"}", "");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"::1\", \"port\": 9}", "");
+}
+
+static void test_sink_requires(void **state)
+{
+	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"/l\", \"keep\": 3,"
+			   " \"compress\": true}",
+			   "sinks.j.keep: requires rotate_bytes (keep and compress apply to "
+			   "rotation)\n"
+			   "sinks.j.compress: requires rotate_bytes (keep and compress apply to "
+			   "rotation)\n");
+	/* compress false asks for nothing, as in the sink. */
+	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"/l\", \"compress\": false}", "");
+	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"/l\", \"keep\": 3,"
+			   " \"compress\": true, \"rotate_bytes\": \"10MiB\"}", "");
+}
+
+/* Orders between two keys, either of them at its documented default. */
+static void test_sink_not_below(void **state)
+{
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"reconnect_min\": \"2s\","
+			   " \"reconnect_max\": \"1s\"}",
+			   "sinks.d.reconnect_max: must not be below reconnect_min "
+			   "(\"1s\" < \"2s\")\n");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"reconnect_min\": \"1m\"}",
+			   "sinks.d.reconnect_min: must not be above reconnect_max "
+			   "(\"1m\" > default 30s)\n");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"max_packet\": 8192,"
+			   " \"max_queue\": \"4KiB\"}",
+			   "sinks.d.max_queue: must not be below max_packet (\"4KiB\" < 8192): "
+			   "it must hold one datagram\n");
+	expect_sink_errors("r", "{\"type\": \"stream\", \"socket\": \"/k\","
+			   " \"backlog_records\": 5000}",
+			   "sinks.r.backlog_records: must not be above ring_records "
+			   "(5000 > default 4096)\n");
+	expect_sink_errors("r", "{\"type\": \"stream\", \"socket\": \"/k\","
+			   " \"backlog_records\": 5000, \"ring_records\": 5000}", "");
+	/* A malformed value has its own error and no second one. */
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"reconnect_max\": \"soon\"}",
+			   "sinks.d.reconnect_max: expected duration string such as \"10s\", "
+			   "\"5m\", \"24h\", got \"soon\"\n");
+}
+
+static void test_sink_string_forms(void **state)
+{
+	char long_path[160], body[256];
+
+	expect_sink_errors("p", "{\"type\": \"prometheus\", \"listen\": \"localhost\"}",
+			   "sinks.p.listen: \"localhost\" is not an IPv4 or IPv6 address (a literal, "
+			   "not a host name)\n");
+	expect_sink_errors("p", "{\"type\": \"prometheus\", \"listen\": \"::1\"}", "");
+	expect_sink_errors("p", "{\"type\": \"prometheus\", \"listen\": \"0.0.0.0\"}", "");
+	expect_sink_errors("p", "{\"type\": \"prometheus\", \"path\": \"metrics\"}",
+			   "sinks.p.path: expected a URL path starting with '/', got \"metrics\"\n");
+	memset(long_path, 'a', sizeof(long_path));
+	long_path[0] = '/';
+	long_path[108] = '\0'; /* 108 bytes: one more than sun_path holds */
+	snprintf(body, sizeof(body), "{\"type\": \"stream\", \"socket\": \"%s\"}", long_path);
+	expect_sink_errors("s", body, "sinks.s.socket: unix socket path longer than 107 bytes\n");
+	long_path[107] = '\0';
+	snprintf(body, sizeof(body), "{\"type\": \"statsd\", \"socket\": \"%s\"}", long_path);
+	expect_sink_errors("s", body, "");
+}
+
+/* A sink checks its options at open with the same rules and messages. */
+static void test_sink_open_uses_the_same_rules(void **state)
+{
+	json_t *opts = json_pack("{ss ss ss}", "type", "statsd", "host", "::1", "socket", "/x");
+	struct ktel_err err;
+
+	assert_int_equal(ktel_config_check_options(opts, ktel_sink_type_find("statsd")->options,
+						   "sinks.d", &err), -EINVAL);
+	assert_string_equal(err.msg, "sinks.d.host: not allowed with socket (choose UDP or a "
+				     "unix socket)");
+	json_decref(opts);
+	opts = json_pack("{ss}", "type", "json");
+	assert_int_equal(ktel_config_check_options(opts, ktel_sink_type_find("json")->options,
+						   "sinks.j", &err), -EINVAL);
+	assert_string_equal(err.msg, "sinks.j.path: required");
+	json_decref(opts);
+}
+
+/* A sink error among others, a duplicate key among them: all in one pass. */
+static void test_sink_errors_with_the_rest(void **state)
+{
+	expect_errors("{\"sinks\": {\"j\": {\"type\": \"json\", \"keep\": 2},\n"
+		      "  \"d\": {\"type\": \"statsd\", \"socket\": \"/x\", \"port\": 1},\n"
+		      "  \"p\": {\"type\": \"prometheus\", \"listen\": \"example.org\","
+		      " \"listen\": \"h\"}},\n"
+		      " \"interval\": \"50ms\",\n"
+		      " \"self_telemetry\": {\"sinks\": [\"j\", \"x\"]}}",
+		      "sinks.p.listen: duplicate key\n"
+		      "sinks.j.path: required\n"
+		      "sinks.j.keep: requires rotate_bytes (keep and compress apply to rotation)\n"
+		      "sinks.d.port: not allowed with socket (choose UDP or a unix socket)\n"
+		      "sinks.p.listen: \"h\" is not an IPv4 or IPv6 address (a literal, not a "
+		      "host name)\n"
+		      "interval: must be between 100ms and 365d, got \"50ms\"\n"
+		      "self_telemetry.sinks[1]: unknown sink \"x\"\n");
+}
+
+/* docs/config.md lists the rules under each sink type's table. */
+static void test_doc_lists_sink_rules(void **state)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	assert_int_equal(ktel_config__write_doc(f), 0);
+	fclose(f);
+	assert_non_null(strstr(out, "\n- `socket` excludes `host`, `port`: choose UDP or a "
+				    "unix socket.\n"));
+	assert_non_null(strstr(out, "\n- `keep` requires `rotate_bytes`: keep and compress "
+				    "apply to rotation.\n"));
+	assert_non_null(strstr(out, "\n- `listen` must be an IPv4 or IPv6 address literal.\n"));
+	assert_non_null(strstr(out, "| `sinks.<name>.path` | non-empty string | `(required)` |"));
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wrong_type_names_path_and_form),
+		cmocka_unit_test(test_array_errors_name_the_index),
 		cmocka_unit_test(test_unknown_key),
-		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_out_of_range_states_the_range),
 		cmocka_unit_test(test_unknown_sink_and_type),
+		cmocka_unit_test(test_self_telemetry_sinks),
+		cmocka_unit_test(test_params_are_integers),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_all_errors_in_one_run),
 		cmocka_unit_test(test_invalid_json),
@@ -219,5 +498,17 @@ int main(void)
 		cmocka_unit_test(test_doc_lists_every_key),
 	};
 
-	return cmocka_run_group_tests(tests, setup, NULL);
+	const struct CMUnitTest sink_tests[] = {
+		cmocka_unit_test(test_sink_required_keys),
+		cmocka_unit_test(test_sink_excludes),
+		cmocka_unit_test(test_sink_requires),
+		cmocka_unit_test(test_sink_not_below),
+		cmocka_unit_test(test_sink_string_forms),
+		cmocka_unit_test(test_sink_open_uses_the_same_rules),
+		cmocka_unit_test(test_sink_errors_with_the_rest),
+		cmocka_unit_test(test_doc_lists_sink_rules),
+	};
+	int failed = cmocka_run_group_tests_name("schema", tests, setup, NULL);
+
+	return failed + cmocka_run_group_tests_name("sinks", sink_tests, setup_real_sinks, NULL);
 }
