@@ -388,6 +388,7 @@ struct ktel_stream_reader {
 	const struct ktel_metric_desc *md;
 	struct ring_buffer *rb;
 	uint32_t map_id;
+	uint32_t ring_bytes;      /* the ring's size: bounds a drain */
 	struct ktel_stream_decoder *dec;
 	struct label_src labels[KTEL_MAX_DIMS];
 	int lost_fd;
@@ -570,7 +571,9 @@ static int on_sample(void *ctx, void *data, size_t size)
 }
 
 /* Consume at most one budget of events and deliver them. */
-static void consume(struct ktel_stream_reader *sr)
+/* Deliver up to KTEL_STREAM_BUDGET events; true when the budget ran out
+ * (more may be waiting). */
+static bool consume(struct ktel_stream_reader *sr)
 {
 	int r;
 
@@ -583,6 +586,20 @@ static void consume(struct ktel_stream_reader *sr)
 		sr->last_error = r;
 	flush(sr);
 	sr->consuming = false;
+	return r == BUDGET_SPENT;
+}
+
+/*
+ * Deliver everything the ring holds now. A ring of N bytes holds fewer than
+ * N / 8 events (each has an 8-byte header), so that many budgets bound the
+ * drain even while producers keep writing.
+ */
+static void drain(struct ktel_stream_reader *sr)
+{
+	uint64_t rounds = (uint64_t)sr->ring_bytes / 8 / KTEL_STREAM_BUDGET + 1;
+
+	while (consume(sr) && --rounds)
+		;
 }
 
 static void on_poll(uv_poll_t *handle, int status, int events)
@@ -633,8 +650,10 @@ int ktel_stream_reader__new(uv_loop_t *loop, const struct ktel_metric_desc *md,
 	sr->fn = fn;
 	sr->ctx = ctx;
 	sr->lost_fd = -1;
-	if (bpf_obj_get_info_by_fd(fd, &info, &info_len) == 0)
+	if (bpf_obj_get_info_by_fd(fd, &info, &info_len) == 0) {
 		sr->map_id = info.id;
+		sr->ring_bytes = info.max_entries;
+	}
 	for (uint32_t i = 0; i < md->n_dims && i < KTEL_MAX_DIMS; i++) {
 		if (!md->dims[i].label_map)
 			continue;
@@ -703,7 +722,7 @@ void ktel_stream_reader__stop(struct ktel_stream_reader *sr)
 		return;
 	/* From inside the callback the consume in progress delivers them. */
 	if (!sr->consuming)
-		consume(sr);
+		drain(sr);
 	uv_poll_stop(&sr->poll);
 	sr->polling = false;
 }

@@ -92,9 +92,9 @@ int ktel_stream_reader__new(uv_loop_t *loop, const struct ktel_metric_desc *md,
 int ktel_stream_reader__start(struct ktel_stream_reader *sr, struct ktel_err *err);
 
 /*
- * Deliver what the ring holds now (at most KTEL_STREAM_BUDGET events), then
- * stop polling: events produced later wait in the ring (or are lost when it
- * fills) until the next _start. No-op when stopped.
+ * Deliver everything the ring holds now (in budgets, bounded by the ring's
+ * size), then stop polling: events produced later wait in the ring (or are
+ * lost when it fills) until the next _start. No-op when stopped.
  */
 void ktel_stream_reader__stop(struct ktel_stream_reader *sr);
 

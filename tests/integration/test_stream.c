@@ -559,6 +559,40 @@ static void test_decode_live_to_json(void **state)
 	free(k);
 }
 
+/* ---- stop: what the ring holds is delivered, beyond one budget -------- */
+
+static void test_stop_drains_ring(void **state)
+{
+	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_stream_flood");
+	struct ktel_bpf_plugin *bp = load_flood(p, true);
+	struct kept *k = calloc(1, sizeof(*k));
+	struct ktel_stream_reader *sr;
+	struct ktel_stream_stats s;
+	uv_loop_t loop;
+	/* Eight budgets' worth, far below what the 1 MiB ring holds. */
+	const int n = 8 * KTEL_STREAM_BUDGET;
+
+	assert_non_null(k);
+	uv_loop_init(&loop);
+	sr = reader(&loop, p, bp, "fx_stream_big", on_records, k);
+	start(sr);
+	produce(n);
+	/* The loop never ran: only the stop delivers them (disable, shutdown). */
+	ktel_stream_reader__stop(sr);
+	ktel_stream_reader__stats(sr, &s);
+	printf("stop delivered %zu of %d events in %zu batches\n", k->n, n, k->batches);
+	assert_int_equal(k->n, n);
+	assert_int_equal(s.delivered, n);
+	assert_int_equal(s.lost_kernel, 0);
+	free_reader(&loop, sr);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(p);
+	free(k);
+}
+
 /* ---- budget: the loop's other handles run during a long drain --------- */
 
 static void on_check(uv_check_t *c)
@@ -938,6 +972,7 @@ int main(void)
 		cmocka_unit_test(test_flood_lost_matches),
 		cmocka_unit_test(test_decode_live_to_json),
 		cmocka_unit_test(test_budget_yields),
+		cmocka_unit_test(test_stop_drains_ring),
 		cmocka_unit_test(test_oom_event),
 		cmocka_unit_test(test_runq_threshold_param),
 	};
