@@ -39,9 +39,20 @@
  * (which, at saturation, let the queue fill and drop lines). When the
  * queue would exceed max_queue_bytes the NEWEST records are dropped and
  * counted; queued lines are never dropped, except on close after the
- * timeout (counted too). A failed or short write (disk full) keeps the
- * unwritten tail queued and retries on a timer with capped exponential
- * backoff, counting each error; the tail then completes the line on disk.
+ * timeout (counted too). A failed or short write (disk full) counts an
+ * error and retries on a timer with capped, jittered exponential backoff.
+ * A short write to a regular file leaves the file ending in part of a
+ * line: that part is cut off again (ftruncate) before anything else, and
+ * the whole line stays queued, so the file never ends in a torn line, not
+ * even while the disk stays full or after close. (stdout and other files
+ * that cannot be truncated get the rest of the line written first
+ * instead.) A file opened at start that ends in a partial line (a previous
+ * writer killed mid-line) is cut back to its last whole line.
+ *
+ * Close is bounded: at the close timeout the sink reports closed with
+ * everything not yet written counted as dropped, even while a write,
+ * rotation or compression is in flight; that work then finishes on the
+ * thread pool (keeping the loop alive) and the last of it frees the sink.
  *
  * Rotation (rotate_bytes): before a write that would take the file past
  * rotate_bytes, on a line boundary only, a worker thread renames
@@ -73,6 +84,7 @@
 
 #include "sink.h"
 #include "json_format.h"
+#include "log.h"
 #include "textbuf.h"
 
 #define DEFAULT_QUEUE_BYTES (4u << 20)
@@ -98,6 +110,7 @@ enum io_state {
 	IO_WRITING,
 	IO_SYNCING,
 	IO_ROTATING,
+	IO_TRIMMING,
 	IO_BACKOFF,
 };
 
@@ -110,6 +123,10 @@ struct json_sink {
 
 	uv_file fd;
 	uint64_t file_size;
+	/* A regular file: a torn tail can be cut off with ftruncate. */
+	bool can_trim;
+	/* Bytes of a torn line at the end of the file still to cut off. */
+	uint64_t trim_bytes;
 
 	struct chunk *head, *tail;
 	uint64_t queued_bytes;
@@ -117,19 +134,25 @@ struct json_sink {
 	enum io_state state;
 	uv_fs_t req;
 	uv_buf_t iov[MAX_IOV];
+	size_t write_bytes; /* what the write in flight asked for */
 	uv_timer_t retry_timer, close_timer;
 	uint64_t backoff_ms;
+	uint64_t rng; /* xorshift state for the backoff jitter */
 
 	/* Rotation and compression on the thread pool. */
-	uv_work_t rot_work, gz_work;
-	int rot_err, gz_err;
+	uv_work_t rot_work, gz_work, trim_work;
+	int rot_err, gz_err, trim_err;
+	uint64_t trimmed_size;
 	uv_file new_fd;
 	bool compressing;
 
 	struct ktel_textbuf batch;
 	struct ktel_sink_stats st;
 
-	bool closing, timed_out, finishing;
+	/* finishing: reported closed (or about to); no new work starts.
+	 * reported: done() was called; the sink is freed once nothing is in
+	 * flight. */
+	bool closing, timed_out, finishing, reported;
 	int handles_open;
 	ktel_sink_closed_cb done;
 	void *done_ctx;
@@ -358,6 +381,15 @@ static bool format_record(struct ktel_textbuf *b, const struct ktel_record *r)
 
 static void kick(struct json_sink *s);
 static void maybe_finish(struct json_sink *s);
+static void maybe_free(struct json_sink *s);
+static void start_trim(struct json_sink *s);
+
+/* A request of this sink is on the loop or the thread pool: the sink's
+ * memory (requests, queued chunks) must outlive it. */
+static bool busy(const struct json_sink *s)
+{
+	return (s->state != IO_IDLE && s->state != IO_BACKOFF) || s->compressing;
+}
 
 static bool at_line_start(const struct chunk *c)
 {
@@ -404,24 +436,88 @@ static void on_retry(uv_timer_t *t)
 	kick(s);
 }
 
+/* Between half the backoff and all of it, at random ("equal jitter", as
+ * the statsd sink does), so daemons that met one full disk or one NFS
+ * outage do not retry in step. */
+static uint64_t jittered(struct json_sink *s)
+{
+	uint64_t half = s->backoff_ms / 2;
+
+	s->rng ^= s->rng << 13;
+	s->rng ^= s->rng >> 7;
+	s->rng ^= s->rng << 17;
+	return half + (half ? s->rng % (half + 1) : 0) + (s->backoff_ms & 1);
+}
+
+/* The backoff doubles from BACKOFF_MIN_MS up to BACKOFF_MAX_MS; each delay
+ * is a jittered share of it, so never longer than the cap. */
 static void retry_later(struct json_sink *s)
 {
 	s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (s->backoff_ms > BACKOFF_MAX_MS)
 		s->backoff_ms = BACKOFF_MAX_MS;
 	s->state = IO_BACKOFF;
-	uv_timer_start(&s->retry_timer, on_retry, s->backoff_ms, 0);
+	uv_timer_start(&s->retry_timer, on_retry, jittered(s), 0);
 }
 
 static void on_fsync(uv_fs_t *req)
 {
 	struct json_sink *s = req->data;
 
-	if (req->result < 0)
-		s->st.errors++;
 	uv_fs_req_cleanup(req);
 	s->state = IO_IDLE;
+	if (s->finishing) {
+		maybe_free(s);
+		return;
+	}
+	if (req->result < 0)
+		s->st.errors++;
 	kick(s);
+}
+
+/* Of the first n bytes of the queue (what a write took), the bytes up to
+ * and including the last '\n': the whole lines among them. */
+static size_t whole_prefix(const struct json_sink *s, size_t n)
+{
+	const struct chunk *c;
+	size_t seen = 0, whole = 0;
+
+	for (c = s->head; c && seen < n; c = c->next) {
+		size_t take = c->len - c->off < n - seen ? c->len - c->off : n - seen;
+		const char *p = c->data + c->off, *nl = memrchr(p, '\n', take);
+
+		if (nl)
+			whole = seen + (nl - p) + 1;
+		seen += take;
+	}
+	return whole;
+}
+
+/*
+ * A short write to a regular file (disk full, RLIMIT_FSIZE): the lines it
+ * completed are written; the part of a line after them is cut off the
+ * file again, and that line stays queued whole, to be written again after
+ * the backoff. The error is counted once the file is whole again, so a
+ * reader of the stats sees it with the file cut back. Once the sink
+ * reported closed only the cut is left to do.
+ */
+static void short_write(struct json_sink *s, size_t res)
+{
+	size_t whole = whole_prefix(s, res);
+
+	s->trim_bytes = res - whole;
+	if (!s->finishing)
+		advance(s, whole);
+	if (s->trim_bytes) {
+		start_trim(s);
+		return;
+	}
+	if (s->finishing) {
+		maybe_free(s);
+		return;
+	}
+	s->st.errors++;
+	retry_later(s);
 }
 
 static void on_write(uv_fs_t *req)
@@ -432,11 +528,19 @@ static void on_write(uv_fs_t *req)
 
 	uv_fs_req_cleanup(req);
 	s->state = IO_IDLE;
+	if (s->can_trim && res > 0 && (size_t)res < s->write_bytes) {
+		short_write(s, res);
+		return;
+	}
+	if (s->finishing) {
+		/* Reported closed: the lines were counted dropped already. */
+		maybe_free(s);
+		return;
+	}
 	/* Zero bytes for a non-empty write would spin: treat as an error. */
 	if (res <= 0) {
 		s->st.errors++;
 		retry_later(s);
-		maybe_finish(s);
 		return;
 	}
 	s->backoff_ms = 0;
@@ -484,7 +588,8 @@ static size_t plan_write(struct json_sink *s, unsigned *ret_n)
 	unsigned n = 0;
 
 	if (s->rotate_bytes && !at_line_start(c)) {
-		/* Finish the line begun before an error, alone. */
+		/* Finish the line begun before a short write to a file that
+		 * cannot be truncated, alone. */
 		take = line_len(c->data + c->off, c->len - c->off);
 		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
 		*ret_n = n;
@@ -520,11 +625,17 @@ static void kick(struct json_sink *s)
 
 	if (s->state != IO_IDLE || s->finishing)
 		return;
-	if (!s->head || (s->closing && s->timed_out)) {
+	/* A torn tail goes before anything else is appended after it. */
+	if (s->trim_bytes) {
+		start_trim(s);
+		return;
+	}
+	if (!s->head) {
 		maybe_finish(s);
 		return;
 	}
-	if (plan_write(s, &nbufs) == 0) {
+	s->write_bytes = plan_write(s, &nbufs);
+	if (s->write_bytes == 0) {
 		if (!s->compressing)
 			start_rotate(s);
 		return; /* gz_done kicks again */
@@ -534,6 +645,63 @@ static void kick(struct json_sink *s)
 	/* libuv copies the buffer array; the chunks stay queued until on_write. */
 	if (uv_fs_write(s->loop, &s->req, s->fd, s->iov, nbufs, -1, on_write) == 0)
 		return;
+	s->st.errors++;
+	retry_later(s);
+}
+
+/* ---- cutting a torn tail off (worker thread) ---- */
+
+/* Cut trim_bytes off the end of the file. From the file's size, not from
+ * file_size: the bytes to cut are the last ones whatever else changed the
+ * file, and a file shortened behind our back is never extended. */
+static void trim_work(uv_work_t *w)
+{
+	struct json_sink *s = w->data;
+	struct stat st;
+	off_t size;
+
+	if (fstat(s->fd, &st)) {
+		s->trim_err = -errno;
+		return;
+	}
+	size = (uint64_t)st.st_size > s->trim_bytes ? st.st_size - (off_t)s->trim_bytes : 0;
+	s->trim_err = ftruncate(s->fd, size) ? -errno : 0;
+	s->trimmed_size = size;
+}
+
+static void trim_done(uv_work_t *w, int status)
+{
+	struct json_sink *s = w->data;
+	bool ok = status == 0 && s->trim_err == 0;
+
+	s->state = IO_IDLE;
+	if (ok) {
+		s->trim_bytes = 0;
+		s->file_size = s->trimmed_size;
+	}
+	if (s->finishing) {
+		maybe_free(s);
+		return;
+	}
+	/* A failed cut counts an error; the short write is counted when its
+	 * cut succeeds. */
+	s->st.errors++;
+	/* A short write means the disk is full: wait before the next one
+	 * (or before trying the cut again). */
+	retry_later(s);
+}
+
+static void start_trim(struct json_sink *s)
+{
+	s->state = IO_TRIMMING;
+	s->trim_work.data = s;
+	if (uv_queue_work(s->loop, &s->trim_work, trim_work, trim_done) == 0)
+		return;
+	s->state = IO_IDLE;
+	if (s->finishing) {
+		maybe_free(s);
+		return;
+	}
 	s->st.errors++;
 	retry_later(s);
 }
@@ -682,6 +850,10 @@ static void gz_done(uv_work_t *w, int status)
 	struct json_sink *s = w->data;
 
 	s->compressing = false;
+	if (s->finishing) {
+		maybe_free(s);
+		return;
+	}
 	if (status || s->gz_err)
 		s->st.errors++;
 	kick(s);
@@ -691,17 +863,25 @@ static void gz_done(uv_work_t *w, int status)
 static void rotate_done(uv_work_t *w, int status)
 {
 	struct json_sink *s = w->data;
+	bool ok = status == 0 && s->rot_err == 0 && s->new_fd >= 0;
 
 	s->state = IO_IDLE;
-	if (status || s->rot_err || s->new_fd < 0) {
-		s->st.errors++;
-		retry_later(s);
-		maybe_finish(s);
+	if (ok) {
+		close(s->fd);
+		s->fd = s->new_fd;
+		s->file_size = 0;
+	}
+	if (s->finishing) {
+		/* Reported closed: the new file stays empty, path.1 stays
+		 * uncompressed (the next rotation moves it on as it is). */
+		maybe_free(s);
 		return;
 	}
-	close(s->fd);
-	s->fd = s->new_fd;
-	s->file_size = 0;
+	if (!ok) {
+		s->st.errors++;
+		retry_later(s);
+		return;
+	}
 	s->backoff_ms = 0;
 	if (s->compress &&
 	    uv_queue_work(s->loop, &s->gz_work, gz_work, gz_done) == 0)
@@ -738,35 +918,48 @@ static void free_sink(struct json_sink *s)
 	free(s);
 }
 
+/* The last in-flight request of a sink that reported closed frees it. */
+static void maybe_free(struct json_sink *s)
+{
+	if (s->reported && !busy(s))
+		free_sink(s);
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
 	struct json_sink *s = h->data;
-	ktel_sink_closed_cb done = s->done;
-	void *ctx = s->done_ctx;
 
 	if (--s->handles_open)
 		return;
-	/* done() may still read the final stats (sink.h); free afterwards. */
-	if (done)
-		done(ctx);
-	free_sink(s);
+	s->reported = true;
+	/* done() may still read the final stats (sink.h); free afterwards,
+	 * or later when the last request in flight completes. */
+	if (s->done)
+		s->done(s->done_ctx);
+	maybe_free(s);
 }
 
-/* Release everything once nothing is in flight and the queue is empty or
- * the close timeout passed. */
+/*
+ * Report closed once the queue is written and nothing is in flight, or at
+ * the close timeout whatever is in flight: what is still queued then
+ * (including lines a write in flight may yet complete) is counted dropped,
+ * and the requests in flight finish afterwards without starting more work,
+ * except cutting a torn tail off the file.
+ */
 static void maybe_finish(struct json_sink *s)
 {
 	struct chunk *c;
 
-	if (!s->closing || s->finishing || s->compressing)
+	if (!s->closing || s->finishing)
 		return;
-	if (s->state != IO_IDLE && s->state != IO_BACKOFF)
-		return;
-	if (s->head && !s->timed_out)
+	if (!s->timed_out && (s->head || s->trim_bytes || busy(s)))
 		return;
 	s->finishing = true;
 	for (c = s->head; c; c = c->next)
 		s->st.dropped += c->n_lines - c->lines_done;
+	/* A cut that failed before: one last try, so the file ends whole. */
+	if (s->trim_bytes && !busy(s))
+		start_trim(s);
 	s->handles_open = 2;
 	uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
@@ -789,11 +982,12 @@ static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 	s->closing = true;
 	s->done = done;
 	s->done_ctx = ctx;
-	if (timeout_ms == 0)
+	if (timeout_ms == 0) {
 		s->timed_out = true;
-	else
+	} else {
 		uv_timer_start(&s->close_timer, on_close_timeout, timeout_ms, 0);
-	kick(s);
+		kick(s);
+	}
 	maybe_finish(s);
 }
 
@@ -893,6 +1087,65 @@ static int parse_opts(struct json_sink *s, const json_t *opts, struct ktel_err *
 	return 0;
 }
 
+/* Offset just past the last '\n' among the first size bytes of fd, or 0
+ * when there is none; -errno when the file cannot be read. */
+static int last_line_end(int fd, off_t size, off_t *ret_end)
+{
+	char buf[16384];
+	off_t pos = size;
+
+	while (pos > 0) {
+		size_t n = pos < (off_t)sizeof(buf) ? (size_t)pos : sizeof(buf);
+		ssize_t got = pread(fd, buf, n, pos - n);
+		const char *nl;
+
+		if (got != (ssize_t)n)
+			return got < 0 ? -errno : -EIO;
+		pos -= n;
+		nl = memrchr(buf, '\n', n);
+		if (nl) {
+			*ret_end = pos + (nl - buf) + 1;
+			return 0;
+		}
+	}
+	*ret_end = 0;
+	return 0;
+}
+
+/*
+ * An existing file ending in part of a line (its writer was killed
+ * mid-write) would glue that fragment to our first line, making one
+ * unparseable line of two: cut the file back to its last whole line.
+ * *size is the file's size, updated.
+ */
+static int drop_torn_tail(struct json_sink *s, off_t *size, struct ktel_err *err)
+{
+	off_t end;
+	int fd, ret;
+
+	if (*size == 0)
+		return 0;
+	fd = open(s->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "sinks.%s.path: cannot read %s to check that "
+				    "it ends in a whole line: %s", s->name, s->path, strerror(errno));
+	ret = last_line_end(fd, *size, &end);
+	close(fd);
+	if (ret)
+		return ktel_err_set(err, -ret, "sinks.%s.path: cannot read %s to check that "
+				    "it ends in a whole line: %s", s->name, s->path, strerror(-ret));
+	if (end == *size)
+		return 0;
+	if (ftruncate(s->fd, end))
+		return ktel_err_set(err, errno, "sinks.%s.path: %s ends in a partial line that "
+				    "cannot be cut off: %s", s->name, s->path, strerror(errno));
+	ktel_log(KTEL_LOG_WARN, "sink %s: %s ended in a partial line (a previous writer "
+		 "stopped mid-line): removed its last %lld bytes", s->name, s->path,
+		 (long long)(*size - end));
+	*size = end;
+	return 0;
+}
+
 static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, void **ret_priv,
 		       struct ktel_err *err)
 {
@@ -921,12 +1174,19 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 					   s->path, strerror(errno));
 			goto fail;
 		}
+		s->can_trim = S_ISREG(st.st_mode);
+		if (s->can_trim) {
+			ret = drop_torn_tail(s, &st.st_size, err);
+			if (ret)
+				goto fail;
+		}
 		s->file_size = st.st_size;
 	}
 	uv_timer_init(loop, &s->retry_timer);
 	uv_timer_init(loop, &s->close_timer);
 	s->retry_timer.data = s->close_timer.data = s;
-	s->gz_work.data = s;
+	s->gz_work.data = s->trim_work.data = s;
+	s->rng = uv_hrtime() ^ (uintptr_t)s ^ 0x9e3779b97f4a7c15ULL;
 	*ret_priv = s;
 	return 0;
 fail:
