@@ -140,6 +140,28 @@ static ssize_t find(const struct ktel_router *r, const char *name)
 	return -1;
 }
 
+/* A sink instance not (yet) in the table. */
+static int new_entry(struct ktel_router *r, const char *name, const struct ktel_sink_ops *ops,
+		     const json_t *opts, struct sink_entry **ret, struct ktel_err *err)
+{
+	struct sink_entry *e = calloc(1, sizeof(*e));
+	int rc;
+
+	if (!e || !(e->name = strdup(name))) {
+		free(e);
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	}
+	e->ops = ops;
+	rc = ops->create(r->loop, name, opts, &e->priv, err);
+	if (rc) {
+		free(e->name);
+		free(e);
+		return rc;
+	}
+	*ret = e;
+	return 0;
+}
+
 int ktel_router__add_sink_ops(struct ktel_router *r, const char *name,
 			      const struct ktel_sink_ops *ops, const json_t *opts,
 			      struct ktel_err *err)
@@ -152,18 +174,9 @@ int ktel_router__add_sink_ops(struct ktel_router *r, const char *name,
 	if (r->n_sinks >= KTEL_ROUTER_MAX_SINKS)
 		return ktel_err_set(err, E2BIG, "sinks.%s: more than %d sinks", name,
 				    KTEL_ROUTER_MAX_SINKS);
-	e = calloc(1, sizeof(*e));
-	if (!e || !(e->name = strdup(name))) {
-		free(e);
-		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
-	}
-	e->ops = ops;
-	ret = ops->create(r->loop, name, opts, &e->priv, err);
-	if (ret) {
-		free(e->name);
-		free(e);
+	ret = new_entry(r, name, ops, opts, &e, err);
+	if (ret)
 		return ret;
-	}
 	r->sinks[r->n_sinks++] = e;
 	return 0;
 }
@@ -179,6 +192,18 @@ int ktel_router__add_sink(struct ktel_router *r, const char *name, const char *t
 	return ktel_router__add_sink_ops(r, name, ops, opts, err);
 }
 
+/* Close one entry already taken out of the table. */
+static void close_entry(struct ktel_router *r, struct sink_entry *e, uint64_t timeout_ms,
+			ktel_sink_closed_cb done, void *ctx)
+{
+	if (close_entries(r, &e, 1, timeout_ms, done, ctx) == 0)
+		return;
+	e->group = NULL;
+	e->ops->close(e->priv, 0, entry_closed, e);
+	if (done)
+		done(ctx);
+}
+
 int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t timeout_ms,
 			     ktel_sink_closed_cb done, void *ctx)
 {
@@ -191,13 +216,69 @@ int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t t
 	/* Keep creation order: indexes are the "sink" dimension's value. */
 	memmove(&r->sinks[i], &r->sinks[i + 1], (r->n_sinks - i - 1) * sizeof(r->sinks[0]));
 	r->n_sinks--;
-	if (close_entries(r, &e, 1, timeout_ms, done, ctx) == 0)
+	close_entry(r, e, timeout_ms, done, ctx);
+	return 0;
+}
+
+/* A prepared instance: an entry that is not in the table yet. */
+struct ktel_router_staged {
+	struct sink_entry *e;
+};
+
+int ktel_router__prepare_sink(struct ktel_router *r, const char *name, const char *type,
+			      const json_t *opts, struct ktel_router_staged **ret,
+			      struct ktel_err *err)
+{
+	const struct ktel_sink_ops *ops = ktel_sink_type_find(type);
+	struct ktel_router_staged *s;
+	int rc;
+
+	if (!ops)
+		return ktel_err_set(err, ENOENT, "sinks.%s.type: unknown sink type \"%s\"", name,
+				    type);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+	rc = new_entry(r, name, ops, opts, &s->e, err);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	*ret = s;
+	return 0;
+}
+
+int ktel_router__install_sink(struct ktel_router *r, struct ktel_router_staged *s,
+			      uint64_t timeout_ms)
+{
+	struct sink_entry *e = s->e, *old;
+	ssize_t i = find(r, e->name);
+
+	if (i < 0) {
+		if (r->n_sinks >= KTEL_ROUTER_MAX_SINKS)
+			return -E2BIG;
+		r->sinks[r->n_sinks++] = e;
+		free(s);
 		return 0;
+	}
+	old = r->sinks[i];
+	r->sinks[i] = e;
+	free(s);
+	close_entry(r, old, timeout_ms, NULL, NULL);
+	return 0;
+}
+
+void ktel_router__discard_sink(struct ktel_router_staged *s)
+{
+	struct sink_entry *e;
+
+	if (!s)
+		return;
+	e = s->e;
+	free(s);
+	/* It never delivered anything: no close report, nothing to flush. */
 	e->group = NULL;
 	e->ops->close(e->priv, 0, entry_closed, e);
-	if (done)
-		done(ctx);
-	return 0;
 }
 
 int ktel_router__check_names(const struct ktel_router *r, const char *const *names,
@@ -285,6 +366,7 @@ static const struct self_counter {
 	{ "ktel_sink_dropped", offsetof(struct ktel_sink_stats, dropped) },
 	{ "ktel_sink_errors", offsetof(struct ktel_sink_stats, errors) },
 	{ "ktel_sink_reconnects", offsetof(struct ktel_sink_stats, reconnects) },
+	{ "ktel_sink_skipped", offsetof(struct ktel_sink_stats, skipped) },
 };
 
 _Static_assert(KTEL_ARRAY_SIZE(self_counters) + 1 == KTEL_ROUTER_SELF_PER_SINK,

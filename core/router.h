@@ -27,7 +27,7 @@
 
 #define KTEL_ROUTER_MAX_SINKS 64
 /* Self-telemetry records produced per sink by ktel_router__self_records. */
-#define KTEL_ROUTER_SELF_PER_SINK 5
+#define KTEL_ROUTER_SELF_PER_SINK 6
 
 struct ktel_router;
 
@@ -68,6 +68,25 @@ int ktel_router__add_sink_ops(struct ktel_router *r, const char *name,
  */
 int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t timeout_ms,
 			     ktel_sink_closed_cb done, void *ctx);
+
+/*
+ * Two-phase replacement, for a reload that must not touch the running sinks
+ * until every new one has opened. prepare creates an instance of type named
+ * name from opts without routing anything to it (a running sink of that name
+ * is untouched); errors as ktel_router__add_sink. install routes to it from
+ * now on: it takes the place (and the "sink" dimension index) of the running
+ * sink of the same name, which stops receiving records at once and closes
+ * within timeout_ms, or is appended; -E2BIG (and *s still the caller's) when
+ * there is no room. discard closes a prepared instance that was never
+ * installed. Each prepared instance is installed or discarded exactly once.
+ */
+struct ktel_router_staged;
+int ktel_router__prepare_sink(struct ktel_router *r, const char *name, const char *type,
+			      const json_t *opts, struct ktel_router_staged **ret,
+			      struct ktel_err *err);
+int ktel_router__install_sink(struct ktel_router *r, struct ktel_router_staged *s,
+			      uint64_t timeout_ms);
+void ktel_router__discard_sink(struct ktel_router_staged *s);
 
 /* Every name in names must be a sink of r (config-time check): 0, or
  * -ENOENT with err naming the first unknown one. */
@@ -116,7 +135,8 @@ int ktel_router__sink_where(const struct ktel_router *r, const char *name, char 
  * Self-telemetry: KTEL_ROUTER_SELF_PER_SINK records per sink, built from the
  * sinks' stats, in recs[0..max). Each starts as a copy of *tmpl (window,
  * boot_id, seq are the caller's) and gets:
- *   ktel_sink_sent, ktel_sink_dropped, ktel_sink_errors, ktel_sink_reconnects
+ *   ktel_sink_sent, ktel_sink_dropped, ktel_sink_errors, ktel_sink_reconnects,
+ *   ktel_sink_skipped
  *     KTEL_RECORD_COUNTER, counter.total = the sink's count, counter.delta =
  *     the growth since the previous call (the count itself the first time);
  *   ktel_sink_queued  KTEL_RECORD_GAUGE, what waits in the queue now.

@@ -24,6 +24,7 @@ struct ktel_sink_stats {
 	uint64_t dropped;    /* records dropped: queue full, peer down, too big */
 	uint64_t errors;     /* I/O errors */
 	uint64_t reconnects; /* transport re-opened after a failure */
+	uint64_t skipped;    /* records the sink's format has no form for (not a loss) */
 	uint64_t queued;     /* bytes or records waiting now */
 };
 

@@ -854,6 +854,7 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 			break;
 		case SKIPPED:
 			s->skipped++;
+			s->st.skipped++;
 			break;
 		default:
 			s->st.dropped++;

@@ -849,9 +849,11 @@ static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
 		}
 		/* Not a loss: the android format has no form for a record
 		 * without an atom id (self-telemetry), so it is not sent and
-		 * not counted as dropped. */
-		if (s->android && !recs[i].atom_id)
+		 * counted as skipped, not as dropped. */
+		if (s->android && !recs[i].atom_id) {
+			s->st.skipped++;
 			continue;
+		}
 		if (s->android) {
 			len = ktel_android__encode_record(&recs[i], s->tid, s->scratch,
 							  KTEL_ANDROID_MAX_DATAGRAM);
