@@ -240,7 +240,9 @@ int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t l
 	}
 	m->enabled = true;
 	m->attached = true;
-	uv_timer_start(&m->timer, daemon_on_pull_timer, m->interval_ms, m->interval_ms);
+	/* --once pulls once, at its end (shutdown), not on the interval. */
+	if (!d->opts.once)
+		uv_timer_start(&m->timer, daemon_on_pull_timer, m->interval_ms, m->interval_ms);
 	m->lease_ms = lease_ms;
 	if (lease_ms)
 		uv_timer_start(&m->lease_timer, on_lease_end, lease_ms, 0);
@@ -380,7 +382,11 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	uv_timer_init(d->loop, &d->rescan_timer);
 	d->rescan_timer.data = d;
 	d->rescan_timer_init = true;
-	ktel_daemon__rescan_plugins(d);
+	/* A configured directory that cannot be read is bad input: exit 2
+	 * naming it, rather than run without the metrics it should hold. */
+	r = daemon_load_plugins(d, err);
+	if (r)
+		return r;
 	daemon_watch_dirs(d);
 	if (!d->n_plugins)
 		ktel_log(KTEL_LOG_WARN, "no plugin loaded from %zu plugin director%s",

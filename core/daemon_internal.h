@@ -58,6 +58,8 @@ void daemon_start_metric(struct ktel_daemon *d, struct ktel_metric *m);
 void daemon_watch_dirs(struct ktel_daemon *d);
 void daemon_close_watchers(struct ktel_daemon *d);
 void daemon_free_plugin(struct ktel_loaded_plugin *lp);
+/* Start-up scan: -errno with err when a plugin directory cannot be read. */
+int daemon_load_plugins(struct ktel_daemon *d, struct ktel_err *err);
 
 /* daemon_self.c */
 void daemon_start_self(struct ktel_daemon *d);

@@ -26,21 +26,57 @@ void daemon_on_refusal(const char *path, const struct ktel_err *err, void *ctx)
 	ktel_log(KTEL_LOG_ERROR, "%s", err->msg);
 }
 
+static int param_index(const struct ktel_plugin_desc *desc, const char *name)
+{
+	for (uint32_t i = 0; i < desc->n_params; i++)
+		if (strcmp(desc->params[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* "a, b, c", or "none": the params a plugin has, for a refusal. */
+static void param_names(const struct ktel_plugin_desc *desc, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	snprintf(buf, len, "none");
+	for (uint32_t i = 0; i < desc->n_params && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
+					 desc->params[i].name);
+}
+
+/*
+ * The plugin's param values: its defaults, overridden by metrics.<name>.params
+ * of each of its metrics. A key the plugin does not declare or a value that is
+ * not an integer refuses the plugin: a setting silently ignored would leave
+ * the metric measuring something else than the config says.
+ */
 static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64_t *values)
 {
 	const struct ktel_plugin_desc *desc = &p->desc;
+	char names[512];
 
-	for (uint32_t i = 0; i < desc->n_params; i++) {
+	for (uint32_t i = 0; i < desc->n_params; i++)
 		values[i] = desc->params[i].default_value;
-		for (uint32_t j = 0; j < desc->n_metrics; j++) {
-			const struct ktel_metric_cfg *mc =
-				ktel_config__metric(d->cfg, desc->metrics[j].name);
-			json_t *v = mc && mc->params ? json_object_get(mc->params,
-								      desc->params[i].name)
-						     : NULL;
+	for (uint32_t j = 0; j < desc->n_metrics; j++) {
+		const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, desc->metrics[j].name);
+		const char *key;
+		json_t *v;
 
-			if (v && json_is_integer(v))
-				values[i] = json_integer_value(v);
+		if (!mc || !mc->params)
+			continue;
+		json_object_foreach(mc->params, key, v) {
+			int k = param_index(desc, key);
+
+			if (k >= 0 && json_is_integer(v)) {
+				values[k] = json_integer_value(v);
+				continue;
+			}
+			param_names(desc, names, sizeof(names));
+			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: metrics.%s.params.%s: %s "
+				 "(plugin %s has params: %s)", p->path, desc->metrics[j].name, key,
+				 k < 0 ? "no such param" : "expected an integer", desc->name, names);
+			return -EINVAL;
 		}
 	}
 	return 0;
@@ -119,7 +155,7 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 }
 
 /* Load an opened plugin into the kernel; on success the daemon owns it. */
-static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const struct stat *st)
+static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 {
 	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
 	struct ktel_bpf_opts bopts = {
@@ -137,16 +173,6 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const 
 			 MAX_PLUGINS);
 		return -E2BIG;
 	}
-	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++) {
-		struct ktel_metric *other = ktel_daemon__metric(d, plugin->desc.metrics[i].name);
-
-		if (other) {
-			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: duplicate metric name %s "
-				 "(already provided by %s)", plugin->path,
-				 plugin->desc.metrics[i].name, other->lp->path);
-			return -EEXIST;
-		}
-	}
 	/* The kernel's BTF is parsed for a (re)scan and freed after it: it is
 	 * a third of the daemon's memory otherwise (docs/benchmarks.md). */
 	if (!d->targets) {
@@ -157,14 +183,16 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const 
 		}
 		bopts.targets = d->targets;
 	}
-	load_params(d, plugin, params);
+	if (load_params(d, plugin, params))
+		return -EINVAL;
 	lp = calloc(1, sizeof(*lp));
 	if (!lp)
 		return -ENOMEM;
 	snprintf(lp->path, sizeof(lp->path), "%s", plugin->path);
-	lp->dev = st->st_dev;
-	lp->ino = st->st_ino;
-	lp->mtime = st->st_mtim;
+	/* The file as the loader opened it, not a stat taken before. */
+	lp->dev = plugin->st.st_dev;
+	lp->ino = plugin->st.st_ino;
+	lp->mtime = plugin->st.st_mtim;
 	if (ktel_bpf_plugin__load(plugin, &bopts, &lp->bpf, &err)) {
 		ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
 		free(lp);
@@ -186,17 +214,30 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin, const 
 	return 0;
 }
 
-void daemon_free_plugin(struct ktel_loaded_plugin *lp)
+/*
+ * Everything of a plugin but lp and its metrics array (which holds the
+ * timers): pulls, readers, the BPF object, and the library itself.
+ */
+static void release_plugin_code(struct ktel_loaded_plugin *lp)
 {
 	for (size_t j = 0; j < lp->n_metrics; j++) {
 		ktel_metric_pull__free(lp->metrics[j].mp);
+		lp->metrics[j].mp = NULL;
 		/* Normally freed already (unload, shutdown), while the loop runs
 		 * to close its handle. */
 		ktel_stream_reader__free(lp->metrics[j].sr);
+		lp->metrics[j].sr = NULL;
 	}
-	free(lp->metrics);
 	ktel_bpf_plugin__free(lp->bpf); /* detaches; pins stay */
+	lp->bpf = NULL;
 	ktel_plugin__free(lp->plugin);
+	lp->plugin = NULL;
+}
+
+void daemon_free_plugin(struct ktel_loaded_plugin *lp)
+{
+	release_plugin_code(lp);
+	free(lp->metrics);
 	free(lp);
 }
 
@@ -211,7 +252,9 @@ static void on_unloaded_timer_closed(uv_handle_t *h)
 
 /*
  * Take plugin i out of the daemon: pull what its enabled metrics hold (so
- * nothing is lost), detach, and free once its timers have closed.
+ * nothing is lost), detach, and dlclose it at once - a new version of the
+ * file may be opened next, and must not find this one still loaded. Only lp
+ * and its timers wait for the loop to close them.
  */
 static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
 {
@@ -233,9 +276,12 @@ static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
 			uv_close((uv_handle_t *)&m->timer, on_unloaded_timer_closed);
 			uv_close((uv_handle_t *)&m->lease_timer, on_unloaded_timer_closed);
 		}
+		/* Points into the plugin, which is released below. */
+		m->md = NULL;
 	}
 	memmove(&d->plugins[i], &d->plugins[i + 1], (d->n_plugins - i - 1) * sizeof(lp));
 	d->n_plugins--;
+	release_plugin_code(lp);
 	if (!lp->pending_closes)
 		daemon_free_plugin(lp);
 }
@@ -251,62 +297,69 @@ static struct ktel_loaded_plugin *plugin_by_path(struct ktel_daemon *d, const ch
 	return NULL;
 }
 
-static int so_filter(const struct dirent *e)
+/* For the loader's scan: a loaded plugin's file is current (see drop_stale). */
+static bool is_loaded(const char *path, void *ctx)
 {
-	size_t n = strlen(e->d_name);
+	size_t idx;
 
-	return e->d_name[0] != '.' && n > 3 && strcmp(e->d_name + n - 3, ".so") == 0;
+	return plugin_by_path(ctx, path, &idx) != NULL;
+}
+
+static const char *metric_owner(const char *metric, void *ctx)
+{
+	struct ktel_metric *m = ktel_daemon__metric(ctx, metric);
+
+	return m ? m->lp->path : NULL;
 }
 
 /*
- * Bring one plugin directory's loaded set in line with its files: new files
- * are opened and loaded, changed files reloaded. Returns the changes made.
+ * Open the plugins of dir that are not loaded (the loader checks, validates
+ * and refuses duplicates of loaded metric names), and load them. Adds the
+ * plugins loaded to *changes. Fails only when dir cannot be read.
  */
-static int scan_dir(struct ktel_daemon *d, const char *dir)
+static int scan_dir(struct ktel_daemon *d, const char *dir, int *changes, struct ktel_err *err)
 {
-	struct dirent **names = NULL;
-	int n = scandir(dir, &names, so_filter, alphasort), changes = 0;
+	struct ktel_plugin_scan_opts opts = {
+		.max_plugins = MAX_PLUGINS - d->n_plugins, /* 0: load_plugin refuses */
+		.on_refusal = daemon_on_refusal,
+		.skip = is_loaded,
+		.metric_owner = metric_owner,
+		.ctx = d,
+	};
+	struct ktel_plugin_list *list;
+	int r = ktel_plugin_dir__scan(dir, &opts, &list, err);
 
-	if (n < 0) {
-		ktel_log(KTEL_LOG_ERROR, "plugin directory %s: %s", dir, strerror(errno));
-		return 0;
-	}
-	for (int k = 0; k < n; k++) {
-		struct ktel_loaded_plugin *lp;
-		struct ktel_plugin *plugin;
-		char path[4096];
-		struct ktel_err err;
-		struct stat st;
-		size_t idx;
+	if (r)
+		return r;
+	for (size_t i = 0; i < list->n; i++) {
+		struct ktel_plugin *plugin = list->items[i];
 
-		snprintf(path, sizeof(path), "%s/%s", dir, names[k]->d_name);
-		free(names[k]);
-		if (lstat(path, &st) != 0)
-			continue;
-		lp = plugin_by_path(d, path, &idx);
-		if (lp && lp->dev == st.st_dev && lp->ino == st.st_ino &&
-		    lp->mtime.tv_sec == st.st_mtim.tv_sec && lp->mtime.tv_nsec == st.st_mtim.tv_nsec)
-			continue;
-		if (lp) {
-			unload_plugin(d, idx, "file replaced");
-			changes++;
-		}
-		if (ktel_plugin__open(path, &plugin, &err)) {
-			daemon_on_refusal(path, &err, d);
-			continue;
-		}
-		if (load_plugin(d, plugin, &st)) {
+		list->items[i] = NULL; /* the daemon's now, or freed here */
+		if (load_plugin(d, plugin))
 			ktel_plugin__free(plugin);
-			continue;
-		}
-		changes++;
+		else
+			(*changes)++;
 	}
-	free(names);
-	return changes;
+	ktel_plugin_list__free(list);
+	return 0;
 }
 
-/* Unload plugins whose file is gone (or whose directory left the config). */
-static int drop_vanished(struct ktel_daemon *d)
+/* Is the file at path still the one lp was loaded from? */
+static bool same_file(const struct ktel_loaded_plugin *lp, const struct stat *st)
+{
+	const struct stat *was = &lp->plugin->st;
+
+	return was->st_dev == st->st_dev && was->st_ino == st->st_ino &&
+	       was->st_size == st->st_size && was->st_mtim.tv_sec == st->st_mtim.tv_sec &&
+	       was->st_mtim.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/*
+ * Unload plugins whose file is gone or changed (renamed over, or rewritten
+ * in place), or whose directory left the config. Runs before the scan, so
+ * a changed file's old library is closed before its new content is opened.
+ */
+static int drop_stale(struct ktel_daemon *d)
 {
 	int changes = 0;
 
@@ -321,21 +374,40 @@ static int drop_vanished(struct ktel_daemon *d)
 			if (strncmp(path, d->cfg->plugin_dirs[k], len) == 0 && path[len] == '/')
 				listed = true;
 		}
-		if (listed && lstat(path, &st) == 0)
+		if (!listed) {
+			unload_plugin(d, i, "directory no longer configured");
+		} else if (lstat(path, &st) != 0) {
+			unload_plugin(d, i, "file removed");
+		} else if (!same_file(d->plugins[i], &st)) {
+			unload_plugin(d, i, "file replaced");
+		} else {
 			continue;
-		unload_plugin(d, i, listed ? "file removed" : "directory no longer configured");
+		}
 		changes++;
 	}
 	return changes;
 }
 
-int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
+/*
+ * Bring the loaded plugins in line with the plugin directories; stores the
+ * number of changes. A directory that cannot be read is logged and the
+ * others are still scanned; returns -errno with err naming the first such
+ * directory, else 0.
+ */
+static int rescan(struct ktel_daemon *d, int *ret_changes, struct ktel_err *err)
 {
-	size_t before = d->n_plugins;
-	int changes = drop_vanished(d);
+	int changes = drop_stale(d), r = 0;
+	struct ktel_err dir_err;
 
-	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++)
-		changes += scan_dir(d, d->cfg->plugin_dirs[k]);
+	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++) {
+		if (!scan_dir(d, d->cfg->plugin_dirs[k], &changes, &dir_err))
+			continue;
+		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
+		if (!r) {
+			*err = dir_err;
+			r = -dir_err.code;
+		}
+	}
 	ktel_targets__free(d->targets);
 	d->targets = NULL;
 	/* Start the metrics of plugins that arrived with this scan. */
@@ -346,8 +418,25 @@ int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
 			if (!m->enabled && !m->started_once)
 				daemon_start_metric(d, m);
 		}
-	(void)before;
+	*ret_changes = changes;
+	return r;
+}
+
+int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
+{
+	struct ktel_err err;
+	int changes;
+
+	/* An unreadable directory is logged; the plugins of the others run. */
+	rescan(d, &changes, &err);
 	return changes;
+}
+
+int daemon_load_plugins(struct ktel_daemon *d, struct ktel_err *err)
+{
+	int changes;
+
+	return rescan(d, &changes, err);
 }
 
 static void on_rescan_timer(uv_timer_t *t)

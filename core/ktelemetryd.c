@@ -156,6 +156,9 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 	if (r) {
 		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
 		ktel_daemon__shutdown(st.daemon, EXIT_BAD_INPUT);
+		/* Let the sinks opened so far close themselves (a write may be
+		 * in flight) before the rest is closed from outside. */
+		uv_run(&loop, UV_RUN_DEFAULT);
 		uv_walk(&loop, close_walk, NULL);
 		uv_run(&loop, UV_RUN_DEFAULT);
 		ktel_daemon__free(st.daemon);

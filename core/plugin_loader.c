@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -130,10 +131,19 @@ out:
 	return rc;
 }
 
-static int check_safe(const char *path, uid_t owner, char **ret_real, struct ktel_err *err)
+/*
+ * Open the file path names, never through a symlink, and judge what was
+ * opened: a regular file, owner and mode (fstat of the descriptor, so the
+ * file cannot be swapped between the check and the load), every parent
+ * directory. lstat first, so a FIFO or device is refused without opening
+ * it. Stores the descriptor, its stat and the canonical path.
+ */
+static int open_safe(const char *path, uid_t owner, int *ret_fd, struct stat *ret_st,
+		     char **ret_real, struct ktel_err *err)
 {
+	char *real = NULL;
 	struct stat st;
-	int rc;
+	int fd, rc;
 
 	if (lstat(path, &st) != 0)
 		return ktel_err_set(err, errno, "%s: refused: cannot examine it: %s", path,
@@ -143,17 +153,56 @@ static int check_safe(const char *path, uid_t owner, char **ret_real, struct kte
 	if (!S_ISREG(st.st_mode))
 		return ktel_err_set(err, EPERM, "%s: refused: not a regular file", path);
 	rc = check_owner_mode(path, "", &st, owner, err);
-	return rc ?: check_parents(path, owner, ret_real, err);
+	rc = rc ?: check_parents(path, owner, &real, err);
+	if (rc)
+		return rc;
+	fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno == ELOOP ? ktel_err_set(err, EPERM, "%s: refused: is a symbolic link", path)
+				    : ktel_err_set(err, errno, "%s: refused: cannot open: %s", path,
+						   strerror(errno));
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = ktel_err_set(err, errno, "%s: refused: cannot examine it: %s", path,
+				  strerror(errno));
+		goto fail;
+	}
+	/* What the lstat saw may have been replaced since: judge the open file. */
+	if (!S_ISREG(st.st_mode)) {
+		rc = ktel_err_set(err, EPERM, "%s: refused: not a regular file", path);
+		goto fail;
+	}
+	rc = check_owner_mode(path, "", &st, owner, err);
+	if (rc)
+		goto fail;
+	*ret_fd = fd;
+	*ret_st = st;
+	*ret_real = real;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(real);
+	return rc;
 }
 
 int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *err)
 {
-	return check_safe(path, owner, NULL, err);
+	char *real = NULL;
+	struct stat st;
+	int fd = -1, rc;
+
+	rc = open_safe(path, owner, &fd, &st, &real, err);
+	if (!rc)
+		close(fd);
+	free(real);
+	return rc;
 }
 
 int ktel_path_check_safe(const char *path, struct ktel_err *err)
 {
-	return check_safe(path, 0, NULL, err);
+	return ktel_path_check_safe_owner(path, 0, err);
 }
 
 /* ---- descriptor validation ------------------------------------------- */
@@ -297,6 +346,26 @@ static int check_metric(const struct validator *v, const struct ktel_metric_desc
 	return rc;
 }
 
+/*
+ * A ring buffer has one consumer: two stream metrics reading the same ring
+ * would each get part of its events. Refuse metric i when an earlier stream
+ * metric names its ring.
+ */
+static int check_ring_shared(const struct validator *v, const struct ktel_metric_desc *m,
+			     uint32_t i)
+{
+	if (m[i].model != KTEL_MODEL_STREAM)
+		return 0;
+	for (uint32_t j = 0; j < i; j++)
+		if (m[j].model == KTEL_MODEL_STREAM && strcmp(m[j].map_name, m[i].map_name) == 0)
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: stream metrics %s and %s both read ring "
+					    "buffer %s (a ring has one reader: each would get part "
+					    "of its events)", v->path, m[j].name, m[i].name,
+					    m[i].map_name);
+	return 0;
+}
+
 /* Copy the metrics into this daemon's layout, validating each. */
 static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const void *metrics)
 {
@@ -341,6 +410,9 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 				return ktel_err_set(v->err, EINVAL,
 						    "%s: refused: duplicate metric name %s within the plugin",
 						    v->path, p->metrics[i].name);
+		rc = check_ring_shared(v, p->metrics, i);
+		if (rc)
+			return rc;
 	}
 	p->desc.metrics = p->metrics;
 	return 0;
@@ -518,23 +590,160 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 /* ---- open / free ----------------------------------------------------- */
 
 /* dlopen would also report this, but in words that vary by libc. */
-static int check_shared_object(const char *path, const char *real, struct ktel_err *err)
+static int check_shared_object(const char *path, int fd, struct ktel_err *err)
 {
 	Elf64_Ehdr eh;
 	ssize_t n;
-	int fd;
 
-	fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return ktel_err_set(err, errno, "%s: refused: cannot open: %s", path, strerror(errno));
-	n = read(fd, &eh, sizeof(eh));
-	close(fd);
+	n = pread(fd, &eh, sizeof(eh), 0);
+	if (n < 0)
+		return ktel_err_set(err, errno, "%s: refused: cannot read: %s", path, strerror(errno));
 	if (n < (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
 		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (no ELF header)",
 				    path);
 	if (eh.e_type != ET_DYN)
 		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (ELF type %u)",
 				    path, eh.e_type);
+	return 0;
+}
+
+/*
+ * dlopen the open file as /proc/self/fd/<fd>. glibc returns an already
+ * loaded library when the name or the device and inode match one. Plugins
+ * close theirs before open returns, so only a library someone else holds
+ * (a tool that dlopened the file itself) can match: its content may be an
+ * older version of the file, so the file is refused. The RTLD_NOLOAD probe
+ * finds it without loading anything.
+ */
+static int dlopen_fd(const char *path, int fd, const struct stat *st, void **ret_handle,
+		     struct ktel_err *err)
+{
+	char name[64];
+	void *old;
+
+	snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
+	old = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	if (old) {
+		dlclose(old);
+		return ktel_err_set(err, EBUSY,
+				    "%s: refused: this file (device %u:%u inode %llu) is already "
+				    "loaded in this process by other code, which may hold an older "
+				    "version of it", path, major(st->st_dev), minor(st->st_dev),
+				    (unsigned long long)st->st_ino);
+	}
+	*ret_handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (!*ret_handle)
+		return ktel_err_set(err, ENOEXEC, "%s: refused: dlopen failed: %s", path, dlerror());
+	return 0;
+}
+
+/* ---- copying the descriptor out of the library ----------------------- */
+
+/* Take ownership of mem (freed with p); NULL when mem is NULL or on no memory. */
+static void *own(struct ktel_plugin *p, void *mem)
+{
+	void **grown;
+
+	if (!mem)
+		return NULL;
+	if (p->n_owned == p->cap_owned) {
+		p->cap_owned = p->cap_owned ? p->cap_owned * 2 : 32;
+		grown = realloc(p->owned, p->cap_owned * sizeof(*grown));
+		if (!grown) {
+			free(mem);
+			return NULL;
+		}
+		p->owned = grown;
+	}
+	p->owned[p->n_owned++] = mem;
+	return mem;
+}
+
+static void *copy_mem(struct ktel_plugin *p, const void *src, size_t size, bool *oom)
+{
+	void *m;
+
+	if (!src)
+		return NULL;
+	m = own(p, malloc(size ? size : 1));
+	if (!m) {
+		*oom = true;
+		return NULL;
+	}
+	return memcpy(m, src, size);
+}
+
+/* Validated strings are bounded (check_str): strlen is safe. */
+static const char *copy_str(struct ktel_plugin *p, const char *s, bool *oom)
+{
+	return copy_mem(p, s, s ? strlen(s) + 1 : 0, oom);
+}
+
+static const char *const *copy_strs(struct ktel_plugin *p, const char *const *v, uint32_t n,
+				    bool *oom)
+{
+	const char **c = copy_mem(p, v, (size_t)n * sizeof(*v), oom);
+
+	for (uint32_t i = 0; c && i < n; i++)
+		c[i] = copy_str(p, v[i], oom);
+	return c;
+}
+
+static void copy_metric(struct ktel_plugin *p, struct ktel_metric_desc *m, bool *oom)
+{
+	struct ktel_dimension_desc *dims;
+
+	m->name = copy_str(p, m->name, oom);
+	m->atom_name = copy_str(p, m->atom_name, oom);
+	m->map_name = copy_str(p, m->map_name, oom);
+	m->unit = copy_str(p, m->unit, oom);
+	m->description = copy_str(p, m->description, oom);
+	m->event_type = copy_str(p, m->event_type, oom);
+	m->lost_map = copy_str(p, m->lost_map, oom);
+	m->programs = m->n_programs ? copy_strs(p, m->programs, m->n_programs, oom) : NULL;
+	dims = m->n_dims ? copy_mem(p, m->dims, m->n_dims * sizeof(*dims), oom) : NULL;
+	for (uint32_t i = 0; dims && i < m->n_dims; i++) {
+		dims[i].name = copy_str(p, dims[i].name, oom);
+		dims[i].key_member = copy_str(p, dims[i].key_member, oom);
+		dims[i].label_enum = copy_str(p, dims[i].label_enum, oom);
+		dims[i].label_map = copy_str(p, dims[i].label_map, oom);
+	}
+	m->dims = dims;
+}
+
+/*
+ * Replace every pointer into the library by a copy, so the library can be
+ * closed: the daemon never runs plugin code, and from here on it never
+ * reads plugin memory either.
+ */
+static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
+{
+	struct ktel_plugin_desc *d = &p->desc;
+	struct ktel_prog_variant *variants;
+	struct ktel_param_desc *params;
+	bool oom = false;
+
+	d->name = copy_str(p, d->name, &oom);
+	d->version = copy_str(p, d->version, &oom);
+	d->description = copy_str(p, d->description, &oom);
+	d->bpf_object = copy_mem(p, d->bpf_object, d->bpf_object_size, &oom);
+	for (uint32_t i = 0; i < d->n_metrics; i++)
+		copy_metric(p, &p->metrics[i], &oom);
+	variants = d->n_variants ? copy_mem(p, d->variants, d->n_variants * sizeof(*variants),
+					    &oom) : NULL;
+	for (uint32_t i = 0; variants && i < d->n_variants; i++) {
+		variants[i].group = copy_str(p, variants[i].group, &oom);
+		variants[i].prog = copy_str(p, variants[i].prog, &oom);
+	}
+	d->variants = variants;
+	params = d->n_params ? copy_mem(p, d->params, d->n_params * sizeof(*params), &oom) : NULL;
+	for (uint32_t i = 0; params && i < d->n_params; i++) {
+		params[i].name = copy_str(p, params[i].name, &oom);
+		params[i].description = copy_str(p, params[i].description, &oom);
+	}
+	d->params = params;
+	if (oom)
+		return ktel_err_set(err, ENOMEM, "%s: out of memory", p->path);
 	return 0;
 }
 
@@ -552,13 +761,42 @@ static int plugin_base(void *handle, const void **ret_base)
 	return 0;
 }
 
+/* dlopen the checked file, find and validate its descriptor, copy it out. */
+static int load_descriptor(struct ktel_plugin *p, int fd, struct ktel_err *err)
+{
+	struct validator v = {.path = p->path, .err = err};
+	void *handle = NULL, *sym;
+	int rc;
+
+	rc = dlopen_fd(p->path, fd, &p->st, &handle, err);
+	if (rc)
+		return rc;
+	rc = plugin_base(handle, &v.base);
+	if (rc) {
+		rc = ktel_err_set(err, -rc, "%s: refused: cannot locate the loaded object", p->path);
+		goto out;
+	}
+	dlerror();
+	sym = dlsym(handle, KTEL_PLUGIN_SYMBOL);
+	/* dlsym also searches the plugin's dependencies: the symbol must be its own. */
+	if (!sym || !in_plugin(&v, sym, 1)) {
+		rc = ktel_err_set(err, ENOENT,
+				  "%s: refused: exports no %s symbol (not a ktelemetry plugin)",
+				  p->path, KTEL_PLUGIN_SYMBOL);
+		goto out;
+	}
+	rc = validate(&v, sym, p);
+	rc = rc ?: copy_descriptor(p, err);
+out:
+	dlclose(handle);
+	return rc;
+}
+
 int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **ret_plugin,
 			    struct ktel_err *err)
 {
 	struct ktel_plugin *p;
-	struct validator v = {.path = path, .err = err};
-	void *sym;
-	int rc;
+	int fd = -1, rc;
 
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -568,30 +806,11 @@ int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **
 		rc = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
 		goto fail;
 	}
-	rc = check_safe(path, owner, &p->real_path, err);
-	rc = rc ?: check_shared_object(path, p->real_path, err);
-	if (rc)
-		goto fail;
-	p->handle = dlopen(p->real_path, RTLD_NOW | RTLD_LOCAL);
-	if (!p->handle) {
-		rc = ktel_err_set(err, ENOEXEC, "%s: refused: dlopen failed: %s", path, dlerror());
-		goto fail;
-	}
-	rc = plugin_base(p->handle, &v.base);
-	if (rc) {
-		rc = ktel_err_set(err, -rc, "%s: refused: cannot locate the loaded object", path);
-		goto fail;
-	}
-	dlerror();
-	sym = dlsym(p->handle, KTEL_PLUGIN_SYMBOL);
-	/* dlsym also searches the plugin's dependencies: the symbol must be its own. */
-	if (!sym || !in_plugin(&v, sym, 1)) {
-		rc = ktel_err_set(err, ENOENT,
-				  "%s: refused: exports no %s symbol (not a ktelemetry plugin)", path,
-				  KTEL_PLUGIN_SYMBOL);
-		goto fail;
-	}
-	rc = validate(&v, sym, p);
+	rc = open_safe(path, owner, &fd, &p->st, &p->real_path, err);
+	rc = rc ?: check_shared_object(path, fd, err);
+	rc = rc ?: load_descriptor(p, fd, err);
+	if (fd >= 0)
+		close(fd);
 	if (rc)
 		goto fail;
 	*ret_plugin = p;
@@ -610,8 +829,9 @@ void ktel_plugin__free(struct ktel_plugin *p)
 {
 	if (!p)
 		return;
-	if (p->handle)
-		dlclose(p->handle);
+	for (size_t i = 0; i < p->n_owned; i++)
+		free(p->owned[i]);
+	free(p->owned);
 	free(p->metrics);
 	free(p->real_path);
 	free(p->path);
@@ -675,20 +895,28 @@ oom:
 	return rc;
 }
 
-/* The earlier plugin providing one of p's metric names, or NULL. */
-static const struct ktel_plugin *duplicate_of(const struct ktel_plugin_list *list,
-					      const struct ktel_plugin *p, const char **ret_metric)
+/*
+ * Where one of p's metric names is already provided: by an earlier plugin of
+ * the list, or by one the caller holds (o->metric_owner). Returns that
+ * plugin's path and the metric in *ret_metric, or NULL.
+ */
+static const char *duplicate_of(const struct ktel_plugin_list *list,
+				const struct ktel_plugin_scan_opts *o, const struct ktel_plugin *p,
+				const char **ret_metric)
 {
 	uint32_t i, j, k;
+	const char *owner;
 
-	for (i = 0; i < list->n; i++)
-		for (j = 0; j < list->items[i]->desc.n_metrics; j++)
-			for (k = 0; k < p->desc.n_metrics; k++)
-				if (strcmp(list->items[i]->desc.metrics[j].name,
-					   p->desc.metrics[k].name) == 0) {
-					*ret_metric = p->desc.metrics[k].name;
-					return list->items[i];
-				}
+	for (k = 0; k < p->desc.n_metrics; k++) {
+		*ret_metric = p->desc.metrics[k].name;
+		for (i = 0; i < list->n; i++)
+			for (j = 0; j < list->items[i]->desc.n_metrics; j++)
+				if (strcmp(list->items[i]->desc.metrics[j].name, *ret_metric) == 0)
+					return list->items[i]->path;
+		owner = o->metric_owner ? o->metric_owner(*ret_metric, o->ctx) : NULL;
+		if (owner)
+			return owner;
+	}
 	return NULL;
 }
 
@@ -703,20 +931,19 @@ static void refuse(struct ktel_plugin_list *list, const struct ktel_plugin_scan_
 static void scan_one(struct ktel_plugin_list *list, const struct ktel_plugin_scan_opts *o,
 		     const char *path)
 {
-	const struct ktel_plugin *dup;
 	struct ktel_plugin *p = NULL;
 	struct ktel_err e = {0};
-	const char *metric = NULL;
+	const char *metric = NULL, *dup;
 
 	if (ktel_plugin__open_owner(path, o->owner, &p, &e) != 0) {
 		refuse(list, o, path, &e);
 		return;
 	}
-	dup = duplicate_of(list, p, &metric);
+	dup = duplicate_of(list, o, p, &metric);
 	if (dup) {
 		ktel_err_set(&e, EEXIST,
 			     "%s: refused: duplicate metric name %s (already provided by %s)", path,
-			     metric, dup->path);
+			     metric, dup);
 		ktel_plugin__free(p);
 		refuse(list, o, path, &e);
 		return;
@@ -731,7 +958,7 @@ int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *o
 	struct ktel_plugin_list *list;
 	struct ktel_err e = {0};
 	char **names = NULL, *path;
-	size_t n = 0, i, max;
+	size_t n = 0, i, max, examined = 0;
 	int rc;
 
 	if (opts)
@@ -752,7 +979,11 @@ int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *o
 			rc = ktel_err_set(err, ENOMEM, "%s: out of memory", dir);
 			goto out;
 		}
-		if (i >= max) {
+		if (o.skip && o.skip(path, o.ctx)) {
+			free(path);
+			continue;
+		}
+		if (examined++ >= max) {
 			ktel_err_set(&e, E2BIG, "%s: refused: more than %zu plugins in %s", path,
 				     max, dir);
 			list->n_dropped++;

@@ -6,16 +6,21 @@
  * plugin code beyond what dlopen itself runs (constructors), and only dlopens
  * a file that nobody but root could have written: the file and every parent
  * directory must be owned by root, not group/world writable, and the file a
- * regular file, not a symlink. The descriptor is then validated completely -
+ * regular file, not a symlink. The file is opened once (O_NOFOLLOW), judged
+ * by fstat of that descriptor and dlopened as /proc/self/fd/N, so what was
+ * checked is what gets loaded. The descriptor is then validated completely -
  * ABI, sizes, names, the embedded BPF ELF, the maps and programs the
  * descriptor names - so that a plugin that passes cannot make the daemon
- * crash or misread a map later. Every refusal is one line:
+ * crash or misread a map later - and copied, and the library closed (see
+ * struct ktel_plugin). Every refusal is one line:
  * "<path>: refused: <rule>".
  */
 #ifndef KTEL_PLUGIN_LOADER_H
 #define KTEL_PLUGIN_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <ktelemetry/plugin.h>
@@ -39,19 +44,25 @@
 	(offsetof(struct ktel_metric_desc, n_programs) + sizeof(uint32_t))
 
 /*
- * A validated, loaded plugin. desc is a copy of the plugin's descriptor in
- * this daemon's layout (fields of newer minors dropped), and desc.metrics
- * points at such copies too, so the rest of the daemon indexes
- * desc.metrics[i] without caring about the plugin's struct sizes. Strings and
- * arrays other than metrics point into the plugin and stay valid until
- * ktel_plugin__free().
+ * A validated plugin. desc is a copy of the plugin's descriptor in this
+ * daemon's layout (fields of newer minors dropped), and desc.metrics points
+ * at such copies too, so the rest of the daemon indexes desc.metrics[i]
+ * without caring about the plugin's struct sizes. Every string and array the
+ * descriptor reaches (the BPF bytes included) is copied as well and the
+ * library is closed again before ktel_plugin__open() returns: nothing points
+ * into the file, so a plugin file rewritten in place cannot change or crash
+ * a plugin already open, and each open is a fresh load of the file's
+ * current content.
  */
 struct ktel_plugin {
 	char *path;                  /* as given to ktel_plugin__open() */
-	char *real_path;             /* canonical path that was dlopened */
-	void *handle;                /* dlopen handle */
+	char *real_path;             /* canonical path of the file */
+	struct stat st;              /* fstat of the file that was loaded */
 	struct ktel_plugin_desc desc;
 	struct ktel_metric_desc *metrics;
+	/* Every copy desc reaches, freed with the plugin. */
+	void **owned;
+	size_t n_owned, cap_owned;
 };
 
 /*
@@ -75,9 +86,12 @@ int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *e
  * dimension names), that every pointer lies in the plugin, that the BPF bytes
  * are an ELF for EM_BPF which libbpf opens (without loading it), that every
  * map a metric names (map_name, lost_map, label_map) and every program a
- * variant or metric names exists in the object, and that every param is a
- * .rodata integer. On success stores a new plugin in *ret_plugin; on refusal
- * returns -errno with err "<path>: refused: <rule>".
+ * variant or metric names exists in the object, that no two stream metrics
+ * read the same ring buffer, and that every param is a .rodata integer.
+ * A file whose inode something else in the process holds dlopened is refused:
+ * glibc would hand back that library, not the file's current content. On
+ * success stores a new plugin in *ret_plugin; on refusal returns -errno with
+ * err "<path>: refused: <rule>".
  */
 int ktel_plugin__open(const char *path, struct ktel_plugin **ret_plugin, struct ktel_err *err);
 
@@ -85,7 +99,7 @@ int ktel_plugin__open(const char *path, struct ktel_plugin **ret_plugin, struct 
 int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **ret_plugin,
 			    struct ktel_err *err);
 
-/* dlclose and free. Accepts NULL. */
+/* Free the plugin and its copies. Accepts NULL. */
 void ktel_plugin__free(struct ktel_plugin *plugin);
 
 /* Called for each plugin a scan refuses; err->msg names the file and rule. */
@@ -95,7 +109,13 @@ struct ktel_plugin_scan_opts {
 	uid_t owner;                   /* extra trusted owner, 0: root only */
 	size_t max_plugins;            /* 0: KTEL_PLUGIN_SCAN_MAX */
 	ktel_plugin_refusal_fn on_refusal; /* may be NULL */
-	void *ctx;
+	/* Optional, for a caller that rescans: true leaves path out of the
+	 * scan (the caller holds it, unchanged): not opened, not counted. */
+	bool (*skip)(const char *path, void *ctx);
+	/* Optional: the path of a plugin outside this scan that provides
+	 * metric, or NULL. A plugin repeating such a name is refused too. */
+	const char *(*metric_owner)(const char *metric, void *ctx);
+	void *ctx;                     /* for the callbacks */
 };
 
 /* The plugins a scan accepted, in file name order. */
@@ -107,12 +127,14 @@ struct ktel_plugin_list {
 };
 
 /*
- * Open every "*.so" in dir, in strcmp order of file names so the result does
- * not depend on the file system. A plugin is refused (and reported through
- * opts->on_refusal, the scan goes on) when ktel_plugin__open() refuses it or
- * when one of its metric names was taken by an earlier plugin ("duplicate
- * metric name X (already provided by /path/a.so)"). Files beyond max_plugins
- * are reported as refused too and counted in n_dropped. Returns 0 and a list
+ * Open every "*.so" in dir (but those opts->skip leaves out), in strcmp
+ * order of file names so the result does not depend on the file system. A
+ * plugin is refused (and reported through opts->on_refusal, the scan goes
+ * on) when ktel_plugin__open() refuses it or when one of its metric names
+ * was taken by an earlier plugin of the scan or, per opts->metric_owner, by
+ * one the caller holds ("duplicate metric name X (already provided by
+ * /path/a.so)"). Files beyond the first max_plugins examined are refused too and
+ * counted in n_dropped. Returns 0 and a list
  * (possibly empty) in *ret_list, or -errno with err when dir cannot be read.
  * opts may be NULL.
  */

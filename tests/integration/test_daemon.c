@@ -504,6 +504,186 @@ static void test_reload_failure_undoes_sinks(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* How many times text occurs in the daemon's log. */
+static size_t log_count(const struct sandbox *sb, const char *text)
+{
+	FILE *f = fopen(sb->log, "r");
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+
+	if (f && getdelim(&buf, &cap, '\0', f) > 0)
+		for (const char *p = buf; (p = strstr(p, text)); p += strlen(text))
+			n++;
+	free(buf);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* A plugin directory of its own in the sandbox, holding copies of srcs. */
+static void sandbox_plugin_dir(const struct sandbox *sb, char *dir, size_t len,
+			       const char *const *srcs, size_t n)
+{
+	snprintf(dir, len, "%s/plugins", sb->dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (size_t i = 0; i < n; i++)
+		drop_in(srcs[i], dir, 0644);
+}
+
+/*
+ * A plugin overwritten in place (`cp` over it: same inode, new content)
+ * while the daemon runs it: the daemon loads the new version, with its new
+ * metric, not the old library glibc still held under that name and inode.
+ */
+static void test_plugin_overwritten_in_place_runs_new_code(void **state)
+{
+	static const char *const srcs[] = {KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so"};
+	char plugdir[700], cmd[2000];
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-inplace");
+	sandbox_plugin_dir(&sb, plugdir, sizeof(plugdir), srcs, 1);
+	/* v1 is installed as fx_replace.so. */
+	snprintf(cmd, sizeof(cmd), "mv %s/fx_replace_v1.so %s/fx_replace.so", plugdir, plugdir);
+	assert_int_equal(system(cmd), 0);
+	sandbox_write_config(&sb, plugdir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	if (!log_wait_for(&sb, "metric fx_replace_old: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("fx_replace v1 did not start");
+	}
+	assert_false(log_wait_for(&sb, "fx_replace_new", 0));
+	snprintf(cmd, sizeof(cmd), "cp %s/fx_replace_v2.so %s/fx_replace.so",
+		 KTEL_TEST_PLUGIN_DIR, plugdir);
+	assert_int_equal(system(cmd), 0);
+	if (!log_wait_for(&sb, "fx_replace.so: unloading: file replaced", 10) ||
+	    !log_wait_for(&sb, "metric fx_replace_new: collecting", 10)) {
+		dump_log(&sb);
+		fail_msg("the in-place replacement did not load version 2");
+	}
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	sandbox_cleanup(&sb);
+}
+
+/* A drop-in repeating a running metric's name is refused, naming both files. */
+static void test_duplicate_metric_drop_in_refused(void **state)
+{
+	static const char *const srcs[] = {KTEL_PLUGIN_DIR "/compaction_duration.so"};
+	char plugdir[700], want[2000];
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-dup");
+	sandbox_plugin_dir(&sb, plugdir, sizeof(plugdir), srcs, 1);
+	sandbox_write_config(&sb, plugdir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
+	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_dup_metric.so", plugdir, 0644);
+	snprintf(want, sizeof(want), "%s/fx_dup_metric.so: refused: duplicate metric name "
+		 "compaction_duration (already provided by %s/compaction_duration.so)", plugdir,
+		 plugdir);
+	if (!log_wait_for(&sb, want, 10)) {
+		dump_log(&sb);
+		fail_msg("no refusal line: %s", want);
+	}
+	/* The running plugin keeps its metric. */
+	assert_int_equal(log_count(&sb, "metric compaction_duration: collecting"), 1);
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	sandbox_cleanup(&sb);
+}
+
+/* A configured plugin directory that cannot be read: exit 2 naming it and why. */
+static void test_unreadable_plugin_dir_exit_2(void **state)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} cases[] = {{"no-such-dir", ENOENT}, {"config.json", ENOTDIR}};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char dir[700], want[1000];
+		struct sandbox sb;
+		pid_t pid;
+
+		sandbox_init(&sb, "daemon-nodir");
+		snprintf(dir, sizeof(dir), "%s/%s", sb.dir, cases[i].name);
+		sandbox_write_config(&sb, dir, "1s", "");
+		pid = daemon_start(&sb, "--once", "0", NULL);
+		assert_int_equal(daemon_wait(pid, 30), 2);
+		snprintf(want, sizeof(want), "%s: cannot read plugin directory: %s", dir,
+			 strerror(cases[i].err));
+		if (!log_wait_for(&sb, want, 0)) {
+			dump_log(&sb);
+			fail_msg("expected \"%s\"", want);
+		}
+		sandbox_cleanup(&sb);
+	}
+}
+
+/*
+ * metrics.<name>.params naming a param the plugin does not have refuses the
+ * plugin, naming the JSON path and the params it has; a known one is applied.
+ */
+static void test_plugin_params_checked(void **state)
+{
+	static const char *const srcs[] = {KTEL_PLUGIN_DIR "/runq_stall_events.so"};
+	static const struct {
+		const char *params, *want;
+	} cases[] = {
+		{"{\"threshold\": 5000}",
+		 "runq_stall_events.so: refused: metrics.runq_stall_events.params.threshold: no "
+		 "such param (plugin runq_stall_events has params: threshold_us)"},
+		{"{\"threshold_us\": \"5000\"}", "params.threshold_us"},
+		{"{\"threshold_us\": 5000}", NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char plugdir[700], extra[300];
+		struct sandbox sb;
+		pid_t pid;
+		int rc;
+
+		sandbox_init(&sb, "daemon-params");
+		sandbox_plugin_dir(&sb, plugdir, sizeof(plugdir), srcs, 1);
+		snprintf(extra, sizeof(extra), "\"metrics\": {\"runq_stall_events\": "
+			 "{\"params\": %s}}", cases[i].params);
+		sandbox_write_config(&sb, plugdir, "1s", extra);
+		pid = daemon_start(&sb, "--once", "0", NULL);
+		rc = daemon_wait(pid, 30);
+		if (cases[i].want && !log_wait_for(&sb, cases[i].want, 0)) {
+			dump_log(&sb);
+			fail_msg("params %s: expected \"%s\"", cases[i].params, cases[i].want);
+		}
+		/* Refused (by the loader, or the config for a non-integer) or collected. */
+		assert_int_equal(log_wait_for(&sb, "metric runq_stall_events: collecting", 0),
+				 cases[i].want == NULL);
+		if (!cases[i].want)
+			assert_int_equal(rc, 0);
+		sandbox_cleanup(&sb);
+	}
+}
+
+/* --once pulls once, at the end, however short the interval. */
+static void test_once_pulls_once(void **state)
+{
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-once");
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "1s", "");
+	pid = daemon_start(&sb, "--once", "2.5", "--log-level", "debug", NULL);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	if (log_count(&sb, "metric compaction_duration: pulled ") != 1) {
+		dump_log(&sb);
+		fail_msg("compaction_duration pulled %zu times in a --once run",
+			 log_count(&sb, "metric compaction_duration: pulled "));
+	}
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -516,6 +696,11 @@ int main(void)
 		cmocka_unit_test(test_top_live_view),
 		cmocka_unit_test(test_sink_where_port_zero),
 		cmocka_unit_test(test_reload_failure_undoes_sinks),
+		cmocka_unit_test(test_plugin_overwritten_in_place_runs_new_code),
+		cmocka_unit_test(test_duplicate_metric_drop_in_refused),
+		cmocka_unit_test(test_unreadable_plugin_dir_exit_2),
+		cmocka_unit_test(test_plugin_params_checked),
+		cmocka_unit_test(test_once_pulls_once),
 	};
 
 	ktel_test_require_root("daemon end to end");

@@ -9,6 +9,7 @@
  * ownership rule itself is tested with the root-only entry points against a
  * file this user owns (or, as root, one chowned to nobody).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -361,6 +362,7 @@ struct refusals {
 	char paths[8][PATH_MAX];
 	char msgs[8][KTEL_ERR_MSG_MAX];
 	size_t n;
+	struct held *held; /* for the rescan callbacks */
 };
 
 static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
@@ -436,6 +438,201 @@ static void test_scan_missing_dir(void **state)
 	assert_string_equal(err.msg, msg);
 }
 
+/*
+ * A plugin file replaced by a new version while the old one is still loaded
+ * (the daemon frees the old one later): opening the path loads the new code,
+ * not the library glibc still has under that name.
+ */
+static void test_replaced_file_loads_new_version(void **state)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	struct ktel_plugin *old = NULL, *new = NULL;
+	struct ktel_err err = {0};
+
+	path_in(path, sizeof(path), "fx_replace.so");
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", path);
+	if (ktel_plugin__open_owner(path, owner, &old, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(old->desc.version, "1");
+	/* Installed the safe way: written beside, renamed into place. */
+	path_in(tmp, sizeof(tmp), ".fx_replace.so");
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v2.so", tmp);
+	assert_int_equal(rename(tmp, path), 0);
+	if (ktel_plugin__open_owner(path, owner, &new, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(new->desc.version, "2");
+	assert_int_equal(new->desc.n_metrics, 2);
+	assert_string_equal(new->desc.metrics[1].name, "fx_replace_new");
+	/* The old one is untouched and still its own library. */
+	assert_string_equal(old->desc.version, "1");
+	assert_int_equal(old->desc.n_metrics, 1);
+	ktel_plugin__free(old);
+	ktel_plugin__free(new);
+}
+
+/*
+ * A plugin file rewritten in place (same inode, as `cp` over it does) while
+ * a plugin opened from it is still alive: opening it again loads the new
+ * content, and the plugin already open keeps its own copy of the old one
+ * (nothing of it points into the file any more).
+ */
+static void test_rewritten_in_place_while_open(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *first = NULL, *again = NULL;
+	struct ktel_err err = {0};
+	struct stat before, after;
+
+	path_in(path, sizeof(path), "inplace.so");
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", path);
+	assert_int_equal(stat(path, &before), 0);
+	if (ktel_plugin__open_owner(path, owner, &first, &err) != 0)
+		fail_msg("%s", err.msg);
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v2.so", path);
+	assert_int_equal(stat(path, &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	if (ktel_plugin__open_owner(path, owner, &again, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(again->desc.version, "2");
+	assert_int_equal(again->desc.n_metrics, 2);
+	assert_string_equal(first->desc.version, "1");
+	assert_int_equal(first->desc.n_metrics, 1);
+	assert_string_equal(first->desc.metrics[0].name, "fx_replace_old");
+	assert_string_equal(first->desc.metrics[0].map_name, "fx_replace_old_map");
+	ktel_plugin__free(first);
+	ktel_plugin__free(again);
+}
+
+/*
+ * A file some other code of the process holds dlopened is refused: glibc
+ * would hand back that library, whose content may be an older version.
+ */
+static void test_file_loaded_elsewhere_refused(void **state)
+{
+	char path[PATH_MAX], prefix[PATH_MAX + 64];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	void *held;
+
+	path_in(path, sizeof(path), "held.so");
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", path);
+	held = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(held);
+	assert_int_equal(ktel_plugin__open_owner(path, owner, &p, &err), -EBUSY);
+	assert_null(p);
+	snprintf(prefix, sizeof(prefix), "%s: refused: this file (device ", path);
+	assert_memory_equal(err.msg, prefix, strlen(prefix));
+	assert_non_null(strstr(err.msg, "is already loaded in this process by other code"));
+	dlclose(held);
+	if (ktel_plugin__open_owner(path, owner, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	ktel_plugin__free(p);
+}
+
+/* What was checked is what is loaded: the open file's stat is kept. */
+static void test_open_keeps_file_identity(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	struct stat st;
+
+	path_in(path, sizeof(path), "identity.so");
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", path);
+	assert_int_equal(stat(path, &st), 0);
+	if (ktel_plugin__open_owner(path, owner, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(p->st.st_ino, st.st_ino);
+	assert_int_equal(p->st.st_dev, st.st_dev);
+	assert_int_equal(p->st.st_size, st.st_size);
+	ktel_plugin__free(p);
+}
+
+static void test_stream_metrics_share_ring(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 256];
+
+	fixture(path, sizeof(path), "fx_shared_ring");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: stream metrics fx_ring_a and fx_ring_b both read ring buffer "
+		 "fx_shared_rb (a ring has one reader: each would get part of its events)", path);
+	expect_refusal(path, msg);
+}
+
+struct held {
+	const char *path;   /* the file the caller holds: skipped */
+	const char *metric; /* a metric the caller provides */
+	const char *owner;  /* its plugin's path */
+	size_t skipped;
+};
+
+static bool skip_held(const char *path, void *ctx)
+{
+	struct held *h = ((struct refusals *)ctx)->held;
+
+	if (strcmp(path, h->path) != 0)
+		return false;
+	h->skipped++;
+	return true;
+}
+
+static const char *held_owner(const char *metric, void *ctx)
+{
+	struct held *h = ((struct refusals *)ctx)->held;
+
+	return strcmp(metric, h->metric) == 0 ? h->owner : NULL;
+}
+
+/*
+ * A rescan: the files the caller holds are skipped (not opened, not
+ * counted against the limit), and a new plugin repeating a metric name the
+ * caller provides is refused naming the caller's plugin.
+ */
+static void test_scan_skip_and_held_metrics(void **state)
+{
+	char dir[PATH_MAX], a[PATH_MAX], b[PATH_MAX], c[PATH_MAX], msg[3 * PATH_MAX];
+	struct held h = {.metric = "fx_replace_old", .owner = "/elsewhere/fx_replace.so"};
+	struct refusals r = {.held = &h};
+	struct ktel_plugin_scan_opts opts = {.owner = owner, .max_plugins = 1,
+					     .on_refusal = on_refusal, .skip = skip_held,
+					     .metric_owner = held_owner, .ctx = &r};
+	struct ktel_plugin_list *list = NULL;
+	struct ktel_err err = {0};
+
+	path_in(dir, sizeof(dir), "rescan");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(a, sizeof(a), "%s/a_held.so", dir);
+	copy_file(KTEL_PLUGIN_DIR "/compaction_duration.so", a);
+	snprintf(b, sizeof(b), "%s/b_dup.so", dir);
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_replace_v2.so", b);
+	snprintf(c, sizeof(c), "%s/c_new.so", dir);
+	copy_file(KTEL_PLUGIN_DIR "/runq_latency.so", c);
+	h.path = a;
+
+	if (ktel_plugin_dir__scan(dir, &opts, &list, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(h.skipped, 1);
+	assert_int_equal(r.n, 2);
+	snprintf(msg, sizeof(msg), "%s: refused: duplicate metric name fx_replace_old (already "
+		 "provided by /elsewhere/fx_replace.so)", b);
+	assert_string_equal(r.msgs[0], msg);
+	/* The held file did not count: b was examined first, so c is the one over. */
+	snprintf(msg, sizeof(msg), "%s: refused: more than 1 plugins in %s", c, dir);
+	assert_string_equal(r.msgs[1], msg);
+	assert_int_equal(list->n, 0);
+	assert_int_equal(list->n_dropped, 1);
+	ktel_plugin_list__free(list);
+
+	/* With room for both, c loads. */
+	memset(&r, 0, sizeof(r));
+	r.held = &h;
+	opts.max_plugins = 0;
+	assert_int_equal(ktel_plugin_dir__scan(dir, &opts, &list, &err), 0);
+	assert_int_equal(list->n, 1);
+	assert_string_equal(list->items[0]->path, c);
+	ktel_plugin_list__free(list);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -456,6 +653,12 @@ int main(void)
 		cmocka_unit_test(test_unsafe_owner),
 		cmocka_unit_test(test_scan_duplicate),
 		cmocka_unit_test(test_scan_missing_dir),
+		cmocka_unit_test(test_replaced_file_loads_new_version),
+		cmocka_unit_test(test_rewritten_in_place_while_open),
+		cmocka_unit_test(test_file_loaded_elsewhere_refused),
+		cmocka_unit_test(test_open_keeps_file_identity),
+		cmocka_unit_test(test_stream_metrics_share_ring),
+		cmocka_unit_test(test_scan_skip_and_held_metrics),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Test fixture: version 2 of fx_replace, the same accumulator and a new one. */
+#include <ktel_kernel_types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf_telemetry.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct accumulator_value);
+} fx_replace_old_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct accumulator_value);
+} fx_replace_new_map SEC(".maps");
+
+SEC("tp_btf/mm_compaction_end")
+int fx_replace_v2_end(__u64 *ctx)
+{
+	__u32 key = 0;
+
+	INCREMENT_ACCUMULATOR(fx_replace_old_map, &key, 0);
+	INCREMENT_ACCUMULATOR(fx_replace_new_map, &key, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
