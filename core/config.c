@@ -1021,10 +1021,11 @@ static void report_duplicate_keys(const char *text, struct ktel_config_errors *e
 
 static char *expand(const char *s, const struct ktel_config_vars *vars)
 {
-	static const char *const names[] = {"${plugin_dir}", "${state_dir}"};
-	const char *values[] = {vars ? vars->plugin_dir : NULL, vars ? vars->state_dir : NULL};
+	static const char *const names[] = {"${plugin_dir}", "${state_dir}", "${run_dir}"};
+	const char *values[] = {vars ? vars->plugin_dir : NULL, vars ? vars->state_dir : NULL,
+				vars ? vars->run_dir : NULL};
 
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		size_t n = strlen(names[i]);
 		char *out;
 

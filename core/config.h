@@ -77,6 +77,7 @@ struct ktel_config_errors {
 struct ktel_config_vars {
 	const char *plugin_dir;
 	const char *state_dir;
+	const char *run_dir; /* run-time files: the control socket */
 };
 
 /*

@@ -693,12 +693,16 @@ static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp,
 	int r;
 
 	json_object_set_new(resp, "errors", a);
+	ktel_log(KTEL_LOG_INFO, "control: reloading the configuration");
 	r = ktel_daemon__reload(c->d, NULL, &errs, err);
-	for (size_t i = 0; i < errs.n; i++)
+	/* The daemon's message says what runs now (the old config, or the new
+	 * one without some metrics); the log has what the reply has. */
+	for (size_t i = 0; i < errs.n; i++) {
 		json_array_append_new(a, json_string(errs.msgs[i]));
-	if (r && errs.n)
-		ktel_err_set(err, -r > 0 ? -r : EINVAL, "reload refused, still running on the old "
-			     "config: %zu error(s), first: %s", errs.n, errs.msgs[0]);
+		ktel_log(KTEL_LOG_ERROR, "reload: %s", errs.msgs[i]);
+	}
+	if (r)
+		ktel_log(KTEL_LOG_ERROR, "reload: %s", err->msg);
 	ktel_config_errors__clear(&errs);
 	return r;
 }
@@ -1088,6 +1092,42 @@ static int listen_on(struct ktel_control *c, const char *path, struct ktel_err *
 	return 0;
 }
 
+/*
+ * Create the socket's directory when missing (0750). A directory created here
+ * gets control_group, so the group's members can reach the socket; one that
+ * exists is left alone, with a warning when that group cannot search it.
+ */
+static int make_socket_dir(const char *path, gid_t gid, struct ktel_err *err)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX], name[256];
+	bool existed;
+	struct stat st;
+	int r;
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	snprintf(dir, sizeof(dir), "%s", dirname(tmp));
+	existed = stat(dir, &st) == 0;
+	r = ktel_mkdir_parents(path, 0750);
+	if (r)
+		return ktel_err_set(err, -r, "control socket %s: cannot create its directory: %s",
+				    path, strerror(-r));
+	if (gid == (gid_t)-1 || gid == 0)
+		return 0;
+	if (!existed) {
+		if (chown(dir, (uid_t)-1, gid) != 0)
+			return ktel_err_set(err, errno, "control socket %s: chown %s to group %u: %s",
+					    path, dir, (unsigned)gid, strerror(errno));
+		return 0;
+	}
+	if (!(st.st_mode & S_IXOTH) && !(st.st_gid == gid && (st.st_mode & S_IXGRP))) {
+		group_label(gid, name, sizeof(name));
+		ktel_log(KTEL_LOG_WARN, "control socket %s: group %s cannot search %s (mode %04o, "
+			 "group %u): its members cannot connect", path, name, dir,
+			 (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
+	}
+	return 0;
+}
+
 int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, gid_t gid,
 		      struct ktel_control **ret, struct ktel_err *err)
 {
@@ -1098,10 +1138,9 @@ int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, 
 		return ktel_err_set(err, ENAMETOOLONG, "control socket \"%s\": path empty or "
 				    "longer than %zu bytes", path ? path : "",
 				    sizeof(c->path) - 1);
-	r = ktel_mkdir_parents(path, 0750);
+	r = make_socket_dir(path, gid, err);
 	if (r)
-		return ktel_err_set(err, -r, "control socket %s: cannot create its directory: %s",
-				    path, strerror(-r));
+		return r;
 	r = clear_path(path, err);
 	if (r)
 		return r;

@@ -50,7 +50,7 @@ static void usage(FILE *out)
 		"      --config-doc         print the reference of every config key (Markdown)\n");
 }
 
-/* ${plugin_dir} and ${state_dir}: the build tree when run from it. */
+/* ${plugin_dir}, ${state_dir} and ${run_dir}: the build tree when run from it. */
 static void config_vars(struct ktel_config_vars *vars)
 {
 	char exe[PATH_MAX];
@@ -59,11 +59,13 @@ static void config_vars(struct ktel_config_vars *vars)
 
 	vars->plugin_dir = KTEL_INSTALL_PLUGIN_DIR;
 	vars->state_dir = KTEL_INSTALL_STATE_DIR;
+	vars->run_dir = KTEL_INSTALL_RUN_DIR;
 	if (n > 0) {
 		exe[n] = '\0';
 		if (strncmp(exe, KTEL_BUILD_BIN_DIR, len) == 0 && exe[len] == '/') {
 			vars->plugin_dir = KTEL_BUILD_PLUGIN_DIR;
 			vars->state_dir = KTEL_BUILD_STATE_DIR;
+			vars->run_dir = KTEL_BUILD_STATE_DIR;
 		}
 	}
 }

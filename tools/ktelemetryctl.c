@@ -38,6 +38,7 @@
 #define EXIT_CONNECT 3
 
 #define INSTALL_STATE_DIR "/var/lib/ktelemetry"
+#define INSTALL_RUN_DIR "/run/ktelemetry"
 
 struct opts {
 	const char *socket;
@@ -59,14 +60,14 @@ static void usage(FILE *out);
 
 /* ---- where the daemon listens --------------------------------------------- */
 
-/* The state directory the daemon's default config uses: the build tree's
- * var/ when this binary runs from a build tree, else the installed one. */
-static void default_state_dir(char *buf, size_t len)
+/* The directory the daemon's default config uses for installed: the build
+ * tree's var/ when this binary runs from a build tree, else installed. */
+static void default_dir(const char *installed, char *buf, size_t len)
 {
 	char exe[PATH_MAX], cache[PATH_MAX + 32], *build;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
-	snprintf(buf, len, "%s", INSTALL_STATE_DIR);
+	snprintf(buf, len, "%s", installed);
 	if (n <= 0)
 		return;
 	exe[n] = '\0';
@@ -81,14 +82,16 @@ static void default_state_dir(char *buf, size_t len)
 static int socket_from_config(const char *path, char *buf, size_t len)
 {
 	struct ktel_config_errors errs = {0};
-	struct ktel_config_vars vars = {.plugin_dir = "", .state_dir = NULL};
+	struct ktel_config_vars vars = {.plugin_dir = ""};
 	struct ktel_config *cfg = NULL;
-	char state[PATH_MAX];
+	char state[PATH_MAX], run[PATH_MAX];
 	struct ktel_err err;
 	int r;
 
-	default_state_dir(state, sizeof(state));
+	default_dir(INSTALL_STATE_DIR, state, sizeof(state));
+	default_dir(INSTALL_RUN_DIR, run, sizeof(run));
 	vars.state_dir = state;
+	vars.run_dir = run;
 	ktel_sinks_register_schemas();
 	r = ktel_config__load_file(path, &vars, &cfg, &errs, &err);
 	for (size_t i = 0; i < errs.n; i++)
@@ -107,7 +110,7 @@ static int socket_from_config(const char *path, char *buf, size_t len)
 static int resolve_socket(const struct opts *o, char *buf, size_t len)
 {
 	const char *env = getenv("KTELEMETRY_SOCKET");
-	char state[PATH_MAX];
+	char run[PATH_MAX];
 
 	if (o->socket) {
 		snprintf(buf, len, "%s", o->socket);
@@ -119,8 +122,8 @@ static int resolve_socket(const struct opts *o, char *buf, size_t len)
 	}
 	if (o->config)
 		return socket_from_config(o->config, buf, len);
-	default_state_dir(state, sizeof(state));
-	snprintf(buf, len, "%s/control.sock", state);
+	default_dir(INSTALL_RUN_DIR, run, sizeof(run));
+	snprintf(buf, len, "%s/control.sock", run);
 	return 0;
 }
 
@@ -550,7 +553,7 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(commands); i++)
 		fprintf(out, "  %s\n", commands[i].usage);
 	fprintf(out, "\n  --socket PATH      control socket (default: $KTELEMETRY_SOCKET, else the\n"
-		     "                     config's control_socket, else <state_dir>/control.sock)\n"
+		     "                     config's control_socket, else <run_dir>/control.sock)\n"
 		     "  --config FILE      read control_socket from this daemon config\n"
 		     "  --json             print the daemon's answer as JSON (for scripts)\n"
 		     "  --timeout DURATION give up waiting for an answer (default 30s)\n"

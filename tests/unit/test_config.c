@@ -243,12 +243,13 @@ static void test_invalid_json(void **state)
 
 static void test_model(void **state)
 {
-	struct ktel_config_vars vars = {.plugin_dir = "/p", .state_dir = "/s"};
+	struct ktel_config_vars vars = {.plugin_dir = "/p", .state_dir = "/s", .run_dir = "/r"};
 	struct ktel_config_errors errs = {0};
 	struct ktel_config *cfg = NULL;
 	struct ktel_err err;
 	const char *text =
 		"{\"interval\": \"2m\", \"state_file\": \"${state_dir}/st\","
+		" \"control_socket\": \"${run_dir}/c.sock\","
 		" \"enable_new_plugins\": false,"
 		" \"sinks\": {\"a\": {\"type\": \"json\", \"path\": \"-\"},"
 		"             \"b\": {\"type\": \"statsd\", \"port\": 8125}},"
@@ -258,6 +259,7 @@ static void test_model(void **state)
 	assert_int_equal(ktel_config__load_string(text, "t", &vars, &cfg, &errs, &err), 0);
 	assert_string_equal(cfg->plugin_dirs[0], "/p");
 	assert_string_equal(cfg->state_file, "/s/st");
+	assert_string_equal(cfg->control_socket, "/r/c.sock");
 	assert_int_equal(cfg->interval_ms, 120000);
 	assert_int_equal(cfg->n_sinks, 2);
 	assert_true(ktel_config__metric_enabled(cfg, "m"));
