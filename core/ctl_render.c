@@ -421,33 +421,89 @@ void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp)
 	fputc('\n', out);
 }
 
-static void render_layout(FILE *out, const char *what, const json_t *l)
+/* Enumerators of a "labels" object ({"0": "BLOCK_OP_READ", ...}), one per
+ * line as "NAME = value", the way the plugin's C source spells them. */
+static void render_enum_labels(FILE *out, int indent, const json_t *labels)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)labels, k, v)
+		fprintf(out, "%*s%s = %s\n", indent, "", json_string_value(v), k);
+}
+
+static void render_layout(FILE *out, int indent, const char *what, const json_t *l)
 {
 	size_t i;
 	json_t *f;
 
 	if (!json_is_object(l))
 		return;
-	fprintf(out, "    %s: %s (%lld bytes)\n", what, jstr(l, "type"), jint(l, "size"));
+	fprintf(out, "%*s%s: %s (%lld bytes)\n", indent, "", what, jstr(l, "type"),
+		jint(l, "size"));
 	json_array_foreach(json_object_get(l, "fields"), i, f) {
 		const json_t *labels = json_object_get(f, "labels");
 
-		fprintf(out, "      +%-4lld %-24s %-10s %lld byte%s", jint(f, "offset"),
-			jstr(f, "name")[0] ? jstr(f, "name") : "(scalar)", jstr(f, "kind"),
-			jint(f, "size"), jint(f, "size") == 1 ? "" : "s");
+		fprintf(out, "%*s+%-4lld %-24s %-10s %lld byte%s", indent + 2, "",
+			jint(f, "offset"), jstr(f, "name")[0] ? jstr(f, "name") : "(scalar)",
+			jstr(f, "kind"), jint(f, "size"), jint(f, "size") == 1 ? "" : "s");
 		if (jint(f, "count") > 1)
 			fprintf(out, " [%lld x %lld]", jint(f, "count"), jint(f, "elem_size"));
-		fprintf(out, "%s", json_is_true(json_object_get(f, "signed")) ? " signed" : "");
-		if (json_object_size(labels)) {
-			const char *k;
-			json_t *v;
-			int n = 0;
+		fprintf(out, "%s\n", json_is_true(json_object_get(f, "signed")) ? " signed" : "");
+		if (json_object_size(labels))
+			render_enum_labels(out, indent + 8, labels);
+	}
+}
 
-			fprintf(out, " labels:");
-			json_object_foreach((json_t *)labels, k, v)
-				fprintf(out, "%s %s=%s", n++ ? "," : "", k, json_string_value(v));
-		}
-		fputc('\n', out);
+/* A dimension: its key member, the values its labels take, its label map. */
+static void render_dim(FILE *out, const json_t *d)
+{
+	const json_t *lm = json_object_get(d, "label_map_layout");
+
+	fprintf(out, "    dimension %s = key.%s", jstr(d, "name"), jstr(d, "key_member"));
+	if (json_is_string(json_object_get(d, "label_enum")))
+		fprintf(out, ", labels from enum %s", jstr(d, "label_enum"));
+	if (json_is_string(json_object_get(d, "label_map")))
+		fprintf(out, ", labels from map %s", jstr(d, "label_map"));
+	fputc('\n', out);
+	if (json_object_size(json_object_get(d, "labels")))
+		render_enum_labels(out, 8, json_object_get(d, "labels"));
+	if (!json_is_object(lm))
+		return;
+	fprintf(out, "      label map %s: %s, max_entries %lld", jstr(lm, "name"), jstr(lm, "type"),
+		jint(lm, "max_entries"));
+	if (json_is_string(json_object_get(lm, "id_member")))
+		fprintf(out, ", id key.%s, name value.%s", jstr(lm, "id_member"),
+			jstr(lm, "name_member"));
+	fputc('\n', out);
+	render_layout(out, 8, "key", json_object_get(lm, "key"));
+	render_layout(out, 8, "value", json_object_get(lm, "value"));
+}
+
+/*
+ * Whether a program would load, and when not, why (its skip reason names
+ * the variant that won or the argument count that did not match). A
+ * trampoline program (fentry/fexit) can still be refused when it loads.
+ */
+static void render_program_verdict(FILE *out, const json_t *p)
+{
+	bool present = json_is_true(json_object_get(p, "target_present"));
+	bool selected = json_is_true(json_object_get(p, "selected"));
+
+	if (!json_object_get(p, "target_present"))
+		return;
+	if (present)
+		fprintf(out, " target present");
+	else
+		fprintf(out, " target MISSING: %s", jstr(p, "target_reason"));
+	if (!selected) {
+		fprintf(out, ", would not load");
+		if (strcmp(jstr(p, "skip_reason"), jstr(p, "target_reason")) != 0)
+			fprintf(out, ": %s", jstr(p, "skip_reason"));
+	} else if (json_is_true(json_object_get(p, "trampoline"))) {
+		fprintf(out, "; load not verified (kernels may refuse fentry/fexit at load)");
+	} else {
+		fprintf(out, ", would load");
 	}
 }
 
@@ -470,9 +526,9 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		if (json_is_object(map))
 			fprintf(out, "    map %s: %s, max_entries %lld\n", jstr(map, "name"),
 				jstr(map, "type"), jint(map, "max_entries"));
-		render_layout(out, "key", json_object_get(m, "key"));
-		render_layout(out, "value", json_object_get(m, "value"));
-		render_layout(out, "event", json_object_get(m, "event"));
+		render_layout(out, 4, "key", json_object_get(m, "key"));
+		render_layout(out, 4, "value", json_object_get(m, "value"));
+		render_layout(out, 4, "event", json_object_get(m, "event"));
 		if (json_is_object(h))
 			fprintf(out, "    histogram: scheme %s, %lld buckets%s\n", jstr(h, "scheme"),
 				jint(h, "buckets"),
@@ -480,14 +536,7 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		if (json_is_string(json_object_get(m, "values")))
 			fprintf(out, "    values: %s per integer member\n", jstr(m, "values"));
 		json_array_foreach(json_object_get(m, "dims"), j, d)
-			fprintf(out, "    dimension %s = key.%s%s%s%s%s\n", jstr(d, "name"),
-				jstr(d, "key_member"),
-				json_is_string(json_object_get(d, "label_enum")) ? ", labels from enum "
-										    : "",
-				jstr(d, "label_enum"),
-				json_is_string(json_object_get(d, "label_map")) ? ", labels from map "
-										   : "",
-				jstr(d, "label_map"));
+			render_dim(out, d);
 		if (json_is_string(json_object_get(m, "error")))
 			fprintf(out, "    UNREADABLE: %s\n", jstr(m, "error"));
 	}
@@ -496,13 +545,9 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
 		if (json_is_string(json_object_get(p, "variant_group")))
 			fprintf(out, " variant of %s", jstr(p, "variant_group"));
-		if (json_object_get(p, "target_present"))
-			fprintf(out, json_is_true(json_object_get(p, "target_present"))
-					     ? " target present%s%s"
-					     : " target MISSING: %s%s",
-				jstr(p, "target_reason"),
-				json_is_true(json_object_get(p, "selected")) ? ", would load"
-									      : ", would not load");
+		render_program_verdict(out, p);
 		fputc('\n', out);
 	}
+	if (json_is_string(json_object_get(r, "unsupported")))
+		fprintf(out, "\n  unsupported on this kernel: %s\n", jstr(r, "unsupported"));
 }

@@ -132,25 +132,144 @@ static int check_value(const struct ktel_metric_desc *md, const struct ktel_layo
 			    "members", vl->type_name);
 }
 
-static int check_dims(const struct ktel_metric_desc *md, const struct btf *btf,
+/*
+ * The daemon's rule for a dimension's key member (metric_pull.c
+ * resolve_dims): its value becomes a record's integer dimension, so it must
+ * be an integer or an enum. Strings travel as ids through a label map.
+ */
+static bool dim_member_readable(const struct ktel_field *f)
+{
+	return f->kind == KTEL_FIELD_INT || f->kind == KTEL_FIELD_ENUM;
+}
+
+static bool map_is_percpu(const struct bpf_map *map)
+{
+	enum bpf_map_type t = bpf_map__type(map);
+
+	return t == BPF_MAP_TYPE_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_ARRAY ||
+	       t == BPF_MAP_TYPE_LRU_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE;
+}
+
+static const struct ktel_field *first_field_of_kind(const struct ktel_layout *l,
+						    enum ktel_field_kind kind)
+{
+	for (__u32 i = 0; i < l->n_fields; i++)
+		if (l->fields[i].kind == kind)
+			return &l->fields[i];
+	return NULL;
+}
+
+/*
+ * The daemon's rules for an id -> name label map (metric_pull.c
+ * label_map_new): the first integer member of the key is the id, the first
+ * char array of the value the name, and the map is not per-CPU (names would
+ * be summed across CPUs). Describes the map into o["label_map_layout"].
+ */
+static int check_label_map(const char *name, struct bpf_object *obj, json_t *o,
+			   struct ktel_err *err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	const struct bpf_map *map = bpf_object__find_map_by_name(obj, name);
+	struct ktel_layout *kl = NULL, *vl = NULL;
+	const struct ktel_field *id, *label;
+	json_t *lm;
+	int r;
+
+	if (!map)
+		return ktel_err_set(err, ENOENT, "label map %s not in the object", name);
+	lm = json_pack("{s:s, s:s, s:I}", "name", name, "type",
+		       libbpf_bpf_map_type_str(bpf_map__type(map)) ?: "?", "max_entries",
+		       (json_int_t)bpf_map__max_entries(map));
+	json_object_set_new(o, "label_map_layout", lm);
+	r = inspect_layout(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map), lm, "key",
+			   &kl, err);
+	if (!r)
+		r = inspect_layout(btf, bpf_map__btf_value_type_id(map),
+				   bpf_map__value_size(map), lm, "value", &vl, err);
+	if (r) {
+		ktel_err_prefix(err, "label map %s ", name);
+		goto out;
+	}
+	id = first_field_of_kind(kl, KTEL_FIELD_INT);
+	label = first_field_of_kind(vl, KTEL_FIELD_CHAR_ARRAY);
+	if (!id || !label) {
+		r = ktel_err_set(err, EINVAL, "label map %s: expected an integer key and a char "
+				 "array in the value, but key %s has %s integer member and value %s "
+				 "has %s char array member", name, kl->type_name, id ? "an" : "no",
+				 vl->type_name, label ? "a" : "no");
+		goto out;
+	}
+	if (map_is_percpu(map)) {
+		r = ktel_err_set(err, EINVAL, "label map %s: a per-CPU map cannot hold names "
+				 "(copies are summed across CPUs)", name);
+		goto out;
+	}
+	ktel_json_set_str(lm, "id_member", id->name[0] ? id->name : "(scalar)");
+	ktel_json_set_str(lm, "name_member", label->name[0] ? label->name : "(scalar)");
+out:
+	ktel_layout__free(kl);
+	ktel_layout__free(vl);
+	return r;
+}
+
+/* One dimension as metric_pull resolves it: member, labels, label map. */
+static int check_dim(const struct ktel_dimension_desc *dd, struct bpf_object *obj,
+		     const struct ktel_layout *kl, json_t *o, struct ktel_err *err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	const char *member = dd->key_member ? dd->key_member : dd->name;
+	const struct ktel_field *f = ktel_layout__find(kl, member);
+	__s32 enum_id = 0;
+	int r;
+
+	if (!f)
+		return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
+				    dd->name, kl->type_name, member);
+	if (!dim_member_readable(f))
+		return ktel_err_set(err, EINVAL, "dimension %s: key %s member %s is a %s; a "
+				    "dimension must be an integer or enum member (carry strings "
+				    "as ids with a label map)", dd->name, kl->type_name, member,
+				    field_kind_name(f->kind));
+	if (dd->label_enum) {
+		enum_id = ktel_btf_find_enum(btf, dd->label_enum);
+		if (enum_id <= 0)
+			return ktel_err_set(err, ENOENT, "dimension %s: enum %s not in the "
+					    "object's BTF (export it with KTEL_EXPORT_TYPE)",
+					    dd->name, dd->label_enum);
+	} else if (f->kind == KTEL_FIELD_ENUM) {
+		enum_id = (__s32)f->enum_type_id;
+	}
+	/* The values a record's label can take, whichever enum they come from. */
+	if (enum_id > 0)
+		json_object_set_new(o, "labels", enum_labels_json(btf, (__u32)enum_id));
+	if (dd->label_map) {
+		r = check_label_map(dd->label_map, obj, o, err);
+		if (r)
+			return ktel_err_prefix(err, "dimension %s: ", dd->name);
+	}
+	return 0;
+}
+
+static int check_dims(const struct ktel_metric_desc *md, struct bpf_object *obj,
 		      const struct ktel_layout *kl, json_t *o, struct ktel_err *err)
 {
 	json_t *dims = json_array();
 
 	json_object_set_new(o, "dims", dims);
+	if (md->n_dims > KTEL_MAX_DIMS)
+		return ktel_err_set(err, EINVAL, "%u dimensions, at most %d", md->n_dims,
+				    KTEL_MAX_DIMS);
 	for (uint32_t i = 0; i < md->n_dims; i++) {
 		const struct ktel_dimension_desc *dd = &md->dims[i];
-		const char *member = dd->key_member ? dd->key_member : dd->name;
+		json_t *d = json_pack("{s:s, s:s, s:s?, s:s?}", "name", dd->name, "key_member",
+				      dd->key_member ? dd->key_member : dd->name, "label_enum",
+				      dd->label_enum, "label_map", dd->label_map);
+		int r;
 
-		json_array_append_new(dims, json_pack("{s:s, s:s, s:s?, s:s?}", "name", dd->name,
-						      "key_member", member, "label_enum",
-						      dd->label_enum, "label_map", dd->label_map));
-		if (!ktel_layout__find(kl, member))
-			return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
-					    dd->name, kl->type_name, member);
-		if (dd->label_enum && ktel_btf_find_enum(btf, dd->label_enum) < 0)
-			return ktel_err_set(err, EINVAL, "dimension %s: no enum %s in the object's "
-					    "BTF", dd->name, dd->label_enum);
+		json_array_append_new(dims, d);
+		r = check_dim(dd, obj, kl, d, err);
+		if (r)
+			return r;
 	}
 	return 0;
 }
@@ -177,7 +296,7 @@ static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_obj
 	if (!r)
 		r = check_value(md, vl, o, err);
 	if (!r)
-		r = check_dims(md, btf, kl, o, err);
+		r = check_dims(md, obj, kl, o, err);
 	if (r && !strstr(err->msg, md->map_name))
 		ktel_err_prefix(err, "map %s ", md->map_name);
 	ktel_layout__free(kl);
@@ -220,9 +339,32 @@ static json_t *inspect_metric(const struct ktel_metric_desc *md, struct bpf_obje
 	return o;
 }
 
-static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_object *obj,
-				const struct ktel_targets *t)
+/*
+ * fentry/fexit/fmod_ret programs attach through a BPF trampoline, which a
+ * kernel can refuse at load time even when the function exists (EPERM when
+ * function tracing is locked down). Inspect loads nothing, so for these a
+ * present target does not mean the program would load.
+ */
+static bool load_needs_trampoline(const char *section)
 {
+	static const char *const prefixes[] = {"fentry/", "fexit/", "fmod_ret/", "fentry.s/",
+					       "fexit.s/", "fmod_ret.s/"};
+
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(prefixes); i++)
+		if (strncmp(section, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Per program: its target on this kernel, whether the variant choice keeps
+ * it and why not. When the choice leaves the plugin unable to run here,
+ * report["unsupported"] says why, as the daemon would.
+ */
+static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_object *obj,
+				const struct ktel_targets *t, json_t *report)
+{
+	char why[512] = "";
 	struct ktel_prog_choice choices[KTEL_PLUGIN_MAX_PROGRAMS];
 	struct bpf_program *prog;
 	json_t *a = json_array();
@@ -237,7 +379,10 @@ static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_
 		n++;
 	}
 	if (t)
-		ktel_targets__choose(t, desc->variants, desc->n_variants, choices, n);
+		ktel_targets__choose_why(t, desc->variants, desc->n_variants, choices, n, why,
+					 sizeof(why));
+	if (why[0])
+		ktel_json_set_str(report, "unsupported", why);
 	for (size_t i = 0; i < n; i++) {
 		char reason[KTEL_TARGET_REASON_MAX] = "";
 		json_t *o = json_pack("{s:s, s:s}", "name", choices[i].name, "section",
@@ -254,6 +399,8 @@ static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_
 			ktel_json_set_bool(o, "selected", choices[i].selected);
 			if (!choices[i].selected)
 				ktel_json_set_str(o, "skip_reason", choices[i].reason);
+			ktel_json_set_bool(o, "trampoline",
+					   load_needs_trampoline(choices[i].section));
 		}
 		for (uint32_t v = 0; v < desc->n_variants; v++)
 			if (strcmp(desc->variants[v].prog, choices[i].name) == 0)
@@ -306,7 +453,7 @@ int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets
 		r = ktel_err_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	json_object_set_new(report, "programs", inspect_programs(&p->desc, obj, targets));
+	json_object_set_new(report, "programs", inspect_programs(&p->desc, obj, targets, report));
 	ktel_json_set_bool(report, "readable", r == 0);
 	if (r)
 		ktel_err_set(err, first.code ? first.code : EINVAL, "%s: %s", path, first.msg);
