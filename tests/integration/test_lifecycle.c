@@ -478,12 +478,15 @@ static int load_refused_child(const struct ktel_plugin *plugin)
 				     .targets = pins.targets};
 	struct ktel_bpf_plugin *bp = NULL;
 	struct ktel_err err = {0};
+	int rc;
 
 	if (ktel_privileges_drop(&po, &err) != 0)
 		return 1;
 	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err) != 0)
 		return 0; /* failing outright is fine too: the pin is what matters */
-	return bp->unsupported ? 0 : 2;
+	rc = bp->unsupported ? 0 : 2;
+	ktel_bpf_plugin__free(bp);
+	return rc;
 }
 
 /* A load that fails leaves an incompatible pin, and what it holds, alone. */

@@ -98,8 +98,10 @@ struct ktel_metric_desc {
  * alternatives for one hook; the loader keeps the first one, in table order,
  * whose attach target exists in the running kernel (and, when nr_args >= 0,
  * whose tracepoint/function has exactly that many arguments) and turns
- * autoload off for the others. Programs in no group are loaded when their
- * target exists.
+ * autoload off for the others (and falls back to the next one when the
+ * kernel refuses to load or attach it). Every hook is required: when a group
+ * has no usable variant, or a program in no group cannot run, the plugin is
+ * reported unsupported and nothing of it is loaded.
  */
 struct ktel_prog_variant {
 	const char *group; /* e.g. "cma_start" */
