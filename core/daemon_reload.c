@@ -1,23 +1,107 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Reload: validate a whole new config and open its new sinks first, then
- * apply the difference, or keep running on the old config.
+ * apply the difference between the old config and the new one, or keep
+ * running on the old config.
+ *
+ * The difference is taken between the two configs, never between the new
+ * config and the daemon's live state: what an operator changed at run time
+ * (`ktelemetryctl disable`, a lease that ran out) stays as it is unless the
+ * new file changes that metric's entry.
  */
 #include "daemon_internal.h"
 
 #include <stddef.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
+#include "sink.h"
 
-/* ---- reload ---------------------------------------------------------------- */
+/* ---- settings that cannot change live ---------------------------------------- */
+
+static void refuse_change(struct ktel_config_errors *errs, const char *key, const char *why,
+			  const char *from, const char *to)
+{
+	ktel_config_errors__add(errs, "%s: cannot change while the daemon runs (%s): %s -> %s: "
+				"restart ktelemetryd to apply it", key, why, from, to);
+}
+
+static void check_string(struct ktel_config_errors *errs, const char *key, const char *why,
+			 const char *a, const char *b)
+{
+	char from[300], to[300];
+
+	if (strcmp(a, b) == 0)
+		return;
+	snprintf(from, sizeof(from), "\"%s\"", a);
+	snprintf(to, sizeof(to), "\"%s\"", b);
+	refuse_change(errs, key, why, from, to);
+}
+
+static void check_gid(struct ktel_config_errors *errs, const char *key, const char *why, gid_t a,
+		      gid_t b)
+{
+	char from[32], to[32];
+
+	if (a == b)
+		return;
+	snprintf(from, sizeof(from), "gid %u", (unsigned)a);
+	snprintf(to, sizeof(to), "gid %u", (unsigned)b);
+	refuse_change(errs, key, why, from, to);
+}
+
+/* A plugin's params are written into its BPF .rodata when it loads. */
+static void check_params(struct ktel_daemon *d, const struct ktel_config *old,
+			 const struct ktel_config *cfg, struct ktel_config_errors *errs)
+{
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
+			const char *name = d->plugins[i]->metrics[j].md->name;
+			const struct ktel_metric_cfg *a = ktel_config__metric(old, name);
+			const struct ktel_metric_cfg *b = ktel_config__metric(cfg, name);
+			const json_t *pa = a ? a->params : NULL, *pb = b ? b->params : NULL;
+			char key[300], *from, *to;
+
+			if (pa == pb || (pa && pb && json_equal(pa, pb)))
+				continue;
+			from = pa ? json_dumps(pa, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+			to = pb ? json_dumps(pb, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+			snprintf(key, sizeof(key), "metrics.%s.params", name);
+			refuse_change(errs, key, "the plugin's BPF .rodata is set when it loads",
+				      from ? from : "the plugin's defaults",
+				      to ? to : "the plugin's defaults");
+			free(from);
+			free(to);
+		}
+}
+
+/*
+ * Settings that pinned maps, saved state, the control socket, loaded
+ * programs or the process's capabilities hang on: a change is refused (and
+ * named) instead of being ignored.
+ */
+static void check_immutable(struct ktel_daemon *d, const struct ktel_config *old,
+			    const struct ktel_config *cfg, struct ktel_config_errors *errs)
+{
+	check_string(errs, "pin_root", "maps are pinned there", old->pin_root, cfg->pin_root);
+	check_gid(errs, "pin_group", "the pins were created with it", old->pin_gid,
+		  cfg->pin_gid);
+	check_string(errs, "state_file", "the delta state lives there", old->state_file,
+		     cfg->state_file);
+	check_string(errs, "control_socket", "clients are connected to it", old->control_socket,
+		     cfg->control_socket);
+	check_gid(errs, "control_group", "the socket was created with it", old->control_gid,
+		  cfg->control_gid);
+	if (old->drop_privileges != cfg->drop_privileges)
+		refuse_change(errs, "drop_privileges", "capabilities are dropped once, at start",
+			      old->drop_privileges ? "true" : "false",
+			      cfg->drop_privileges ? "true" : "false");
+	check_params(d, old, cfg, errs);
+}
+
+/* ---- sinks ------------------------------------------------------------------- */
 
 static const struct ktel_sink_cfg *sink_cfg(const struct ktel_config *cfg, const char *name)
 {
@@ -32,150 +116,313 @@ static bool sink_changed(const struct ktel_sink_cfg *a, const struct ktel_sink_c
 	return strcmp(a->type, b->type) != 0 || !json_equal(a->options, b->options);
 }
 
-/* Settings that pinned maps, state and the socket hang on cannot change live. */
-static void check_immutable(const struct ktel_config *old, const struct ktel_config *cfg,
-			    struct ktel_config_errors *errs)
+/* Does the old instance `was` close in this reload (dropped or changed)? */
+static bool goes_away(const struct ktel_config *cfg, const struct ktel_sink_cfg *was)
 {
-	static const struct {
-		const char *key;
-		size_t off;
-	} keys[] = {
-		{"pin_root", offsetof(struct ktel_config, pin_root)},
-		{"state_file", offsetof(struct ktel_config, state_file)},
-		{"control_socket", offsetof(struct ktel_config, control_socket)},
-	};
+	const struct ktel_sink_cfg *now = sink_cfg(cfg, was->name);
 
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		const char *a = *(char *const *)((const char *)old + keys[i].off);
-		const char *b = *(char *const *)((const char *)cfg + keys[i].off);
-
-		if (strcmp(a, b) != 0)
-			ktel_config_errors__add(errs, "%s: cannot change while the daemon runs "
-						"(\"%s\" -> \"%s\"): restart ktelemetryd", keys[i].key,
-						a, b);
-	}
-}
-
-/* Replace the open instance of sink name with one configured by to. */
-static int reopen(struct ktel_daemon *d, const struct ktel_sink_cfg *to, uint64_t timeout_ms,
-		  struct ktel_err *err)
-{
-	ktel_router__remove_sink(d->router, to->name, timeout_ms, NULL, NULL);
-	return ktel_router__add_sink(d->router, to->name, to->type, to->options, err);
+	return !now || sink_changed(was, now);
 }
 
 /*
- * Undo what apply_sinks did before a failure: remove the n_added sinks it
- * added (first in cfg order) and give the n_changed sinks it replaced their
- * previous options again.
+ * Options naming something only one instance can hold at a time: a listening
+ * TCP port (0 picks a free one, so never shared) and a unix socket path. Two
+ * instances that name the same one cannot run side by side, so the old one
+ * closes before the new one opens.
  */
-static void undo_sinks(struct ktel_daemon *d, const struct ktel_config *cfg, size_t n_added,
-		       size_t n_changed)
-{
-	const struct ktel_config *old = d->cfg;
-	struct ktel_err err;
+static const struct {
+	const char *type, *key;
+} exclusive_options[] = {
+	{"prometheus", "port"},
+	{"stream", "socket"},
+};
 
+/* The value of an option, else its documented default (new reference or NULL). */
+static json_t *option_value(const struct ktel_sink_cfg *sc, const char *key)
+{
+	const struct ktel_sink_ops *ops = ktel_sink_type_find(sc->type);
+	json_t *v = json_object_get(sc->options, key);
+
+	if (v)
+		return json_incref(v);
+	for (const struct ktel_cfg_key *k = ops ? ops->options : NULL; k && k->name; k++)
+		if (strcmp(k->name, key) == 0 && k->default_text)
+			return json_loads(k->default_text, JSON_DECODE_ANY, NULL);
+	return NULL;
+}
+
+static bool share_exclusive(const struct ktel_sink_cfg *a, const struct ktel_sink_cfg *b)
+{
+	bool shared = false;
+
+	if (strcmp(a->type, b->type) != 0)
+		return false;
+	for (size_t i = 0; !shared && i < sizeof(exclusive_options) / sizeof(exclusive_options[0]);
+	     i++) {
+		json_t *va, *vb;
+
+		if (strcmp(exclusive_options[i].type, a->type) != 0)
+			continue;
+		va = option_value(a, exclusive_options[i].key);
+		vb = option_value(b, exclusive_options[i].key);
+		shared = va && vb && json_equal(va, vb) &&
+			 !(json_is_integer(va) && json_integer_value(va) == 0);
+		json_decref(va);
+		json_decref(vb);
+	}
+	return shared;
+}
+
+/* A sink of the new config that is new or changed, and its prepared instance. */
+struct sink_step {
+	const struct ktel_sink_cfg *to;
+	struct ktel_router_staged *staged;
+	/* Shares a port or socket with an old instance that closes: it can
+	 * only open after that one closed. */
+	bool after_close;
+};
+
+struct sink_plan {
+	struct sink_step steps[KTEL_ROUTER_MAX_SINKS];
+	size_t n_steps;
+	/* Old instances closed before their successor opened (after_close). */
+	const struct ktel_sink_cfg *closed[KTEL_ROUTER_MAX_SINKS];
+	size_t n_closed;
+	size_t n_failed; /* steps that could not open */
+	size_t n_lost;   /* closed old instances that could not open again */
+};
+
+/* The steps from old to cfg; cfg has at most KTEL_ROUTER_MAX_SINKS sinks. */
+static void plan_sinks(const struct ktel_config *old, const struct ktel_config *cfg,
+		       struct sink_plan *p)
+{
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &cfg->sinks[i], *was = sink_cfg(old, sc->name);
+		struct sink_step *s;
 
-		if (!was && n_added) {
-			ktel_router__remove_sink(d->router, sc->name, 0, NULL, NULL);
-			n_added--;
-		} else if (was && sink_changed(was, sc) && n_changed) {
-			if (reopen(d, was, 0, &err))
-				ktel_log(KTEL_LOG_ERROR, "sink %s: cannot reopen with its previous "
-					 "options: %s", was->name, err.msg);
-			n_changed--;
+		if (was && !sink_changed(was, sc))
+			continue;
+		s = &p->steps[p->n_steps++];
+		s->to = sc;
+		for (size_t j = 0; j < old->n_sinks; j++)
+			if (goes_away(cfg, &old->sinks[j]) && share_exclusive(sc, &old->sinks[j]))
+				s->after_close = true;
+	}
+}
+
+/* Open the instances of the steps with after_close == late; every failure is in errs. */
+static void prepare_steps(struct ktel_daemon *d, struct sink_plan *p, bool late,
+			  struct ktel_config_errors *errs)
+{
+	for (size_t i = 0; i < p->n_steps; i++) {
+		struct sink_step *s = &p->steps[i];
+		struct ktel_err err;
+
+		if (s->after_close != late)
+			continue;
+		if (!ktel_router__prepare_sink(d->router, s->to->name, s->to->type, s->to->options,
+					       &s->staged, &err))
+			continue;
+		p->n_failed++;
+		if (sink_cfg(d->cfg, s->to->name))
+			ktel_config_errors__add(errs, "%s (kept the previous options)", err.msg);
+		else
+			ktel_config_errors__add(errs, "%s", err.msg);
+	}
+}
+
+static void discard_steps(struct sink_plan *p)
+{
+	for (size_t i = 0; i < p->n_steps; i++) {
+		ktel_router__discard_sink(p->steps[i].staged);
+		p->steps[i].staged = NULL;
+	}
+}
+
+/* Close the old instances that hold what an after_close step needs. */
+static void close_blocking(struct ktel_daemon *d, const struct ktel_config *cfg,
+			   struct sink_plan *p)
+{
+	const struct ktel_config *old = d->cfg;
+
+	for (size_t j = 0; j < old->n_sinks; j++) {
+		const struct ktel_sink_cfg *was = &old->sinks[j];
+		bool blocks = false;
+
+		for (size_t i = 0; i < p->n_steps; i++)
+			blocks |= p->steps[i].after_close && share_exclusive(p->steps[i].to, was);
+		if (!blocks || !goes_away(cfg, was))
+			continue;
+		ktel_router__remove_sink(d->router, was->name, old->sink_close_timeout_ms, NULL,
+					 NULL);
+		ktel_log(KTEL_LOG_INFO, "sink %s: closed first: its successor needs its port or "
+			 "socket", was->name);
+		p->closed[p->n_closed++] = was;
+	}
+}
+
+/* Open the instances close_blocking closed again, with their old options. */
+static void restore_closed(struct ktel_daemon *d, struct sink_plan *p,
+			   struct ktel_config_errors *errs)
+{
+	for (size_t i = 0; i < p->n_closed; i++) {
+		const struct ktel_sink_cfg *was = p->closed[i];
+		struct ktel_err err;
+
+		if (!ktel_router__add_sink(d->router, was->name, was->type, was->options, &err)) {
+			daemon_log_sink_opened(d, was->name, was->type);
+			continue;
 		}
+		p->n_lost++;
+		ktel_config_errors__add(errs, "sinks.%s: closed so that its new instance could "
+					"take its port or socket, and cannot open again with its "
+					"previous options: %s: it is not running", was->name,
+					err.msg);
+	}
+}
+
+/* Route to the new instances and close what the new config dropped. */
+static void install_steps(struct ktel_daemon *d, const struct ktel_config *cfg,
+			  struct sink_plan *p)
+{
+	const struct ktel_config *old = d->cfg;
+
+	for (size_t i = 0; i < old->n_sinks; i++)
+		if (!sink_cfg(cfg, old->sinks[i].name) &&
+		    ktel_router__remove_sink(d->router, old->sinks[i].name,
+					     old->sink_close_timeout_ms, NULL, NULL) == 0)
+			ktel_log(KTEL_LOG_INFO, "sink %s: removed", old->sinks[i].name);
+	for (size_t i = 0; i < p->n_steps; i++) {
+		struct sink_step *s = &p->steps[i];
+
+		/* Cannot fail: the router holds at most cfg's sinks now. */
+		if (ktel_router__install_sink(d->router, s->staged, old->sink_close_timeout_ms)) {
+			ktel_router__discard_sink(s->staged);
+			ktel_log(KTEL_LOG_ERROR, "sink %s: no room in the router", s->to->name);
+		} else {
+			daemon_log_sink_opened(d, s->to->name, s->to->type);
+		}
+		s->staged = NULL;
 	}
 }
 
 /*
- * Open the sinks the new config adds or changes, then close the ones it
- * drops. Added sinks go in first (nothing else uses their names); a changed
- * one replaces its old instance. When any of them cannot open, everything
- * done here is undone, so the running sinks are exactly the old config's,
- * and the errors are in errs.
+ * Open every sink the new config adds or changes while the old instances
+ * keep running; only those that need an old instance's port or socket open
+ * after it closed. All of them open, or none is installed: on failure every
+ * error is in errs and the old instances run (-EINVAL), unless an old
+ * instance closed for its successor cannot open again (-EIO, named in errs).
  */
 static int apply_sinks(struct ktel_daemon *d, const struct ktel_config *cfg,
 		       struct ktel_config_errors *errs)
 {
-	const struct ktel_config *old = d->cfg;
-	size_t n_added = 0, n_changed = 0;
-	struct ktel_err err;
+	struct sink_plan *p;
+	int rc = 0;
 
-	for (size_t i = 0; i < cfg->n_sinks; i++) {
-		const struct ktel_sink_cfg *sc = &cfg->sinks[i];
-
-		if (sink_cfg(old, sc->name))
-			continue;
-		if (ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, &err))
-			goto fail;
-		n_added++;
+	if (cfg->n_sinks > KTEL_ROUTER_MAX_SINKS) {
+		ktel_config_errors__add(errs, "sinks: more than %d sinks", KTEL_ROUTER_MAX_SINKS);
+		return -EINVAL;
 	}
-	for (size_t i = 0; i < cfg->n_sinks; i++) {
-		const struct ktel_sink_cfg *sc = &cfg->sinks[i], *was = sink_cfg(old, sc->name);
-
-		if (!was || !sink_changed(was, sc))
-			continue;
-		if (reopen(d, sc, old->sink_close_timeout_ms, &err)) {
-			ktel_config_errors__add(errs, "%s (kept the previous options)", err.msg);
-			/* This one is closed now: put its old instance back first. */
-			if (reopen(d, was, 0, &err))
-				ktel_log(KTEL_LOG_ERROR, "sink %s: cannot reopen with its previous "
-					 "options either: %s", was->name, err.msg);
-			goto fail_changed;
-		}
-		n_changed++;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ktel_config_errors__add(errs, "sinks: out of memory");
+		return -EINVAL;
 	}
-	for (size_t i = 0; i < cfg->n_sinks; i++)
-		if (!sink_cfg(old, cfg->sinks[i].name) ||
-		    sink_changed(sink_cfg(old, cfg->sinks[i].name), &cfg->sinks[i]))
-			daemon_log_sink_opened(d, cfg->sinks[i].name, cfg->sinks[i].type);
-	for (size_t i = 0; i < old->n_sinks; i++)
-		if (!sink_cfg(cfg, old->sinks[i].name)) {
-			ktel_router__remove_sink(d->router, old->sinks[i].name,
-						 old->sink_close_timeout_ms, NULL, NULL);
-			ktel_log(KTEL_LOG_INFO, "sink %s: removed", old->sinks[i].name);
-		}
-	return 0;
-
-fail:
-	ktel_config_errors__add(errs, "%s", err.msg);
-fail_changed:
-	undo_sinks(d, cfg, n_added, n_changed);
-	return -EINVAL;
+	plan_sinks(d->cfg, cfg, p);
+	prepare_steps(d, p, false, errs);
+	/* Nothing runs differently yet: with any error so far, stop here. */
+	if (errs->n) {
+		rc = -EINVAL;
+		goto discard;
+	}
+	close_blocking(d, cfg, p);
+	prepare_steps(d, p, true, errs);
+	if (p->n_failed) {
+		rc = -EINVAL;
+		discard_steps(p); /* first: they may hold what the old ones need */
+		restore_closed(d, p, errs);
+		if (p->n_lost)
+			rc = -EIO;
+		goto discard;
+	}
+	install_steps(d, cfg, p);
+discard:
+	discard_steps(p);
+	free(p);
+	return rc;
 }
 
-/* Enable, disable and retime metrics as the (already installed) config says. */
-static void apply_metrics(struct ktel_daemon *d)
+/* ---- metrics ----------------------------------------------------------------- */
+
+/* What a config says about one metric (its entry, else the defaults). */
+struct metric_setting {
+	bool enabled;
+	bool emit_zero;
+	uint64_t interval_ms;
+	uint64_t lease_ms;
+};
+
+static void metric_setting(const struct ktel_config *cfg, const char *name,
+			   struct metric_setting *ret)
 {
-	struct ktel_err err;
+	const struct ktel_metric_cfg *mc = ktel_config__metric(cfg, name);
+
+	ret->enabled = ktel_config__metric_enabled(cfg, name);
+	ret->emit_zero = mc ? mc->emit_zero : cfg->emit_zero;
+	ret->interval_ms = ktel_config__metric_interval(cfg, name);
+	ret->lease_ms = mc ? mc->lease_ms : 0;
+}
+
+/*
+ * Apply to m what changed between the old and the new setting, and nothing
+ * else. Sinks need nothing here: records are routed by the installed config.
+ * Returns 0, or -errno with err set when the metric cannot be enabled.
+ */
+static int apply_metric(struct ktel_daemon *d, struct ktel_metric *m,
+			const struct metric_setting *was, const struct metric_setting *now,
+			struct ktel_err *err)
+{
+	if (was->emit_zero != now->emit_zero)
+		ktel_delta__set_emit_zeros(d->delta, m->md->name, now->emit_zero);
+	if (!m->mp && !m->sr)
+		return 0;
+	if (was->interval_ms != now->interval_ms) {
+		m->interval_ms = now->interval_ms;
+		if (m->enabled)
+			uv_timer_start(&m->timer, daemon_on_pull_timer, m->interval_ms,
+				       m->interval_ms);
+	}
+	if (was->enabled == now->enabled && was->lease_ms == now->lease_ms)
+		return 0;
+	if (now->enabled)
+		return ktel_daemon__enable(d, m, now->lease_ms, err);
+	return ktel_daemon__disable(d, m, err);
+}
+
+/* Apply the metric changes from old to the installed config; failures go to errs. */
+static size_t apply_metrics(struct ktel_daemon *d, const struct ktel_config *old,
+			    struct ktel_config_errors *errs)
+{
+	size_t failed = 0;
 
 	for (size_t i = 0; i < d->n_plugins; i++)
 		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
 			struct ktel_metric *m = &d->plugins[i]->metrics[j];
-			const char *name = m->md->name;
-			const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, name);
-			bool want = ktel_config__metric_enabled(d->cfg, name);
-			uint64_t interval = ktel_config__metric_interval(d->cfg, name);
+			struct metric_setting was, now;
+			struct ktel_err err;
 
-			ktel_delta__set_emit_zeros(d->delta, name,
-						   mc ? mc->emit_zero : d->cfg->emit_zero);
-			if (!m->mp && !m->sr)
+			metric_setting(old, m->md->name, &was);
+			metric_setting(d->cfg, m->md->name, &now);
+			if (!apply_metric(d, m, &was, &now, &err))
 				continue;
-			if (interval != m->interval_ms) {
-				m->interval_ms = interval;
-				if (m->enabled)
-					uv_timer_start(&m->timer, daemon_on_pull_timer, interval, interval);
-			}
-			if (want && !m->enabled && ktel_daemon__enable(d, m, mc ? mc->lease_ms : 0,
-								       &err))
-				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
-			else if (!want && m->enabled && ktel_daemon__disable(d, m, &err))
-				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+			failed++;
+			ktel_config_errors__add(errs, "metrics.%s: cannot %s: %s", m->md->name,
+						now.enabled ? "enable" : "disable", err.msg);
 		}
+	return failed;
 }
+
+/* ---- reload ------------------------------------------------------------------ */
 
 static bool same_dirs(const struct ktel_config *a, const struct ktel_config *b)
 {
@@ -187,28 +434,15 @@ static bool same_dirs(const struct ktel_config *a, const struct ktel_config *b)
 	return true;
 }
 
-int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_config_errors *errs,
-			struct ktel_err *err)
+/* Install cfg (already validated, its sinks open) and apply the rest of the change. */
+static size_t install_config(struct ktel_daemon *d, struct ktel_config *cfg,
+			     struct ktel_config_errors *errs)
 {
-	struct ktel_config *cfg = NULL, *old = d->cfg;
-	int rc;
+	struct ktel_config *old = d->cfg;
+	size_t failed;
 
-	if (!path)
-		path = d->opts.config_path;
-	rc = path ? ktel_config__load_file(path, &d->opts.vars, &cfg, errs, err)
-		  : ktel_config__load_string(d->opts.config_text, "<embedded config>",
-					     &d->opts.vars, &cfg, errs, err);
-	if (rc)
-		return ktel_err_prefix(err, "the running configuration is unchanged: ");
-	check_immutable(old, cfg, errs);
-	if (errs->n || apply_sinks(d, cfg, errs)) {
-		ktel_config__free(cfg);
-		return ktel_err_set(err, EINVAL, "%s: %zu error%s: the running configuration is "
-				    "unchanged", path ? path : "<embedded config>", errs->n,
-				    errs->n == 1 ? "" : "s");
-	}
 	d->cfg = cfg;
-	apply_metrics(d);
+	failed = apply_metrics(d, old, errs);
 	if (cfg->self_enabled)
 		uv_timer_start(&d->self_timer, daemon_on_self_timer, cfg->self_interval_ms,
 			       cfg->self_interval_ms);
@@ -218,8 +452,43 @@ int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_con
 		daemon_watch_dirs(d);
 		ktel_daemon__rescan_plugins(d);
 	}
-	ktel_log(KTEL_LOG_INFO, "configuration reloaded from %s", cfg->source);
 	ktel_config__free(old);
-	return 0;
+	return failed;
 }
 
+int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_config_errors *errs,
+			struct ktel_err *err)
+{
+	struct ktel_config *cfg = NULL;
+	const char *source;
+	size_t failed;
+	int rc;
+
+	if (!path)
+		path = d->opts.config_path;
+	source = path ? path : "<embedded config>";
+	rc = path ? ktel_config__load_file(path, &d->opts.vars, &cfg, errs, err)
+		  : ktel_config__load_string(d->opts.config_text, source, &d->opts.vars, &cfg,
+					     errs, err);
+	if (rc)
+		return ktel_err_prefix(err, "the running configuration is unchanged: ");
+	check_immutable(d, d->cfg, cfg, errs);
+	rc = apply_sinks(d, cfg, errs);
+	if (rc || errs->n) {
+		ktel_config__free(cfg);
+		if (rc == -EIO)
+			return ktel_err_set(err, EIO, "%s: %zu error%s: the old configuration runs, "
+					    "but a sink closed for the reload could not open again "
+					    "(named in the errors)", source, errs->n,
+					    errs->n == 1 ? "" : "s");
+		return ktel_err_set(err, EINVAL, "%s: %zu error%s: the running configuration is "
+				    "unchanged", source, errs->n, errs->n == 1 ? "" : "s");
+	}
+	failed = install_config(d, cfg, errs);
+	if (failed)
+		return ktel_err_set(err, EIO, "%s: applied, but %zu metric%s could not follow it "
+				    "(named in the errors)", source, failed,
+				    failed == 1 ? "" : "s");
+	ktel_log(KTEL_LOG_INFO, "configuration reloaded from %s", source);
+	return 0;
+}

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `ktelemetryctl reload` against the real daemon: a reload applies the
+ * difference between the old and the new config, so a metric the operator
+ * disabled (or whose lease ran out) stays off when only a sink changes;
+ * settings that cannot change live are refused by name while the old config
+ * keeps delivering; a reload whose sinks cannot open answers with every
+ * error, exits non-zero, and leaves the running sinks untouched.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "ktel_test.h"
+#include "daemon_harness.h"
+
+#define CTL_BIN KTEL_BINARY_DIR "/tools/ktelemetryctl"
+
+struct rig {
+	struct sandbox sb;
+	char sock[700];
+	pid_t pid;
+	int runs;
+	char *out; /* the last ktelemetryctl run's stdout and stderr */
+};
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0;
+
+	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {
+		free(buf);
+		buf = strdup("");
+	}
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+/* Run ktelemetryctl --socket SOCK args... (NULL-ended); r->out has its output. */
+static int ctl(struct rig *r, ...)
+{
+	const char *argv[16] = {CTL_BIN, "--socket", r->sock};
+	char out[800];
+	size_t n = 3;
+	va_list ap;
+	pid_t pid;
+	int rc;
+
+	va_start(ap, r);
+	for (const char *a; n < 15 && (a = va_arg(ap, const char *));)
+		argv[n++] = a;
+	va_end(ap);
+	snprintf(out, sizeof(out), "%s/ctl-%d.out", r->sb.dir, r->runs++);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	rc = daemon_wait(pid, 30);
+	free(r->out);
+	r->out = slurp(out);
+	return rc;
+}
+
+/* The config: the harness's top level, with sinks and extra spliced in. */
+static void write_config(struct rig *r, const char *sinks, const char *extra)
+{
+	FILE *f = fopen(r->sb.config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s\", \"interval\": \"1s\",\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"}%s%s}%s%s}\n",
+		KTEL_PLUGIN_DIR, r->sb.pin_root, r->sb.state, r->sock, r->sb.out,
+		sinks && *sinks ? ", " : "", sinks ? sinks : "", extra && *extra ? ", " : "",
+		extra ? extra : "");
+	fclose(f);
+}
+
+static void rig_start(struct rig *r, const char *name, const char *sinks)
+{
+	memset(r, 0, sizeof(*r));
+	sandbox_init(&r->sb, name);
+	snprintf(r->sock, sizeof(r->sock), "%s/control.sock", r->sb.dir);
+	write_config(r, sinks, "");
+	r->pid = daemon_start(&r->sb, NULL);
+	if (!log_wait_for(&r->sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&r->sb);
+		fail_msg("the daemon did not start collecting");
+	}
+}
+
+static void rig_stop(struct rig *r)
+{
+	pid_t pid = r->pid;
+
+	r->pid = 0;
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	free(r->out);
+	r->out = NULL;
+	sandbox_cleanup(&r->sb);
+}
+
+/* The rig of the running test: a failed assertion leaves it to teardown. */
+static struct rig the_rig;
+
+static int rig_teardown(void **state)
+{
+	if (the_rig.pid > 0) {
+		kill(the_rig.pid, SIGKILL);
+		daemon_wait(the_rig.pid, 5);
+		the_rig.pid = 0;
+	}
+	free(the_rig.out);
+	the_rig.out = NULL;
+	return 0;
+}
+
+/* Is metric enabled, as `ktelemetryctl --json show` says? */
+static bool metric_enabled(struct rig *r, const char *metric)
+{
+	json_t *j;
+	bool on;
+
+	if (ctl(r, "--json", "show", metric, NULL) != 0)
+		fail_msg("show %s: %s", metric, r->out);
+	j = json_loads(r->out, 0, NULL);
+	assert_non_null(j);
+	on = json_is_true(json_object_get(j, "enabled"));
+	json_decref(j);
+	return on;
+}
+
+/* Where sink name delivers, from `ktelemetryctl --json status` (into buf). */
+static void sink_where(struct rig *r, const char *name, char *buf, size_t len)
+{
+	json_t *j, *s;
+	size_t i;
+
+	buf[0] = '\0';
+	assert_int_equal(ctl(r, "--json", "status", NULL), 0);
+	j = json_loads(r->out, 0, NULL);
+	assert_non_null(j);
+	json_array_foreach(json_object_get(j, "sinks"), i, s)
+		if (strcmp(json_string_value(json_object_get(s, "name")) ?: "", name) == 0)
+			snprintf(buf, len, "%s", json_string_value(json_object_get(s, "where")) ?: "");
+	json_decref(j);
+}
+
+static size_t records_of(struct rig *r, const char *metric)
+{
+	uint64_t sum;
+	size_t n;
+
+	assert_int_equal(sum_metric(&r->sb, metric, &sum, &n), 0);
+	return n;
+}
+
+/*
+ * A metric disabled with ktelemetryctl and one whose --for lease ran out
+ * stay disabled through a reload that only adds a sink: the reload compares
+ * the old config with the new one, not with what runs.
+ */
+static void test_disabled_metric_survives_sink_reload(void **state)
+{
+	struct rig *r = &the_rig;
+	char second[900];
+
+	rig_start(r, "reload-keep", "");
+	assert_int_equal(ctl(r, "disable", "compaction_duration", NULL), 0);
+	assert_int_equal(ctl(r, "disable", "runq_latency", NULL), 0);
+	assert_int_equal(ctl(r, "enable", "runq_latency", "--for", "1s", NULL), 0);
+	if (!log_wait_for(&r->sb, "metric runq_latency: lease ended", 10)) {
+		dump_log(&r->sb);
+		fail_msg("the lease did not end");
+	}
+	assert_false(metric_enabled(r, "compaction_duration"));
+	assert_false(metric_enabled(r, "runq_latency"));
+
+	snprintf(second, sizeof(second), "\"second\": {\"type\": \"json\", \"path\": "
+		 "\"%s/second.jsonl\"}", r->sb.dir);
+	write_config(r, second, "");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	assert_true(log_wait_for(&r->sb, "sink second (json): file", 1));
+	assert_false(metric_enabled(r, "compaction_duration"));
+	assert_false(metric_enabled(r, "runq_latency"));
+	/* A metric whose entry changes does follow the new file. */
+	write_config(r, second, "\"metrics\": {\"runq_latency\": {\"interval\": \"2s\", "
+		     "\"enabled\": true}}");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	assert_false(metric_enabled(r, "compaction_duration"));
+	/* enabled was already true (the default): only the interval changed. */
+	assert_false(metric_enabled(r, "runq_latency"));
+	write_config(r, second, "\"metrics\": {\"runq_latency\": {\"interval\": \"2s\", "
+		     "\"enabled\": true, \"lease\": \"1h\"}}");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	assert_true(metric_enabled(r, "runq_latency"));
+	rig_stop(r);
+}
+
+/* A reload that fails must not have changed what the daemon delivers. */
+static void assert_still_delivering(struct rig *r)
+{
+	size_t before = records_of(r, "runq_latency");
+
+	for (int i = 0; i < 100 && records_of(r, "runq_latency") <= before; i++)
+		usleep(50000);
+	assert_true(records_of(r, "runq_latency") > before);
+}
+
+/* Reload with extra spliced in must be refused naming key, and change nothing. */
+static void assert_refused(struct rig *r, const char *extra, const char *key)
+{
+	char want[200];
+
+	write_config(r, "", extra);
+	assert_int_equal(ctl(r, "reload", NULL), 1);
+	snprintf(want, sizeof(want), "%s: cannot change while the daemon runs", key);
+	if (!strstr(r->out, want) || !strstr(r->out, "restart ktelemetryd") ||
+	    !strstr(r->out, "the running configuration is unchanged"))
+		fail_msg("reload changing %s: unexpected answer:\n%s", key, r->out);
+	snprintf(want, sizeof(want), "reload: %s: cannot change", key);
+	assert_true(log_wait_for(&r->sb, want, 1));
+	assert_still_delivering(r);
+}
+
+/* params (BPF .rodata, set at load), control_group and friends: refused by name. */
+static void test_refuses_what_needs_a_restart(void **state)
+{
+	struct rig *r = &the_rig;
+
+	rig_start(r, "reload-refuse", "");
+	assert_true(log_wait_for(&r->sb, "metric runq_stall_events: collecting", 10));
+	assert_refused(r, "\"metrics\": {\"runq_stall_events\": {\"params\": "
+		       "{\"threshold_us\": 5}}}", "metrics.runq_stall_events.params");
+	assert_refused(r, "\"control_group\": \"nogroup\"", "control_group");
+	assert_refused(r, "\"pin_group\": \"nogroup\"", "pin_group");
+	assert_refused(r, "\"drop_privileges\": true", "drop_privileges");
+	/* Refused means refused: the metric the refused file disabled still runs. */
+	assert_refused(r, "\"control_group\": \"nogroup\", \"metrics\": {\"runq_latency\": "
+		       "{\"enabled\": false}}", "control_group");
+	assert_true(metric_enabled(r, "runq_latency"));
+	assert_false(log_wait_for(&r->sb, "configuration reloaded", 0));
+	rig_stop(r);
+}
+
+static int busy_port(uint16_t *ret_port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	*ret_port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/*
+ * Two sinks that cannot open (a taken port, a socket in a missing
+ * directory) next to a changed port-0 prometheus sink: the reply names both
+ * failures, ktelemetryctl exits non-zero, and the prometheus sink was never
+ * closed (it still serves on the port it bound at start).
+ */
+static void test_broken_reload_reports_every_error(void **state)
+{
+	char sinks[1500], before[300], after[300];
+	struct rig *r = &the_rig;
+	uint16_t port;
+	int busy = busy_port(&port);
+
+	rig_start(r, "reload-broken", "\"prom\": {\"type\": \"prometheus\", \"port\": 0}");
+	sink_where(r, "prom", before, sizeof(before));
+	assert_non_null(strstr(before, "http://127.0.0.1:"));
+
+	snprintf(sinks, sizeof(sinks),
+		 "\"prom\": {\"type\": \"prometheus\", \"port\": 0, \"prefix\": \"x_\"},"
+		 " \"taken\": {\"type\": \"prometheus\", \"port\": %u},"
+		 " \"nowhere\": {\"type\": \"stream\", \"socket\": \"%s/no/such/dir/s.sock\"}",
+		 port, r->sb.dir);
+	write_config(r, sinks, "");
+	assert_int_equal(ctl(r, "reload", NULL), 1);
+	if (!strstr(r->out, "sinks.taken") || !strstr(r->out, "sinks.nowhere") ||
+	    !strstr(r->out, "2 errors: the running configuration is unchanged"))
+		fail_msg("unexpected answer:\n%s", r->out);
+	sink_where(r, "prom", after, sizeof(after));
+	assert_string_equal(before, after);
+	sink_where(r, "taken", after, sizeof(after));
+	assert_string_equal(after, "");
+	assert_still_delivering(r);
+
+	/* Fixed, the same sinks apply; prom moves to its new instance only now. */
+	close(busy);
+	snprintf(sinks, sizeof(sinks),
+		 "\"prom\": {\"type\": \"prometheus\", \"port\": 0, \"prefix\": \"x_\"},"
+		 " \"taken\": {\"type\": \"prometheus\", \"port\": %u},"
+		 " \"nowhere\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"}",
+		 port, r->sb.dir);
+	write_config(r, sinks, "");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	sink_where(r, "taken", after, sizeof(after));
+	assert_non_null(strstr(after, "http://127.0.0.1:"));
+	rig_stop(r);
+}
+
+/*
+ * A changed sink that needs its old instance's socket (a stream sink whose
+ * socket stays and whose options change) is closed first and opened again;
+ * the reload succeeds and the socket serves afterwards.
+ */
+static void test_same_socket_close_then_open(void **state)
+{
+	char sinks[1000], sock[800], where[300];
+	struct rig *r = &the_rig;
+
+	snprintf(sock, sizeof(sock), "%s/test-tmp/reload-sock-%d.sock", KTEL_BINARY_DIR, getpid());
+	snprintf(sinks, sizeof(sinks), "\"s\": {\"type\": \"stream\", \"socket\": \"%s\"}", sock);
+	rig_start(r, "reload-sock", sinks);
+	snprintf(sinks, sizeof(sinks), "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", "
+		 "\"backlog_records\": 10}", sock);
+	write_config(r, sinks, "");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	assert_true(log_wait_for(&r->sb, "sink s: closed first", 1));
+	sink_where(r, "s", where, sizeof(where));
+	assert_non_null(strstr(where, sock));
+	assert_int_equal(ctl(r, "watch", "--count", "1", NULL), 0);
+	rig_stop(r);
+	unlink(sock);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_disabled_metric_survives_sink_reload, rig_teardown),
+		cmocka_unit_test_teardown(test_refuses_what_needs_a_restart, rig_teardown),
+		cmocka_unit_test_teardown(test_broken_reload_reports_every_error, rig_teardown),
+		cmocka_unit_test_teardown(test_same_socket_close_then_open, rig_teardown),
+	};
+
+	ktel_test_require_root("reload end to end");
+	return cmocka_run_group_tests(tests, NULL, sandbox_remove_all);
+}
