@@ -132,6 +132,51 @@ static int check_value(const struct ktel_metric_desc *md, const struct ktel_layo
 			    "members", vl->type_name);
 }
 
+static bool map_is_percpu(const struct bpf_map *map)
+{
+	enum bpf_map_type t = bpf_map__type(map);
+
+	return t == BPF_MAP_TYPE_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_ARRAY ||
+	       t == BPF_MAP_TYPE_LRU_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE;
+}
+
+/*
+ * The daemon's rule for per-CPU values (metric_pull.c check_percpu_values):
+ * the copies are summed per 8-byte word, so every member the pull reads must
+ * be an 8-byte integer at an 8-byte offset, or it would carry into its
+ * neighbour.
+ */
+static int check_percpu_member(const struct ktel_layout *vl, const struct ktel_field *f,
+			       struct ktel_err *err)
+{
+	if (f->elem_size == 8 && f->offset % 8 == 0)
+		return 0;
+	return ktel_err_set(err, EINVAL, "value %s member %s: %u bytes at offset %u in a "
+			    "per-CPU map, whose values are summed per 8-byte word; declare "
+			    "every value member __u64 or __s64 at an 8-byte offset",
+			    vl->type_name, f->name[0] ? f->name : "(the whole value)",
+			    f->elem_size, f->offset);
+}
+
+static int check_percpu_value(const struct bpf_map *map, const struct ktel_layout *vl,
+			      struct ktel_err *err)
+{
+	int r = 0;
+
+	if (!map_is_percpu(map))
+		return 0;
+	if (vl->hist_field >= 0) {
+		r = check_percpu_member(vl, &vl->fields[vl->hist_field], err);
+		if (!r && vl->sum_field >= 0)
+			r = check_percpu_member(vl, &vl->fields[vl->sum_field], err);
+		return r;
+	}
+	for (__u32 i = 0; i < vl->n_fields && !r; i++)
+		if (vl->fields[i].kind == KTEL_FIELD_INT || vl->fields[i].kind == KTEL_FIELD_ENUM)
+			r = check_percpu_member(vl, &vl->fields[i], err);
+	return r;
+}
+
 /*
  * The daemon's rule for a dimension's key member (metric_pull.c
  * resolve_dims): its value becomes a record's integer dimension, so it must
@@ -140,14 +185,6 @@ static int check_value(const struct ktel_metric_desc *md, const struct ktel_layo
 static bool dim_member_readable(const struct ktel_field *f)
 {
 	return f->kind == KTEL_FIELD_INT || f->kind == KTEL_FIELD_ENUM;
-}
-
-static bool map_is_percpu(const struct bpf_map *map)
-{
-	enum bpf_map_type t = bpf_map__type(map);
-
-	return t == BPF_MAP_TYPE_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_ARRAY ||
-	       t == BPF_MAP_TYPE_LRU_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE;
 }
 
 static const struct ktel_field *first_field_of_kind(const struct ktel_layout *l,
@@ -295,6 +332,8 @@ static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_obj
 				   o, "value", &vl, err);
 	if (!r)
 		r = check_value(md, vl, o, err);
+	if (!r)
+		r = check_percpu_value(map, vl, err);
 	if (!r)
 		r = check_dims(md, obj, kl, o, err);
 	if (r && !strstr(err->msg, md->map_name))

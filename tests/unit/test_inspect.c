@@ -2,10 +2,11 @@
 /*
  * ktelemetryctl inspect as a pre-flight check, offline and unprivileged:
  * it refuses what the daemon's pull path refuses (a char array as a
- * dimension, a label map laid out the wrong way round) naming the member and
- * the rule; it prints the enumerators of label_enum dimensions and the
- * layout of label maps; and per program, against a synthetic kernel, why a
- * variant lost and that a fentry/fexit load is not verified.
+ * dimension, a label map laid out the wrong way round, a per-CPU value with
+ * 4-byte members) naming the member and the rule; it prints the enumerators
+ * of label_enum dimensions and the layout of label maps; and per program,
+ * against a synthetic kernel, why a variant lost and that a fentry/fexit
+ * load is not verified.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include "ktel_test.h"
 
 #define FX_STRING_KEY KTEL_TEST_PLUGIN_DIR "/fx_string_key.so"
+#define FX_PERCPU_U32 KTEL_TEST_PLUGIN_DIR "/fx_percpu_u32.so"
 #define BLOCK_IO KTEL_PLUGIN_DIR "/block_io_latency.so"
 #define CMA KTEL_PLUGIN_DIR "/cma_allocation_latency.so"
 #define DMABUF KTEL_PLUGIN_DIR "/dmabuf_request_sizes.so"
@@ -166,6 +168,22 @@ static void test_label_map_layout_printed(void **state)
 			      "key.(scalar), name value.name\n");
 	assert_line_contains(text, "value: struct ktel_label", "(32 bytes)");
 	free(text);
+	json_decref(report);
+}
+
+/* Per-CPU copies are summed per 8-byte word: a __u32 counter would carry
+ * into its neighbour, so the daemon refuses it and so must inspect. */
+static void test_percpu_u32_refused(void **state)
+{
+	struct ktel_err err = {0};
+	json_t *report = NULL;
+
+	assert_int_equal(ktel_inspect_plugin(FX_PERCPU_U32, getuid(), NULL, &report, &err),
+			 -EINVAL);
+	assert_true(json_is_false(json_object_get(report, "readable")));
+	assert_contains(err.msg, "metric fx_percpu_u32: map fx_percpu_u32_map value struct "
+				 "fx_percpu_u32_value member events: 4 bytes at offset 0 in a "
+				 "per-CPU map");
 	json_decref(report);
 }
 
@@ -330,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_string_dimension_refused),
 		cmocka_unit_test(test_inverted_label_map_refused),
 		cmocka_unit_test(test_label_map_layout_printed),
+		cmocka_unit_test(test_percpu_u32_refused),
 		cmocka_unit_test(test_label_enum_enumerators),
 		cmocka_unit_test(test_skip_reason_printed),
 		cmocka_unit_test(test_unsupported_printed),
