@@ -233,10 +233,20 @@ int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t l
 		}
 		attached++;
 	}
-	if (!attached) {
+	if (!attached)
+		ktel_err_set(err, ENODEV, "metric %s: no program could be attached", m->md->name);
+	/* Half a start/end pair never produces data: collecting needs every
+	 * hook the metric uses. What this call attached is undone. */
+	if (!attached || ktel_bpf_plugin__metric_complete(bp, m->md, err)) {
+		for (size_t i = 0; i < bp->n_progs; i++) {
+			struct ktel_bpf_prog *p = &bp->progs[i];
+
+			if (p->attached && ktel_metric__uses_prog(m, p->name) &&
+			    !prog_needed(m->lp, p->name, m))
+				ktel_bpf_plugin__detach_prog(bp, p->name);
+		}
 		ktel_stream_reader__stop(m->sr);
-		return ktel_err_set(err, ENODEV, "metric %s: no program could be attached",
-				    m->md->name);
+		return -ENODEV;
 	}
 	m->enabled = true;
 	m->attached = true;
@@ -257,9 +267,6 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 
 	if (!m->enabled)
 		return 0;
-	/* Pull what accumulated so far: disabling loses nothing. */
-	if ((m->mp || m->sr) && ktel_daemon__pull(d, m, err))
-		ktel_log(KTEL_LOG_WARN, "%s", err->msg);
 	m->enabled = false;
 	m->attached = false;
 	uv_timer_stop(&m->timer);
@@ -272,6 +279,10 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 	}
 	/* After the detach: what the ring still holds is delivered now. */
 	ktel_stream_reader__stop(m->sr);
+	/* Then pull, so the window (and a stream's counters) includes all of
+	 * it: disabling loses nothing. */
+	if ((m->mp || m->sr) && ktel_daemon__pull(d, m, err))
+		ktel_log(KTEL_LOG_WARN, "%s", err->msg);
 	return 0;
 }
 
@@ -463,6 +474,12 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 		return;
 	d->shutting_down = true;
 	d->exit_code = exit_code;
+	/* Streams deliver what their rings hold first, so the last counters
+	 * below include those events. */
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
+			if (d->plugins[i]->metrics[j].enabled)
+				ktel_stream_reader__stop(d->plugins[i]->metrics[j].sr);
 	/* The window since the last pull is not lost. */
 	ktel_daemon__pull_all(d);
 	daemon_save_state(d);
