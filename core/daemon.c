@@ -222,8 +222,10 @@ int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t l
 	/* Poll the ring before its programs run: nothing waits unread. */
 	if (m->sr && ktel_stream_reader__start(m->sr, err))
 		return -err->code;
-	for (size_t i = 0; i < bp->n_progs; i++) {
-		struct ktel_bpf_prog *p = &bp->progs[i];
+	/* Last program first: plugins define a pair's start before its end, so
+	 * the end runs before any start can be saved and none is left stale. */
+	for (size_t k = bp->n_progs; k-- > 0;) {
+		struct ktel_bpf_prog *p = &bp->progs[k];
 
 		if (!p->selected || !ktel_metric__uses_prog(m, p->name))
 			continue;

@@ -86,6 +86,18 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 	})
 
 /*
+ * Save the current time as key's start, replacing any saved one. For events
+ * that cannot nest: a start left behind by a missed end (the end program
+ * attached later, a detach in between) is stale, and the next begin must
+ * replace it rather than be measured from it.
+ */
+#define SAVE_START_TIME(start_map, key)                                        \
+	({                                                                     \
+		__u64 __ktel_now = bpf_ktime_get_ns();                         \
+		bpf_map_update_elem(&(start_map), (key), &__ktel_now, BPF_ANY); \
+	})
+
+/*
  * Bucket of the microseconds elapsed since the start saved for key, deleting
  * that start. BPF_TELEMETRY_INVALID_BUCKET when no start was saved or the
  * clock went backwards (the latter is counted in ktel_invalid_durations).

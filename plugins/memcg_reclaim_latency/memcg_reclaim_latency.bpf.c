@@ -17,8 +17,10 @@ struct memcg_reclaim_key {
 	__u32 process_state; /* enum process_state */
 };
 
+/* Thread id -> start. Memcg reclaim does not nest, so a begin replaces any
+ * start a missed end left behind; LRU so such entries cannot fill the map. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -36,7 +38,7 @@ int memcg_reclaim_begin(__u64 *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	SAVE_FIRST_START_TIME(memcg_reclaim_start_map, &tid);
+	SAVE_START_TIME(memcg_reclaim_start_map, &tid);
 	return 0;
 }
 
