@@ -1034,3 +1034,36 @@ __s32 ktel_btf_find_struct(const struct btf *btf, const char *name)
 {
 	return ktel_btf_find_type(btf, name, BTF_KIND_STRUCT);
 }
+
+bool ktel_field__is_number(const struct ktel_field *f)
+{
+	return f->kind == KTEL_FIELD_INT || f->kind == KTEL_FIELD_ENUM;
+}
+
+static int check_percpu_member(const struct ktel_layout *vl, const struct ktel_field *f,
+			       struct ktel_err *err)
+{
+	if (f->elem_size == 8 && f->offset % 8 == 0)
+		return 0;
+	return ktel_err_set(err, EINVAL, "value %s has member %s of %u bytes at offset %u: "
+			    "per-CPU values are summed per 8-byte word, so it would carry into "
+			    "its neighbours; declare every value member __u64 or __s64 at an "
+			    "8-byte offset", vl->type_name, f->name[0] ? f->name : "(the whole value)",
+			    f->elem_size, f->offset);
+}
+
+int ktel_layout__check_percpu_sum(const struct ktel_layout *vl, struct ktel_err *err)
+{
+	int r = 0;
+
+	if (vl->hist_field >= 0) {
+		r = check_percpu_member(vl, &vl->fields[vl->hist_field], err);
+		if (!r && vl->sum_field >= 0)
+			r = check_percpu_member(vl, &vl->fields[vl->sum_field], err);
+		return r;
+	}
+	for (__u32 i = 0; i < vl->n_fields && !r; i++)
+		if (ktel_field__is_number(&vl->fields[i]))
+			r = check_percpu_member(vl, &vl->fields[i], err);
+	return r;
+}

@@ -120,6 +120,19 @@ int ktel_layout__new(const struct btf *btf, __u32 type_id, __u32 expect_size,
 		     struct ktel_layout **ret, struct ktel_err *err);
 void ktel_layout__free(struct ktel_layout *layout);
 
+/* Integer or enum: a field that can be read as one number (a dimension, a
+ * counter, a gauge). */
+bool ktel_field__is_number(const struct ktel_field *f);
+
+/*
+ * The rule for a per-CPU map's value: the copies are summed per 8-byte word,
+ * so every member a pull reads (a histogram's buckets and sum, else each
+ * integer or enum member) must be an 8-byte integer at an 8-byte offset, or
+ * it would carry into its neighbour. 0, or -EINVAL with err naming the
+ * member, its size and offset (the caller prefixes the metric and map).
+ */
+int ktel_layout__check_percpu_sum(const struct ktel_layout *vl, struct ktel_err *err);
+
 /* The field with this dotted name; "" or NULL finds the field of a scalar
  * (non-struct) type. NULL when there is none. */
 const struct ktel_field *ktel_layout__find(const struct ktel_layout *layout,

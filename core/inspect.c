@@ -123,7 +123,7 @@ static int check_value(const struct ktel_metric_desc *md, const struct ktel_layo
 		return 0;
 	}
 	for (__u32 i = 0; i < vl->n_fields; i++)
-		if (vl->fields[i].kind == KTEL_FIELD_INT || vl->fields[i].kind == KTEL_FIELD_ENUM) {
+		if (ktel_field__is_number(&vl->fields[i])) {
 			ktel_json_set_str(o, "values", md->value_kind == KTEL_VALUE_GAUGE ? "gauge"
 										: "counter");
 			return 0;
@@ -140,51 +140,11 @@ static bool map_is_percpu(const struct bpf_map *map)
 	       t == BPF_MAP_TYPE_LRU_PERCPU_HASH || t == BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE;
 }
 
-/*
- * The daemon's rule for per-CPU values (metric_pull.c check_percpu_values):
- * the copies are summed per 8-byte word, so every member the pull reads must
- * be an 8-byte integer at an 8-byte offset, or it would carry into its
- * neighbour.
- */
-static int check_percpu_member(const struct ktel_layout *vl, const struct ktel_field *f,
-			       struct ktel_err *err)
-{
-	if (f->elem_size == 8 && f->offset % 8 == 0)
-		return 0;
-	return ktel_err_set(err, EINVAL, "value %s member %s: %u bytes at offset %u in a "
-			    "per-CPU map, whose values are summed per 8-byte word; declare "
-			    "every value member __u64 or __s64 at an 8-byte offset",
-			    vl->type_name, f->name[0] ? f->name : "(the whole value)",
-			    f->elem_size, f->offset);
-}
-
+/* The daemon's rule for per-CPU values (ktel_layout__check_percpu_sum). */
 static int check_percpu_value(const struct bpf_map *map, const struct ktel_layout *vl,
 			      struct ktel_err *err)
 {
-	int r = 0;
-
-	if (!map_is_percpu(map))
-		return 0;
-	if (vl->hist_field >= 0) {
-		r = check_percpu_member(vl, &vl->fields[vl->hist_field], err);
-		if (!r && vl->sum_field >= 0)
-			r = check_percpu_member(vl, &vl->fields[vl->sum_field], err);
-		return r;
-	}
-	for (__u32 i = 0; i < vl->n_fields && !r; i++)
-		if (vl->fields[i].kind == KTEL_FIELD_INT || vl->fields[i].kind == KTEL_FIELD_ENUM)
-			r = check_percpu_member(vl, &vl->fields[i], err);
-	return r;
-}
-
-/*
- * The daemon's rule for a dimension's key member (metric_pull.c
- * resolve_dims): its value becomes a record's integer dimension, so it must
- * be an integer or an enum. Strings travel as ids through a label map.
- */
-static bool dim_member_readable(const struct ktel_field *f)
-{
-	return f->kind == KTEL_FIELD_INT || f->kind == KTEL_FIELD_ENUM;
+	return map_is_percpu(map) ? ktel_layout__check_percpu_sum(vl, err) : 0;
 }
 
 static const struct ktel_field *first_field_of_kind(const struct ktel_layout *l,
@@ -262,7 +222,9 @@ static int check_dim(const struct ktel_dimension_desc *dd, struct bpf_object *ob
 	if (!f)
 		return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
 				    dd->name, kl->type_name, member);
-	if (!dim_member_readable(f))
+	/* The daemon's rule (metric_pull.c resolve_dims): a dimension becomes
+	 * an integer; strings travel as ids through a label map. */
+	if (!ktel_field__is_number(f))
 		return ktel_err_set(err, EINVAL, "dimension %s: key %s member %s is a %s; a "
 				    "dimension must be an integer or enum member (carry strings "
 				    "as ids with a label map)", dd->name, kl->type_name, member,

@@ -282,7 +282,7 @@ static int resolve_values(struct ktel_metric_pull *mp, struct ktel_err *err)
 	for (__u32 i = 0; i < vl->n_fields; i++) {
 		const struct ktel_field *f = &vl->fields[i];
 
-		if (f->kind != KTEL_FIELD_INT && f->kind != KTEL_FIELD_ENUM)
+		if (!ktel_field__is_number(f))
 			continue;
 		mp->scalars[mp->n_scalars++] = f;
 	}
@@ -308,40 +308,18 @@ static int resolve_values(struct ktel_metric_pull *mp, struct ktel_err *err)
 	return 0;
 }
 
-/*
- * A per-CPU map's copies are summed per u64 word (map_reader.h). A member
- * that does not fill its own aligned word alone would carry into its
- * neighbour ({s32 a = -1; u32 b = 0} on two CPUs sums to b = 1), so every
- * member the pull reads must be an 8-byte integer at an 8-byte offset.
- */
-static int check_percpu_field(const struct ktel_metric_pull *mp, const struct ktel_field *f,
-			      struct ktel_err *err)
-{
-	if (f->elem_size == 8 && f->offset % 8 == 0)
-		return 0;
-	return ktel_err_set(err, EINVAL, "metric %s: map %s is per-CPU and its value %s has "
-			    "member %s of %u bytes at offset %u: per-CPU values are summed per "
-			    "8-byte word, so it would carry into its neighbours; declare every "
-			    "value member __u64 or __s64 at an 8-byte offset", mp->md->name,
-			    mp->md->map_name, mp->value_layout->type_name,
-			    f->name[0] ? f->name : "(the whole value)", f->elem_size, f->offset);
-}
-
+/* A per-CPU map's copies are summed per u64 word (map_reader.h): the value
+ * must suit that (ktel_layout__check_percpu_sum). */
 static int check_percpu_values(const struct ktel_metric_pull *mp, struct ktel_err *err)
 {
-	const struct ktel_layout *vl = mp->value_layout;
-	int r = 0;
+	int r;
 
 	if (!ktel_map_reader__is_percpu(mp->reader))
 		return 0;
-	if (vl->hist_field >= 0) {
-		r = check_percpu_field(mp, &vl->fields[vl->hist_field], err);
-		if (!r && vl->sum_field >= 0)
-			r = check_percpu_field(mp, &vl->fields[vl->sum_field], err);
-		return r;
-	}
-	for (size_t i = 0; i < mp->n_scalars && !r; i++)
-		r = check_percpu_field(mp, mp->scalars[i], err);
+	r = ktel_layout__check_percpu_sum(mp->value_layout, err);
+	if (r)
+		ktel_err_prefix(err, "metric %s: map %s is per-CPU and its ", mp->md->name,
+				mp->md->map_name);
 	return r;
 }
 

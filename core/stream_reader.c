@@ -142,7 +142,7 @@ static int resolve_dim(struct ktel_stream_decoder *dec, uint32_t i, struct ktel_
 	struct dec_dim *dim = &dec->dims[i];
 	struct dec_field *df;
 
-	if (!f || (f->kind != KTEL_FIELD_INT && f->kind != KTEL_FIELD_ENUM))
+	if (!f || !ktel_field__is_number(f))
 		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: event type %s has no "
 				    "integer or enum member %s", dec->md->name, dd->name,
 				    dec->layout->type_name, member);

@@ -182,8 +182,8 @@ static void test_percpu_u32_refused(void **state)
 			 -EINVAL);
 	assert_true(json_is_false(json_object_get(report, "readable")));
 	assert_contains(err.msg, "metric fx_percpu_u32: map fx_percpu_u32_map value struct "
-				 "fx_percpu_u32_value member events: 4 bytes at offset 0 in a "
-				 "per-CPU map");
+				 "fx_percpu_u32_value has member events of 4 bytes at offset 0: "
+				 "per-CPU values are summed per 8-byte word");
 	json_decref(report);
 }
 
