@@ -102,7 +102,10 @@ static int pull_stream(struct ktel_daemon *d, struct ktel_metric *m, struct ktel
 		ktel_complain(&m->complaint, KTEL_LOG_WARN, "metric %s: %llu events dropped "
 			      "(shorter than the event type)", m->md->name,
 			      (unsigned long long)recs[2].counter.delta);
-	daemon_route(d, m, recs, n);
+	/* Self-telemetry: it follows self_telemetry's switch and sinks. */
+	if (d->cfg->self_enabled)
+		ktel_router__route(d->router, recs, n, (const char *const *)d->cfg->self_sinks,
+				   d->cfg->n_self_sinks);
 	return 0;
 }
 
