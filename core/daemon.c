@@ -351,8 +351,9 @@ static int open_state(struct ktel_daemon *d, struct ktel_err *err)
 	}
 	if (r)
 		return r;
-	/* Fail now, not after the first pull, when the state cannot be written. */
-	return ktel_delta__save(d->delta, d->cfg->state_file, err);
+	/* Fail now, not after the first pull, when the state cannot be written,
+	 * but write nothing yet: a start that fails later leaves no file. */
+	return ktel_dir_writable_for(d->cfg->state_file, err);
 }
 
 int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
@@ -428,6 +429,7 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 		d->once_timer_init = true;
 		uv_timer_start(&d->once_timer, on_once, d->opts.once_wait_ms, 0);
 	}
+	d->started = true;
 	return 0;
 }
 
@@ -479,17 +481,21 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 		return;
 	d->shutting_down = true;
 	d->exit_code = exit_code;
-	/* Streams deliver what their rings hold first, so the last counters
-	 * below include those events. */
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
-			if (d->plugins[i]->metrics[j].enabled)
-				ktel_stream_reader__stop(d->plugins[i]->metrics[j].sr);
-	/* The window since the last pull is not lost. */
-	ktel_daemon__pull_all(d);
-	daemon_save_state(d);
-	if (d->cfg->self_enabled && d->router)
-		daemon_emit_self(d);
+	/* A start that failed emits and saves nothing: its exit 2 leaves the
+	 * outputs as they were. */
+	if (d->started) {
+		/* Streams deliver what their rings hold first, so the last
+		 * counters below include those events. */
+		for (size_t i = 0; i < d->n_plugins; i++)
+			for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
+				if (d->plugins[i]->metrics[j].enabled)
+					ktel_stream_reader__stop(d->plugins[i]->metrics[j].sr);
+		/* The window since the last pull is not lost. */
+		ktel_daemon__pull_all(d);
+		daemon_save_state(d);
+		if (d->cfg->self_enabled && d->router)
+			daemon_emit_self(d);
+	}
 	close_timers(d);
 	ktel_control__close(d->control);
 	d->control = NULL;

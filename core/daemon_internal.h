@@ -19,6 +19,7 @@
 
 struct ktel_daemon {
 	uv_loop_t *loop;
+	bool started;       /* ktel_daemon__start succeeded: a shutdown pulls */
 	struct ktel_config *cfg;
 	struct ktel_daemon_opts opts;
 	struct ktel_targets *targets;

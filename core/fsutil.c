@@ -3,9 +3,14 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
 
 int ktel_mkdir_parents(const char *path, mode_t mode)
 {
@@ -23,4 +28,20 @@ int ktel_mkdir_parents(const char *path, mode_t mode)
 	}
 	free(copy);
 	return r;
+}
+
+int ktel_dir_writable_for(const char *path, struct ktel_err *err)
+{
+	char probe[PATH_MAX];
+	int fd;
+
+	if (snprintf(probe, sizeof(probe), "%s.probe.XXXXXX", path) >= (int)sizeof(probe))
+		return ktel_err_set(err, ENAMETOOLONG, "%s: path too long", path);
+	fd = mkstemp(probe);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "%s: cannot write in its directory: %s", path,
+				    strerror(errno));
+	close(fd);
+	unlink(probe);
+	return 0;
 }

@@ -11,4 +11,13 @@
  */
 int ktel_mkdir_parents(const char *path, mode_t mode);
 
+struct ktel_err;
+
+/*
+ * Can a file at path be written the way it is saved (a temporary file in
+ * the same directory, renamed over it)? Creates and removes a probe file,
+ * leaving the directory as it was. 0, or -errno with err naming path.
+ */
+int ktel_dir_writable_for(const char *path, struct ktel_err *err);
+
 #endif /* KTEL_FSUTIL_H */

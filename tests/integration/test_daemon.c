@@ -209,6 +209,36 @@ static void test_unwritable_state_exit_2(void **state)
 
 
 /*
+ * A start that fails after plugins loaded (here: the control socket cannot be
+ * created) exits 2 and writes nothing: no records, no state file.
+ */
+static void test_failed_start_writes_nothing(void **state)
+{
+	struct sandbox sb;
+	struct stat st;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-failstart");
+	f = fopen(sb.config, "w");
+	assert_non_null(f);
+	/* A socket under a regular file (the config) can never be created. */
+	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		   " \"control_socket\": \"%s/c.sock\", \"emit_zero\": true,\n"
+		   " \"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
+		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.config, sb.out);
+	fclose(f);
+	pid = daemon_start(&sb, NULL);
+	assert_int_equal(daemon_wait(pid, 30), 2);
+	assert_true(log_wait_for(&sb, "c.sock", 1));
+	/* The sink opened (its file may exist) but got no record. */
+	assert_true(stat(sb.out, &st) != 0 || st.st_size == 0);
+	assert_int_equal(stat(sb.state, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	sandbox_cleanup(&sb);
+}
+
+/*
  * Drop plugin file src into dir with mode, the way an installer would: copy
  * under a hidden name, then rename into place.
  */
@@ -691,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_kill9_between_pulls),
 		cmocka_unit_test(test_missing_config_exit_2),
 		cmocka_unit_test(test_unwritable_state_exit_2),
+		cmocka_unit_test(test_failed_start_writes_nothing),
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
 		cmocka_unit_test(test_top_live_view),
