@@ -370,6 +370,19 @@ static int watch_socket(const struct opts *o, char *buf, size_t len)
 	return 0;
 }
 
+/* N for the stream sink's {"dropped":N} notice line, else -1. */
+static long long drop_notice(const char *line)
+{
+	json_t *j = json_loads(line, 0, NULL);
+	json_t *n = json_object_get(j, "dropped");
+	long long v = -1;
+
+	if (json_is_integer(n) && json_object_size(j) == 1)
+		v = (long long)json_integer_value(n);
+	json_decref(j);
+	return v;
+}
+
 static int run_watch(const struct opts *o, int argc, char **argv)
 {
 	char path[PATH_MAX] = "", *line;
@@ -405,10 +418,19 @@ static int run_watch(const struct opts *o, int argc, char **argv)
 		return EXIT_CONNECT;
 	}
 	while (count != 0 && (line = read_line(f))) {
-		printf("%s\n", line);
-		fflush(stdout);
+		long long dropped = drop_notice(line);
+
+		/* A notice is not a record: it neither counts nor mixes with
+		 * the records on stdout (unless --json asks for raw lines). */
+		if (dropped >= 0 && !o->json) {
+			fprintf(stderr, "ktelemetryctl: watch: %lld record%s dropped: this "
+				"subscriber fell behind\n", dropped, dropped == 1 ? "" : "s");
+		} else {
+			printf("%s\n", line);
+			fflush(stdout);
+		}
 		free(line);
-		if (count > 0)
+		if (count > 0 && dropped < 0)
 			count--;
 	}
 	fclose(f);

@@ -434,6 +434,49 @@ static void test_permission(void **state)
 	sandbox_cleanup(&r.sb);
 }
 
+/*
+ * watch: the stream sink's {"dropped":N} notice goes to stderr and does not
+ * count toward --count. A child plays the stream sink on a unix socket.
+ */
+static void test_watch_drop_notice(void **state)
+{
+	static const char lines[] = "{\"dropped\":3}\n{\"metric\":\"a\"}\n"
+				    "{\"metric\":\"b\"}\n";
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct rig r = {0};
+	int lfd, n = 0;
+	pid_t srv;
+
+	sandbox_init(&r.sb, "ctl-watch-notice");
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/w.sock", r.sb.dir);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	srv = fork();
+	if (srv == 0) {
+		int c = accept(lfd, NULL, NULL);
+
+		if (c < 0 || write(c, lines, sizeof(lines) - 1) != (ssize_t)sizeof(lines) - 1)
+			_exit(1);
+		pause(); /* keep the stream open: watch must stop on --count */
+		_exit(0);
+	}
+	close(lfd);
+	assert_int_equal(ctl(&r, false, "watch", "--socket", sa.sun_path, "--count", "2", NULL), 0);
+	kill(srv, SIGKILL);
+	waitpid(srv, NULL, 0);
+	for (const char *p = r.out; p && (p = strstr(p, "\"metric\"")); p++)
+		n++;
+	if (n != 2 || strstr(r.out, "dropped"))
+		fail_msg("stdout: %s", r.out);
+	if (!strstr(r.err, "3 records dropped"))
+		fail_msg("stderr: %s", r.err);
+	free(r.out);
+	free(r.err);
+	sandbox_cleanup(&r.sb);
+}
+
 static void test_show_and_pull(void **state)
 {
 	struct rig r;
@@ -698,6 +741,7 @@ int main(void)
 		cmocka_unit_test(test_lease_expires),
 		cmocka_unit_test(test_permission),
 		cmocka_unit_test(test_show_and_pull),
+		cmocka_unit_test(test_watch_drop_notice),
 		cmocka_unit_test(test_protocol_limits),
 		cmocka_unit_test(test_socket_path_rules),
 		cmocka_unit_test(test_inspect_plugins),
