@@ -120,6 +120,79 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 	})
 
 /*
+ * Starts kept in task local storage, for start/end pairs that belong to one
+ * task (ours: Android's header has no such macros). Unlike a start map keyed
+ * by tid they never insert or delete on the event path: the u64
+ * slot is created once per task, written at the start, read and set to 0 at
+ * the end (0 means "no start"; bpf_ktime_get_ns() is never 0), and freed by
+ * the kernel when the task exits, so no LRU or max_entries is needed and a
+ * reused tid never inherits a stale start. docs/benchmarks.md "Per-event
+ * overhead" measures the difference (config t against c). Task storage is
+ * available to tp_btf programs on every kernel we support (6.1+); task is a
+ * BTF task_struct pointer (a tp_btf argument or bpf_get_current_task_btf()).
+ */
+#define KTEL_DEFINE_TASK_START_MAP(name)                                       \
+	struct {                                                               \
+		__uint(type, BPF_MAP_TYPE_TASK_STORAGE);                       \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__type(key, int);                                              \
+		__type(value, __u64);                                          \
+	} name SEC(".maps")
+
+/* task's start slot, created when missing; NULL when it cannot be. */
+#define ktel_task_start_slot(map, task)                                        \
+	((__u64 *)bpf_task_storage_get(&(map), (task), NULL,                   \
+				       BPF_LOCAL_STORAGE_GET_F_CREATE))
+
+/*
+ * Save the current time as task's start, replacing any saved one (the
+ * SAVE_START_TIME rule: for events that cannot nest). 0, or -1 when the
+ * kernel could not give the task a slot (no memory, or a task storage call
+ * already running on this CPU).
+ */
+#define KTEL_TASK_SAVE_START(map, task)                                        \
+	({                                                                     \
+		__u64 *__ktel_slot = ktel_task_start_slot(map, task);          \
+		if (__ktel_slot)                                               \
+			*__ktel_slot = bpf_ktime_get_ns();                     \
+		__ktel_slot ? 0 : -1;                                          \
+	})
+
+/* Save task's start unless one is saved (the SAVE_FIRST_START_TIME rule). */
+#define KTEL_TASK_SAVE_FIRST_START(map, task)                                  \
+	({                                                                     \
+		__u64 *__ktel_slot = ktel_task_start_slot(map, task);          \
+		if (__ktel_slot && !*__ktel_slot)                              \
+			*__ktel_slot = bpf_ktime_get_ns();                     \
+		__ktel_slot ? 0 : -1;                                          \
+	})
+
+/*
+ * GET_LATENCY_BUCKET for a task start: bucket of the microseconds since the
+ * start saved for task, which is cleared (set to 0, the slot kept for the
+ * next start). BPF_TELEMETRY_INVALID_BUCKET when no start is saved (never
+ * creates a slot) or the clock went backwards (counted in
+ * ktel_invalid_durations).
+ */
+#define KTEL_TASK_LATENCY_BUCKET(map, task)                                    \
+	({                                                                     \
+		__u32 __ktel_bucket = BPF_TELEMETRY_INVALID_BUCKET;            \
+		__u64 *__ktel_slot = (__u64 *)bpf_task_storage_get(            \
+			&(map), (task), NULL, 0);                              \
+		if (__ktel_slot && *__ktel_slot) {                             \
+			__u64 __ktel_begin = *__ktel_slot;                     \
+			__u64 __ktel_end = bpf_ktime_get_ns();                 \
+			*__ktel_slot = 0;                                      \
+			if (__ktel_end >= __ktel_begin)                        \
+				__ktel_bucket = GET_BUCKET(                    \
+					(__ktel_end - __ktel_begin) / 1000);   \
+			else                                                   \
+				__sync_fetch_and_add(&ktel_invalid_durations, 1); \
+		}                                                              \
+		__ktel_bucket;                                                 \
+	})
+
+/*
  * Return the histogram for key, creating a zeroed one when missing. Works for
  * any value type whose first member is the bucket array.
  */

@@ -50,6 +50,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
 	BPF_MAP_TYPE_LPM_TRIE = 11,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
 
 /* UAPI: update flags and map flags. */
@@ -69,6 +70,11 @@ enum {
 enum {
 	BPF_RB_NO_WAKEUP = (1ULL << 0),
 	BPF_RB_FORCE_WAKEUP = (1ULL << 1),
+};
+
+/* UAPI: flags of bpf_task_storage_get() and the other local storage getters. */
+enum {
+	BPF_LOCAL_STORAGE_GET_F_CREATE = (1ULL << 0),
 };
 
 #define BPF_F_CURRENT_CPU 0xffffffffULL

@@ -18,22 +18,18 @@
 
 /* Enough for the CPUs of large servers; CPUs beyond are not recorded. */
 #define RUNQ_MAX_CPUS 1024
-#define RUNQ_MAX_TASKS 16384
 
 struct runq_key {
 	__u32 cpu;
 };
 
 /*
- * Task id -> time it became runnable (ns). LRU: a task that exits while
- * runnable never switches in, and its entry must not hold a slot forever.
+ * Time each task became runnable (ns), in task local storage: this runs on
+ * every wakeup and context switch, and a start kept in the task costs no
+ * hash insert and delete per event (docs/benchmarks.md, finding 1). A task
+ * that exits while runnable takes its start with it.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, RUNQ_MAX_TASKS);
-	__type(key, __u32);
-	__type(value, __u64);
-} runq_start_map SEC(".maps");
+KTEL_DEFINE_TASK_START_MAP(runq_start_map);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -42,14 +38,12 @@ struct {
 	__type(value, struct accumulator_value);
 } runq_latency_map SEC(".maps");
 
-static __always_inline void runq_enqueue(__u32 tid)
+static __always_inline void runq_enqueue(struct task_struct *p)
 {
-	__u64 now = bpf_ktime_get_ns();
-
-	if (!tid) /* the idle task never waits */
+	if (!BPF_CORE_READ(p, pid)) /* the idle task never waits */
 		return;
 	/* The latest wakeup counts: a later one restarts the wait. */
-	bpf_map_update_elem(&runq_start_map, &tid, &now, BPF_ANY);
+	KTEL_TASK_SAVE_START(runq_start_map, p);
 }
 
 /* sched_wakeup(struct task_struct *p) */
@@ -58,7 +52,7 @@ int runq_wakeup(__u64 *ctx)
 {
 	struct task_struct *p = (struct task_struct *)ctx[0];
 
-	runq_enqueue((__u32)BPF_CORE_READ(p, pid));
+	runq_enqueue(p);
 	return 0;
 }
 
@@ -68,7 +62,7 @@ int runq_wakeup_new(__u64 *ctx)
 {
 	struct task_struct *p = (struct task_struct *)ctx[0];
 
-	runq_enqueue((__u32)BPF_CORE_READ(p, pid));
+	runq_enqueue(p);
 	return 0;
 }
 
@@ -81,14 +75,13 @@ int runq_switch(__u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = (unsigned int)ctx[3];
 	struct runq_key key = {.cpu = bpf_get_smp_processor_id()};
-	__u32 tid, bucket;
+	__u32 bucket;
 
 	if (prev_state == KTEL_TASK_RUNNING)
-		runq_enqueue((__u32)BPF_CORE_READ(prev, pid));
-	tid = (__u32)BPF_CORE_READ(next, pid);
-	if (!tid)
+		runq_enqueue(prev);
+	if (!BPF_CORE_READ(next, pid))
 		return 0;
-	bucket = GET_LATENCY_BUCKET(runq_start_map, &tid);
+	bucket = KTEL_TASK_LATENCY_BUCKET(runq_start_map, next);
 	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
 		return 0;
 	INCREMENT_ACCUMULATOR(runq_latency_map, &key, bucket);

@@ -2,8 +2,9 @@
 /*
  * bpf_telemetry.h logic, compiled for the host: GET_BUCKET against the
  * project's histogram convention (an independent oracle written from the
- * definition, not from the implementation) and get_process_state for every
- * Android ProcessList value.
+ * definition, not from the implementation), get_process_state for every
+ * Android ProcessList value, and the task-storage start macros against a fake
+ * bpf_task_storage_get and clock.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,67 @@
 #include <linux/types.h>
 #define KTEL_KERNEL_TYPES_H /* host build: types come from the UAPI headers */
 #include <bpf_telemetry.h>
+
+/*
+ * The KTEL_TASK_* macros expand where they are used, so these names, defined
+ * after the header, route their helper calls to the fakes below. A fake task
+ * is one u64 slot that exists once created, like a task storage element.
+ */
+struct fake_task {
+	bool has_slot;
+	__u64 slot;
+};
+
+static __u64 fake_now;
+static __u64 last_get_flags;
+static bool storage_unavailable; /* bpf_task_storage_get returns NULL */
+
+static void *fake_task_storage_get(void *map, struct task_struct *task, void *value,
+				   __u64 flags)
+{
+	struct fake_task *t = (struct fake_task *)task;
+
+	(void)map;
+	(void)value;
+	last_get_flags = flags;
+	if (storage_unavailable)
+		return NULL;
+	if (!t->has_slot && (flags & BPF_LOCAL_STORAGE_GET_F_CREATE))
+		t->has_slot = true;
+	return t->has_slot ? &t->slot : NULL;
+}
+
+/* Unused unless a macro deletes: then it fails the test. */
+__attribute__((unused)) static long fake_task_storage_delete(void *map, struct task_struct *task)
+{
+	(void)map;
+	(void)task;
+	fail_msg("the task start macros must clear the slot, never delete it");
+	return 0;
+}
+
+static __u64 fake_ktime_get_ns(void)
+{
+	return fake_now;
+}
+
+#define bpf_task_storage_get fake_task_storage_get
+#define bpf_task_storage_delete fake_task_storage_delete
+#define bpf_ktime_get_ns fake_ktime_get_ns
+
+KTEL_DEFINE_TASK_START_MAP(task_start);
+
+#define TASK(t) ((struct task_struct *)(t))
+
+static int reset_fakes(void **state)
+{
+	(void)state;
+	fake_now = 1000000;
+	last_get_flags = ~0ULL;
+	storage_unavailable = false;
+	ktel_invalid_durations = 0;
+	return 0;
+}
 
 /* Bucket by the definition: 0 for v <= 1; k for 2^(k-1) < v <= 2^k; 31 above 2^30. */
 static uint32_t oracle_bucket(uint64_t v)
@@ -119,6 +181,87 @@ static void test_process_state_numbering(void **state)
 	assert_int_equal(STATE_CACHED, 8);
 }
 
+static void test_task_start_map_shape(void **state)
+{
+	/* bpf_helpers.h encodes __uint(name, v) as a pointer to an array of v. */
+	assert_int_equal(sizeof(*task_start.type), BPF_MAP_TYPE_TASK_STORAGE * sizeof(int));
+	assert_int_equal(sizeof(*task_start.map_flags), BPF_F_NO_PREALLOC * sizeof(int));
+	assert_int_equal(sizeof(*task_start.value), sizeof(__u64));
+}
+
+static void test_task_latency_bucket(void **state)
+{
+	struct fake_task t = {};
+
+	assert_int_equal(KTEL_TASK_SAVE_START(task_start, TASK(&t)), 0);
+	assert_true(last_get_flags & BPF_LOCAL_STORAGE_GET_F_CREATE);
+	assert_int_equal(t.slot, 1000000);
+	fake_now += 5000; /* 5 us: (4, 8] is bucket 3 */
+	assert_int_equal(KTEL_TASK_LATENCY_BUCKET(task_start, TASK(&t)), 3);
+	/* Cleared in place, the slot kept for the next start. */
+	assert_true(t.has_slot);
+	assert_int_equal(t.slot, 0);
+	assert_int_equal(ktel_invalid_durations, 0);
+	/* The start was consumed: a second end has nothing to measure. */
+	fake_now += 5000;
+	assert_int_equal(KTEL_TASK_LATENCY_BUCKET(task_start, TASK(&t)),
+			 BPF_TELEMETRY_INVALID_BUCKET);
+}
+
+static void test_task_latency_no_start(void **state)
+{
+	struct fake_task t = {};
+
+	assert_int_equal(KTEL_TASK_LATENCY_BUCKET(task_start, TASK(&t)),
+			 BPF_TELEMETRY_INVALID_BUCKET);
+	/* The end never creates a slot for a task that has none. */
+	assert_int_equal(last_get_flags, 0);
+	assert_false(t.has_slot);
+	assert_int_equal(ktel_invalid_durations, 0);
+}
+
+static void test_task_latency_backwards(void **state)
+{
+	struct fake_task t = {};
+
+	KTEL_TASK_SAVE_START(task_start, TASK(&t));
+	fake_now -= 1;
+	assert_int_equal(KTEL_TASK_LATENCY_BUCKET(task_start, TASK(&t)),
+			 BPF_TELEMETRY_INVALID_BUCKET);
+	assert_int_equal(ktel_invalid_durations, 1);
+	assert_int_equal(t.slot, 0);
+}
+
+static void test_task_save_rules(void **state)
+{
+	struct fake_task t = {};
+
+	/* SAVE_START: the latest start wins. */
+	KTEL_TASK_SAVE_START(task_start, TASK(&t));
+	fake_now += 7000;
+	KTEL_TASK_SAVE_START(task_start, TASK(&t));
+	assert_int_equal(t.slot, 1007000);
+	/* SAVE_FIRST_START: an existing start is kept... */
+	fake_now += 7000;
+	assert_int_equal(KTEL_TASK_SAVE_FIRST_START(task_start, TASK(&t)), 0);
+	assert_int_equal(t.slot, 1007000);
+	/* ...and a cleared one (0) is replaced. */
+	t.slot = 0;
+	KTEL_TASK_SAVE_FIRST_START(task_start, TASK(&t));
+	assert_int_equal(t.slot, 1014000);
+}
+
+static void test_task_storage_unavailable(void **state)
+{
+	struct fake_task t = {};
+
+	storage_unavailable = true;
+	assert_int_equal(KTEL_TASK_SAVE_START(task_start, TASK(&t)), -1);
+	assert_int_equal(KTEL_TASK_SAVE_FIRST_START(task_start, TASK(&t)), -1);
+	assert_int_equal(KTEL_TASK_LATENCY_BUCKET(task_start, TASK(&t)),
+			 BPF_TELEMETRY_INVALID_BUCKET);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -127,6 +270,12 @@ int main(void)
 		cmocka_unit_test(test_bucket_upper_inclusive),
 		cmocka_unit_test(test_process_state),
 		cmocka_unit_test(test_process_state_numbering),
+		cmocka_unit_test(test_task_start_map_shape),
+		cmocka_unit_test_setup(test_task_latency_bucket, reset_fakes),
+		cmocka_unit_test_setup(test_task_latency_no_start, reset_fakes),
+		cmocka_unit_test_setup(test_task_latency_backwards, reset_fakes),
+		cmocka_unit_test_setup(test_task_save_rules, reset_fakes),
+		cmocka_unit_test_setup(test_task_storage_unavailable, reset_fakes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
