@@ -281,13 +281,24 @@ static bool uid_in_group(uid_t uid, gid_t group)
 	return found;
 }
 
-int ktel_control_peer_check(uid_t uid, gid_t gid, gid_t group, struct ktel_err *err)
+static bool gid_in(const gid_t *groups, int n, gid_t group)
+{
+	for (int i = 0; i < n; i++)
+		if (groups[i] == group)
+			return true;
+	return false;
+}
+
+int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_groups,
+			    gid_t group, struct ktel_err *err)
 {
 	char name[256];
+	bool member;
 
 	if (uid == 0)
 		return 0;
-	if (group != (gid_t)-1 && (gid == group || uid_in_group(uid, group)))
+	member = n_groups >= 0 ? gid_in(groups, n_groups, group) : uid_in_group(uid, group);
+	if (group != (gid_t)-1 && (gid == group || member))
 		return 0;
 	group_label(group, name, sizeof(name));
 	return ktel_err_set(err, EACCES, "permission denied: uid %u is neither root nor in group %s",
@@ -968,11 +979,42 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 }
 
 /* Admit or refuse a freshly accepted client. */
+/*
+ * The connecting process's supplementary groups (SO_PEERGROUPS, Linux 4.13)
+ * in a new array *ret: how many, or -1 (*ret NULL) when the kernel cannot
+ * say. ERANGE tells the size needed; it is bounded like getgrouplist's.
+ */
+static int peer_groups(int fd, gid_t **ret)
+{
+	socklen_t len = 64 * sizeof(gid_t), want;
+	gid_t *g = NULL, *bigger;
+
+	for (;;) {
+		bigger = realloc(g, len);
+		if (!bigger)
+			break;
+		g = bigger;
+		want = len;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &want) == 0) {
+			*ret = g;
+			return (int)(want / sizeof(gid_t));
+		}
+		if (errno != ERANGE || want <= len || want > MAX_GROUPS * sizeof(gid_t))
+			break;
+		len = want;
+	}
+	free(g);
+	*ret = NULL;
+	return -1;
+}
+
 static void admit(struct ktel_control *c, struct client *cl)
 {
+	gid_t *groups = NULL;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct ktel_err err;
+	int n_groups, r;
 	uv_os_fd_t fd;
 
 	if (c->stats.clients > KTEL_CONTROL_MAX_CLIENTS) {
@@ -987,7 +1029,10 @@ static void admit(struct ktel_control *c, struct client *cl)
 		close_client(cl);
 		return;
 	}
-	if (ktel_control_peer_check(cred.uid, cred.gid, c->gid, &err)) {
+	n_groups = peer_groups(fd, &groups);
+	r = ktel_control_peer_check(cred.uid, cred.gid, groups, n_groups, c->gid, &err);
+	free(groups);
+	if (r) {
 		c->stats.denied++;
 		refuse(cl, KTEL_CTL_E_DENIED, err.msg);
 		return;

@@ -148,12 +148,15 @@ char *ktel_control_dump_line(const json_t *resp, size_t *ret_len);
 json_t *ktel_control_record_json(const struct ktel_record *r);
 
 /*
- * May a peer with uid and (effective) gid use a socket of group `group`?
- * 0 for uid 0, for gid == group and for a uid whose primary or supplementary
- * groups (getgrouplist of its user name) contain group; otherwise -EACCES
- * with err "permission denied: uid N is neither root nor in group G"
- * (G: the group's name, or its number when it has none).
+ * May a peer with uid, (effective) gid and supplementary groups[0..n_groups)
+ * use a socket of group `group`? 0 for uid 0, for gid == group and for a
+ * peer whose supplementary groups contain group; otherwise -EACCES with err
+ * "permission denied: uid N is neither root nor in group G" (G: the group's
+ * name, or its number when it has none). The groups are the connecting
+ * process's own (SO_PEERGROUPS); n_groups < 0 means the kernel could not
+ * say, and the user database (getgrouplist of uid's name) is asked instead.
  */
-int ktel_control_peer_check(uid_t uid, gid_t gid, gid_t group, struct ktel_err *err);
+int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_groups,
+			    gid_t group, struct ktel_err *err);
 
 #endif /* KTEL_CONTROL_H */

@@ -430,6 +430,25 @@ static void test_permission(void **state)
 	if (ctl(&r, true, "--socket", r.sock2, "list", NULL) != 0)
 		fail_msg("nobody in group nogroup refused: %s", r.err);
 	assert_non_null(strstr(r.out, METRIC));
+	/* A uid the user database does not know, holding nogroup only as a
+	 * supplementary group of its process: the kernel's SO_PEERGROUPS
+	 * says so and it is admitted. */
+	{
+		const gid_t supp[] = {NOBODY};
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			int devnull = open("/dev/null", O_WRONLY);
+
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+			if (setgroups(1, supp) || setgid(4242) || setuid(4242))
+				_exit(126);
+			execl(CTL_BIN, CTL_BIN, "--socket", r.sock2, "list", (char *)NULL);
+			_exit(127);
+		}
+		assert_int_equal(daemon_wait(pid, 30), 0);
+	}
 	rig_stop(&r);
 	sandbox_cleanup(&r.sb);
 }

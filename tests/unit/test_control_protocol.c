@@ -251,24 +251,33 @@ static void test_record_json(void **state)
 
 static void test_peer_check(void **state)
 {
+	const gid_t held[] = {777, 65534};
+	const gid_t other[] = {4321};
 	struct ktel_err err = {0};
 
-	assert_int_equal(ktel_control_peer_check(0, 1234, 0, &err), 0);
+	assert_int_equal(ktel_control_peer_check(0, 1234, NULL, 0, 0, &err), 0);
 	/* nobody: uid 65534, primary group nogroup (65534). */
-	assert_int_equal(ktel_control_peer_check(65534, 65534, 0, &err), -EACCES);
+	assert_int_equal(ktel_control_peer_check(65534, 65534, NULL, 0, 0, &err), -EACCES);
 	assert_string_equal(err.msg, "permission denied: uid 65534 is neither root nor in group "
 				     "root");
 	/* Its process gid is the group. */
-	assert_int_equal(ktel_control_peer_check(65534, 65534, 65534, &err), 0);
-	/* Its passwd primary group is the group, whatever its process gid. */
-	assert_int_equal(ktel_control_peer_check(65534, 4321, 65534, &err), 0);
+	assert_int_equal(ktel_control_peer_check(65534, 65534, NULL, 0, 65534, &err), 0);
+	/* The process holds the group among its supplementary groups, whatever
+	 * the user database says (uid 4242 has no passwd entry). */
+	assert_int_equal(ktel_control_peer_check(4242, 4242, held, 2, 65534, &err), 0);
+	/* The process does not hold it, though its passwd primary group is it:
+	 * what the process holds decides. */
+	assert_int_equal(ktel_control_peer_check(65534, 4321, other, 1, 65534, &err), -EACCES);
+	/* The kernel could not say (n < 0): the user database decides. */
+	assert_int_equal(ktel_control_peer_check(65534, 4321, NULL, -1, 65534, &err), 0);
 	/* A group without a name is shown by number; an unknown uid is no member. */
-	assert_int_equal(ktel_control_peer_check(4242, 4242, 54321, &err), -EACCES);
+	assert_int_equal(ktel_control_peer_check(4242, 4242, NULL, -1, 54321, &err), -EACCES);
 	assert_string_equal(err.msg, "permission denied: uid 4242 is neither root nor in group "
 				     "54321");
 }
 
-/* A supplementary member (from /etc/group) is admitted. */
+/* Without the process's groups, a supplementary member (from /etc/group) is
+ * admitted through the user database. */
 static void test_peer_check_supplementary(void **state)
 {
 	struct group *g;
@@ -282,8 +291,8 @@ static void test_peer_check_supplementary(void **state)
 
 			if (!pw || pw->pw_uid == 0 || pw->pw_gid == g->gr_gid)
 				continue;
-			assert_int_equal(ktel_control_peer_check(pw->pw_uid, pw->pw_gid, g->gr_gid,
-								 &err), 0);
+			assert_int_equal(ktel_control_peer_check(pw->pw_uid, pw->pw_gid, NULL, -1,
+								 g->gr_gid, &err), 0);
 			tested = true;
 		}
 	}
