@@ -312,6 +312,23 @@ static int variant_of(const struct ktel_prog_variant *variants, uint32_t n_varia
 }
 
 /*
+ * The program of variant v when v is an entry of group, else -1. A program
+ * listed twice keeps its first entry's verdict: later entries are not its.
+ */
+static int group_entry(const struct ktel_prog_variant *variants, uint32_t n_variants, uint32_t v,
+		       const char *group, const struct ktel_prog_choice *progs, size_t n_progs)
+{
+	int i;
+
+	if (!variants[v].group || strcmp(variants[v].group, group) != 0)
+		return -1;
+	i = find_prog(progs, n_progs, variants[v].prog);
+	if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
+		return -1;
+	return i;
+}
+
+/*
  * Pick the winner of group; mark the losers. A program whose target is
  * missing already carries the reason; an empty reason means it is present.
  */
@@ -324,11 +341,8 @@ static void choose_group(const struct ktel_prog_variant *variants, uint32_t n_va
 	int i;
 
 	for (v = 0; v < n_variants; v++) {
-		if (!variants[v].group || strcmp(variants[v].group, group) != 0)
-			continue;
-		i = find_prog(progs, n_progs, variants[v].prog);
-		/* A program listed twice keeps its first entry's verdict. */
-		if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
+		i = group_entry(variants, n_variants, v, group, progs, n_progs);
+		if (i < 0)
 			continue;
 		p = &progs[i];
 		if (p->reason[0])
@@ -400,10 +414,8 @@ static bool group_met(const struct ktel_prog_variant *variants, uint32_t n_varia
 
 	used = (size_t)snprintf(clause, len, "variant group %s: no usable variant (", group);
 	for (v = 0; v < n_variants; v++) {
-		if (!variants[v].group || strcmp(variants[v].group, group) != 0)
-			continue;
-		i = find_prog(progs, n_progs, variants[v].prog);
-		if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
+		i = group_entry(variants, n_variants, v, group, progs, n_progs);
+		if (i < 0)
 			continue;
 		if (progs[i].selected)
 			return true;
