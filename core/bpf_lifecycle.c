@@ -174,6 +174,18 @@ static int make_dirs(const char *pin_root, size_t from, struct ktel_err *err)
 	return 0;
 }
 
+/* Is dir the root of its mount (its parent is on another device)? */
+static bool is_mount_root(const char *dir)
+{
+	char parent[PATH_MAX];
+	struct stat st, pst;
+
+	if (snprintf(parent, sizeof(parent), "%s/..", dir) >= (int)sizeof(parent) ||
+	    stat(dir, &st) != 0 || stat(parent, &pst) != 0)
+		return false;
+	return st.st_dev != pst.st_dev || st.st_ino == pst.st_ino;
+}
+
 int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err)
 {
 	char ancestor[PATH_MAX];
@@ -197,6 +209,13 @@ int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err)
 		return ktel_err_set(err, ENOTDIR, "pin root %s: not a directory", pin_root);
 	if (!on_bpffs(pin_root))
 		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem", pin_root);
+	/* The mount's own root is every BPF user's: its mode and group are
+	 * not ours to set. */
+	if (is_mount_root(pin_root))
+		return ktel_err_set(err, EINVAL, "pin root %s is the root of a bpf filesystem, "
+				    "shared with every other BPF user: use a directory below it "
+				    "(such as %s/kernelstats)", pin_root,
+				    strcmp(pin_root, "/") ? pin_root : "");
 	/* An existing pin root is ours too: mkdir's mode is subject to umask. */
 	if (chmod(pin_root, KTEL_PIN_DIR_MODE) != 0)
 		return ktel_err_set(err, errno, "pin root %s: chmod 0750: %s", pin_root,

@@ -136,6 +136,17 @@ static void test_pin_root(void **state)
 	assert_int_equal(ktel_bpffs_ensure("/tmp/ktel-not-bpffs", (gid_t)-1, &err), -ENOTSUP);
 	assert_string_equal(err.msg, "pin root /tmp/ktel-not-bpffs is not on a bpf filesystem");
 	assert_int_equal(ktel_bpffs_ensure("relative/root", (gid_t)-1, &err), -EINVAL);
+	/* The mount's root is every BPF user's: refused, its mode untouched. */
+	{
+		struct stat before, after;
+
+		assert_int_equal(stat("/sys/fs/bpf", &before), 0);
+		assert_int_equal(ktel_bpffs_ensure("/sys/fs/bpf", TEST_GID, &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "is the root of a bpf filesystem"));
+		assert_int_equal(stat("/sys/fs/bpf", &after), 0);
+		assert_int_equal(before.st_mode, after.st_mode);
+		assert_int_equal(before.st_gid, after.st_gid);
+	}
 }
 
 /*
