@@ -61,7 +61,7 @@ static const struct ktel_cfg_key top_keys[] = {
 	 .doc = "Directories searched for `*.so` metric plugins, in order. Every file and "
 		"parent directory must be root-owned and not group/world-writable."},
 	{"pin_root", KTEL_CFG_STRING, .default_text = "/sys/fs/bpf/kernelstats",
-	 .doc = "bpffs directory where accumulator maps are pinned as map_<object>_<map>."},
+	 .doc = "bpffs directory where accumulator maps are pinned as map_<object>_<map>; below the mount point, not the mount point itself."},
 	{"pin_group", KTEL_CFG_GROUP, .default_text = "root",
 	 .doc = "Group owning the pin directory (0750) and pinned maps (0640)."},
 	{"state_file", KTEL_CFG_STRING, .default_text = "/var/lib/ktelemetry/state.bin",
