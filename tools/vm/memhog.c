@@ -6,10 +6,13 @@
  *
  * Sets its own oom_score_adj (so the OOM killer picks it, not the daemon,
  * and so DirectReclaimLatency has a known process_state label), then maps
- * and touches MIB MiB of anonymous memory 1 MiB at a time. The guest has no
- * swap: once free memory runs out, allocations wake kswapd and enter direct
- * reclaim, and in the end the OOM killer ends this process. It exits 0 if it
- * ever gets all MIB MiB (then the guest had more memory than asked for).
+ * and touches MIB MiB of anonymous memory 1 MiB at a time. The guest swaps
+ * to 64 MiB of zram (tools/vm/init): once free memory runs out, allocations
+ * wake kswapd and enter direct reclaim, which moves anonymous pages to zram;
+ * with MIB larger than RAM plus swap the OOM killer ends this process in the
+ * end. Inside a memory cgroup with a limit below MIB (and swap left) it is
+ * memcg reclaim instead, and the hog finishes. It exits 0 if it ever gets all
+ * MIB MiB.
  */
 #include <stdio.h>
 #include <stdlib.h>
