@@ -441,9 +441,11 @@ static void close_timers(struct ktel_daemon *d)
 		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
 			struct ktel_metric *m = &d->plugins[i]->metrics[j];
 
-			/* The last events go to the sinks before they close; the
-			 * reader frees itself when the loop closes its handle. */
-			ktel_stream_reader__stop(m->sr);
+			/* The last events go to the sinks before they close (not
+			 * after a failed start: it writes nothing); the reader
+			 * frees itself when the loop closes its handle. */
+			if (d->started)
+				ktel_stream_reader__stop(m->sr);
 			ktel_stream_reader__free(m->sr);
 			m->sr = NULL;
 			if (!m->timers_init)

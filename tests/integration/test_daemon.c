@@ -225,6 +225,8 @@ static void test_failed_start_writes_nothing(void **state)
 	/* A socket under a regular file (the config) can never be created. */
 	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
 		   " \"control_socket\": \"%s/c.sock\", \"emit_zero\": true,\n"
+		   /* a stream with events in its ring before the start fails */
+		   " \"metrics\": {\"runq_stall_events\": {\"params\": {\"threshold_us\": 0}}},\n"
 		   " \"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
 		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.config, sb.out);
 	fclose(f);
