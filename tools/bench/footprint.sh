@@ -7,9 +7,10 @@
 #                    RSS, CPU time (utime+stime) and context switches per pull
 #   footprint.sh [-b BUILD_DIR] flat [PULLS]     100 ms pulls: RSS at pull 10,
 #                    100 and PULLS (1000): memory must stay flat
-#   footprint.sh [-b BUILD_DIR] trigger          1 s pulls, bpf_stats on, each
-#                    tools/trigger subcommand in turn: daemon CPU, and every
-#                    daemon program's run_cnt / run_time_ns (body-only time)
+#   footprint.sh [-b BUILD_DIR] trigger [SUB...] 1 s pulls, bpf_stats on, each
+#                    tools/trigger subcommand in turn (or only SUB...): daemon
+#                    CPU, and every daemon program's run_cnt / run_time_ns
+#                    (body-only time)
 #   footprint.sh [-b BUILD_DIR] all              the three above
 #
 # Needs root. The daemon gets its own pin root (/sys/fs/bpf/ktel-bench-<pid>),
@@ -153,7 +154,8 @@ print(p["id"], p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
 }
 
 cmd_trigger() {
-	local sub a b t0 t1 before after
+	local sub a b t0 t1 before after subs=("$@")
+	[ ${#subs[@]} -gt 0 ] || subs=(compaction memcg-reclaim runq blockio oom)
 	command -v bpftool >/dev/null || die "bpftool is needed (Debian package bpftool)"
 	STATS_SAVED=$(cat /proc/sys/kernel/bpf_stats_enabled)
 	echo 1 >/proc/sys/kernel/bpf_stats_enabled
@@ -162,7 +164,7 @@ cmd_trigger() {
 	echo "trigger: 1 s pulls, bpf_stats on; per tools/trigger subcommand: daemon CPU and"
 	echo "each daemon program's runs and run_time_ns/run_cnt (BODY ONLY: bpf_stats times"
 	echo "the program body, not the dispatch - add the floor from ktel-bench-overhead)"
-	for sub in compaction memcg-reclaim runq blockio oom; do
+	for sub in "${subs[@]}"; do
 		before=$(prog_stats)
 		read -r -a a <<<"$(sample)"
 		t0=$(date +%s%N)
@@ -203,7 +205,7 @@ echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /p
 case ${1:-all} in
 idle) cmd_idle "${2:-60}" ;;
 flat) cmd_flat "${2:-1000}" ;;
-trigger) cmd_trigger ;;
+trigger) shift; cmd_trigger "$@" ;;
 all) cmd_idle 60; cmd_flat 1000; cmd_trigger ;;
 *) die "unknown mode '$1' (idle, flat, trigger, all)" ;;
 esac

@@ -16,6 +16,9 @@
  *             bucket of the elapsed microseconds (GET_LATENCY_BUCKET) added to
  *             a histogram (INCREMENT_ACCUMULATOR). Filtered on the benchmark's
  *             tgid, exactly like the bpftrace one-liner's /pid == X/.
+ *   task_*    acc_* with the start in task local storage through the
+ *             bpf_telemetry.h macros (KTEL_TASK_SAVE_FIRST_START and
+ *             KTEL_TASK_LATENCY_BUCKET): the shape runq_latency now uses.
  *   x_*       variants of acc_* (tp_btf only) that show where its time goes:
  *             x_start  the start map alone (no histogram update);
  *             x_inpl   start kept in place: the hash entry per tid is
@@ -75,17 +78,7 @@ static __always_inline int acc_exit(void)
 	return 0;
 }
 
-/* Not in ktel_kernel_types.h: UAPI values, stable. */
-#define BENCH_MAP_TYPE_TASK_STORAGE 29
-#define BENCH_F_NO_PREALLOC 1
-#define BENCH_STORAGE_GET_F_CREATE 1
-
-struct {
-	__uint(type, BENCH_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BENCH_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u64);
-} task_start SEC(".maps");
+KTEL_DEFINE_TASK_START_MAP(task_start);
 
 static __always_inline bool is_target(void)
 {
@@ -163,7 +156,7 @@ int x_task_enter(void *ctx)
 	if (!is_target())
 		return 0;
 	start = bpf_task_storage_get(&task_start, bpf_get_current_task_btf(), NULL,
-				     BENCH_STORAGE_GET_F_CREATE);
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (start && !*start)
 		*start = bpf_ktime_get_ns();
 	return 0;
@@ -182,6 +175,30 @@ int x_task_exit(void *ctx)
 	begin = *start;
 	*start = 0;
 	hist_add(begin);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int task_btf_enter(void *ctx)
+{
+	if (!is_target())
+		return 0;
+	KTEL_TASK_SAVE_FIRST_START(task_start, bpf_get_current_task_btf());
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int task_btf_exit(void *ctx)
+{
+	struct acc_key key = {};
+	__u32 bucket;
+
+	if (!is_target())
+		return 0;
+	bucket = KTEL_TASK_LATENCY_BUCKET(task_start, bpf_get_current_task_btf());
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return 0;
+	INCREMENT_ACCUMULATOR(acc_map, &key, bucket);
 	return 0;
 }
 

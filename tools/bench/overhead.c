@@ -14,6 +14,10 @@
  *   d  bpftrace hist() on the same hooks      classic tracepoints: bpftrace
  *                                             0.17 has no raw tracepoints
  *   e  c with bpf_stats (BPF_ENABLE_STATS) on and off
+ *   t  c with the start in task local storage  the KTEL_TASK_* macros of
+ *                                             bpf_telemetry.h (runq_latency);
+ *                                             te: t with bpf_stats on
+ * -C b2,c,t runs only the configs named.
  * Every attached run is paired with a baseline run just before it (bpftrace,
  * which starts in seconds, gets a block of baseline runs before and after);
  * "added" is run minus baseline, in ns per loop iteration. Each iteration is
@@ -72,6 +76,10 @@ static struct config configs[] = {
 	 .progs = {"acc_btf_enter", "acc_btf_exit"}},
 	{.id = "e", .what = "ours, tp_btf enter + exit, bpf_stats on", .kind = K_PROGS,
 	 .progs = {"acc_btf_enter", "acc_btf_exit"}, .bpf_stats = true},
+	{.id = "t", .what = "ours, task storage start (KTEL_TASK_*), tp_btf", .kind = K_PROGS,
+	 .progs = {"task_btf_enter", "task_btf_exit"}},
+	{.id = "te", .what = "t with bpf_stats on", .kind = K_PROGS,
+	 .progs = {"task_btf_enter", "task_btf_exit"}, .bpf_stats = true},
 	{.id = "b2tp", .what = "empty tracepoint enter + exit (floor)", .kind = K_PROGS,
 	 .progs = {"empty_tp_enter", "empty_tp_exit"}},
 	{.id = "ctp", .what = "ours, tracepoint enter + exit", .kind = K_PROGS,
@@ -93,6 +101,7 @@ static int runs = 11;
 static int cpu = -1;
 static const char *bpftrace_bin = "bpftrace";
 static const char *obj_path = KTEL_BENCH_OVERHEAD_OBJ;
+static const char *only; /* -C: comma-separated config ids to run, or all */
 static int saved_stats = -1;
 
 static int read_stats_sysctl(void)
@@ -394,6 +403,26 @@ static struct config *find_config(const char *id)
 	return NULL;
 }
 
+/* Whether -C names c (all configs run without -C). */
+static bool selected(const struct config *c)
+{
+	size_t len = strlen(c->id);
+	const char *p = only;
+
+	if (!only)
+		return true;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n == len && !strncmp(p, c->id, len))
+			return true;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return false;
+}
+
 static double added_median(const struct config *c)
 {
 	double med, lo, hi;
@@ -453,6 +482,8 @@ static void print_results(void)
 	}
 	printf("\nratios of added ns (medians):\n");
 	print_ratio("ours / floor (tp_btf)", "c", "b2");
+	print_ratio("task storage / floor (tp_btf)", "t", "b2");
+	print_ratio("task storage / hash start (ours)", "t", "c");
 	print_ratio("ours / floor (tracepoint)", "ctp", "b2tp");
 	print_ratio("ours / bpftrace (same hooks)", "ctp", "d");
 	print_ratio("ours tp_btf / bpftrace", "c", "d");
@@ -461,21 +492,25 @@ static void print_results(void)
 	print_ratio("start in place / ours", "xi", "c");
 	print_ratio("start in task storage / ours", "xt", "c");
 
-	struct config *e = find_config("e");
-	if (e) {
-		printf("\nbpf_stats run_time_ns / run_cnt, config e (BODY ONLY: excludes the "
-		       "dispatch, i.e. the floor):\n");
-		for (int i = 0; i < MAX_PROGS && e->progs[i]; i++)
-			printf("  %-16s %10" PRIu64 " runs  %7.1f ns/run\n", e->progs[i],
-			       e->stat_cnt[i],
-			       e->stat_cnt[i] ? (double)e->stat_time[i] / (double)e->stat_cnt[i] : 0);
+	printf("\nbpf_stats run_time_ns / run_cnt, configs with bpf_stats on (BODY ONLY: "
+	       "excludes the dispatch, i.e. the floor):\n");
+	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
+		struct config *c = &configs[i];
+
+		if (!c->done || !c->bpf_stats)
+			continue;
+		for (int p = 0; p < MAX_PROGS && c->progs[p]; p++)
+			printf("  %-4s %-16s %10" PRIu64 " runs  %7.1f ns/run\n", c->id,
+			       c->progs[p], c->stat_cnt[p],
+			       c->stat_cnt[p] ? (double)c->stat_time[p] / (double)c->stat_cnt[p]
+					      : 0);
 	}
 }
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ktel-bench-overhead [-n ITERATIONS] [-r RUNS] [-c CPU] [-o OBJ]\n"
-		   "                           [--bpftrace PATH | --no-bpftrace]\n");
+		   "                           [-C CFG[,CFG...]] [--bpftrace PATH | --no-bpftrace]\n");
 }
 
 static int parse_args(int argc, char **argv, bool *with_bpftrace)
@@ -487,12 +522,13 @@ static int parse_args(int argc, char **argv, bool *with_bpftrace)
 		{"object", required_argument, NULL, 'o'},
 		{"bpftrace", required_argument, NULL, 'b'},
 		{"no-bpftrace", no_argument, NULL, 'B'},
+		{"configs", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
 	int o;
 
-	while ((o = getopt_long(argc, argv, "n:r:c:o:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "n:r:c:o:C:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n': iters = atol(optarg); break;
 		case 'r': runs = atoi(optarg); break;
@@ -500,6 +536,7 @@ static int parse_args(int argc, char **argv, bool *with_bpftrace)
 		case 'o': obj_path = optarg; break;
 		case 'b': bpftrace_bin = optarg; break;
 		case 'B': *with_bpftrace = false; break;
+		case 'C': only = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
@@ -583,6 +620,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
 		struct config *c = &configs[i];
 
+		if (!selected(c))
+			continue;
 		if (c->kind == K_BPFTRACE)
 			err = with_bpftrace ? run_bpftrace(c) : 0;
 		else
