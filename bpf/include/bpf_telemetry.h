@@ -98,6 +98,18 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 	})
 
 /*
+ * Bucket of the microseconds from begin to end (ns); an end before its begin
+ * is counted in ktel_invalid_durations and gives BPF_TELEMETRY_INVALID_BUCKET.
+ */
+static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
+{
+	if (end >= begin)
+		return GET_BUCKET((end - begin) / 1000);
+	__sync_fetch_and_add(&ktel_invalid_durations, 1);
+	return BPF_TELEMETRY_INVALID_BUCKET;
+}
+
+/*
  * Bucket of the microseconds elapsed since the start saved for key, deleting
  * that start. BPF_TELEMETRY_INVALID_BUCKET when no start was saved or the
  * clock went backwards (the latter is counted in ktel_invalid_durations).
@@ -110,11 +122,8 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 			__u64 __ktel_begin = *__ktel_start;                    \
 			__u64 __ktel_end = bpf_ktime_get_ns();                 \
 			bpf_map_delete_elem(&(start_map), (key));              \
-			if (__ktel_end >= __ktel_begin)                        \
-				__ktel_bucket = GET_BUCKET(                    \
-					(__ktel_end - __ktel_begin) / 1000);   \
-			else                                                   \
-				__sync_fetch_and_add(&ktel_invalid_durations, 1); \
+			__ktel_bucket = ktel_duration_bucket(__ktel_begin,     \
+							     __ktel_end);      \
 		}                                                              \
 		__ktel_bucket;                                                 \
 	})
@@ -183,11 +192,8 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 			__u64 __ktel_begin = *__ktel_slot;                     \
 			__u64 __ktel_end = bpf_ktime_get_ns();                 \
 			*__ktel_slot = 0;                                      \
-			if (__ktel_end >= __ktel_begin)                        \
-				__ktel_bucket = GET_BUCKET(                    \
-					(__ktel_end - __ktel_begin) / 1000);   \
-			else                                                   \
-				__sync_fetch_and_add(&ktel_invalid_durations, 1); \
+			__ktel_bucket = ktel_duration_bucket(__ktel_begin,     \
+							     __ktel_end);      \
 		}                                                              \
 		__ktel_bucket;                                                 \
 	})
