@@ -19,6 +19,15 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
 else()
   set(KTEL_BPF_ARCH ${CMAKE_SYSTEM_PROCESSOR} CACHE INTERNAL "")
 endif()
+# The BPF program runs on the target, not on the build host: both its
+# architecture (pt_regs layout for kprobe arguments, -D__TARGET_ARCH_*) and its
+# byte order come from the target (CMAKE_SYSTEM_PROCESSOR and the C compiler's
+# byte order, which a toolchain file sets), never from clang's host default.
+if(CMAKE_C_BYTE_ORDER STREQUAL "BIG_ENDIAN")
+  set(KTEL_BPF_TARGET bpfeb CACHE INTERNAL "")
+else()
+  set(KTEL_BPF_TARGET bpfel CACHE INTERNAL "")
+endif()
 
 # ktel_bpf_object(<out_var> <source> INCLUDES dirs...): compile one BPF program
 # into the current binary dir; sets <out_var> to the object path.
@@ -32,7 +41,7 @@ function(ktel_bpf_object out_var src)
     list(APPEND incs -I${dir})
   endforeach()
   add_custom_command(OUTPUT ${obj}
-    COMMAND ${KTEL_CLANG} -target bpf -g -O2 -ffreestanding
+    COMMAND ${KTEL_CLANG} -target ${KTEL_BPF_TARGET} -g -O2 -ffreestanding
             -D__TARGET_ARCH_${KTEL_BPF_ARCH} ${incs} -Wall -Werror
             -MD -MF ${obj}.d -c ${src_abs} -o ${obj}.tmp
     COMMAND ${KTEL_LLVM_STRIP} -g ${obj}.tmp -o ${obj}

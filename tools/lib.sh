@@ -9,6 +9,12 @@ KTEL_PACKAGES=(cmake make gcc pkg-config clang llvm libbpf-dev libelf-dev zlib1g
   libjansson-dev libuv1-dev libcmocka-dev bpftool valgrind libmicrohttpd-dev prometheus curl
   strace jq)
 
+# The arm64 cross build (cmake/aarch64-linux-gnu.cmake): Debian's cross
+# compiler, the :arm64 multiarch libraries, and qemu-user to run its tests.
+KTEL_ARM64_PACKAGES=(gcc-aarch64-linux-gnu qemu-user-static libbpf-dev:arm64 libelf-dev:arm64
+  zlib1g-dev:arm64 libjansson-dev:arm64 libuv1-dev:arm64 libcmocka-dev:arm64
+  libmicrohttpd-dev:arm64)
+
 ktel_log() { printf '==> %s\n' "$*" >&2; }
 
 # Install the Debian packages in "$@" that are not installed yet.
@@ -25,6 +31,21 @@ ktel_install_packages() {
   ktel_log "installing: ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Install KTEL_ARM64_PACKAGES, adding the arm64 architecture to dpkg first
+# (root only; then apt needs fresh lists that include arm64).
+ktel_install_arm64() {
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    if [ "$(id -u)" -ne 0 ]; then
+      ktel_log "the arm64 cross build needs: dpkg --add-architecture arm64 (as root)"
+      return 1
+    fi
+    ktel_log "adding the arm64 architecture to dpkg"
+    dpkg --add-architecture arm64
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  fi
+  ktel_install_packages "${KTEL_ARM64_PACKAGES[@]}"
 }
 
 # node and npm run the real StatsD server in tests. The machine image may
