@@ -9,8 +9,12 @@
  *   tp_btf/dma_buf_export(struct dma_buf *dmabuf)    Linux 7.0 and later
  *   fexit/dma_buf_export(const struct dma_buf_export_info *exp_info)
  *                                                    before 7.0
- * The tracepoint fires only for a successful export; the fexit program
- * checks the returned pointer itself.
+ *   kretprobe/dma_buf_export                         where fexit cannot
+ *                                                    attach: arm64 before 6.4
+ *                                                    has no ftrace direct
+ *                                                    calls (-ENOTSUPP)
+ * The tracepoint fires only for a successful export; the fexit and
+ * kretprobe programs check the returned pointer themselves.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
@@ -71,5 +75,23 @@ int dmabuf_export_fexit(__u64 *ctx)
 	dmabuf_record(BPF_CORE_READ(info, exp_name), BPF_CORE_READ(info, size));
 	return 0;
 }
+
+#ifndef KTEL_KPROBE_UNSUPPORTED_ARCH
+/*
+ * The return value only (a kretprobe has no arguments left): the struct
+ * dma_buf it returns carries the same size and exp_name the export info had.
+ */
+SEC("kretprobe/dma_buf_export")
+int dmabuf_export_kretprobe(struct pt_regs *ctx)
+{
+	__u64 ret = KTEL_KPROBE_RET(ctx);
+	struct dma_buf *buf = (struct dma_buf *)ret;
+
+	if (!ret || KTEL_IS_ERR_VALUE(ret))
+		return 0;
+	dmabuf_record(BPF_CORE_READ(buf, exp_name), BPF_CORE_READ(buf, size));
+	return 0;
+}
+#endif
 
 char LICENSE[] SEC("license") = "GPL";

@@ -25,13 +25,16 @@ static const struct ktel_metric_desc metrics[] = {
 };
 
 /*
- * The 7.0 tracepoint first; fexit on the function before it. Both targets
- * are named dma_buf_export: the loader checks btf_trace_dma_buf_export for
- * the first and the FUNC dma_buf_export for the second.
+ * The 7.0 tracepoint first; fexit on the function before it; a kretprobe
+ * where fexit does not attach (arm64 6.1: no BPF trampoline on kernel
+ * functions, found by tools/vm-test --arch arm64). All targets are named
+ * dma_buf_export: the loader checks btf_trace_dma_buf_export for the first
+ * and the FUNC dma_buf_export for the others.
  */
 static const struct ktel_prog_variant variants[] = {
 	{.group = "dmabuf_export", .prog = "dmabuf_export_tp", .nr_args = 1},
 	{.group = "dmabuf_export", .prog = "dmabuf_export_fexit", .nr_args = 1},
+	{.group = "dmabuf_export", .prog = "dmabuf_export_kretprobe", .nr_args = -1},
 };
 
 KTEL_PLUGIN(.name = "dmabuf_request_sizes",
