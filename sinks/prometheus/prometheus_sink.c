@@ -71,6 +71,7 @@
 
 #include "prometheus_sink.h"
 #include "textbuf.h"
+#include "units.h"
 
 #define DEFAULT_LISTEN "127.0.0.1"
 #define DEFAULT_PORT 9464
@@ -174,21 +175,12 @@ static void buf_escaped(struct ktel_textbuf *b, const char *s, bool quote)
 	}
 }
 
-/* The shortest decimal that reads back as v, so that bounds like 1024 or
- * 1.6e-05 (16 us in seconds) look the way a person writes them. */
+/* A double as the shortest decimal that reads back as it (units.h). */
 static void buf_double(struct ktel_textbuf *b, double v)
 {
 	char tmp[40];
 
-	if (isinf(v)) {
-		ktel_textbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
-		return;
-	}
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
+	ktel_format_shortest(v, tmp, sizeof(tmp));
 	ktel_textbuf_puts(b, tmp);
 }
 
@@ -215,42 +207,19 @@ static void buf_sanitized(struct ktel_textbuf *b, const char *s, bool first, boo
 		ktel_textbuf_put(b, name_char(*s, first, colon) ? s : "_", 1);
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static const struct unit_rule {
-	const char *unit;
-	const char *suffix;
-	double scale;
-} unit_rules[] = {
-	{ "ns", "_seconds", 1e9 },
-	{ "us", "_seconds", 1e6 },
-	{ "ms", "_seconds", 1e3 },
-	{ "s", "_seconds", 1 },
-	{ "seconds", "_seconds", 1 },
-	{ "bytes", "_bytes", 1 },
-};
-
 /* The exposed name of a metric; NULL on ENOMEM. */
 static char *family_name(const struct prom_sink *s, const struct ktel_record *r,
 			 double *ret_scale)
 {
-	const struct unit_rule *rule = NULL;
+	const struct ktel_unit_rule *rule = ktel_unit_rule(r->unit);
 	struct ktel_textbuf b = { 0 };
 
-	for (size_t i = 0; r->unit && i < KTEL_ARRAY_SIZE(unit_rules); i++)
-		if (strcmp(r->unit, unit_rules[i].unit) == 0)
-			rule = &unit_rules[i];
 	if (strncmp(r->metric, s->prefix, strlen(s->prefix)) != 0)
 		ktel_textbuf_puts(&b, s->prefix);
 	buf_sanitized(&b, r->metric, b.len == 0, true);
-	if (rule && !ends_with(b.p ? b.p : "", rule->suffix))
+	if (rule && !ktel_str_ends_with(b.p ? b.p : "", rule->suffix))
 		ktel_textbuf_puts(&b, rule->suffix);
-	if (r->type == KTEL_RECORD_COUNTER && !ends_with(b.p ? b.p : "", "_total"))
+	if (r->type == KTEL_RECORD_COUNTER && !ktel_str_ends_with(b.p ? b.p : "", "_total"))
 		ktel_textbuf_puts(&b, "_total");
 	if (b.fail || !b.p) {
 		free(b.p);
