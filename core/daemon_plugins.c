@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "memory.h"
 #include "stream_reader.h"
 
 /* ---- loading -------------------------------------------------------------- */
@@ -418,6 +419,9 @@ static int rescan(struct ktel_daemon *d, int *ret_changes, struct ktel_err *err)
 			if (!m->enabled && !m->started_once)
 				daemon_start_metric(d, m);
 		}
+	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
+	if (changes)
+		ktel_memory__release();
 	*ret_changes = changes;
 	return r;
 }

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "memory.h"
 #include "sink.h"
 #include "default_config.h"
 
@@ -196,6 +197,8 @@ int main(int argc, char **argv)
 	bool doc = false;
 	char *end;
 	int c, r;
+
+	ktel_memory__init();
 
 	ktel_sinks_register_schemas();
 	while ((c = getopt_long(argc, argv, "c:fl:h", long_opts, NULL)) != -1) {

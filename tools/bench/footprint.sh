@@ -77,10 +77,10 @@ stop_daemon() {
 	WORK=
 }
 
-# sample: "cpu_ticks rss_kb anon_kb voluntary nonvoluntary threads" of the
-# daemon; context switches summed over its threads (libuv's pool included).
+# sample: "cpu_ticks rss_kb anon_kb voluntary nonvoluntary threads hwm_kb" of
+# the daemon; context switches summed over its threads (libuv's pool included).
 sample() {
-	local stat utime stime rss anon vol nvol threads
+	local stat utime stime rss anon vol nvol threads hwm
 	stat=$(cat "/proc/$DAEMON_PID/stat")
 	stat=${stat##*) }  # fields after "(comm)", from field 3 (state)
 	read -r _ _ _ _ _ _ _ _ _ _ _ utime stime _ <<<"$stat"
@@ -89,7 +89,8 @@ sample() {
 	vol=$(cat /proc/"$DAEMON_PID"/task/*/status | awk '/^voluntary_ctxt_switches:/ { s += $2 } END { print s }')
 	nvol=$(cat /proc/"$DAEMON_PID"/task/*/status | awk '/^nonvoluntary_ctxt_switches:/ { s += $2 } END { print s }')
 	threads=$(awk '/^Threads:/ { print $2 }' "/proc/$DAEMON_PID/status")
-	echo "$((utime + stime)) $rss $anon $vol $nvol $threads"
+	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$DAEMON_PID/status")
+	echo "$((utime + stime)) $rss $anon $vol $nvol $threads $hwm"
 }
 
 ms_of_ticks() { echo $(($1 * 1000 / CLK_TCK)); }
@@ -111,6 +112,10 @@ cmd_idle() {
 	printf '  context switches: %d voluntary (wakeups), %d involuntary = %d.%02d wakeups per pull round\n' \
 		$((b[3] - a[3])) $((b[4] - a[4])) $(((b[3] - a[3]) / secs)) $((((b[3] - a[3]) * 100 / secs) % 100))
 	printf '  threads: %d; sink lines written: %d\n' "${b[5]}" "$(wc -l <"$WORK/out.jsonl")"
+	# One line for scripts (tools/bench/run-all): key=value, KiB and counts.
+	printf 'result idle rss_kib=%d anon_kib=%d hwm_kib=%d threads=%d wakeups_per_round=%d.%02d\n' \
+		"${b[1]}" "${b[2]}" "${b[6]}" "${b[5]}" \
+		$(((b[3] - a[3]) / secs)) $((((b[3] - a[3]) * 100 / secs) % 100))
 	stop_daemon
 }
 
@@ -131,6 +136,8 @@ cmd_flat() {
 		"$pulls" "${sN[1]}" "${sN[2]}" $((sN[1] - s10[1]))
 	printf '  CPU %d ms over the %d pulls after pull 10\n' \
 		"$(ms_of_ticks $((sN[0] - s10[0])))" $((pulls - 10))
+	printf 'result flat pulls=%d rss_kib=%d anon_kib=%d hwm_kib=%d threads=%d growth_kib=%d\n' \
+		"$pulls" "${sN[1]}" "${sN[2]}" "${sN[6]}" "${sN[5]}" $((sN[1] - s10[1]))
 	stop_daemon
 }
 
