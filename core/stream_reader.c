@@ -263,21 +263,42 @@ static const char *map_label(struct ktel_stream_decoder *dec, uint32_t dim, int6
 	return NULL;
 }
 
+/* Decimal digits of v at p (no NUL); returns the end. sprintf costs more
+ * than the rest of an event's decode. */
+static char *put_decimal(char *p, uint64_t v)
+{
+	char tmp[20], *t = tmp + sizeof(tmp);
+	size_t n;
+
+	do {
+		*--t = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	n = (size_t)(tmp + sizeof(tmp) - t);
+	memcpy(p, t, n);
+	return p + n;
+}
+
 static void format_array(const struct ktel_field *f, const void *data, char *out)
 {
 	uint32_t n = f->count < KTEL_STREAM_ARRAY_MAX ? f->count : KTEL_STREAM_ARRAY_MAX;
 	char *p = out;
 
 	for (uint32_t k = 0; k < n; k++) {
-		const char *sep = k ? "," : "";
+		if (k)
+			*p++ = ',';
+		if (f->is_signed) {
+			int64_t v = ktel_field_read_elem_s64(f, data, k);
 
-		if (f->is_signed)
-			p += sprintf(p, "%s%" PRId64, sep, ktel_field_read_elem_s64(f, data, k));
-		else
-			p += sprintf(p, "%s%" PRIu64, sep, ktel_field_read_elem_u64(f, data, k));
+			if (v < 0)
+				*p++ = '-';
+			p = put_decimal(p, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+		} else {
+			p = put_decimal(p, ktel_field_read_elem_u64(f, data, k));
+		}
 	}
 	if (n < f->count)
-		p += sprintf(p, "%s", ARRAY_ELLIPSIS);
+		p = stpcpy(p, ARRAY_ELLIPSIS);
 	*p = '\0';
 }
 

@@ -25,19 +25,35 @@ void ktel_textbuf_reserve(struct ktel_textbuf *b, size_t more)
 	b->cap = cap;
 }
 
-void ktel_textbuf_put(struct ktel_textbuf *b, const char *s, size_t len)
+void ktel_textbuf_put_u64_width(struct ktel_textbuf *b, uint64_t v, unsigned width)
 {
-	ktel_textbuf_reserve(b, len);
-	if (b->fail)
-		return;
-	memcpy(b->p + b->len, s, len);
-	b->len += len;
-	b->p[b->len] = '\0';
+	char tmp[20], *p = tmp + sizeof(tmp);
+
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (width > sizeof(tmp))
+		width = sizeof(tmp);
+	while ((unsigned)(tmp + sizeof(tmp) - p) < width)
+		*--p = '0';
+	ktel_textbuf_put(b, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
-void ktel_textbuf_puts(struct ktel_textbuf *b, const char *s)
+void ktel_textbuf_put_u64(struct ktel_textbuf *b, uint64_t v)
 {
-	ktel_textbuf_put(b, s, strlen(s));
+	ktel_textbuf_put_u64_width(b, v, 0);
+}
+
+void ktel_textbuf_put_i64(struct ktel_textbuf *b, int64_t v)
+{
+	if (v < 0) {
+		ktel_textbuf_put(b, "-", 1);
+		/* -(INT64_MIN) does not fit an int64_t; its magnitude fits a uint64_t. */
+		ktel_textbuf_put_u64(b, (uint64_t)0 - (uint64_t)v);
+		return;
+	}
+	ktel_textbuf_put_u64(b, (uint64_t)v);
 }
 
 void ktel_textbuf_printf(struct ktel_textbuf *b, const char *fmt, ...)

@@ -11,6 +11,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 struct ktel_textbuf {
 	char *p;
@@ -20,8 +22,31 @@ struct ktel_textbuf {
 
 /* Make room for more bytes (plus the NUL). */
 void ktel_textbuf_reserve(struct ktel_textbuf *b, size_t more);
-void ktel_textbuf_put(struct ktel_textbuf *b, const char *s, size_t len);
-void ktel_textbuf_puts(struct ktel_textbuf *b, const char *s);
+
+/* Inline: a JSON line is dozens of short appends (the stream path's hot loop). */
+static inline void ktel_textbuf_put(struct ktel_textbuf *b, const char *s, size_t len)
+{
+	if (b->fail)
+		return;
+	if (b->len + len + 1 > b->cap) {
+		ktel_textbuf_reserve(b, len);
+		if (b->fail)
+			return;
+	}
+	memcpy(b->p + b->len, s, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+}
+
+static inline void ktel_textbuf_puts(struct ktel_textbuf *b, const char *s)
+{
+	ktel_textbuf_put(b, s, strlen(s));
+}
+
+/* Decimal integers without printf; _u64_width pads with zeros to width (<= 20). */
+void ktel_textbuf_put_u64(struct ktel_textbuf *b, uint64_t v);
+void ktel_textbuf_put_i64(struct ktel_textbuf *b, int64_t v);
+void ktel_textbuf_put_u64_width(struct ktel_textbuf *b, uint64_t v, unsigned width);
 /* printf of at most 255 characters (numbers, short names). */
 void ktel_textbuf_printf(struct ktel_textbuf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

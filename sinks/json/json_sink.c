@@ -185,15 +185,21 @@ static void fb_str(struct ktel_textbuf *b, const char *str)
 	}
 	ktel_textbuf_put(b, "\"", 1);
 	while (*s) {
+		const unsigned char *run = s;
 		int n;
 
+		/* Printable ASCII that needs no escape: one copy per run. */
+		while (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
+			s++;
+		if (s > run)
+			ktel_textbuf_put(b, (const char *)run, (size_t)(s - run));
+		if (!*s)
+			break;
 		if (*s == '"' || *s == '\\') {
 			ktel_textbuf_put(b, "\\", 1);
 			ktel_textbuf_put(b, (const char *)s++, 1);
 		} else if (*s < 0x20 || *s == 0x7f) {
 			ktel_textbuf_printf(b, "\\u%04x", *s++);
-		} else if (*s < 0x80) {
-			ktel_textbuf_put(b, (const char *)s++, 1);
 		} else if ((n = utf8_len(s)) > 0) {
 			ktel_textbuf_put(b, (const char *)s, n);
 			s += n;
@@ -213,24 +219,42 @@ static void fb_key(struct ktel_textbuf *b, bool first, const char *key)
 	ktel_textbuf_put(b, ":", 1);
 }
 
-/* RFC 3339 UTC with nanoseconds. */
+/*
+ * RFC 3339 UTC with nanoseconds. Consecutive records share their second:
+ * the date part is formatted once per second (per thread).
+ */
 static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 {
+	static __thread struct {
+		int64_t sec;
+		bool valid;
+		char text[32];
+		size_t len;
+	} cache;
 	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
 	time_t t;
 	struct tm tm;
-	char when[32];
 
 	if (frac < 0) {
 		frac += 1000000000;
 		sec--;
 	}
-	t = (time_t)sec;
-	if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm)) {
-		ktel_textbuf_puts(b, "null");
-		return;
+	if (!cache.valid || cache.sec != sec) {
+		t = (time_t)sec;
+		cache.valid = false;
+		if (!gmtime_r(&t, &tm) ||
+		    !(cache.len = strftime(cache.text, sizeof(cache.text), "%Y-%m-%dT%H:%M:%S", &tm))) {
+			ktel_textbuf_puts(b, "null");
+			return;
+		}
+		cache.sec = sec;
+		cache.valid = true;
 	}
-	ktel_textbuf_printf(b, "\"%s.%09" PRId64 "Z\"", when, frac);
+	ktel_textbuf_put(b, "\"", 1);
+	ktel_textbuf_put(b, cache.text, cache.len);
+	ktel_textbuf_put(b, ".", 1);
+	ktel_textbuf_put_u64_width(b, (uint64_t)frac, 9);
+	ktel_textbuf_put(b, "Z\"", 2);
 }
 
 static const char *const type_names[] = {
@@ -289,12 +313,12 @@ static void fb_dims(struct ktel_textbuf *b, const struct ktel_record *r)
 		if (r->dims[i].label)
 			fb_str(b, r->dims[i].label);
 		else
-			ktel_textbuf_printf(b, "%" PRId64, r->dims[i].value);
+			ktel_textbuf_put_i64(b, r->dims[i].value);
 	}
 	ktel_textbuf_puts(b, "},\"dims_raw\":{");
 	for (uint32_t i = 0; i < n; i++) {
 		fb_key(b, i == 0, r->dims[i].name);
-		ktel_textbuf_printf(b, "%" PRId64, r->dims[i].value);
+		ktel_textbuf_put_i64(b, r->dims[i].value);
 	}
 	ktel_textbuf_put(b, "}", 1);
 }
@@ -302,9 +326,9 @@ static void fb_dims(struct ktel_textbuf *b, const struct ktel_record *r)
 static void fb_field_int(struct ktel_textbuf *b, const struct ktel_event_field *f)
 {
 	if (f->type == KTEL_FIELD_VALUE_INT)
-		ktel_textbuf_printf(b, "%" PRId64, f->i);
+		ktel_textbuf_put_i64(b, f->i);
 	else
-		ktel_textbuf_printf(b, "%" PRIu64, f->u);
+		ktel_textbuf_put_u64(b, f->u);
 }
 
 static void fb_event(struct ktel_textbuf *b, const struct ktel_record *r)
@@ -347,16 +371,26 @@ static bool format_record(struct ktel_textbuf *b, const struct ktel_record *r)
 	fb_str(b, r->metric);
 	ktel_textbuf_puts(b, ",\"atom\":");
 	fb_str(b, r->atom);
-	ktel_textbuf_printf(b, ",\"atom_id\":%" PRIu32 ",\"unit\":", r->atom_id);
+	ktel_textbuf_puts(b, ",\"atom_id\":");
+	ktel_textbuf_put_u64(b, r->atom_id);
+	ktel_textbuf_puts(b, ",\"unit\":");
 	fb_str(b, r->unit);
-	ktel_textbuf_printf(b, ",\"type\":\"%s\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"start\":",
-		  type_names[r->type], r->start_boottime_ns, r->end_boottime_ns);
+	ktel_textbuf_puts(b, ",\"type\":\"");
+	ktel_textbuf_puts(b, type_names[r->type]);
+	ktel_textbuf_puts(b, "\",\"start_ns\":");
+	ktel_textbuf_put_u64(b, r->start_boottime_ns);
+	ktel_textbuf_puts(b, ",\"end_ns\":");
+	ktel_textbuf_put_u64(b, r->end_boottime_ns);
+	ktel_textbuf_puts(b, ",\"start\":");
 	fb_wall(b, r->start_wall_ns);
 	ktel_textbuf_puts(b, ",\"end\":");
 	fb_wall(b, r->end_wall_ns);
 	ktel_textbuf_puts(b, ",\"boot_id\":");
 	fb_str(b, r->boot_id);
-	ktel_textbuf_printf(b, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64, r->map_id, r->seq);
+	ktel_textbuf_puts(b, ",\"map_id\":");
+	ktel_textbuf_put_u64(b, r->map_id);
+	ktel_textbuf_puts(b, ",\"seq\":");
+	ktel_textbuf_put_u64(b, r->seq);
 	fb_dims(b, r);
 	switch (r->type) {
 	case KTEL_RECORD_HISTOGRAM:
