@@ -32,6 +32,8 @@ static struct {
 	void (*stop_daemon)(struct MHD_Daemon *);
 	const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *,
 							enum MHD_DaemonInfoType, ...);
+	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *,
+								enum MHD_ConnectionInfoType, ...);
 	struct MHD_Response *(*from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
 	struct MHD_Response *(*from_buffer_free_cls)(size_t, void *,
 						      MHD_ContentReaderFreeCallback, void *);
@@ -62,6 +64,7 @@ static int mhd_load(void)
 	if (resolve((void **)&mhd.start_daemon_va, "MHD_start_daemon_va") ||
 	    resolve((void **)&mhd.stop_daemon, "MHD_stop_daemon") ||
 	    resolve((void **)&mhd.get_daemon_info, "MHD_get_daemon_info") ||
+	    resolve((void **)&mhd.get_connection_info, "MHD_get_connection_info") ||
 	    resolve((void **)&mhd.from_buffer, "MHD_create_response_from_buffer") ||
 	    resolve((void **)&mhd.from_buffer_free_cls,
 		    "MHD_create_response_from_buffer_with_free_callback_cls") ||
@@ -102,6 +105,13 @@ const union MHD_DaemonInfo *MHD_get_daemon_info(struct MHD_Daemon *daemon,
 						enum MHD_DaemonInfoType info_type, ...)
 {
 	return mhd.get_daemon_info(daemon, info_type);
+}
+
+/* The info types the sink asks for (CONNECTION_FD, SOCKET_CONTEXT) take no argument. */
+const union MHD_ConnectionInfo *MHD_get_connection_info(struct MHD_Connection *connection,
+							enum MHD_ConnectionInfoType info_type, ...)
+{
+	return mhd.get_connection_info(connection, info_type);
 }
 
 struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,
