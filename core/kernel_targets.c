@@ -2,6 +2,7 @@
 #include "kernel_targets.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,28 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+/*
+ * What the choice needs of the kernel's BTF, and no more: the argument count
+ * of every FUNC and of every btf_trace_<tracepoint> typedef, by name. The
+ * parsed BTF (5.5 MiB on a 6.x kernel) is freed once this index is built,
+ * before libbpf parses its own copy to load an object: the two never
+ * overlap, which keeps the daemon's peak (VmHWM) down.
+ */
+struct target_name {
+	uint32_t name; /* offset in names */
+	int32_t nargs; /* -1: not a function prototype */
+};
+
+struct target_index {
+	char *names;
+	struct target_name *v;
+	size_t n, cap;
+	size_t names_len, names_cap;
+};
+
 struct ktel_targets {
-	struct btf *btf;
+	struct target_index funcs; /* FUNC <name> */
+	struct target_index tps;   /* typedef btf_trace_<name>, by <name> */
 	char *kprobe_pmu; /* NULL: KTEL_KPROBE_PMU_PATH */
 	char *tracefs;    /* NULL: probe the usual mount points; "": none */
 };
@@ -47,9 +68,143 @@ static const char *const default_tracefs[] = {
 	"/sys/kernel/debug/tracing",
 };
 
+/* Parameter count of the FUNC_PROTO that type id (after PTR/TYPEDEF) is, or -1. */
+static int proto_params(const struct btf *btf, __u32 id)
+{
+	const struct btf_type *type;
+	int depth;
+
+	/* A bounded walk: a BTF loop must not hang the daemon. */
+	for (depth = 0; depth < 8; depth++) {
+		type = btf__type_by_id(btf, id);
+		if (!type)
+			return -1;
+		if (btf_is_func_proto(type))
+			return btf_vlen(type);
+		if (!btf_is_ptr(type) && !btf_is_typedef(type) && !btf_is_func(type))
+			return -1;
+		id = type->type;
+	}
+	return -1;
+}
+
+static int index_add(struct target_index *x, const char *name, int nargs)
+{
+	size_t len = strlen(name) + 1;
+
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 1024;
+		struct target_name *v = realloc(x->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		x->v = v;
+		x->cap = cap;
+	}
+	if (x->names_len + len > x->names_cap) {
+		size_t cap = x->names_cap ? x->names_cap : 16384;
+		char *names;
+
+		while (cap < x->names_len + len)
+			cap *= 2;
+		names = realloc(x->names, cap);
+		if (!names)
+			return -ENOMEM;
+		x->names = names;
+		x->names_cap = cap;
+	}
+	if (x->names_len > UINT32_MAX - len)
+		return -E2BIG;
+	memcpy(x->names + x->names_len, name, len);
+	x->v[x->n++] = (struct target_name){ .name = (uint32_t)x->names_len, .nargs = nargs };
+	x->names_len += len;
+	return 0;
+}
+
+static const char *sort_names; /* qsort has no context argument */
+
+static int name_cmp(const void *a, const void *b)
+{
+	const struct target_name *x = a, *y = b;
+	int c = strcmp(sort_names + x->name, sort_names + y->name);
+
+	/* Equal names: the first in the BTF wins, as btf__find_by_name_kind(). */
+	return c ? c : (x->name > y->name) - (x->name < y->name);
+}
+
+/* Sort by name, drop later duplicates, give back the slack. */
+static void index_seal(struct target_index *x)
+{
+	size_t out = 0;
+	void *p;
+
+	sort_names = x->names;
+	qsort(x->v, x->n, sizeof(*x->v), name_cmp);
+	for (size_t i = 0; i < x->n; i++)
+		if (!out || strcmp(x->names + x->v[out - 1].name, x->names + x->v[i].name))
+			x->v[out++] = x->v[i];
+	x->n = out;
+	if (x->n && (p = realloc(x->v, x->n * sizeof(*x->v))))
+		x->v = p;
+	if (x->names_len && (p = realloc(x->names, x->names_len)))
+		x->names = p;
+}
+
+static int index_find(const struct target_index *x, const char *name)
+{
+	size_t lo = 0, hi = x->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, x->names + x->v[mid].name);
+
+		if (!c)
+			return x->v[mid].nargs;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -ENOENT;
+}
+
+static void index_free(struct target_index *x)
+{
+	free(x->names);
+	free(x->v);
+}
+
+static int build_index(struct ktel_targets *t, const struct btf *btf)
+{
+	static const char tp_prefix[] = "btf_trace_";
+	__u32 n = btf__type_cnt(btf);
+	int rc = 0;
+
+	for (__u32 id = 1; id < n && !rc; id++) {
+		const struct btf_type *type = btf__type_by_id(btf, id);
+		const char *name = type ? btf__name_by_offset(btf, type->name_off) : NULL;
+		int args;
+
+		if (!name || !name[0])
+			continue;
+		if (btf_is_func(type)) {
+			rc = index_add(&t->funcs, name, proto_params(btf, id));
+		} else if (btf_is_typedef(type) &&
+			   !strncmp(name, tp_prefix, sizeof(tp_prefix) - 1)) {
+			/* The first parameter is the tracepoint's void *data. */
+			args = proto_params(btf, id);
+			rc = index_add(&t->tps, name + sizeof(tp_prefix) - 1, args > 0 ? args - 1 : -1);
+		}
+	}
+	index_seal(&t->funcs);
+	index_seal(&t->tps);
+	return rc;
+}
+
 struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
 {
 	struct ktel_targets *t;
+	int rc;
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -57,7 +212,13 @@ struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
 		errno = ENOMEM;
 		return NULL;
 	}
-	t->btf = btf;
+	rc = build_index(t, btf);
+	btf__free(btf);
+	if (rc) {
+		ktel_targets__free(t);
+		errno = -rc;
+		return NULL;
+	}
 	return t;
 }
 
@@ -82,7 +243,8 @@ void ktel_targets__free(struct ktel_targets *t)
 {
 	if (!t)
 		return;
-	btf__free(t->btf);
+	index_free(&t->funcs);
+	index_free(&t->tps);
 	free(t->kprobe_pmu);
 	free(t->tracefs);
 	free(t);
@@ -120,40 +282,10 @@ static bool is_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Parameter count of the FUNC_PROTO that type id (after PTR/TYPEDEF) is, or -1. */
-static int proto_params(const struct btf *btf, __u32 id)
-{
-	const struct btf_type *type;
-	int depth;
-
-	/* A bounded walk: a BTF loop must not hang the daemon. */
-	for (depth = 0; depth < 8; depth++) {
-		type = btf__type_by_id(btf, id);
-		if (!type)
-			return -1;
-		if (btf_is_func_proto(type))
-			return btf_vlen(type);
-		if (!btf_is_ptr(type) && !btf_is_typedef(type) && !btf_is_func(type))
-			return -1;
-		id = type->type;
-	}
-	return -1;
-}
-
 /* Argument count of tracepoint name from its btf_trace_ typedef; -ENOENT if absent. */
 static int btf_tp_args(const struct ktel_targets *t, const char *name)
 {
-	char tname[256];
-	int id, n;
-
-	if (snprintf(tname, sizeof(tname), "btf_trace_%s", name) >= (int)sizeof(tname))
-		return -ENOENT;
-	id = btf__find_by_name_kind(t->btf, tname, BTF_KIND_TYPEDEF);
-	if (id < 0)
-		return -ENOENT;
-	n = proto_params(t->btf, id);
-	/* The first parameter is the tracepoint's void *data, not an argument. */
-	return n > 0 ? n - 1 : -1;
+	return index_find(&t->tps, name);
 }
 
 /* Argument count of function name; -ENOENT if it is not a FUNC in the BTF. */
@@ -161,7 +293,6 @@ static int btf_func_args(const struct ktel_targets *t, const char *name)
 {
 	char fname[256];
 	size_t len;
-	int id;
 
 	/* kprobe sections may carry an offset: kprobe/func+0x10. */
 	len = strcspn(name, "+");
@@ -169,10 +300,7 @@ static int btf_func_args(const struct ktel_targets *t, const char *name)
 		return -ENOENT;
 	memcpy(fname, name, len);
 	fname[len] = '\0';
-	id = btf__find_by_name_kind(t->btf, fname, BTF_KIND_FUNC);
-	if (id < 0)
-		return -ENOENT;
-	return proto_params(t->btf, id);
+	return index_find(&t->funcs, fname);
 }
 
 static const char *tracefs_root(const struct ktel_targets *t)
