@@ -16,6 +16,7 @@
 #include <linux/btf.h>
 
 #include "btf_layout.h"
+#include "fuzz_libbpf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -64,6 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct btf *btf;
 	uint32_t n;
 
+	fuzz_libbpf_quiet();
 	btf = btf__new(data, size);
 	if (!btf)
 		return 0;

@@ -22,21 +22,13 @@
 
 #include "bpf_lifecycle.h"
 #include "btf_layout.h"
+#include "fuzz_libbpf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	(void)level;
-	(void)fmt;
-	(void)ap;
-	return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "fuzz");
-	static bool init;
 	struct bpf_object *obj;
 	struct bpf_program *prog;
 	struct bpf_map *map;
@@ -44,10 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off, vsize;
 	int rc;
 
-	if (!init) {
-		libbpf_set_print(quiet);
-		init = true;
-	}
+	fuzz_libbpf_quiet();
 	rc = ktel_btf_validate_elf(data, size, &err);
 	if (rc && rc != -ENOENT)
 		return 0;

@@ -19,6 +19,7 @@
 #include <linux/btf.h>
 
 #include "btf_layout.h"
+#include "fuzz_libbpf.h"
 #include "stream_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -141,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size -= 4;
 	if (btf_len > size)
 		btf_len = size;
+	fuzz_libbpf_quiet();
 	btf = btf__new(data, btf_len);
 	if (!btf)
 		return 0;
