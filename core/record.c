@@ -15,8 +15,10 @@ double ktel_hist_upper_bound(const struct ktel_histogram *h, uint32_t k, bool *r
 		/* slot k holds [2^k, 2^(k+1)): integers up to 2^(k+1) - 1. */
 		return ldexp(1.0, (int)k + 1) - 1.0;
 	case KTEL_HIST_LINEAR:
-		/* bucket k holds [min + k*step, min + (k+1)*step). */
-		return (double)(h->linear_min + (int64_t)(k + 1) * h->linear_step) - 1.0;
+		/* bucket k holds [min + k*step, min + (k+1)*step). In double:
+		 * a plugin's min and step are any int64, and the sum in int64
+		 * can overflow (exact below 2^53 either way). */
+		return (double)h->linear_min + (double)(k + 1) * (double)h->linear_step - 1.0;
 	case KTEL_HIST_LOG2:
 	case KTEL_HIST_NONE:
 	default:

@@ -365,10 +365,16 @@ int ktel_stream_decoder__decode(struct ktel_stream_decoder *dec, const void *dat
 	rec->atom_id = md->atom_id;
 	rec->unit = md->unit;
 	if (dec->ts) {
+		/* The program writes the stamp: any 64 bits. A sum that does not
+		 * fit saturates (no wrap to a time long past, no overflow). */
 		uint64_t mono = ktel_field_read_u64(dec->ts, data);
 
-		rec->start_boottime_ns = mono + (uint64_t)clk->mono_to_boot_ns;
-		rec->start_wall_ns = (int64_t)mono + clk->mono_to_wall_ns;
+		if (__builtin_add_overflow(mono, (uint64_t)clk->mono_to_boot_ns,
+					   &rec->start_boottime_ns))
+			rec->start_boottime_ns = UINT64_MAX;
+		if (mono > INT64_MAX || __builtin_add_overflow((int64_t)mono, clk->mono_to_wall_ns,
+							       &rec->start_wall_ns))
+			rec->start_wall_ns = INT64_MAX;
 	} else {
 		rec->start_boottime_ns = clk->now_boot_ns;
 		rec->start_wall_ns = clk->now_wall_ns;

@@ -482,6 +482,19 @@ static void test_timestamps(void **state)
 	assert_int_equal(rec.start_wall_ns, 1000000000LL + 1700000000000000000LL);
 	assert_int_equal(rec.end_wall_ns, rec.start_wall_ns);
 
+	/* A stamp the clocks' offsets cannot be added to saturates instead of
+	 * wrapping (found by tests/fuzz/fuzz_stream_decode: signed overflow). */
+	e.ts_ns = UINT64_MAX - 1000;
+	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
+						     fields_of(0), strbuf_of(f, 0)), 0);
+	assert_true(rec.start_boottime_ns == UINT64_MAX);
+	assert_true(rec.start_wall_ns == INT64_MAX);
+	e.ts_ns = (uint64_t)INT64_MAX - 1000;
+	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
+						     fields_of(0), strbuf_of(f, 0)), 0);
+	assert_true(rec.start_boottime_ns == (uint64_t)INT64_MAX + 4000);
+	assert_true(rec.start_wall_ns == INT64_MAX);
+
 	/* timestamp_ns works too; a 4-byte ts_ns does not count. */
 	id = btf__add_struct(f->btf, "ev2", sizeof(ev2));
 	assert_int_equal(btf__add_field(f->btf, "ts_ns", f->id.u32, 0, 0), 0);
