@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
@@ -17,6 +18,19 @@
 
 #define MAX_CONFIG_ERRORS 200
 #define DAY_MS (24ULL * 3600 * 1000)
+
+/*
+ * Bounds on the strings a config hands to libraries (NSS, the resolver,
+ * open(2), bind(2)): a value of a few MiB must be refused here, not passed
+ * on (getgrnam_r aborted on a 4 MiB group name). Every string is at most a
+ * path long; keys with a tighter bound name it in a rule (RULE_MAX_LEN,
+ * RULE_HOSTNAME, RULE_UNIX_PATH) or in their type (KTEL_CFG_GROUP).
+ */
+#define MAX_STRING_LEN (PATH_MAX - 1)    /* any string, paths included */
+#define MAX_GROUP_LEN (LOGIN_NAME_MAX - 1) /* group names, as glibc bounds logins */
+#define MAX_NAME_LEN 255                 /* a member name: metric, sink, param */
+#define MAX_HOST_LEN 253                 /* a DNS name (RFC 1035) */
+#define MAX_UNIX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
 static const struct ktel_cfg_key metric_keys[] = {
 	{"enabled", KTEL_CFG_BOOL, .default_text = "enable_new_plugins",
@@ -129,6 +143,8 @@ enum rule_kind {
 	RULE_IP_LITERAL,   /* key, when set, is an IPv4 or IPv6 address literal */
 	RULE_UNIX_PATH,    /* key, when set, fits in a unix socket address */
 	RULE_URL_PATH,     /* key, when set, starts with '/' */
+	RULE_MAX_LEN,      /* key, when set, is at most .max bytes long */
+	RULE_HOSTNAME,     /* key, when set, is a host name or address literal */
 };
 
 struct cfg_rule {
@@ -137,6 +153,7 @@ struct cfg_rule {
 	const char *const *others; /* NULL-terminated */
 	const char *equals;        /* RULE_EXCLUDES: only when key is this string */
 	const char *why;           /* the reason, in the message and the docs */
+	size_t max;                /* RULE_MAX_LEN */
 };
 
 #define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -163,6 +180,9 @@ static const struct cfg_rule statsd_rules[] = {
 	 .others = KEYS("tags", "prefix", "max_packet"),
 	 .why = "applies to format \"statsd\" only"},
 	{.kind = RULE_UNIX_PATH, .key = "socket"},
+	{.kind = RULE_HOSTNAME, .key = "host"},
+	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255,
+	 .why = "a metric name prefix"},
 	{.kind = RULE_NOT_BELOW, .key = "reconnect_max", .others = KEYS("reconnect_min")},
 	{.kind = RULE_NOT_BELOW, .key = "max_queue", .others = KEYS("max_packet"),
 	 .why = "it must hold one datagram"},
@@ -173,6 +193,8 @@ static const struct cfg_rule statsd_rules[] = {
 static const struct cfg_rule prometheus_rules[] = {
 	{.kind = RULE_IP_LITERAL, .key = "listen"},
 	{.kind = RULE_URL_PATH, .key = "path"},
+	{.kind = RULE_MAX_LEN, .key = "path", .max = 1024, .why = "a URL path"},
+	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255, .why = "a metric name prefix"},
 	{0},
 };
 
@@ -333,6 +355,9 @@ static int parse_group(const json_t *v, gid_t *ret)
 	}
 	if (!json_is_string(v) || !*json_string_value(v))
 		return -EINVAL;
+	/* Before NSS sees it: a name of a few MiB aborted inside getgrnam_r. */
+	if (json_string_length(v) > MAX_GROUP_LEN)
+		return -ENAMETOOLONG;
 	{
 		/* A numeric string is a gid, as in chown(1). */
 		char *end;
@@ -451,6 +476,28 @@ static void report_range(const json_t *v, const struct ktel_cfg_key *k, const ch
 	add_error(errs, "%s: must be between %s and %s, got %s", path, lo, hi, got);
 }
 
+/* Is the string v at most MAX_STRING_LEN bytes? Else the error names path. */
+static bool string_fits(const json_t *v, const char *path, struct ktel_config_errors *errs)
+{
+	if (json_string_length(v) <= MAX_STRING_LEN)
+		return true;
+	add_error(errs, "%s: string of %zu bytes: at most %d bytes (PATH_MAX)", path,
+		  json_string_length(v), MAX_STRING_LEN);
+	return false;
+}
+
+/* Is a member name (a metric's, a sink's, a param's) at most MAX_NAME_LEN bytes? */
+static bool name_fits(const char *name, const char *path, struct ktel_config_errors *errs)
+{
+	size_t n = strlen(name);
+
+	if (n <= MAX_NAME_LEN)
+		return true;
+	add_error(errs, "%s%s(a name of %zu bytes): names are at most %d bytes", path,
+		  *path ? " " : "", n, MAX_NAME_LEN);
+	return false;
+}
+
 /* Each element by its index: "plugin_dirs[2]: expected string, got 3". */
 static bool validate_string_array(const json_t *v, const char *path,
 				  struct ktel_config_errors *errs)
@@ -462,10 +509,15 @@ static bool validate_string_array(const json_t *v, const char *path,
 	if (!json_is_array(v))
 		return false;
 	json_array_foreach(v, i, e) {
-		if (json_is_string(e))
+		char sub[512];
+
+		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+		if (json_is_string(e)) {
+			string_fits(e, sub, errs);
 			continue;
+		}
 		describe(e, got, sizeof(got));
-		add_error(errs, "%s[%zu]: expected string, got %s", path, i, got);
+		add_error(errs, "%s: expected string, got %s", sub, got);
 	}
 	return true;
 }
@@ -480,7 +532,7 @@ static bool validate_int_map(const json_t *v, const char *path, struct ktel_conf
 	if (!json_is_object(v))
 		return false;
 	json_object_foreach((json_t *)v, name, member) {
-		if (json_is_integer(member))
+		if (!name_fits(name, path, errs) || json_is_integer(member))
 			continue;
 		join_path(sub, sizeof(sub), path, name);
 		describe(member, got, sizeof(got));
@@ -497,6 +549,8 @@ static void validate_map(const json_t *v, const struct ktel_cfg_key *k, const ch
 	json_t *member;
 
 	json_object_foreach((json_t *)v, name, member) {
+		if (!name_fits(name, path, errs))
+			continue;
 		join_path(sub, sizeof(sub), path, name);
 		if (!json_is_object(member)) {
 			describe(member, got, sizeof(got));
@@ -529,6 +583,8 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 	switch (k->type) {
 	case KTEL_CFG_STRING:
 		ok = json_is_string(v) && json_string_length(v) > 0;
+		if (ok && !string_fits(v, path, errs))
+			return;
 		break;
 	case KTEL_CFG_BOOL:
 		ok = json_is_boolean(v);
@@ -553,6 +609,11 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 		if (r == -ENOENT) {
 			add_error(errs, "%s: group \"%s\" does not exist on this system", path,
 				  json_string_value(v));
+			return;
+		}
+		if (r == -ENAMETOOLONG) {
+			add_error(errs, "%s: group name of %zu bytes: at most %d bytes (LOGIN_NAME_MAX)",
+				  path, json_string_length(v), MAX_GROUP_LEN);
 			return;
 		}
 		ok = r == 0;
@@ -712,7 +773,32 @@ static void check_relation(const json_t *obj, const struct ktel_cfg_key *keys,
 	}
 }
 
-/* The string forms: address literal, unix socket path, URL path. */
+/* A DNS name as the resolver takes it, or an IPv4/IPv6 literal. */
+static bool host_ok(const char *s)
+{
+	unsigned char addr[sizeof(struct in6_addr)];
+	size_t label = 0, n = strlen(s);
+
+	if (inet_pton(AF_INET6, s, addr) == 1)
+		return true;
+	if (n == 0 || n > MAX_HOST_LEN)
+		return false;
+	for (const char *c = s; *c; c++) {
+		if (*c == '.') {
+			if (label == 0)
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_')
+			return false;
+		if (++label > 63)
+			return false;
+	}
+	return true;
+}
+
+/* The string forms: address literal, unix socket path, URL path, lengths. */
 static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 		       const struct cfg_rule *r, const char *path,
 		       struct ktel_config_errors *errs)
@@ -720,7 +806,7 @@ static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 	const json_t *v = valid_value(obj, keys, r->key);
 	const char *s = json_string_value(v);
 	unsigned char addr[sizeof(struct in6_addr)];
-	size_t max_unix = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	size_t max_unix = MAX_UNIX_LEN;
 	char sub[512];
 
 	if (!s)
@@ -728,12 +814,19 @@ static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 	join_path(sub, sizeof(sub), path, r->key);
 	if (r->kind == RULE_IP_LITERAL && inet_pton(AF_INET, s, addr) != 1 &&
 	    inet_pton(AF_INET6, s, addr) != 1)
-		add_error(errs, "%s: \"%s\" is not an IPv4 or IPv6 address (a literal, not a "
+		add_error(errs, "%s: \"%.60s\" is not an IPv4 or IPv6 address (a literal, not a "
 			  "host name)", sub, s);
 	else if (r->kind == RULE_UNIX_PATH && strlen(s) > max_unix)
 		add_error(errs, "%s: unix socket path longer than %zu bytes", sub, max_unix);
 	else if (r->kind == RULE_URL_PATH && s[0] != '/')
-		add_error(errs, "%s: expected a URL path starting with '/', got \"%s\"", sub, s);
+		add_error(errs, "%s: expected a URL path starting with '/', got \"%.60s\"", sub, s);
+	else if (r->kind == RULE_MAX_LEN && strlen(s) > r->max)
+		add_error(errs, "%s: %zu bytes: at most %zu bytes (%s)", sub, strlen(s), r->max,
+			  r->why);
+	else if (r->kind == RULE_HOSTNAME && !host_ok(s))
+		add_error(errs, "%s: \"%.60s\" is not a host name (at most %d bytes, labels of "
+			  "1..63 letters, digits, '-' and '_', dot-separated) or an IP address",
+			  sub, s, MAX_HOST_LEN);
 }
 
 static void check_rules(const json_t *obj, const struct ktel_cfg_key *keys,
@@ -752,6 +845,8 @@ static void check_rules(const json_t *obj, const struct ktel_cfg_key *keys,
 		case RULE_IP_LITERAL:
 		case RULE_UNIX_PATH:
 		case RULE_URL_PATH:
+		case RULE_MAX_LEN:
+		case RULE_HOSTNAME:
 			check_form(obj, keys, r, path, errs);
 			break;
 		}
@@ -1245,10 +1340,36 @@ err_free:
 	return r;
 }
 
+/* One expanded path of the model against its bound (the file's text may use
+ * "${run_dir}" and the like, so the text's length is not the path's). */
+static void check_path_len(const char *key, const char *v, size_t max, const char *limit,
+			   struct ktel_config_errors *errs)
+{
+	if (strlen(v) > max)
+		add_error(errs, "%s: \"%.60s...\" is %zu bytes: at most %zu bytes (%s)", key, v,
+			  strlen(v), max, limit);
+}
+
+/* The model's paths as bind(2) and open(2) will see them. */
+static void check_model(const struct ktel_config *cfg, struct ktel_config_errors *errs)
+{
+	char key[64];
+
+	check_path_len("control_socket", cfg->control_socket, MAX_UNIX_LEN,
+		       "the sun_path of a unix socket address", errs);
+	check_path_len("pin_root", cfg->pin_root, MAX_STRING_LEN, "PATH_MAX", errs);
+	check_path_len("state_file", cfg->state_file, MAX_STRING_LEN, "PATH_MAX", errs);
+	for (size_t i = 0; i < cfg->n_plugin_dirs; i++) {
+		snprintf(key, sizeof(key), "plugin_dirs[%zu]", i);
+		check_path_len(key, cfg->plugin_dirs[i], MAX_STRING_LEN, "PATH_MAX", errs);
+	}
+}
+
 int ktel_config__load_string(const char *text, const char *source,
 			     const struct ktel_config_vars *vars, struct ktel_config **ret,
 			     struct ktel_config_errors *errs, struct ktel_err *err)
 {
+	struct ktel_config *cfg = NULL;
 	json_error_t jerr;
 	json_t *root;
 	int r;
@@ -1276,10 +1397,17 @@ int ktel_config__load_string(const char *text, const char *source,
 		return ktel_err_set(err, EINVAL, "%s: %zu configuration error%s", source, errs->n,
 				    errs->n == 1 ? "" : "s");
 	}
-	r = build_model(root, source, vars, ret);
+	r = build_model(root, source, vars, &cfg);
 	json_decref(root);
 	if (r)
 		return ktel_err_set(err, -r, "%s: %s", source, strerror(-r));
+	check_model(cfg, errs);
+	if (errs->n) {
+		ktel_config__free(cfg);
+		return ktel_err_set(err, EINVAL, "%s: %zu configuration error%s", source, errs->n,
+				    errs->n == 1 ? "" : "s");
+	}
+	*ret = cfg;
 	return 0;
 }
 
@@ -1429,6 +1557,13 @@ static void write_rules(FILE *out, const struct cfg_rule *rules)
 			break;
 		case RULE_URL_PATH:
 			fputs(" must start with `/`", out);
+			break;
+		case RULE_MAX_LEN:
+			fprintf(out, " must be at most %zu bytes", r->max);
+			break;
+		case RULE_HOSTNAME:
+			fprintf(out, " must be an IP address or a host name of at most %d bytes "
+				"(labels of 1..63 letters, digits, `-`, `_`)", MAX_HOST_LEN);
 			break;
 		}
 		fprintf(out, "%s%s.\n", r->why ? ": " : "", r->why ? r->why : "");

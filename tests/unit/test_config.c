@@ -306,6 +306,121 @@ static void test_doc_lists_every_key(void **state)
 	free(out);
 }
 
+
+/* A string of n copies of c (caller frees). */
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	assert_non_null(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* {"<key>": "<n copies of c>"} (caller frees), with a sink when key is under one. */
+static char *doc_with(const char *fmt, char c, size_t n)
+{
+	char *v = repeat(c, n), *text;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	if (asprintf(&text, fmt, v) < 0)
+		fail_msg("out of memory");
+#pragma GCC diagnostic pop
+	free(v);
+	return text;
+}
+
+static void expect_bounded(const char *fmt, char c, size_t ok, size_t bad, const char *want)
+{
+	char *text = doc_with(fmt, c, ok);
+
+	expect_errors(text, "");
+	free(text);
+	text = doc_with(fmt, c, bad);
+	expect_error(text, want);
+	free(text);
+}
+
+/* Group names reach NSS (getgrnam_r aborted on 4 MiB): LOGIN_NAME_MAX - 1 bytes.
+ * A name of the bound's length passes the bound and then is looked up. */
+static void test_group_names_are_bounded(void **state)
+{
+	char *text = doc_with("{\"pin_group\": \"%s\"}", 'g', 4u << 20), *want;
+
+	expect_errors(text, "pin_group: group name of 4194304 bytes: at most 255 bytes "
+			    "(LOGIN_NAME_MAX)\n");
+	free(text);
+	text = doc_with("{\"control_group\": \"%s\"}", 'g', 256);
+	expect_errors(text, "control_group: group name of 256 bytes: at most 255 bytes "
+			    "(LOGIN_NAME_MAX)\n");
+	free(text);
+	text = doc_with("{\"control_group\": \"%s\"}", 'g', 255);
+	want = doc_with("control_group: group \"%s\" does not exist on this system", 'g', 255);
+	expect_error(text, want);
+	free(text);
+	free(want);
+}
+
+/* Every string is at most PATH_MAX - 1 bytes; expanded paths too. */
+static void test_strings_and_paths_are_bounded(void **state)
+{
+	char *text;
+
+	expect_bounded("{\"state_file\": \"/%s\"}", 's', 4094, 4095,
+		       "state_file: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"pin_root\": \"/%s\"}", 'p', 4094, 4095,
+		       "pin_root: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"plugin_dirs\": [\"/a\", \"/%s\"]}", 'd', 4094, 4095,
+		       "plugin_dirs[1]: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"control_socket\": \"/%s\"}", 'c', 106, 107,
+		       "control_socket: \"/ccccccccccccccccccccccccccccccccccccccccccccccccccc"
+		       "cccccccc...\" is 108 bytes: at most 107 bytes (the sun_path of a unix "
+		       "socket address)");
+	expect_bounded("{\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"/%s\"}}}",
+		       'j', 4094, 4095,
+		       "sinks.j.path: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	text = doc_with("{\"self_telemetry\": {\"sinks\": [\"stdout\", \"%s\"]}}", 'x', 4096);
+	expect_error(text, "self_telemetry.sinks[1]: string of 4096 bytes: at most 4095 bytes "
+			   "(PATH_MAX)");
+	free(text);
+}
+
+/* The expansion of ${run_dir} counts: the socket path bind(2) sees. */
+static void test_expanded_socket_path_is_bounded(void **state)
+{
+	struct ktel_config_vars vars = {.run_dir = NULL};
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	char *run = repeat('r', 101);
+	struct ktel_err err;
+
+	run[0] = '/';
+	vars.run_dir = run;
+	assert_int_equal(ktel_config__load_string("{\"control_socket\": \"${run_dir}/c.sock\"}",
+						  "t.json", &vars, &cfg, &errs, &err), -EINVAL);
+	assert_null(cfg);
+	assert_int_equal(errs.n, 1);
+	assert_non_null(strstr(errs.msgs[0], "control_socket: "));
+	assert_non_null(strstr(errs.msgs[0], " is 108 bytes: at most 107 bytes (the sun_path"));
+	ktel_config_errors__clear(&errs);
+	run[94] = '\0';
+	assert_int_equal(ktel_config__load_string("{\"control_socket\": \"${run_dir}/c.sock\"}",
+						  "t.json", &vars, &cfg, &errs, &err), 0);
+	ktel_config__free(cfg);
+	free(run);
+}
+
+/* Names of metrics, sinks and params are at most 255 bytes. */
+static void test_names_are_bounded(void **state)
+{
+	expect_bounded("{\"metrics\": {\"%s\": {}}}", 'm', 255, 256,
+		       "metrics (a name of 256 bytes): names are at most 255 bytes");
+	expect_bounded("{\"metrics\": {\"m\": {\"params\": {\"%s\": 1}}}}", 'k', 255, 300,
+		       "metrics.m.params (a name of 300 bytes): names are at most 255 bytes");
+}
+
 /* ---- the daemon's sink tables: required keys, relations between keys ---- */
 
 static int setup_real_sinks(void **state)
@@ -427,6 +542,33 @@ static void test_sink_string_forms(void **state)
 	expect_sink_errors("s", body, "");
 }
 
+
+/* The sinks' strings handed to libraries: group, host, prefix, URL path. */
+static void test_sink_strings_are_bounded(void **state)
+{
+	expect_bounded("{\"sinks\": {\"s\": {\"type\": \"stream\", \"socket\": \"/k\","
+		       " \"group\": \"0%s\"}}}", '0', 3, 4u << 20,
+		       "sinks.s.group: group name of 4194305 bytes: at most 255 bytes "
+		       "(LOGIN_NAME_MAX)");
+	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"host\": \"%s.example\"}}}",
+		       'h', 63, 64,
+		       "sinks.d.host: \"hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\" is "
+		       "not a host name (at most 253 bytes, labels of 1..63 letters, digits, '-' "
+		       "and '_', dot-separated) or an IP address");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"::1\"}", "");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"a..b\"}",
+			   "sinks.d.host: \"a..b\" is not a host name (at most 253 bytes, labels "
+			   "of 1..63 letters, digits, '-' and '_', dot-separated) or an IP address\n");
+	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"prefix\": \"%s\"}}}",
+		       'p', 255, 256, "sinks.d.prefix: 256 bytes: at most 255 bytes (a metric "
+		       "name prefix)");
+	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"prefix\": \"%s\"}}}",
+		       'p', 255, 256, "sinks.p.prefix: 256 bytes: at most 255 bytes (a metric "
+		       "name prefix)");
+	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"path\": \"/%s\"}}}",
+		       'u', 1023, 1024, "sinks.p.path: 1025 bytes: at most 1024 bytes (a URL path)");
+}
+
 /* A sink checks its options at open with the same rules and messages. */
 static void test_sink_open_uses_the_same_rules(void **state)
 {
@@ -498,6 +640,10 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_durations_and_sizes),
 		cmocka_unit_test(test_doc_lists_every_key),
+		cmocka_unit_test(test_group_names_are_bounded),
+		cmocka_unit_test(test_strings_and_paths_are_bounded),
+		cmocka_unit_test(test_expanded_socket_path_is_bounded),
+		cmocka_unit_test(test_names_are_bounded),
 	};
 
 	const struct CMUnitTest sink_tests[] = {
@@ -506,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_sink_requires),
 		cmocka_unit_test(test_sink_not_below),
 		cmocka_unit_test(test_sink_string_forms),
+		cmocka_unit_test(test_sink_strings_are_bounded),
 		cmocka_unit_test(test_sink_open_uses_the_same_rules),
 		cmocka_unit_test(test_sink_errors_with_the_rest),
 		cmocka_unit_test(test_doc_lists_sink_rules),
