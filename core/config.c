@@ -303,7 +303,9 @@ static int parse_scaled(const char *text, const char *const *units, const uint64
 	unsigned long long v;
 	char *end;
 
-	if (!text || !*text || *text == '-' || *text == '+')
+	/* A digit first: strtoull would skip spaces and take a sign, so
+	 * " -18446744073709551516ms" wrapped to 100ms. */
+	if (!text || !isdigit((unsigned char)*text))
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(text, &end, 10);
@@ -932,23 +934,25 @@ int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys
 static void check_sink_list(const json_t *list, const char *path, const json_t *sinks,
 			    struct ktel_config_errors *errs)
 {
-	size_t i, j;
+	/* The names seen so far, in a hash table: O(n) for a list of n (a
+	 * pairwise scan took 14.6 s for 60,000 names, blocking a reload). */
+	json_t *seen = json_object();
+	const char *name;
+	size_t i;
 	json_t *e;
 
 	json_array_foreach(list, i, e) {
 		if (!json_is_string(e))
 			continue;
-		if (sinks ? !json_object_get(sinks, json_string_value(e))
-			  : strcmp(json_string_value(e), "stdout") != 0)
-			add_error(errs, "%s[%zu]: unknown sink \"%s\"", path, i,
-				  json_string_value(e));
-		for (j = 0; j < i; j++)
-			if (json_equal(json_array_get(list, j), e)) {
-				add_error(errs, "%s[%zu]: duplicate sink \"%s\"", path, i,
-					  json_string_value(e));
-				break;
-			}
+		name = json_string_value(e);
+		if (sinks ? !json_object_get(sinks, name) : strcmp(name, "stdout") != 0)
+			add_error(errs, "%s[%zu]: unknown sink \"%.255s\"", path, i, name);
+		if (json_object_get(seen, name))
+			add_error(errs, "%s[%zu]: duplicate sink \"%.255s\"", path, i, name);
+		else if (seen)
+			json_object_set_new(seen, name, json_null());
 	}
+	json_decref(seen);
 }
 
 /* Cross-references the schema cannot express: the sink names lists use. */
@@ -1441,6 +1445,13 @@ int ktel_config__load_file(const char *path, const struct ktel_config_vars *vars
 	if (r) {
 		free(text);
 		return ktel_err_set(err, EIO, "%s: read error", path);
+	}
+	/* The parser would stop at a NUL byte and ignore the rest of the file. */
+	if (strlen(text) != len) {
+		add_error(errs, "byte %zu: NUL byte (a config is text; what follows it would "
+			  "be ignored)", strlen(text));
+		free(text);
+		return ktel_err_set(err, EINVAL, "%s: 1 configuration error", path);
 	}
 	r = ktel_config__load_string(text, path, vars, ret, errs, err);
 	free(text);
