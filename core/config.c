@@ -4,6 +4,7 @@
  * of truth: the validator walks it, and docs/config.md is generated from it.
  */
 #include "config.h"
+#include "fsutil.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -1354,6 +1355,127 @@ static void check_path_len(const char *key, const char *v, size_t max, const cha
 			  strlen(v), max, limit);
 }
 
+/*
+ * What only one holder can have: a listening TCP address, a unix socket
+ * path the daemon binds, a file a JSON sink writes. Each is registered in a
+ * hash set under its key, so n sinks cost O(n).
+ */
+struct claims {
+	json_t *seen; /* key -> "sinks.NAME.OPTION" (or "control_socket") */
+	struct ktel_config_errors *errs;
+};
+
+/* Claim key for who; a second claim is an error naming both. */
+static void claim(struct claims *c, const char *key, const char *who, const char *what)
+{
+	const json_t *first = json_object_get(c->seen, key);
+
+	if (first) {
+		add_error(c->errs, "%s: %s as %s: only one can bind or write it", who, what,
+			  json_string_value(first));
+		return;
+	}
+	json_object_set_new(c->seen, key, json_string(who));
+}
+
+/* A unix socket or file path, resolved: "a//b" and "a/./b" are one path. */
+static void claim_path(struct claims *c, const char *kind, const char *path,
+		       const char *who, const char *what)
+{
+	char *real = ktel_path_resolve(path), *key, msg[160];
+
+	if (!real)
+		return;
+	if (asprintf(&key, "%s %s", kind, real) >= 0) {
+		snprintf(msg, sizeof(msg), "%s %.100s", what, real);
+		claim(c, key, who, msg);
+		free(key);
+	}
+	free(real);
+}
+
+/* An option's value, else its documented default, as a string ("9464"). */
+static const char *option_text(const struct ktel_sink_cfg *sc, const char *key, char *buf,
+			       size_t len)
+{
+	const json_t *v = json_object_get(sc->options, key);
+	const struct ktel_cfg_key *k = find_key(sink_keys_for(sc->type), key);
+
+	if (json_is_string(v))
+		return json_string_value(v);
+	if (json_is_integer(v)) {
+		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+		return buf;
+	}
+	return !v && k ? k->default_text : NULL;
+}
+
+static bool wildcard(const char *addr)
+{
+	return strcmp(addr, "0.0.0.0") == 0 || strcmp(addr, "::") == 0;
+}
+
+/* A prometheus sink's listening port: one holder per address, and a
+ * wildcard address holds the port on every address. Port 0 is never shared. */
+static void claim_port(struct claims *c, const struct ktel_sink_cfg *sc, const char *who)
+{
+	char pbuf[32], lbuf[32], exact[128], wild[64], any[64];
+	const char *port = option_text(sc, "port", pbuf, sizeof(pbuf));
+	const char *listen = option_text(sc, "listen", lbuf, sizeof(lbuf));
+	const json_t *first;
+
+	if (!port || !listen || strcmp(port, "0") == 0)
+		return;
+	snprintf(exact, sizeof(exact), "tcp %.60s %s", listen, port);
+	snprintf(wild, sizeof(wild), "tcp-wildcard %s", port);
+	snprintf(any, sizeof(any), "tcp-any %s", port);
+	first = json_object_get(c->seen, exact);
+	if (!first)
+		first = json_object_get(c->seen, wild);
+	if (!first && wildcard(listen))
+		first = json_object_get(c->seen, any);
+	if (first) {
+		add_error(c->errs, "%s: same TCP port %s as %s: only one can listen on it", who,
+			  port, json_string_value(first));
+		return;
+	}
+	json_object_set_new(c->seen, exact, json_string(who));
+	if (!json_object_get(c->seen, any))
+		json_object_set_new(c->seen, any, json_string(who));
+	if (wildcard(listen))
+		json_object_set_new(c->seen, wild, json_string(who));
+}
+
+/* Two sinks on one port or path, a stream socket that is the control socket:
+ * start would fail binding (or two sinks would write one file). */
+static void check_exclusive(const struct ktel_config *cfg, struct ktel_config_errors *errs)
+{
+	struct claims c = {.seen = json_object(), .errs = errs};
+	char who[300], buf[32];
+	const char *v;
+
+	if (!c.seen)
+		return;
+	claim_path(&c, "unix", cfg->control_socket, "control_socket", "same unix socket");
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
+		const struct ktel_sink_cfg *sc = &cfg->sinks[i];
+
+		if (strcmp(sc->type, "prometheus") == 0) {
+			snprintf(who, sizeof(who), "sinks.%s.port", sc->name);
+			claim_port(&c, sc, who);
+		} else if (strcmp(sc->type, "stream") == 0 &&
+			   (v = option_text(sc, "socket", buf, sizeof(buf)))) {
+			snprintf(who, sizeof(who), "sinks.%s.socket", sc->name);
+			claim_path(&c, "unix", v, who, "same unix socket");
+		} else if (strcmp(sc->type, "json") == 0 &&
+			   (v = option_text(sc, "path", buf, sizeof(buf))) && strcmp(v, "-")) {
+			snprintf(who, sizeof(who), "sinks.%s.path", sc->name);
+			claim_path(&c, "file", v, who, "same file");
+		}
+	}
+	json_decref(c.seen);
+}
+
 /* The model's paths as bind(2) and open(2) will see them. */
 static void check_model(const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
@@ -1367,6 +1489,7 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 		snprintf(key, sizeof(key), "plugin_dirs[%zu]", i);
 		check_path_len(key, cfg->plugin_dirs[i], MAX_STRING_LEN, "PATH_MAX", errs);
 	}
+	check_exclusive(cfg, errs);
 }
 
 int ktel_config__load_string(const char *text, const char *source,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fsutil.h"
 #include "sink.h"
 
 static const struct ktel_cfg_key json_keys[] = {
@@ -525,6 +526,72 @@ static void test_names_are_bounded(void **state)
 
 /* ---- the daemon's sink tables: required keys, relations between keys ---- */
 
+/* Two sinks on one port or path, a stream socket that is the control socket:
+ * refused by the loader that start, reload and --check-config share,
+ * comparing resolved paths. */
+static void test_exclusive_ports_and_paths(void **state)
+{
+	char dir[] = "/tmp/ktel-test-claims-XXXXXX", text[2048];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(text, sizeof(text), "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
+		 "\"a\": {\"type\": \"stream\", \"socket\": \"%s//c.sock\"},"
+		 "\"b\": {\"type\": \"stream\", \"socket\": \"%s/./s.sock\"},"
+		 "\"c\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"},"
+		 "\"j1\": {\"type\": \"json\", \"path\": \"%s/o.jsonl\"},"
+		 "\"j2\": {\"type\": \"json\", \"path\": \"%s/../%s/o.jsonl\"},"
+		 "\"o1\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"o2\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"p1\": {\"type\": \"prometheus\"},"
+		 "\"p2\": {\"type\": \"prometheus\", \"listen\": \"0.0.0.0\"},"
+		 "\"p3\": {\"type\": \"prometheus\", \"port\": 9000, \"listen\": \"127.0.0.1\"},"
+		 "\"p4\": {\"type\": \"prometheus\", \"port\": 9000, \"listen\": \"127.0.0.2\"},"
+		 "\"p5\": {\"type\": \"prometheus\", \"port\": 0},"
+		 "\"p6\": {\"type\": \"prometheus\", \"port\": 0}}}",
+		 dir, dir, dir, dir, dir, dir, strrchr(dir, '/') + 1);
+	{
+		char want[2048];
+
+		snprintf(want, sizeof(want),
+			 "sinks.a.socket: same unix socket %s/c.sock as control_socket: only one "
+			 "can bind or write it\n"
+			 "sinks.c.socket: same unix socket %s/s.sock as sinks.b.socket: only one "
+			 "can bind or write it\n"
+			 "sinks.j2.path: same file %s/o.jsonl as sinks.j1.path: only one can bind "
+			 "or write it\n"
+			 "sinks.p2.port: same TCP port 9464 as sinks.p1.port: only one can listen "
+			 "on it\n", dir, dir, dir);
+		expect_errors(text, want);
+	}
+	/* Different ports, "-" twice, port 0 twice, two addresses: fine. */
+	snprintf(text, sizeof(text), "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
+		 "\"b\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"},"
+		 "\"o1\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"o2\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"p1\": {\"type\": \"prometheus\"},"
+		 "\"p2\": {\"type\": \"prometheus\", \"listen\": \"0.0.0.0\", \"port\": 9465}}}",
+		 dir, dir);
+	expect_errors(text, "");
+	rmdir(dir);
+}
+
+/* --check-config's pin_root check: what ktel_bpffs_ensure refuses at start. */
+static void test_pin_root_check(void **state)
+{
+	struct ktel_err err;
+
+	assert_int_equal(ktel_pin_root_check("pins", "/sys/fs/bpf", &err), -EINVAL);
+	assert_string_equal(err.msg, "pin_root pins: must be an absolute path");
+	assert_int_equal(ktel_pin_root_check("/tmp/ktel-no-such/pins", "/sys/fs/bpf", &err),
+			 -ENOTSUP);
+	assert_string_equal(err.msg, "pin_root /tmp/ktel-no-such/pins: not on a bpf file system "
+				     "(/tmp is on another file system; pins live below a bpffs "
+				     "mount such as /sys/fs/bpf)");
+	/* Below the mount point the daemon mounts bpffs when none is there. */
+	assert_int_equal(ktel_pin_root_check("/tmp/ktel-no-such/pins", "/tmp", &err), 0);
+}
+
+
 static int setup_real_sinks(void **state)
 {
 	ktel_sinks_register_schemas();
@@ -758,6 +825,8 @@ int main(void)
 		cmocka_unit_test(test_sink_not_below),
 		cmocka_unit_test(test_sink_string_forms),
 		cmocka_unit_test(test_sink_strings_are_bounded),
+		cmocka_unit_test(test_exclusive_ports_and_paths),
+		cmocka_unit_test(test_pin_root_check),
 		cmocka_unit_test(test_sink_open_uses_the_same_rules),
 		cmocka_unit_test(test_sink_errors_with_the_rest),
 		cmocka_unit_test(test_doc_lists_sink_rules),
