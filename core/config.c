@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #define MAX_CONFIG_ERRORS 200
 #define DAY_MS (24ULL * 3600 * 1000)
@@ -235,24 +236,39 @@ static const struct cfg_rule *rules_for_keys(const struct ktel_cfg_key *keys)
 
 /* ---- errors ---------------------------------------------------------- */
 
-static void add_verror(struct ktel_config_errors *errs, const char *fmt, va_list ap)
+static void add_vmsg(char ***msgs, size_t *n, const char *fmt, va_list ap)
 {
 	char **grown;
 	char *msg;
-	int n;
 
-	if (errs->n >= MAX_CONFIG_ERRORS)
+	if (*n >= MAX_CONFIG_ERRORS)
 		return;
-	n = vasprintf(&msg, fmt, ap);
-	if (n < 0)
+	if (vasprintf(&msg, fmt, ap) < 0)
 		return;
-	grown = realloc(errs->msgs, (errs->n + 1) * sizeof(*grown));
+	grown = realloc(*msgs, (*n + 1) * sizeof(*grown));
 	if (!grown) {
 		free(msg);
 		return;
 	}
-	errs->msgs = grown;
-	errs->msgs[errs->n++] = msg;
+	*msgs = grown;
+	(*msgs)[(*n)++] = msg;
+}
+
+static void add_verror(struct ktel_config_errors *errs, const char *fmt, va_list ap)
+{
+	add_vmsg(&errs->msgs, &errs->n, fmt, ap);
+}
+
+static void add_warning(struct ktel_config_errors *errs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void add_warning(struct ktel_config_errors *errs, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_vmsg(&errs->warnings, &errs->n_warnings, fmt, ap);
+	va_end(ap);
 }
 
 void ktel_config_errors__add(struct ktel_config_errors *errs, const char *fmt, ...)
@@ -275,6 +291,11 @@ void ktel_config_errors__clear(struct ktel_config_errors *errs)
 	free(errs->msgs);
 	errs->msgs = NULL;
 	errs->n = 0;
+	for (size_t i = 0; i < errs->n_warnings; i++)
+		free(errs->warnings[i]);
+	free(errs->warnings);
+	errs->warnings = NULL;
+	errs->n_warnings = 0;
 }
 
 /* A short rendering of a JSON value for messages: "abc", 12, true, an object. */
@@ -1476,6 +1497,126 @@ static void check_exclusive(const struct ktel_config *cfg, struct ktel_config_er
 	json_decref(c.seen);
 }
 
+/* ---- metric names ---------------------------------------------------- */
+
+/*
+ * The metrics of the plugins in this source tree (plugins/<name>: each
+ * provides one metric of its own name). A name under "metrics" that is none
+ * of these, not a metric a running daemon loaded, and not a plugin file in
+ * plugin_dirs, but within a typo of one of these, is a typo: an error
+ * naming the closest. Any other name no installed plugin provides is a
+ * warning, since a plugin of another vendor may provide it where it is
+ * installed.
+ */
+static const char *const builtin_metrics[] = {
+	"block_io_latency", "cma_allocation_latency", "compaction_duration",
+	"direct_reclaim_latency", "dmabuf_request_sizes", "kswapd_latency",
+	"memcg_reclaim_latency", "oom_events", "oom_kills", "runq_latency",
+	"runq_stall_events", "suspend_resume_latency", NULL,
+};
+
+static const char *const *installed_metrics;
+static size_t n_installed_metrics;
+
+void ktel_config_set_installed_metrics(const char *const *names, size_t n)
+{
+	installed_metrics = names;
+	n_installed_metrics = names ? n : 0;
+}
+
+#define TYPO_MAX_NAME 64
+
+/* Levenshtein distance of a and b (both at most TYPO_MAX_NAME bytes). */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[TYPO_MAX_NAME + 1];
+
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+const char *ktel_config_closest_metric(const char *name)
+{
+	size_t len = strlen(name), best = 3, d;
+	const char *closest = NULL;
+
+	/* A typo: at most 2 edits, and fewer than a third of the name. */
+	if (len > TYPO_MAX_NAME)
+		return NULL;
+	for (size_t i = 0; builtin_metrics[i]; i++) {
+		size_t lk = strlen(builtin_metrics[i]);
+
+		if ((lk > len ? lk - len : len - lk) >= best)
+			continue; /* the distance is at least the length difference */
+		d = edit_distance(name, builtin_metrics[i]);
+		if (d < best && d * 3 < len) {
+			best = d;
+			closest = builtin_metrics[i];
+		}
+	}
+	return closest;
+}
+
+static bool in_list(const char *const *list, size_t n, const char *name)
+{
+	for (size_t i = 0; list && (n ? i < n : list[i] != NULL); i++)
+		if (strcmp(list[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Is there a plugin file "<name>.so" in one of the plugin directories? */
+static bool plugin_file_present(const struct ktel_config *cfg, const char *name)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < cfg->n_plugin_dirs; i++)
+		if (snprintf(path, sizeof(path), "%s/%s.so", cfg->plugin_dirs[i], name) <
+			    (int)sizeof(path) &&
+		    access(path, F_OK) == 0)
+			return true;
+	return false;
+}
+
+static void check_metric_name(const struct ktel_config *cfg, const char *name,
+			      struct ktel_config_errors *errs)
+{
+	const char *closest;
+
+	if (in_list(installed_metrics, n_installed_metrics, name) ||
+	    plugin_file_present(cfg, name))
+		return;
+	if (in_list(builtin_metrics, 0, name)) {
+		add_warning(errs, "metrics.%s: no installed plugin provides this metric (no %s.so "
+			    "in plugin_dirs): its settings apply once the plugin is installed",
+			    name, name);
+		return;
+	}
+	closest = ktel_config_closest_metric(name);
+	if (closest)
+		add_error(errs, "metrics.%s: unknown metric (did you mean %s?)", name, closest);
+	else
+		add_warning(errs, "metrics.%s: no installed plugin provides this metric and it is "
+			    "not one of ktelemetry's own: its settings apply once a plugin "
+			    "providing it is installed", name);
+}
+
 /* The model's paths as bind(2) and open(2) will see them. */
 static void check_model(const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
@@ -1490,6 +1631,8 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 		check_path_len(key, cfg->plugin_dirs[i], MAX_STRING_LEN, "PATH_MAX", errs);
 	}
 	check_exclusive(cfg, errs);
+	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++)
+		check_metric_name(cfg, cfg->metrics[i].name, errs);
 }
 
 int ktel_config__load_string(const char *text, const char *source,

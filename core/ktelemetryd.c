@@ -88,6 +88,9 @@ static int load_config(const char *path, struct ktel_config **ret)
 					     &err);
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", errs.msgs[i]);
+	for (size_t i = 0; !r && i < errs.n_warnings; i++)
+		fprintf(stderr, "%s: warning: %s\n", path ? path : "<embedded>",
+			errs.warnings[i]);
 	if (r && !errs.n)
 		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
 	ktel_config_errors__clear(&errs);

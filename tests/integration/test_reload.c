@@ -384,6 +384,30 @@ static void test_sighup_huge_group_name_keeps_running(void **state)
 	rig_stop(r); /* exits 0 after its final pull */
 }
 
+/*
+ * A misspelled metric under "metrics" is refused naming the closest one, and
+ * the metric it meant keeps running; a metric no installed plugin provides
+ * is applied with a warning saying so.
+ */
+static void test_metric_names_on_reload(void **state)
+{
+	struct rig *r = &the_rig;
+
+	rig_start(r, "reload-metric-names", "");
+	write_config(r, "", "\"metrics\": {\"runq_latncy\": {\"enabled\": false}}");
+	assert_int_equal(ctl(r, "reload", NULL), 1);
+	if (!strstr(r->out, "metrics.runq_latncy: unknown metric (did you mean runq_latency?)"))
+		fail_msg("unexpected answer:\n%s", r->out);
+	assert_true(metric_enabled(r, "runq_latency"));
+	assert_still_delivering(r);
+	write_config(r, "", "\"metrics\": {\"vendor_gpu_latency\": {\"enabled\": false}}");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	assert_true(log_wait_for(&r->sb, "metrics.vendor_gpu_latency: no installed plugin "
+				 "provides this metric", 1));
+	rig_stop(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +416,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_broken_reload_reports_every_error, rig_teardown),
 		cmocka_unit_test_teardown(test_same_socket_close_then_open, rig_teardown),
 		cmocka_unit_test_teardown(test_sighup_huge_group_name_keeps_running, rig_teardown),
+		cmocka_unit_test_teardown(test_metric_names_on_reload, rig_teardown),
 	};
 
 	ktel_test_require_root("reload end to end");

@@ -524,6 +524,77 @@ static void test_names_are_bounded(void **state)
 		       "metrics.m.params (a name of 300 bytes): names are at most 255 bytes");
 }
 
+
+/* Load text; the warnings joined by newlines (caller frees). The text must be valid. */
+static char *warnings_of(const char *text)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	struct ktel_err err;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	assert_int_equal(ktel_config__load_string(text, "t.json", NULL, &cfg, &errs, &err), 0);
+	for (size_t i = 0; i < errs.n_warnings; i++)
+		fprintf(f, "%s\n", errs.warnings[i]);
+	fclose(f);
+	ktel_config_errors__clear(&errs);
+	ktel_config__free(cfg);
+	return out;
+}
+
+static void expect_warnings(const char *text, const char *want)
+{
+	char *got = warnings_of(text);
+
+	if (strcmp(got, want) != 0)
+		fail_msg("expected the warnings\n%sgot\n%s", want, got);
+	free(got);
+}
+
+/*
+ * A misspelled metric (within a typo of a built-in one) is an error naming
+ * the closest; a metric no installed plugin provides is a warning; a metric
+ * of a loaded plugin or of a plugin file in plugin_dirs is neither.
+ */
+static void test_metric_names(void **state)
+{
+	static const char *const loaded[] = {"vendor_gpu_latency"};
+	char dir[] = "/tmp/ktel-test-plugins-XXXXXX", path[128], text[512];
+	FILE *f;
+
+	expect_errors("{\"metrics\": {\"runq_latncy\": {\"enabled\": false}}}",
+		      "metrics.runq_latncy: unknown metric (did you mean runq_latency?)\n");
+	expect_errors("{\"metrics\": {\"oom_kill\": {}, \"compaction_duratoin\": {}}}",
+		      "metrics.oom_kill: unknown metric (did you mean oom_kills?)\n"
+		      "metrics.compaction_duratoin: unknown metric (did you mean "
+		      "compaction_duration?)\n");
+	assert_null(ktel_config_closest_metric("oom"));
+	assert_null(ktel_config_closest_metric("vendor_gpu_latency"));
+	expect_warnings("{\"metrics\": {\"vendor_gpu_latency\": {}, \"runq_latency\": {}}}",
+			"metrics.vendor_gpu_latency: no installed plugin provides this metric and "
+			"it is not one of ktelemetry's own: its settings apply once a plugin "
+			"providing it is installed\n"
+			"metrics.runq_latency: no installed plugin provides this metric (no "
+			"runq_latency.so in plugin_dirs): its settings apply once the plugin is "
+			"installed\n");
+	/* Provided by a loaded plugin (the running daemon's), or a file. */
+	ktel_config_set_installed_metrics(loaded, 1);
+	expect_warnings("{\"metrics\": {\"vendor_gpu_latency\": {}}}", "");
+	ktel_config_set_installed_metrics(NULL, 0);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/runq_latency.so", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	snprintf(text, sizeof(text), "{\"plugin_dirs\": [\"%s\"], \"metrics\": "
+		 "{\"runq_latency\": {}}}", dir);
+	expect_warnings(text, "");
+	unlink(path);
+	rmdir(dir);
+}
+
 /* ---- the daemon's sink tables: required keys, relations between keys ---- */
 
 /* Two sinks on one port or path, a stream socket that is the control socket:
@@ -816,6 +887,7 @@ int main(void)
 		cmocka_unit_test(test_strings_and_paths_are_bounded),
 		cmocka_unit_test(test_expanded_socket_path_is_bounded),
 		cmocka_unit_test(test_names_are_bounded),
+		cmocka_unit_test(test_metric_names),
 	};
 
 	const struct CMUnitTest sink_tests[] = {
