@@ -67,10 +67,13 @@ struct ktel_config {
 	size_t n_sinks;
 };
 
-/* Every validation error of one document, in document order. */
+/* Every validation error of one document, in document order, and the
+ * warnings of a document that is valid (the caller logs them). */
 struct ktel_config_errors {
 	char **msgs;
 	size_t n;
+	char **warnings;
+	size_t n_warnings;
 };
 
 /* Values substituted into strings: "${plugin_dir}" and "${build_dir}". */
@@ -96,6 +99,18 @@ void ktel_config_errors__clear(struct ktel_config_errors *errs);
 /* Append one message (bounded; beyond the bound messages are dropped). */
 void ktel_config_errors__add(struct ktel_config_errors *errs, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Metric names under "metrics" are checked against what is known (design in
+ * docs/config.md, "Metric names"): the metrics of ktelemetry's own plugins,
+ * the names set here (the metrics of the plugins a running daemon loaded;
+ * NULL, 0 for none; the array must outlive the loads that use it), and a
+ * plugin file "<name>.so" in one of plugin_dirs.
+ */
+void ktel_config_set_installed_metrics(const char *const *names, size_t n);
+
+/* The built-in metric closest to name within a typo's distance, or NULL. */
+const char *ktel_config_closest_metric(const char *name);
 
 /* The settings for a metric, or NULL when the config does not name it. */
 const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg,

@@ -456,6 +456,43 @@ static size_t install_config(struct ktel_daemon *d, struct ktel_config *cfg,
 	return failed;
 }
 
+/* The names of the metrics of the loaded plugins (caller frees the array). */
+static const char **loaded_metric_names(const struct ktel_daemon *d, size_t *ret_n)
+{
+	const char **names;
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_plugins; i++)
+		n += d->plugins[i]->n_metrics;
+	names = calloc(n + 1, sizeof(*names));
+	if (!names)
+		return NULL;
+	n = 0;
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
+			names[n++] = d->plugins[i]->metrics[j].md->name;
+	*ret_n = n;
+	return names;
+}
+
+/* Load the new config; metric names are checked against the loaded plugins too. */
+static int load_config(struct ktel_daemon *d, const char *path, const char *source,
+		       struct ktel_config **ret, struct ktel_config_errors *errs,
+		       struct ktel_err *err)
+{
+	size_t n = 0;
+	const char **names = loaded_metric_names(d, &n);
+	int rc;
+
+	ktel_config_set_installed_metrics(names, n);
+	rc = path ? ktel_config__load_file(path, &d->opts.vars, ret, errs, err)
+		  : ktel_config__load_string(d->opts.config_text, source, &d->opts.vars, ret,
+					     errs, err);
+	ktel_config_set_installed_metrics(NULL, 0);
+	free(names);
+	return rc;
+}
+
 int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_config_errors *errs,
 			struct ktel_err *err)
 {
@@ -467,9 +504,7 @@ int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_con
 	if (!path)
 		path = d->opts.config_path;
 	source = path ? path : "<embedded config>";
-	rc = path ? ktel_config__load_file(path, &d->opts.vars, &cfg, errs, err)
-		  : ktel_config__load_string(d->opts.config_text, source, &d->opts.vars, &cfg,
-					     errs, err);
+	rc = load_config(d, path, source, &cfg, errs, err);
 	if (rc)
 		return ktel_err_prefix(err, "the running configuration is unchanged: ");
 	check_immutable(d, d->cfg, cfg, errs);
@@ -484,6 +519,8 @@ int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_con
 		return ktel_err_set(err, EINVAL, "%s: %zu error%s: the running configuration is "
 				    "unchanged", source, errs->n, errs->n == 1 ? "" : "s");
 	}
+	for (size_t i = 0; i < errs->n_warnings; i++)
+		ktel_log(KTEL_LOG_WARN, "reload: %s: %s", source, errs->warnings[i]);
 	failed = install_config(d, cfg, errs);
 	if (failed)
 		return ktel_err_set(err, EIO, "%s: applied, but %zu metric%s could not follow it "

@@ -20,4 +20,22 @@ struct ktel_err;
  */
 int ktel_dir_writable_for(const char *path, struct ktel_err *err);
 
+/*
+ * The path as the kernel will see it once the file exists: the canonical
+ * path of an existing file, else its existing directory's canonical path
+ * and its base name, else path unchanged (relative to the working
+ * directory). So "/run/k//c.sock" and "/run/k/./c.sock" compare equal.
+ * A new string (caller frees), or NULL with errno set.
+ */
+char *ktel_path_resolve(const char *path);
+
+/*
+ * Could pin_root be used as a pin root: an absolute path below a bpf
+ * filesystem, or below mount_point where the daemon mounts one when none
+ * is, and not the root of a bpf filesystem? The checks ktel_bpffs_ensure()
+ * makes at start, without creating or mounting anything. 0, or -errno with
+ * err naming pin_root and the rule.
+ */
+int ktel_pin_root_check(const char *pin_root, const char *mount_point, struct ktel_err *err);
+
 #endif /* KTEL_FSUTIL_H */

@@ -21,8 +21,10 @@
 
 #include <uv.h>
 
+#include "bpf_lifecycle.h"
 #include "config.h"
 #include "daemon.h"
+#include "fsutil.h"
 #include "log.h"
 #include "memory.h"
 #include "sink.h"
@@ -87,10 +89,28 @@ static int load_config(const char *path, struct ktel_config **ret)
 					     &err);
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", errs.msgs[i]);
+	for (size_t i = 0; !r && i < errs.n_warnings; i++)
+		fprintf(stderr, "%s: warning: %s\n", path ? path : "<embedded>",
+			errs.warnings[i]);
 	if (r && !errs.n)
 		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
 	ktel_config_errors__clear(&errs);
 	return r;
+}
+
+/*
+ * --check-config refuses what start would refuse on this machine beyond the
+ * document itself: a pin_root that cannot be on bpffs (start mounts bpffs
+ * only at KTEL_BPFFS_MOUNT). Nothing is created or mounted.
+ */
+static int check_host(const char *path, const struct ktel_config *cfg)
+{
+	struct ktel_err err;
+
+	if (!ktel_pin_root_check(cfg->pin_root, KTEL_BPFFS_MOUNT, &err))
+		return 0;
+	fprintf(stderr, "%s: %s\n", path, err.msg);
+	return -EINVAL;
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -251,6 +271,8 @@ int main(int argc, char **argv)
 		return ktel_config__write_doc(stdout) ? 1 : 0;
 	if (check) {
 		r = load_config(check, &cfg);
+		if (!r)
+			r = check_host(check, cfg);
 		ktel_config__free(cfg);
 		if (!r)
 			printf("%s: OK\n", check);

@@ -348,6 +348,66 @@ static void test_same_socket_close_then_open(void **state)
 	unlink(sock);
 }
 
+
+/*
+ * A SIGHUP with group names of 4 MiB (which aborted the daemon inside NSS)
+ * is refused by name: the daemon keeps running on the old config and keeps
+ * delivering every pull.
+ */
+static void test_sighup_huge_group_name_keeps_running(void **state)
+{
+	size_t n = 4u << 20, len = n + 200;
+	struct rig *r = &the_rig;
+	char *name, *extra;
+
+	rig_start(r, "reload-huge-group", "");
+	name = malloc(n + 1);
+	extra = malloc(len);
+	assert_non_null(name);
+	assert_non_null(extra);
+	memset(name, 'g', n);
+	name[n] = '\0';
+	snprintf(extra, len, "\"pin_group\": \"%s\"", name);
+	write_config(r, "", extra);
+	free(extra);
+	free(name);
+	assert_int_equal(kill(r->pid, SIGHUP), 0);
+	if (!log_wait_for(&r->sb, "reload: pin_group: group name of 4194304 bytes: at most 255 "
+			  "bytes (LOGIN_NAME_MAX)", 10)) {
+		dump_log(&r->sb);
+		fail_msg("the refused reload was not logged with its reason");
+	}
+	assert_true(log_wait_for(&r->sb, "the running configuration is unchanged", 1));
+	assert_int_equal(kill(r->pid, 0), 0);
+	assert_still_delivering(r);
+	assert_true(metric_enabled(r, "runq_latency"));
+	rig_stop(r); /* exits 0 after its final pull */
+}
+
+/*
+ * A misspelled metric under "metrics" is refused naming the closest one, and
+ * the metric it meant keeps running; a metric no installed plugin provides
+ * is applied with a warning saying so.
+ */
+static void test_metric_names_on_reload(void **state)
+{
+	struct rig *r = &the_rig;
+
+	rig_start(r, "reload-metric-names", "");
+	write_config(r, "", "\"metrics\": {\"runq_latncy\": {\"enabled\": false}}");
+	assert_int_equal(ctl(r, "reload", NULL), 1);
+	if (!strstr(r->out, "metrics.runq_latncy: unknown metric (did you mean runq_latency?)"))
+		fail_msg("unexpected answer:\n%s", r->out);
+	assert_true(metric_enabled(r, "runq_latency"));
+	assert_still_delivering(r);
+	write_config(r, "", "\"metrics\": {\"vendor_gpu_latency\": {\"enabled\": false}}");
+	if (ctl(r, "reload", NULL) != 0)
+		fail_msg("reload: %s", r->out);
+	assert_true(log_wait_for(&r->sb, "metrics.vendor_gpu_latency: no installed plugin "
+				 "provides this metric", 1));
+	rig_stop(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +415,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_refuses_what_needs_a_restart, rig_teardown),
 		cmocka_unit_test_teardown(test_broken_reload_reports_every_error, rig_teardown),
 		cmocka_unit_test_teardown(test_same_socket_close_then_open, rig_teardown),
+		cmocka_unit_test_teardown(test_sighup_huge_group_name_keeps_running, rig_teardown),
+		cmocka_unit_test_teardown(test_metric_names_on_reload, rig_teardown),
 	};
 
 	ktel_test_require_root("reload end to end");

@@ -14,8 +14,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "fsutil.h"
 #include "sink.h"
 
 static const struct ktel_cfg_key json_keys[] = {
@@ -292,6 +295,106 @@ static void test_durations_and_sizes(void **state)
 	assert_int_equal(ktel_parse_size("18446744073GiB", &v), -ERANGE);
 }
 
+
+/* Strict: no leading space, no sign, no overflow (" -18446744073709551516ms"
+ * wrapped to 100ms through strtoull). */
+static void test_durations_and_sizes_are_strict(void **state)
+{
+	static const char *const bad[] = {" -18446744073709551516ms", "-18446744073709551516ms",
+					  " 5s", "+5s", "\t5s", "-0s", "5 s", "18446744073709551616ms",
+					  NULL};
+	static const char *const bad_sizes[] = {" -1", "-1KiB", "+1MiB", " 1MiB", "-0",
+						"18446744073709551616", NULL};
+	uint64_t v = 7;
+
+	for (size_t i = 0; bad[i]; i++) {
+		assert_int_not_equal(ktel_parse_duration(bad[i], &v), 0);
+		assert_int_equal(v, 7);
+	}
+	for (size_t i = 0; bad_sizes[i]; i++) {
+		assert_int_not_equal(ktel_parse_size(bad_sizes[i], &v), 0);
+		assert_int_equal(v, 7);
+	}
+	assert_int_equal(ktel_parse_duration("18446744073709551615ms", &v), 0);
+	assert_int_equal(ktel_parse_duration("18446744073709552s", &v), -ERANGE);
+	expect_errors("{\"interval\": \" -18446744073709551516ms\"}",
+		      "interval: expected duration string such as \"10s\", \"5m\", \"24h\", got "
+		      "\" -18446744073709551516ms\"\n");
+	expect_errors("{\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"-\", "
+		      "\"max_queue\": \"-1KiB\"}}}",
+		      "sinks.j.max_queue: expected size such as \"512KiB\", \"10MiB\" or bytes, "
+		      "got \"-1KiB\"\n");
+}
+
+/* Write len bytes of text to a new file; returns its path (caller frees). */
+static char *temp_file(const char *text, size_t len)
+{
+	char *path = strdup("/tmp/ktel-test-config-XXXXXX");
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* Text after a NUL byte is not silently ignored. */
+static void test_nul_byte_is_an_error(void **state)
+{
+	static const char text[] = "{\"interval\": \"10s\"}\0{\"interval\": \"50ms\"}";
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	char *path = temp_file(text, sizeof(text) - 1);
+	struct ktel_err err;
+
+	assert_int_equal(ktel_config__load_file(path, NULL, &cfg, &errs, &err), -EINVAL);
+	assert_null(cfg);
+	assert_int_equal(errs.n, 1);
+	assert_string_equal(errs.msgs[0], "byte 19: NUL byte (a config is text; what follows "
+					  "it would be ignored)");
+	ktel_config_errors__clear(&errs);
+	unlink(path);
+	free(path);
+	path = temp_file(text, strlen(text));
+	assert_int_equal(ktel_config__load_file(path, NULL, &cfg, &errs, &err), 0);
+	assert_int_equal(cfg->interval_ms, 10000);
+	ktel_config__free(cfg);
+	unlink(path);
+	free(path);
+}
+
+/*
+ * A sinks list of 60,000 names (and as many sinks) is checked in linear
+ * time: it took 14.6 s pairwise. The time is printed, not asserted; the
+ * behaviour is: exactly the one duplicate and the one unknown name found.
+ */
+static void test_long_sink_list(void **state)
+{
+	enum { N = 60000 };
+	size_t cap = (size_t)N * 64 + 256, off = 0;
+	char *text = malloc(cap);
+	struct timespec t0, t1;
+	char want[256];
+
+	assert_non_null(text);
+	off += (size_t)snprintf(text + off, cap - off, "{\"sinks\": {");
+	for (int i = 0; i < N; i++)
+		off += (size_t)snprintf(text + off, cap - off, "%s\"s%d\": {\"type\": \"json\", "
+					"\"path\": \"-\"}", i ? ", " : "", i);
+	off += (size_t)snprintf(text + off, cap - off, "}, \"self_telemetry\": {\"sinks\": [");
+	for (int i = 0; i < N; i++)
+		off += (size_t)snprintf(text + off, cap - off, "\"s%d\", ", i);
+	snprintf(text + off, cap - off, "\"s17\", \"nosuch\"]}}");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	snprintf(want, sizeof(want), "self_telemetry.sinks[%d]: duplicate sink \"s17\"\n"
+		 "self_telemetry.sinks[%d]: unknown sink \"nosuch\"\n", N, N + 1);
+	expect_errors(text, want);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	print_message("%d sinks and a list of %d names validated in %.3f s\n", N, N + 2,
+		      (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	free(text);
+}
+
 static void test_doc_lists_every_key(void **state)
 {
 	char *out = NULL;
@@ -306,7 +409,259 @@ static void test_doc_lists_every_key(void **state)
 	free(out);
 }
 
+
+/* A string of n copies of c (caller frees). */
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	assert_non_null(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* {"<key>": "<n copies of c>"} (caller frees), with a sink when key is under one. */
+static char *doc_with(const char *fmt, char c, size_t n)
+{
+	char *v = repeat(c, n), *text;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	if (asprintf(&text, fmt, v) < 0)
+		fail_msg("out of memory");
+#pragma GCC diagnostic pop
+	free(v);
+	return text;
+}
+
+static void expect_bounded(const char *fmt, char c, size_t ok, size_t bad, const char *want)
+{
+	char *text = doc_with(fmt, c, ok);
+
+	expect_errors(text, "");
+	free(text);
+	text = doc_with(fmt, c, bad);
+	expect_error(text, want);
+	free(text);
+}
+
+/* Group names reach NSS (getgrnam_r aborted on 4 MiB): LOGIN_NAME_MAX - 1 bytes.
+ * A name of the bound's length passes the bound and then is looked up. */
+static void test_group_names_are_bounded(void **state)
+{
+	char *text = doc_with("{\"pin_group\": \"%s\"}", 'g', 4u << 20), *want;
+
+	expect_errors(text, "pin_group: group name of 4194304 bytes: at most 255 bytes "
+			    "(LOGIN_NAME_MAX)\n");
+	free(text);
+	text = doc_with("{\"control_group\": \"%s\"}", 'g', 256);
+	expect_errors(text, "control_group: group name of 256 bytes: at most 255 bytes "
+			    "(LOGIN_NAME_MAX)\n");
+	free(text);
+	text = doc_with("{\"control_group\": \"%s\"}", 'g', 255);
+	want = doc_with("control_group: group \"%s\" does not exist on this system", 'g', 255);
+	expect_error(text, want);
+	free(text);
+	free(want);
+}
+
+/* Every string is at most PATH_MAX - 1 bytes; expanded paths too. */
+static void test_strings_and_paths_are_bounded(void **state)
+{
+	char *text;
+
+	expect_bounded("{\"state_file\": \"/%s\"}", 's', 4094, 4095,
+		       "state_file: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"pin_root\": \"/%s\"}", 'p', 4094, 4095,
+		       "pin_root: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"plugin_dirs\": [\"/a\", \"/%s\"]}", 'd', 4094, 4095,
+		       "plugin_dirs[1]: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"control_socket\": \"/%s\"}", 'c', 106, 107,
+		       "control_socket: \"/ccccccccccccccccccccccccccccccccccccccccccccccccccc"
+		       "cccccccc...\" is 108 bytes: at most 107 bytes (the sun_path of a unix "
+		       "socket address)");
+	expect_bounded("{\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"/%s\"}}}",
+		       'j', 4094, 4095,
+		       "sinks.j.path: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	text = doc_with("{\"self_telemetry\": {\"sinks\": [\"stdout\", \"%s\"]}}", 'x', 4096);
+	expect_error(text, "self_telemetry.sinks[1]: string of 4096 bytes: at most 4095 bytes "
+			   "(PATH_MAX)");
+	free(text);
+}
+
+/* The expansion of ${run_dir} counts: the socket path bind(2) sees. */
+static void test_expanded_socket_path_is_bounded(void **state)
+{
+	struct ktel_config_vars vars = {.run_dir = NULL};
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	char *run = repeat('r', 101);
+	struct ktel_err err;
+
+	run[0] = '/';
+	vars.run_dir = run;
+	assert_int_equal(ktel_config__load_string("{\"control_socket\": \"${run_dir}/c.sock\"}",
+						  "t.json", &vars, &cfg, &errs, &err), -EINVAL);
+	assert_null(cfg);
+	assert_int_equal(errs.n, 1);
+	assert_non_null(strstr(errs.msgs[0], "control_socket: "));
+	assert_non_null(strstr(errs.msgs[0], " is 108 bytes: at most 107 bytes (the sun_path"));
+	ktel_config_errors__clear(&errs);
+	run[94] = '\0';
+	assert_int_equal(ktel_config__load_string("{\"control_socket\": \"${run_dir}/c.sock\"}",
+						  "t.json", &vars, &cfg, &errs, &err), 0);
+	ktel_config__free(cfg);
+	free(run);
+}
+
+/* Names of metrics, sinks and params are at most 255 bytes. */
+static void test_names_are_bounded(void **state)
+{
+	expect_bounded("{\"metrics\": {\"%s\": {}}}", 'm', 255, 256,
+		       "metrics (a name of 256 bytes): names are at most 255 bytes");
+	expect_bounded("{\"metrics\": {\"m\": {\"params\": {\"%s\": 1}}}}", 'k', 255, 300,
+		       "metrics.m.params (a name of 300 bytes): names are at most 255 bytes");
+}
+
+
+/* Load text; the warnings joined by newlines (caller frees). The text must be valid. */
+static char *warnings_of(const char *text)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	struct ktel_err err;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	assert_int_equal(ktel_config__load_string(text, "t.json", NULL, &cfg, &errs, &err), 0);
+	for (size_t i = 0; i < errs.n_warnings; i++)
+		fprintf(f, "%s\n", errs.warnings[i]);
+	fclose(f);
+	ktel_config_errors__clear(&errs);
+	ktel_config__free(cfg);
+	return out;
+}
+
+static void expect_warnings(const char *text, const char *want)
+{
+	char *got = warnings_of(text);
+
+	if (strcmp(got, want) != 0)
+		fail_msg("expected the warnings\n%sgot\n%s", want, got);
+	free(got);
+}
+
+/*
+ * A misspelled metric (within a typo of a built-in one) is an error naming
+ * the closest; a metric no installed plugin provides is a warning; a metric
+ * of a loaded plugin or of a plugin file in plugin_dirs is neither.
+ */
+static void test_metric_names(void **state)
+{
+	static const char *const loaded[] = {"vendor_gpu_latency"};
+	char dir[] = "/tmp/ktel-test-plugins-XXXXXX", path[128], text[512];
+	FILE *f;
+
+	expect_errors("{\"metrics\": {\"runq_latncy\": {\"enabled\": false}}}",
+		      "metrics.runq_latncy: unknown metric (did you mean runq_latency?)\n");
+	expect_errors("{\"metrics\": {\"oom_kill\": {}, \"compaction_duratoin\": {}}}",
+		      "metrics.oom_kill: unknown metric (did you mean oom_kills?)\n"
+		      "metrics.compaction_duratoin: unknown metric (did you mean "
+		      "compaction_duration?)\n");
+	assert_null(ktel_config_closest_metric("oom"));
+	assert_null(ktel_config_closest_metric("vendor_gpu_latency"));
+	expect_warnings("{\"metrics\": {\"vendor_gpu_latency\": {}, \"runq_latency\": {}}}",
+			"metrics.vendor_gpu_latency: no installed plugin provides this metric and "
+			"it is not one of ktelemetry's own: its settings apply once a plugin "
+			"providing it is installed\n"
+			"metrics.runq_latency: no installed plugin provides this metric (no "
+			"runq_latency.so in plugin_dirs): its settings apply once the plugin is "
+			"installed\n");
+	/* Provided by a loaded plugin (the running daemon's), or a file. */
+	ktel_config_set_installed_metrics(loaded, 1);
+	expect_warnings("{\"metrics\": {\"vendor_gpu_latency\": {}}}", "");
+	ktel_config_set_installed_metrics(NULL, 0);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/runq_latency.so", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	snprintf(text, sizeof(text), "{\"plugin_dirs\": [\"%s\"], \"metrics\": "
+		 "{\"runq_latency\": {}}}", dir);
+	expect_warnings(text, "");
+	unlink(path);
+	rmdir(dir);
+}
+
 /* ---- the daemon's sink tables: required keys, relations between keys ---- */
+
+/* Two sinks on one port or path, a stream socket that is the control socket:
+ * refused by the loader that start, reload and --check-config share,
+ * comparing resolved paths. */
+static void test_exclusive_ports_and_paths(void **state)
+{
+	char dir[] = "/tmp/ktel-test-claims-XXXXXX", text[2048];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(text, sizeof(text), "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
+		 "\"a\": {\"type\": \"stream\", \"socket\": \"%s//c.sock\"},"
+		 "\"b\": {\"type\": \"stream\", \"socket\": \"%s/./s.sock\"},"
+		 "\"c\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"},"
+		 "\"j1\": {\"type\": \"json\", \"path\": \"%s/o.jsonl\"},"
+		 "\"j2\": {\"type\": \"json\", \"path\": \"%s/../%s/o.jsonl\"},"
+		 "\"o1\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"o2\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"p1\": {\"type\": \"prometheus\"},"
+		 "\"p2\": {\"type\": \"prometheus\", \"listen\": \"0.0.0.0\"},"
+		 "\"p3\": {\"type\": \"prometheus\", \"port\": 9000, \"listen\": \"127.0.0.1\"},"
+		 "\"p4\": {\"type\": \"prometheus\", \"port\": 9000, \"listen\": \"127.0.0.2\"},"
+		 "\"p5\": {\"type\": \"prometheus\", \"port\": 0},"
+		 "\"p6\": {\"type\": \"prometheus\", \"port\": 0}}}",
+		 dir, dir, dir, dir, dir, dir, strrchr(dir, '/') + 1);
+	{
+		char want[2048];
+
+		snprintf(want, sizeof(want),
+			 "sinks.a.socket: same unix socket %s/c.sock as control_socket: only one "
+			 "can bind or write it\n"
+			 "sinks.c.socket: same unix socket %s/s.sock as sinks.b.socket: only one "
+			 "can bind or write it\n"
+			 "sinks.j2.path: same file %s/o.jsonl as sinks.j1.path: only one can bind "
+			 "or write it\n"
+			 "sinks.p2.port: same TCP port 9464 as sinks.p1.port: only one can listen "
+			 "on it\n", dir, dir, dir);
+		expect_errors(text, want);
+	}
+	/* Different ports, "-" twice, port 0 twice, two addresses: fine. */
+	snprintf(text, sizeof(text), "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
+		 "\"b\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"},"
+		 "\"o1\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"o2\": {\"type\": \"json\", \"path\": \"-\"},"
+		 "\"p1\": {\"type\": \"prometheus\"},"
+		 "\"p2\": {\"type\": \"prometheus\", \"listen\": \"0.0.0.0\", \"port\": 9465}}}",
+		 dir, dir);
+	expect_errors(text, "");
+	rmdir(dir);
+}
+
+/* --check-config's pin_root check: what ktel_bpffs_ensure refuses at start. */
+static void test_pin_root_check(void **state)
+{
+	struct ktel_err err;
+
+	assert_int_equal(ktel_pin_root_check("pins", "/sys/fs/bpf", &err), -EINVAL);
+	assert_string_equal(err.msg, "pin_root pins: must be an absolute path");
+	assert_int_equal(ktel_pin_root_check("/tmp/ktel-no-such/pins", "/sys/fs/bpf", &err),
+			 -ENOTSUP);
+	assert_string_equal(err.msg, "pin_root /tmp/ktel-no-such/pins: not on a bpf file system "
+				     "(/tmp is on another file system; pins live below a bpffs "
+				     "mount such as /sys/fs/bpf)");
+	/* Below the mount point the daemon mounts bpffs when none is there. */
+	assert_int_equal(ktel_pin_root_check("/tmp/ktel-no-such/pins", "/tmp", &err), 0);
+}
+
 
 static int setup_real_sinks(void **state)
 {
@@ -427,6 +782,33 @@ static void test_sink_string_forms(void **state)
 	expect_sink_errors("s", body, "");
 }
 
+
+/* The sinks' strings handed to libraries: group, host, prefix, URL path. */
+static void test_sink_strings_are_bounded(void **state)
+{
+	expect_bounded("{\"sinks\": {\"s\": {\"type\": \"stream\", \"socket\": \"/k\","
+		       " \"group\": \"0%s\"}}}", '0', 3, 4u << 20,
+		       "sinks.s.group: group name of 4194305 bytes: at most 255 bytes "
+		       "(LOGIN_NAME_MAX)");
+	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"host\": \"%s.example\"}}}",
+		       'h', 63, 64,
+		       "sinks.d.host: \"hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\" is "
+		       "not a host name (at most 253 bytes, labels of 1..63 letters, digits, '-' "
+		       "and '_', dot-separated) or an IP address");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"::1\"}", "");
+	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"a..b\"}",
+			   "sinks.d.host: \"a..b\" is not a host name (at most 253 bytes, labels "
+			   "of 1..63 letters, digits, '-' and '_', dot-separated) or an IP address\n");
+	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"prefix\": \"%s\"}}}",
+		       'p', 255, 256, "sinks.d.prefix: 256 bytes: at most 255 bytes (a metric "
+		       "name prefix)");
+	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"prefix\": \"%s\"}}}",
+		       'p', 255, 256, "sinks.p.prefix: 256 bytes: at most 255 bytes (a metric "
+		       "name prefix)");
+	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"path\": \"/%s\"}}}",
+		       'u', 1023, 1024, "sinks.p.path: 1025 bytes: at most 1024 bytes (a URL path)");
+}
+
 /* A sink checks its options at open with the same rules and messages. */
 static void test_sink_open_uses_the_same_rules(void **state)
 {
@@ -497,7 +879,15 @@ int main(void)
 		cmocka_unit_test(test_invalid_json),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_durations_and_sizes),
+		cmocka_unit_test(test_durations_and_sizes_are_strict),
+		cmocka_unit_test(test_nul_byte_is_an_error),
+		cmocka_unit_test(test_long_sink_list),
 		cmocka_unit_test(test_doc_lists_every_key),
+		cmocka_unit_test(test_group_names_are_bounded),
+		cmocka_unit_test(test_strings_and_paths_are_bounded),
+		cmocka_unit_test(test_expanded_socket_path_is_bounded),
+		cmocka_unit_test(test_names_are_bounded),
+		cmocka_unit_test(test_metric_names),
 	};
 
 	const struct CMUnitTest sink_tests[] = {
@@ -506,6 +896,9 @@ int main(void)
 		cmocka_unit_test(test_sink_requires),
 		cmocka_unit_test(test_sink_not_below),
 		cmocka_unit_test(test_sink_string_forms),
+		cmocka_unit_test(test_sink_strings_are_bounded),
+		cmocka_unit_test(test_exclusive_ports_and_paths),
+		cmocka_unit_test(test_pin_root_check),
 		cmocka_unit_test(test_sink_open_uses_the_same_rules),
 		cmocka_unit_test(test_sink_errors_with_the_rest),
 		cmocka_unit_test(test_doc_lists_sink_rules),
