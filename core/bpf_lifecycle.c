@@ -505,6 +505,50 @@ static int init_maps(struct ktel_bpf_plugin *p, struct ktel_err *err)
 	return rc;
 }
 
+/*
+ * The names of desc's maps that add_map() pins, into names (room for
+ * KTEL_PLUGIN_MAX_METRICS * (1 + KTEL_PLUGIN_MAX_DIMS), the loader's limits);
+ * returns how many.
+ */
+static size_t pinned_maps(const struct ktel_plugin_desc *d, const char **names)
+{
+	size_t n = 0;
+
+	for (uint32_t j = 0; j < d->n_metrics && j < KTEL_PLUGIN_MAX_METRICS; j++) {
+		const struct ktel_metric_desc *md = &d->metrics[j];
+
+		if (md->model == KTEL_MODEL_ACCUMULATOR && md->map_name)
+			names[n++] = md->map_name;
+		for (uint32_t k = 0; k < md->n_dims && k < KTEL_PLUGIN_MAX_DIMS; k++)
+			if (md->dims[k].label_map)
+				names[n++] = md->dims[k].label_map;
+	}
+	return n;
+}
+
+bool ktel_bpf_pins_collide(const struct ktel_plugin *a, const struct ktel_plugin *b, char *buf,
+			   size_t len)
+{
+	enum { MAX = KTEL_PLUGIN_MAX_METRICS * (1 + KTEL_PLUGIN_MAX_DIMS) };
+	char pa[2 * KTEL_PLUGIN_NAME_MAX + 8], pb[sizeof(pa)];
+	const char *na[MAX], *nb[MAX];
+	size_t n_a, n_b;
+	bool hit = false;
+
+	n_a = pinned_maps(&a->desc, na);
+	n_b = pinned_maps(&b->desc, nb);
+	for (size_t i = 0; i < n_a && !hit; i++) {
+		snprintf(pa, sizeof(pa), "map_%s_%s", a->desc.name, na[i]);
+		for (size_t j = 0; j < n_b && !hit; j++) {
+			snprintf(pb, sizeof(pb), "map_%s_%s", b->desc.name, nb[j]);
+			hit = strcmp(pa, pb) == 0;
+		}
+	}
+	if (hit)
+		snprintf(buf, len, "%s", pa);
+	return hit;
+}
+
 /* Whether fd is a BPF map (bpffs may also hold programs and links). */
 static bool fd_is_map(int fd)
 {

@@ -171,6 +171,17 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 			  struct ktel_bpf_plugin **ret, struct ktel_err *err);
 
 /*
+ * Would plugins a and b pin a map at the same path? Pins are named
+ * "map_<plugin>_<map>" under one pin root, for the metric map of every
+ * accumulator metric and every label map; so two plugins of one name always
+ * collide, and "a_b" with map "c" collides with "a" with map "b_c". Decided
+ * from the descriptors alone, before anything is loaded. Returns true and
+ * the colliding pin's name in buf when they would.
+ */
+bool ktel_bpf_pins_collide(const struct ktel_plugin *a, const struct ktel_plugin *b, char *buf,
+			   size_t len);
+
+/*
  * Find a program or map by name; NULL when absent. Use this rather than
  * bpf_object__find_map_by_name(): libbpf 1.1 renames a reused map to the
  * kernel's truncated name.

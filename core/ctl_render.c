@@ -265,6 +265,19 @@ static const struct column list_columns[] = {
 	{"NOTE", cell_note},
 };
 
+/* "refused plugin files" and one line per file, when there are any. */
+static void render_refused(FILE *out, const json_t *resp)
+{
+	const json_t *a = json_object_get(resp, "refused"), *r;
+	size_t i;
+
+	if (!json_array_size(a))
+		return;
+	fprintf(out, "\nrefused plugin files\n");
+	json_array_foreach(a, i, r)
+		fprintf(out, "  %s\n", jstr(r, "reason"));
+}
+
 static void render_list(FILE *out, const json_t *resp)
 {
 	const json_t *metrics = json_object_get(resp, "metrics");
@@ -290,6 +303,7 @@ static void render_list(FILE *out, const json_t *resp)
 			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
 				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
 		}
+	render_refused(out, resp);
 }
 
 static void render_program(FILE *out, const json_t *p)
@@ -335,6 +349,7 @@ static void render_status(FILE *out, const json_t *resp)
 		json_array_foreach(json_object_get(p, "programs"), j, prog)
 			render_program(out, prog);
 	}
+	render_refused(out, resp);
 	fprintf(out, "\nmetrics\n");
 	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
 		const json_t *lp = json_object_get(m, "last_pull");
