@@ -53,6 +53,24 @@ void ktel_libbpf_log__reset(void);
 /* First line of the first warning since the last reset, or "". */
 const char *ktel_libbpf_log__last(void);
 
+/* The verifier's last lines, as ktel_verifier_tail() keeps them. */
+#define KTEL_VERIFIER_TAIL_MAX 400
+
+/*
+ * The tail of the first verifier log libbpf printed since the last reset
+ * (a refused program's), or "".
+ */
+const char *ktel_libbpf_log__verifier(void);
+
+/*
+ * The last lines of a verifier log that say something (not blank, not the
+ * "processed N insns" and "verification time" statistics), at most 3,
+ * joined by " | ", into out; when longer than KTEL_VERIFIER_TAIL_MAX bytes
+ * the front is cut on a UTF-8 character boundary and marked "...". Returns
+ * the length written.
+ */
+size_t ktel_verifier_tail(const char *log, char *out, size_t len);
+
 /*
  * Describe a libbpf error (negative or positive, libbpf's own codes >= 4000
  * included) into buf; return the positive errno to report for it (libbpf's
@@ -83,6 +101,8 @@ struct ktel_bpf_opts {
 	const struct ktel_targets *targets; /* the running kernel's; required */
 	const int64_t *param_values;  /* desc.n_params values, NULL: defaults */
 	bool no_attach;               /* load and pin only */
+	bool load_only;               /* load only: no pin is reused or made,
+				       * nothing attached (inspect's check) */
 };
 
 /* One program of the object. */
@@ -97,6 +117,8 @@ struct ktel_bpf_prog {
 	struct bpf_link *link; /* non-NULL while attached */
 	bool attached;
 	char attach_error[KTEL_LIFECYCLE_MSG_MAX]; /* last attach failure, or "" */
+	/* When the kernel refused to load it: the verifier's last lines. */
+	char verifier_log[KTEL_VERIFIER_TAIL_MAX + 8];
 };
 
 enum ktel_bpf_map_role {

@@ -500,10 +500,11 @@ static void render_dim(FILE *out, const json_t *d)
  * the variant that won or the argument count that did not match). A
  * trampoline program (fentry/fexit) can still be refused when it loads.
  */
-static void render_program_verdict(FILE *out, const json_t *p)
+static void render_program_verdict(FILE *out, const json_t *r, const json_t *p)
 {
 	bool present = json_is_true(json_object_get(p, "target_present"));
 	bool selected = json_is_true(json_object_get(p, "selected"));
+	const json_t *load = json_object_get(r, "load");
 
 	if (!json_object_get(p, "target_present"))
 		return;
@@ -515,6 +516,12 @@ static void render_program_verdict(FILE *out, const json_t *p)
 		fprintf(out, ", would not load");
 		if (strcmp(jstr(p, "skip_reason"), jstr(p, "target_reason")) != 0)
 			fprintf(out, ": %s", jstr(p, "skip_reason"));
+	} else if (json_is_true(json_object_get(p, "loaded"))) {
+		fprintf(out, ", would load (loaded by this kernel)");
+	} else if (json_is_false(json_object_get(p, "loaded"))) {
+		fprintf(out, ", would not load: %s", jstr(p, "load_reason"));
+	} else if (json_is_object(load)) {
+		fprintf(out, "; load not verified");
 	} else if (json_is_true(json_object_get(p, "trampoline"))) {
 		fprintf(out, "; load not verified (kernels may refuse fentry/fexit at load)");
 	} else {
@@ -560,9 +567,15 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
 		if (json_is_string(json_object_get(p, "variant_group")))
 			fprintf(out, " variant of %s", jstr(p, "variant_group"));
-		render_program_verdict(out, p);
+		render_program_verdict(out, r, p);
 		fputc('\n', out);
 	}
+	if (json_is_object(json_object_get(r, "load")))
+		fprintf(out, "\n  load %s: %s\n",
+			json_is_true(json_object_get(json_object_get(r, "load"), "verified"))
+				? "checked"
+				: "NOT VERIFIED",
+			jstr(json_object_get(r, "load"), "note"));
 	if (json_is_string(json_object_get(r, "unsupported")))
 		fprintf(out, "\n  unsupported on this kernel: %s\n", jstr(r, "unsupported"));
 }

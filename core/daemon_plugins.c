@@ -254,8 +254,10 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 bp->maps[i].note);
 	for (size_t i = 0; i < bp->n_progs; i++)
 		if (!bp->progs[i].selected)
-			ktel_log(KTEL_LOG_INFO, "plugin %s: program %s skipped: %s",
-				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason);
+			ktel_log(KTEL_LOG_INFO, "plugin %s: program %s skipped: %s%s%s",
+				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason,
+				 bp->progs[i].verifier_log[0] ? "; verifier: " : "",
+				 bp->progs[i].verifier_log);
 }
 
 /* Load an opened plugin into the kernel; on success the daemon owns it. */

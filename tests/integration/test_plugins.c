@@ -1146,6 +1146,80 @@ static void test_name_copy_refused(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * A program the verifier refuses (fx_verifier_reject reads word 40 of a
+ * 32-word map value). The refusal used to say only "Permission denied";
+ * now the reason the log, status and list show carries the verifier's own
+ * complaint, and `ktelemetryctl inspect` loads the programs before it says
+ * whether they would load.
+ */
+static void test_verifier_refusal_reason(void **state)
+{
+	static const char *complaint = "invalid access to map value, value_size=256 off=320";
+	char dir[600], plugin[700], cmd[1200], line[200];
+	const char *reason = NULL;
+	struct sandbox sb;
+	char *status, *list, *log, *out;
+	json_t *st, *p;
+	size_t i;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "plugins-verifier");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(plugin, sizeof(plugin), "%s/fx_verifier_reject.so", dir);
+	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_verifier_reject.so", plugin);
+	sandbox_write_config(&sb, dir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	if (!log_wait_for(&sb, "metric fx_verifier_reject: not collected", 20)) {
+		dump_log(&sb);
+		kill(pid, SIGKILL);
+		fail_msg("the daemon did not report fx_verifier_reject");
+	}
+	status = ctl_out(&sb, "--json status");
+	list = ctl_out(&sb, "list");
+	stop_collecting(&sb, pid);
+
+	log = read_log(&sb);
+	snprintf(line, sizeof(line), "plugin fx_verifier_reject: unsupported: ");
+	assert_non_null(strstr(log, line));
+	assert_non_null(strstr(strstr(log, line), complaint));
+	free(log);
+	st = json_loads(status, 0, NULL);
+	assert_non_null(st);
+	json_array_foreach(json_object_get(st, "plugins"), i, p)
+		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", "fx_verifier_reject") == 0)
+			reason = json_string_value(json_object_get(p, "reason"));
+	printf("status reason: %s\n", reason ?: "(none)");
+	assert_non_null(reason);
+	assert_non_null(strstr(reason, complaint));
+	/* Bounded: the verifier's last lines, not its whole log. */
+	assert_true(strlen(reason) < KTEL_ERR_MSG_MAX);
+	assert_non_null(strstr(list, complaint));
+	json_decref(st);
+	free(status);
+	free(list);
+
+	/* inspect loads (as root) before it says whether the programs load. */
+	snprintf(cmd, sizeof(cmd), "%s inspect %s " KTEL_PLUGIN_DIR "/compaction_duration.so", CTL_BIN,
+		 plugin);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	out = calloc(1, 1 << 16);
+	assert_non_null(out);
+	assert_true(fread(out, 1, (1 << 16) - 1, f) > 0);
+	pclose(f);
+	printf("%s", out);
+	assert_non_null(strstr(out, "fx_verifier_prog"));
+	assert_non_null(strstr(strstr(out, "fx_verifier_prog "), "would not load"));
+	assert_non_null(strstr(strstr(out, "fx_verifier_prog "), complaint));
+	assert_non_null(strstr(out, "load checked: this kernel refused the programs"));
+	assert_non_null(strstr(strstr(out, "compaction_end "), "would load (loaded by this kernel)"));
+	free(out);
+	sandbox_cleanup(&sb);
+}
+
 static int setup(void **state)
 {
 	struct ktel_err err = {0};
@@ -1177,6 +1251,7 @@ int main(void)
 		cmocka_unit_test(test_example_plugin),
 		cmocka_unit_test(test_refused_variant),
 		cmocka_unit_test(test_name_copy_refused),
+		cmocka_unit_test(test_verifier_refusal_reason),
 	};
 
 	ktel_test_require_root("test_plugins");
