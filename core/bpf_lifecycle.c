@@ -31,13 +31,102 @@ static struct {
 /* Per thread: a load on one thread must not explain another's failure. */
 static __thread char last_warning[KTEL_LIFECYCLE_MSG_MAX];
 
+/* Per thread, like last_warning: the first verifier log's tail. */
+static __thread char last_verifier[KTEL_VERIFIER_TAIL_MAX + 8];
+
+#define LOAD_LOG_BEGIN "-- BEGIN PROG LOAD LOG --\n"
+#define LOAD_LOG_END "-- END PROG LOAD LOG --"
+
+/* Is the line [s, e) one of the verifier's statistics, or blank? */
+static bool verifier_noise(const char *s, const char *e)
+{
+	static const char *const noise[] = {"processed ", "verification time ", "stack depth ",
+					    "insns processed "};
+
+	while (s < e && (*s == ' ' || *s == '\t'))
+		s++;
+	if (s == e)
+		return true;
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(noise); i++)
+		if ((size_t)(e - s) >= strlen(noise[i]) && strncmp(s, noise[i], strlen(noise[i])) == 0)
+			return true;
+	return false;
+}
+
+size_t ktel_verifier_tail(const char *log, char *out, size_t len)
+{
+	const char *lines[3][2], *end = log + strlen(log), *e, *s;
+	char buf[3 * KTEL_VERIFIER_TAIL_MAX];
+	size_t n = 0, used = 0;
+
+	if (!len)
+		return 0;
+	/* Walk back from the end: the complaint is the last thing said. */
+	for (e = end; e > log && n < 3; e = s) {
+		for (s = e; s > log && s[-1] != '\n'; s--)
+			;
+		if (!verifier_noise(s, e)) {
+			lines[n][0] = s;
+			lines[n][1] = e;
+			n++;
+		}
+		if (s > log)
+			s--; /* the newline before this line */
+	}
+	buf[0] = '\0';
+	while (n-- > 0) {
+		size_t l = (size_t)(lines[n][1] - lines[n][0]);
+
+		if (l > KTEL_VERIFIER_TAIL_MAX)
+			l = KTEL_VERIFIER_TAIL_MAX;
+		used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%.*s",
+					 used ? " | " : "", (int)l, lines[n][0]);
+	}
+	s = buf;
+	if (used > KTEL_VERIFIER_TAIL_MAX) {
+		s = buf + used - (KTEL_VERIFIER_TAIL_MAX - 3);
+		while (((unsigned char)*s & 0xc0) == 0x80)
+			s++; /* never start inside a UTF-8 character */
+		snprintf(out, len, "...%s", s);
+		return strlen(out);
+	}
+	snprintf(out, len, "%s", s);
+	return strlen(out);
+}
+
+/* Keep the tail of the first program load log libbpf prints. */
+static void keep_verifier_log(const char *fmt, va_list ap)
+{
+	const char *begin, *end;
+	char *text = NULL;
+
+	if (last_verifier[0] || !strstr(fmt, "BEGIN PROG LOAD LOG"))
+		return;
+	/* The whole log, however long: its end is what matters. */
+	if (vasprintf(&text, fmt, ap) < 0)
+		return;
+	begin = strstr(text, LOAD_LOG_BEGIN);
+	end = begin ? strstr(begin, LOAD_LOG_END) : NULL;
+	if (begin && end) {
+		begin += strlen(LOAD_LOG_BEGIN);
+		text[end - text] = '\0';
+		ktel_verifier_tail(begin, last_verifier, sizeof(last_verifier));
+	}
+	free(text);
+}
+
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	static __thread char msg[16384];
 	const char *line = msg;
+	va_list copy;
 	size_t len;
 	int n;
 
+	va_copy(copy, ap);
+	if (level == LIBBPF_WARN)
+		keep_verifier_log(fmt, copy);
+	va_end(copy);
 	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (n < 0)
 		return 0;
@@ -75,11 +164,17 @@ void ktel_libbpf_log__reset(void)
 {
 	install_print();
 	last_warning[0] = '\0';
+	last_verifier[0] = '\0';
 }
 
 const char *ktel_libbpf_log__last(void)
 {
 	return last_warning;
+}
+
+const char *ktel_libbpf_log__verifier(void)
+{
+	return last_verifier;
 }
 
 int ktel_libbpf_strerror(int err, char *buf, size_t len)
@@ -345,6 +440,7 @@ out:
 struct exclusions {
 	char names[KTEL_PLUGIN_MAX_PROGRAMS][128];
 	char reasons[KTEL_PLUGIN_MAX_PROGRAMS][KTEL_TARGET_REASON_MAX];
+	char logs[KTEL_PLUGIN_MAX_PROGRAMS][KTEL_VERIFIER_TAIL_MAX + 8]; /* verifier's */
 	size_t n;
 };
 
@@ -503,6 +599,50 @@ static int init_maps(struct ktel_bpf_plugin *p, struct ktel_err *err)
 			rc = add_map(p, md->dims[j].label_map, i, KTEL_MAP_LABEL, err);
 	}
 	return rc;
+}
+
+/*
+ * The names of desc's maps that add_map() pins, into names (room for
+ * KTEL_PLUGIN_MAX_METRICS * (1 + KTEL_PLUGIN_MAX_DIMS), the loader's limits);
+ * returns how many.
+ */
+static size_t pinned_maps(const struct ktel_plugin_desc *d, const char **names)
+{
+	size_t n = 0;
+
+	for (uint32_t j = 0; j < d->n_metrics && j < KTEL_PLUGIN_MAX_METRICS; j++) {
+		const struct ktel_metric_desc *md = &d->metrics[j];
+
+		if (md->model == KTEL_MODEL_ACCUMULATOR && md->map_name)
+			names[n++] = md->map_name;
+		for (uint32_t k = 0; k < md->n_dims && k < KTEL_PLUGIN_MAX_DIMS; k++)
+			if (md->dims[k].label_map)
+				names[n++] = md->dims[k].label_map;
+	}
+	return n;
+}
+
+bool ktel_bpf_pins_collide(const struct ktel_plugin *a, const struct ktel_plugin *b, char *buf,
+			   size_t len)
+{
+	enum { MAX = KTEL_PLUGIN_MAX_METRICS * (1 + KTEL_PLUGIN_MAX_DIMS) };
+	char pa[2 * KTEL_PLUGIN_NAME_MAX + 8], pb[sizeof(pa)];
+	const char *na[MAX], *nb[MAX];
+	size_t n_a, n_b;
+	bool hit = false;
+
+	n_a = pinned_maps(&a->desc, na);
+	n_b = pinned_maps(&b->desc, nb);
+	for (size_t i = 0; i < n_a && !hit; i++) {
+		snprintf(pa, sizeof(pa), "map_%s_%s", a->desc.name, na[i]);
+		for (size_t j = 0; j < n_b && !hit; j++) {
+			snprintf(pb, sizeof(pb), "map_%s_%s", b->desc.name, nb[j]);
+			hit = strcmp(pa, pb) == 0;
+		}
+	}
+	if (hit)
+		snprintf(buf, len, "%s", pa);
+	return hit;
 }
 
 /* Whether fd is a BPF map (bpffs may also hold programs and links). */
@@ -711,8 +851,9 @@ static int load_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 	rc = bpf_object__load(p->obj);
 	if (rc) {
 		rc = ktel_libbpf_strerror(rc, msg, sizeof(msg));
-		return ktel_err_set(err, rc, "plugin %s: load failed: %s%s", p->plugin->desc.name,
-				    msg, libbpf_why(why, sizeof(why)));
+		return ktel_err_set(err, rc, "plugin %s: load failed: %s%s%s%s", p->plugin->desc.name,
+				    msg, libbpf_why(why, sizeof(why)),
+				    last_verifier[0] ? "; verifier: " : "", last_verifier);
 	}
 	fill_ids(p);
 	return 0;
@@ -769,8 +910,35 @@ static int exclude(struct exclusions *ex, const char *name, const char *reason)
 		return -E2BIG;
 	snprintf(ex->names[ex->n], sizeof(ex->names[ex->n]), "%s", name);
 	snprintf(ex->reasons[ex->n], sizeof(ex->reasons[ex->n]), "%s", reason);
+	ex->logs[ex->n][0] = '\0';
 	ex->n++;
 	return -EAGAIN;
+}
+
+/*
+ * After the last attempt: each program the kernel refused gets the
+ * verifier's words, and so does the reason of a plugin left unsupported -
+ * first, since "Permission denied" alone says nothing about the bug.
+ */
+static void add_verifier_logs(struct ktel_bpf_plugin *p, const struct exclusions *ex)
+{
+	char why[sizeof(p->unsupported_reason)];
+	struct ktel_bpf_prog *bp;
+	const char *first = NULL;
+
+	for (size_t i = 0; i < ex->n; i++) {
+		if (!ex->logs[i][0] || !(bp = ktel_bpf_plugin__prog(p, ex->names[i])))
+			continue;
+		snprintf(bp->verifier_log, sizeof(bp->verifier_log), "%s", ex->logs[i]);
+		if (!first)
+			first = ex->names[i];
+	}
+	if (!first || !p->unsupported)
+		return;
+	bp = ktel_bpf_plugin__prog(p, first);
+	snprintf(why, sizeof(why), "program %s refused by the verifier: %s; %s", first,
+		 bp->verifier_log, p->unsupported_reason);
+	memcpy(p->unsupported_reason, why, sizeof(why));
 }
 
 static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struct ktel_err *err);
@@ -839,7 +1007,7 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 	}
 	p->unsupported_reason[0] = '\0';
 	rc = init_maps(p, err);
-	rc = rc ?: prepare_pins(p, pin_root, err);
+	rc = rc ?: (opts->load_only ? 0 : prepare_pins(p, pin_root, err));
 	if (rc)
 		return rc;
 	rc = load_object(p, err);
@@ -852,8 +1020,14 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 			return rc;
 		snprintf(why, sizeof(why), "load refused by this kernel: %s",
 			 ktel_libbpf_log__last());
-		return exclude(ex, bad->name, why) == -EAGAIN ? -EAGAIN : rc;
+		if (exclude(ex, bad->name, why) != -EAGAIN)
+			return rc;
+		snprintf(ex->logs[ex->n - 1], sizeof(ex->logs[0]), "%s",
+			 ktel_libbpf_log__verifier());
+		return -EAGAIN;
 	}
+	if (opts->load_only)
+		return 0;
 	rc = attach_or_exclude(p, !opts->no_attach, ex, err);
 	return rc ?: pin_new_maps(p, opts->pin_gid, err);
 }
@@ -879,6 +1053,8 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 	/* Bounded: each retry excludes one more program. */
 	while ((rc = load_attempt(p, opts, ex, err)) == -EAGAIN)
 		reset_attempt(p);
+	if (!rc)
+		add_verifier_logs(p, ex);
 	free(ex);
 	if (rc)
 		goto fail;

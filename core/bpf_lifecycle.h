@@ -53,6 +53,24 @@ void ktel_libbpf_log__reset(void);
 /* First line of the first warning since the last reset, or "". */
 const char *ktel_libbpf_log__last(void);
 
+/* The verifier's last lines, as ktel_verifier_tail() keeps them. */
+#define KTEL_VERIFIER_TAIL_MAX 400
+
+/*
+ * The tail of the first verifier log libbpf printed since the last reset
+ * (a refused program's), or "".
+ */
+const char *ktel_libbpf_log__verifier(void);
+
+/*
+ * The last lines of a verifier log that say something (not blank, not the
+ * "processed N insns" and "verification time" statistics), at most 3,
+ * joined by " | ", into out; when longer than KTEL_VERIFIER_TAIL_MAX bytes
+ * the front is cut on a UTF-8 character boundary and marked "...". Returns
+ * the length written.
+ */
+size_t ktel_verifier_tail(const char *log, char *out, size_t len);
+
 /*
  * Describe a libbpf error (negative or positive, libbpf's own codes >= 4000
  * included) into buf; return the positive errno to report for it (libbpf's
@@ -83,6 +101,8 @@ struct ktel_bpf_opts {
 	const struct ktel_targets *targets; /* the running kernel's; required */
 	const int64_t *param_values;  /* desc.n_params values, NULL: defaults */
 	bool no_attach;               /* load and pin only */
+	bool load_only;               /* load only: no pin is reused or made,
+				       * nothing attached (inspect's check) */
 };
 
 /* One program of the object. */
@@ -97,6 +117,8 @@ struct ktel_bpf_prog {
 	struct bpf_link *link; /* non-NULL while attached */
 	bool attached;
 	char attach_error[KTEL_LIFECYCLE_MSG_MAX]; /* last attach failure, or "" */
+	/* When the kernel refused to load it: the verifier's last lines. */
+	char verifier_log[KTEL_VERIFIER_TAIL_MAX + 8];
 };
 
 enum ktel_bpf_map_role {
@@ -169,6 +191,17 @@ struct ktel_bpf_plugin {
  */
 int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
 			  struct ktel_bpf_plugin **ret, struct ktel_err *err);
+
+/*
+ * Would plugins a and b pin a map at the same path? Pins are named
+ * "map_<plugin>_<map>" under one pin root, for the metric map of every
+ * accumulator metric and every label map; so two plugins of one name always
+ * collide, and "a_b" with map "c" collides with "a" with map "b_c". Decided
+ * from the descriptors alone, before anything is loaded. Returns true and
+ * the colliding pin's name in buf when they would.
+ */
+bool ktel_bpf_pins_collide(const struct ktel_plugin *a, const struct ktel_plugin *b, char *buf,
+			   size_t len);
 
 /*
  * Find a program or map by name; NULL when absent. Use this rather than

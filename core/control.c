@@ -486,6 +486,20 @@ static json_t *sinks_json(struct ktel_control *c)
 	return a;
 }
 
+/* [{"path", "reason"}] of the plugin files the daemon refused. */
+static json_t *refused_json(struct ktel_control *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < ktel_daemon__n_refused(c->d); i++) {
+		const struct ktel_refusal *r = ktel_daemon__refused(c->d, i);
+
+		json_array_append_new(a, json_pack("{s:s, s:s}", "path", r->path, "reason",
+						   r->reason));
+	}
+	return a;
+}
+
 static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp,
 		      struct ktel_err *err)
 {
@@ -504,6 +518,7 @@ static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp,
 		ktel_router__stats(ktel_daemon__router(c->d), &rs);
 	json_object_set_new(resp, "daemon", daemon_json(c, stats_on));
 	json_object_set_new(resp, "plugins", plugins);
+	json_object_set_new(resp, "refused", refused_json(c));
 	json_object_set_new(resp, "metrics", metrics);
 	json_object_set_new(resp, "sinks", sinks_json(c));
 	json_object_set_new(resp, "router", json_pack("{s:I, s:I}", "batches",
@@ -539,6 +554,8 @@ static int cmd_list(struct ktel_control *c, const json_t *req, json_t *resp, str
 		for (size_t j = 0; j < lp->n_metrics; j++)
 			json_array_append_new(metrics, metric_list_json(&lp->metrics[j]));
 	}
+	if (json_object_set_new(resp, "refused", refused_json(c)))
+		return -ENOMEM;
 	return json_object_set_new(resp, "metrics", metrics) ? -ENOMEM : 0;
 }
 

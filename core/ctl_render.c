@@ -265,6 +265,19 @@ static const struct column list_columns[] = {
 	{"NOTE", cell_note},
 };
 
+/* "refused plugin files" and one line per file, when there are any. */
+static void render_refused(FILE *out, const json_t *resp)
+{
+	const json_t *a = json_object_get(resp, "refused"), *r;
+	size_t i;
+
+	if (!json_array_size(a))
+		return;
+	fprintf(out, "\nrefused plugin files\n");
+	json_array_foreach(a, i, r)
+		fprintf(out, "  %s\n", jstr(r, "reason"));
+}
+
 static void render_list(FILE *out, const json_t *resp)
 {
 	const json_t *metrics = json_object_get(resp, "metrics");
@@ -290,6 +303,7 @@ static void render_list(FILE *out, const json_t *resp)
 			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
 				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
 		}
+	render_refused(out, resp);
 }
 
 static void render_program(FILE *out, const json_t *p)
@@ -335,6 +349,7 @@ static void render_status(FILE *out, const json_t *resp)
 		json_array_foreach(json_object_get(p, "programs"), j, prog)
 			render_program(out, prog);
 	}
+	render_refused(out, resp);
 	fprintf(out, "\nmetrics\n");
 	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
 		const json_t *lp = json_object_get(m, "last_pull");
@@ -485,10 +500,11 @@ static void render_dim(FILE *out, const json_t *d)
  * the variant that won or the argument count that did not match). A
  * trampoline program (fentry/fexit) can still be refused when it loads.
  */
-static void render_program_verdict(FILE *out, const json_t *p)
+static void render_program_verdict(FILE *out, const json_t *r, const json_t *p)
 {
 	bool present = json_is_true(json_object_get(p, "target_present"));
 	bool selected = json_is_true(json_object_get(p, "selected"));
+	const json_t *load = json_object_get(r, "load");
 
 	if (!json_object_get(p, "target_present"))
 		return;
@@ -500,6 +516,12 @@ static void render_program_verdict(FILE *out, const json_t *p)
 		fprintf(out, ", would not load");
 		if (strcmp(jstr(p, "skip_reason"), jstr(p, "target_reason")) != 0)
 			fprintf(out, ": %s", jstr(p, "skip_reason"));
+	} else if (json_is_true(json_object_get(p, "loaded"))) {
+		fprintf(out, ", would load (loaded by this kernel)");
+	} else if (json_is_false(json_object_get(p, "loaded"))) {
+		fprintf(out, ", would not load: %s", jstr(p, "load_reason"));
+	} else if (json_is_object(load)) {
+		fprintf(out, "; load not verified");
 	} else if (json_is_true(json_object_get(p, "trampoline"))) {
 		fprintf(out, "; load not verified (kernels may refuse fentry/fexit at load)");
 	} else {
@@ -545,9 +567,15 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
 		if (json_is_string(json_object_get(p, "variant_group")))
 			fprintf(out, " variant of %s", jstr(p, "variant_group"));
-		render_program_verdict(out, p);
+		render_program_verdict(out, r, p);
 		fputc('\n', out);
 	}
+	if (json_is_object(json_object_get(r, "load")))
+		fprintf(out, "\n  load %s: %s\n",
+			json_is_true(json_object_get(json_object_get(r, "load"), "verified"))
+				? "checked"
+				: "NOT VERIFIED",
+			jstr(json_object_get(r, "load"), "note"));
 	if (json_is_string(json_object_get(r, "unsupported")))
 		fprintf(out, "\n  unsupported on this kernel: %s\n", jstr(r, "unsupported"));
 }

@@ -521,6 +521,7 @@ void ktel_daemon__free(struct ktel_daemon *d)
 		daemon_free_plugin(d->plugins[i]);
 	free(d->watchers);
 	free(d->retired_watchers);
+	free(d->refused);
 	ktel_router__free(d->router);
 	ktel_delta__free(d->delta);
 	ktel_targets__free(d->targets);

@@ -64,6 +64,21 @@ struct ktel_loaded_plugin {
 	size_t pending_closes; /* timers still closing after an unload */
 };
 
+/*
+ * A plugin file the daemon refused (the loader's rules, a taken plugin name
+ * or pin, a failed load): shown by status and list, logged once per version
+ * of the file (device, inode, size, mtime) and reason.
+ */
+struct ktel_refusal {
+	char path[4096];
+	char reason[KTEL_ERR_MSG_MAX];
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	bool seen; /* refused again by the scan under way */
+};
+
 struct ktel_daemon_opts {
 	bool once;             /* pull once after once_wait_ms, then exit */
 	uint64_t once_wait_ms;
@@ -105,6 +120,10 @@ bool ktel_metric__uses_prog(const struct ktel_metric *m, const char *prog);
 /* Iterate loaded plugins and metrics. */
 size_t ktel_daemon__n_plugins(const struct ktel_daemon *d);
 struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i);
+
+/* The plugin files the last scan refused, and why. */
+size_t ktel_daemon__n_refused(const struct ktel_daemon *d);
+const struct ktel_refusal *ktel_daemon__refused(const struct ktel_daemon *d, size_t i);
 
 /* Final pull, state save, sinks flushed within the configured timeout; then
  * the loop has nothing left and uv_run returns. exit_code is what main

@@ -16,6 +16,7 @@
 #include "router.h"
 
 #define MAX_PLUGINS 256
+#define MAX_REFUSALS 256
 
 struct ktel_daemon {
 	uv_loop_t *loop;
@@ -27,6 +28,10 @@ struct ktel_daemon {
 	struct ktel_delta *delta;
 	struct ktel_loaded_plugin *plugins[MAX_PLUGINS];
 	size_t n_plugins;
+	/* Refused plugin files (daemon_plugins.c), MAX_REFUSALS, allocated
+	 * at the first refusal; refusals beyond are logged, not kept. */
+	struct ktel_refusal *refused;
+	size_t n_refused;
 	/* Plugin directories watched for drop-ins; a change arms the debounce
 	 * timer and the rescan runs when the directory has been quiet. */
 	uv_fs_event_t *watchers, *retired_watchers;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,115 @@
 #include "memory.h"
 #include "stream_reader.h"
 
+/* ---- refused files -------------------------------------------------------- */
+
+static struct ktel_refusal *refusal_by_path(struct ktel_daemon *d, const char *path)
+{
+	for (size_t i = 0; i < d->n_refused; i++)
+		if (strcmp(d->refused[i].path, path) == 0)
+			return &d->refused[i];
+	return NULL;
+}
+
+static struct ktel_refusal *refusal_add(struct ktel_daemon *d, const char *path)
+{
+	struct ktel_refusal *r;
+
+	if (!d->refused)
+		d->refused = calloc(MAX_REFUSALS, sizeof(*d->refused));
+	if (!d->refused || d->n_refused >= MAX_REFUSALS)
+		return NULL;
+	r = &d->refused[d->n_refused++];
+	memset(r, 0, sizeof(*r));
+	snprintf(r->path, sizeof(r->path), "%s", path);
+	return r;
+}
+
+static bool same_version(const struct ktel_refusal *r, const struct stat *st)
+{
+	return r->dev == st->st_dev && r->ino == st->st_ino && r->size == st->st_size &&
+	       r->mtime.tv_sec == st->st_mtim.tv_sec && r->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/*
+ * path was refused for reason (a whole line naming the file): keep it for
+ * status and list, and log it unless this version of the file was refused
+ * for the same reason before - a rescan must not repeat every refusal, but
+ * a changed file, or a new reason, is news.
+ */
+static void note_refusal(struct ktel_daemon *d, const char *path, const char *reason)
+{
+	struct ktel_refusal *r = refusal_by_path(d, path);
+	struct stat st;
+	bool news;
+
+	memset(&st, 0, sizeof(st));
+	(void)lstat(path, &st); /* gone: zeros, a version of its own */
+	if (!r)
+		r = refusal_add(d, path);
+	if (!r) {
+		ktel_log(KTEL_LOG_ERROR, "%s", reason);
+		return;
+	}
+	news = !r->reason[0] || !same_version(r, &st) || strcmp(r->reason, reason) != 0;
+	r->dev = st.st_dev;
+	r->ino = st.st_ino;
+	r->size = st.st_size;
+	r->mtime = st.st_mtim;
+	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	r->seen = true;
+	if (news)
+		ktel_log(KTEL_LOG_ERROR, "%s", reason);
+}
+
+/* printf-style note_refusal(). */
+static void refuse(struct ktel_daemon *d, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void refuse(struct ktel_daemon *d, const char *path, const char *fmt, ...)
+{
+	char reason[KTEL_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	note_refusal(d, path, reason);
+}
+
+/* A scan begins: refusals it does not repeat are dropped at its end. */
+static void refusals_unsee(struct ktel_daemon *d)
+{
+	for (size_t i = 0; i < d->n_refused; i++)
+		d->refused[i].seen = false;
+}
+
+/* A scan ended: forget files it did not refuse (loaded now, or gone). */
+static void refusals_sweep(struct ktel_daemon *d)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < d->n_refused; i++)
+		if (d->refused[i].seen && k++ != i)
+			d->refused[k - 1] = d->refused[i];
+	d->n_refused = k;
+}
+
+size_t ktel_daemon__n_refused(const struct ktel_daemon *d)
+{
+	return d->n_refused;
+}
+
+const struct ktel_refusal *ktel_daemon__refused(const struct ktel_daemon *d, size_t i)
+{
+	return i < d->n_refused ? &d->refused[i] : NULL;
+}
+
 /* ---- loading -------------------------------------------------------------- */
 
 void daemon_on_refusal(const char *path, const struct ktel_err *err, void *ctx)
 {
 	/* The loader's messages start with the path. */
-	ktel_log(KTEL_LOG_ERROR, "%s", err->msg);
+	note_refusal(ctx, path, err->msg);
 }
 
 static int param_index(const struct ktel_plugin_desc *desc, const char *name)
@@ -74,9 +178,9 @@ static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64
 				continue;
 			}
 			param_names(desc, names, sizeof(names));
-			ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: metrics.%s.params.%s: %s "
-				 "(plugin %s has params: %s)", p->path, desc->metrics[j].name, key,
-				 k < 0 ? "no such param" : "expected an integer", desc->name, names);
+			refuse(d, p->path, "plugin %s: refused: metrics.%s.params.%s: %s "
+			       "(plugin %s has params: %s)", p->path, desc->metrics[j].name, key,
+			       k < 0 ? "no such param" : "expected an integer", desc->name, names);
 			return -EINVAL;
 		}
 	}
@@ -151,8 +255,10 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 bp->maps[i].note);
 	for (size_t i = 0; i < bp->n_progs; i++)
 		if (!bp->progs[i].selected)
-			ktel_log(KTEL_LOG_INFO, "plugin %s: program %s skipped: %s",
-				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason);
+			ktel_log(KTEL_LOG_INFO, "plugin %s: program %s skipped: %s%s%s",
+				 lp->plugin->desc.name, bp->progs[i].name, bp->progs[i].skip_reason,
+				 bp->progs[i].verifier_log[0] ? "; verifier: " : "",
+				 bp->progs[i].verifier_log);
 }
 
 /* Load an opened plugin into the kernel; on success the daemon owns it. */
@@ -170,8 +276,8 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 	struct ktel_err err;
 
 	if (d->n_plugins >= MAX_PLUGINS) {
-		ktel_log(KTEL_LOG_ERROR, "plugin %s: refused: more than %d plugins", plugin->path,
-			 MAX_PLUGINS);
+		refuse(d, plugin->path, "plugin %s: refused: more than %d plugins", plugin->path,
+		       MAX_PLUGINS);
 		return -E2BIG;
 	}
 	/* The kernel's BTF is parsed for a (re)scan and freed after it: it is
@@ -179,7 +285,7 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 	if (!d->targets) {
 		d->targets = ktel_targets__new(NULL, &err);
 		if (!d->targets) {
-			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+			refuse(d, plugin->path, "plugin %s: %s", plugin->path, err.msg);
 			return -err.code;
 		}
 		bopts.targets = d->targets;
@@ -195,7 +301,7 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 	lp->ino = plugin->st.st_ino;
 	lp->mtime = plugin->st.st_mtim;
 	if (ktel_bpf_plugin__load(plugin, &bopts, &lp->bpf, &err)) {
-		ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", plugin->path, err.msg);
+		refuse(d, plugin->path, "plugin %s: %s", plugin->path, err.msg);
 		free(lp);
 		return -EINVAL;
 	}
@@ -314,11 +420,88 @@ static const char *metric_owner(const char *metric, void *ctx)
 }
 
 /*
- * Open the plugins of dir that are not loaded (the loader checks, validates
- * and refuses duplicates of loaded metric names), and load them. Adds the
- * plugins loaded to *changes. Fails only when dir cannot be read.
+ * Plugin names are a namespace, and pins are named after them: a plugin
+ * whose name, a metric name or a pin is taken by a loaded plugin would share
+ * that plugin's maps and count its events twice (or steal them). Returns 0,
+ * or -EEXIST after refusing plugin with a reason naming both files.
  */
-static int scan_dir(struct ktel_daemon *d, const char *dir, int *changes, struct ktel_err *err)
+static int check_collisions(struct ktel_daemon *d, const struct ktel_plugin *plugin)
+{
+	const struct ktel_plugin_desc *desc = &plugin->desc;
+	char pin[2 * KTEL_PLUGIN_NAME_MAX + 8];
+
+	for (size_t i = 0; i < d->n_plugins; i++) {
+		const struct ktel_loaded_plugin *lp = d->plugins[i];
+
+		if (strcmp(lp->plugin->desc.name, desc->name) == 0) {
+			refuse(d, plugin->path, "%s: refused: plugin name %s is taken by %s "
+			       "(loaded first; plugin names must be unique)", plugin->path,
+			       desc->name, lp->path);
+			return -EEXIST;
+		}
+		if (ktel_bpf_pins_collide(plugin, lp->plugin, pin, sizeof(pin))) {
+			refuse(d, plugin->path, "%s: refused: its pin %s/%s would be that of %s "
+			       "(plugin %s)", plugin->path, d->cfg->pin_root, pin, lp->path,
+			       lp->plugin->desc.name);
+			return -EEXIST;
+		}
+	}
+	for (uint32_t j = 0; j < desc->n_metrics; j++) {
+		struct ktel_metric *m = ktel_daemon__metric(d, desc->metrics[j].name);
+
+		if (m) {
+			refuse(d, plugin->path, "%s: refused: duplicate metric name %s (already "
+			       "provided by %s)", plugin->path, desc->metrics[j].name, m->lp->path);
+			return -EEXIST;
+		}
+	}
+	return 0;
+}
+
+/* Plugins opened by one rescan, waiting to be loaded. */
+struct candidates {
+	struct ktel_plugin **items;
+	size_t n, cap;
+};
+
+/*
+ * A plugin a rescan unloaded because its file was replaced: its plugin name
+ * stays with its path for that rescan, so the new version wins over a
+ * newcomer of the same name whatever order the directories list them in.
+ */
+struct held_name {
+	char name[KTEL_PLUGIN_NAME_MAX + 1];
+	char *path;
+};
+
+struct held_names {
+	struct held_name *items;
+	size_t n;
+};
+
+static void held_names__free(struct held_names *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->items[i].path);
+	free(h->items);
+}
+
+static bool held_by(const struct held_names *h, const struct ktel_plugin *plugin)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (strcmp(h->items[i].name, plugin->desc.name) == 0 &&
+		    strcmp(h->items[i].path, plugin->path) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Open the plugins of dir that are not loaded (the loader checks, validates
+ * and refuses duplicates of loaded metric names) and add them to c. Fails
+ * only when dir cannot be read.
+ */
+static int scan_dir(struct ktel_daemon *d, const char *dir, struct candidates *c,
+		    struct ktel_err *err)
 {
 	struct ktel_plugin_scan_opts opts = {
 		.max_plugins = MAX_PLUGINS - d->n_plugins, /* 0: load_plugin refuses */
@@ -333,16 +516,43 @@ static int scan_dir(struct ktel_daemon *d, const char *dir, int *changes, struct
 	if (r)
 		return r;
 	for (size_t i = 0; i < list->n; i++) {
-		struct ktel_plugin *plugin = list->items[i];
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? 2 * c->cap : 16;
+			struct ktel_plugin **items = realloc(c->items, cap * sizeof(*items));
 
-		list->items[i] = NULL; /* the daemon's now, or freed here */
-		if (load_plugin(d, plugin))
-			ktel_plugin__free(plugin);
-		else
-			(*changes)++;
+			if (!items)
+				break; /* the rest are freed with the list */
+			c->items = items;
+			c->cap = cap;
+		}
+		c->items[c->n++] = list->items[i];
+		list->items[i] = NULL;
 	}
 	ktel_plugin_list__free(list);
 	return 0;
+}
+
+/*
+ * Load the candidates, each checked against the plugins loaded so far: first
+ * those whose name a replaced file of theirs held, then the others in
+ * directory and file name order. Every candidate is loaded or freed.
+ */
+static void load_candidates(struct ktel_daemon *d, struct candidates *c,
+			    const struct held_names *held, int *changes)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < c->n; i++) {
+			struct ktel_plugin *plugin = c->items[i];
+
+			if (!plugin || held_by(held, plugin) != (pass == 0))
+				continue;
+			c->items[i] = NULL;
+			if (check_collisions(d, plugin) || load_plugin(d, plugin))
+				ktel_plugin__free(plugin);
+			else
+				(*changes)++;
+		}
+	free(c->items);
 }
 
 /* Is the file at path still the one lp was loaded from? */
@@ -355,12 +565,26 @@ static bool same_file(const struct ktel_loaded_plugin *lp, const struct stat *st
 	       was->st_mtim.tv_nsec == st->st_mtim.tv_nsec;
 }
 
+static void hold_name(struct held_names *h, const struct ktel_loaded_plugin *lp)
+{
+	struct held_name *items = realloc(h->items, (h->n + 1) * sizeof(*items));
+
+	if (!items)
+		return;
+	h->items = items;
+	snprintf(items[h->n].name, sizeof(items[h->n].name), "%s", lp->plugin->desc.name);
+	items[h->n].path = strdup(lp->path);
+	if (items[h->n].path)
+		h->n++;
+}
+
 /*
  * Unload plugins whose file is gone or changed (renamed over, or rewritten
- * in place), or whose directory left the config. Runs before the scan, so
- * a changed file's old library is closed before its new content is opened.
+ * in place), or whose directory left the config; a changed file's plugin
+ * name goes to held. Runs before the scan, so a changed file's old library
+ * is closed before its new content is opened.
  */
-static int drop_stale(struct ktel_daemon *d)
+static int drop_stale(struct ktel_daemon *d, struct held_names *held)
 {
 	int changes = 0;
 
@@ -380,6 +604,7 @@ static int drop_stale(struct ktel_daemon *d)
 		} else if (lstat(path, &st) != 0) {
 			unload_plugin(d, i, "file removed");
 		} else if (!same_file(d->plugins[i], &st)) {
+			hold_name(held, d->plugins[i]);
 			unload_plugin(d, i, "file replaced");
 		} else {
 			continue;
@@ -397,11 +622,15 @@ static int drop_stale(struct ktel_daemon *d)
  */
 static int rescan(struct ktel_daemon *d, int *ret_changes, struct ktel_err *err)
 {
-	int changes = drop_stale(d), r = 0;
+	struct held_names held = {0};
+	struct candidates c = {0};
 	struct ktel_err dir_err;
+	int changes, r = 0;
 
+	refusals_unsee(d);
+	changes = drop_stale(d, &held);
 	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++) {
-		if (!scan_dir(d, d->cfg->plugin_dirs[k], &changes, &dir_err))
+		if (!scan_dir(d, d->cfg->plugin_dirs[k], &c, &dir_err))
 			continue;
 		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
 		if (!r) {
@@ -409,6 +638,9 @@ static int rescan(struct ktel_daemon *d, int *ret_changes, struct ktel_err *err)
 			r = -dir_err.code;
 		}
 	}
+	load_candidates(d, &c, &held, &changes);
+	held_names__free(&held);
+	refusals_sweep(d);
 	ktel_targets__free(d->targets);
 	d->targets = NULL;
 	/* Start the metrics of plugins that arrived with this scan. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
@@ -467,3 +468,83 @@ out:
 	return r;
 }
 
+
+/* ---- the load step ----------------------------------------------------------- */
+
+static json_t *program_json(json_t *report, const char *name)
+{
+	json_t *p;
+	size_t i;
+
+	json_array_foreach(json_object_get(report, "programs"), i, p)
+		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", name) == 0)
+			return p;
+	return NULL;
+}
+
+/* Per program of the loaded (or refused) object: did the kernel take it? */
+static void report_loaded(const struct ktel_bpf_plugin *bp, json_t *report)
+{
+	char why[KTEL_TARGET_REASON_MAX + KTEL_VERIFIER_TAIL_MAX + 16];
+
+	for (size_t i = 0; i < bp->n_progs; i++) {
+		const struct ktel_bpf_prog *prog = &bp->progs[i];
+		json_t *o = program_json(report, prog->name);
+
+		if (!o)
+			continue;
+		ktel_json_set_bool(o, "loaded", prog->selected && !bp->unsupported);
+		if (prog->selected && !bp->unsupported)
+			continue;
+		snprintf(why, sizeof(why), "%s%s%s", prog->skip_reason,
+			 prog->verifier_log[0] ? "; verifier: " : "", prog->verifier_log);
+		ktel_json_set_str(o, "load_reason", prog->selected ? bp->unsupported_reason : why);
+	}
+	if (bp->unsupported)
+		ktel_json_set_str(report, "unsupported", bp->unsupported_reason);
+}
+
+static void set_load(json_t *report, bool verified, const char *note)
+{
+	json_object_set_new(report, "load", json_pack("{s:b, s:s}", "verified", verified, "note",
+						      note));
+}
+
+int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_targets *targets,
+			       json_t **ret_report, struct ktel_err *err)
+{
+	struct ktel_bpf_opts opts = {.pin_gid = (gid_t)-1, .targets = targets, .load_only = true};
+	struct ktel_bpf_plugin *bp = NULL;
+	struct ktel_plugin *p = NULL;
+	struct ktel_err e;
+	json_t *report = NULL;
+	int r = ktel_inspect_plugin(path, owner, targets, &report, err);
+
+	if (!report)
+		return r;
+	*ret_report = report;
+	if (!targets) {
+		set_load(report, false, "kernel BTF unreadable: the load was not tried");
+		return r;
+	}
+	if (geteuid() != 0) {
+		set_load(report, false, "not root: could not verify that this kernel loads the "
+					"programs");
+		return r;
+	}
+	if (ktel_plugin__open_owner(path, owner, &p, &e)) {
+		set_load(report, false, e.msg);
+		return r;
+	}
+	if (ktel_bpf_plugin__load(p, &opts, &bp, &e)) {
+		set_load(report, true, e.msg);
+		ktel_json_set_str(report, "load_error", e.msg);
+	} else {
+		report_loaded(bp, report);
+		set_load(report, true, bp->unsupported ? "this kernel refused the programs"
+						       : "loaded by this kernel (not attached)");
+	}
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(p);
+	return r;
+}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * `ktelemetryctl inspect`: the documented "verify the BTF layout" step as a
- * command. Works offline, without the daemon and without loading anything.
+ * command. Works offline, without the daemon; only the verify variant loads
+ * the programs into the kernel (never attached, never pinned).
  */
 #ifndef KTEL_INSPECT_H
 #define KTEL_INSPECT_H
@@ -27,5 +28,18 @@ struct ktel_targets;
  */
 int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
 			json_t **ret_report, struct ktel_err *err);
+
+/*
+ * ktel_inspect_plugin(), then, when targets are the running kernel's, the
+ * step that says whether the programs load: as the daemon would (params at
+ * their defaults, variants chosen, fallbacks tried) but without reusing or
+ * making pins and without attaching, load the object into the kernel and
+ * free it again. The report gets "load": {"verified", "note"} and each
+ * program "loaded" and, when not, "load_reason" (the verifier's last lines
+ * included). Not root: "verified" false, the note says the load could not
+ * be verified. A kernel refusing the programs does not make this fail.
+ */
+int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_targets *targets,
+			       json_t **ret_report, struct ktel_err *err);
 
 #endif /* KTEL_INSPECT_H */

@@ -327,7 +327,7 @@ static int run_inspect(const struct opts *o, int argc, char **argv)
 			"%s\n", err.msg);
 	for (int i = 1; i < argc; i++) {
 		json_t *report = NULL;
-		int r = ktel_inspect_plugin(argv[i], getuid(), t, &report, &err);
+		int r = ktel_inspect_plugin_verify(argv[i], getuid(), t, &report, &err);
 
 		if (report && o->json) {
 			json_dumpf(report, stdout, JSON_COMPACT);

@@ -19,74 +19,10 @@
 
 #include "ktel_test.h"
 #include "map_total.h"
+#include "tracefs_oracle.h"
 #include "daemon_harness.h"
 
 #define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
-
-struct tracefs_counter {
-	char dir[256];
-};
-
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_TRUNC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
-static void tracefs_start(struct tracefs_counter *tc, const char *event)
-{
-	char path[512];
-
-	if (access("/sys/kernel/tracing/instances", F_OK) != 0)
-		(void)system("mount -t tracefs tracefs /sys/kernel/tracing");
-	snprintf(tc->dir, sizeof(tc->dir), "/sys/kernel/tracing/instances/ktel-test-%d", getpid());
-	rmdir(tc->dir);
-	assert_int_equal(mkdir(tc->dir, 0755), 0);
-	snprintf(path, sizeof(path), "%s/buffer_size_kb", tc->dir);
-	write_file(path, "4096");
-	snprintf(path, sizeof(path), "%s/events/%s/enable", tc->dir, event);
-	assert_int_equal(write_file(path, "1"), 0);
-}
-
-/* Stop tracing and count the lines of event in the instance's buffer. */
-static uint64_t tracefs_stop(struct tracefs_counter *tc, const char *event_name)
-{
-	char path[512], *line = NULL;
-	size_t cap = 0;
-	uint64_t n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/tracing_on", tc->dir);
-	write_file(path, "0");
-	snprintf(path, sizeof(path), "%s/trace", tc->dir);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (getline(&line, &cap, f) > 0)
-		if (line[0] != '#' && strstr(line, event_name))
-			n++;
-	free(line);
-	fclose(f);
-	rmdir(tc->dir);
-	return n;
-}
-
-/* Set a sysctl, returning its previous value in old (if non-NULL). */
-static void sysctl_set(const char *path, const char *value, char *old, size_t len)
-{
-	FILE *f = fopen(path, "r");
-
-	if (old && f && fgets(old, (int)len, f))
-		old[strcspn(old, "\n")] = '\0';
-	if (f)
-		fclose(f);
-	write_file(path, value);
-}
 
 static void test_compaction_matches_tracefs(void **state)
 {
@@ -111,7 +47,7 @@ static void test_compaction_matches_tracefs(void **state)
 	}
 	/* The oracle window lies inside the daemon's: tracing starts after the
 	 * attach and stops before the final pull (SIGTERM). */
-	tracefs_start(&tc, "compaction/mm_compaction_end");
+	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
 	for (int i = 0; i < 3; i++) {
 		trigger_compaction();
 		usleep(100000);

@@ -34,8 +34,12 @@
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
 #include "daemon_harness.h"
+#include "map_total.h"
+#include "tracefs_oracle.h"
 
 #define TRIGGER KTEL_SOURCE_DIR "/tools/trigger"
+#define CTL_BIN KTEL_BINARY_DIR "/tools/ktelemetryctl"
+#define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
 #define EXAMPLE "signal_delivery_latency"
 #define EXAMPLE_SRC KTEL_SOURCE_DIR "/docs/examples/" EXAMPLE
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -972,6 +976,250 @@ static void test_refused_variant(void **state)
 	rm_tree(pin_root);
 }
 
+/* -------------------------------------------------------------------------
+ * (d) The plugin directory as the front door: what the daemon refuses.
+ */
+
+/* Put a copy of src at dst as a drop-in does: written aside, renamed in. */
+static void drop_in(const char *src, const char *dst)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.part' && chmod 0644 '%s.part' && mv '%s.part' '%s'",
+		 src, dst, dst, dst, dst);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* ktelemetryctl --socket <sandbox's> args: its stdout (malloc'd). */
+static char *ctl_out(const struct sandbox *sb, const char *args)
+{
+	char cmd[1024], *buf = calloc(1, 1 << 20);
+	size_t n = 0;
+	FILE *p;
+
+	assert_non_null(buf);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s/control.sock %s", CTL_BIN, sb->dir, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (n < (1 << 20) - 1 && !feof(p) && !ferror(p))
+		n += fread(buf + n, 1, (1 << 20) - 1 - n, p);
+	pclose(p);
+	return buf;
+}
+
+/* How often text occurs in the daemon log. */
+static size_t log_count(const struct sandbox *sb, const char *text)
+{
+	char *log = read_log(sb);
+	size_t n = 0;
+
+	for (const char *p = log; (p = strstr(p, text)); p += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
+/* The refusal of path in a status or list answer, or NULL. */
+static const char *refusal_of(json_t *resp, const char *path)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(json_object_get(resp, "refused"), i, r)
+		if (strcmp(json_string_value(json_object_get(r, "path")) ?: "", path) == 0)
+			return json_string_value(json_object_get(r, "reason"));
+	return NULL;
+}
+
+/* The path of the loaded plugin called name in a status answer; fails on two. */
+static const char *loaded_path(json_t *status, const char *name)
+{
+	const char *path = NULL;
+	json_t *p;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "plugins"), i, p) {
+		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", name) != 0)
+			continue;
+		if (path)
+			fail_msg("two loaded plugins are called %s: %s and %s", name, path,
+				 json_string_value(json_object_get(p, "path")));
+		path = json_string_value(json_object_get(p, "path"));
+	}
+	return path;
+}
+
+/*
+ * A copy of the built-in compaction_duration with only its metric renamed
+ * (fx_name_copy: same plugin name, same object, so the same pins), dropped
+ * in next to the running built-in. Before plugin names were a namespace it
+ * loaded, attached a second program to the built-in's pinned map, and every
+ * compaction counted twice. Now it is refused naming both files, the
+ * built-in's counts equal the kernel's own (a tracefs instance), and when
+ * the built-in's file is replaced the rescan reloads the built-in although
+ * the copy's file name sorts first.
+ */
+static void test_name_copy_refused(void **state)
+{
+	static const char *proactive = "/proc/sys/vm/compaction_proactiveness";
+	char dir[600], builtin[700], copy[700], taken[800], old[32] = "";
+	const char *reason, *path;
+	struct tracefs_counter tc;
+	struct sandbox sb;
+	uint64_t sum, oracle, pinned, before, window;
+	size_t records, copy_records;
+	char *status, *list;
+	bool refused;
+	json_t *st;
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-namecopy");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(builtin, sizeof(builtin), "%s/compaction_duration.so", dir);
+	snprintf(copy, sizeof(copy), "%s/a_compaction_copy.so", dir);
+	drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", builtin);
+	sysctl_set(proactive, "0", old, sizeof(old));
+	pid = start_collecting(&sb, dir, "compaction_duration");
+
+	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_name_copy.so", copy);
+	snprintf(taken, sizeof(taken), "%s: refused: plugin name compaction_duration is taken by %s",
+		 copy, builtin);
+	/* Checked after the counts, which show what a loaded copy does. */
+	refused = log_wait_for(&sb, taken, 10);
+	/* A new version of the built-in: the rescan sees both files. */
+	drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", builtin);
+	if (!log_wait_for(&sb, "unloading: file replaced", 10) ||
+	    !log_wait_for(&sb, "plugin directories:", 10)) {
+		dump_log(&sb);
+		kill(pid, SIGKILL);
+		fail_msg("the replaced built-in was not rescanned");
+	}
+
+	/* The kernel's count and the pinned map's over one window: other
+	 * compactions of the machine (other tests) fall into both or neither. */
+	before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
+	for (int i = 0; i < 3; i++) {
+		trigger_compaction();
+		usleep(100000);
+	}
+	oracle = tracefs_stop(&tc, "mm_compaction_end:");
+	window = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN) - before;
+
+	status = ctl_out(&sb, "--json status");
+	list = ctl_out(&sb, "list");
+	stop_collecting(&sb, pid);
+	if (old[0])
+		sysctl_set(proactive, old, NULL, 0);
+	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
+	assert_int_equal(sum_metric(&sb, "compaction_copy", &pinned,
+				    &copy_records), 0);
+	pinned = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	printf("compaction: in the window the pin counted %llu, tracefs %llu; the daemon emitted "
+	       "%llu in %zu record(s), the pin holds %llu; %zu compaction_copy records\n",
+	       (unsigned long long)window, (unsigned long long)oracle, (unsigned long long)sum,
+	       records, (unsigned long long)pinned, copy_records);
+	assert_int_equal(copy_records, 0);
+	assert_true(oracle >= 1);
+	assert_int_equal(window, oracle);
+	assert_int_equal(sum, pinned);
+
+	st = json_loads(status, 0, NULL);
+	if (!st)
+		fail_msg("status answer does not parse: %s", status);
+	path = loaded_path(st, "compaction_duration");
+	reason = refusal_of(st, copy);
+	printf("status: compaction_duration loaded from %s; %s refused: %s\n", path ?: "(none)",
+	       copy, reason ?: "(not listed)");
+	assert_true(refused);
+	assert_non_null(path);
+	assert_string_equal(path, builtin);
+	assert_non_null(reason);
+	assert_non_null(strstr(reason, taken));
+	assert_non_null(strstr(list, taken));
+	/* The refusal is logged once per version of the copy, not per rescan. */
+	assert_int_equal(log_count(&sb, taken), 1);
+	json_decref(st);
+	free(status);
+	free(list);
+	sandbox_cleanup(&sb);
+}
+
+/*
+ * A program the verifier refuses (fx_verifier_reject reads word 40 of a
+ * 32-word map value). The refusal used to say only "Permission denied";
+ * now the reason the log, status and list show carries the verifier's own
+ * complaint, and `ktelemetryctl inspect` loads the programs before it says
+ * whether they would load.
+ */
+static void test_verifier_refusal_reason(void **state)
+{
+	static const char *complaint = "invalid access to map value, value_size=256 off=320";
+	char dir[600], plugin[700], cmd[1200], line[200];
+	const char *reason = NULL;
+	struct sandbox sb;
+	char *status, *list, *log, *out;
+	json_t *st, *p;
+	size_t i;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "plugins-verifier");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(plugin, sizeof(plugin), "%s/fx_verifier_reject.so", dir);
+	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_verifier_reject.so", plugin);
+	sandbox_write_config(&sb, dir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	if (!log_wait_for(&sb, "metric fx_verifier_reject: not collected", 20)) {
+		dump_log(&sb);
+		kill(pid, SIGKILL);
+		fail_msg("the daemon did not report fx_verifier_reject");
+	}
+	status = ctl_out(&sb, "--json status");
+	list = ctl_out(&sb, "list");
+	stop_collecting(&sb, pid);
+
+	log = read_log(&sb);
+	snprintf(line, sizeof(line), "plugin fx_verifier_reject: unsupported: ");
+	assert_non_null(strstr(log, line));
+	assert_non_null(strstr(strstr(log, line), complaint));
+	free(log);
+	st = json_loads(status, 0, NULL);
+	assert_non_null(st);
+	json_array_foreach(json_object_get(st, "plugins"), i, p)
+		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", "fx_verifier_reject") == 0)
+			reason = json_string_value(json_object_get(p, "reason"));
+	printf("status reason: %s\n", reason ?: "(none)");
+	assert_non_null(reason);
+	assert_non_null(strstr(reason, complaint));
+	/* Bounded: the verifier's last lines, not its whole log. */
+	assert_true(strlen(reason) < KTEL_ERR_MSG_MAX);
+	assert_non_null(strstr(list, complaint));
+	json_decref(st);
+	free(status);
+	free(list);
+
+	/* inspect loads (as root) before it says whether the programs load. */
+	snprintf(cmd, sizeof(cmd), "%s inspect %s " KTEL_PLUGIN_DIR "/compaction_duration.so", CTL_BIN,
+		 plugin);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	out = calloc(1, 1 << 16);
+	assert_non_null(out);
+	assert_true(fread(out, 1, (1 << 16) - 1, f) > 0);
+	pclose(f);
+	printf("%s", out);
+	assert_non_null(strstr(out, "fx_verifier_prog"));
+	assert_non_null(strstr(strstr(out, "fx_verifier_prog "), "would not load"));
+	assert_non_null(strstr(strstr(out, "fx_verifier_prog "), complaint));
+	assert_non_null(strstr(out, "load checked: this kernel refused the programs"));
+	assert_non_null(strstr(strstr(out, "compaction_end "), "would load (loaded by this kernel)"));
+	free(out);
+	sandbox_cleanup(&sb);
+}
+
 static int setup(void **state)
 {
 	struct ktel_err err = {0};
@@ -1002,8 +1250,13 @@ int main(void)
 		cmocka_unit_test(test_oom_events),
 		cmocka_unit_test(test_example_plugin),
 		cmocka_unit_test(test_refused_variant),
+		cmocka_unit_test(test_name_copy_refused),
+		cmocka_unit_test(test_verifier_refusal_reason),
 	};
 
 	ktel_test_require_root("test_plugins");
+	/* CMOCKA_TEST_FILTER=test_name_* runs a few tests by name. */
+	if (getenv("CMOCKA_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

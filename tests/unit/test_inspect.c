@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bpf/btf.h>
@@ -342,6 +343,56 @@ static void test_fexit_load_not_verified(void **state)
 	ktel_targets__free(t);
 }
 
+/*
+ * The load step without privileges: inspect must not claim "would load",
+ * only that it could not verify the load. Run as nobody when the tests run
+ * as root (the load itself is checked in test_plugins).
+ */
+static int verify_unprivileged(void)
+{
+	struct ktel_err err = {0};
+	struct ktel_targets *t;
+	json_t *report = NULL;
+	char *text;
+	bool ok;
+
+	t = ktel_targets__new(NULL, &err);
+	if (!t)
+		return 3; /* no kernel BTF here: nothing to verify against */
+	if (ktel_inspect_plugin_verify(BLOCK_IO, getuid(), t, &report, &err) || !report)
+		return 2;
+	text = render(report);
+	ok = json_is_false(json_object_get(json_object_get(report, "load"), "verified")) &&
+	     strstr(text, "load NOT VERIFIED: not root: could not verify") &&
+	     !strstr(text, "would load") && strstr(text, "; load not verified");
+	if (!ok)
+		fprintf(stderr, "%s\n", text);
+	free(text);
+	json_decref(report);
+	ktel_targets__free(t);
+	return ok ? 0 : 1;
+}
+
+static void test_load_not_verified_unprivileged(void **state)
+{
+	int status, rc;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		rc = verify_unprivileged();
+	} else {
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			_exit(setgid(65534) || setuid(65534) ? 4 : verify_unprivileged());
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		rc = WIFEXITED(status) ? WEXITSTATUS(status) : 5;
+	}
+	if (rc == 3)
+		skip();
+	assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_skip_reason_printed),
 		cmocka_unit_test(test_unsupported_printed),
 		cmocka_unit_test(test_fexit_load_not_verified),
+		cmocka_unit_test(test_load_not_verified_unprivileged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The kernel's own count of a tracepoint, as an oracle for the daemon's:
+ * a private tracefs instance with one event enabled, its buffer's lines of
+ * that event counted when tracing stops. Also the sysctl switch tests use to
+ * keep other sources of the event quiet.
+ */
+#ifndef KTEL_TEST_TRACEFS_ORACLE_H
+#define KTEL_TEST_TRACEFS_ORACLE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct tracefs_counter {
+	char dir[256];
+};
+
+static inline int tracefs_write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+/* Start counting event ("compaction/mm_compaction_end"); 0 or -errno. */
+static inline int tracefs_start(struct tracefs_counter *tc, const char *event)
+{
+	char path[512];
+
+	if (access("/sys/kernel/tracing/instances", F_OK) != 0)
+		(void)!system("mount -t tracefs tracefs /sys/kernel/tracing");
+	snprintf(tc->dir, sizeof(tc->dir), "/sys/kernel/tracing/instances/ktel-test-%d", getpid());
+	rmdir(tc->dir);
+	if (mkdir(tc->dir, 0755) != 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/buffer_size_kb", tc->dir);
+	tracefs_write_file(path, "4096");
+	snprintf(path, sizeof(path), "%s/events/%s/enable", tc->dir, event);
+	return tracefs_write_file(path, "1");
+}
+
+/* Stop tracing and count the lines of event_name ("mm_compaction_end:"). */
+static inline uint64_t tracefs_stop(struct tracefs_counter *tc, const char *event_name)
+{
+	char path[512], *line = NULL;
+	size_t cap = 0;
+	uint64_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/tracing_on", tc->dir);
+	tracefs_write_file(path, "0");
+	snprintf(path, sizeof(path), "%s/trace", tc->dir);
+	f = fopen(path, "r");
+	while (f && getline(&line, &cap, f) > 0)
+		if (line[0] != '#' && strstr(line, event_name))
+			n++;
+	free(line);
+	if (f)
+		fclose(f);
+	rmdir(tc->dir);
+	return f ? n : UINT64_MAX;
+}
+
+/* Set a sysctl, returning its previous value in old (if non-NULL). */
+static inline void sysctl_set(const char *path, const char *value, char *old, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	if (old && f && fgets(old, (int)len, f))
+		old[strcspn(old, "\n")] = '\0';
+	if (f)
+		fclose(f);
+	tracefs_write_file(path, value);
+}
+
+#endif /* KTEL_TEST_TRACEFS_ORACLE_H */
