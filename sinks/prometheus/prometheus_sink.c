@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <microhttpd.h>
 
@@ -79,8 +80,17 @@
 #define DEFAULT_PREFIX "ktel_"
 #define DEFAULT_MAX_SERIES 10000
 #define MAX_MAX_SERIES 1000000
-#define MAX_CONNECTIONS 16
+/* HTTP limits (issue 12.9): a peer holds at most PER_PEER_CONNECTIONS, so
+ * MAX_CONNECTIONS leaves room for other peers (Prometheus, a second
+ * server); a connection is idle at most CONNECTION_TIMEOUT_S, and a request
+ * takes at most REQUEST_DEADLINE_S from the connection's start or the end
+ * of its previous request (slow headers, one byte at a time, keep resetting
+ * the idle timeout, not this). */
+#define MAX_CONNECTIONS 64
+#define PER_PEER_CONNECTIONS 8
 #define CONNECTION_TIMEOUT_S 10
+#define REQUEST_DEADLINE_S 10
+#define WATCHDOG_MS 500
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* A rendered exposition, shared by the cache and in-flight responses. */
@@ -125,6 +135,14 @@ struct series {
 	};
 };
 
+/* A connection the deadline watches (socket context, conn_lock). */
+struct conn {
+	struct conn *next, **pprev;
+	int fd;
+	uint64_t since_ms; /* start of the connection or of its request */
+	bool cut;          /* shut down by the deadline */
+};
+
 struct prom_sink {
 	uv_loop_t *loop;
 	char *name, *listen, *path, *prefix;
@@ -137,7 +155,12 @@ struct prom_sink {
 	uint64_t series_dropped;
 
 	struct ktel_textbuf scratch; /* labels of the record at hand */
-	uv_timer_t closer; /* defers done() of close to the next loop turn */
+	/* Every WATCHDOG_MS: shuts down connections past the deadline; at
+	 * close, defers done() to the next loop turn. */
+	uv_timer_t closer;
+	pthread_mutex_t conn_lock; /* guards conns: MHD's thread and the loop */
+	struct conn *conns;
+	uint64_t deadline_cuts;    /* under conn_lock */
 
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
@@ -560,7 +583,7 @@ struct snapshot {
 	size_t n_families, n_series;
 	const struct family **families; /* n_series of each in their order */
 	struct series *series;          /* copies, family after family */
-	uint64_t series_dropped, sent, dropped, skipped;
+	uint64_t series_dropped, sent, dropped, skipped, deadline_cuts;
 };
 
 static void snapshot_free(struct snapshot *snap)
@@ -597,6 +620,9 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 	snap->dropped = s->st.dropped;
 	snap->skipped = s->skipped;
 	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->conn_lock);
+	snap->deadline_cuts = s->deadline_cuts;
+	pthread_mutex_unlock(&s->conn_lock);
 	return 0;
 }
 
@@ -620,6 +646,9 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		{ "errors_total", "counter", "Failures to render the exposition.",
 		  atomic_load(&s->render_errors) },
 		{ "scrapes_total", "counter", "Scrapes served.", atomic_load(&s->scrapes) },
+		{ "connections_cut_total", "counter",
+		  "Connections shut down because a request took longer than the deadline.",
+		  snap->deadline_cuts },
 	};
 
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(self); i++) {
@@ -770,6 +799,83 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
+/* MHD's thread: track each connection for the request deadline. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct prom_sink *s = cls;
+	const union MHD_ConnectionInfo *info;
+	struct conn *cn = *socket_context;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		cn = calloc(1, sizeof(*cn));
+		if (!cn || !info) {
+			free(cn);
+			return; /* unwatched: the idle timeout still applies */
+		}
+		cn->fd = info->connect_fd;
+		cn->since_ms = uv_hrtime() / 1000000;
+		pthread_mutex_lock(&s->conn_lock);
+		cn->next = s->conns;
+		cn->pprev = &s->conns;
+		if (s->conns)
+			s->conns->pprev = &cn->next;
+		s->conns = cn;
+		pthread_mutex_unlock(&s->conn_lock);
+		*socket_context = cn;
+		return;
+	}
+	if (!cn)
+		return;
+	/* CLOSED comes before MHD closes the socket: once cn is unlinked the
+	 * watchdog cannot touch the fd. */
+	pthread_mutex_lock(&s->conn_lock);
+	*cn->pprev = cn->next;
+	if (cn->next)
+		cn->next->pprev = cn->pprev;
+	pthread_mutex_unlock(&s->conn_lock);
+	free(cn);
+	*socket_context = NULL;
+}
+
+/* MHD's thread: a request ended; the next one on the connection gets its
+ * own deadline. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct prom_sink *s = cls;
+	const union MHD_ConnectionInfo *info;
+
+	(void)con_cls;
+	(void)toe;
+	info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (!info || !info->socket_context)
+		return;
+	pthread_mutex_lock(&s->conn_lock);
+	((struct conn *)info->socket_context)->since_ms = uv_hrtime() / 1000000;
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
+/* The loop: shut down (not close: MHD owns the fd) every connection whose
+ * request has taken longer than the deadline; MHD then sees the end of
+ * the stream and closes it. */
+static void on_watchdog(uv_timer_t *t)
+{
+	struct prom_sink *s = t->data;
+	uint64_t now = uv_hrtime() / 1000000;
+
+	pthread_mutex_lock(&s->conn_lock);
+	for (struct conn *cn = s->conns; cn; cn = cn->next) {
+		if (cn->cut || now - cn->since_ms < REQUEST_DEADLINE_S * 1000ull)
+			continue;
+		shutdown(cn->fd, SHUT_RDWR);
+		cn->cut = true;
+		s->deadline_cuts++;
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
 static int start_server(struct prom_sink *s, struct ktel_err *err)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(s->port) };
@@ -790,7 +896,10 @@ static int start_server(struct prom_sink *s, struct ktel_err *err)
 	s->mhd = MHD_start_daemon(flags, s->port, NULL, NULL, on_request, s,
 				  MHD_OPTION_SOCK_ADDR, sa,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_PEER_CONNECTIONS,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		int e = errno ? errno : EADDRINUSE;
@@ -863,6 +972,7 @@ static void free_sink(struct prom_sink *s)
 	text_unref(s->cur);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->render_lock);
+	pthread_mutex_destroy(&s->conn_lock);
 	free(s->table);
 	free(s->scratch.p);
 	free(s->name);
@@ -987,6 +1097,7 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->render_lock, NULL);
+	pthread_mutex_init(&s->conn_lock, NULL);
 	s->table_size = 256;
 	s->loop = loop;
 	s->port = DEFAULT_PORT;
@@ -999,6 +1110,8 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 		goto fail;
 	uv_timer_init(loop, &s->closer);
 	s->closer.data = s;
+	uv_timer_start(&s->closer, on_watchdog, WATCHDOG_MS, WATCHDOG_MS);
+	uv_unref((uv_handle_t *)&s->closer); /* never keeps the loop alive */
 	*ret_priv = s;
 	return 0;
 fail:

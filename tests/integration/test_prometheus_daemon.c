@@ -213,10 +213,103 @@ static void test_real_daemon_passes_promtool(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* A TCP connection from src (a 127/8 address: each is its own peer) to port. */
+static int slow_client(const char *src, unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	inet_pton(AF_INET, src, &a.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	a.sin_port = htons(port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Has the server ended fd's connection (EOF or reset)? */
+static bool server_closed(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+#define N_SLOW 16
+
+/*
+ * 16 slow-header clients (one header byte per second) from one peer and 8
+ * from another do not keep a scrape from a third out (per-peer limit, a
+ * total that leaves room), and none outlives the request deadline although
+ * each keeps sending (issue 12.9).
+ */
+static void test_slow_clients_do_not_block_scrapes(void **state)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+				  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	int fds[N_SLOW + 8], closed_at[N_SLOW + 8];
+	struct sandbox sb;
+	unsigned port;
+	int open_after_scrape = 0;
+
+	(void)state;
+	sandbox_init(&sb, "prom-slow");
+	write_config(&sb, NULL);
+	daemon_pid = daemon_start(&sb, NULL);
+	port = wait_port(&sb);
+	for (int i = 0; i < N_SLOW + 8; i++) {
+		fds[i] = slow_client(i < N_SLOW ? "127.0.0.1" : "127.0.0.3", port);
+		closed_at[i] = -1;
+	}
+	for (int t = 0; t < 14; t++) {
+		for (int i = 0; i < N_SLOW + 8; i++) {
+			if (closed_at[i] < 0 && server_closed(fds[i]))
+				closed_at[i] = t;
+			if (closed_at[i] < 0)
+				(void)!send(fds[i], req + t, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
+		if (t == 3) {
+			/* A scrape from a third peer, while every slow client sends. */
+			assert_int_equal(run("curl -sS -f --interface 127.0.0.2 --max-time 5 "
+					     "-o '%s/slow.txt' http://127.0.0.1:%u/metrics",
+					     sb.dir, port), 0);
+			for (int i = 0; i < N_SLOW + 8; i++)
+				open_after_scrape += closed_at[i] < 0 && !server_closed(fds[i]);
+		}
+		sleep(1);
+	}
+	for (int i = 0; i < N_SLOW + 8; i++) {
+		if (closed_at[i] < 0 && server_closed(fds[i]))
+			closed_at[i] = 14;
+		if (closed_at[i] < 0)
+			fail_msg("slow client %d still connected after 14 s of one byte a second", i);
+		close(fds[i]);
+	}
+	/* 8 per peer were served (and then cut by the deadline), the rest refused. */
+	assert_int_equal(open_after_scrape, 16);
+	assert_int_equal(scrape(&sb, port, "after", 10), 0);
+	/* Each served slow client was cut by the deadline, and counted. */
+	{
+		char path[700], *after;
+
+		snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
+		after = slurp(path);
+		assert_non_null(strstr(after, "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 16\n"));
+		free(after);
+	}
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_daemon_passes_promtool, teardown),
+		cmocka_unit_test_teardown(test_slow_clients_do_not_block_scrapes, teardown),
 	};
 
 	ktel_test_require_root("test_prometheus_daemon");

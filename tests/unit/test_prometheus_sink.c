@@ -119,7 +119,11 @@ static const char self_fmt[] =
 	"ktel_prometheus_sink_errors_total{sink=\"prom\"} 0\n"
 	"# HELP ktel_prometheus_sink_scrapes_total Scrapes served.\n"
 	"# TYPE ktel_prometheus_sink_scrapes_total counter\n"
-	"ktel_prometheus_sink_scrapes_total{sink=\"prom\"} %d\n";
+	"ktel_prometheus_sink_scrapes_total{sink=\"prom\"} %d\n"
+	"# HELP ktel_prometheus_sink_connections_cut_total Connections shut down because a "
+	"request took longer than the deadline.\n"
+	"# TYPE ktel_prometheus_sink_connections_cut_total counter\n"
+	"ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 0\n";
 
 static char *self_text(int series, int series_dropped, int sent, int dropped, int skipped,
 		       int scrapes)
