@@ -4,12 +4,15 @@
  * /metrics) over HTTP with libmicrohttpd, in the Prometheus text exposition
  * format 0.0.4.
  *
- * Values are cumulative, as Prometheus expects. Per series (metric + dims)
- * the sink keeps the running sum of the records' deltas since the sink
- * started, not the map's own totals: a map that was recreated or reset (the
- * delta engine reports delta = current then) only adds, so an exposed
- * counter or bucket never goes down while the daemon runs. A restart of the
- * daemon starts from zero, which Prometheus treats as a counter reset.
+ * Values are cumulative, as Prometheus expects: each series shows the
+ * record's own running total (hist.total, counter.total: what the map holds
+ * since it was created), not a sum of deltas since the sink started. The
+ * maps are pinned and outlive the daemon, so an exposed counter or bucket
+ * goes on from where it was across daemon restarts and reloads, and counts
+ * what the last window of the previous daemon saw (no scrape needs to have
+ * seen it); it goes back only when the map itself is new (reboot, a plugin
+ * whose map had to be recreated), which Prometheus's rate() and increase()
+ * treat as a counter reset. process_start_time_seconds is exposed too.
  *
  * Mapping of a record to series:
  * - name: prefix (default "ktel_") + metric, unless the metric already
@@ -67,6 +70,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -148,6 +153,7 @@ struct prom_sink {
 	char *name, *listen, *path, *prefix;
 	unsigned port;
 	uint64_t max_series;
+	double start_time; /* process_start_time_seconds */
 
 	struct family *families, *families_tail;
 	struct series **table;
@@ -463,7 +469,8 @@ static struct series *series_get(struct prom_sink *s, const struct ktel_record *
 
 enum applied { APPLIED, SKIPPED, DROPPED };
 
-/* Add r's deltas to its series. Events have no Prometheus form: SKIPPED. */
+/* Set r's running totals as its series' values. Events have no Prometheus
+ * form: SKIPPED. */
 static enum applied apply(struct prom_sink *s, const struct ktel_record *r)
 {
 	struct series *se;
@@ -472,22 +479,21 @@ static enum applied apply(struct prom_sink *s, const struct ktel_record *r)
 		return SKIPPED;
 	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
 	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
-						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS)))
+						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
+						  r->hist.total.n_buckets != r->hist.delta.n_buckets)))
 		return DROPPED;
 	se = series_get(s, r);
 	if (!se)
 		return DROPPED;
 	switch (r->type) {
 	case KTEL_RECORD_HISTOGRAM:
-		for (uint32_t k = 0; k < r->hist.delta.n_buckets; k++)
-			se->h.counts[k] += r->hist.delta.counts[k];
-		if (r->hist.delta.has_sum) {
-			se->has_sum = true;
-			se->h.sum += r->hist.delta.sum;
-		}
+		memcpy(se->h.counts, r->hist.total.counts,
+		       r->hist.total.n_buckets * sizeof(se->h.counts[0]));
+		se->has_sum = r->hist.total.has_sum;
+		se->h.sum = r->hist.total.sum;
 		break;
 	case KTEL_RECORD_COUNTER:
-		se->total += r->counter.delta;
+		se->total = r->counter.total;
 		break;
 	default:
 		se->gauge = r->gauge;
@@ -626,6 +632,34 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 	return 0;
 }
 
+/* The process's start, seconds since the epoch (/proc/self/stat field 22,
+ * clock ticks after /proc/stat's btime); now when /proc cannot say. */
+static double process_start_time(void)
+{
+	unsigned long long start = 0, btime = 0;
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	long tck = sysconf(_SC_CLK_TCK);
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
+			"%*d %*d %*d %*d %*d %llu", &start) != 1)
+		start = 0;
+	f = fopen("/proc/stat", "r");
+	while (f && fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %llu", &btime) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (!start || !btime || tck <= 0)
+		return (double)time(NULL);
+	return (double)btime + (double)start / (double)tck;
+}
+
 static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 			const struct snapshot *snap)
 {
@@ -658,6 +692,11 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		buf_escaped(b, s->name, true);
 		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
 	}
+	ktel_textbuf_puts(b, "# HELP process_start_time_seconds Start time of the process since "
+			  "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
+			  "process_start_time_seconds ");
+	buf_double(b, s->start_time);
+	ktel_textbuf_put(b, "\n", 1);
 }
 
 static void text_unref(void *cls)
@@ -1102,6 +1141,7 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	s->loop = loop;
 	s->port = DEFAULT_PORT;
 	s->max_series = DEFAULT_MAX_SERIES;
+	s->start_time = process_start_time();
 	ret = parse_opts(s, opts, err);
 	if (ret)
 		goto fail;
