@@ -62,6 +62,9 @@ struct ktel_loaded_plugin {
 	ino_t ino;
 	struct timespec mtime;
 	size_t pending_closes; /* timers still closing after an unload */
+	/* Self-telemetry's previous running totals (daemon_self.c). */
+	uint64_t *self_prev;
+	size_t n_self_prev;
 };
 
 /*

@@ -344,6 +344,7 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 void daemon_free_plugin(struct ktel_loaded_plugin *lp)
 {
 	release_plugin_code(lp);
+	free(lp->self_prev);
 	free(lp->metrics);
 	free(lp);
 }

@@ -35,6 +35,45 @@ static struct ktel_record *self_rec(struct ktel_record *r, const struct ktel_rec
 	return r;
 }
 
+/*
+ * The running total cur as a counter record, its delta from *prev (the value
+ * of the previous self-telemetry; a smaller value is a new object: delta =
+ * cur), *prev updated.
+ */
+static void self_counter(struct ktel_record *r, uint64_t cur, uint64_t *prev)
+{
+	r->type = KTEL_RECORD_COUNTER;
+	r->counter.total = cur;
+	r->counter.delta = cur >= *prev ? cur - *prev : cur;
+	*prev = cur;
+}
+
+/* Does the config leave any of lp's metrics enabled? Self-telemetry speaks
+ * only of plugins the config uses. */
+static bool plugin_in_use(const struct ktel_loaded_plugin *lp)
+{
+	for (size_t j = 0; j < lp->n_metrics; j++)
+		if (lp->metrics[j].enabled)
+			return true;
+	return false;
+}
+
+/*
+ * lp's self-telemetry memory: slot 0 the invalid durations, slot 1 + j
+ * program j's recursion misses, as of the previous self-telemetry. NULL on
+ * ENOMEM (the plugin's records are left out).
+ */
+static uint64_t *self_prev(struct ktel_loaded_plugin *lp)
+{
+	size_t n = 1 + (lp->bpf ? lp->bpf->n_progs : 0);
+
+	if (!lp->self_prev) {
+		lp->self_prev = calloc(n, sizeof(*lp->self_prev));
+		lp->n_self_prev = lp->self_prev ? n : 0;
+	}
+	return lp->n_self_prev == n ? lp->self_prev : NULL;
+}
+
 /* Records for each attached program: run time (bpf_stats) and recursion misses. */
 static size_t self_prog_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
 				struct ktel_record *out, size_t max)
@@ -45,27 +84,30 @@ static size_t self_prog_records(struct ktel_daemon *d, const struct ktel_record 
 
 	for (size_t i = 0; i < d->n_plugins; i++) {
 		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
+		bool in_use = plugin_in_use(d->plugins[i]);
+		uint64_t *prev = self_prev(d->plugins[i]);
 
 		for (size_t j = 0; bp && j < bp->n_progs; j++, idx++) {
 			struct bpf_prog_info info = {0};
 			__u32 len = sizeof(info);
 			int fd;
 
-			if (!bp->progs[j].attached || n + SELF_PER_PROG > max)
+			if (!in_use || !prev || !bp->progs[j].attached || n + SELF_PER_PROG > max)
 				continue;
 			fd = bpf_program__fd(bp->progs[j].prog);
 			if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
 				continue;
 			self_rec(&out[n], tmpl, "ktel_prog_recursion_misses", "program", idx,
 				 bp->progs[j].name);
-			out[n].type = KTEL_RECORD_GAUGE;
-			out[n++].gauge = (int64_t)info.recursion_misses;
+			out[n].unit = "runs";
+			self_counter(&out[n++], info.recursion_misses, &prev[1 + j]);
 			if (!stats)
 				continue;
 			/* Body-only time: bpf_stats does not see the dispatch. */
-			self_rec(&out[n], tmpl, "ktel_prog_run_time_ns_per_run", "program", idx,
+			self_rec(&out[n], tmpl, "ktel_prog_run_time_per_run", "program", idx,
 				 bp->progs[j].name);
 			out[n].type = KTEL_RECORD_GAUGE;
+			out[n].unit = "ns";
 			out[n++].gauge = info.run_cnt ? (int64_t)(info.run_time_ns / info.run_cnt) : 0;
 		}
 	}
@@ -85,24 +127,24 @@ static size_t self_metric_records(struct ktel_daemon *d, const struct ktel_recor
 
 			if (!m->enabled || n + SELF_PER_METRIC > max)
 				continue;
-			self_rec(&out[n], tmpl, "ktel_pull_duration_us", "metric", idx, name);
+			self_rec(&out[n], tmpl, "ktel_pull_duration", "metric", idx, name);
 			out[n].type = KTEL_RECORD_GAUGE;
-			out[n++].gauge = (int64_t)(m->last.duration_ns / 1000);
+			out[n].unit = "ns";
+			out[n++].gauge = (int64_t)m->last.duration_ns;
 			self_rec(&out[n], tmpl, "ktel_pull_keys", "metric", idx, name);
 			out[n].type = KTEL_RECORD_GAUGE;
+			out[n].unit = "keys";
 			out[n++].gauge = (int64_t)m->last.keys;
 			self_rec(&out[n], tmpl, "ktel_pull_errors", "metric", idx, name);
-			out[n].type = KTEL_RECORD_COUNTER;
-			out[n].counter.total = m->pull_errors;
-			out[n++].counter.delta = m->pull_errors - m->self_pull_errors;
-			m->self_pull_errors = m->pull_errors;
+			out[n].unit = "pulls";
+			self_counter(&out[n++], m->pull_errors, &m->self_pull_errors);
 		}
 	return n;
 }
 
 /*
  * Per loaded plugin: durations its programs dropped because the clock went
- * backwards (ktel_invalid_durations in bpf_telemetry.h), a running total.
+ * backwards (ktel_invalid_durations in bpf_telemetry.h), a counter.
  */
 static size_t self_plugin_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
 				  struct ktel_record *out, size_t max)
@@ -111,15 +153,16 @@ static size_t self_plugin_records(struct ktel_daemon *d, const struct ktel_recor
 
 	for (size_t i = 0; i < d->n_plugins; i++) {
 		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
-		uint64_t invalid;
+		uint64_t invalid, *prev = self_prev(d->plugins[i]);
 
-		if (!bp || !bp->obj || bp->unsupported || n + SELF_PER_PLUGIN > max ||
+		if (!bp || !bp->obj || bp->unsupported || !prev || n + SELF_PER_PLUGIN > max ||
+		    !plugin_in_use(d->plugins[i]) ||
 		    ktel_bpf_global_u64(bp->obj, "ktel_invalid_durations", &invalid) != 0)
 			continue;
 		self_rec(&out[n], tmpl, "ktel_invalid_durations", "plugin", (int64_t)i,
 			 bp->plugin->desc.name);
-		out[n].type = KTEL_RECORD_GAUGE;
-		out[n++].gauge = (int64_t)invalid;
+		out[n].unit = "events";
+		self_counter(&out[n++], invalid, &prev[0]);
 	}
 	return n;
 }

@@ -360,13 +360,14 @@ void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *r
 
 static const struct self_counter {
 	const char *metric;
+	const char *unit; /* what it counts */
 	size_t offset;
 } self_counters[] = {
-	{ "ktel_sink_sent", offsetof(struct ktel_sink_stats, sent) },
-	{ "ktel_sink_dropped", offsetof(struct ktel_sink_stats, dropped) },
-	{ "ktel_sink_errors", offsetof(struct ktel_sink_stats, errors) },
-	{ "ktel_sink_reconnects", offsetof(struct ktel_sink_stats, reconnects) },
-	{ "ktel_sink_skipped", offsetof(struct ktel_sink_stats, skipped) },
+	{ "ktel_sink_sent", "records", offsetof(struct ktel_sink_stats, sent) },
+	{ "ktel_sink_dropped", "records", offsetof(struct ktel_sink_stats, dropped) },
+	{ "ktel_sink_errors", "errors", offsetof(struct ktel_sink_stats, errors) },
+	{ "ktel_sink_reconnects", "reconnects", offsetof(struct ktel_sink_stats, reconnects) },
+	{ "ktel_sink_skipped", "records", offsetof(struct ktel_sink_stats, skipped) },
 };
 
 _Static_assert(KTEL_ARRAY_SIZE(self_counters) + 1 == KTEL_ROUTER_SELF_PER_SINK,
@@ -409,6 +410,7 @@ int ktel_router__self_records(struct ktel_router *r, const struct ktel_record *t
 			uint64_t prev = e->reported ? stat_at(&e->last, self_counters[c].offset) : 0;
 
 			self_record(rec, tmpl, e, i, self_counters[c].metric);
+			rec->unit = self_counters[c].unit;
 			rec->type = KTEL_RECORD_COUNTER;
 			rec->counter.total = cur;
 			rec->counter.delta = cur >= prev ? cur - prev : cur;

@@ -4,12 +4,15 @@
  * /metrics) over HTTP with libmicrohttpd, in the Prometheus text exposition
  * format 0.0.4.
  *
- * Values are cumulative, as Prometheus expects. Per series (metric + dims)
- * the sink keeps the running sum of the records' deltas since the sink
- * started, not the map's own totals: a map that was recreated or reset (the
- * delta engine reports delta = current then) only adds, so an exposed
- * counter or bucket never goes down while the daemon runs. A restart of the
- * daemon starts from zero, which Prometheus treats as a counter reset.
+ * Values are cumulative, as Prometheus expects: each series shows the
+ * record's own running total (hist.total, counter.total: what the map holds
+ * since it was created), not a sum of deltas since the sink started. The
+ * maps are pinned and outlive the daemon, so an exposed counter or bucket
+ * goes on from where it was across daemon restarts and reloads, and counts
+ * what the last window of the previous daemon saw (no scrape needs to have
+ * seen it); it goes back only when the map itself is new (reboot, a plugin
+ * whose map had to be recreated), which Prometheus's rate() and increase()
+ * treat as a counter reset. process_start_time_seconds is exposed too.
  *
  * Mapping of a record to series:
  * - name: prefix (default "ktel_") + metric, unless the metric already
@@ -66,6 +69,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -79,8 +85,17 @@
 #define DEFAULT_PREFIX "ktel_"
 #define DEFAULT_MAX_SERIES 10000
 #define MAX_MAX_SERIES 1000000
-#define MAX_CONNECTIONS 16
+/* HTTP limits (issue 12.9): a peer holds at most PER_PEER_CONNECTIONS, so
+ * MAX_CONNECTIONS leaves room for other peers (Prometheus, a second
+ * server); a connection is idle at most CONNECTION_TIMEOUT_S, and a request
+ * takes at most REQUEST_DEADLINE_S from the connection's start or the end
+ * of its previous request (slow headers, one byte at a time, keep resetting
+ * the idle timeout, not this). */
+#define MAX_CONNECTIONS 64
+#define PER_PEER_CONNECTIONS 8
 #define CONNECTION_TIMEOUT_S 10
+#define REQUEST_DEADLINE_S 10
+#define WATCHDOG_MS 500
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* A rendered exposition, shared by the cache and in-flight responses. */
@@ -125,11 +140,20 @@ struct series {
 	};
 };
 
+/* A connection the deadline watches (socket context, conn_lock). */
+struct conn {
+	struct conn *next, **pprev;
+	int fd;
+	uint64_t since_ms; /* start of the connection or of its request */
+	bool cut;          /* shut down by the deadline */
+};
+
 struct prom_sink {
 	uv_loop_t *loop;
 	char *name, *listen, *path, *prefix;
 	unsigned port;
 	uint64_t max_series;
+	double start_time; /* process_start_time_seconds */
 
 	struct family *families, *families_tail;
 	struct series **table;
@@ -137,7 +161,12 @@ struct prom_sink {
 	uint64_t series_dropped;
 
 	struct ktel_textbuf scratch; /* labels of the record at hand */
-	uv_timer_t closer; /* defers done() of close to the next loop turn */
+	/* Every WATCHDOG_MS: shuts down connections past the deadline; at
+	 * close, defers done() to the next loop turn. */
+	uv_timer_t closer;
+	pthread_mutex_t conn_lock; /* guards conns: MHD's thread and the loop */
+	struct conn *conns;
+	uint64_t deadline_cuts;    /* under conn_lock */
 
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
@@ -440,7 +469,8 @@ static struct series *series_get(struct prom_sink *s, const struct ktel_record *
 
 enum applied { APPLIED, SKIPPED, DROPPED };
 
-/* Add r's deltas to its series. Events have no Prometheus form: SKIPPED. */
+/* Set r's running totals as its series' values. Events have no Prometheus
+ * form: SKIPPED. */
 static enum applied apply(struct prom_sink *s, const struct ktel_record *r)
 {
 	struct series *se;
@@ -449,22 +479,21 @@ static enum applied apply(struct prom_sink *s, const struct ktel_record *r)
 		return SKIPPED;
 	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
 	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
-						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS)))
+						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
+						  r->hist.total.n_buckets != r->hist.delta.n_buckets)))
 		return DROPPED;
 	se = series_get(s, r);
 	if (!se)
 		return DROPPED;
 	switch (r->type) {
 	case KTEL_RECORD_HISTOGRAM:
-		for (uint32_t k = 0; k < r->hist.delta.n_buckets; k++)
-			se->h.counts[k] += r->hist.delta.counts[k];
-		if (r->hist.delta.has_sum) {
-			se->has_sum = true;
-			se->h.sum += r->hist.delta.sum;
-		}
+		memcpy(se->h.counts, r->hist.total.counts,
+		       r->hist.total.n_buckets * sizeof(se->h.counts[0]));
+		se->has_sum = r->hist.total.has_sum;
+		se->h.sum = r->hist.total.sum;
 		break;
 	case KTEL_RECORD_COUNTER:
-		se->total += r->counter.delta;
+		se->total = r->counter.total;
 		break;
 	default:
 		se->gauge = r->gauge;
@@ -560,7 +589,7 @@ struct snapshot {
 	size_t n_families, n_series;
 	const struct family **families; /* n_series of each in their order */
 	struct series *series;          /* copies, family after family */
-	uint64_t series_dropped, sent, dropped, skipped;
+	uint64_t series_dropped, sent, dropped, skipped, deadline_cuts;
 };
 
 static void snapshot_free(struct snapshot *snap)
@@ -597,7 +626,38 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 	snap->dropped = s->st.dropped;
 	snap->skipped = s->skipped;
 	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->conn_lock);
+	snap->deadline_cuts = s->deadline_cuts;
+	pthread_mutex_unlock(&s->conn_lock);
 	return 0;
+}
+
+/* The process's start, seconds since the epoch (/proc/self/stat field 22,
+ * clock ticks after /proc/stat's btime); now when /proc cannot say. */
+static double process_start_time(void)
+{
+	unsigned long long start = 0, btime = 0;
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	long tck = sysconf(_SC_CLK_TCK);
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
+			"%*d %*d %*d %*d %*d %llu", &start) != 1)
+		start = 0;
+	f = fopen("/proc/stat", "r");
+	while (f && fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %llu", &btime) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (!start || !btime || tck <= 0)
+		return (double)time(NULL);
+	return (double)btime + (double)start / (double)tck;
 }
 
 static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
@@ -620,6 +680,9 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		{ "errors_total", "counter", "Failures to render the exposition.",
 		  atomic_load(&s->render_errors) },
 		{ "scrapes_total", "counter", "Scrapes served.", atomic_load(&s->scrapes) },
+		{ "connections_cut_total", "counter",
+		  "Connections shut down because a request took longer than the deadline.",
+		  snap->deadline_cuts },
 	};
 
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(self); i++) {
@@ -629,6 +692,11 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		buf_escaped(b, s->name, true);
 		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
 	}
+	ktel_textbuf_puts(b, "# HELP process_start_time_seconds Start time of the process since "
+			  "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
+			  "process_start_time_seconds ");
+	buf_double(b, s->start_time);
+	ktel_textbuf_put(b, "\n", 1);
 }
 
 static void text_unref(void *cls)
@@ -770,6 +838,83 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
+/* MHD's thread: track each connection for the request deadline. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct prom_sink *s = cls;
+	const union MHD_ConnectionInfo *info;
+	struct conn *cn = *socket_context;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		cn = calloc(1, sizeof(*cn));
+		if (!cn || !info) {
+			free(cn);
+			return; /* unwatched: the idle timeout still applies */
+		}
+		cn->fd = info->connect_fd;
+		cn->since_ms = uv_hrtime() / 1000000;
+		pthread_mutex_lock(&s->conn_lock);
+		cn->next = s->conns;
+		cn->pprev = &s->conns;
+		if (s->conns)
+			s->conns->pprev = &cn->next;
+		s->conns = cn;
+		pthread_mutex_unlock(&s->conn_lock);
+		*socket_context = cn;
+		return;
+	}
+	if (!cn)
+		return;
+	/* CLOSED comes before MHD closes the socket: once cn is unlinked the
+	 * watchdog cannot touch the fd. */
+	pthread_mutex_lock(&s->conn_lock);
+	*cn->pprev = cn->next;
+	if (cn->next)
+		cn->next->pprev = cn->pprev;
+	pthread_mutex_unlock(&s->conn_lock);
+	free(cn);
+	*socket_context = NULL;
+}
+
+/* MHD's thread: a request ended; the next one on the connection gets its
+ * own deadline. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct prom_sink *s = cls;
+	const union MHD_ConnectionInfo *info;
+
+	(void)con_cls;
+	(void)toe;
+	info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (!info || !info->socket_context)
+		return;
+	pthread_mutex_lock(&s->conn_lock);
+	((struct conn *)info->socket_context)->since_ms = uv_hrtime() / 1000000;
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
+/* The loop: shut down (not close: MHD owns the fd) every connection whose
+ * request has taken longer than the deadline; MHD then sees the end of
+ * the stream and closes it. */
+static void on_watchdog(uv_timer_t *t)
+{
+	struct prom_sink *s = t->data;
+	uint64_t now = uv_hrtime() / 1000000;
+
+	pthread_mutex_lock(&s->conn_lock);
+	for (struct conn *cn = s->conns; cn; cn = cn->next) {
+		if (cn->cut || now - cn->since_ms < REQUEST_DEADLINE_S * 1000ull)
+			continue;
+		shutdown(cn->fd, SHUT_RDWR);
+		cn->cut = true;
+		s->deadline_cuts++;
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
 static int start_server(struct prom_sink *s, struct ktel_err *err)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(s->port) };
@@ -790,7 +935,10 @@ static int start_server(struct prom_sink *s, struct ktel_err *err)
 	s->mhd = MHD_start_daemon(flags, s->port, NULL, NULL, on_request, s,
 				  MHD_OPTION_SOCK_ADDR, sa,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_PEER_CONNECTIONS,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		int e = errno ? errno : EADDRINUSE;
@@ -863,6 +1011,7 @@ static void free_sink(struct prom_sink *s)
 	text_unref(s->cur);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->render_lock);
+	pthread_mutex_destroy(&s->conn_lock);
 	free(s->table);
 	free(s->scratch.p);
 	free(s->name);
@@ -987,10 +1136,12 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->render_lock, NULL);
+	pthread_mutex_init(&s->conn_lock, NULL);
 	s->table_size = 256;
 	s->loop = loop;
 	s->port = DEFAULT_PORT;
 	s->max_series = DEFAULT_MAX_SERIES;
+	s->start_time = process_start_time();
 	ret = parse_opts(s, opts, err);
 	if (ret)
 		goto fail;
@@ -999,6 +1150,8 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 		goto fail;
 	uv_timer_init(loop, &s->closer);
 	s->closer.data = s;
+	uv_timer_start(&s->closer, on_watchdog, WATCHDOG_MS, WATCHDOG_MS);
+	uv_unref((uv_handle_t *)&s->closer); /* never keeps the loop alive */
 	*ret_priv = s;
 	return 0;
 fail:

@@ -310,13 +310,52 @@ static void test_self_telemetry(void **state)
 	/* Sink counters, per sink; pull cost and errors, per metric. */
 	assert_true(count_lines(&sb, "ktel_sink_sent", "\"sink\":\"file\"") >= 2);
 	assert_true(count_lines(&sb, "ktel_sink_dropped", NULL) >= 2);
-	assert_true(count_lines(&sb, "ktel_pull_duration_us",
+	assert_true(count_lines(&sb, "ktel_pull_duration",
 				"\"metric\":\"compaction_duration\"") >= 2);
+	/* Units are declared, not spelled into the name (sinks/units.h). */
+	assert_true(count_lines(&sb, "ktel_pull_duration", "\"unit\":\"ns\"") >= 2);
+	assert_int_equal(count_lines(&sb, "ktel_pull_duration_us", NULL), 0);
 	assert_true(count_lines(&sb, "ktel_pull_errors", "\"value\":0") >= 2);
-	assert_true(count_lines(&sb, "ktel_prog_recursion_misses", NULL) >= 1);
+	/* Running totals are counters. */
+	assert_true(count_lines(&sb, "ktel_prog_recursion_misses",
+				"\"type\":\"counter\"") >= 1);
+	assert_int_equal(count_lines(&sb, "ktel_prog_recursion_misses", "\"type\":\"gauge\""), 0);
+	assert_int_equal(count_lines(&sb, "ktel_invalid_durations", "\"type\":\"gauge\""), 0);
+	assert_true(count_lines(&sb, "ktel_sink_errors", "\"unit\":\"errors\"") >= 2);
 	/* On shutdown each sink says what it delivered and what it could not. */
 	assert_true(log_wait_for(&sb, "sink file: closed: ", 1));
 	assert_true(log_wait_for(&sb, "0 of them not flushed before the close timeout", 1));
+	sandbox_cleanup(&sb);
+}
+
+/*
+ * Self-telemetry speaks only of what the config uses: with one metric
+ * enabled, no program or plugin record names another plugin (issue 13.11).
+ */
+static void test_self_telemetry_only_enabled(void **state)
+{
+	struct sandbox sb;
+	pid_t pid;
+	size_t invalid, progs;
+
+	sandbox_init(&sb, "daemon-self-enabled");
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "1s",
+			     "\"self_telemetry\": {\"interval\": \"1s\"}, "
+			     "\"enable_new_plugins\": false, "
+			     "\"metrics\": {\"compaction_duration\": {\"enabled\": true}}");
+	pid = daemon_start(&sb, "--once", "2.5", NULL);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	invalid = count_lines(&sb, "ktel_invalid_durations", NULL);
+	assert_true(invalid >= 1);
+	assert_int_equal(count_lines(&sb, "ktel_invalid_durations",
+				     "\"plugin\":\"compaction_duration\""), invalid);
+	progs = count_lines(&sb, "ktel_prog_recursion_misses", NULL);
+	assert_true(progs >= 1);
+	assert_int_equal(count_lines(&sb, "ktel_prog_recursion_misses",
+				     "\"program\":\"compaction_begin\"") +
+			 count_lines(&sb, "ktel_prog_recursion_misses",
+				     "\"program\":\"compaction_end\""), progs);
+	assert_int_equal(count_lines(&sb, "ktel_pull_duration", "\"metric\":\"runq_latency\""), 0);
 	sandbox_cleanup(&sb);
 }
 
@@ -662,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_failed_start_writes_nothing),
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
+		cmocka_unit_test(test_self_telemetry_only_enabled),
 		cmocka_unit_test(test_top_live_view),
 		cmocka_unit_test(test_sink_where_port_zero),
 		cmocka_unit_test(test_reload_failure_undoes_sinks),

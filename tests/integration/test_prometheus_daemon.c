@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The Prometheus sink of a REAL daemon, as Prometheus users read it: every
+ * built-in plugin loaded, self-telemetry and bpf_stats on, several pulls,
+ * then `promtool check metrics` on what curl scraped must print nothing
+ * (issue 13.1/13.3); slow HTTP clients cannot lock scrapes out (issue 12.9).
+ * Needs root, curl and promtool (Debian: curl, prometheus).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon_harness.h"
+#include "ktel_test.h"
+
+__attribute__((format(printf, 1, 2)))
+static int run(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0;
+
+	if (!f)
+		return strdup("");
+	if (getdelim(&buf, &cap, '\0', f) < 0) {
+		free(buf);
+		buf = strdup("");
+	}
+	fclose(f);
+	return buf;
+}
+
+/* The sandbox config with a Prometheus sink on a free port (port 0). */
+static void write_config(const struct sandbox *sb, const char *extra)
+{
+	FILE *f = fopen(sb->config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"self_telemetry\": {\"interval\": \"1s\"},\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}}%s%s}\n",
+		KTEL_PLUGIN_DIR, sb->pin_root, sb->state, sb->dir, sb->out,
+		extra && *extra ? ", " : "", extra ? extra : "");
+	fclose(f);
+}
+
+/* The port the daemon's Prometheus sink said it serves on; 0 if none yet. */
+static unsigned daemon_port(const struct sandbox *sb)
+{
+	static const char want[] = "sink prom (prometheus): http://127.0.0.1:";
+	char *log = slurp(sb->log), *p = strstr(log, want);
+	unsigned port = p ? (unsigned)strtoul(p + strlen(want), NULL, 10) : 0;
+
+	free(log);
+	return port;
+}
+
+static unsigned wait_port(const struct sandbox *sb)
+{
+	unsigned port = 0;
+
+	for (int i = 0; i < 200 && !port; i++) {
+		port = daemon_port(sb);
+		if (!port)
+			usleep(50000);
+	}
+	if (!port) {
+		dump_log(sb);
+		fail_msg("the daemon did not say where its Prometheus sink listens");
+	}
+	return port;
+}
+
+/* Scrape into dir/name.txt with curl; returns curl's exit status. */
+static int scrape(const struct sandbox *sb, unsigned port, const char *name, int max_s)
+{
+	return run("curl -sS -f --max-time %d -o '%s/%s.txt' http://127.0.0.1:%u/metrics",
+		   max_s, sb->dir, name, port);
+}
+
+/* promtool check metrics on dir/name.txt must say nothing and exit 0. */
+static char *check_promtool(const struct sandbox *sb, const char *name)
+{
+	char path[700], out[700], *msgs;
+	int st;
+
+	snprintf(path, sizeof(path), "%s/%s.txt", sb->dir, name);
+	snprintf(out, sizeof(out), "%s/%s.promtool", sb->dir, name);
+	st = run("promtool check metrics < '%s' > '%s' 2>&1", path, out);
+	msgs = slurp(out);
+	if (st != 0 || *msgs)
+		fail_msg("promtool check metrics on %s (exit %d):\n%s", path, st, msgs);
+	free(msgs);
+	return slurp(path);
+}
+
+static void require_tools(void)
+{
+	static const char *const tools[] = { "curl --version", "promtool --version" };
+
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		if (run("%s > /dev/null 2>&1", tools[i]) == 0)
+			continue;
+		fprintf(stderr, "FAIL: `%s` does not run (tools/test installs curl and "
+			"prometheus)\n", tools[i]);
+		exit(1);
+	}
+}
+
+/* kernel.bpf_stats_enabled: set it to on, return what it was ('0'/'1'). */
+static char bpf_stats_set(char on)
+{
+	char was = '0';
+	FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "r+");
+
+	assert_non_null(f);
+	assert_int_equal(fread(&was, 1, 1, f), 1);
+	rewind(f);
+	fputc(on, f);
+	assert_int_equal(fclose(f), 0);
+	return was;
+}
+
+/* What a failed test leaves: its daemon (killed) and bpf_stats (put back). */
+static pid_t daemon_pid;
+static char stats_was;
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGKILL);
+		waitpid(daemon_pid, NULL, 0);
+	}
+	daemon_pid = 0;
+	if (stats_was)
+		bpf_stats_set(stats_was);
+	stats_was = 0;
+	return sandbox_remove_all(state);
+}
+
+/*
+ * A real daemon, every built-in plugin, self-telemetry and bpf_stats on
+ * (the sysctl the daemon reads; BPF_ENABLE_STATS's fd does not show there,
+ * so it is set and put back), several pulls: promtool accepts the
+ * exposition without a word.
+ */
+static void test_real_daemon_passes_promtool(void **state)
+{
+	struct sandbox sb;
+	unsigned port;
+	char *text;
+
+	(void)state;
+	stats_was = bpf_stats_set('1');
+	assert_true(stats_was == '0' || stats_was == '1');
+	sandbox_init(&sb, "prom-daemon");
+	write_config(&sb, NULL);
+	daemon_pid = daemon_start(&sb, NULL);
+	port = wait_port(&sb);
+	trigger_compaction();
+	sleep(4); /* several pulls and self-telemetry rounds */
+	trigger_compaction();
+	sleep(1);
+	assert_int_equal(scrape(&sb, port, "real", 10), 0);
+	bpf_stats_set(stats_was);
+	stats_was = 0;
+	text = check_promtool(&sb, "real");
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	/* What promtool checked holds the self-telemetry named by their units. */
+	assert_non_null(strstr(text, "\n# TYPE ktel_pull_duration_seconds gauge\n"));
+	assert_non_null(strstr(text, "\n# TYPE ktel_prog_run_time_per_run_seconds gauge\n"));
+	assert_non_null(strstr(text, "\n# TYPE ktel_prog_recursion_misses_total counter\n"));
+	assert_non_null(strstr(text, "\n# TYPE ktel_invalid_durations_total counter\n"));
+	assert_non_null(strstr(text, "\n# TYPE ktel_pull_errors_total counter\n"));
+	assert_non_null(strstr(text, "\n# HELP ktel_sink_errors_total ktelemetry metric "
+				     "ktel_sink_errors (unit: errors)\n"));
+	assert_null(strstr(text, "_us"));
+	assert_null(strstr(text, "_ns"));
+	free(text);
+	sandbox_cleanup(&sb);
+}
+
+/* A TCP connection from src (a 127/8 address: each is its own peer) to port. */
+static int slow_client(const char *src, unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	inet_pton(AF_INET, src, &a.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	a.sin_port = htons(port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Has the server ended fd's connection (EOF or reset)? */
+static bool server_closed(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+#define N_SLOW 16
+
+/*
+ * 16 slow-header clients (one header byte per second) from one peer and 8
+ * from another do not keep a scrape from a third out (per-peer limit, a
+ * total that leaves room), and none outlives the request deadline although
+ * each keeps sending (issue 12.9).
+ */
+static void test_slow_clients_do_not_block_scrapes(void **state)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+				  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	int fds[N_SLOW + 8], closed_at[N_SLOW + 8];
+	struct sandbox sb;
+	unsigned port;
+	int open_after_scrape = 0;
+
+	(void)state;
+	sandbox_init(&sb, "prom-slow");
+	write_config(&sb, NULL);
+	daemon_pid = daemon_start(&sb, NULL);
+	port = wait_port(&sb);
+	for (int i = 0; i < N_SLOW + 8; i++) {
+		fds[i] = slow_client(i < N_SLOW ? "127.0.0.1" : "127.0.0.3", port);
+		closed_at[i] = -1;
+	}
+	for (int t = 0; t < 14; t++) {
+		for (int i = 0; i < N_SLOW + 8; i++) {
+			if (closed_at[i] < 0 && server_closed(fds[i]))
+				closed_at[i] = t;
+			if (closed_at[i] < 0)
+				(void)!send(fds[i], req + t, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
+		if (t == 3) {
+			/* A scrape from a third peer, while every slow client sends. */
+			assert_int_equal(run("curl -sS -f --interface 127.0.0.2 --max-time 5 "
+					     "-o '%s/slow.txt' http://127.0.0.1:%u/metrics",
+					     sb.dir, port), 0);
+			for (int i = 0; i < N_SLOW + 8; i++)
+				open_after_scrape += closed_at[i] < 0 && !server_closed(fds[i]);
+		}
+		sleep(1);
+	}
+	for (int i = 0; i < N_SLOW + 8; i++) {
+		if (closed_at[i] < 0 && server_closed(fds[i]))
+			closed_at[i] = 14;
+		if (closed_at[i] < 0)
+			fail_msg("slow client %d still connected after 14 s of one byte a second", i);
+		close(fds[i]);
+	}
+	/* 8 per peer were served (and then cut by the deadline), the rest refused. */
+	assert_int_equal(open_after_scrape, 16);
+	assert_int_equal(scrape(&sb, port, "after", 10), 0);
+	/* Each served slow client was cut by the deadline, and counted. */
+	{
+		char path[700], *after;
+
+		snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
+		after = slurp(path);
+		assert_non_null(strstr(after, "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 16\n"));
+		free(after);
+	}
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_real_daemon_passes_promtool, teardown),
+		cmocka_unit_test_teardown(test_slow_clients_do_not_block_scrapes, teardown),
+	};
+
+	ktel_test_require_root("test_prometheus_daemon");
+	require_tools();
+	return cmocka_run_group_tests(tests, NULL, teardown);
+}
