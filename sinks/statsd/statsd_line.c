@@ -4,11 +4,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "units.h"
 
 /* A line (or unit) under construction; overflow marks it unusable. */
 struct line {
@@ -75,35 +78,80 @@ static void put_dim_value(struct line *l, const struct ktel_dim *d, bool allow_d
 		putf(l, "%" PRId64, d->value);
 }
 
+/*
+ * How many leading bytes of metric the prefix already says: under the prefix
+ * "ktel." the self-telemetry name "ktel_pull_duration" reads
+ * "ktel.pull_duration", not "ktel.ktel_pull_duration". Returns 0 when the
+ * metric does not start with the prefix (less its dot) and '_', or would
+ * be left empty.
+ */
+static size_t repeated_stem(const char *prefix, const char *metric)
+{
+	size_t n = strlen(prefix);
+
+	if (n < 2 || prefix[n - 1] != '.')
+		return 0;
+	n--;
+	if (strncmp(prefix, metric, n) != 0 || metric[n] != '_' || !metric[n + 1])
+		return 0;
+	return n + 1;
+}
+
+/* prefix, metric and unit suffix: "ktel.runq_latency_seconds". */
+static void put_base_name(struct line *l, const struct ktel_statsd_style *st,
+			  const struct ktel_record *rec)
+{
+	const char *prefix = st->prefix ? st->prefix : "";
+	const char *metric = rec->metric ? rec->metric : "unnamed";
+	const struct ktel_unit_rule *u = ktel_unit_rule(rec->unit);
+
+	put_clean(l, prefix, true);
+	put_clean(l, metric + repeated_stem(prefix, metric), true);
+	if (u && !ktel_str_ends_with(metric, u->suffix))
+		puts_(l, u->suffix);
+}
+
 /* What varies between the lines of one record. */
 struct line_spec {
-	const char *suffix; /* after the metric name: ".bucket", "_count", "" */
-	const char *le;     /* bucket bound, or NULL */
+	const char *part;  /* "bucket", "count", "sum", or NULL for the value itself */
+	const char *le;    /* bucket bound ("0.001", "+Inf"), or NULL */
 	const char *value;
-	const char *type;   /* "c" or "g" */
+	const char *type;  /* "c" or "g" */
 };
 
-/* Append one complete line (no newline) for rec to l. */
-static void build_line(struct line *l, const struct ktel_statsd_style *st,
-		       const struct ktel_record *rec, const struct line_spec *sp)
+/*
+ * Dotted: every dim as ".<name>.<value>", then ".<part>", then ".le_<bound>"
+ * with '.' in the bound as '_' and "+Inf" as "Inf" (a name segment has
+ * neither '.' nor '+').
+ */
+static void put_dotted(struct line *l, const struct ktel_record *rec, const struct line_spec *sp)
 {
-	bool dotted = st->tags == KTEL_STATSD_TAGS_DOTTED;
-
-	put_clean(l, st->prefix ? st->prefix : "", true);
-	put_clean(l, rec->metric ? rec->metric : "unnamed", true);
-	/* Dotted bucket lines carry the bound as the last segment instead. */
-	if (!dotted || !sp->le)
-		puts_(l, sp->suffix);
-	for (uint32_t i = 0; dotted && i < rec->n_dims && i < KTEL_MAX_DIMS; i++) {
+	for (uint32_t i = 0; i < rec->n_dims && i < KTEL_MAX_DIMS; i++) {
+		puts_(l, ".");
+		put_clean(l, rec->dims[i].name ? rec->dims[i].name : "dim", false);
 		puts_(l, ".");
 		put_dim_value(l, &rec->dims[i], false);
 	}
-	if (dotted && sp->le) {
+	if (sp->part) {
+		puts_(l, ".");
+		puts_(l, sp->part);
+	}
+	if (sp->le) {
 		puts_(l, ".le_");
-		put_clean(l, sp->le, false);
+		put_clean(l, sp->le[0] == '+' ? sp->le + 1 : sp->le, false);
 	}
 	putf(l, ":%s|%s", sp->value, sp->type);
-	if (dotted || (!sp->le && rec->n_dims == 0))
+}
+
+/* DogStatsD: ".<part>:V|t|#le:<bound>,<name>:<value>,...". */
+static void put_tagged(struct line *l, const struct ktel_record *rec, const struct line_spec *sp)
+{
+	if (sp->part) {
+		puts_(l, ".");
+		puts_(l, sp->part);
+	}
+	putf(l, ":%s|%s", sp->value, sp->type);
+	if (!sp->le && rec->n_dims == 0)
 		return;
 	puts_(l, "|#");
 	if (sp->le) {
@@ -117,6 +165,17 @@ static void build_line(struct line *l, const struct ktel_statsd_style *st,
 		puts_(l, ":");
 		put_dim_value(l, &rec->dims[i], true);
 	}
+}
+
+/* Append one complete line (no newline) for rec to l. */
+static void build_line(struct line *l, const struct ktel_statsd_style *st,
+		       const struct ktel_record *rec, const struct line_spec *sp)
+{
+	put_base_name(l, st, rec);
+	if (st->tags == KTEL_STATSD_TAGS_DOTTED)
+		put_dotted(l, rec, sp);
+	else
+		put_tagged(l, rec, sp);
 }
 
 /* Running state of one record's formatting: the first error wins. */
@@ -143,33 +202,73 @@ static void one_line(struct out *o, const struct ktel_statsd_style *st,
 	send_unit(o, &l);
 }
 
+/* The record's unit scale: values in the base unit are divided by it. */
+static double unit_scale(const struct ktel_record *rec)
+{
+	const struct ktel_unit_rule *u = ktel_unit_rule(rec->unit);
+
+	return u ? u->scale : 1;
+}
+
+/*
+ * A raw integer value in the base unit: the integer itself when the unit
+ * needs no scaling (no rounding of large counts), else the shortest decimal.
+ */
+static void format_scaled(char *buf, size_t size, int64_t v, bool is_signed,
+			  const struct ktel_record *rec)
+{
+	double scale = unit_scale(rec);
+
+	if (scale == 1)
+		snprintf(buf, size, is_signed ? "%" PRId64 : "%" PRIu64, v);
+	else
+		ktel_format_shortest((is_signed ? (double)v : (double)(uint64_t)v) / scale, buf,
+				     size);
+}
+
+/*
+ * Buckets are cumulative, as `le` promises to Telegraf and Prometheus: each
+ * bucket line counts the values <= its bound, the last (+Inf) is the count.
+ * Lines start at the first non-empty bucket (the ones below it are 0, what a
+ * StatsD server assumes for a line not sent) and run to +Inf.
+ */
+static void format_buckets(struct out *o, const struct ktel_statsd_style *st,
+			   const struct ktel_record *rec)
+{
+	const struct ktel_histogram *h = &rec->hist.delta;
+	uint32_t n = h->n_buckets > KTEL_HIST_BUCKETS ? KTEL_HIST_BUCKETS : h->n_buckets;
+	uint64_t cum = 0;
+	bool inf = false;
+	char value[32], le[32];
+
+	for (uint32_t k = 0; k < n; k++) {
+		double bound = ktel_hist_upper_bound(h, k, &inf);
+
+		cum += h->counts[k];
+		if (!cum)
+			continue;
+		ktel_format_shortest(inf ? INFINITY : bound / unit_scale(rec), le, sizeof(le));
+		snprintf(value, sizeof(value), "%" PRIu64, cum);
+		one_line(o, st, rec, &(struct line_spec){"bucket", le, value, "c"});
+	}
+	if (cum && !inf) {
+		snprintf(value, sizeof(value), "%" PRIu64, cum);
+		one_line(o, st, rec, &(struct line_spec){"bucket", "+Inf", value, "c"});
+	}
+}
+
 static void format_histogram(struct out *o, const struct ktel_statsd_style *st,
 			     const struct ktel_record *rec)
 {
 	const struct ktel_histogram *h = &rec->hist.delta;
-	bool dotted = st->tags == KTEL_STATSD_TAGS_DOTTED;
-	uint32_t n = h->n_buckets > KTEL_HIST_BUCKETS ? KTEL_HIST_BUCKETS : h->n_buckets;
-	char value[32], le[32];
+	char value[32];
 
-	for (uint32_t k = 0; k < n; k++) {
-		bool inf;
-		double bound;
-
-		if (!h->counts[k])
-			continue;
-		bound = ktel_hist_upper_bound(h, k, &inf);
-		if (inf)
-			snprintf(le, sizeof(le), "%s", dotted ? "Inf" : "+Inf");
-		else
-			snprintf(le, sizeof(le), "%.0f", bound);
-		snprintf(value, sizeof(value), "%" PRIu64, h->counts[k]);
-		one_line(o, st, rec, &(struct line_spec){".bucket", le, value, "c"});
-	}
+	format_buckets(o, st, rec);
 	snprintf(value, sizeof(value), "%" PRIu64, ktel_hist_count(h));
-	one_line(o, st, rec, &(struct line_spec){"_count", NULL, value, "c"});
+	one_line(o, st, rec, &(struct line_spec){"count", NULL, value, "c"});
 	if (h->has_sum) {
-		snprintf(value, sizeof(value), "%" PRIu64, h->sum);
-		one_line(o, st, rec, &(struct line_spec){"_sum", NULL, value, "c"});
+		format_scaled(value, sizeof(value), (int64_t)h->sum, false, rec);
+		one_line(o, st, rec, &(struct line_spec){"sum", NULL, value, "c"});
 	}
 }
 
@@ -183,12 +282,12 @@ static void format_gauge(struct out *o, const struct ktel_statsd_style *st,
 	struct line l = {.len = 0};
 	char value[32];
 
-	snprintf(value, sizeof(value), "%" PRId64, rec->gauge);
+	format_scaled(value, sizeof(value), rec->gauge, true, rec);
 	if (rec->gauge < 0) {
-		build_line(&l, st, rec, &(struct line_spec){"", NULL, "0", "g"});
+		build_line(&l, st, rec, &(struct line_spec){NULL, NULL, "0", "g"});
 		puts_(&l, "\n");
 	}
-	build_line(&l, st, rec, &(struct line_spec){"", NULL, value, "g"});
+	build_line(&l, st, rec, &(struct line_spec){NULL, NULL, value, "g"});
 	send_unit(o, &l);
 }
 
@@ -203,14 +302,14 @@ int ktel_statsd__format(const struct ktel_statsd_style *style, const struct ktel
 		format_histogram(&o, style, rec);
 		break;
 	case KTEL_RECORD_COUNTER:
-		snprintf(value, sizeof(value), "%" PRIu64, rec->counter.delta);
-		one_line(&o, style, rec, &(struct line_spec){"", NULL, value, "c"});
+		format_scaled(value, sizeof(value), (int64_t)rec->counter.delta, false, rec);
+		one_line(&o, style, rec, &(struct line_spec){NULL, NULL, value, "c"});
 		break;
 	case KTEL_RECORD_GAUGE:
 		format_gauge(&o, style, rec);
 		break;
 	case KTEL_RECORD_EVENT:
-		one_line(&o, style, rec, &(struct line_spec){"", NULL, "1", "c"});
+		one_line(&o, style, rec, &(struct line_spec){NULL, NULL, "1", "c"});
 		break;
 	default:
 		return -EINVAL;

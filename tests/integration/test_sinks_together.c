@@ -42,6 +42,7 @@
 #include "sink.h"
 #include "daemon_harness.h"
 #include "statsd_server.h"
+#include "units.h"
 
 #define METRIC "compaction_duration"
 #define PIN_NAME "map_compaction_duration_compaction_duration_map"
@@ -276,21 +277,47 @@ static void add_counter(json_t *o, const char *key, uint64_t n)
 		json_object_set_new(o, key, json_real((double)n));
 }
 
-/* What the server should have counted from want: dotted names, no dims. */
+/*
+ * A JSON bound (microseconds) as a dotted StatsD bound: in seconds, the
+ * shortest decimal, '.' as '_' and "+Inf" as "Inf" (neither '.' nor '+' is
+ * a name-segment character).
+ */
+static void dotted_bound(const char *le, char *out, size_t size)
+{
+	if (strcmp(le, "+Inf") == 0) {
+		snprintf(out, size, "Inf");
+		return;
+	}
+	ktel_format_shortest(strtod(le, NULL) / 1e6, out, size);
+	for (char *c = out; *c; c++)
+		if (*c == '.')
+			*c = '_';
+}
+
+/*
+ * What the server should have counted from want: dotted names with the
+ * unit (METRIC is in us: _seconds), no dims, cumulative buckets from the
+ * first non-empty one (a record's buckets below it are 0, which is what the
+ * server counts for a line not sent, so the sum over records is the
+ * cumulative count of the summed view).
+ */
 static json_t *statsd_expected(const struct view *want)
 {
 	json_t *o = json_object();
-	char key[128];
+	char key[128], le[40];
+	uint64_t cum = 0;
 
 	for (uint32_t k = 0; k < want->n_buckets; k++) {
-		/* '+' is not a name character: the overflow bucket is le_Inf */
-		snprintf(key, sizeof(key), STATSD_PREFIX METRIC ".le_%s",
-			 strcmp(want->le[k], "+Inf") == 0 ? "Inf" : want->le[k]);
-		add_counter(o, key, want->counts[k]);
+		cum += want->counts[k];
+		dotted_bound(want->le[k], le, sizeof(le));
+		snprintf(key, sizeof(key), STATSD_PREFIX METRIC "_seconds.bucket.le_%s", le);
+		add_counter(o, key, cum);
 	}
-	add_counter(o, STATSD_PREFIX METRIC "_count", view_count(want));
-	if (want->has_sum)
-		add_counter(o, STATSD_PREFIX METRIC "_sum", want->sum);
+	add_counter(o, STATSD_PREFIX METRIC "_seconds.count", view_count(want));
+	/* A sum is sent in seconds (it may be a fraction). */
+	if (want->has_sum && want->sum)
+		json_object_set_new(o, STATSD_PREFIX METRIC "_seconds.sum",
+				    json_real((double)want->sum / 1e6));
 	return o;
 }
 
@@ -298,8 +325,7 @@ static json_t *statsd_got(int gen)
 {
 	/* Only the metric's names: self-telemetry (t.ktel_sink_sent...) may
 	 * arrive too. */
-	static const char *const prefixes[] = {STATSD_PREFIX METRIC ".", STATSD_PREFIX METRIC "_",
-					       NULL};
+	static const char *const prefixes[] = {STATSD_PREFIX METRIC "_seconds.", NULL};
 	json_t *totals = statsd_server_totals(&statsd, gen), *got;
 
 	assert_int_equal(statsd_counter(totals, "statsd.bad_lines_seen"), 0);

@@ -5,7 +5,9 @@
  * flush's counters and gauges as one JSON line to a file; the test sums them.
  *
  *   1. window 1 through two sinks (dotted names and DogStatsD tags): the
- *      server's counters equal the records' bucket counts, no bad lines,
+ *      server's counters equal the records' cumulative bucket counts (each
+ *      le counter counts the values <= its bound, le=Inf the count), no bad
+ *      lines,
  *      and a negative gauge arrives as its value (sent as "0|g" then "-N|g");
  *   2. the server is killed; window 2 is counted as dropped by the sinks;
  *   3. a new server on the same port; window 3, submitted at once, arrives
@@ -93,8 +95,12 @@ static void add(json_t *want, const char *key, uint64_t n)
 	json_object_set_new(want, key, json_real((old ? json_number_value(old) : 0) + (double)n));
 }
 
-/* The keys Etsy StatsD makes of our lines: dotted names as they are,
- * DogStatsD tags as ";k=v" with '+' removed by its key sanitizer. */
+/*
+ * The keys Etsy StatsD makes of our lines: dotted names as they are,
+ * DogStatsD tags as ";k=v" with '+' removed by its key sanitizer. Bucket
+ * counters are cumulative: from the first non-empty bucket each one counts
+ * the values <= its bound, and le=Inf is the count.
+ */
 static void expect(json_t *want, const struct ktel_record *recs)
 {
 	char key[256];
@@ -106,31 +112,64 @@ static void expect(json_t *want, const struct ktel_record *recs)
 		uint64_t total = 0;
 
 		if (dim) {
-			snprintf(dotdim, sizeof(dotdim), ".%s", dim);
+			snprintf(dotdim, sizeof(dotdim), ".process_state.%s", dim);
 			snprintf(dogdim, sizeof(dogdim), ";process_state=%s", dim);
 		}
 		for (int k = 0; k < KTEL_HIST_BUCKETS; k++) {
 			char le[16];
-			uint64_t n = r->hist.delta.counts[k];
 
-			total += n;
+			total += r->hist.delta.counts[k];
 			if (k == 31)
 				snprintf(le, sizeof(le), "Inf");
 			else
 				snprintf(le, sizeof(le), "%llu", k ? 1ULL << k : 1ULL);
-			snprintf(key, sizeof(key), "dot.%s%s.le_%s", r->metric, dotdim, le);
-			add(want, key, n);
+			snprintf(key, sizeof(key), "dot.%s%s.bucket.le_%s", r->metric, dotdim, le);
+			add(want, key, total);
 			snprintf(key, sizeof(key), "dog.%s.bucket;le=%s%s", r->metric, le, dogdim);
-			add(want, key, n);
+			add(want, key, total);
 		}
-		snprintf(key, sizeof(key), "dot.%s_count%s", r->metric, dotdim);
+		snprintf(key, sizeof(key), "dot.%s%s.count", r->metric, dotdim);
 		add(want, key, total);
-		snprintf(key, sizeof(key), "dog.%s_count%s", r->metric, dogdim);
+		snprintf(key, sizeof(key), "dog.%s.count%s", r->metric, dogdim);
 		add(want, key, total);
-		snprintf(key, sizeof(key), "dot.%s_sum%s", r->metric, dotdim);
+		snprintf(key, sizeof(key), "dot.%s%s.sum", r->metric, dotdim);
 		add(want, key, r->hist.delta.sum);
-		snprintf(key, sizeof(key), "dog.%s_sum%s", r->metric, dogdim);
+		snprintf(key, sizeof(key), "dog.%s.sum%s", r->metric, dogdim);
 		add(want, key, r->hist.delta.sum);
+	}
+}
+
+/*
+ * What a Prometheus/Telegraf user relies on, read from the server's own
+ * counters: along le the bucket counters never decrease, and le=Inf equals
+ * the count, for every series of recs.
+ */
+static void check_cumulative(const json_t *got, const struct ktel_record *recs)
+{
+	char key[256];
+
+	for (int i = 0; i < N_RECS; i++) {
+		const struct ktel_record *r = &recs[i];
+		const char *dim = r->n_dims ? r->dims[0].label : "";
+		double prev = 0, v;
+
+		for (int k = 0; k < KTEL_HIST_BUCKETS; k++) {
+			char le[16];
+
+			if (k == 31)
+				snprintf(le, sizeof(le), "Inf");
+			else
+				snprintf(le, sizeof(le), "%llu", k ? 1ULL << k : 1ULL);
+			snprintf(key, sizeof(key), "dog.%s.bucket;le=%s%s%s", r->metric, le,
+				 r->n_dims ? ";process_state=" : "", dim);
+			v = json_number_value(json_object_get(got, key));
+			assert_true(v >= prev);
+			prev = v;
+		}
+		snprintf(key, sizeof(key), "dog.%s.count%s%s", r->metric,
+			 r->n_dims ? ";process_state=" : "", dim);
+		assert_true(prev > 0);
+		assert_true(prev == json_number_value(json_object_get(got, key)));
 	}
 }
 
@@ -246,7 +285,14 @@ static void test_etsy_statsd_restart(void **state)
 	submit_both(sinks, w1, N_RECS);
 	wait_field(&loop, sinks, offsetof(struct ktel_sink_stats, sent), N_RECS);
 	expect(want, w1);
-	json_decref(wait_counts(1, want));
+	totals = wait_counts(1, want);
+	{
+		json_t *got = ours(totals);
+
+		check_cumulative(got, w1);
+		json_decref(got);
+	}
+	json_decref(totals);
 
 	/* 2: server gone: the window is dropped and counted */
 	statsd_server_stop(&server);

@@ -67,55 +67,149 @@ static struct ktel_record reclaim_record(void)
 	return r;
 }
 
-static void test_histogram_dogstatsd(void **state)
+/* Format r into us (emptied first); returns the number of units. */
+static size_t grab(const struct ktel_statsd_style *st, const struct ktel_record *r,
+		   struct units *us)
 {
-	static const char *const want[] = {
-		"ktel.direct_reclaim_latency.bucket:2|c|#le:1,process_state:STATE_FOREGROUND",
-		"ktel.direct_reclaim_latency.bucket:5|c|#le:1024,process_state:STATE_FOREGROUND",
-		"ktel.direct_reclaim_latency.bucket:1|c|#le:+Inf,process_state:STATE_FOREGROUND",
-		"ktel.direct_reclaim_latency_count:8|c|#process_state:STATE_FOREGROUND",
-		"ktel.direct_reclaim_latency_sum:9999|c|#process_state:STATE_FOREGROUND",
-	};
-	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
-	struct ktel_record r = reclaim_record();
-
-	expect_units(&st, &r, want, 5);
+	us->n = 0;
+	assert_int_equal(ktel_statsd__format(st, r, collect, us), 0);
+	return us->n;
 }
 
+/*
+ * Bucket lines are cumulative, as `le` promises: from the first non-empty
+ * bucket on, each counts the values <= its bound; +Inf is the count.
+ */
+static void test_histogram_dogstatsd(void **state)
+{
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = reclaim_record();
+	struct units us = {0};
+	char want[128];
+
+	/* 32 buckets from bucket 0, then count and sum. */
+	assert_int_equal(grab(&st, &r, &us), 34);
+	assert_string_equal(us.u[0], "ktel.direct_reclaim_latency.bucket:2|c|#le:1,process_state:"
+				     "STATE_FOREGROUND");
+	assert_string_equal(us.u[9], "ktel.direct_reclaim_latency.bucket:2|c|#le:512,process_state:"
+				     "STATE_FOREGROUND");
+	assert_string_equal(us.u[10], "ktel.direct_reclaim_latency.bucket:7|c|#le:1024,"
+				      "process_state:STATE_FOREGROUND");
+	assert_string_equal(us.u[30], "ktel.direct_reclaim_latency.bucket:7|c|#le:1073741824,"
+				      "process_state:STATE_FOREGROUND");
+	assert_string_equal(us.u[31], "ktel.direct_reclaim_latency.bucket:8|c|#le:+Inf,"
+				      "process_state:STATE_FOREGROUND");
+	assert_string_equal(us.u[32], "ktel.direct_reclaim_latency.count:8|c|#process_state:"
+				      "STATE_FOREGROUND");
+	assert_string_equal(us.u[33], "ktel.direct_reclaim_latency.sum:9999|c|#process_state:"
+				      "STATE_FOREGROUND");
+	/* Cumulative: never decreasing, and the +Inf bucket equals the count. */
+	for (size_t k = 1; k < 32; k++)
+		assert_true(strtoull(strchr(us.u[k], ':') + 1, NULL, 10) >=
+			    strtoull(strchr(us.u[k - 1], ':') + 1, NULL, 10));
+	snprintf(want, sizeof(want), "%s", strchr(us.u[31], ':'));
+	*strchr(want, '|') = 0;
+	assert_non_null(strstr(us.u[32], want));
+	units_free(&us);
+}
+
+/* Dotted: dim names and values as segments, then the part, then the bound. */
 static void test_histogram_dotted(void **state)
 {
-	static const char *const want[] = {
-		"ktel.direct_reclaim_latency.STATE_FOREGROUND.le_1:2|c",
-		"ktel.direct_reclaim_latency.STATE_FOREGROUND.le_1024:5|c",
-		"ktel.direct_reclaim_latency.STATE_FOREGROUND.le_Inf:1|c",
-		"ktel.direct_reclaim_latency_count.STATE_FOREGROUND:8|c",
-		"ktel.direct_reclaim_latency_sum.STATE_FOREGROUND:9999|c",
-	};
 	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED};
 	struct ktel_record r = reclaim_record();
+	struct units us = {0};
 
-	expect_units(&st, &r, want, 5);
+	assert_int_equal(grab(&st, &r, &us), 34);
+	assert_string_equal(us.u[0], "ktel.direct_reclaim_latency.process_state.STATE_FOREGROUND."
+				     "bucket.le_1:2|c");
+	assert_string_equal(us.u[10], "ktel.direct_reclaim_latency.process_state.STATE_FOREGROUND."
+				      "bucket.le_1024:7|c");
+	assert_string_equal(us.u[31], "ktel.direct_reclaim_latency.process_state.STATE_FOREGROUND."
+				      "bucket.le_Inf:8|c");
+	assert_string_equal(us.u[32], "ktel.direct_reclaim_latency.process_state.STATE_FOREGROUND."
+				      "count:8|c");
+	assert_string_equal(us.u[33], "ktel.direct_reclaim_latency.process_state.STATE_FOREGROUND."
+				      "sum:9999|c");
+	units_free(&us);
+}
+
+/*
+ * Units: a time unit is named _seconds and bounds and sums are in seconds,
+ * shortest decimals; dotted bounds have '_' for '.'; a name that already
+ * ends with the suffix does not get it twice.
+ */
+static void test_histogram_units(void **state)
+{
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_record r = reclaim_record();
+	struct units us = {0};
+
+	r.metric = "runq_latency";
+	r.unit = "us";
+	r.n_dims = 0;
+	assert_int_equal(grab(&st, &r, &us), 34);
+	assert_string_equal(us.u[0], "ktel.runq_latency_seconds.bucket:2|c|#le:1e-06");
+	assert_string_equal(us.u[4], "ktel.runq_latency_seconds.bucket:2|c|#le:1.6e-05");
+	assert_string_equal(us.u[10], "ktel.runq_latency_seconds.bucket:7|c|#le:0.001024");
+	assert_string_equal(us.u[31], "ktel.runq_latency_seconds.bucket:8|c|#le:+Inf");
+	assert_string_equal(us.u[32], "ktel.runq_latency_seconds.count:8|c");
+	assert_string_equal(us.u[33], "ktel.runq_latency_seconds.sum:0.009999|c");
+	units_free(&us);
+	st.tags = KTEL_STATSD_TAGS_DOTTED;
+	assert_int_equal(grab(&st, &r, &us), 34);
+	assert_string_equal(us.u[4], "ktel.runq_latency_seconds.bucket.le_1_6e-05:2|c");
+	assert_string_equal(us.u[33], "ktel.runq_latency_seconds.sum:0.009999|c");
+	units_free(&us);
+	r.metric = "alloc_size_bytes";
+	r.unit = "bytes";
+	assert_int_equal(grab(&st, &r, &us), 34);
+	assert_string_equal(us.u[32], "ktel.alloc_size_bytes.count:8|c");
+	units_free(&us);
+}
+
+/* The default prefix and self-telemetry: ktel_x under "ktel." is ktel.x. */
+static void test_prefix_not_repeated(void **state)
+{
+	static const char *const want_dot[] = {"ktel.pull_duration_seconds:0.00025|c"};
+	static const char *const want_other[] = {"acme.ktel_pull_duration_seconds:0.00025|c"};
+	static const char *const want_only[] = {"ktel.ktel_:3|c"};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED};
+	struct ktel_record r = {.type = KTEL_RECORD_COUNTER, .metric = "ktel_pull_duration",
+				.unit = "us"};
+
+	r.counter.delta = 250;
+	expect_units(&st, &r, want_dot, 1);
+	st.prefix = "acme.";
+	expect_units(&st, &r, want_other, 1);
+	st.prefix = "ktel.";
+	r = (struct ktel_record){.type = KTEL_RECORD_COUNTER, .metric = "ktel_"};
+	r.counter.delta = 3;
+	expect_units(&st, &r, want_only, 1);
 }
 
 /* No dims: no tag section on count lines; no sum line without a sum. */
 static void test_histogram_no_dims_other_schemes(void **state)
 {
-	static const char *const want_floor[] = {
-		"p.compaction_duration.bucket:4|c|#le:7",
-		"p.compaction_duration_count:4|c",
-	};
 	static const char *const want_linear[] = {
 		"p.compaction_duration.bucket:3|c|#le:-1",
-		"p.compaction_duration.bucket:1|c|#le:+Inf",
-		"p.compaction_duration_count:4|c",
+		"p.compaction_duration.bucket:3|c|#le:4",
+		"p.compaction_duration.bucket:4|c|#le:+Inf",
+		"p.compaction_duration.count:4|c",
 	};
+	struct units us = {0};
 	struct ktel_statsd_style st = {"p.", KTEL_STATSD_TAGS_DOGSTATSD};
 	struct ktel_record r = {.type = KTEL_RECORD_HISTOGRAM, .metric = "compaction_duration"};
 
 	r.hist.delta.scheme = KTEL_HIST_LOG2_FLOOR;
 	r.hist.delta.n_buckets = 32;
 	r.hist.delta.counts[2] = 4; /* [4, 8): le 7 */
-	expect_units(&st, &r, want_floor, 2);
+	assert_int_equal(grab(&st, &r, &us), 31);
+	assert_string_equal(us.u[0], "p.compaction_duration.bucket:4|c|#le:7");
+	assert_string_equal(us.u[1], "p.compaction_duration.bucket:4|c|#le:15");
+	assert_string_equal(us.u[29], "p.compaction_duration.bucket:4|c|#le:+Inf");
+	assert_string_equal(us.u[30], "p.compaction_duration.count:4|c");
+	units_free(&us);
 
 	memset(&r.hist.delta, 0, sizeof(r.hist.delta));
 	r.hist.delta.scheme = KTEL_HIST_LINEAR;
@@ -124,7 +218,7 @@ static void test_histogram_no_dims_other_schemes(void **state)
 	r.hist.delta.n_buckets = 4;
 	r.hist.delta.counts[1] = 3; /* [-5, 0): le -1 */
 	r.hist.delta.counts[3] = 1;
-	expect_units(&st, &r, want_linear, 3);
+	expect_units(&st, &r, want_linear, 4);
 }
 
 /* Labels when present, integers otherwise; protocol characters replaced. */
@@ -132,11 +226,13 @@ static void test_dims_and_sanitizing(void **state)
 {
 	static const char *const want_dog[] = {
 		"ktel.cma_allocation_latency.bucket:1|c|#le:2,heap:linux_cma.x,node:-1",
-		"ktel.cma_allocation_latency_count:1|c|#heap:linux_cma.x,node:-1",
+		"ktel.cma_allocation_latency.bucket:1|c|#le:+Inf,heap:linux_cma.x,node:-1",
+		"ktel.cma_allocation_latency.count:1|c|#heap:linux_cma.x,node:-1",
 	};
 	static const char *const want_dot[] = {
-		"ktel.cma_allocation_latency.linux_cma_x.-1.le_2:1|c",
-		"ktel.cma_allocation_latency_count.linux_cma_x.-1:1|c",
+		"ktel.cma_allocation_latency.heap.linux_cma_x.node.-1.bucket.le_2:1|c",
+		"ktel.cma_allocation_latency.heap.linux_cma_x.node.-1.bucket.le_Inf:1|c",
+		"ktel.cma_allocation_latency.heap.linux_cma_x.node.-1.count:1|c",
 	};
 	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
 	struct ktel_record r = {
@@ -147,11 +243,11 @@ static void test_dims_and_sanitizing(void **state)
 	};
 
 	r.hist.delta.scheme = KTEL_HIST_LOG2;
-	r.hist.delta.n_buckets = 32;
+	r.hist.delta.n_buckets = 3;
 	r.hist.delta.counts[1] = 1;
-	expect_units(&st, &r, want_dog, 2);
+	expect_units(&st, &r, want_dog, 3);
 	st.tags = KTEL_STATSD_TAGS_DOTTED;
-	expect_units(&st, &r, want_dot, 2);
+	expect_units(&st, &r, want_dot, 3);
 }
 
 static void test_counter_and_gauges(void **state)
@@ -190,7 +286,8 @@ static void test_events_counted(void **state)
 {
 	static const char *const want_dog[] = {
 		"ktel.oom_events:1|c|#process_state:STATE_CACHED,cpu:3"};
-	static const char *const want_dot[] = {"ktel.oom_events.STATE_CACHED.3:1|c"};
+	static const char *const want_dot[] = {
+		"ktel.oom_events.process_state.STATE_CACHED.cpu.3:1|c"};
 	static const char *const want_plain[] = {"ktel.runq_stall_events:1|c"};
 	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
 	struct ktel_record r = {
@@ -360,6 +457,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_histogram_dogstatsd),
 		cmocka_unit_test(test_histogram_dotted),
+		cmocka_unit_test(test_histogram_units),
+		cmocka_unit_test(test_prefix_not_repeated),
 		cmocka_unit_test(test_histogram_no_dims_other_schemes),
 		cmocka_unit_test(test_dims_and_sanitizing),
 		cmocka_unit_test(test_counter_and_gauges),
