@@ -813,6 +813,39 @@ out:
 	return ret;
 }
 
+/*
+ * Is path recognisably a state file (damaged or not)? 1 when its first bytes
+ * are the magic, 0 when it is something else (another program's file, the
+ * sink's own output, an empty file), -errno when it cannot be read. Only a
+ * recognisable state file is ever moved aside.
+ */
+static int has_state_magic(const char *path)
+{
+	char magic[sizeof(STATE_MAGIC) - 1];
+	struct stat st;
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ELOOP ? 0 : -errno;
+	if (fstat(fd, &st)) {
+		ret = -errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		ret = 0;
+	} else {
+		do
+			n = pread(fd, magic, sizeof(magic), 0);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			ret = -errno;
+		else
+			ret = n == (ssize_t)sizeof(magic) && !memcmp(magic, STATE_MAGIC, n);
+	}
+	close(fd);
+	return ret;
+}
+
 int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err)
 {
 	struct ktel_delta *tmp = NULL;
@@ -821,6 +854,17 @@ int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *er
 	size_t size = 0;
 	int ret;
 
+	ret = has_state_magic(path);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret == 0)
+		return ktel_err_set(err, EEXIST, "%s: exists and is not a delta state file (it "
+				    "does not start with the %s header): refusing to use, move or "
+				    "overwrite it; point state_file at a path of its own", path,
+				    STATE_MAGIC);
+	if (ret < 0)
+		return ktel_err_set(err, -ret, "%s: cannot read delta state: %s", path,
+				    strerror(-ret));
 	ret = read_file(path, &p, &size);
 	if (ret == -ENOENT)
 		return 0;

@@ -139,6 +139,10 @@ void ktel_delta__mark_saved(struct ktel_delta *d);
  * keeps its state untouched and the call returns -EBADMSG (corrupt,
  * truncated, version) or -ESTALE (other boot) with err saying what and where
  * the file went. These two are warnings: the engine is fully usable.
+ * Only a file that starts with the state magic is moved aside: anything else
+ * at path (another program's file, a sink's output, an empty file, not a
+ * regular file, a symlink) is left alone and the call returns -EEXIST, an
+ * error: the daemon refuses to start rather than move or overwrite it.
  * Any other negative return (-EACCES, -ENOMEM, ...) is a real error.
  */
 int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err);

@@ -10,6 +10,7 @@
  *    "atom_id":100001,"unit":"us","type":"histogram",
  *    "start_ns":<boottime ns>,"end_ns":<boottime ns>,
  *    "start":"2024-05-01T10:00:00.000000000Z","end":"...",   (wall, UTC)
+ *    "start_s":1714557600,"end_s":...,      (wall, whole epoch seconds)
  *    "boot_id":"...","map_id":12,"seq":7,
  *    "dims":{"process_state":"STATE_FOREGROUND","uid":1000},
  *    "dims_raw":{"process_state":4,"uid":1000},
@@ -257,6 +258,17 @@ static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 	ktel_textbuf_put(b, "Z\"", 2);
 }
 
+/* Whole seconds since the epoch (floor), a number jq's todate and any
+ * epoch-based tool take as is; the string keeps the nanoseconds. */
+static void fb_wall_s(struct ktel_textbuf *b, int64_t ns)
+{
+	int64_t sec = ns / 1000000000;
+
+	if (ns % 1000000000 < 0)
+		sec--;
+	ktel_textbuf_printf(b, "%" PRId64, sec);
+}
+
 static const char *const type_names[] = {
 	[KTEL_RECORD_HISTOGRAM] = "histogram",
 	[KTEL_RECORD_COUNTER] = "counter",
@@ -385,6 +397,10 @@ static bool format_record(struct ktel_textbuf *b, const struct ktel_record *r)
 	fb_wall(b, r->start_wall_ns);
 	ktel_textbuf_puts(b, ",\"end\":");
 	fb_wall(b, r->end_wall_ns);
+	ktel_textbuf_puts(b, ",\"start_s\":");
+	fb_wall_s(b, r->start_wall_ns);
+	ktel_textbuf_puts(b, ",\"end_s\":");
+	fb_wall_s(b, r->end_wall_ns);
 	ktel_textbuf_puts(b, ",\"boot_id\":");
 	fb_str(b, r->boot_id);
 	ktel_textbuf_puts(b, ",\"map_id\":");

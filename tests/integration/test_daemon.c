@@ -145,6 +145,37 @@ static void test_unwritable_state_exit_2(void **state)
 
 
 /*
+ * A state_file that names an existing file that is not a state file (here the
+ * JSON sink's own output, a classic copy-paste slip) is refused with the
+ * reason: exit 2, the file untouched and not renamed to *.corrupt-*.
+ */
+static void test_state_file_not_a_state_file_exit_2(void **state)
+{
+	const char *lines = "{\"metric\":\"runq_latency\",\"seq\":1}\n";
+	struct sandbox sb;
+	char buf[128] = "";
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-notstate");
+	snprintf(sb.state, sizeof(sb.state), "%s", sb.out);
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "1s", "");
+	f = fopen(sb.out, "w");
+	assert_non_null(f);
+	fputs(lines, f);
+	fclose(f);
+	pid = daemon_start(&sb, "--once", "0", NULL);
+	assert_int_equal(daemon_wait(pid, 10), 2);
+	assert_true(log_wait_for(&sb, "is not a delta state file", 1));
+	f = fopen(sb.out, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_string_equal(buf, lines);
+	sandbox_cleanup(&sb);
+}
+
+/*
  * A start that fails after plugins loaded (here: the control socket cannot be
  * created) exits 2 and writes nothing: no records, no state file.
  */
@@ -698,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_kill9_between_pulls),
 		cmocka_unit_test(test_missing_config_exit_2),
 		cmocka_unit_test(test_unwritable_state_exit_2),
+		cmocka_unit_test(test_state_file_not_a_state_file_exit_2),
 		cmocka_unit_test(test_failed_start_writes_nothing),
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
@@ -713,5 +745,8 @@ int main(void)
 	};
 
 	ktel_test_require_root("daemon end to end");
+	/* KTEL_TEST_FILTER=name runs one test while working on it. */
+	if (getenv("KTEL_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("KTEL_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, sandbox_remove_all);
 }

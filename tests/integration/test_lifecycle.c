@@ -602,5 +602,8 @@ int main(void)
 	};
 
 	ktel_test_require_root("test_lifecycle");
+	/* KTEL_TEST_FILTER=name runs one test while working on it. */
+	if (getenv("KTEL_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("KTEL_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -390,12 +390,6 @@ static void check_corrupt(const char *name, const char *save_boot,
 	ktel_delta__free(d2);
 }
 
-static void garbage(const char *path)
-{
-	write_file(path, "this is not a state file, but it is long enough to have a header "
-			 "and a checksum and everything else that a header would have", 120);
-}
-
 static void truncate_half(const char *path)
 {
 	struct stat st;
@@ -426,9 +420,56 @@ static void bump_version(const char *path)
 	close(fd);
 }
 
+/* A damaged state file: the magic survives, the rest is garbage. */
+static void garbage_after_magic(const char *path)
+{
+	int fd = open(path, O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "garbage garbage garbage", 23, 8), 23);
+	close(fd);
+}
+
 static void test_corrupt_garbage(void **state)
 {
-	check_corrupt("garbage.state", BOOT, garbage, -EBADMSG);
+	check_corrupt("garbage.state", BOOT, garbage_after_magic, -EBADMSG);
+}
+
+/* Something that is not a state file at all (the JSON sink's output, an
+ * empty file, a directory): refused, left where and as it is. */
+static void check_not_state(const char *name, const char *content, bool is_dir)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	struct ktel_err err = { 0 };
+	char path[600], prefix[64];
+	struct stat st;
+
+	path_in_dir(path, sizeof(path), name);
+	if (is_dir)
+		assert_int_equal(mkdir(path, 0700), 0);
+	else
+		write_file(path, content, strlen(content));
+	assert_int_equal(ktel_delta__load(d, path, &err), -EEXIST);
+	assert_int_equal(err.code, EEXIST);
+	assert_non_null(strstr(err.msg, path));
+	assert_non_null(strstr(err.msg, "not a delta state file"));
+	assert_int_equal(stat(path, &st), 0);
+	if (!is_dir)
+		assert_int_equal(st.st_size, strlen(content));
+	snprintf(prefix, sizeof(prefix), "%s.corrupt-", name);
+	assert_int_equal(count_files(prefix), 0);
+	ktel_delta__free(d);
+}
+
+static void test_not_a_state_file_refused(void **state)
+{
+	check_not_state("sink-output.jsonl", "{\"metric\":\"runq_latency\",\"seq\":1}\n"
+			"{\"metric\":\"runq_latency\",\"seq\":2}\n", false);
+	check_not_state("empty.state", "", false);
+	check_not_state("short.state", "KTEL", false);
+	check_not_state("dir.state", "", true);
+	check_not_state("text.state", "this is not a state file, but it is long enough to "
+			"have a header and a checksum and everything else", false);
 }
 
 static void test_corrupt_truncated(void **state)
@@ -509,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_state_round_trip),
 		cmocka_unit_test(test_missing_state_is_empty),
 		cmocka_unit_test(test_corrupt_garbage),
+		cmocka_unit_test(test_not_a_state_file_refused),
 		cmocka_unit_test(test_corrupt_truncated),
 		cmocka_unit_test(test_corrupt_bit_flip),
 		cmocka_unit_test(test_wrong_version),

@@ -172,6 +172,32 @@ static void make_hist(struct ktel_record *r, uint64_t seq)
 	r->hist.delta.sum = 987654321;
 }
 
+/*
+ * The line as jq reads it (real jq, docs/sinks.md's idioms): start_s/end_s
+ * go through todate, and the nanosecond start string through the documented
+ * sub+fromdateiso8601 idiom, which plain fromdateiso8601 rejects.
+ */
+static void check_with_jq(const char *path)
+{
+	char cmd[1200], out[256] = "";
+	FILE *p;
+
+	if (system("command -v jq >/dev/null 2>&1") != 0)
+		fail_msg("jq is not installed (tools/lib.sh KTEL_PACKAGES has it)");
+	snprintf(cmd, sizeof(cmd), "jq -r 'select(.metric == \"direct_reclaim_latency\") | "
+		 "\"\\(.start_s | todate) \\(.end_s | todate) "
+		 "\\(.start | sub(\"\\\\.[0-9]+Z$\"; \"Z\") | fromdateiso8601)\"' '%s'", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(out, sizeof(out), p));
+	assert_int_equal(pclose(p), 0);
+	assert_string_equal(out, "2023-11-14T22:13:20Z 2023-11-14T22:13:30Z 1700000000\n");
+	/* Without the idiom jq refuses the nanosecond string: the reason for
+	 * start_s/end_s. */
+	snprintf(cmd, sizeof(cmd), "jq '.start | fromdateiso8601' '%s' >/dev/null 2>&1", path);
+	assert_true(system(cmd) != 0);
+}
+
 static void test_line_format(void **state)
 {
 	uv_loop_t loop;
@@ -229,6 +255,8 @@ static void test_line_format(void **state)
 			    "2023-11-14T22:13:20.123456789Z");
 	assert_string_equal(json_string_value(json_object_get(l, "end")),
 			    "2023-11-14T22:13:30.000000000Z");
+	assert_int_equal(json_integer_value(json_object_get(l, "start_s")), 1700000000);
+	assert_int_equal(json_integer_value(json_object_get(l, "end_s")), 1700000010);
 	assert_string_equal(json_string_value(json_object_get(l, "boot_id")), "b00t");
 	assert_int_equal(json_integer_value(json_object_get(l, "map_id")), 42);
 	assert_int_equal(json_integer_value(json_object_get(l, "seq")), 5);
@@ -288,6 +316,7 @@ static void test_line_format(void **state)
 	assert_int_equal(json_integer_value(json_object_get(h, "pid")), -12);
 	assert_null(json_object_get(h, "comm"));
 	json_decref(lines);
+	check_with_jq(path);
 }
 
 static void test_other_schemes(void **state)
