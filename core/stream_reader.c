@@ -92,6 +92,17 @@ void ktel_stream_clock__read(struct ktel_stream_clock *ret)
 	ret->now_wall_ns = wall;
 }
 
+/* v + off in [0, UINT64_MAX]. The offset is signed: boottime - monotonic,
+ * measured, can come out a few ns below zero when nothing was suspended. */
+static uint64_t add_offset_saturated(uint64_t v, int64_t off)
+{
+	uint64_t mag = off < 0 ? (uint64_t)0 - (uint64_t)off : (uint64_t)off;
+
+	if (off >= 0)
+		return v > UINT64_MAX - mag ? UINT64_MAX : v + mag;
+	return v < mag ? 0 : v - mag;
+}
+
 static size_t string_room(const struct ktel_field *f)
 {
 	if (f->kind == KTEL_FIELD_CHAR_ARRAY)
@@ -369,9 +380,7 @@ int ktel_stream_decoder__decode(struct ktel_stream_decoder *dec, const void *dat
 		 * fit saturates (no wrap to a time long past, no overflow). */
 		uint64_t mono = ktel_field_read_u64(dec->ts, data);
 
-		if (__builtin_add_overflow(mono, (uint64_t)clk->mono_to_boot_ns,
-					   &rec->start_boottime_ns))
-			rec->start_boottime_ns = UINT64_MAX;
+		rec->start_boottime_ns = add_offset_saturated(mono, clk->mono_to_boot_ns);
 		if (mono > INT64_MAX || __builtin_add_overflow((int64_t)mono, clk->mono_to_wall_ns,
 							       &rec->start_wall_ns))
 			rec->start_wall_ns = INT64_MAX;

@@ -495,6 +495,23 @@ static void test_timestamps(void **state)
 	assert_true(rec.start_boottime_ns == (uint64_t)INT64_MAX + 4000);
 	assert_true(rec.start_wall_ns == INT64_MAX);
 
+	/* A measured boottime offset a few ns below zero (no suspend since
+	 * boot) subtracts; it must not saturate every event to UINT64_MAX
+	 * (the first saturating version did: CI's live stream test). */
+	{
+		struct ktel_stream_clock neg = test_clock;
+
+		neg.mono_to_boot_ns = -7;
+		e.ts_ns = 1000;
+		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &neg, &rec,
+							     fields_of(0), strbuf_of(f, 0)), 0);
+		assert_true(rec.start_boottime_ns == 993);
+		e.ts_ns = 3;
+		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &neg, &rec,
+							     fields_of(0), strbuf_of(f, 0)), 0);
+		assert_true(rec.start_boottime_ns == 0);
+	}
+
 	/* timestamp_ns works too; a 4-byte ts_ns does not count. */
 	id = btf__add_struct(f->btf, "ev2", sizeof(ev2));
 	assert_int_equal(btf__add_field(f->btf, "ts_ns", f->id.u32, 0, 0), 0);
