@@ -219,6 +219,13 @@ int main(int argc, char **argv)
 	int c, r;
 
 	ktel_memory__init();
+	/*
+	 * libuv's pool runs the JSON sinks' writes and compressions and name
+	 * lookups; its default 4 threads start together at the first job. Two
+	 * keep a compression from holding up a write; an operator's own
+	 * UV_THREADPOOL_SIZE wins.
+	 */
+	setenv("UV_THREADPOOL_SIZE", "2", 0);
 
 	ktel_sinks_register_schemas();
 	while ((c = getopt_long(argc, argv, "c:fl:h", long_opts, NULL)) != -1) {
