@@ -50,9 +50,10 @@ const struct ktel_cfg_key ktel_statsd_sink_keys[] = {
 	 .doc = "Unix datagram socket path instead of host/port."},
 	{"prefix", KTEL_CFG_STRING, .default_text = DEFAULT_PREFIX,
 	 .doc = "Prepended to every StatsD metric name."},
-	{"tags", KTEL_CFG_ENUM, .choices = tags_choices, .default_text = "dogstatsd",
-	 .doc = "Dims and bucket bounds as DogStatsD tags (|#le:1024,dim:v) or as dotted "
-		"name segments (name.v.le_1024)."},
+	{"tags", KTEL_CFG_ENUM, .choices = tags_choices, .default_text = "dotted",
+	 .doc = "Dims and bucket bounds as dotted name segments (name.dim.v.bucket.le_0_001024: "
+		"Netdata, Etsy StatsD, Graphite) or as DogStatsD tags "
+		"(name.bucket:N|c|#le:0.001024,dim:v: Datadog, Telegraf)."},
 	{"max_packet", KTEL_CFG_INT, 64, KTEL_STATSD_UDP_MAX - 1, .default_text = "1432",
 	 .doc = "Largest StatsD datagram; lines are packed up to it, never split."},
 	{"max_queue", KTEL_CFG_SIZE, 4096, 1LL << 30, .default_text = "1MiB",
@@ -214,10 +215,12 @@ static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_
 				    s->name,
 				    s->android ? (size_t)KTEL_ANDROID_MAX_DATAGRAM : s->max_packet);
 	s->style.prefix = s->prefix;
-	s->style.tags = KTEL_STATSD_TAGS_DOGSTATSD;
+	/* Dotted by default: the common receivers without tags (Netdata on
+	 * 8125, Etsy StatsD) would fold every tagged bucket into one series. */
+	s->style.tags = KTEL_STATSD_TAGS_DOTTED;
 	if (json_object_get(opts, "tags") &&
-	    strcmp(json_string_value(json_object_get(opts, "tags")), "dotted") == 0)
-		s->style.tags = KTEL_STATSD_TAGS_DOTTED;
+	    strcmp(json_string_value(json_object_get(opts, "tags")), "dogstatsd") == 0)
+		s->style.tags = KTEL_STATSD_TAGS_DOGSTATSD;
 	return 0;
 }
 
