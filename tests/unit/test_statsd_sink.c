@@ -658,7 +658,7 @@ static void expect_error(const char *json, const char *msg)
 
 static void test_options(void **state)
 {
-	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown key (known keys: format, host, port, socket, prefix, tags, "
+	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown key (known keys: format, host, port, transport, socket, prefix, tags, "
 			  "max_packet, max_queue, reconnect_min, reconnect_max)");
 	expect_error("{\"type\":\"statsd\",\"port\":\"abc\"}",
 		     "sinks.s.port: expected integer 1..65535, got \"abc\"");
@@ -672,7 +672,16 @@ static void test_options(void **state)
 		     "sinks.s.host: not used by format \"android\", which writes to a unix socket "
 		     "(set socket)");
 	expect_error("{\"type\":\"statsd\",\"socket\":\"/x\",\"port\":9}",
-		     "sinks.s.socket: conflicts with host/port (choose UDP or a unix socket)");
+		     "sinks.s.socket: conflicts with host/port/transport (choose UDP/TCP or a unix "
+		     "socket)");
+	expect_error("{\"type\":\"statsd\",\"socket\":\"/x\",\"transport\":\"tcp\"}",
+		     "sinks.s.socket: conflicts with host/port/transport (choose UDP/TCP or a unix "
+		     "socket)");
+	expect_error("{\"type\":\"statsd\",\"transport\":\"sctp\"}",
+		     "sinks.s.transport: expected one of \"udp\", \"tcp\", got \"sctp\"");
+	expect_error("{\"type\":\"statsd\",\"format\":\"android\",\"transport\":\"tcp\"}",
+		     "sinks.s.transport: not used by format \"android\", which writes to a unix "
+		     "socket (set socket)");
 	expect_error("{\"type\":\"statsd\",\"format\":\"android\",\"tags\":\"dotted\"}",
 		     "sinks.s.tags: applies to format \"statsd\" only");
 	expect_error("{\"type\":\"statsd\",\"reconnect_min\":\"2s\",\"reconnect_max\":\"1s\"}",
