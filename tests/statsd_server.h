@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ struct statsd_server {
 	char dir[512];  /* config, logs and flush files of every generation */
 	pid_t pid;      /* the running generation, -1 when none */
 	uint16_t udp_port, mgmt_port;
+	bool tcp;       /* listen with servers/tcp (on udp_port's number) */
 };
 
 static inline int statsd_run(const char *cmd)
@@ -166,9 +168,10 @@ static inline void statsd_server_start(struct statsd_server *sv, int gen)
 	snprintf(text, sizeof(text),
 		 "{\n  port: %u, address: \"127.0.0.1\",\n"
 		 "  mgmt_port: %u, mgmt_address: \"127.0.0.1\",\n"
-		 "  flushInterval: 100, automaticConfigReload: false,\n"
+		 "  flushInterval: 100, automaticConfigReload: false,%s\n"
 		 "  backends: [\"%s/backend.js\"],\n  ktelOut: \"%s\"\n}\n",
-		 sv->udp_port, sv->mgmt_port, sv->dir, out);
+		 sv->udp_port, sv->mgmt_port, sv->tcp ? " server: \"./servers/tcp\"," : "",
+		 sv->dir, out);
 	statsd_write_file(config, text);
 	sv->pid = fork();
 	assert_true(sv->pid >= 0);

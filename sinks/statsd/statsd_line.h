@@ -3,16 +3,19 @@
  * StatsD line protocol: a pure formatter from records to lines and a packer
  * that puts lines into datagrams. No I/O here; statsd_sink.c does that.
  *
- * Names (prefix "ktel.", metric direct_reclaim_latency, dim process_state):
- *   histogram bucket   dogstatsd  ktel.direct_reclaim_latency.bucket:5|c|#le:1024,process_state:STATE_FOREGROUND
- *                      dotted     ktel.direct_reclaim_latency.STATE_FOREGROUND.le_1024:5|c
- *   histogram count    ktel.direct_reclaim_latency_count:N|c (+ the dims as tags or segments)
- *   histogram sum      ktel.direct_reclaim_latency_sum:S|c   (only when the map has a sum)
- *   counter            ktel.<metric>:DELTA|c
- *   gauge              ktel.<metric>:V|g; a negative V is "name:0|g\nname:-N|g"
- *   event              ktel.<metric>:1|c (StatsD has no events: they are counted)
- * One line per bucket whose delta is not zero; the overflow bucket's bound is
- * "+Inf" (dogstatsd) or "le_Inf" (dotted: '+' is not a name character).
+ * Names (prefix "ktel.", metric direct_reclaim_latency in us, dim
+ * process_state; units per sinks/units.h, bounds and sums in seconds):
+ *   bucket   dotted     ktel.direct_reclaim_latency_seconds.process_state.STATE_FOREGROUND.bucket.le_0_001024:7|c
+ *            dogstatsd  ktel.direct_reclaim_latency_seconds.bucket:7|c|#le:0.001024,process_state:STATE_FOREGROUND
+ *   count    ktel.direct_reclaim_latency_seconds[.dims].count:N|c (or tagged)
+ *   sum      ktel.direct_reclaim_latency_seconds[.dims].sum:S|c  (only when the map has a sum)
+ *   counter  ktel.<metric>:DELTA|c
+ *   gauge    ktel.<metric>:V|g; a negative V is "name:0|g\nname:-N|g"
+ *   event    ktel.<metric>:1|c (StatsD has no events: they are counted)
+ * Bucket lines are cumulative (values <= bound; +Inf is the count), from the
+ * first non-empty bucket to +Inf ("le_Inf" dotted: '+' and '.' are not
+ * segment characters, so '.' in a dotted bound is '_'). A metric that starts
+ * with the prefix's stem ("ktel_" under "ktel.") does not repeat it.
  * A dim is written as its label when it has one, else as its integer.
  * Characters that are structural in the protocol are replaced by '_'.
  */

@@ -39,20 +39,25 @@
 
 static const char *const format_choices[] = {"statsd", "android", NULL};
 static const char *const tags_choices[] = {"dogstatsd", "dotted", NULL};
+static const char *const transport_choices[] = {"udp", "tcp", NULL};
 
 const struct ktel_cfg_key ktel_statsd_sink_keys[] = {
 	{"format", KTEL_CFG_ENUM, .choices = format_choices, .default_text = "statsd",
 	 .doc = "\"statsd\": StatsD lines; \"android\": Android StatsEvent datagrams."},
 	{"host", KTEL_CFG_STRING, .default_text = DEFAULT_HOST,
 	 .doc = "StatsD server: IPv4/IPv6 literal or a name resolved asynchronously."},
-	{"port", KTEL_CFG_INT, 1, 65535, .default_text = "8125", .doc = "StatsD UDP port."},
+	{"port", KTEL_CFG_INT, 1, 65535, .default_text = "8125", .doc = "StatsD UDP or TCP port."},
+	{"transport", KTEL_CFG_ENUM, .choices = transport_choices, .default_text = "udp",
+	 .doc = "host/port over UDP datagrams or a TCP stream (newline-terminated lines, "
+		"reconnected with the same backoff)."},
 	{"socket", KTEL_CFG_STRING, .default_text = "none; android: /dev/socket/statsdw",
 	 .doc = "Unix datagram socket path instead of host/port."},
 	{"prefix", KTEL_CFG_STRING, .default_text = DEFAULT_PREFIX,
 	 .doc = "Prepended to every StatsD metric name."},
-	{"tags", KTEL_CFG_ENUM, .choices = tags_choices, .default_text = "dogstatsd",
-	 .doc = "Dims and bucket bounds as DogStatsD tags (|#le:1024,dim:v) or as dotted "
-		"name segments (name.v.le_1024)."},
+	{"tags", KTEL_CFG_ENUM, .choices = tags_choices, .default_text = "dotted",
+	 .doc = "Dims and bucket bounds as dotted name segments (name.dim.v.bucket.le_0_001024: "
+		"Netdata, Etsy StatsD, Graphite) or as DogStatsD tags "
+		"(name.bucket:N|c|#le:0.001024,dim:v: Datadog, Telegraf)."},
 	{"max_packet", KTEL_CFG_INT, 64, KTEL_STATSD_UDP_MAX - 1, .default_text = "1432",
 	 .doc = "Largest StatsD datagram; lines are packed up to it, never split."},
 	{"max_queue", KTEL_CFG_SIZE, 4096, 1LL << 30, .default_text = "1MiB",
@@ -87,6 +92,7 @@ struct statsd_sink {
 	uv_loop_t *loop;
 	char *name;
 	bool android;
+	bool tcp;        /* host/port over a TCP stream instead of UDP */
 	struct ktel_statsd_style style;
 	char *prefix, *host, *socket_path;
 	int port;
@@ -103,7 +109,9 @@ struct statsd_sink {
 	uv_getaddrinfo_t gai;
 	bool gai_pending;
 	uv_udp_t *udp;
-	int fd;          /* unix socket, -1 when closed */
+	int fd;          /* unix or TCP socket, -1 when closed */
+	bool connecting; /* TCP connect() in progress */
+	uint32_t sent_off; /* TCP: bytes of the head datagram already written */
 	uv_poll_t *poll; /* watches fd for writability after EAGAIN */
 	bool poll_active;
 	char rxbuf[64];  /* anything the UDP peer sends us is discarded */
@@ -152,17 +160,20 @@ static int opt_string(const json_t *opts, const char *key, const char *def, char
 static int check_combinations(const char *name, const json_t *opts, bool android,
 			      struct ktel_err *err)
 {
-	bool udp = json_object_get(opts, "host") || json_object_get(opts, "port");
+	bool udp = json_object_get(opts, "host") || json_object_get(opts, "port") ||
+		   json_object_get(opts, "transport");
 
 	if (android && udp)
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s.%s: not used by format \"android\", which writes to a "
 				    "unix socket (set socket)",
-				    name, json_object_get(opts, "host") ? "host" : "port");
+				    name, json_object_get(opts, "host")   ? "host"
+					  : json_object_get(opts, "port") ? "port"
+									  : "transport");
 	if (udp && json_object_get(opts, "socket"))
 		return ktel_err_set(err, EINVAL,
-				    "sinks.%s.socket: conflicts with host/port (choose UDP or a unix "
-				    "socket)",
+				    "sinks.%s.socket: conflicts with host/port/transport (choose "
+				    "UDP/TCP or a unix socket)",
 				    name);
 	for (size_t i = 0; android && i < 3; i++) {
 		static const char *const statsd_only[] = {"tags", "prefix", "max_packet"};
@@ -201,6 +212,8 @@ static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_
 	    (!s->socket_path && opt_string(opts, "host", DEFAULT_HOST, &s->host)))
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
 	s->port = (int)ktel_cfg_int(opts, "port", DEFAULT_PORT);
+	s->tcp = json_object_get(opts, "transport") &&
+		 strcmp(json_string_value(json_object_get(opts, "transport")), "tcp") == 0;
 	s->max_packet = (size_t)ktel_cfg_int(opts, "max_packet", DEFAULT_MAX_PACKET);
 	s->max_queue = ktel_cfg_size(opts, "max_queue", DEFAULT_MAX_QUEUE);
 	s->backoff_min = ktel_cfg_duration(opts, "reconnect_min", DEFAULT_RECONNECT_MIN_MS);
@@ -214,10 +227,12 @@ static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_
 				    s->name,
 				    s->android ? (size_t)KTEL_ANDROID_MAX_DATAGRAM : s->max_packet);
 	s->style.prefix = s->prefix;
-	s->style.tags = KTEL_STATSD_TAGS_DOGSTATSD;
+	/* Dotted by default: the common receivers without tags (Netdata on
+	 * 8125, Etsy StatsD) would fold every tagged bucket into one series. */
+	s->style.tags = KTEL_STATSD_TAGS_DOTTED;
 	if (json_object_get(opts, "tags") &&
-	    strcmp(json_string_value(json_object_get(opts, "tags")), "dotted") == 0)
-		s->style.tags = KTEL_STATSD_TAGS_DOTTED;
+	    strcmp(json_string_value(json_object_get(opts, "tags")), "dogstatsd") == 0)
+		s->style.tags = KTEL_STATSD_TAGS_DOGSTATSD;
 	return 0;
 }
 
@@ -232,7 +247,8 @@ static void enqueue(struct statsd_sink *s, const void *data, size_t len, uint32_
 		s->st.dropped += records;
 		return;
 	}
-	d = malloc(sizeof(*d) + len);
+	/* A stream has no datagram boundary: every line ends with '\n'. */
+	d = malloc(sizeof(*d) + len + s->tcp);
 	if (!d) {
 		s->st.dropped += records;
 		return;
@@ -240,8 +256,10 @@ static void enqueue(struct statsd_sink *s, const void *data, size_t len, uint32_
 	d->next = NULL;
 	d->sink = s;
 	d->records = records;
-	d->len = (uint32_t)len;
 	memcpy(d->data, data, len);
+	if (s->tcp)
+		d->data[len++] = '\n';
+	d->len = (uint32_t)len;
 	if (s->tail)
 		s->tail->next = d;
 	else
@@ -351,6 +369,8 @@ static void transport_close(struct statsd_sink *s)
 		s->poll = NULL;
 		s->poll_active = false;
 		s->fd = -1;
+		s->connecting = false;
+		s->sent_off = 0;
 	} else if (s->fd >= 0) {
 		close(s->fd);
 		s->fd = -1;
@@ -439,9 +459,128 @@ err_close:
 	return r;
 }
 
+static void tcp_poll_cb(uv_poll_t *p, int status, int events);
+
+/* Watch the TCP socket for the peer closing, and for room to write. */
+static int tcp_watch(struct statsd_sink *s, bool writable)
+{
+	int r = uv_poll_start(s->poll, UV_READABLE | UV_DISCONNECT | (writable ? UV_WRITABLE : 0),
+			      tcp_poll_cb);
+
+	s->poll_active = !r && writable;
+	return r;
+}
+
+/*
+ * A non-blocking connect: records queue while it is in progress (the poll
+ * reports its result), and are dropped with the queue if it fails.
+ */
+static int tcp_open(struct statsd_sink *s)
+{
+	struct unix_conn *conn;
+	socklen_t alen = s->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						       : sizeof(struct sockaddr_in);
+	int fd, r;
+
+	fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&s->addr, alen) < 0 && errno != EINPROGRESS) {
+		r = -errno;
+		goto err_close;
+	}
+	conn = malloc(sizeof(*conn));
+	if (!conn) {
+		r = -ENOMEM;
+		goto err_close;
+	}
+	r = uv_poll_init_socket(s->loop, &conn->poll, fd);
+	if (r) {
+		free(conn);
+		goto err_close;
+	}
+	conn->fd = fd;
+	conn->poll.data = s;
+	s->poll = &conn->poll;
+	s->open_handles++;
+	s->fd = fd;
+	s->sent_off = 0;
+	s->connecting = true;
+	return tcp_watch(s, true);
+err_close:
+	close(fd);
+	return r;
+}
+
 static int transport_open(struct statsd_sink *s)
 {
-	return s->socket_path ? unix_open(s) : udp_open(s);
+	if (s->socket_path)
+		return unix_open(s);
+	return s->tcp ? tcp_open(s) : udp_open(s);
+}
+
+/* The TCP peer closed or reset: what it did not read is lost. */
+static bool tcp_peer_gone(struct statsd_sink *s)
+{
+	char buf[256];
+	ssize_t n;
+
+	do
+		n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	while (n > 0);
+	return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static void tcp_poll_cb(uv_poll_t *p, int status, int events)
+{
+	struct statsd_sink *s = p->data;
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+
+	if (status < 0) {
+		go_down(s, status);
+		return;
+	}
+	if (s->connecting && (events & UV_WRITABLE)) {
+		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+			soerr = errno;
+		if (soerr) {
+			go_down(s, -soerr);
+			return;
+		}
+		s->connecting = false;
+	}
+	if ((events & (UV_READABLE | UV_DISCONNECT)) && tcp_peer_gone(s)) {
+		go_down(s, -ECONNRESET);
+		return;
+	}
+	if (events & UV_WRITABLE) {
+		if (tcp_watch(s, false)) {
+			go_down(s, -EIO);
+			return;
+		}
+		pump(s);
+	}
+}
+
+/* Returns 0 (datagram written whole), -EAGAIN (wait for the poll) or an error. */
+static int tcp_send(struct statsd_sink *s)
+{
+	struct dgram *d = s->head;
+	ssize_t n;
+
+	n = send(s->fd, d->data + s->sent_off, d->len - s->sent_off, MSG_NOSIGNAL);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return -errno;
+	if (n > 0)
+		s->sent_off += (uint32_t)n;
+	if (s->sent_off < d->len)
+		return tcp_watch(s, true) ?: -EAGAIN;
+	s->sent_off = 0;
+	pop(s);
+	delivered(s, d->records);
+	free(d);
+	return 0;
 }
 
 static void poll_writable(uv_poll_t *p, int status, int events)
@@ -577,8 +716,8 @@ static void pump(struct statsd_sink *s)
 {
 	bool resent = false;
 
-	while (s->state == ST_UP && s->head && !s->poll_active) {
-		int r = s->udp ? udp_send(s) : unix_send(s);
+	while (s->state == ST_UP && s->head && !s->poll_active && !s->connecting) {
+		int r = s->udp ? udp_send(s) : s->tcp ? tcp_send(s) : unix_send(s);
 
 		if (r == -EAGAIN)
 			break;
@@ -666,7 +805,7 @@ static void retry_cb(uv_timer_t *t)
  */
 static void retry_at_submit(struct statsd_sink *s)
 {
-	if (s->state != ST_DOWN || !s->socket_path || s->closing ||
+	if (s->state != ST_DOWN || (!s->socket_path && !s->tcp) || s->closing ||
 	    uv_now(s->loop) - s->last_try < s->backoff_min)
 		return;
 	s->last_try = uv_now(s->loop);
@@ -954,7 +1093,7 @@ static void statsd_where(void *priv, char *buf, size_t len)
 		snprintf(buf, len, "%s to unix socket %s", s->android ? "android" : "statsd",
 			 s->socket_path);
 	else
-		snprintf(buf, len, "statsd to udp %s:%d", s->host, s->port);
+		snprintf(buf, len, "statsd to %s %s:%d", s->tcp ? "tcp" : "udp", s->host, s->port);
 }
 
 const struct ktel_sink_ops ktel_statsd_sink_ops = {

@@ -408,6 +408,97 @@ static void test_default_backoff_outage(void **state)
 	statsd_server_stop(&server);
 }
 
+/* Keep only want's keys under prefix (one sink's share of expect()). */
+static void keep_under(json_t *want, const char *prefix)
+{
+	const char *key;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(want, tmp, key, v)
+		if (strncmp(key, prefix, strlen(prefix)) != 0)
+			json_object_del(want, key);
+}
+
+static void run_until(uv_loop_t *loop, void *sink, size_t off, uint64_t n)
+{
+	for (int i = 0; i < 4000; i++) {
+		struct ktel_sink_stats s = st(sink);
+
+		if (*(uint64_t *)((char *)&s + off) >= n)
+			return;
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	fail_msg("sink counter at offset %zu never reached %llu", off, (unsigned long long)n);
+}
+
+/*
+ * TCP (the Etsy server's servers/tcp): newline-terminated lines arrive and
+ * are counted; the server killed, the sink sees the connection close, the
+ * window sent during the outage is dropped and counted, and after a restart
+ * the sink reconnects (backoff) and the next window arrives whole.
+ */
+static void test_etsy_statsd_tcp_restart(void **state)
+{
+	struct ktel_record w1[N_RECS], w2[N_RECS], w3[N_RECS];
+	json_t *want = json_object();
+	struct ktel_sink_stats s;
+	uv_loop_t loop;
+	int closed = 0;
+	void *sink;
+
+	make_window(w1, 21);
+	make_window(w2, 22);
+	make_window(w3, 23);
+	server.tcp = true;
+	statsd_server_start(&server, 5);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	sink = make_sink_with(&loop, "dotted", "dot.",
+			      ",\"transport\":\"tcp\",\"reconnect_min\":\"50ms\","
+			      "\"reconnect_max\":\"200ms\"");
+	ops->submit(sink, w1, N_RECS);
+	run_until(&loop, sink, offsetof(struct ktel_sink_stats, sent), N_RECS);
+	expect(want, w1);
+	keep_under(want, "dot.");
+	json_decref(wait_counts(5, want));
+
+	/* Down: the sink notices the close by itself; the window is dropped. */
+	statsd_server_stop(&server);
+	run_until(&loop, sink, offsetof(struct ktel_sink_stats, errors), 1);
+	ops->submit(sink, w2, N_RECS);
+	run_until(&loop, sink, offsetof(struct ktel_sink_stats, dropped), N_RECS);
+	run_loop_ms(&loop, 300); /* a few failed reconnects */
+	s = st(sink);
+	assert_int_equal(s.sent, N_RECS);
+	assert_int_equal(s.dropped, N_RECS);
+	assert_int_equal(s.reconnects, 0);
+
+	/* Back: the window submitted now arrives whole; one reconnect. */
+	statsd_server_start(&server, 6);
+	ops->submit(sink, w3, N_RECS);
+	run_until(&loop, sink, offsetof(struct ktel_sink_stats, sent), 2 * N_RECS);
+	s = st(sink);
+	assert_int_equal(s.sent, 2 * N_RECS);
+	assert_int_equal(s.dropped, N_RECS);
+	assert_int_equal(s.reconnects, 1);
+	json_object_clear(want);
+	expect(want, w3);
+	keep_under(want, "dot.");
+	json_decref(wait_counts(6, want));
+
+	ops->close(sink, 1000, ktel_test_count_closed, &closed);
+	for (int i = 0; i < 2000 && closed < 1; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_int_equal(closed, 1);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	json_decref(want);
+	statsd_server_stop(&server);
+	server.tcp = false;
+}
+
 static int setup(void **state)
 {
 	char dir[300];
@@ -428,6 +519,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_etsy_statsd_restart),
 		cmocka_unit_test(test_default_backoff_outage),
+		cmocka_unit_test(test_etsy_statsd_tcp_restart),
 	};
 
 	statsd_ensure_installed("test_statsd_server");

@@ -50,7 +50,7 @@ static void test_rows_have_four_cells(void **state)
 	}
 	assert_true(rows > 20);
 	/* The statsd tags description holds a "|": it must be escaped. */
-	assert_non_null(strstr(doc, "tags (\\|#le:1024"));
+	assert_non_null(strstr(doc, "N\\|c\\|#le:0.001024"));
 }
 
 static void test_every_sink_type_has_a_table(void **state)

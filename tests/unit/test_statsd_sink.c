@@ -237,7 +237,7 @@ static void udp_roundtrip(int family, const char *host)
 	int fd = bind_udp(family, &port);
 	char json[256], want[4096];
 	struct ktel_record recs[3] = {hist("direct_reclaim_latency", 0, 1)};
-	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED} /* the default */;
 	struct ktel_sink_stats s;
 	void *sink;
 
@@ -402,8 +402,8 @@ static void test_udp_peer_down_and_back(void **state)
 	loop_for(&loop, 20);
 	assert_int_equal(stats_of(sink).reconnects, 1);
 	assert_int_equal(drain(fd, rx, rxlen, 256), 1);
-	assert_non_null(strstr(rx[0], "ktel.a.bucket:"));
-	assert_non_null(strstr(rx[0], "ktel.b.bucket:"));
+	assert_non_null(strstr(rx[0], "ktel.a.process_state."));
+	assert_non_null(strstr(rx[0], "ktel.b.process_state."));
 	s = close_sink(&loop, sink, 1000);
 	assert_int_equal(s.sent, 2);
 	assert_int_equal(s.dropped, 3);
@@ -423,7 +423,7 @@ static void test_unix_statsd(void **state)
 	uv_loop_t loop;
 	char path[300], json[512], want[4096];
 	struct ktel_record r = hist("kswapd_latency", 0, 1);
-	struct ktel_statsd_style st = {"x_", KTEL_STATSD_TAGS_DOGSTATSD};
+	struct ktel_statsd_style st = {"x_", KTEL_STATSD_TAGS_DOTTED};
 	int fd;
 	void *sink;
 
@@ -658,7 +658,7 @@ static void expect_error(const char *json, const char *msg)
 
 static void test_options(void **state)
 {
-	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown key (known keys: format, host, port, socket, prefix, tags, "
+	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown key (known keys: format, host, port, transport, socket, prefix, tags, "
 			  "max_packet, max_queue, reconnect_min, reconnect_max)");
 	expect_error("{\"type\":\"statsd\",\"port\":\"abc\"}",
 		     "sinks.s.port: expected integer 1..65535, got \"abc\"");
@@ -672,7 +672,16 @@ static void test_options(void **state)
 		     "sinks.s.host: not used by format \"android\", which writes to a unix socket "
 		     "(set socket)");
 	expect_error("{\"type\":\"statsd\",\"socket\":\"/x\",\"port\":9}",
-		     "sinks.s.socket: conflicts with host/port (choose UDP or a unix socket)");
+		     "sinks.s.socket: conflicts with host/port/transport (choose UDP/TCP or a unix "
+		     "socket)");
+	expect_error("{\"type\":\"statsd\",\"socket\":\"/x\",\"transport\":\"tcp\"}",
+		     "sinks.s.socket: conflicts with host/port/transport (choose UDP/TCP or a unix "
+		     "socket)");
+	expect_error("{\"type\":\"statsd\",\"transport\":\"sctp\"}",
+		     "sinks.s.transport: expected one of \"udp\", \"tcp\", got \"sctp\"");
+	expect_error("{\"type\":\"statsd\",\"format\":\"android\",\"transport\":\"tcp\"}",
+		     "sinks.s.transport: not used by format \"android\", which writes to a unix "
+		     "socket (set socket)");
 	expect_error("{\"type\":\"statsd\",\"format\":\"android\",\"tags\":\"dotted\"}",
 		     "sinks.s.tags: applies to format \"statsd\" only");
 	expect_error("{\"type\":\"statsd\",\"reconnect_min\":\"2s\",\"reconnect_max\":\"1s\"}",
