@@ -266,6 +266,8 @@ static void add_warning(struct ktel_config_errors *errs, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (!errs->want_warnings)
+		return;
 	va_start(ap, fmt);
 	add_vmsg(&errs->warnings, &errs->n_warnings, fmt, ap);
 	va_end(ap);

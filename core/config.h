@@ -67,11 +67,13 @@ struct ktel_config {
 	size_t n_sinks;
 };
 
-/* Every validation error of one document, in document order, and the
- * warnings of a document that is valid (the caller logs them). */
+/* Every validation error of one document, in document order, and, when the
+ * caller sets want_warnings (and then always clears errs), the warnings of a
+ * document that is valid (the caller logs them). */
 struct ktel_config_errors {
 	char **msgs;
 	size_t n;
+	bool want_warnings;
 	char **warnings;
 	size_t n_warnings;
 };

@@ -485,6 +485,7 @@ static int load_config(struct ktel_daemon *d, const char *path, const char *sour
 	int rc;
 
 	ktel_config_set_installed_metrics(names, n);
+	errs->want_warnings = true; /* logged below; the caller clears errs */
 	rc = path ? ktel_config__load_file(path, &d->opts.vars, ret, errs, err)
 		  : ktel_config__load_string(d->opts.config_text, source, &d->opts.vars, ret,
 					     errs, err);

@@ -75,7 +75,7 @@ static void config_vars(struct ktel_config_vars *vars)
 
 static int load_config(const char *path, struct ktel_config **ret)
 {
-	struct ktel_config_errors errs = {0};
+	struct ktel_config_errors errs = {.want_warnings = true};
 	struct ktel_config_vars vars;
 	struct ktel_err err;
 	int r;

@@ -528,7 +528,7 @@ static void test_names_are_bounded(void **state)
 /* Load text; the warnings joined by newlines (caller frees). The text must be valid. */
 static char *warnings_of(const char *text)
 {
-	struct ktel_config_errors errs = {0};
+	struct ktel_config_errors errs = {.want_warnings = true};
 	struct ktel_config *cfg = NULL;
 	struct ktel_err err;
 	char *out = NULL;
