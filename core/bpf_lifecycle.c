@@ -56,7 +56,7 @@ static bool verifier_noise(const char *s, const char *e)
 size_t ktel_verifier_tail(const char *log, char *out, size_t len)
 {
 	const char *lines[3][2], *end = log + strlen(log), *e, *s;
-	char buf[3 * KTEL_VERIFIER_TAIL_MAX];
+	char buf[3 * (KTEL_VERIFIER_TAIL_MAX + 3) + 1];
 	size_t n = 0, used = 0;
 
 	if (!len)
@@ -77,8 +77,12 @@ size_t ktel_verifier_tail(const char *log, char *out, size_t len)
 	while (n-- > 0) {
 		size_t l = (size_t)(lines[n][1] - lines[n][0]);
 
-		if (l > KTEL_VERIFIER_TAIL_MAX)
+		if (l > KTEL_VERIFIER_TAIL_MAX) {
 			l = KTEL_VERIFIER_TAIL_MAX;
+			while (l && ((unsigned char)lines[n][0][l] & 0xc0) == 0x80)
+				l--; /* never end inside a UTF-8 character */
+		}
+		/* Fits: 3 lines of at most the maximum, 3 bytes before each. */
 		used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%.*s",
 					 used ? " | " : "", (int)l, lines[n][0]);
 	}

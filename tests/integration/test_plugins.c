@@ -63,6 +63,8 @@ struct fact {
 };
 
 static struct ktel_targets *targets;
+/* The daemon a test of section (d) runs: killed by teardown if a check failed. */
+static pid_t section_daemon = -1;
 static int fentry_allowed = -1; /* -1 not probed yet */
 
 /*
@@ -456,6 +458,8 @@ static void stop_collecting(struct sandbox *sb, pid_t pid)
 
 	kill(pid, SIGTERM);
 	rc = daemon_wait(pid, 30);
+	if (pid == section_daemon)
+		section_daemon = -1; /* reaped */
 	if (rc != 0)
 		dump_log(sb);
 	assert_int_equal(rc, 0);
@@ -1081,6 +1085,7 @@ static void test_name_copy_refused(void **state)
 	drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", builtin);
 	sysctl_set(proactive, "0", old, sizeof(old));
 	pid = start_collecting(&sb, dir, "compaction_duration");
+	section_daemon = pid;
 
 	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_name_copy.so", copy);
 	snprintf(taken, sizeof(taken), "%s: refused: plugin name compaction_duration is taken by %s",
@@ -1172,6 +1177,7 @@ static void test_verifier_refusal_reason(void **state)
 	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_verifier_reject.so", plugin);
 	sandbox_write_config(&sb, dir, "60s", "");
 	pid = daemon_start(&sb, NULL);
+	section_daemon = pid;
 	if (!log_wait_for(&sb, "metric fx_verifier_reject: not collected", 20)) {
 		dump_log(&sb);
 		kill(pid, SIGKILL);
@@ -1220,6 +1226,106 @@ static void test_verifier_refusal_reason(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* Wait until text occurs n times in the log (up to timeout_s). */
+static bool log_wait_count(const struct sandbox *sb, const char *text, size_t n, int timeout_s)
+{
+	for (int i = 0; i <= timeout_s * 20; i++) {
+		if (log_count(sb, text) >= n)
+			return true;
+		usleep(50000);
+	}
+	return false;
+}
+
+/*
+ * Refused files (ABI mismatch, group-writable, not an ELF) are shown by
+ * status with their reasons and logged once per version of the file: six
+ * rescans (a plugin dropped in and removed again, three times) log nothing
+ * new; a touched file is a new version, tried and logged again; a removed
+ * file leaves the list.
+ */
+static void test_refusals_logged_once(void **state)
+{
+	char dir[600], abi[700], mode[700], notelf[700], valid[700], rule[3][800];
+	const char *reason;
+	struct sandbox sb;
+	char *status;
+	json_t *st;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "plugins-refusals");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(abi, sizeof(abi), "%s/abi_major.so", dir);
+	snprintf(mode, sizeof(mode), "%s/writable.so", dir);
+	snprintf(notelf, sizeof(notelf), "%s/not_elf.so", dir);
+	snprintf(valid, sizeof(valid), "%s/compaction_duration.so", dir);
+	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_abi_major.so", abi);
+	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_name_copy.so", mode);
+	assert_int_equal(chmod(mode, 0664), 0);
+	f = fopen(notelf, "w");
+	assert_non_null(f);
+	fputs("not a shared object\n", f);
+	fclose(f);
+	snprintf(rule[0], sizeof(rule[0]), "%s: refused: plugin ABI major 2", abi);
+	snprintf(rule[1], sizeof(rule[1]), "%s: refused: ", mode);
+	snprintf(rule[2], sizeof(rule[2]), "%s: refused: ", notelf);
+
+	sandbox_write_config(&sb, dir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	section_daemon = pid;
+	if (!log_wait_for(&sb, "running with", 20)) {
+		dump_log(&sb);
+		kill(pid, SIGKILL);
+		fail_msg("the daemon did not start");
+	}
+	for (int i = 0; i < 3; i++) {
+		drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", valid);
+		assert_true(log_wait_count(&sb, "plugin directories: 1 change applied", 2 * i + 1, 10));
+		unlink(valid);
+		assert_true(log_wait_count(&sb, "plugin directories: 1 change applied", 2 * i + 2, 10));
+	}
+	status = ctl_out(&sb, "--json status");
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(log_count(&sb, rule[i]), 1);
+	st = json_loads(status, 0, NULL);
+	assert_non_null(st);
+	reason = refusal_of(st, abi);
+	assert_non_null(reason);
+	assert_non_null(strstr(reason, rule[0]));
+	assert_non_null(refusal_of(st, mode));
+	assert_non_null(strstr(refusal_of(st, mode), "writable"));
+	assert_non_null(refusal_of(st, notelf));
+	printf("refused: %s\n         %s\n         %s\n", reason, refusal_of(st, mode),
+	       refusal_of(st, notelf));
+	json_decref(st);
+	free(status);
+
+	/* A new version of the file (mtime): tried, and logged, again. */
+	assert_int_equal(utimensat(AT_FDCWD, abi, NULL, 0), 0);
+	if (!log_wait_count(&sb, rule[0], 2, 10)) {
+		dump_log(&sb);
+		kill(pid, SIGKILL);
+		fail_msg("a touched refused file was not logged again");
+	}
+	/* Gone: no longer listed. */
+	unlink(notelf);
+	drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", valid);
+	assert_true(log_wait_count(&sb, "plugin directories: 1 change applied", 7, 10));
+	status = ctl_out(&sb, "--json status");
+	st = json_loads(status, 0, NULL);
+	assert_non_null(st);
+	assert_null(refusal_of(st, notelf));
+	assert_non_null(refusal_of(st, abi));
+	json_decref(st);
+	free(status);
+	stop_collecting(&sb, pid);
+	assert_int_equal(log_count(&sb, rule[0]), 2);
+	assert_int_equal(log_count(&sb, rule[1]), 1);
+	sandbox_cleanup(&sb);
+}
+
 static int setup(void **state)
 {
 	struct ktel_err err = {0};
@@ -1234,6 +1340,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	if (section_daemon > 0 && kill(section_daemon, SIGKILL) == 0)
+		waitpid(section_daemon, NULL, 0);
 	ktel_targets__free(targets);
 	return sandbox_remove_all(state);
 }
@@ -1252,6 +1360,7 @@ int main(void)
 		cmocka_unit_test(test_refused_variant),
 		cmocka_unit_test(test_name_copy_refused),
 		cmocka_unit_test(test_verifier_refusal_reason),
+		cmocka_unit_test(test_refusals_logged_once),
 	};
 
 	ktel_test_require_root("test_plugins");

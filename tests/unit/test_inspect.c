@@ -22,6 +22,7 @@
 
 #include <bpf/btf.h>
 
+#include "bpf_lifecycle.h"
 #include "ctl_render.h"
 #include "inspect.h"
 #include "kernel_targets.h"
@@ -393,6 +394,65 @@ static void test_load_not_verified_unprivileged(void **state)
 	assert_int_equal(rc, 0);
 }
 
+/* Is s whole UTF-8 characters only? */
+static bool valid_utf8(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		int more = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2
+			 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+
+		if (more < 0)
+			return false;
+		for (p++; more-- > 0; p++)
+			if ((*p & 0xc0) != 0x80)
+				return false;
+	}
+	return true;
+}
+
+/*
+ * The verifier's words in a refusal: its last 3 lines that say something
+ * (statistics and blank lines dropped), bounded, never starting inside a
+ * UTF-8 character.
+ */
+static void test_verifier_tail(void **state)
+{
+	char log[4096], out[KTEL_VERIFIER_TAIL_MAX + 8];
+	size_t n, used = 0;
+
+	n = ktel_verifier_tail("0: R1=ctx() R10=fp0\n1: (b7) r1 = 0\n"
+			       "8: (79) r6 = *(u64 *)(r0 +320)\n"
+			       "invalid access to map value, value_size=256 off=320 size=8\n\n"
+			       "processed 9 insns (limit 1000000) max_states_per_insn 0\n"
+			       "verification time 12 usec\n",
+			       out, sizeof(out));
+	assert_int_equal(n, strlen(out));
+	assert_string_equal(out, "1: (b7) r1 = 0 | 8: (79) r6 = *(u64 *)(r0 +320) | "
+				 "invalid access to map value, value_size=256 off=320 size=8");
+
+	/* Long lines of 3-byte characters: cut at the front, on a boundary. */
+	for (int l = 0; l < 3; l++) {
+		for (int i = 0; i < 200; i++)
+			used += (size_t)snprintf(log + used, sizeof(log) - used, "\xe2\x82\xac");
+		used += (size_t)snprintf(log + used, sizeof(log) - used, "\n");
+	}
+	n = ktel_verifier_tail(log, out, sizeof(out));
+	assert_true(n <= KTEL_VERIFIER_TAIL_MAX);
+	assert_memory_equal(out, "...", 3);
+	assert_true(((unsigned char)out[3] & 0xc0) != 0x80);
+	assert_true(valid_utf8(out));
+	/* One long line: cut at its end, also on a boundary. */
+	used = 0;
+	for (int i = 0; i < 200; i++)
+		used += (size_t)snprintf(log + used, sizeof(log) - used, "\xe2\x82\xac");
+	snprintf(log + used, sizeof(log) - used, "\n");
+	n = ktel_verifier_tail(log, out, sizeof(out));
+	assert_true(n <= KTEL_VERIFIER_TAIL_MAX);
+	assert_true(n > KTEL_VERIFIER_TAIL_MAX - 3);
+	assert_true(valid_utf8(out));
+	assert_int_equal(ktel_verifier_tail("", out, sizeof(out)), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_unsupported_printed),
 		cmocka_unit_test(test_fexit_load_not_verified),
 		cmocka_unit_test(test_load_not_verified_unprivileged),
+		cmocka_unit_test(test_verifier_tail),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
