@@ -138,6 +138,8 @@ static void index_seal(struct target_index *x)
 	size_t out = 0;
 	void *p;
 
+	if (!x->n)
+		return;
 	sort_names = x->names;
 	qsort(x->v, x->n, sizeof(*x->v), name_cmp);
 	for (size_t i = 0; i < x->n; i++)
