@@ -312,6 +312,8 @@ static const char *metric_owner(const char *metric, void *ctx)
 	return m ? m->lp->path : NULL;
 }
 
+static void on_rescan_timer(uv_timer_t *t);
+
 /*
  * Open the plugins of dir that are not loaded (the loader checks, validates
  * and refuses duplicates of loaded metric names), and load them. Adds the
@@ -331,6 +333,9 @@ static int scan_dir(struct ktel_daemon *d, const char *dir, int *changes, struct
 
 	if (r)
 		return r;
+	/* A file still being written is tried again once it can be quiet. */
+	if (list->n_not_quiet && d->rescan_timer_init && !d->shutting_down)
+		uv_timer_start(&d->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
 	for (size_t i = 0; i < list->n; i++) {
 		struct ktel_plugin *plugin = list->items[i];
 

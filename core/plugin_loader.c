@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "plugin_loader.h"
+#include "plugin_elf.h"
 #include "btf_layout.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -589,22 +591,61 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 
 /* ---- open / free ----------------------------------------------------- */
 
-/* dlopen would also report this, but in words that vary by libc. */
-static int check_shared_object(const char *path, int fd, struct ktel_err *err)
+/* Milliseconds since st's mtime (0 for a time in the future). */
+static long long age_ms(const struct stat *st)
 {
-	Elf64_Ehdr eh;
-	ssize_t n;
+	struct timespec now;
+	long long ms;
 
-	n = pread(fd, &eh, sizeof(eh), 0);
-	if (n < 0)
-		return ktel_err_set(err, errno, "%s: refused: cannot read: %s", path, strerror(errno));
-	if (n < (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (no ELF header)",
-				    path);
-	if (eh.e_type != ET_DYN)
-		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (ELF type %u)",
-				    path, eh.e_type);
-	return 0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ms = (long long)(now.tv_sec - st->st_mtim.tv_sec) * 1000 +
+	     (now.tv_nsec - st->st_mtim.tv_nsec) / 1000000;
+	return ms > 0 ? ms : 0;
+}
+
+/* Turn the refusal in err into "<path>: not yet quiet (...): <rule>". */
+static int not_quiet(const char *path, long long age, struct ktel_err *err)
+{
+	char rule[KTEL_ERR_MSG_MAX];
+	size_t len = strlen(path);
+	const char *r;
+
+	if (!err)
+		return -EAGAIN;
+	r = err->msg;
+	if (strncmp(r, path, len) == 0 && strncmp(r + len, ": refused: ", 11) == 0)
+		r += len + 11;
+	snprintf(rule, sizeof(rule), "%s", r);
+	return ktel_err_set(err, EAGAIN, "%s: not yet quiet (modified %lld ms ago, retried "
+			    "later): %s", path, age, rule);
+}
+
+/*
+ * Read the open file into a sealed private copy and validate it as an ELF
+ * shared object of this architecture. A file that changed while it was read,
+ * or that is shorter than its ELF headers say and was modified within
+ * KTEL_PLUGIN_QUIET_MS, is -EAGAIN "not yet quiet": a writer may still be at
+ * work (a slow copy in place), so a later scan tries again. A recent file
+ * that already validates is complete and is taken at once.
+ */
+static int read_image(const char *path, int fd, const struct stat *st,
+		      struct ktel_elf_image **ret_image, struct ktel_err *err)
+{
+	struct ktel_elf_image *img = NULL;
+	long long age;
+	int rc;
+
+	rc = ktel_elf_image__read(path, fd, st, &img, err);
+	rc = rc ?: ktel_elf_validate(img->data, img->size, path, err);
+	if (rc == 0) {
+		*ret_image = img;
+		return 0;
+	}
+	ktel_elf_image__free(img);
+	age = age_ms(st);
+	if (rc != -ENODATA || age >= KTEL_PLUGIN_QUIET_MS)
+		return rc;
+	return not_quiet(path, age, err);
 }
 
 /*
@@ -795,6 +836,7 @@ out:
 int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **ret_plugin,
 			    struct ktel_err *err)
 {
+	struct ktel_elf_image *img = NULL;
 	struct ktel_plugin *p;
 	int fd = -1, rc;
 
@@ -807,10 +849,12 @@ int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **
 		goto fail;
 	}
 	rc = open_safe(path, owner, &fd, &p->st, &p->real_path, err);
-	rc = rc ?: check_shared_object(path, fd, err);
-	rc = rc ?: load_descriptor(p, fd, err);
+	rc = rc ?: read_image(path, fd, &p->st, &img, err);
+	/* From here on only the sealed copy is read or loaded, never the file. */
+	rc = rc ?: load_descriptor(p, img->memfd, err);
 	if (fd >= 0)
 		close(fd);
+	ktel_elf_image__free(img);
 	if (rc)
 		goto fail;
 	*ret_plugin = p;
@@ -935,7 +979,14 @@ static void scan_one(struct ktel_plugin_list *list, const struct ktel_plugin_sca
 	struct ktel_err e = {0};
 	const char *metric = NULL, *dup;
 
-	if (ktel_plugin__open_owner(path, o->owner, &p, &e) != 0) {
+	int rc = ktel_plugin__open_owner(path, o->owner, &p, &e);
+
+	if (rc == -EAGAIN) {
+		/* Not refused: a writer may still be at work; the caller rescans. */
+		list->n_not_quiet++;
+		return;
+	}
+	if (rc) {
 		refuse(list, o, path, &e);
 		return;
 	}

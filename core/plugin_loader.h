@@ -7,8 +7,10 @@
  * a file that nobody but root could have written: the file and every parent
  * directory must be owned by root, not group/world writable, and the file a
  * regular file, not a symlink. The file is opened once (O_NOFOLLOW), judged
- * by fstat of that descriptor and dlopened as /proc/self/fd/N, so what was
- * checked is what gets loaded. The descriptor is then validated completely -
+ * by fstat of that descriptor, read once into a sealed private copy whose
+ * whole ELF structure is validated (plugin_elf.h), and only that copy is
+ * loaded, so what was checked is what gets loaded and a truncated or growing
+ * file cannot fault the process. The descriptor is then validated completely -
  * ABI, sizes, names, the embedded BPF ELF, the maps and programs the
  * descriptor names - so that a plugin that passes cannot make the daemon
  * crash or misread a map later - and copied, and the library closed (see
@@ -26,6 +28,7 @@
 #include <ktelemetry/plugin.h>
 
 #include "error.h"
+#include "plugin_elf.h"
 
 /* Limits on what one descriptor may declare, and on one directory scan. */
 #define KTEL_PLUGIN_MAX_METRICS 64
@@ -88,8 +91,10 @@ int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *e
  * map a metric names (map_name, lost_map, label_map) and every program a
  * variant or metric names exists in the object, that no two stream metrics
  * read the same ring buffer, and that every param is a .rodata integer.
- * A file whose inode something else in the process holds dlopened is refused:
- * glibc would hand back that library, not the file's current content. On
+ * The file is read into a sealed copy first and must be a complete ELF shared
+ * object of this architecture ("built for aarch64, this daemon is x86_64");
+ * a file that changed while read, or is truncated and modified within
+ * KTEL_PLUGIN_QUIET_MS, is -EAGAIN "not yet quiet" (try again later). On
  * success stores a new plugin in *ret_plugin; on refusal returns -errno with
  * err "<path>: refused: <rule>".
  */
@@ -124,6 +129,9 @@ struct ktel_plugin_list {
 	size_t n;
 	size_t n_refused; /* refusals reported through on_refusal */
 	size_t n_dropped; /* *.so files beyond max_plugins, not examined */
+	/* Files neither taken nor refused: still being written (see
+	 * KTEL_PLUGIN_QUIET_MS); a caller should rescan after that period. */
+	size_t n_not_quiet;
 };
 
 /*
@@ -134,7 +142,8 @@ struct ktel_plugin_list {
  * was taken by an earlier plugin of the scan or, per opts->metric_owner, by
  * one the caller holds ("duplicate metric name X (already provided by
  * /path/a.so)"). Files beyond the first max_plugins examined are refused too and
- * counted in n_dropped. Returns 0 and a list
+ * counted in n_dropped. A file that is not yet quiet is neither taken nor
+ * refused, only counted in n_not_quiet. Returns 0 and a list
  * (possibly empty) in *ret_list, or -errno with err when dir cannot be read.
  * opts may be NULL.
  */
