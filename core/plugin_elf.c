@@ -357,3 +357,230 @@ int ktel_elf_validate(const void *data, size_t size, const char *path, struct kt
 	rc = rc ?: check_segments(&c);
 	return rc ?: check_sections(&c);
 }
+
+/* ---- reading the descriptor without running anything ----------------- */
+
+#if defined(__x86_64__)
+#define R_RELATIVE R_X86_64_RELATIVE
+#define R_ABS64 R_X86_64_64
+#define R_GLOB_DAT R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#define R_RELATIVE R_AARCH64_RELATIVE
+#define R_ABS64 R_AARCH64_ABS64
+#define R_GLOB_DAT R_AARCH64_GLOB_DAT
+#endif
+
+#define VIEW_SPAN_MAX (256u << 20)
+#define VIEW_RELOCS_MAX (1u << 20)
+
+/* The address span the PT_LOAD segments cover (validated image). */
+static int view_span(const struct elf_check *c, size_t *ret_span)
+{
+	const Elf64_Ehdr *eh = (const void *)c->data;
+	const Elf64_Phdr *ph = (const void *)(c->data + eh->e_phoff);
+	uint64_t span = 0;
+
+	for (unsigned int i = 0; i < eh->e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (ph[i].p_vaddr > VIEW_SPAN_MAX || ph[i].p_memsz > VIEW_SPAN_MAX - ph[i].p_vaddr)
+			return bad(c, "PT_LOAD segment %u extends beyond %u bytes of address space",
+				   i, VIEW_SPAN_MAX);
+		if (ph[i].p_vaddr + ph[i].p_memsz > span)
+			span = ph[i].p_vaddr + ph[i].p_memsz;
+	}
+	*ret_span = (size_t)span;
+	return 0;
+}
+
+/* Lay the PT_LOAD segments out as the dynamic loader would, data only. */
+static void view_layout(const struct elf_check *c, struct ktel_elf_view *v)
+{
+	const Elf64_Ehdr *eh = (const void *)c->data;
+	const Elf64_Phdr *ph = (const void *)(c->data + eh->e_phoff);
+
+	for (unsigned int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD)
+			memcpy(v->mem + ph[i].p_vaddr, c->data + ph[i].p_offset, ph[i].p_filesz);
+}
+
+static int view_mark_bad(const struct elf_check *c, struct ktel_elf_view *v, uint64_t off,
+			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Remember a slot left unrelocated: the descriptor must not reach it. */
+static int view_mark_bad(const struct elf_check *c, struct ktel_elf_view *v, uint64_t off,
+			 const char *fmt, ...)
+{
+	struct ktel_elf_bad_reloc *grown;
+	va_list ap;
+
+	grown = realloc(v->bad, (v->n_bad + 1) * sizeof(*grown));
+	if (!grown)
+		return ktel_err_set(c->err, ENOMEM, "%s: out of memory", c->path);
+	v->bad = grown;
+	grown[v->n_bad].offset = off;
+	va_start(ap, fmt);
+	vsnprintf(grown[v->n_bad].why, sizeof(grown->why), fmt, ap);
+	va_end(ap);
+	v->n_bad++;
+	return 0;
+}
+
+static const char *sym_name(const struct elf_check *c, const Elf64_Shdr *symtab,
+			    const Elf64_Sym *sym)
+{
+	const Elf64_Shdr *str = &c->shdrs[symtab->sh_link];
+
+	return (const char *)c->data + str->sh_offset + sym->st_name;
+}
+
+/* Apply one relocation to the view, or mark its slot as not applied. */
+static int view_reloc(const struct elf_check *c, struct ktel_elf_view *v,
+		      const Elf64_Shdr *symtab, const Elf64_Rela *r)
+{
+	const Elf64_Sym *syms = (const void *)(c->data + symtab->sh_offset);
+	uint64_t nsyms = symtab->sh_size / sizeof(Elf64_Sym), idx = ELF64_R_SYM(r->r_info);
+	uint32_t type = ELF64_R_TYPE(r->r_info);
+	uintptr_t base = (uintptr_t)v->mem, val;
+
+	if (r->r_offset > v->span || v->span - r->r_offset < 8)
+		return bad(c, "relocation at 0x%llx outside the loaded image",
+			   (unsigned long long)r->r_offset);
+	if (type == R_RELATIVE) {
+		val = base + (uintptr_t)r->r_addend;
+	} else if (type == R_ABS64 || type == R_GLOB_DAT) {
+		if (idx == 0 || idx >= nsyms)
+			return bad(c, "relocation at 0x%llx names symbol %llu of %llu",
+				   (unsigned long long)r->r_offset, (unsigned long long)idx,
+				   (unsigned long long)nsyms);
+		if (syms[idx].st_shndx == SHN_UNDEF || syms[idx].st_shndx >= SHN_LORESERVE)
+			return view_mark_bad(c, v, r->r_offset, "import of %s (relocation at 0x%llx)",
+					     sym_name(c, symtab, &syms[idx]),
+					     (unsigned long long)r->r_offset);
+		val = base + (uintptr_t)syms[idx].st_value + (uintptr_t)r->r_addend;
+	} else {
+		return view_mark_bad(c, v, r->r_offset, "relocation type %u at 0x%llx", type,
+				     (unsigned long long)r->r_offset);
+	}
+	memcpy(v->mem + r->r_offset, &val, sizeof(val));
+	return 0;
+}
+
+static int view_relocate(const struct elf_check *c, struct ktel_elf_view *v)
+{
+	size_t total = 0;
+	int rc;
+
+	for (unsigned int i = 1; i < c->shnum; i++) {
+		const Elf64_Shdr *s = &c->shdrs[i];
+		const Elf64_Rela *r = (const void *)(c->data + s->sh_offset);
+
+		if (s->sh_type == SHT_REL)
+			return bad(c, "section %u holds REL relocations (only RELA are read)", i);
+		if (s->sh_type != SHT_RELA)
+			continue;
+		if (s->sh_entsize != sizeof(Elf64_Rela) || s->sh_size % sizeof(Elf64_Rela) ||
+		    s->sh_offset % 8 || s->sh_link == 0 || s->sh_link >= c->shnum ||
+		    c->shdrs[s->sh_link].sh_type != SHT_DYNSYM)
+			return bad(c, "relocation section %u malformed", i);
+		total += s->sh_size / sizeof(Elf64_Rela);
+		if (total > VIEW_RELOCS_MAX)
+			return bad(c, "more than %u relocations", VIEW_RELOCS_MAX);
+		for (uint64_t k = 0; k < s->sh_size / sizeof(Elf64_Rela); k++) {
+			rc = view_reloc(c, v, &c->shdrs[s->sh_link], &r[k]);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Find the defined object symbol name in .dynsym. */
+static int view_find(const struct elf_check *c, struct ktel_elf_view *v, const char *name)
+{
+	for (unsigned int i = 1; i < c->shnum; i++) {
+		const Elf64_Shdr *s = &c->shdrs[i];
+		const Elf64_Sym *syms = (const void *)(c->data + s->sh_offset);
+
+		if (s->sh_type != SHT_DYNSYM)
+			continue;
+		for (uint64_t k = 1; k < s->sh_size / sizeof(Elf64_Sym); k++) {
+			const Elf64_Sym *sym = &syms[k];
+
+			if (strcmp(sym_name(c, s, sym), name) != 0)
+				continue;
+			if (sym->st_shndx == SHN_UNDEF || sym->st_shndx >= SHN_LORESERVE)
+				return ktel_err_set(c->err, ENOENT, "%s: refused: exports no %s symbol "
+						    "(not a ktelemetry plugin)", c->path, name);
+			if (ELF64_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_value > v->span ||
+			    sym->st_size > v->span - sym->st_value)
+				return bad(c, "symbol %s is not a data object inside the image", name);
+			v->sym = v->mem + sym->st_value;
+			v->sym_size = (size_t)sym->st_size;
+			return 0;
+		}
+	}
+	return ktel_err_set(c->err, ENOENT, "%s: refused: exports no %s symbol (not a ktelemetry "
+			    "plugin)", c->path, name);
+}
+
+int ktel_elf_view__new(const struct ktel_elf_image *img, const char *symbol, const char *path,
+		       struct ktel_elf_view **ret_view, struct ktel_err *err)
+{
+	struct elf_check c = {.data = img->data, .size = img->size, .path = path, .err = err};
+	struct ktel_elf_view *v;
+	size_t span = 0;
+	int rc;
+
+	rc = check_header(&c);
+	rc = rc ?: view_span(&c, &span);
+	if (rc)
+		return rc;
+	v = calloc(1, sizeof(*v));
+	if (v)
+		v->mem = calloc(1, span ? span : 1);
+	if (!v || !v->mem) {
+		ktel_elf_view__free(v);
+		return ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+	}
+	v->span = span;
+	view_layout(&c, v);
+	rc = view_relocate(&c, v);
+	rc = rc ?: view_find(&c, v, symbol);
+	if (rc) {
+		ktel_elf_view__free(v);
+		return rc;
+	}
+	*ret_view = v;
+	return 0;
+}
+
+void ktel_elf_view__free(struct ktel_elf_view *v)
+{
+	if (!v)
+		return;
+	free(v->mem);
+	free(v->bad);
+	free(v);
+}
+
+const char *ktel_elf_view__check(const struct ktel_elf_view *v, const void *ptr, size_t size)
+{
+	uintptr_t p = (uintptr_t)ptr, base = (uintptr_t)v->mem;
+	uint64_t off;
+
+	if (!ptr || p < base || p - base > v->span || size > v->span - (p - base))
+		return "outside";
+	off = p - base;
+	for (size_t i = 0; i < v->n_bad; i++)
+		if (v->bad[i].offset < off + size && off < v->bad[i].offset + 8)
+			return v->bad[i].why;
+	return NULL;
+}
+
+size_t ktel_elf_view__room(const struct ktel_elf_view *v, const void *ptr)
+{
+	if (ktel_elf_view__check(v, ptr, 1))
+		return 0;
+	return v->span - ((uintptr_t)ptr - (uintptr_t)v->mem);
+}

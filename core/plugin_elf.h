@@ -63,6 +63,49 @@ void ktel_elf_image__free(struct ktel_elf_image *image);
  */
 int ktel_elf_validate(const void *data, size_t size, const char *path, struct ktel_err *err);
 
+/* A relocation left unapplied (an import, an unsupported type). */
+struct ktel_elf_bad_reloc {
+	uint64_t offset; /* of the 8-byte slot in the image */
+	char why[128];
+};
+
+/*
+ * The plugin's data as the dynamic loader would lay it out, built without
+ * running anything: the PT_LOAD segments copied to their addresses in a
+ * private buffer (bss zero), the RELATIVE relocations and the ABS64 /
+ * GLOB_DAT ones against symbols the object defines applied, so pointers in
+ * it point into mem. Relocations against imports or of other types are not
+ * applied and their slots are remembered: ktel_elf_view__check() refuses
+ * any range that contains one. No constructor, no plugin code, runs.
+ */
+struct ktel_elf_view {
+	unsigned char *mem;
+	size_t span;            /* bytes of mem: the PT_LOAD address span */
+	const void *sym;        /* the symbol asked for */
+	size_t sym_size;
+	struct ktel_elf_bad_reloc *bad;
+	size_t n_bad;
+};
+
+/*
+ * Build the view of a validated image and find symbol, a defined data
+ * object in .dynsym. Returns 0 with *ret_view, -ENOENT when symbol is not
+ * defined ("exports no <symbol> symbol"), or -errno with err.
+ */
+int ktel_elf_view__new(const struct ktel_elf_image *img, const char *symbol, const char *path,
+		       struct ktel_elf_view **ret_view, struct ktel_err *err);
+
+void ktel_elf_view__free(struct ktel_elf_view *view);
+
+/*
+ * NULL when [ptr, ptr + size) lies inside the view and holds no unapplied
+ * relocation; else "outside" or the reason of the relocation it holds.
+ */
+const char *ktel_elf_view__check(const struct ktel_elf_view *view, const void *ptr, size_t size);
+
+/* Bytes from ptr to the end of the view; 0 when ptr is outside it. */
+size_t ktel_elf_view__room(const struct ktel_elf_view *view, const void *ptr);
+
 /* "x86_64", "aarch64", ... for an ELF e_machine; NULL when unknown. */
 const char *ktel_elf_machine_name(unsigned int machine);
 

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Plugin loader: find, check, dlopen and validate metric plugins.
+ * Plugin loader: find, check, read and validate metric plugins.
  *
  * A plugin is data (core/include/ktelemetry/plugin.h). The loader runs no
- * plugin code beyond what dlopen itself runs (constructors), and only dlopens
- * a file that nobody but root could have written: the file and every parent
+ * plugin code at all: it never dlopens a plugin (which would run its ELF
+ * constructors) but reads the descriptor out of the ELF data (plugin_elf.h,
+ * struct ktel_elf_view), and only reads a file that nobody but root could
+ * have written: the file and every parent
  * directory must be owned by root, not group/world writable, and the file a
  * regular file, not a symlink. The file is opened once (O_NOFOLLOW), judged
  * by fstat of that descriptor, read once into a sealed private copy whose
@@ -69,7 +71,7 @@ struct ktel_plugin {
 };
 
 /*
- * Check that path may be dlopened: the file is a regular file, not a
+ * Check that path may be loaded: the file is a regular file, not a
  * symlink, owned by root, not group- or world-writable, and every directory
  * of its canonical parent path is too. Returns 0, or -EPERM (-ENOENT etc.
  * when it cannot be examined) with err "<path>: refused: <rule>".
@@ -84,7 +86,8 @@ int ktel_path_check_safe(const char *path, struct ktel_err *err);
 int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *err);
 
 /*
- * Check path, dlopen it (RTLD_NOW | RTLD_LOCAL) and validate its descriptor:
+ * Check path, read it without running it (no dlopen: its data laid out and
+ * relocated, the descriptor found in .dynsym) and validate its descriptor:
  * ABI major, struct sizes, names ([a-z0-9_]+ for plugin, metric and
  * dimension names), that every pointer lies in the plugin, that the BPF bytes
  * are an ELF for EM_BPF which libbpf opens (without loading it), that every

@@ -676,6 +676,83 @@ static void test_truncated_recent_not_quiet(void **state)
 }
 
 /*
+ * The loader reads a plugin without running any of its code: the
+ * fixture's constructor would create the marker. The same file dlopened
+ * (the positive control) does create it, so the test can fail.
+ */
+static void test_constructor_not_run(void **state)
+{
+	char path[PATH_MAX], marker[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	void *h;
+
+	path_in(path, sizeof(path), "fx_constructor.so");
+	path_in(marker, sizeof(marker), "constructor-ran");
+	copy_file(KTEL_TEST_PLUGIN_DIR "/fx_constructor.so", path);
+	assert_int_equal(setenv("KTEL_FX_CONSTRUCTOR_MARKER", marker, 1), 0);
+	if (ktel_plugin__open_owner(path, owner, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p->desc.name, "fx_constructor");
+	assert_int_equal(p->desc.n_metrics, 1);
+	assert_string_equal(p->desc.metrics[0].map_name, "fx_constructor_map");
+	assert_true(p->desc.bpf_object_size > 0);
+	assert_memory_equal(p->desc.bpf_object, ELFMAG, SELFMAG);
+	ktel_plugin__free(p);
+	assert_int_equal(access(marker, F_OK), -1);
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(h);
+	assert_int_equal(access(marker, F_OK), 0);
+	dlclose(h);
+	unsetenv("KTEL_FX_CONSTRUCTOR_MARKER");
+}
+
+/*
+ * A descriptor that reaches a slot the loader cannot fill without running
+ * the dynamic linker (an import) is refused with the relocation named.
+ * Crafted from a real plugin: its first RELATIVE relocation that points
+ * into the data becomes a GLOB_DAT against the first imported symbol.
+ */
+static void test_import_in_descriptor_refused(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	const Elf64_Shdr *sh;
+	Elf64_Ehdr *eh;
+	unsigned char *img;
+	size_t size;
+	int changed = 0;
+
+	img = slurp(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", &size);
+	eh = (void *)img;
+	sh = (const void *)(img + eh->e_shoff);
+	for (unsigned int i = 0; i < eh->e_shnum && !changed; i++) {
+		Elf64_Rela *r = (void *)(img + sh[i].sh_offset);
+
+		if (sh[i].sh_type != SHT_RELA)
+			continue;
+		/* Every RELATIVE slot becomes an import: some are descriptor pointers. */
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*r); k++)
+			if (ELF64_R_TYPE(r[k].r_info) == R_X86_64_RELATIVE) {
+				r[k].r_info = ELF64_R_INFO(1, R_X86_64_GLOB_DAT);
+				changed++;
+			}
+	}
+	assert_true(changed > 0);
+	path_in(path, sizeof(path), "import.so");
+	write_file(path, img, size, 0644);
+	free(img);
+#if defined(__x86_64__)
+	assert_int_equal(ktel_plugin__open_owner(path, owner, &p, &err), -ENOEXEC);
+	if (!strstr(err.msg, "cannot relocate without running the plugin: import of "))
+		fail_msg("%s", err.msg);
+#else
+	skip();
+#endif
+}
+
+/*
  * A plugin built for another architecture is named as such. A real
  * aarch64 shared object when the cross compiler is installed, else a
  * copy of a real plugin with the header's machine changed.
@@ -844,6 +921,8 @@ int main(void)
 		cmocka_unit_test(test_slow_write_in_place),
 		cmocka_unit_test(test_truncated_recent_not_quiet),
 		cmocka_unit_test(test_foreign_architecture),
+		cmocka_unit_test(test_constructor_not_run),
+		cmocka_unit_test(test_import_in_descriptor_refused),
 		cmocka_unit_test(test_open_keeps_file_identity),
 		cmocka_unit_test(test_stream_metrics_share_ring),
 		cmocka_unit_test(test_scan_skip_and_held_metrics),
