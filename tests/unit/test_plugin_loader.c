@@ -724,6 +724,9 @@ static void test_import_in_descriptor_refused(void **state)
 	size_t size;
 	int changed = 0;
 
+#if !defined(__x86_64__)
+	skip(); /* the crafting below rewrites x86-64 relocation types */
+#endif
 	img = slurp(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", &size);
 	eh = (void *)img;
 	sh = (const void *)(img + eh->e_shoff);
@@ -743,13 +746,9 @@ static void test_import_in_descriptor_refused(void **state)
 	path_in(path, sizeof(path), "import.so");
 	write_file(path, img, size, 0644);
 	free(img);
-#if defined(__x86_64__)
 	assert_int_equal(ktel_plugin__open_owner(path, owner, &p, &err), -ENOEXEC);
 	if (!strstr(err.msg, "cannot relocate without running the plugin: import of "))
 		fail_msg("%s", err.msg);
-#else
-	skip();
-#endif
 }
 
 /*
