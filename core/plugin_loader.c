@@ -656,7 +656,7 @@ static int read_image(const char *path, int fd, const struct stat *st,
 	return not_quiet(path, age, err);
 }
 
-/* ---- copying the descriptor out of the library ----------------------- */
+/* ---- copying the descriptor out of the plugin data ------------------- */
 
 /* Take ownership of mem (freed with p); NULL when mem is NULL or on no memory. */
 static void *own(struct ktel_plugin *p, void *mem)
@@ -731,8 +731,8 @@ static void copy_metric(struct ktel_plugin *p, struct ktel_metric_desc *m, bool 
 }
 
 /*
- * Replace every pointer into the library by a copy, so the library can be
- * closed: the daemon never runs plugin code, and from here on it never
+ * Replace every pointer into the plugin data by a copy, so the data can be
+ * freed: the daemon never runs plugin code, and from here on it never
  * reads plugin memory either.
  */
 static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)

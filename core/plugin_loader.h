@@ -15,7 +15,7 @@
  * file cannot fault the process. The descriptor is then validated completely -
  * ABI, sizes, names, the embedded BPF ELF, the maps and programs the
  * descriptor names - so that a plugin that passes cannot make the daemon
- * crash or misread a map later - and copied, and the library closed (see
+ * crash or misread a map later - and copied, and the private copy freed (see
  * struct ktel_plugin). Every refusal is one line:
  * "<path>: refused: <rule>".
  */
@@ -54,8 +54,8 @@
  * at such copies too, so the rest of the daemon indexes desc.metrics[i]
  * without caring about the plugin's struct sizes. Every string and array the
  * descriptor reaches (the BPF bytes included) is copied as well and the
- * library is closed again before ktel_plugin__open() returns: nothing points
- * into the file, so a plugin file rewritten in place cannot change or crash
+ * private copy of the file is freed before ktel_plugin__open() returns:
+ * nothing points into the file, so a plugin file rewritten in place cannot change or crash
  * a plugin already open, and each open is a fresh load of the file's
  * current content.
  */
