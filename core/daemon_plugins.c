@@ -420,6 +420,8 @@ static const char *metric_owner(const char *metric, void *ctx)
 	return m ? m->lp->path : NULL;
 }
 
+static void on_rescan_timer(uv_timer_t *t);
+
 /*
  * Plugin names are a namespace, and pins are named after them: a plugin
  * whose name, a metric name or a pin is taken by a loaded plugin would share
@@ -516,6 +518,9 @@ static int scan_dir(struct ktel_daemon *d, const char *dir, struct candidates *c
 
 	if (r)
 		return r;
+	/* A file still being written is tried again once it can be quiet. */
+	if (list->n_not_quiet && d->rescan_timer_init && !d->shutting_down)
+		uv_timer_start(&d->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
 	for (size_t i = 0; i < list->n; i++) {
 		if (c->n == c->cap) {
 			size_t cap = c->cap ? 2 * c->cap : 16;

@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "plugin_loader.h"
+#include "plugin_elf.h"
 #include "btf_layout.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <link.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -96,8 +96,8 @@ static int check_dirs(const char *path, const char *dir, uid_t owner, struct kte
 /*
  * Check the directories of path's canonical parent and store the canonical
  * path "<realpath(dirname)>/<basename>" in *ret_real (if not NULL). The
- * canonical path is what gets dlopened, so a symlinked directory cannot be
- * swapped between this check and dlopen.
+ * canonical path is what gets opened, so a symlinked directory cannot be
+ * swapped between this check and the open.
  */
 static int check_parents(const char *path, uid_t owner, char **ret_real, struct ktel_err *err)
 {
@@ -209,22 +209,23 @@ int ktel_path_check_safe(const char *path, struct ktel_err *err)
 
 struct validator {
 	const char *path;
-	const void *base; /* load address of the plugin object */
+	const struct ktel_elf_view *view; /* the plugin's data, relocated, never run */
 	struct ktel_err *err;
+	/* Why the last range refused was refused, when a relocation was the cause. */
+	const char *bad_reloc;
 };
 
-/* Whether [ptr, ptr + size) lies in the plugin's own mapped object. */
+/*
+ * Whether [ptr, ptr + size) lies in the plugin's data and holds no
+ * relocation the view left unapplied (remembered for the message).
+ */
 static bool in_plugin(const struct validator *v, const void *ptr, size_t size)
 {
-	Dl_info info;
+	const char *why = ktel_elf_view__check(v->view, ptr, size ? size : 1);
 
-	if (!ptr)
-		return false;
-	if (!dladdr(ptr, &info) || info.dli_fbase != v->base)
-		return false;
-	if (size > 1 && (!dladdr((const char *)ptr + size - 1, &info) || info.dli_fbase != v->base))
-		return false;
-	return true;
+	if (why && strcmp(why, "outside") != 0)
+		((struct validator *)v)->bad_reloc = why;
+	return !why;
 }
 
 static bool name_char(char c, bool ident)
@@ -244,7 +245,7 @@ enum charset { ANY, METRIC_NAME, BPF_NAME };
 static int check_str(const struct validator *v, const char *field, const char *s, bool optional,
 		     enum charset cs)
 {
-	size_t i, len, max = cs == ANY ? DESC_STR_MAX : KTEL_PLUGIN_NAME_MAX;
+	size_t i, len, room, max = cs == ANY ? DESC_STR_MAX : KTEL_PLUGIN_NAME_MAX;
 
 	if (!s) {
 		if (optional)
@@ -254,7 +255,14 @@ static int check_str(const struct validator *v, const char *field, const char *s
 	if (!in_plugin(v, s, 1))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points outside the plugin",
 				    v->path, field);
-	len = strnlen(s, max + 1);
+	room = ktel_elf_view__room(v->view, s);
+	len = strnlen(s, room < max + 1 ? room : max + 1);
+	if (len == room)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is not NUL-terminated inside "
+				    "the plugin", v->path, field);
+	if (!in_plugin(v, s, len + 1))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points outside the plugin",
+				    v->path, field);
 	if (len > max)
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s longer than %zu characters",
 				    v->path, field, max);
@@ -558,9 +566,10 @@ static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
 static int validate(const struct validator *v, const void *sym, struct ktel_plugin *p)
 {
 	const struct ktel_plugin_desc *raw = sym;
+	size_t len;
 	int rc;
 
-	if (!in_plugin(v, raw, 8))
+	if (!in_plugin(v, raw, 8) || v->view->sym_size < 8)
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is not in the plugin", v->path,
 				    KTEL_PLUGIN_SYMBOL);
 	if (raw->abi_major != KTEL_PLUGIN_ABI_MAJOR)
@@ -571,10 +580,11 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 		return ktel_err_set(v->err, EINVAL,
 				    "%s: refused: descriptor struct_size %u, ABI 1.0 needs at least %zu",
 				    v->path, raw->struct_size, (size_t)KTEL_PLUGIN_DESC_MIN_SIZE);
-	if (!in_plugin(v, raw, KTEL_PLUGIN_DESC_MIN_SIZE))
+	len = raw->struct_size < sizeof(p->desc) ? raw->struct_size : sizeof(p->desc);
+	if (!in_plugin(v, raw, len))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: descriptor extends outside the plugin",
 				    v->path);
-	memcpy(&p->desc, raw, raw->struct_size < sizeof(p->desc) ? raw->struct_size : sizeof(p->desc));
+	memcpy(&p->desc, raw, len);
 	rc = check_str(v, "plugin name", p->desc.name, false, METRIC_NAME);
 	rc = rc ?: check_str(v, "plugin version", p->desc.version, false, ANY);
 	rc = rc ?: check_str(v, "plugin description", p->desc.description, true, ANY);
@@ -589,55 +599,64 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 
 /* ---- open / free ----------------------------------------------------- */
 
-/* dlopen would also report this, but in words that vary by libc. */
-static int check_shared_object(const char *path, int fd, struct ktel_err *err)
+/* Milliseconds since st's mtime (0 for a time in the future). */
+static long long age_ms(const struct stat *st)
 {
-	Elf64_Ehdr eh;
-	ssize_t n;
+	struct timespec now;
+	long long ms;
 
-	n = pread(fd, &eh, sizeof(eh), 0);
-	if (n < 0)
-		return ktel_err_set(err, errno, "%s: refused: cannot read: %s", path, strerror(errno));
-	if (n < (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (no ELF header)",
-				    path);
-	if (eh.e_type != ET_DYN)
-		return ktel_err_set(err, ENOEXEC, "%s: refused: not a shared object (ELF type %u)",
-				    path, eh.e_type);
-	return 0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ms = (long long)(now.tv_sec - st->st_mtim.tv_sec) * 1000 +
+	     (now.tv_nsec - st->st_mtim.tv_nsec) / 1000000;
+	return ms > 0 ? ms : 0;
+}
+
+/* Turn the refusal in err into "<path>: not yet quiet (...): <rule>". */
+static int not_quiet(const char *path, long long age, struct ktel_err *err)
+{
+	char rule[KTEL_ERR_MSG_MAX];
+	size_t len = strlen(path);
+	const char *r;
+
+	if (!err)
+		return -EAGAIN;
+	r = err->msg;
+	if (strncmp(r, path, len) == 0 && strncmp(r + len, ": refused: ", 11) == 0)
+		r += len + 11;
+	snprintf(rule, sizeof(rule), "%s", r);
+	return ktel_err_set(err, EAGAIN, "%s: not yet quiet (modified %lld ms ago, retried "
+			    "later): %s", path, age, rule);
 }
 
 /*
- * dlopen the open file as /proc/self/fd/<fd>. glibc returns an already
- * loaded library when the name or the device and inode match one. Plugins
- * close theirs before open returns, so only a library someone else holds
- * (a tool that dlopened the file itself) can match: its content may be an
- * older version of the file, so the file is refused. The RTLD_NOLOAD probe
- * finds it without loading anything.
+ * Read the open file into a sealed private copy and validate it as an ELF
+ * shared object of this architecture. A file that changed while it was read,
+ * or that is shorter than its ELF headers say and was modified within
+ * KTEL_PLUGIN_QUIET_MS, is -EAGAIN "not yet quiet": a writer may still be at
+ * work (a slow copy in place), so a later scan tries again. A recent file
+ * that already validates is complete and is taken at once.
  */
-static int dlopen_fd(const char *path, int fd, const struct stat *st, void **ret_handle,
-		     struct ktel_err *err)
+static int read_image(const char *path, int fd, const struct stat *st,
+		      struct ktel_elf_image **ret_image, struct ktel_err *err)
 {
-	char name[64];
-	void *old;
+	struct ktel_elf_image *img = NULL;
+	long long age;
+	int rc;
 
-	snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
-	old = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-	if (old) {
-		dlclose(old);
-		return ktel_err_set(err, EBUSY,
-				    "%s: refused: this file (device %u:%u inode %llu) is already "
-				    "loaded in this process by other code, which may hold an older "
-				    "version of it", path, major(st->st_dev), minor(st->st_dev),
-				    (unsigned long long)st->st_ino);
+	rc = ktel_elf_image__read(path, fd, st, &img, err);
+	rc = rc ?: ktel_elf_validate(img->data, img->size, path, err);
+	if (rc == 0) {
+		*ret_image = img;
+		return 0;
 	}
-	*ret_handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (!*ret_handle)
-		return ktel_err_set(err, ENOEXEC, "%s: refused: dlopen failed: %s", path, dlerror());
-	return 0;
+	ktel_elf_image__free(img);
+	age = age_ms(st);
+	if (rc != -ENODATA || age >= KTEL_PLUGIN_QUIET_MS)
+		return rc;
+	return not_quiet(path, age, err);
 }
 
-/* ---- copying the descriptor out of the library ----------------------- */
+/* ---- copying the descriptor out of the plugin data ------------------- */
 
 /* Take ownership of mem (freed with p); NULL when mem is NULL or on no memory. */
 static void *own(struct ktel_plugin *p, void *mem)
@@ -712,8 +731,8 @@ static void copy_metric(struct ktel_plugin *p, struct ktel_metric_desc *m, bool 
 }
 
 /*
- * Replace every pointer into the library by a copy, so the library can be
- * closed: the daemon never runs plugin code, and from here on it never
+ * Replace every pointer into the plugin data by a copy, so the data can be
+ * freed: the daemon never runs plugin code, and from here on it never
  * reads plugin memory either.
  */
 static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
@@ -747,54 +766,37 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 	return 0;
 }
 
-/* Load address of the object behind handle, as dladdr() reports it. */
-static int plugin_base(void *handle, const void **ret_base)
-{
-	struct link_map *lm = NULL;
-	Dl_info info;
-
-	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_ld)
-		return -ENOENT;
-	if (!dladdr(lm->l_ld, &info))
-		return -ENOENT;
-	*ret_base = info.dli_fbase;
-	return 0;
-}
-
-/* dlopen the checked file, find and validate its descriptor, copy it out. */
-static int load_descriptor(struct ktel_plugin *p, int fd, struct ktel_err *err)
+/*
+ * Read the descriptor from the sealed copy without running anything of the
+ * plugin (no dlopen, so no constructor): lay its data out and relocate it
+ * (ktel_elf_view), find the descriptor in .dynsym, validate it there and
+ * copy it out.
+ */
+static int load_descriptor(struct ktel_plugin *p, const struct ktel_elf_image *img,
+			   struct ktel_err *err)
 {
 	struct validator v = {.path = p->path, .err = err};
-	void *handle = NULL, *sym;
+	struct ktel_elf_view *view = NULL;
 	int rc;
 
-	rc = dlopen_fd(p->path, fd, &p->st, &handle, err);
+	rc = ktel_elf_view__new(img, KTEL_PLUGIN_SYMBOL, p->path, &view, err);
 	if (rc)
 		return rc;
-	rc = plugin_base(handle, &v.base);
-	if (rc) {
-		rc = ktel_err_set(err, -rc, "%s: refused: cannot locate the loaded object", p->path);
-		goto out;
-	}
-	dlerror();
-	sym = dlsym(handle, KTEL_PLUGIN_SYMBOL);
-	/* dlsym also searches the plugin's dependencies: the symbol must be its own. */
-	if (!sym || !in_plugin(&v, sym, 1)) {
-		rc = ktel_err_set(err, ENOENT,
-				  "%s: refused: exports no %s symbol (not a ktelemetry plugin)",
-				  p->path, KTEL_PLUGIN_SYMBOL);
-		goto out;
-	}
-	rc = validate(&v, sym, p);
+	v.view = view;
+	rc = validate(&v, view->sym, p);
+	if (rc && v.bad_reloc)
+		rc = ktel_err_set(err, ENOEXEC, "%s: refused: the descriptor reaches data the "
+				  "daemon cannot relocate without running the plugin: %s", p->path,
+				  v.bad_reloc);
 	rc = rc ?: copy_descriptor(p, err);
-out:
-	dlclose(handle);
+	ktel_elf_view__free(view);
 	return rc;
 }
 
 int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **ret_plugin,
 			    struct ktel_err *err)
 {
+	struct ktel_elf_image *img = NULL;
 	struct ktel_plugin *p;
 	int fd = -1, rc;
 
@@ -807,10 +809,12 @@ int ktel_plugin__open_owner(const char *path, uid_t owner, struct ktel_plugin **
 		goto fail;
 	}
 	rc = open_safe(path, owner, &fd, &p->st, &p->real_path, err);
-	rc = rc ?: check_shared_object(path, fd, err);
-	rc = rc ?: load_descriptor(p, fd, err);
+	rc = rc ?: read_image(path, fd, &p->st, &img, err);
+	/* From here on only the sealed copy is read or loaded, never the file. */
+	rc = rc ?: load_descriptor(p, img, err);
 	if (fd >= 0)
 		close(fd);
+	ktel_elf_image__free(img);
 	if (rc)
 		goto fail;
 	*ret_plugin = p;
@@ -935,7 +939,14 @@ static void scan_one(struct ktel_plugin_list *list, const struct ktel_plugin_sca
 	struct ktel_err e = {0};
 	const char *metric = NULL, *dup;
 
-	if (ktel_plugin__open_owner(path, o->owner, &p, &e) != 0) {
+	int rc = ktel_plugin__open_owner(path, o->owner, &p, &e);
+
+	if (rc == -EAGAIN) {
+		/* Not refused: a writer may still be at work; the caller rescans. */
+		list->n_not_quiet++;
+		return;
+	}
+	if (rc) {
 		refuse(list, o, path, &e);
 		return;
 	}

@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Plugin loader: find, check, dlopen and validate metric plugins.
+ * Plugin loader: find, check, read and validate metric plugins.
  *
  * A plugin is data (core/include/ktelemetry/plugin.h). The loader runs no
- * plugin code beyond what dlopen itself runs (constructors), and only dlopens
- * a file that nobody but root could have written: the file and every parent
+ * plugin code at all: it never dlopens a plugin (which would run its ELF
+ * constructors) but reads the descriptor out of the ELF data (plugin_elf.h,
+ * struct ktel_elf_view), and only reads a file that nobody but root could
+ * have written: the file and every parent
  * directory must be owned by root, not group/world writable, and the file a
  * regular file, not a symlink. The file is opened once (O_NOFOLLOW), judged
- * by fstat of that descriptor and dlopened as /proc/self/fd/N, so what was
- * checked is what gets loaded. The descriptor is then validated completely -
+ * by fstat of that descriptor, read once into a sealed private copy whose
+ * whole ELF structure is validated (plugin_elf.h), and only that copy is
+ * loaded, so what was checked is what gets loaded and a truncated or growing
+ * file cannot fault the process. The descriptor is then validated completely -
  * ABI, sizes, names, the embedded BPF ELF, the maps and programs the
  * descriptor names - so that a plugin that passes cannot make the daemon
- * crash or misread a map later - and copied, and the library closed (see
+ * crash or misread a map later - and copied, and the private copy freed (see
  * struct ktel_plugin). Every refusal is one line:
  * "<path>: refused: <rule>".
  */
@@ -26,6 +30,7 @@
 #include <ktelemetry/plugin.h>
 
 #include "error.h"
+#include "plugin_elf.h"
 
 /* Limits on what one descriptor may declare, and on one directory scan. */
 #define KTEL_PLUGIN_MAX_METRICS 64
@@ -49,8 +54,8 @@
  * at such copies too, so the rest of the daemon indexes desc.metrics[i]
  * without caring about the plugin's struct sizes. Every string and array the
  * descriptor reaches (the BPF bytes included) is copied as well and the
- * library is closed again before ktel_plugin__open() returns: nothing points
- * into the file, so a plugin file rewritten in place cannot change or crash
+ * private copy of the file is freed before ktel_plugin__open() returns:
+ * nothing points into the file, so a plugin file rewritten in place cannot change or crash
  * a plugin already open, and each open is a fresh load of the file's
  * current content.
  */
@@ -66,7 +71,7 @@ struct ktel_plugin {
 };
 
 /*
- * Check that path may be dlopened: the file is a regular file, not a
+ * Check that path may be loaded: the file is a regular file, not a
  * symlink, owned by root, not group- or world-writable, and every directory
  * of its canonical parent path is too. Returns 0, or -EPERM (-ENOENT etc.
  * when it cannot be examined) with err "<path>: refused: <rule>".
@@ -81,15 +86,18 @@ int ktel_path_check_safe(const char *path, struct ktel_err *err);
 int ktel_path_check_safe_owner(const char *path, uid_t owner, struct ktel_err *err);
 
 /*
- * Check path, dlopen it (RTLD_NOW | RTLD_LOCAL) and validate its descriptor:
+ * Check path, read it without running it (no dlopen: its data laid out and
+ * relocated, the descriptor found in .dynsym) and validate its descriptor:
  * ABI major, struct sizes, names ([a-z0-9_]+ for plugin, metric and
  * dimension names), that every pointer lies in the plugin, that the BPF bytes
  * are an ELF for EM_BPF which libbpf opens (without loading it), that every
  * map a metric names (map_name, lost_map, label_map) and every program a
  * variant or metric names exists in the object, that no two stream metrics
  * read the same ring buffer, and that every param is a .rodata integer.
- * A file whose inode something else in the process holds dlopened is refused:
- * glibc would hand back that library, not the file's current content. On
+ * The file is read into a sealed copy first and must be a complete ELF shared
+ * object of this architecture ("built for aarch64, this daemon is x86_64");
+ * a file that changed while read, or is truncated and modified within
+ * KTEL_PLUGIN_QUIET_MS, is -EAGAIN "not yet quiet" (try again later). On
  * success stores a new plugin in *ret_plugin; on refusal returns -errno with
  * err "<path>: refused: <rule>".
  */
@@ -124,6 +132,9 @@ struct ktel_plugin_list {
 	size_t n;
 	size_t n_refused; /* refusals reported through on_refusal */
 	size_t n_dropped; /* *.so files beyond max_plugins, not examined */
+	/* Files neither taken nor refused: still being written (see
+	 * KTEL_PLUGIN_QUIET_MS); a caller should rescan after that period. */
+	size_t n_not_quiet;
 };
 
 /*
@@ -134,7 +145,8 @@ struct ktel_plugin_list {
  * was taken by an earlier plugin of the scan or, per opts->metric_owner, by
  * one the caller holds ("duplicate metric name X (already provided by
  * /path/a.so)"). Files beyond the first max_plugins examined are refused too and
- * counted in n_dropped. Returns 0 and a list
+ * counted in n_dropped. A file that is not yet quiet is neither taken nor
+ * refused, only counted in n_not_quiet. Returns 0 and a list
  * (possibly empty) in *ret_list, or -errno with err when dir cannot be read.
  * opts may be NULL.
  */

@@ -605,6 +605,57 @@ static void test_plugin_overwritten_in_place_runs_new_code(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * A plugin copied slowly in place into the watched directory (scp, adb
+ * push): the daemon neither crashes on the partial file (dlopen of one was
+ * a SIGBUS) nor refuses it while it grows, and loads it once complete.
+ */
+static void test_slow_drop_in_loads_when_complete(void **state)
+{
+	static const char *const srcs[] = {KTEL_PLUGIN_DIR "/compaction_duration.so"};
+	char plugdir[700], path[800];
+	static unsigned char img[1 << 20];
+	struct sandbox sb;
+	ssize_t size;
+	pid_t pid;
+	int fd;
+
+	fd = open(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", O_RDONLY);
+	assert_true(fd >= 0);
+	size = read(fd, img, sizeof(img));
+	close(fd);
+	assert_true(size > 8192 && size < (ssize_t)sizeof(img));
+	sandbox_init(&sb, "daemon-slow-drop-in");
+	sandbox_plugin_dir(&sb, plugdir, sizeof(plugdir), srcs, 1);
+	sandbox_write_config(&sb, plugdir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
+	snprintf(path, sizeof(path), "%s/fx_replace.so", plugdir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, 0644), 0);
+	/* Three pieces, each within the quiet period of the one before. */
+	for (ssize_t done = 0, piece = size / 3 + 1; done < size; done += piece) {
+		ssize_t n = size - done < piece ? size - done : piece;
+
+		assert_int_equal(write(fd, img + done, (size_t)n), n);
+		if (done + n < size)
+			usleep(600 * 1000);
+		assert_int_equal(kill(pid, 0), 0);
+		assert_false(log_wait_for(&sb, "fx_replace.so: refused", 0));
+		assert_false(log_wait_for(&sb, "metric fx_replace_old: collecting", 0));
+	}
+	assert_int_equal(close(fd), 0);
+	if (!log_wait_for(&sb, "metric fx_replace_old: collecting", 10)) {
+		dump_log(&sb);
+		fail_msg("the slowly written plugin was not loaded once complete");
+	}
+	assert_false(log_wait_for(&sb, "fx_replace.so: refused", 0));
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	sandbox_cleanup(&sb);
+}
+
 /* A drop-in repeating a running metric's name is refused, naming both files. */
 static void test_duplicate_metric_drop_in_refused(void **state)
 {
@@ -738,6 +789,7 @@ int main(void)
 		cmocka_unit_test(test_sink_where_port_zero),
 		cmocka_unit_test(test_reload_failure_undoes_sinks),
 		cmocka_unit_test(test_plugin_overwritten_in_place_runs_new_code),
+		cmocka_unit_test(test_slow_drop_in_loads_when_complete),
 		cmocka_unit_test(test_duplicate_metric_drop_in_refused),
 		cmocka_unit_test(test_unreadable_plugin_dir_exit_2),
 		cmocka_unit_test(test_plugin_params_checked),

@@ -883,6 +883,50 @@ static void test_example_plugin(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * Plugin code never runs in the daemon or in inspect (issue 12.3): the
+ * fixture's ELF constructor would create the marker its environment names.
+ * Both read the plugin, it still loads and collects, and no marker appears.
+ */
+static bool add_counts(json_t *rec, void *ctx)
+{
+	*(uint64_t *)ctx += counts_from(rec, 0);
+	return true;
+}
+
+static void test_constructor_never_runs(void **state)
+{
+	char plugins[700], marker[700], so[800];
+	struct sandbox sb;
+	uint64_t events = 0;
+	pid_t pid;
+
+	sandbox_init(&sb, "plugins-constructor");
+	snprintf(plugins, sizeof(plugins), "%s/plugins", sb.dir);
+	snprintf(marker, sizeof(marker), "%s/constructor-ran", sb.dir);
+	snprintf(so, sizeof(so), "%s/fx_constructor.so", plugins);
+	assert_int_equal(mkdir(plugins, 0755), 0);
+	assert_int_equal(chmod(plugins, 0755), 0);
+	assert_int_equal(run("install -m 0644 '%s/fx_constructor.so' '%s/'", KTEL_TEST_PLUGIN_DIR,
+			     plugins), 0);
+	assert_int_equal(setenv("KTEL_FX_CONSTRUCTOR_MARKER", marker, 1), 0);
+
+	assert_int_equal(run("'%s/tools/ktelemetryctl' inspect '%s' >'%s/inspect.json'",
+			     KTEL_BINARY_DIR, so, sb.dir), 0);
+	assert_int_equal(access(marker, F_OK), -1);
+
+	pid = start_collecting(&sb, plugins, "fx_constructor");
+	usleep(100 * 1000);
+	stop_collecting(&sb, pid);
+	unsetenv("KTEL_FX_CONSTRUCTOR_MARKER");
+	assert_true(each_record(&sb, "fx_constructor", add_counts, &events) > 0);
+	printf("fx_constructor: %llu syscalls counted, constructor never ran\n",
+	       (unsigned long long)events);
+	assert_true(events > 0);
+	assert_int_equal(access(marker, F_OK), -1);
+	sandbox_cleanup(&sb);
+}
+
 /* -------------------------------------------------------------------------
  * (2) An fentry variant the kernel refuses falls back to tp_btf.
  */
@@ -1357,6 +1401,7 @@ int main(void)
 		cmocka_unit_test(test_blockio_events),
 		cmocka_unit_test(test_oom_events),
 		cmocka_unit_test(test_example_plugin),
+		cmocka_unit_test(test_constructor_never_runs),
 		cmocka_unit_test(test_refused_variant),
 		cmocka_unit_test(test_name_copy_refused),
 		cmocka_unit_test(test_verifier_refusal_reason),
