@@ -58,20 +58,25 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-/* The sandbox config with a Prometheus sink on port (0: a free one). */
-static void write_config_port(const struct sandbox *sb, unsigned port)
+/* The sandbox config: pull interval, a Prometheus sink on port (0: a free one). */
+static void write_config_interval(const struct sandbox *sb, unsigned port, const char *interval)
 {
 	FILE *f = fopen(sb->config, "w");
 
 	assert_non_null(f);
 	fprintf(f,
 		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
-		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"%s\",\n"
 		" \"self_telemetry\": {\"interval\": \"1s\"},\n"
 		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
 		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": %u}}}\n",
-		KTEL_PLUGIN_DIR, sb->pin_root, sb->state, sb->dir, sb->out, port);
+		KTEL_PLUGIN_DIR, sb->pin_root, sb->state, sb->dir, interval, sb->out, port);
 	fclose(f);
+}
+
+static void write_config_port(const struct sandbox *sb, unsigned port)
+{
+	write_config_interval(sb, port, "1s");
 }
 
 
@@ -483,12 +488,82 @@ static void test_real_prometheus_across_restart(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* The value of an unlabelled series in an exposition; -1 when absent. */
+static double series_value(const char *text, const char *series)
+{
+	char want[200];
+	const char *p;
+
+	snprintf(want, sizeof(want), "\n%s ", series);
+	p = strstr(text, want);
+	return p ? strtod(p + strlen(want), NULL) : -1;
+}
+
+/*
+ * A scrape right after start, with the pull interval of linux-server.json
+ * (1 min), shows the series at their cumulative values, although no event
+ * happened since the previous daemon stopped (issue 13.5).
+ */
+static void test_scrape_right_after_start(void **state)
+{
+	struct sandbox sb;
+	uint64_t k_before, k_after;
+	unsigned port;
+	double count;
+	char *text;
+
+	(void)state;
+	sandbox_init(&sb, "prom-start");
+	write_config_interval(&sb, 0, "1s");
+	daemon_pid = daemon_start(&sb, NULL);
+	wait_port(&sb);
+	compact_for(2);
+	sleep(2);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	assert_true(ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN) > 0);
+
+	write_config_interval(&sb, 0, "60s");
+	(void)!truncate(sb.log, 0);
+	k_before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	daemon_pid = daemon_start(&sb, NULL);
+	port = wait_port(&sb);
+	/* Started: the control socket is made right after the plugins are
+	 * loaded; the sink served only its own counters until then. */
+	{
+		char sock[700];
+		struct stat st;
+		int i;
+
+		snprintf(sock, sizeof(sock), "%s/control.sock", sb.dir);
+		for (i = 0; i < 400 && stat(sock, &st) != 0; i++)
+			usleep(50000);
+		assert_true(i < 400);
+	}
+	usleep(300000);
+	assert_int_equal(scrape(&sb, port, "start", 10), 0);
+	k_after = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	text = check_promtool(&sb, "start");
+	count = series_value(text, COUNT);
+	if (count < (double)k_before || count > (double)k_after)
+		fail_msg("first scrape: %s = %.0f, the kernel map %" PRIu64 "..%" PRIu64, COUNT,
+			 count, k_before, k_after);
+	/* Every enabled accumulator metric with keys has its family there. */
+	assert_non_null(strstr(text, "\n# TYPE ktel_runq_latency_seconds histogram\n"));
+	free(text);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_daemon_passes_promtool, teardown),
 		cmocka_unit_test_teardown(test_slow_clients_do_not_block_scrapes, teardown),
 		cmocka_unit_test_teardown(test_real_prometheus_across_restart, teardown),
+		cmocka_unit_test_teardown(test_scrape_right_after_start, teardown),
 	};
 
 	ktel_test_require_root("test_prometheus_daemon");
