@@ -48,6 +48,7 @@ struct ktel_daemon {
 	bool self_timer_init;
 	uint64_t self_seq, self_start_boot;
 	int64_t self_start_wall;
+	bool start_totals_routed; /* daemon_self.c: once, right after start */
 };
 
 /* daemon.c */

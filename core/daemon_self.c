@@ -206,9 +206,52 @@ void daemon_emit_self(struct ktel_daemon *d)
 	free(recs);
 }
 
+/*
+ * Right after start, once, when a sink is cumulative (and not with --once):
+ * pull every enabled accumulator metric (a short
+ * first window, routed as any pull) and hand its totals, every key's,
+ * zero-delta ones included, to the cumulative sinks (Prometheus), so their
+ * first scrape shows each series at its cumulative value instead of an
+ * empty page until the first interval (issue 13.5).
+ */
+static void route_start_totals(struct ktel_daemon *d)
+{
+	/* --once pulls exactly once; without a cumulative sink nobody needs it. */
+	if (d->opts.once || !ktel_router__any_cumulative(d->router))
+		return;
+	for (size_t i = 0; i < d->n_plugins; i++)
+		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
+			struct ktel_metric *m = &d->plugins[i]->metrics[j];
+			const struct ktel_metric_cfg *mc;
+			const struct ktel_record *recs;
+			struct ktel_err err;
+			size_t n = 0;
+
+			if (!m->enabled || !m->mp)
+				continue;
+			if (ktel_daemon__pull(d, m, &err)) {
+				ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
+				continue;
+			}
+			if (ktel_metric_pull__totals(m->mp, &recs, &n) || !n)
+				continue;
+			mc = ktel_config__metric(d->cfg, m->md->name);
+			ktel_router__route_totals(d->router, recs, n,
+						  mc ? (const char *const *)mc->sinks : NULL,
+						  mc ? mc->n_sinks : 0);
+		}
+}
+
 void daemon_on_self_timer(uv_timer_t *t)
 {
-	daemon_emit_self(t->data);
+	struct ktel_daemon *d = t->data;
+
+	if (!d->start_totals_routed) {
+		d->start_totals_routed = true;
+		route_start_totals(d);
+		return; /* self-telemetry keeps its interval */
+	}
+	daemon_emit_self(d);
 }
 
 void daemon_start_self(struct ktel_daemon *d)
@@ -218,8 +261,8 @@ void daemon_start_self(struct ktel_daemon *d)
 	uv_timer_init(d->loop, &d->self_timer);
 	d->self_timer.data = d;
 	d->self_timer_init = true;
-	if (d->cfg->self_enabled)
-		uv_timer_start(&d->self_timer, daemon_on_self_timer, d->cfg->self_interval_ms,
-			       d->cfg->self_interval_ms);
+	/* First, at once: the start-up totals (route_start_totals). */
+	uv_timer_start(&d->self_timer, daemon_on_self_timer, 0,
+		       d->cfg->self_enabled ? d->cfg->self_interval_ms : 0);
 }
 

@@ -291,17 +291,22 @@ int ktel_router__check_names(const struct ktel_router *r, const char *const *nam
 	return 0;
 }
 
-void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
-			const char *const *sink_names, size_t n_names)
+/* Route to the named sinks (all when none), only cumulative ones if asked. */
+static void route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+		  const char *const *sink_names, size_t n_names, bool cumulative_only)
 {
 	bool done[KTEL_ROUTER_MAX_SINKS] = { false };
 
 	r->stats.batches++;
 	if (!n)
 		return;
+	if (cumulative_only)
+		for (size_t i = 0; i < r->n_sinks; i++)
+			done[i] = !r->sinks[i]->ops->cumulative;
 	if (!sink_names || !n_names) {
 		for (size_t i = 0; i < r->n_sinks; i++)
-			r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
+			if (!done[i])
+				r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
 		return;
 	}
 	for (size_t j = 0; j < n_names; j++) {
@@ -316,6 +321,26 @@ void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, s
 		done[i] = true;
 		r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
 	}
+}
+
+void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+			const char *const *sink_names, size_t n_names)
+{
+	route(r, recs, n, sink_names, n_names, false);
+}
+
+bool ktel_router__any_cumulative(const struct ktel_router *r)
+{
+	for (size_t i = 0; i < r->n_sinks; i++)
+		if (r->sinks[i]->ops->cumulative)
+			return true;
+	return false;
+}
+
+void ktel_router__route_totals(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+			       const char *const *sink_names, size_t n_names)
+{
+	route(r, recs, n, sink_names, n_names, true);
 }
 
 size_t ktel_router__n_sinks(const struct ktel_router *r)

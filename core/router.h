@@ -101,6 +101,14 @@ int ktel_router__check_names(const struct ktel_router *r, const char *const *nam
 void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
 			const char *const *sink_names, size_t n_names);
 
+/* The same, to the cumulative sinks (sink.h) among them only: records that
+ * carry totals which the delta sinks must not count again. */
+void ktel_router__route_totals(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+			       const char *const *sink_names, size_t n_names);
+
+/* Is any sink cumulative? */
+bool ktel_router__any_cumulative(const struct ktel_router *r);
+
 /*
  * Close every sink, each with timeout_ms to flush (the sink contract bounds
  * it), then call done(ctx) once all have reported, possibly before

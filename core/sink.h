@@ -51,6 +51,10 @@ struct ktel_sink_ops {
 	/* The options the type accepts besides "type", {NULL}-terminated; the
 	 * config validator checks them and docs/config.md lists them. */
 	const struct ktel_cfg_key *options;
+	/* The sink shows running totals (the records' `total`), not deltas:
+	 * it also gets every series' totals right after start, zero-delta
+	 * ones included (ktel_router__route_totals). */
+	bool cumulative;
 };
 
 /* The sink types built into the daemon (sinks/sinks.c), NULL-terminated. */

@@ -1205,4 +1205,5 @@ const struct ktel_sink_ops ktel_prometheus_sink_ops = {
 	.submit = prom_submit,
 	.close = prom_close,
 	.stats = prom_stats,
+	.cumulative = true,
 };

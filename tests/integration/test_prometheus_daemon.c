@@ -26,6 +26,7 @@
 
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "map_total.h"
 
 __attribute__((format(printf, 1, 2)))
 static int run(const char *fmt, ...)
@@ -57,22 +58,27 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-/* The sandbox config with a Prometheus sink on a free port (port 0). */
-static void write_config(const struct sandbox *sb, const char *extra)
+/* The sandbox config: pull interval, a Prometheus sink on port (0: a free one). */
+static void write_config_interval(const struct sandbox *sb, unsigned port, const char *interval)
 {
 	FILE *f = fopen(sb->config, "w");
 
 	assert_non_null(f);
 	fprintf(f,
 		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
-		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"%s\",\n"
 		" \"self_telemetry\": {\"interval\": \"1s\"},\n"
 		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
-		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}}%s%s}\n",
-		KTEL_PLUGIN_DIR, sb->pin_root, sb->state, sb->dir, sb->out,
-		extra && *extra ? ", " : "", extra ? extra : "");
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": %u}}}\n",
+		KTEL_PLUGIN_DIR, sb->pin_root, sb->state, sb->dir, interval, sb->out, port);
 	fclose(f);
 }
+
+static void write_config_port(const struct sandbox *sb, unsigned port)
+{
+	write_config_interval(sb, port, "1s");
+}
+
 
 /* The port the daemon's Prometheus sink said it serves on; 0 if none yet. */
 static unsigned daemon_port(const struct sandbox *sb)
@@ -151,8 +157,9 @@ static char bpf_stats_set(char on)
 	return was;
 }
 
-/* What a failed test leaves: its daemon (killed) and bpf_stats (put back). */
-static pid_t daemon_pid;
+/* What a failed test leaves: its daemon and Prometheus (killed) and
+ * bpf_stats (put back). */
+static pid_t daemon_pid, prom_pid;
 static char stats_was;
 
 static int teardown(void **state)
@@ -163,6 +170,11 @@ static int teardown(void **state)
 		waitpid(daemon_pid, NULL, 0);
 	}
 	daemon_pid = 0;
+	if (prom_pid > 0) {
+		kill(prom_pid, SIGKILL);
+		waitpid(prom_pid, NULL, 0);
+	}
+	prom_pid = 0;
 	if (stats_was)
 		bpf_stats_set(stats_was);
 	stats_was = 0;
@@ -185,7 +197,7 @@ static void test_real_daemon_passes_promtool(void **state)
 	stats_was = bpf_stats_set('1');
 	assert_true(stats_was == '0' || stats_was == '1');
 	sandbox_init(&sb, "prom-daemon");
-	write_config(&sb, NULL);
+	write_config_port(&sb, 0);
 	daemon_pid = daemon_start(&sb, NULL);
 	port = wait_port(&sb);
 	trigger_compaction();
@@ -256,7 +268,7 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 
 	(void)state;
 	sandbox_init(&sb, "prom-slow");
-	write_config(&sb, NULL);
+	write_config_port(&sb, 0);
 	daemon_pid = daemon_start(&sb, NULL);
 	port = wait_port(&sb);
 	for (int i = 0; i < N_SLOW + 8; i++) {
@@ -305,11 +317,253 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* A free TCP port on 127.0.0.1 (bound to 0, then released). */
+static unsigned free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	unsigned port;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* The real Prometheus server, scraping target every second, on web_port. */
+static void start_prometheus(const struct sandbox *sb, unsigned web_port, unsigned target)
+{
+	char cfg[700], tsdb[700], flag_cfg[800], flag_tsdb[800], flag_web[64], log[700];
+	FILE *f;
+
+	snprintf(cfg, sizeof(cfg), "%s/prometheus.yml", sb->dir);
+	snprintf(tsdb, sizeof(tsdb), "%s/tsdb", sb->dir);
+	snprintf(log, sizeof(log), "%s/prometheus.log", sb->dir);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+		   "scrape_configs:\n  - job_name: ktel\n    static_configs:\n"
+		   "      - targets: ['127.0.0.1:%u']\n", target);
+	fclose(f);
+	snprintf(flag_cfg, sizeof(flag_cfg), "--config.file=%s", cfg);
+	snprintf(flag_tsdb, sizeof(flag_tsdb), "--storage.tsdb.path=%s", tsdb);
+	snprintf(flag_web, sizeof(flag_web), "--web.listen-address=127.0.0.1:%u", web_port);
+	prom_pid = fork();
+	assert_true(prom_pid >= 0);
+	if (prom_pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execlp("prometheus", "prometheus", flag_cfg, flag_tsdb, flag_web, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 300; i++) {
+		if (run("curl -sf -o /dev/null http://127.0.0.1:%u/-/ready", web_port) == 0)
+			return;
+		usleep(100000);
+	}
+	fail_msg("prometheus did not become ready; see %s", log);
+}
+
+/* A PromQL instant query's JSON reply ("data.result"), parsed. */
+static json_t *promql(const struct sandbox *sb, unsigned web_port, const char *query)
+{
+	char path[700];
+	json_t *reply, *result;
+
+	snprintf(path, sizeof(path), "%s/query.json", sb->dir);
+	assert_int_equal(run("curl -sf -o '%s' --data-urlencode 'query=%s' "
+			     "http://127.0.0.1:%u/api/v1/query", path, query, web_port), 0);
+	reply = json_load_file(path, 0, NULL);
+	assert_non_null(reply);
+	assert_string_equal(json_string_value(json_object_get(reply, "status")), "success");
+	result = json_incref(json_object_get(json_object_get(reply, "data"), "result"));
+	json_decref(reply);
+	assert_non_null(result);
+	return result;
+}
+
+/* The value of a query that yields one sample (a scalar sum); -1 when none. */
+static double promql_value(const struct sandbox *sb, unsigned web_port, const char *query)
+{
+	json_t *res = promql(sb, web_port, query);
+	double v = -1;
+
+	if (json_array_size(res) == 1)
+		v = strtod(json_string_value(json_array_get(json_object_get(json_array_get(res, 0),
+									    "value"), 1)) ?: "-1",
+			   NULL);
+	json_decref(res);
+	return v;
+}
+
+#define COUNT "ktel_compaction_duration_seconds_count"
+#define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
+
+/* Trigger compactions for about s seconds. */
+static void compact_for(int s)
+{
+	for (int i = 0; i < s * 4; i++) {
+		trigger_compaction();
+		usleep(250000);
+	}
+}
+
+/*
+ * Real Prometheus scraping the real daemon across a daemon restart: the raw
+ * counter never goes back (no resets, every sample >= the one before), and
+ * at the end Prometheus's count lies between the kernel map's totals read
+ * before and after the last pull + scrape (the documented bound: one pull
+ * interval + one scrape interval behind). The PromQL of docs/sinks.md
+ * ("as your tools see it") runs here too.
+ */
+static void test_real_prometheus_across_restart(void **state)
+{
+	unsigned port = free_port(), web = free_port();
+	uint64_t k_before, k_after;
+	double before_restart, after_restart, last;
+	struct sandbox sb;
+	json_t *res, *values;
+	size_t i;
+
+	(void)state;
+	sandbox_init(&sb, "prom-restart");
+	write_config_port(&sb, port);
+	start_prometheus(&sb, web, port);
+	daemon_pid = daemon_start(&sb, NULL);
+	wait_port(&sb);
+	compact_for(4);
+	sleep(3); /* a pull and a scrape after the last compaction */
+	before_restart = promql_value(&sb, web, "sum(" COUNT ")");
+	assert_true(before_restart > 0);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	/* Events while no daemon runs: the next one's totals include them. */
+	compact_for(2);
+	daemon_pid = daemon_start(&sb, NULL);
+	sleep(3);
+	after_restart = promql_value(&sb, web, "sum(" COUNT ")");
+	if (after_restart < before_restart)
+		fail_msg("after the restart Prometheus counts %.0f, before it %.0f", after_restart,
+			 before_restart);
+	compact_for(3);
+	k_before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	sleep(3);
+	last = promql_value(&sb, web, "sum(" COUNT ")");
+	k_after = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	if (last < (double)k_before || last > (double)k_after)
+		fail_msg("Prometheus counts %.0f, the kernel map %" PRIu64 "..%" PRIu64, last,
+			 k_before, k_after);
+	assert_true(last > after_restart);
+	/* Every raw sample across the restart: never lower than the one before. */
+	res = promql(&sb, web, COUNT "[5m]");
+	assert_true(json_array_size(res) >= 1);
+	values = json_object_get(json_array_get(res, 0), "values");
+	assert_true(json_array_size(values) >= 5);
+	for (i = 1; i < json_array_size(values); i++) {
+		double a = strtod(json_string_value(json_array_get(json_array_get(values, i - 1), 1)), NULL);
+		double b = strtod(json_string_value(json_array_get(json_array_get(values, i), 1)), NULL);
+
+		if (b < a)
+			fail_msg("sample %zu went back: %.0f after %.0f", i, b, a);
+	}
+	json_decref(res);
+	assert_true(promql_value(&sb, web, "sum(resets(" COUNT "[5m]))") == 0);
+	assert_true(promql_value(&sb, web, "sum(increase(" COUNT "[5m]))") > 0);
+	/* docs/sinks.md, "as your tools see it". */
+	assert_true(promql_value(&sb, web, "histogram_quantile(0.9, sum by (le) "
+				 "(rate(ktel_compaction_duration_seconds_bucket[1m])))") > 0);
+	assert_true(promql_value(&sb, web, "sum(rate(" COUNT "[1m]))") > 0);
+	assert_true(promql_value(&sb, web, "max(process_start_time_seconds{job=\"ktel\"})") > 0);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	kill(prom_pid, SIGTERM);
+	waitpid(prom_pid, NULL, 0);
+	prom_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
+/* The value of an unlabelled series in an exposition; -1 when absent. */
+static double series_value(const char *text, const char *series)
+{
+	char want[200];
+	const char *p;
+
+	snprintf(want, sizeof(want), "\n%s ", series);
+	p = strstr(text, want);
+	return p ? strtod(p + strlen(want), NULL) : -1;
+}
+
+/*
+ * A scrape right after start, with the pull interval of linux-server.json
+ * (1 min), shows the series at their cumulative values, although no event
+ * happened since the previous daemon stopped (issue 13.5).
+ */
+static void test_scrape_right_after_start(void **state)
+{
+	struct sandbox sb;
+	uint64_t k_before, k_after;
+	unsigned port;
+	double count;
+	char *text;
+
+	(void)state;
+	sandbox_init(&sb, "prom-start");
+	write_config_interval(&sb, 0, "1s");
+	daemon_pid = daemon_start(&sb, NULL);
+	wait_port(&sb);
+	compact_for(2);
+	sleep(2);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	assert_true(ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN) > 0);
+
+	write_config_interval(&sb, 0, "60s");
+	(void)!truncate(sb.log, 0);
+	k_before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	daemon_pid = daemon_start(&sb, NULL);
+	port = wait_port(&sb);
+	/* Started: the control socket is made right after the plugins are
+	 * loaded; the sink served only its own counters until then. */
+	{
+		char sock[700];
+		struct stat st;
+		int i;
+
+		snprintf(sock, sizeof(sock), "%s/control.sock", sb.dir);
+		for (i = 0; i < 400 && stat(sock, &st) != 0; i++)
+			usleep(50000);
+		assert_true(i < 400);
+	}
+	usleep(300000);
+	assert_int_equal(scrape(&sb, port, "start", 10), 0);
+	k_after = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	text = check_promtool(&sb, "start");
+	count = series_value(text, COUNT);
+	if (count < (double)k_before || count > (double)k_after)
+		fail_msg("first scrape: %s = %.0f, the kernel map %" PRIu64 "..%" PRIu64, COUNT,
+			 count, k_before, k_after);
+	/* Every enabled accumulator metric with keys has its family there. */
+	assert_non_null(strstr(text, "\n# TYPE ktel_runq_latency_seconds histogram\n"));
+	free(text);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_daemon_passes_promtool, teardown),
 		cmocka_unit_test_teardown(test_slow_clients_do_not_block_scrapes, teardown),
+		cmocka_unit_test_teardown(test_real_prometheus_across_restart, teardown),
+		cmocka_unit_test_teardown(test_scrape_right_after_start, teardown),
 	};
 
 	ktel_test_require_root("test_prometheus_daemon");
