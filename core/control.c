@@ -36,6 +36,7 @@
 #include "metric_pull.h"
 #include "plugin_loader.h"
 #include "router.h"
+#include "utf8.h"
 #include "../sinks/json/json_format.h"
 
 #define MAX_GROUPS 65536
@@ -225,9 +226,23 @@ fail:
 	return r;
 }
 
+/* msg as a JSON string that always exists: invalid UTF-8 bytes become '?'. */
+static json_t *error_string(const char *msg)
+{
+	json_t *j = json_string(msg);
+	char *copy;
+
+	if (j || !msg || !(copy = strdup(msg)))
+		return j;
+	ktel_utf8_sanitize(copy);
+	j = json_string(copy);
+	free(copy);
+	return j;
+}
+
 json_t *ktel_control_error(const char *code, const char *msg)
 {
-	return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", msg, "code", code);
+	return json_pack("{s:b, s:o, s:s}", "ok", 0, "error", error_string(msg), "code", code);
 }
 
 char *ktel_control_dump_line(const json_t *resp, size_t *ret_len)
@@ -836,7 +851,8 @@ static json_t *run(struct ktel_control *c, const json_t *req, const struct ktel_
 		/* Keep what the command filled in (reload's errors, pull's
 		 * partial records): it explains the failure. */
 		ktel_json_set_bool(resp, "ok", false);
-		ktel_json_set_str(resp, "error", err.msg[0] ? err.msg : strerror(-r));
+		json_object_set_new(resp, "error", error_string(err.msg[0] ? err.msg
+								     : strerror(-r)));
 		ktel_json_set_str(resp, "code", code_of(r));
 	}
 	return resp;

@@ -598,7 +598,7 @@ static const char *code(const json_t *j)
 static void test_protocol_limits(void **state)
 {
 	struct rig r;
-	int fd, fds[KTEL_CONTROL_MAX_CLIENTS];
+	int fd, fd2, fds[KTEL_CONTROL_MAX_CLIENTS];
 	char *big;
 	json_t *j;
 	char c;
@@ -613,6 +613,26 @@ static void test_protocol_limits(void **state)
 	j = raw_answer(fd);
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	json_decref(j);
+	/* An error that echoes a long multibyte name (past the message
+	 * limit, every alignment): valid JSON with its error (issue 12.10). */
+	fd2 = raw_connect(r.sock);
+	for (int pre = 0; pre < 3; pre++) {
+		char line[4096];
+		int n = snprintf(line, sizeof(line), "{\"cmd\":\"show\",\"name\":\"%.*s", pre,
+				 "xx");
+
+		while (n < 3000)
+			n += snprintf(line + n, sizeof(line) - n, "\xe2\x82\xac");
+		n += snprintf(line + n, sizeof(line) - n, "\"}\n");
+		assert_int_equal(write(fd2, line, n), n);
+		j = raw_answer(fd2);
+		assert_non_null(j);
+		assert_false(json_is_true(json_object_get(j, "ok")));
+		assert_non_null(json_string_value(json_object_get(j, "error")));
+		assert_string_equal(code(j), "not_found");
+		json_decref(j);
+	}
+	close(fd2);
 	/* A line over the limit: one answer, then the end. */
 	big = malloc(KTEL_CONTROL_MAX_LINE + 16);
 	memset(big, 'x', KTEL_CONTROL_MAX_LINE + 16);
