@@ -36,9 +36,17 @@
 #include "metric_pull.h"
 #include "plugin_loader.h"
 #include "router.h"
+#include "utf8.h"
 #include "../sinks/json/json_format.h"
 
 #define MAX_GROUPS 65536
+
+static uint64_t idle_timeout_ms = KTEL_CONTROL_IDLE_TIMEOUT_MS;
+
+void ktel_control_set_idle_timeout(uint64_t ms)
+{
+	idle_timeout_ms = ms ? ms : KTEL_CONTROL_IDLE_TIMEOUT_MS;
+}
 #define MAX_ENUM_LABELS 256
 
 struct client {
@@ -51,6 +59,13 @@ struct client {
 	size_t pending;       /* answer bytes not yet written */
 	bool closing;         /* uv_close called by us */
 	bool draining;        /* last answer queued, shutting down */
+	bool admitted;        /* passed the checks, holds a slot */
+	bool root;            /* peer uid 0 */
+	bool paused;          /* reads stopped: complete lines wait in buf */
+	uint64_t last_request; /* uv_now of admission or the last complete request */
+	size_t pull_owed;     /* pull answers waiting for the pending pull */
+	char *pull_name;      /* its metric (NULL: every enabled one) */
+	unsigned int budget;  /* requests this turn may still answer */
 };
 
 struct ktel_control {
@@ -63,6 +78,10 @@ struct ktel_control {
 	dev_t dev;
 	ino_t ino;
 	struct client *clients;
+	size_t admitted;      /* clients holding a slot */
+	uv_timer_t sweep;     /* closes idle clients */
+	uv_idle_t resume;     /* runs pending pulls, resumes paused clients */
+	bool handles_open;
 	size_t pending_closes;
 	bool closing;
 	struct ktel_control_stats stats;
@@ -99,12 +118,20 @@ int ktel_control_split_lines(char *buf, size_t *len, size_t max,
 
 	while (start < *len && (nl = memchr(buf + start, '\n', *len - start))) {
 		char *line = buf + start;
+		bool cr = nl > line && nl[-1] == '\r';
 
 		*nl = '\0';
-		if (nl > line && nl[-1] == '\r')
+		if (cr)
 			nl[-1] = '\0';
-		start = (size_t)(nl - buf) + 1;
 		r = fn(line, ctx);
+		if (r == -EAGAIN) {
+			/* Not taken: the line stays for the next call. */
+			*nl = '\n';
+			if (cr)
+				nl[-1] = '\r';
+			break;
+		}
+		start = (size_t)(nl - buf) + 1;
 		if (r < 0)
 			break;
 		r = 0;
@@ -199,9 +226,23 @@ fail:
 	return r;
 }
 
+/* msg as a JSON string that always exists: invalid UTF-8 bytes become '?'. */
+static json_t *error_string(const char *msg)
+{
+	json_t *j = json_string(msg);
+	char *copy;
+
+	if (j || !msg || !(copy = strdup(msg)))
+		return j;
+	ktel_utf8_sanitize(copy);
+	j = json_string(copy);
+	free(copy);
+	return j;
+}
+
 json_t *ktel_control_error(const char *code, const char *msg)
 {
-	return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", msg, "code", code);
+	return json_pack("{s:b, s:o, s:s}", "ok", 0, "error", error_string(msg), "code", code);
 }
 
 char *ktel_control_dump_line(const json_t *resp, size_t *ret_len)
@@ -361,7 +402,7 @@ static json_t *daemon_json(struct ktel_control *c, bool stats_on)
 	const struct ktel_config *cfg = ktel_daemon__config(c->d);
 
 	return json_pack("{s:i, s:f, s:s, s:s, s:s, s:s, s:b, s:I, s:{s:I, s:I, s:I, s:I, s:I,"
-			 " s:I, s:I, s:I}}",
+			 " s:I, s:I, s:I, s:I}}",
 			 "pid", (int)getpid(), "uptime_s", uptime_s(), "config", cfg->source,
 			 "control_socket", c->path, "pin_root", cfg->pin_root, "state_file",
 			 cfg->state_file, "bpf_stats", stats_on, "plugins",
@@ -370,7 +411,8 @@ static json_t *daemon_json(struct ktel_control *c, bool stats_on)
 			 "denied", (json_int_t)c->stats.denied, "busy", (json_int_t)c->stats.busy,
 			 "requests", (json_int_t)c->stats.requests, "errors",
 			 (json_int_t)c->stats.errors, "too_long", (json_int_t)c->stats.too_long,
-			 "overflows", (json_int_t)c->stats.overflows);
+			 "overflows", (json_int_t)c->stats.overflows, "idle_closed",
+			 (json_int_t)c->stats.idle_closed);
 }
 
 static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
@@ -810,35 +852,32 @@ static const char *code_of(int r)
 	}
 }
 
-/* Answer one request line; NULL only when out of memory. */
-static json_t *answer(struct ktel_control *c, const char *line)
+/* Run a checked request (req is the caller's); NULL only when out of memory. */
+static json_t *run(struct ktel_control *c, const json_t *req, const struct ktel_control_cmd *cmd)
 {
-	const struct ktel_control_cmd *cmd;
 	struct ktel_err err = {0};
-	json_t *req, *resp;
+	json_t *resp;
 	int r;
 
-	if (ktel_control_parse_request(line, &req, &cmd, &err))
-		return ktel_control_error(KTEL_CTL_E_REQUEST, err.msg);
 	resp = json_object();
-	if (!resp) {
-		json_decref(req);
+	if (!resp)
 		return NULL;
-	}
 	ktel_json_set_bool(resp, "ok", true);
 	r = cmd->fn(c, req, resp, &err);
 	if (r) {
 		/* Keep what the command filled in (reload's errors, pull's
 		 * partial records): it explains the failure. */
 		ktel_json_set_bool(resp, "ok", false);
-		ktel_json_set_str(resp, "error", err.msg[0] ? err.msg : strerror(-r));
+		json_object_set_new(resp, "error", error_string(err.msg[0] ? err.msg
+								     : strerror(-r)));
 		ktel_json_set_str(resp, "code", code_of(r));
 	}
-	json_decref(req);
 	return resp;
 }
 
 /* ---- server --------------------------------------------------------------- */
+
+static void on_resume(uv_idle_t *h);
 
 static void maybe_free(struct ktel_control *c)
 {
@@ -852,6 +891,7 @@ static void on_client_closed(uv_handle_t *h)
 	struct ktel_control *c = cl->c;
 
 	free(cl->buf);
+	free(cl->pull_name);
 	free(cl);
 	c->pending_closes--;
 	maybe_free(c);
@@ -864,6 +904,8 @@ static void close_client(struct client *cl)
 	if (cl->closing)
 		return;
 	cl->closing = true;
+	if (cl->admitted)
+		c->admitted--;
 	*cl->pprev = cl->next;
 	if (cl->next)
 		cl->next->pprev = cl->pprev;
@@ -950,20 +992,68 @@ static void refuse(struct client *cl, const char *code, const char *msg)
 		close_client(cl);
 }
 
+static bool same_name(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/*
+ * A pull joins the client's pending one (same metric or both "all"): one
+ * pull answers them all on the next loop turn. 0 when taken, -EAGAIN when
+ * the line must wait for the pending pull's answer (order is kept).
+ */
+static int take_pull(struct client *cl, const json_t *req)
+{
+	const char *name = json_string_value(json_object_get(req, "name"));
+
+	if (cl->pull_owed && !same_name(cl->pull_name, name))
+		return -EAGAIN;
+	if (!cl->pull_owed && name && !(cl->pull_name = strdup(name)))
+		return -ENOMEM;
+	cl->pull_owed++;
+	uv_idle_start(&cl->c->resume, on_resume);
+	return 0;
+}
+
 static int on_line(char *line, void *ctx)
 {
 	struct client *cl = ctx;
-	json_t *resp;
+	struct ktel_control *c = cl->c;
+	const struct ktel_control_cmd *cmd = NULL;
+	struct ktel_err err = {0};
+	json_t *req = NULL, *resp;
 	bool ok;
+	int r;
 
 	if (cl->closing || cl->draining)
 		return -ECANCELED;
 	if (!line[0])
 		return 0; /* blank lines are keep-alives, not requests */
-	resp = answer(cl->c, line);
-	cl->c->stats.requests++;
+	if (!cl->budget)
+		return -EAGAIN; /* the rest on the next loop turn */
+	r = ktel_control_parse_request(line, &req, &cmd, &err);
+	if (!r && cmd->fn == cmd_pull) {
+		r = take_pull(cl, req);
+		json_decref(req);
+		if (r == -ENOMEM)
+			close_client(cl);
+		if (!r) {
+			cl->budget--;
+			cl->last_request = uv_now(c->loop);
+		}
+		return r ? (r == -EAGAIN ? r : -ECANCELED) : 0;
+	}
+	if (cl->pull_owed) {
+		json_decref(req);
+		return -EAGAIN;
+	}
+	cl->budget--;
+	cl->last_request = uv_now(c->loop);
+	resp = r ? ktel_control_error(KTEL_CTL_E_REQUEST, err.msg) : run(c, req, cmd);
+	json_decref(req);
+	c->stats.requests++;
 	if (resp && !json_is_true(json_object_get(resp, "ok")))
-		cl->c->stats.errors++;
+		c->stats.errors++;
 	ok = send_json(cl, resp);
 	json_decref(resp);
 	return ok ? 0 : -ECANCELED;
@@ -976,22 +1066,153 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(cl->buf + cl->len, (unsigned int)(KTEL_CONTROL_MAX_LINE - cl->len));
 }
 
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Stop reading; the complete lines in buf wait for on_resume. */
+static void pause_client(struct client *cl)
+{
+	if (!cl->paused) {
+		uv_read_stop((uv_stream_t *)&cl->pipe);
+		cl->paused = true;
+	}
+	uv_idle_start(&cl->c->resume, on_resume);
+}
+
+/* Answer up to KTEL_CONTROL_BUDGET of the complete lines in cl's buffer. */
+static void process(struct client *cl)
+{
+	char msg[128];
+	int r;
+
+	cl->budget = KTEL_CONTROL_BUDGET;
+	r = ktel_control_split_lines(cl->buf, &cl->len, KTEL_CONTROL_MAX_LINE, on_line, cl);
+	if (cl->closing || cl->draining)
+		return;
+	if (r == -EAGAIN) {
+		pause_client(cl);
+		return;
+	}
+	if (r == -E2BIG) {
+		cl->c->stats.too_long++;
+		snprintf(msg, sizeof(msg), "request longer than %d bytes", KTEL_CONTROL_MAX_LINE);
+		refuse(cl, KTEL_CTL_E_TOO_LONG, msg);
+		return;
+	}
+	if (cl->paused) {
+		cl->paused = false;
+		if (uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read))
+			close_client(cl);
+	}
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct client *cl = s->data;
-	char msg[128];
-	int r;
 
 	if (nread < 0) {
 		close_client(cl);
 		return;
 	}
 	cl->len += (size_t)nread;
-	r = ktel_control_split_lines(cl->buf, &cl->len, KTEL_CONTROL_MAX_LINE, on_line, cl);
-	if (r == -E2BIG) {
-		cl->c->stats.too_long++;
-		snprintf(msg, sizeof(msg), "request longer than %d bytes", KTEL_CONTROL_MAX_LINE);
-		refuse(cl, KTEL_CTL_E_TOO_LONG, msg);
+	process(cl);
+}
+
+/* The answer to a pull of name (NULL: every enabled metric). */
+static json_t *pull_answer(struct ktel_control *c, const char *name)
+{
+	json_t *req = name ? json_pack("{s:s, s:s}", "cmd", "pull", "name", name)
+			   : json_pack("{s:s}", "cmd", "pull");
+	json_t *resp = req ? run(c, req, ktel_control_cmd_find("pull")) : NULL;
+
+	json_decref(req);
+	return resp;
+}
+
+/* Send every client waiting for a pull of name its answers. */
+static void answer_pulls(struct ktel_control *c, const char *name, const json_t *resp)
+{
+	size_t len = 0;
+	char *line = resp ? ktel_control_dump_line(resp, &len) : NULL;
+	bool failed = resp && !json_is_true(json_object_get(resp, "ok"));
+	struct client *cl, *next;
+
+	for (cl = c->clients; cl; cl = next) {
+		next = cl->next;
+		if (!cl->pull_owed || !same_name(cl->pull_name, name))
+			continue;
+		c->stats.requests += cl->pull_owed;
+		if (failed)
+			c->stats.errors += cl->pull_owed;
+		for (; cl->pull_owed && !cl->closing; cl->pull_owed--)
+			if (!line || !send_line(cl, line, len))
+				close_client(cl);
+		cl->pull_owed = 0;
+		free(cl->pull_name);
+		cl->pull_name = NULL;
+	}
+	free(line);
+}
+
+/* One pull per metric asked for answers every pull request waiting for it. */
+static void run_pulls(struct ktel_control *c)
+{
+	for (struct client *cl = c->clients; cl; cl = cl->next) {
+		char *name;
+		json_t *resp;
+
+		if (!cl->pull_owed || cl->closing)
+			continue;
+		name = cl->pull_name; /* answer_pulls frees it */
+		cl->pull_name = NULL;
+		resp = pull_answer(c, name);
+		cl->pull_name = name;
+		name = name ? strdup(name) : NULL;
+		if (cl->pull_name && !name) {
+			close_client(cl);
+			json_decref(resp);
+			continue;
+		}
+		answer_pulls(c, name, resp);
+		free(name);
+		json_decref(resp);
+	}
+}
+
+static void on_resume(uv_idle_t *h)
+{
+	struct ktel_control *c = h->data;
+	struct client *cl, *next;
+	bool more = false;
+
+	run_pulls(c);
+	for (cl = c->clients; cl; cl = next) {
+		next = cl->next;
+		if (cl->paused && !cl->closing && !cl->draining)
+			process(cl);
+	}
+	for (cl = c->clients; cl && !more; cl = cl->next)
+		more = !cl->closing && (cl->pull_owed || (cl->paused && !cl->draining));
+	if (!more)
+		uv_idle_stop(h);
+}
+
+/* Close the clients that sent no complete request for idle_timeout_ms. */
+static void on_sweep(uv_timer_t *t)
+{
+	struct ktel_control *c = t->data;
+	uint64_t now = uv_now(c->loop);
+	struct client *cl, *next;
+	char msg[128];
+
+	for (cl = c->clients; cl; cl = next) {
+		next = cl->next;
+		if (!cl->admitted || cl->closing || cl->draining || cl->paused || cl->pull_owed ||
+		    now - cl->last_request < idle_timeout_ms)
+			continue;
+		c->stats.idle_closed++;
+		snprintf(msg, sizeof(msg), "idle: no complete request in %" PRIu64 " ms; closed",
+			 idle_timeout_ms);
+		refuse(cl, KTEL_CTL_E_IDLE, msg);
 	}
 }
 
@@ -1034,13 +1255,6 @@ static void admit(struct ktel_control *c, struct client *cl)
 	int n_groups, r;
 	uv_os_fd_t fd;
 
-	if (c->stats.clients > KTEL_CONTROL_MAX_CLIENTS) {
-		c->stats.busy++;
-		snprintf(err.msg, sizeof(err.msg), "busy: %d clients are connected already",
-			 KTEL_CONTROL_MAX_CLIENTS);
-		refuse(cl, KTEL_CTL_E_BUSY, err.msg);
-		return;
-	}
 	if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) ||
 	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
 		close_client(cl);
@@ -1054,11 +1268,24 @@ static void admit(struct ktel_control *c, struct client *cl)
 		refuse(cl, KTEL_CTL_E_DENIED, err.msg);
 		return;
 	}
+	/* The last slot is root's: idle or hostile members cannot lock it out. */
+	if (c->admitted >= KTEL_CONTROL_MAX_CLIENTS - (cred.uid != 0)) {
+		c->stats.busy++;
+		snprintf(err.msg, sizeof(err.msg), "busy: %zu clients are connected already "
+			 "(the last of %d slots is kept for root)", c->admitted,
+			 KTEL_CONTROL_MAX_CLIENTS);
+		refuse(cl, KTEL_CTL_E_BUSY, err.msg);
+		return;
+	}
 	cl->buf = malloc(KTEL_CONTROL_MAX_LINE);
 	if (!cl->buf || uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read)) {
 		close_client(cl);
 		return;
 	}
+	cl->admitted = true;
+	cl->root = cred.uid == 0;
+	cl->last_request = uv_now(c->loop);
+	c->admitted++;
 	c->stats.accepted++;
 }
 
@@ -1190,6 +1417,13 @@ static int make_socket_dir(const char *path, gid_t gid, struct ktel_err *err)
 	return 0;
 }
 
+static uint64_t sweep_interval(void)
+{
+	uint64_t ms = idle_timeout_ms / 4 + 1;
+
+	return ms > 1000 ? 1000 : ms;
+}
+
 int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, gid_t gid,
 		      struct ktel_control **ret, struct ktel_err *err)
 {
@@ -1216,6 +1450,13 @@ int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, 
 	uv_pipe_init(loop, &c->server, 0);
 	c->server.data = c;
 	c->server_open = true;
+	uv_timer_init(loop, &c->sweep);
+	c->sweep.data = c;
+	uv_idle_init(loop, &c->resume);
+	c->resume.data = c;
+	c->handles_open = true;
+	uv_timer_start(&c->sweep, on_sweep, sweep_interval(), sweep_interval());
+	uv_unref((uv_handle_t *)&c->sweep);
 	r = listen_on(c, path, err);
 	if (r) {
 		ktel_control__close(c);
@@ -1256,6 +1497,16 @@ void ktel_control__close(struct ktel_control *c)
 		c->pending_closes++;
 		uv_close((uv_handle_t *)&c->server, on_server_closed);
 	}
+	if (c->handles_open) {
+		uv_handle_t *hs[] = {(uv_handle_t *)&c->sweep, (uv_handle_t *)&c->resume};
+
+		for (size_t i = 0; i < 2; i++) {
+			if (uv_is_closing(hs[i]))
+				continue;
+			c->pending_closes++;
+			uv_close(hs[i], on_server_closed);
+		}
+	}
 	for (cl = c->clients; cl; cl = next) {
 		next = cl->next;
 		if (!uv_is_closing((uv_handle_t *)&cl->pipe)) {
@@ -1266,6 +1517,7 @@ void ktel_control__close(struct ktel_control *c)
 		if (cl->next)
 			cl->next->pprev = cl->pprev;
 		free(cl->buf);
+		free(cl->pull_name);
 		free(cl);
 	}
 	maybe_free(c);

@@ -45,6 +45,10 @@ struct ktel_targets;
 #define KTEL_CONTROL_MAX_CLIENTS 16
 #define KTEL_CONTROL_MAX_PENDING (16u << 20)
 #define KTEL_CONTROL_BACKLOG 16
+/* An admitted client that sends no complete request for this long is closed. */
+#define KTEL_CONTROL_IDLE_TIMEOUT_MS 10000
+/* Requests one client's read callback answers before the loop runs again. */
+#define KTEL_CONTROL_BUDGET 256
 
 /* Error classes in answers ("code"); ktelemetryctl maps them to exit codes. */
 #define KTEL_CTL_E_REQUEST "bad_request"       /* not JSON, unknown cmd/arg, wrong type */
@@ -53,6 +57,7 @@ struct ktel_targets;
 #define KTEL_CTL_E_DENIED "permission_denied"  /* peer is neither root nor in the group */
 #define KTEL_CTL_E_BUSY "busy"                 /* too many clients */
 #define KTEL_CTL_E_TOO_LONG "too_long"         /* request line over the limit */
+#define KTEL_CTL_E_IDLE "idle_timeout"         /* no complete request for too long */
 
 struct ktel_control_stats {
 	uint64_t accepted;     /* clients served */
@@ -62,6 +67,7 @@ struct ktel_control_stats {
 	uint64_t errors;       /* answers with ok: false */
 	uint64_t too_long;     /* clients closed for an over-long line */
 	uint64_t overflows;    /* clients closed for not reading their answers */
+	uint64_t idle_closed;  /* clients closed for KTEL_CONTROL_IDLE_TIMEOUT_MS idle */
 	size_t clients;        /* connected now */
 };
 
@@ -87,6 +93,12 @@ void ktel_control__close(struct ktel_control *c);
 /* The same as ktel_control__close() (the _new/_free pair); call one, once. */
 void ktel_control__free(struct ktel_control *c);
 
+/*
+ * Test hook, process-wide: the idle timeout of servers created afterwards
+ * (0: back to KTEL_CONTROL_IDLE_TIMEOUT_MS). Not a config key.
+ */
+void ktel_control_set_idle_timeout(uint64_t ms);
+
 void ktel_control__stats(const struct ktel_control *c, struct ktel_control_stats *ret);
 const char *ktel_control__path(const struct ktel_control *c);
 
@@ -98,7 +110,9 @@ const char *ktel_control__path(const struct ktel_control *c);
  * and passed to fn, then the incomplete tail is moved to the front and *len
  * updated. Returns 0; -E2BIG when the tail alone is max bytes or more (a
  * line longer than the limit: the caller should give up on the stream); or
- * fn's negative return, which stops the split (the rest stays in buf).
+ * fn's negative return, which stops the split (the rest stays in buf;
+ * -EAGAIN leaves the line fn was given in buf too, unchanged, so that a
+ * later call hands it over again).
  */
 int ktel_control_split_lines(char *buf, size_t *len, size_t max,
 			     int (*fn)(char *line, void *ctx), void *ctx);

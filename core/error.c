@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "error.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@ int ktel_err_set(struct ktel_err *err, int code, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 		va_end(ap);
+		ktel_utf8_trim_str(err->msg);
 	}
 	return -code;
 }
@@ -37,5 +39,6 @@ int ktel_err_prefix(struct ktel_err *err, const char *fmt, ...)
 	if (len < sizeof(err->msg) - 1)
 		snprintf(err->msg + len, sizeof(err->msg) - len, "%.*s",
 			 (int)(sizeof(err->msg) - len - 1), old);
+	ktel_utf8_trim_str(err->msg);
 	return -err->code;
 }

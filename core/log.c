@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "log.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -43,6 +44,8 @@ static void vlog(enum ktel_log_level level, const char *suffix, const char *fmt,
 	n = vsnprintf(line, sizeof(line), fmt, ap);
 	if (n < 0)
 		return;
+	if ((size_t)n >= sizeof(line))
+		ktel_utf8_trim_str(line); /* cut, but not inside a character */
 	/* One fprintf per line so concurrent writers never interleave inside it. */
 	fprintf(stderr, "%s.%03ldZ ktelemetryd %s: %s%s\n", stamp, ts.tv_nsec / 1000000,
 		level_names[level], line, suffix ? suffix : "");

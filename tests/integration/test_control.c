@@ -59,6 +59,9 @@ struct rig {
 	pthread_t thread;
 	int runs;
 	char *out, *err; /* of the last ctl run */
+	uv_timer_t tick;  /* a 10 ms timer: how late the loop runs its timers */
+	uint64_t last_tick;
+	volatile uint64_t max_gap_ms;
 };
 
 /* ---- the daemon on a loop thread ------------------------------------------ */
@@ -77,8 +80,19 @@ static void on_stop(uv_async_t *h)
 
 	ktel_control__close(r->ctl);
 	ktel_control__close(r->ctl2);
+	uv_close((uv_handle_t *)&r->tick, NULL);
 	ktel_daemon__shutdown(r->d, 0);
 	uv_close((uv_handle_t *)h, NULL);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct rig *r = t->data;
+	uint64_t now = uv_hrtime() / 1000000;
+
+	if (r->last_tick && now - r->last_tick > r->max_gap_ms)
+		r->max_gap_ms = now - r->last_tick;
+	r->last_tick = now;
 }
 
 static void *loop_thread(void *arg)
@@ -120,6 +134,9 @@ static void rig_start(struct rig *r, const char *name, const char *extra, bool s
 	}
 	uv_async_init(&r->loop, &r->stop, on_stop);
 	r->stop.data = r;
+	uv_timer_init(&r->loop, &r->tick);
+	r->tick.data = r;
+	uv_timer_start(&r->tick, on_tick, 10, 10);
 	assert_int_equal(pthread_create(&r->thread, NULL, loop_thread, r), 0);
 }
 
@@ -581,7 +598,7 @@ static const char *code(const json_t *j)
 static void test_protocol_limits(void **state)
 {
 	struct rig r;
-	int fd, fds[KTEL_CONTROL_MAX_CLIENTS];
+	int fd, fd2, fds[KTEL_CONTROL_MAX_CLIENTS];
 	char *big;
 	json_t *j;
 	char c;
@@ -596,6 +613,26 @@ static void test_protocol_limits(void **state)
 	j = raw_answer(fd);
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	json_decref(j);
+	/* An error that echoes a long multibyte name (past the message
+	 * limit, every alignment): valid JSON with its error (issue 12.10). */
+	fd2 = raw_connect(r.sock);
+	for (int pre = 0; pre < 3; pre++) {
+		char line[4096];
+		int n = snprintf(line, sizeof(line), "{\"cmd\":\"show\",\"name\":\"%.*s", pre,
+				 "xx");
+
+		while (n < 3000)
+			n += snprintf(line + n, sizeof(line) - n, "\xe2\x82\xac");
+		n += snprintf(line + n, sizeof(line) - n, "\"}\n");
+		assert_int_equal(write(fd2, line, n), n);
+		j = raw_answer(fd2);
+		assert_non_null(j);
+		assert_false(json_is_true(json_object_get(j, "ok")));
+		assert_non_null(json_string_value(json_object_get(j, "error")));
+		assert_string_equal(code(j), "not_found");
+		json_decref(j);
+	}
+	close(fd2);
 	/* A line over the limit: one answer, then the end. */
 	big = malloc(KTEL_CONTROL_MAX_LINE + 16);
 	memset(big, 'x', KTEL_CONTROL_MAX_LINE + 16);
@@ -623,6 +660,178 @@ static void test_protocol_limits(void **state)
 	usleep(200000);
 	/* With the others gone there is room again. */
 	json_decref(ctl_json_ok(&r, "list", NULL));
+	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
+/* daemon.control.<key> and the sum of the sinks' drops, from a status answer. */
+static json_int_t control_stat(const json_t *st, const char *key)
+{
+	return json_integer_value(json_object_get(json_object_get(json_object_get(st, "daemon"),
+								    "control"), key));
+}
+
+static json_int_t sinks_dropped(const json_t *st)
+{
+	const json_t *a = json_object_get(st, "sinks");
+	json_int_t n = 0;
+
+	for (size_t i = 0; i < json_array_size(a); i++)
+		n += json_integer_value(json_object_get(json_array_get(a, i), "dropped"));
+	return n;
+}
+
+static json_int_t metric_pulls(const json_t *st)
+{
+	const json_t *a = json_object_get(st, "metrics");
+
+	for (size_t i = 0; i < json_array_size(a); i++)
+		if (!strcmp(json_string_value(json_object_get(json_array_get(a, i), "name")) ?: "",
+			    METRIC))
+			return json_integer_value(json_object_get(json_array_get(a, i), "pulls"));
+	return -1;
+}
+
+/*
+ * 16 idle clients of a member (nobody, on the second socket): 15 are
+ * admitted, the 16th is busy (the last slot is root's), root still gets
+ * status; the idle ones are closed with idle_timeout after the timeout.
+ */
+#define IDLE_MS 1500
+static void test_idle_clients_and_root_slot(void **state)
+{
+	int pfd[2], fds[KTEL_CONTROL_MAX_CLIENTS], fd, res[3] = {0};
+	struct rig r;
+	pid_t pid;
+	char c;
+	json_t *j;
+
+	ktel_control_set_idle_timeout(IDLE_MS);
+	rig_start(&r, "ctl-idle", "", true);
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	if (pid == 0) {
+		uint64_t t0, t;
+		int busy = 0, idle = 0, slow = 0;
+
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		struct timeval tv = {.tv_sec = 10};
+
+		/* No cmocka asserts in the child: it must never run on into the
+		 * other tests. The alarm bounds it whatever happens. */
+		alarm(60);
+		close(pfd[0]);
+		if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY))
+			_exit(126);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", r.sock2);
+		for (int i = 0; i < KTEL_CONTROL_MAX_CLIENTS; i++) {
+			fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)))
+				_exit(123);
+			setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		}
+		t0 = uv_hrtime() / 1000000;
+		if (write(pfd[1], "c", 1) != 1)
+			_exit(125);
+		for (int i = 0; i < KTEL_CONTROL_MAX_CLIENTS; i++) {
+			json_t *a = raw_answer(fds[i]);
+			const char *k = code(a);
+
+			t = uv_hrtime() / 1000000;
+			if (k && !strcmp(k, "busy"))
+				busy++;
+			else if (k && !strcmp(k, "idle_timeout"))
+				idle++, slow += t - t0 >= IDLE_MS - 300;
+			json_decref(a);
+		}
+		res[0] = busy, res[1] = idle, res[2] = slow;
+		_exit(write(pfd[1], res, sizeof(res)) == sizeof(res) ? 0 : 124);
+	}
+	close(pfd[1]); /* a dead child gives EOF, not a hang */
+	assert_int_equal(read(pfd[0], &c, 1), 1);
+	usleep(200000);
+	/* Root gets in although members hold every other slot. */
+	fd = raw_connect(r.sock2);
+	assert_int_equal(write(fd, "{\"cmd\":\"status\"}\n", 17), 17);
+	j = raw_answer(fd);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	printf("with 16 idle member clients: root status ok, %lld busy so far\n",
+	       (long long)control_stat(j, "busy"));
+	json_decref(j);
+	close(fd);
+	assert_int_equal(read(pfd[0], res, sizeof(res)), sizeof(res));
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	printf("members: %d busy, %d closed idle (%d after >= %d ms)\n", res[0], res[1], res[2],
+	       IDLE_MS - 300);
+	assert_int_equal(res[0], 1);
+	assert_int_equal(res[1], KTEL_CONTROL_MAX_CLIENTS - 1);
+	assert_int_equal(res[2], KTEL_CONTROL_MAX_CLIENTS - 1);
+	close(pfd[0]);
+	rig_stop(&r);
+	ktel_control_set_idle_timeout(0);
+	sandbox_cleanup(&r.sb);
+}
+
+/*
+ * One 64 KiB write of 4,369 pulls: every one is answered, in order, the
+ * loop's timers keep running, the pulls are coalesced and no sink drops.
+ */
+#define FLOOD 4369
+static void test_pull_flood(void **state)
+{
+	static const char req[] = "{\"cmd\":\"pull\"}\n";
+	json_int_t pulls0, req0, pulls1, req1;
+	size_t n = (sizeof(req) - 1) * FLOOD, answered = 0, cap = 0;
+	char *buf = malloc(n), *line = NULL;
+	uint64_t t0;
+	struct rig r;
+	json_t *st;
+	FILE *f;
+	int fd;
+
+	rig_start(&r, "ctl-flood", "", false);
+	for (int i = 0; i < FLOOD; i++)
+		memcpy(buf + i * (sizeof(req) - 1), req, sizeof(req) - 1);
+	st = ctl_json_ok(&r, "status", NULL);
+	pulls0 = metric_pulls(st);
+	req0 = control_stat(st, "requests");
+	json_decref(st);
+	compact();
+	fd = raw_connect(r.sock);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){.tv_sec = 30},
+		   sizeof(struct timeval));
+	usleep(100000);
+	r.max_gap_ms = 0;
+	t0 = uv_hrtime();
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
+	f = fdopen(fd, "r");
+	while (answered < FLOOD && getline(&line, &cap, f) > 0) {
+		json_t *a = json_loads(line, 0, NULL);
+
+		assert_non_null(a);
+		assert_true(json_is_true(json_object_get(a, "ok")));
+		assert_non_null(json_object_get(a, "records"));
+		json_decref(a);
+		answered++;
+	}
+	free(line);
+	fclose(f);
+	free(buf);
+	assert_int_equal(answered, FLOOD);
+	st = ctl_json_ok(&r, "status", NULL);
+	pulls1 = metric_pulls(st);
+	req1 = control_stat(st, "requests");
+	printf("%d pulls in one write: answered in %.0f ms, %lld pulls ran, longest gap of a "
+	       "10 ms timer %llu ms, sinks dropped %lld\n", FLOOD,
+	       (uv_hrtime() - t0) / 1e6, (long long)(pulls1 - pulls0),
+	       (unsigned long long)r.max_gap_ms, (long long)sinks_dropped(st));
+	assert_int_equal(req1 - req0, FLOOD + 1);
+	assert_true(pulls1 - pulls0 >= 1);
+	assert_true(pulls1 - pulls0 <= FLOOD / 16);
+	assert_int_equal(sinks_dropped(st), 0);
+	assert_true(r.max_gap_ms < 500);
+	json_decref(st);
 	rig_stop(&r);
 	sandbox_cleanup(&r.sb);
 }
@@ -762,6 +971,8 @@ int main(void)
 		cmocka_unit_test(test_show_and_pull),
 		cmocka_unit_test(test_watch_drop_notice),
 		cmocka_unit_test(test_protocol_limits),
+		cmocka_unit_test(test_idle_clients_and_root_slot),
+		cmocka_unit_test(test_pull_flood),
 		cmocka_unit_test(test_socket_path_rules),
 		cmocka_unit_test(test_inspect_plugins),
 		cmocka_unit_test(test_watch),

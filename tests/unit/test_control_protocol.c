@@ -64,6 +64,27 @@ static void test_split_lines(void **state)
 	assert_int_equal(len, 0);
 }
 
+static int take_one(char *line, void *ctx)
+{
+	int *n = ctx;
+
+	return (*n)++ ? -EAGAIN : 0;
+}
+
+/* -EAGAIN leaves the line in the buffer, '\r' and '\n' restored. */
+static void test_split_lines_again(void **state)
+{
+	char buf[64];
+	size_t len = 0;
+	int n = 0;
+
+	len = (size_t)snprintf(buf, sizeof(buf), "a\r\nbc\r\nd\n");
+	assert_int_equal(ktel_control_split_lines(buf, &len, sizeof(buf), take_one, &n), -EAGAIN);
+	assert_int_equal(n, 2);
+	assert_int_equal(len, 6);
+	assert_memory_equal(buf, "bc\r\nd\n", 6);
+}
+
 static void test_split_lines_limit(void **state)
 {
 	char buf[16];
@@ -474,6 +495,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_split_lines),
 		cmocka_unit_test(test_split_lines_limit),
+		cmocka_unit_test(test_split_lines_again),
 		cmocka_unit_test(test_split_lines_stop),
 		cmocka_unit_test(test_request_refusals),
 		cmocka_unit_test(test_request_not_json),
