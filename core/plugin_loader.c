@@ -213,6 +213,8 @@ struct validator {
 	struct ktel_err *err;
 	/* Why the last range refused was refused, when a relocation was the cause. */
 	const char *bad_reloc;
+	/* The last range refused was refused for its alignment. */
+	bool misaligned;
 };
 
 /*
@@ -226,6 +228,22 @@ static bool in_plugin(const struct validator *v, const void *ptr, size_t size)
 	if (why && strcmp(why, "outside") != 0)
 		((struct validator *)v)->bad_reloc = why;
 	return !why;
+}
+
+/*
+ * in_plugin() for data read through a typed pointer: also aligned as the
+ * compiler aligns it (a crafted plugin can point a descriptor anywhere, and
+ * a misaligned struct read is undefined behaviour). The view's buffer is
+ * malloc'd, so alignment in it is alignment of the file's addresses.
+ */
+static bool in_plugin_aligned(const struct validator *v, const void *ptr, size_t size,
+			      size_t align)
+{
+	if (align > 1 && (uintptr_t)ptr % align) {
+		((struct validator *)v)->misaligned = true;
+		return false;
+	}
+	return in_plugin(v, ptr, size);
 }
 
 static bool name_char(char c, bool ident)
@@ -284,9 +302,9 @@ static int check_array(const struct validator *v, const char *field, const void 
 	if (n > max)
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s: %u entries, at most %u",
 				    v->path, field, n, max);
-	if (n && !in_plugin(v, arr, (size_t)n * elem))
-		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points outside the plugin",
-				    v->path, field);
+	if (n && !in_plugin_aligned(v, arr, (size_t)n * elem, elem % 8 ? (elem % 4 ? 1 : 4) : 8))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points %s", v->path, field,
+				    v->misaligned ? "to a misaligned address" : "outside the plugin");
 	return 0;
 }
 
@@ -387,9 +405,9 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 	if (d->n_metrics > KTEL_PLUGIN_MAX_METRICS)
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %u metrics, at most %u", v->path,
 				    d->n_metrics, KTEL_PLUGIN_MAX_METRICS);
-	if (!in_plugin(v, raw, sizeof(uint32_t)))
-		return ktel_err_set(v->err, EINVAL, "%s: refused: metrics points outside the plugin",
-				    v->path);
+	if (!in_plugin_aligned(v, raw, sizeof(uint32_t), 8))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metrics points %s", v->path,
+				    v->misaligned ? "to a misaligned address" : "outside the plugin");
 	/* Metrics of a newer minor are larger: the array's stride is their size. */
 	stride = *(const uint32_t *)raw;
 	if (stride < KTEL_METRIC_DESC_MIN_SIZE || stride > METRIC_DESC_MAX_SIZE)
@@ -449,7 +467,7 @@ static int check_variants_params(const struct validator *v, const struct ktel_pl
 /* The embedded bytes must be a 64-bit ELF for EM_BPF before libbpf parses them. */
 static int check_elf_header(const struct validator *v, const struct ktel_plugin_desc *d)
 {
-	const Elf64_Ehdr *eh = d->bpf_object;
+	Elf64_Ehdr ehdr, *eh = &ehdr; /* a copy: the object may sit at any address */
 	uint16_t machine;
 
 	if (!d->bpf_object || d->bpf_object_size < sizeof(Elf64_Ehdr))
@@ -462,6 +480,7 @@ static int check_elf_header(const struct validator *v, const struct ktel_plugin_
 	if (!in_plugin(v, d->bpf_object, d->bpf_object_size))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: bpf_object points outside the plugin",
 				    v->path);
+	memcpy(&ehdr, d->bpf_object, sizeof(ehdr));
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
 		return ktel_err_set(v->err, EINVAL,
 				    "%s: refused: embedded BPF object is not an ELF file (bad magic)",
@@ -569,9 +588,10 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 	size_t len;
 	int rc;
 
-	if (!in_plugin(v, raw, 8) || v->view->sym_size < 8)
-		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is not in the plugin", v->path,
-				    KTEL_PLUGIN_SYMBOL);
+	if (!in_plugin_aligned(v, raw, 8, 8) || v->view->sym_size < 8)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is %s", v->path,
+				    KTEL_PLUGIN_SYMBOL,
+				    v->misaligned ? "misaligned" : "not in the plugin");
 	if (raw->abi_major != KTEL_PLUGIN_ABI_MAJOR)
 		return ktel_err_set(v->err, EPROTO,
 				    "%s: refused: plugin ABI major %u, this daemon supports %u",
