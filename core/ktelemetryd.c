@@ -32,6 +32,7 @@
 struct main_state {
 	struct ktel_daemon *daemon;
 	uv_signal_t sigint, sigterm, sighup, sigusr1;
+	bool stopping;
 };
 
 static void usage(FILE *out)
@@ -114,9 +115,17 @@ static void on_signal(uv_signal_t *h, int signum)
 		ktel_config_errors__clear(&errs);
 		return;
 	}
+	/* A second SIGTERM/SIGINT during the flush must not kill the daemon
+	 * with the default action, throwing the queued lines away: the flush
+	 * is bounded by the sinks' close timeout, so finish it, and say so. */
+	if (st->stopping) {
+		ktel_log(KTEL_LOG_WARN, "%s again: still flushing the sinks (bounded by their "
+			 "close timeout; what is not written by then is counted dropped and "
+			 "logged); SIGKILL abandons the flush and loses it", strsignal(signum));
+		return;
+	}
+	st->stopping = true;
 	ktel_log(KTEL_LOG_INFO, "%s: final pull, flushing sinks", strsignal(signum));
-	uv_signal_stop(&st->sigint);
-	uv_signal_stop(&st->sigterm);
 	uv_signal_stop(&st->sighup);
 	uv_signal_stop(&st->sigusr1);
 	ktel_daemon__shutdown(st->daemon, 0);

@@ -467,6 +467,58 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 }
 
 /*
+ * A second SIGTERM while the shutdown flush waits on a stalled sink (a FIFO
+ * nobody reads, its pipe full) must not kill the daemon with the default
+ * action (issue 12.13): it is logged, the flush finishes within the close
+ * timeout, the drops are said, exit 0.
+ */
+static void test_second_sigterm_during_flush(void **state)
+{
+	struct sandbox sb;
+	int reader;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-sigterm2");
+	snprintf(sb.out, sizeof(sb.out), "%s/fifo", sb.dir);
+	assert_int_equal(mkfifo(sb.out, 0600), 0);
+	reader = open(sb.out, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	assert_true(reader >= 0);
+	f = fopen(sb.config, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
+		   " \"emit_zero\": true, \"sink_close_timeout\": \"3s\",\n"
+		   " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
+		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out);
+	fclose(f);
+	live_pid = pid = daemon_start(&sb, NULL);
+	assert_true(log_wait_for(&sb, "running with", 30));
+	sleep(2); /* the pipe (64 KiB) fills: the sink's write blocks */
+	kill(pid, SIGTERM);
+	assert_true(log_wait_for(&sb, "final pull, flushing sinks", 10));
+	usleep(200000);
+	kill(pid, SIGTERM);
+	assert_true(log_wait_for(&sb, "not flushed before the close timeout", 10));
+	/* The write blocked in the thread pool finishes once the pipe drains. */
+	{
+		char buf[65536];
+
+		for (int i = 0; i < 100 && read(reader, buf, sizeof(buf)) != 0; i++)
+			usleep(20000);
+	}
+	if (daemon_wait(pid, 30) != 0) {
+		dump_log(&sb);
+		fail_msg("a second SIGTERM during the flush did not let the daemon finish it");
+	}
+	live_pid = 0;
+	assert_true(log_wait_for(&sb, "again: still flushing the sinks", 0));
+	assert_true(log_wait_for(&sb, "not flushed before the close timeout", 0));
+	close(reader);
+	sandbox_cleanup(&sb);
+}
+
+/*
  * A start that fails after plugins loaded (here: the control socket cannot be
  * created) exits 2 and writes nothing: no records, no state file.
  */
@@ -984,6 +1036,7 @@ int main(void)
 		cmocka_unit_test(test_state_file_not_a_state_file_exit_2),
 		cmocka_unit_test(test_pins_without_state_report_from_start),
 		cmocka_unit_test_teardown(test_json_file_moved_or_deleted_reopened, kill_live),
+		cmocka_unit_test_teardown(test_second_sigterm_during_flush, kill_live),
 		cmocka_unit_test(test_failed_start_writes_nothing),
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
