@@ -798,6 +798,14 @@ static int cmd_watch(struct ktel_control *c, const json_t *req, json_t *resp,
 	return 0;
 }
 
+/* logrotate's postrotate (as SIGUSR1): the file sinks reopen their path. */
+static int cmd_reopen(struct ktel_control *c, const json_t *req, json_t *resp,
+		      struct ktel_err *err)
+{
+	json_object_set_new(resp, "sinks", json_integer(ktel_daemon__reopen_sinks(c->d)));
+	return 0;
+}
+
 static const struct ktel_ctl_arg args_none[] = {{NULL}};
 static const struct ktel_ctl_arg args_name[] = {
 	{"name", KTEL_CTL_ARG_STRING, true},
@@ -829,6 +837,8 @@ const struct ktel_control_cmd ktel_control_cmds[] = {
 	{"reload", "re-read the config file; applied only when all of it is valid", args_none,
 	 cmd_reload},
 	{"watch", "the sockets of the stream sinks", args_none, cmd_watch},
+	{"reopen", "file sinks reopen their path (logrotate postrotate; as SIGUSR1)",
+	 args_none, cmd_reopen},
 	{NULL},
 };
 

@@ -556,6 +556,14 @@ const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d)
 	return d->cfg;
 }
 
+size_t ktel_daemon__reopen_sinks(struct ktel_daemon *d)
+{
+	size_t n = ktel_router__reopen(d->router);
+
+	ktel_log(KTEL_LOG_INFO, "reopening the files of %zu sink%s", n, n == 1 ? "" : "s");
+	return n;
+}
+
 struct ktel_router *ktel_daemon__router(struct ktel_daemon *d)
 {
 	return d->router;

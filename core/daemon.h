@@ -136,6 +136,9 @@ int ktel_daemon__exit_code(const struct ktel_daemon *d);
 
 const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d);
 struct ktel_router *ktel_daemon__router(struct ktel_daemon *d);
+/* SIGUSR1 and `ktelemetryctl reopen` (logrotate's postrotate): the file
+ * sinks reopen their path. Returns how many sinks were asked. */
+size_t ktel_daemon__reopen_sinks(struct ktel_daemon *d);
 
 /*
  * Reload the configuration from path (NULL: the file the daemon started with):

@@ -204,6 +204,25 @@ static void init_metric(struct ktel_daemon *d, struct ktel_loaded_plugin *lp,
 	m->timers_init = true;
 }
 
+/* Before any program of the metric is attached (docs/architecture.md,
+ * Deltas): the first pull then reports all that happened since this start. */
+static void baseline_at_open(struct ktel_daemon *d, struct ktel_metric *m)
+{
+	struct ktel_err err;
+	bool taken;
+
+	if (ktel_metric_pull__baseline(m->mp, d->delta, &taken, &err)) {
+		ktel_log(KTEL_LOG_WARN, "metric %s: baseline at start: %s (the first pull "
+			 "sets it instead)", m->md->name, err.msg);
+		return;
+	}
+	if (taken)
+		ktel_log(KTEL_LOG_INFO, "metric %s: reused pinned map %u has no saved state: "
+			 "what it counted before this start is not reported (baseline taken "
+			 "before attaching); everything from now on is", m->md->name,
+			 ktel_metric_pull__map_id(m->mp));
+}
+
 /* Resolve every metric of a loaded plugin: a pull for accumulators, a ring
  * buffer reader (not started until enabled) for streams. */
 static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp)
@@ -235,6 +254,7 @@ static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp
 		}
 		ktel_delta__set_emit_zeros(d->delta, m->md->name,
 					   mc ? mc->emit_zero : d->cfg->emit_zero);
+		baseline_at_open(d, m);
 	}
 }
 

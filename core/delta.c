@@ -134,6 +134,13 @@ static struct metric *metric_find(const struct ktel_delta *d, const char *name)
 	return NULL;
 }
 
+bool ktel_delta__knows_map(const struct ktel_delta *d, const char *metric, uint32_t map_id)
+{
+	const struct metric *m = metric_find(d, metric);
+
+	return m && map_id && m->map_id == map_id;
+}
+
 /* Find or create; NULL with *ret_err = -ENOMEM or -E2BIG. */
 static struct metric *metric_get(struct ktel_delta *d, const char *name, int *ret_err)
 {

@@ -113,6 +113,9 @@ int ktel_delta__abort(struct ktel_delta *d, const char *metric);
  * 0 when metric is unknown (begin creates it). */
 uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric);
 
+/* Does the engine hold state (loaded or pulled) for metric's map map_id? */
+bool ktel_delta__knows_map(const struct ktel_delta *d, const char *metric, uint32_t map_id);
+
 int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
 		      struct ktel_delta_stats *ret);
 

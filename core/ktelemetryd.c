@@ -34,7 +34,8 @@
 
 struct main_state {
 	struct ktel_daemon *daemon;
-	uv_signal_t sigint, sigterm, sighup;
+	uv_signal_t sigint, sigterm, sighup, sigusr1;
+	bool stopping;
 };
 
 static void usage(FILE *out)
@@ -117,6 +118,11 @@ static void on_signal(uv_signal_t *h, int signum)
 {
 	struct main_state *st = h->data;
 
+	if (signum == SIGUSR1) {
+		ktel_log(KTEL_LOG_INFO, "SIGUSR1: reopening sink files");
+		ktel_daemon__reopen_sinks(st->daemon);
+		return;
+	}
 	if (signum == SIGHUP) {
 		struct ktel_config_errors errs = {0};
 		struct ktel_err err;
@@ -130,10 +136,19 @@ static void on_signal(uv_signal_t *h, int signum)
 		ktel_config_errors__clear(&errs);
 		return;
 	}
+	/* A second SIGTERM/SIGINT during the flush must not kill the daemon
+	 * with the default action, throwing the queued lines away: the flush
+	 * is bounded by the sinks' close timeout, so finish it, and say so. */
+	if (st->stopping) {
+		ktel_log(KTEL_LOG_WARN, "%s again: still flushing the sinks (bounded by their "
+			 "close timeout; what is not written by then is counted dropped and "
+			 "logged); SIGKILL abandons the flush and loses it", strsignal(signum));
+		return;
+	}
+	st->stopping = true;
 	ktel_log(KTEL_LOG_INFO, "%s: final pull, flushing sinks", strsignal(signum));
-	uv_signal_stop(&st->sigint);
-	uv_signal_stop(&st->sigterm);
 	uv_signal_stop(&st->sighup);
+	uv_signal_stop(&st->sigusr1);
 	ktel_daemon__shutdown(st->daemon, 0);
 }
 
@@ -167,14 +182,17 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 	uv_signal_init(&loop, &st.sigint);
 	uv_signal_init(&loop, &st.sigterm);
 	uv_signal_init(&loop, &st.sighup);
-	st.sigint.data = st.sigterm.data = st.sighup.data = &st;
+	uv_signal_init(&loop, &st.sigusr1);
+	st.sigint.data = st.sigterm.data = st.sighup.data = st.sigusr1.data = &st;
 	uv_signal_start(&st.sigint, on_signal, SIGINT);
 	uv_signal_start(&st.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&st.sighup, on_signal, SIGHUP);
+	uv_signal_start(&st.sigusr1, on_signal, SIGUSR1);
 	/* Signal handles must not keep the loop alive once the daemon is done. */
 	uv_unref((uv_handle_t *)&st.sigint);
 	uv_unref((uv_handle_t *)&st.sigterm);
 	uv_unref((uv_handle_t *)&st.sighup);
+	uv_unref((uv_handle_t *)&st.sigusr1);
 	r = ktel_daemon__start(st.daemon, &err);
 	if (r) {
 		fprintf(stderr, "ktelemetryd: %s\n", err.msg);

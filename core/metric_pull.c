@@ -649,6 +649,27 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	return 0;
 }
 
+int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			       bool *ret_taken, struct ktel_err *err)
+{
+	const struct ktel_record *recs;
+	struct ktel_pull_info info;
+	size_t n;
+	int r;
+
+	*ret_taken = false;
+	if (mp->map_created || is_gauge(mp) ||
+	    ktel_delta__knows_map(d, mp->md->name, ktel_map_reader__map_id(mp->reader)))
+		return 0;
+	/* A pull under the baseline policy: it emits nothing. */
+	r = ktel_metric_pull__run(mp, d, ktel_boot_id(), &recs, &n, &info, err);
+	if (r)
+		return r;
+	mp->n_last_recs = 0;
+	*ret_taken = info.start == KTEL_DELTA_START_BASELINE;
+	return 0;
+}
+
 void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
 				    const struct ktel_record **ret_recs, size_t *ret_n)
 {

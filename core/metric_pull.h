@@ -81,6 +81,18 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp);
  * The first pull whose reader works by iteration instead of batch logs why
  * at INFO, once per reader, naming the metric and map.
  */
+/*
+ * When the maps are opened, before any program is attached: a reused pinned
+ * map that no state vouches for (state file deleted, corrupt, from another
+ * daemon) gets its baseline now, so that the first pull reports everything
+ * counted since this start. Counts from before it are not reported: nobody
+ * knows which of them were already delivered. *ret_taken says whether a
+ * baseline was taken (nothing to do for a map this daemon created or one
+ * the state knows).
+ */
+int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			       bool *ret_taken, struct ktel_err *err);
+
 int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 			  const char *boot_id, const struct ktel_record **ret_recs,
 			  size_t *ret_n, struct ktel_pull_info *ret_info, struct ktel_err *err);

@@ -365,6 +365,18 @@ int ktel_router__sink_stats(const struct ktel_router *r, const char *name,
 	return 0;
 }
 
+size_t ktel_router__reopen(struct ktel_router *r)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; r && i < r->n_sinks; i++)
+		if (r->sinks[i]->ops->reopen) {
+			r->sinks[i]->ops->reopen(r->sinks[i]->priv);
+			n++;
+		}
+	return n;
+}
+
 int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf,
 			    size_t len)
 {

@@ -135,6 +135,10 @@ int ktel_router__sink_stats(const struct ktel_router *r, const char *name,
 			    struct ktel_sink_stats *ret);
 void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *ret);
 
+/* Ask every sink that has a file to reopen it at its configured path
+ * (ktel_sink_ops.reopen); returns how many were asked. */
+size_t ktel_router__reopen(struct ktel_router *r);
+
 /* Where sink name delivers (ktel_sink_ops.where), "" when it does not say. */
 int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf,
 			    size_t len);

@@ -48,6 +48,9 @@ struct ktel_sink_ops {
 	 * ("file /var/log/k.jsonl", "udp 127.0.0.1:8125",
 	 * "http://127.0.0.1:9464/metrics" with the port actually bound). */
 	void (*where)(void *priv, char *buf, size_t len);
+	/* Optional: reopen the output at its configured path (logrotate's
+	 * postrotate: SIGUSR1, ktelemetryctl reopen). Never blocks for long. */
+	void (*reopen)(void *priv);
 	/* The options the type accepts besides "type", {NULL}-terminated; the
 	 * config validator checks them and docs/config.md lists them. */
 	const struct ktel_cfg_key *options;

@@ -562,6 +562,7 @@ static const struct command commands[] = {
 	{"pull", "pull [NAME]", build_opt_name, NULL},
 	{"show", "show NAME", build_name, NULL},
 	{"reload", "reload", build_none, NULL},
+	{"reopen", "reopen", build_none, NULL},
 	{"help", "help", build_none, NULL},
 	{"watch", "watch [--socket PATH] [--count N]", NULL, run_watch},
 	{"inspect", "inspect PLUGIN.so...", NULL, run_inspect},

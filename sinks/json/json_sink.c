@@ -128,6 +128,13 @@ struct json_sink {
 	bool can_trim;
 	/* Bytes of a torn line at the end of the file still to cut off. */
 	uint64_t trim_bytes;
+	/* The file fd writes to, to notice it was renamed or deleted at path
+	 * (logrotate); reopen_wanted: SIGUSR1 / ktelemetryctl reopen.
+	 * open_err: why path cannot be opened now (0: it can). */
+	dev_t dev;
+	ino_t ino;
+	bool reopen_wanted;
+	int open_err;
 
 	struct chunk *head, *tail;
 	uint64_t queued_bytes;
@@ -669,6 +676,60 @@ static size_t plan_write(struct json_sink *s, unsigned *ret_n)
 
 static void start_rotate(struct json_sink *s);
 
+static void remember_file(struct json_sink *s, const struct stat *st)
+{
+	s->dev = st->st_dev;
+	s->ino = st->st_ino;
+	s->can_trim = S_ISREG(st->st_mode);
+	s->file_size = st->st_size;
+}
+
+/*
+ * Before a write: is path still the file fd writes to? When it was renamed
+ * away (logrotate), deleted, or a reopen was asked for, open path again (a
+ * new file when there is none). One stat per write cycle, on the loop: a
+ * write cycle takes every queued batch. False when path cannot be opened
+ * (its directory is gone): counted, said once, retried after the backoff;
+ * lines stay queued up to max_queue_bytes, newer ones are dropped and
+ * counted, as for a full disk.
+ */
+static bool ensure_path(struct json_sink *s)
+{
+	struct stat st;
+	int fd, e;
+
+	if (s->to_stdout)
+		return true;
+	if (!s->reopen_wanted && !s->open_err && stat(s->path, &st) == 0 &&
+	    st.st_dev == s->dev && st.st_ino == s->ino)
+		return true;
+	fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (fd < 0 || fstat(fd, &st)) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		s->st.errors++;
+		if (s->open_err != e)
+			ktel_log(KTEL_LOG_ERROR, "sink %s: cannot open %s: %s; lines are kept "
+				 "up to max_queue_bytes, then dropped and counted, until it can",
+				 s->name, s->path, strerror(e));
+		s->open_err = e;
+		return false;
+	}
+	if (s->open_err)
+		ktel_log(KTEL_LOG_INFO, "sink %s: %s open again", s->name, s->path);
+	else if (!s->reopen_wanted)
+		ktel_log(KTEL_LOG_INFO, "sink %s: %s was moved or deleted: writing to a new "
+			 "file at that path", s->name, s->path);
+	close(s->fd);
+	s->fd = fd;
+	remember_file(s, &st);
+	s->reopen_wanted = false;
+	s->open_err = 0;
+	s->st.reconnects++;
+	return true;
+}
+
 static void kick(struct json_sink *s)
 {
 	unsigned nbufs;
@@ -682,6 +743,10 @@ static void kick(struct json_sink *s)
 	}
 	if (!s->head) {
 		maybe_finish(s);
+		return;
+	}
+	if (!ensure_path(s)) {
+		retry_later(s);
 		return;
 	}
 	s->write_bytes = plan_write(s, &nbufs);
@@ -917,9 +982,13 @@ static void rotate_done(uv_work_t *w, int status)
 
 	s->state = IO_IDLE;
 	if (ok) {
+		struct stat st;
+
 		close(s->fd);
 		s->fd = s->new_fd;
 		s->file_size = 0;
+		if (fstat(s->fd, &st) == 0)
+			remember_file(s, &st);
 	}
 	if (s->finishing) {
 		/* Reported closed: the new file stays empty, path.1 stays
@@ -1230,7 +1299,7 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 			if (ret)
 				goto fail;
 		}
-		s->file_size = st.st_size;
+		remember_file(s, &st);
 	}
 	uv_timer_init(loop, &s->retry_timer);
 	uv_timer_init(loop, &s->close_timer);
@@ -1269,13 +1338,29 @@ static void json_where(void *priv, char *buf, size_t len)
 
 	if (s->to_stdout)
 		snprintf(buf, len, "stdout");
+	else if (s->open_err)
+		snprintf(buf, len, "file %s (cannot open: %s)", s->path, strerror(s->open_err));
 	else
 		snprintf(buf, len, "file %s", s->path);
+}
+
+/* See ktel_sink_ops.reopen: at the next write, or now when idle. */
+static void json_reopen(void *priv)
+{
+	struct json_sink *s = priv;
+
+	if (s->to_stdout || s->closing)
+		return;
+	s->reopen_wanted = true;
+	if (s->state == IO_IDLE && !s->trim_bytes && ensure_path(s))
+		ktel_log(KTEL_LOG_INFO, "sink %s: reopened %s", s->name, s->path);
+	kick(s);
 }
 
 const struct ktel_sink_ops ktel_json_sink_ops = {
 	.type = "json",
 	.where = json_where,
+	.reopen = json_reopen,
 	.options = json_options,
 	.create = json_create,
 	.submit = json_submit,

@@ -70,6 +70,70 @@ static void test_compaction_matches_tracefs(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * Pins kept, state gone (issue 12.12): the restarted daemon takes the
+ * baseline when it opens the maps, before attaching, so every event after
+ * the start is reported by the first pull (here the final one at SIGTERM),
+ * exactly the kernel's count; what the map held from before is not.
+ */
+static void test_pins_without_state_report_from_start(void **state)
+{
+	static const char *proactive = "/proc/sys/vm/compaction_proactiveness";
+	char old_proactive[32] = "";
+	struct tracefs_counter tc;
+	struct sandbox sb;
+	uint64_t sum, oracle, before;
+	size_t records;
+	pid_t pid;
+	int rc;
+
+	sysctl_set(proactive, "0", old_proactive, sizeof(old_proactive));
+	sandbox_init(&sb, "daemon-nostate");
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "60s", "");
+	pid = daemon_start(&sb, "--once", "2", NULL);
+	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
+	trigger_compaction();
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	/* The state is lost; the old output and log go too, to see the new run. */
+	assert_int_equal(unlink(sb.state), 0);
+	assert_int_equal(truncate(sb.out, 0), 0);
+	assert_int_equal(truncate(sb.log, 0), 0);
+
+	pid = daemon_start(&sb, NULL);
+	if (!log_wait_for(&sb, "metric compaction_duration: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("daemon did not start collecting compaction_duration");
+	}
+	tracefs_start(&tc, "compaction/mm_compaction_end");
+	for (int i = 0; i < 3; i++) {
+		trigger_compaction();
+		usleep(100000);
+	}
+	oracle = tracefs_stop(&tc, "mm_compaction_end:");
+	kill(pid, SIGTERM);
+	rc = daemon_wait(pid, 30);
+	if (old_proactive[0])
+		sysctl_set(proactive, old_proactive, NULL, 0);
+	if (rc != 0)
+		dump_log(&sb);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
+	printf("pins without state: before %llu, daemon counted %llu after the start, "
+	       "tracefs %llu\n", (unsigned long long)before, (unsigned long long)sum,
+	       (unsigned long long)oracle);
+	assert_true(oracle >= 1);
+	/* Every event of the tracefs window is reported (more when others
+	 * compact between the start and the window: the machine is shared);
+	 * the pre-start counts are not, and nothing after the start is lost. */
+	if (sum < oracle)
+		dump_log(&sb);
+	assert_true(sum >= oracle);
+	assert_int_equal(sum + before, ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN));
+	assert_true(log_wait_for(&sb, "what it counted before this start is not reported", 0));
+	sandbox_cleanup(&sb);
+}
+
 static void test_kill9_between_pulls(void **state)
 {
 	struct sandbox sb;
@@ -172,6 +236,221 @@ static void test_state_file_not_a_state_file_exit_2(void **state)
 	assert_non_null(fgets(buf, sizeof(buf), f));
 	fclose(f);
 	assert_string_equal(buf, lines);
+	sandbox_cleanup(&sb);
+}
+
+/* Lines in path now (0 when it does not exist). */
+static size_t file_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+	int c;
+
+	if (!f)
+		return 0;
+	while ((c = getc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Wait until path holds more than min lines. */
+static bool wait_lines(const char *path, size_t min, int timeout_s)
+{
+	for (int i = 0; i <= timeout_s * 20; i++) {
+		if (file_lines(path) > min)
+			return true;
+		usleep(50000);
+	}
+	return false;
+}
+
+/* The daemon of the running test, killed by kill_live when the test fails
+ * half-way (it would otherwise outlive the test holding its stdout). */
+static pid_t live_pid;
+
+static int kill_live(void **state)
+{
+	if (live_pid > 0 && kill(live_pid, SIGKILL) == 0)
+		daemon_wait(live_pid, 10);
+	live_pid = 0;
+	return 0;
+}
+
+static json_t *ctl_status(const struct sandbox *sb)
+{
+	char cmd[2000], out[700];
+	json_t *st;
+
+	snprintf(out, sizeof(out), "%s/status.json", sb->dir);
+	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
+		 "> %s", KTEL_BINARY_DIR, sb->dir, out);
+	assert_int_equal(system(cmd), 0);
+	st = json_load_file(out, 0, NULL);
+	assert_non_null(st);
+	return st;
+}
+
+static json_t *sink_status(json_t *st, const char *name)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(json_object_get(st, "sinks"), i, e)
+		if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+			return e;
+	fail_msg("no sink %s in status", name);
+	return NULL;
+}
+
+/*
+ * logrotate and friends (issue 12.11): the JSON sink's file renamed (mv) or
+ * deleted under the running daemon: new records land in a new file at the
+ * path, not in the old or deleted inode. SIGUSR1 and `ktelemetryctl reopen`
+ * reopen. The directory removed: status shows the error and, once the
+ * queue bound is passed, the drops; the directory back, writing resumes.
+ */
+static void test_json_file_moved_or_deleted_reopened(void **state)
+{
+	struct sandbox sb;
+	char logs[700], moved[800], cmd[2000];
+	size_t n_moved;
+	json_t *st, *e;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-reopen");
+	snprintf(logs, sizeof(logs), "%s/logs", sb.dir);
+	assert_int_equal(mkdir(logs, 0700), 0);
+	snprintf(sb.out, sizeof(sb.out), "%s/k.jsonl", logs);
+	f = fopen(sb.config, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
+		   " \"emit_zero\": true,\n"
+		   " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\", "
+		   "\"max_queue_bytes\": \"8K\"}}}\n",
+		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out);
+	fclose(f);
+	live_pid = pid = daemon_start(&sb, NULL);
+	if (!wait_lines(sb.out, 0, 30)) {
+		dump_log(&sb);
+		fail_msg("no records in %s", sb.out);
+	}
+
+	/* mv: the old file stops growing, a new one appears at the path. */
+	snprintf(moved, sizeof(moved), "%s.1", sb.out);
+	assert_int_equal(rename(sb.out, moved), 0);
+	if (!wait_lines(sb.out, 0, 10)) {
+		dump_log(&sb);
+		fail_msg("nothing written at %s after it was moved", sb.out);
+	}
+	assert_true(log_wait_for(&sb, "was moved or deleted", 1));
+	n_moved = file_lines(moved);
+	assert_true(wait_lines(sb.out, 5, 10));
+	assert_int_equal(file_lines(moved), n_moved);
+
+	/* rm: the same. */
+	assert_int_equal(unlink(sb.out), 0);
+	assert_true(wait_lines(sb.out, 0, 10));
+
+	/* SIGUSR1, then ktelemetryctl reopen: each reopens (logged). */
+	kill(pid, SIGUSR1);
+	assert_true(log_wait_for(&sb, "SIGUSR1: reopening sink files", 10));
+	assert_true(log_wait_for(&sb, "sink file: reopened", 10));
+	assert_int_equal(rename(sb.out, moved), 0);
+	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock reopen >/dev/null",
+		 KTEL_BINARY_DIR, sb.dir);
+	assert_int_equal(system(cmd), 0);
+	assert_true(wait_lines(sb.out, 0, 10));
+
+	/* The directory removed: an error in status, then drops. */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", logs);
+	assert_int_equal(system(cmd), 0);
+	if (!log_wait_for(&sb, "cannot open", 10)) {
+		dump_log(&sb);
+		fail_msg("a missing directory was not reported");
+	}
+	for (int i = 0; i < 200; i++) {
+		st = ctl_status(&sb);
+		e = sink_status(st, "file");
+		if (json_integer_value(json_object_get(e, "dropped")) > 0)
+			break;
+		json_decref(st);
+		st = NULL;
+		usleep(100000);
+	}
+	assert_non_null(st);
+	assert_non_null(strstr(json_string_value(json_object_get(e, "where")),
+			       "cannot open: No such file or directory"));
+	assert_true(json_integer_value(json_object_get(e, "errors")) > 0);
+	json_decref(st);
+
+	/* Back: writing resumes at the path, and status is clean again. */
+	assert_int_equal(mkdir(logs, 0700), 0);
+	if (!wait_lines(sb.out, 0, 15)) {
+		dump_log(&sb);
+		fail_msg("nothing written after the directory came back");
+	}
+	st = ctl_status(&sb);
+	assert_null(strstr(json_string_value(json_object_get(sink_status(st, "file"), "where")),
+			   "cannot open"));
+	json_decref(st);
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 20), 0);
+	live_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
+/*
+ * A second SIGTERM while the shutdown flush waits on a stalled sink (a FIFO
+ * nobody reads, its pipe full) must not kill the daemon with the default
+ * action (issue 12.13): it is logged, the flush finishes within the close
+ * timeout, the drops are said, exit 0.
+ */
+static void test_second_sigterm_during_flush(void **state)
+{
+	struct sandbox sb;
+	int reader;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-sigterm2");
+	snprintf(sb.out, sizeof(sb.out), "%s/fifo", sb.dir);
+	assert_int_equal(mkfifo(sb.out, 0600), 0);
+	reader = open(sb.out, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	assert_true(reader >= 0);
+	f = fopen(sb.config, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
+		   " \"emit_zero\": true, \"sink_close_timeout\": \"3s\",\n"
+		   " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
+		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out);
+	fclose(f);
+	live_pid = pid = daemon_start(&sb, NULL);
+	assert_true(log_wait_for(&sb, "running with", 30));
+	sleep(2); /* the pipe (64 KiB) fills: the sink's write blocks */
+	kill(pid, SIGTERM);
+	assert_true(log_wait_for(&sb, "final pull, flushing sinks", 10));
+	usleep(200000);
+	kill(pid, SIGTERM);
+	assert_true(log_wait_for(&sb, "not flushed before the close timeout", 10));
+	/* The write blocked in the thread pool finishes once the pipe drains. */
+	{
+		char buf[65536];
+
+		for (int i = 0; i < 100 && read(reader, buf, sizeof(buf)) != 0; i++)
+			usleep(20000);
+	}
+	if (daemon_wait(pid, 30) != 0) {
+		dump_log(&sb);
+		fail_msg("a second SIGTERM during the flush did not let the daemon finish it");
+	}
+	live_pid = 0;
+	assert_true(log_wait_for(&sb, "again: still flushing the sinks", 0));
+	assert_true(log_wait_for(&sb, "not flushed before the close timeout", 0));
+	close(reader);
 	sandbox_cleanup(&sb);
 }
 
@@ -781,6 +1060,9 @@ int main(void)
 		cmocka_unit_test(test_missing_config_exit_2),
 		cmocka_unit_test(test_unwritable_state_exit_2),
 		cmocka_unit_test(test_state_file_not_a_state_file_exit_2),
+		cmocka_unit_test(test_pins_without_state_report_from_start),
+		cmocka_unit_test_teardown(test_json_file_moved_or_deleted_reopened, kill_live),
+		cmocka_unit_test_teardown(test_second_sigterm_during_flush, kill_live),
 		cmocka_unit_test(test_failed_start_writes_nothing),
 		cmocka_unit_test(test_reload_and_drop_in),
 		cmocka_unit_test(test_self_telemetry),
