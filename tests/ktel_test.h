@@ -5,8 +5,10 @@
 #ifndef KTEL_TEST_H
 #define KTEL_TEST_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Exit code ctest treats as "skipped" (SKIP_RETURN_CODE). */
@@ -23,6 +25,27 @@ static inline void ktel_test_require_root(const char *test)
 		fflush(stdout);
 		exit(KTEL_TEST_SKIP);
 	}
+}
+
+/*
+ * Run a shell command built like printf; returns its exit status (-1 when
+ * it did not exit), and prints the command when that is not 0.
+ */
+__attribute__((format(printf, 1, 2)))
+static inline int ktel_test_run(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	st = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (st != 0)
+		printf("command failed (status %d): %s\n", st, cmd);
+	return st;
 }
 
 #endif /* KTEL_TEST_H */

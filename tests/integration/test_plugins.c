@@ -737,21 +737,6 @@ static void test_oom_events(void **state)
  * (c) The out-of-tree example plugin of docs/plugin-authoring.md.
  */
 
-static int run(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc != 0)
-		printf("command failed (status %d): %s\n", rc, cmd);
-	return rc;
-}
-
 /* Does file contain text? */
 static bool file_contains(const char *path, const char *text)
 {
@@ -851,11 +836,11 @@ static void test_example_plugin(void **state)
 	snprintf(plugins, sizeof(plugins), "%s/plugins", sb.dir);
 
 	/* The SDK alone, into a fresh prefix. */
-	assert_int_equal(run("cmake --install '%s' --prefix '%s' --component dev >/dev/null",
+	assert_int_equal(ktel_test_run("cmake --install '%s' --prefix '%s' --component dev >/dev/null",
 			     KTEL_BINARY_DIR, prefix), 0);
-	assert_int_equal(run("cmake -S '%s' -B '%s' -DCMAKE_PREFIX_PATH='%s' >'%s/configure.log'",
+	assert_int_equal(ktel_test_run("cmake -S '%s' -B '%s' -DCMAKE_PREFIX_PATH='%s' >'%s/configure.log'",
 			     EXAMPLE_SRC, ex, prefix, sb.dir), 0);
-	assert_int_equal(run("cmake --build '%s' >'%s/build.log'", ex, sb.dir), 0);
+	assert_int_equal(ktel_test_run("cmake --build '%s' >'%s/build.log'", ex, sb.dir), 0);
 
 	/* It was built from the installed files, not from this source tree. */
 	snprintf(path, sizeof(path), "%s/CMakeCache.txt", ex);
@@ -871,7 +856,7 @@ static void test_example_plugin(void **state)
 	/* Dropped into a root-owned plugin directory, as the guide says. */
 	assert_int_equal(mkdir(plugins, 0755), 0);
 	assert_int_equal(chmod(plugins, 0755), 0);
-	assert_int_equal(run("install -m 0644 '%s/" EXAMPLE ".so' '%s/'", ex, plugins), 0);
+	assert_int_equal(ktel_test_run("install -m 0644 '%s/" EXAMPLE ".so' '%s/'", ex, plugins), 0);
 
 	pid = start_collecting(&sb, plugins, EXAMPLE);
 	send_held_signals();
@@ -907,11 +892,11 @@ static void test_constructor_never_runs(void **state)
 	snprintf(so, sizeof(so), "%s/fx_constructor.so", plugins);
 	assert_int_equal(mkdir(plugins, 0755), 0);
 	assert_int_equal(chmod(plugins, 0755), 0);
-	assert_int_equal(run("install -m 0644 '%s/fx_constructor.so' '%s/'", KTEL_TEST_PLUGIN_DIR,
+	assert_int_equal(ktel_test_run("install -m 0644 '%s/fx_constructor.so' '%s/'", KTEL_TEST_PLUGIN_DIR,
 			     plugins), 0);
 	assert_int_equal(setenv("KTEL_FX_CONSTRUCTOR_MARKER", marker, 1), 0);
 
-	assert_int_equal(run("'%s/tools/ktelemetryctl' inspect '%s' >'%s/inspect.json'",
+	assert_int_equal(ktel_test_run("'%s/tools/ktelemetryctl' inspect '%s' >'%s/inspect.json'",
 			     KTEL_BINARY_DIR, so, sb.dir), 0);
 	assert_int_equal(access(marker, F_OK), -1);
 

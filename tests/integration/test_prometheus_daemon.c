@@ -28,20 +28,6 @@
 #include "ktel_test.h"
 #include "map_total.h"
 
-__attribute__((format(printf, 1, 2)))
-static int run(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static char *slurp(const char *path)
 {
 	FILE *f = fopen(path, "r");
@@ -110,7 +96,7 @@ static unsigned wait_port(const struct sandbox *sb)
 /* Scrape into dir/name.txt with curl; returns curl's exit status. */
 static int scrape(const struct sandbox *sb, unsigned port, const char *name, int max_s)
 {
-	return run("curl -sS -f --max-time %d -o '%s/%s.txt' http://127.0.0.1:%u/metrics",
+	return ktel_test_run("curl -sS -f --max-time %d -o '%s/%s.txt' http://127.0.0.1:%u/metrics",
 		   max_s, sb->dir, name, port);
 }
 
@@ -122,7 +108,7 @@ static char *check_promtool(const struct sandbox *sb, const char *name)
 
 	snprintf(path, sizeof(path), "%s/%s.txt", sb->dir, name);
 	snprintf(out, sizeof(out), "%s/%s.promtool", sb->dir, name);
-	st = run("promtool check metrics < '%s' > '%s' 2>&1", path, out);
+	st = ktel_test_run("promtool check metrics < '%s' > '%s' 2>&1", path, out);
 	msgs = slurp(out);
 	if (st != 0 || *msgs)
 		fail_msg("promtool check metrics on %s (exit %d):\n%s", path, st, msgs);
@@ -135,7 +121,7 @@ static void require_tools(void)
 	static const char *const tools[] = { "curl --version", "promtool --version" };
 
 	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
-		if (run("%s > /dev/null 2>&1", tools[i]) == 0)
+		if (ktel_test_run("%s > /dev/null 2>&1", tools[i]) == 0)
 			continue;
 		fprintf(stderr, "FAIL: `%s` does not run (tools/test installs curl and "
 			"prometheus)\n", tools[i]);
@@ -284,7 +270,7 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 		}
 		if (t == 3) {
 			/* A scrape from a third peer, while every slow client sends. */
-			assert_int_equal(run("curl -sS -f --interface 127.0.0.2 --max-time 5 "
+			assert_int_equal(ktel_test_run("curl -sS -f --interface 127.0.0.2 --max-time 5 "
 					     "-o '%s/slow.txt' http://127.0.0.1:%u/metrics",
 					     sb.dir, port), 0);
 			for (int i = 0; i < N_SLOW + 8; i++)
@@ -362,7 +348,7 @@ static void start_prometheus(const struct sandbox *sb, unsigned web_port, unsign
 		_exit(127);
 	}
 	for (int i = 0; i < 300; i++) {
-		if (run("curl -sf -o /dev/null http://127.0.0.1:%u/-/ready", web_port) == 0)
+		if (ktel_test_run("curl -sf -o /dev/null http://127.0.0.1:%u/-/ready", web_port) == 0)
 			return;
 		usleep(100000);
 	}
@@ -376,7 +362,7 @@ static json_t *promql(const struct sandbox *sb, unsigned web_port, const char *q
 	json_t *reply, *result;
 
 	snprintf(path, sizeof(path), "%s/query.json", sb->dir);
-	assert_int_equal(run("curl -sf -o '%s' --data-urlencode 'query=%s' "
+	assert_int_equal(ktel_test_run("curl -sf -o '%s' --data-urlencode 'query=%s' "
 			     "http://127.0.0.1:%u/api/v1/query", path, query, web_port), 0);
 	reply = json_load_file(path, 0, NULL);
 	assert_non_null(reply);

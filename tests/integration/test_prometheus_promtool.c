@@ -77,20 +77,6 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-__attribute__((format(printf, 1, 2)))
-static int run(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static char *slurp(const char *path)
 {
 	FILE *f = fopen(path, "r");
@@ -213,9 +199,9 @@ static char *scrape_and_check(unsigned port, const char *name)
 
 	snprintf(path, sizeof(path), "%s/%s.txt", dir, name);
 	snprintf(out, sizeof(out), "%s/%s.promtool", dir, name);
-	assert_int_equal(run("curl -sS -f --max-time 10 -o '%s' http://127.0.0.1:%u/metrics",
+	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s' http://127.0.0.1:%u/metrics",
 			     path, port), 0);
-	if (run("promtool check metrics < '%s' > '%s' 2>&1", path, out) != 0) {
+	if (ktel_test_run("promtool check metrics < '%s' > '%s' 2>&1", path, out) != 0) {
 		msgs = slurp(out);
 		fail_msg("promtool check metrics rejected %s:\n%s", path, msgs);
 	}
@@ -309,7 +295,7 @@ static void test_promtool_rejects_bad_text(void **state)
 		assert_non_null(f);
 		fputs(bad[i], f);
 		fclose(f);
-		assert_int_not_equal(run("promtool check metrics < '%s' > /dev/null 2>&1", path),
+		assert_int_not_equal(ktel_test_run("promtool check metrics < '%s' > /dev/null 2>&1", path),
 				     0);
 	}
 }
