@@ -422,10 +422,30 @@ static int udp_open(struct statsd_sink *s)
 	return r;
 }
 
+/* The sink's poll handle on a connected (or connecting) socket fd. */
+static int poll_attach(struct statsd_sink *s, int fd)
+{
+	struct unix_conn *conn = malloc(sizeof(*conn));
+	int r;
+
+	if (!conn)
+		return -ENOMEM;
+	r = uv_poll_init_socket(s->loop, &conn->poll, fd);
+	if (r) {
+		free(conn);
+		return r;
+	}
+	conn->fd = fd;
+	conn->poll.data = s;
+	s->poll = &conn->poll;
+	s->open_handles++;
+	s->fd = fd;
+	return 0;
+}
+
 static int unix_open(struct statsd_sink *s)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	struct unix_conn *conn;
 	int fd, sndbuf = UNIX_SNDBUF, r;
 
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", s->socket_path);
@@ -438,21 +458,9 @@ static int unix_open(struct statsd_sink *s)
 		r = -errno;
 		goto err_close;
 	}
-	conn = malloc(sizeof(*conn));
-	if (!conn) {
-		r = -ENOMEM;
+	r = poll_attach(s, fd);
+	if (r)
 		goto err_close;
-	}
-	r = uv_poll_init_socket(s->loop, &conn->poll, fd);
-	if (r) {
-		free(conn);
-		goto err_close;
-	}
-	conn->fd = fd;
-	conn->poll.data = s;
-	s->poll = &conn->poll;
-	s->open_handles++;
-	s->fd = fd;
 	return 0;
 err_close:
 	close(fd);
@@ -477,7 +485,6 @@ static int tcp_watch(struct statsd_sink *s, bool writable)
  */
 static int tcp_open(struct statsd_sink *s)
 {
-	struct unix_conn *conn;
 	socklen_t alen = s->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 						       : sizeof(struct sockaddr_in);
 	int fd, r;
@@ -489,21 +496,9 @@ static int tcp_open(struct statsd_sink *s)
 		r = -errno;
 		goto err_close;
 	}
-	conn = malloc(sizeof(*conn));
-	if (!conn) {
-		r = -ENOMEM;
+	r = poll_attach(s, fd);
+	if (r)
 		goto err_close;
-	}
-	r = uv_poll_init_socket(s->loop, &conn->poll, fd);
-	if (r) {
-		free(conn);
-		goto err_close;
-	}
-	conn->fd = fd;
-	conn->poll.data = s;
-	s->poll = &conn->poll;
-	s->open_handles++;
-	s->fd = fd;
 	s->sent_off = 0;
 	s->connecting = true;
 	return tcp_watch(s, true);
