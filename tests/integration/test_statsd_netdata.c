@@ -215,8 +215,9 @@ static void check_chart(const struct ktel_record *r)
 		expected_value(json_string_value(json_object_get(dim, "name")), r);
 	json_decref(charts);
 
-	/* The last seconds' maxima: each dimension is its cumulative count. */
-	data = api(&nd, "/api/v1/data?chart=" CHART "&after=-4&group=max&points=1&format=json");
+	/* The maxima over the last windows: each dimension is its cumulative
+	 * count (an interval with no window shows 0). */
+	data = api(&nd, "/api/v1/data?chart=" CHART "&after=-6&group=max&points=1&format=json");
 	assert_non_null(data);
 	labels = json_object_get(data, "labels");
 	rows = json_object_get(data, "data");
@@ -254,10 +255,18 @@ static void test_netdata_chart(void **state)
 	if (ops->create(&loop, "netdata", opts, &sink, &err))
 		fail_msg("create: %s", err.msg);
 	json_decref(opts);
-	/* One window a second, as netdata flushes: 6 windows. */
-	for (int w = 0; w < 6; w++) {
+	/*
+	 * One window every 2 s, paced by the clock. Netdata sums the counters
+	 * it receives within one 1 s flush interval, so two windows must never
+	 * share one: a 1 s period did under load (ASan, a busy CI machine) and
+	 * netdata showed 18 for a window of 9. A 2 s period leaves a whole
+	 * second of slack either way.
+	 */
+	uint64_t t0 = uv_hrtime();
+
+	for (int w = 0; w < 4; w++) {
 		ops->submit(sink, &r, 1);
-		for (int i = 0; i < 1000; i++) {
+		while (uv_hrtime() - t0 < (uint64_t)(w + 1) * 2000000000ull) {
 			uv_run(&loop, UV_RUN_NOWAIT);
 			usleep(1000);
 		}
