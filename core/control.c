@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Control socket server and the protocol pieces shared with ktelemetryctl.
- * See control.h and docs/control.md. `inspect` is in inspect.c, the human
- * rendering of answers in ctl_render.c.
+ * See control.h and docs/control.md. The daemon is reached only through the
+ * struct ktel_control_ops it handed to ktel_control__new (its side:
+ * daemon_control.c). `inspect` is in inspect.c, the human rendering of
+ * answers in ctl_render.c.
  */
 #include "control.h"
 
@@ -11,7 +13,6 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <libgen.h>
-#include <math.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -19,23 +20,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <bpf/bpf.h>
-#include <bpf/btf.h>
-#include <bpf/libbpf.h>
-
 #include "fsutil.h"
-#include "btf_layout.h"
 #include "jsonutil.h"
+#include "log.h"
 #include "record.h"
-#include "config.h"
-#include "daemon.h"
-#include "kernel_targets.h"
-#include "metric_pull.h"
-#include "plugin_loader.h"
-#include "router.h"
 #include "utf8.h"
 #include "../sinks/json/json_format.h"
 
@@ -70,7 +60,8 @@ struct client {
 
 struct ktel_control {
 	uv_loop_t *loop;
-	struct ktel_daemon *d;
+	const struct ktel_control_ops *ops;
+	void *ctx;            /* the ops' */
 	uv_pipe_t server;
 	bool server_open;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -94,19 +85,6 @@ struct write_req {
 	char data[];
 };
 
-/* ---- small helpers ------------------------------------------------------ */
-
-static void iso_time(int64_t wall_ns, char *buf, size_t len)
-{
-	time_t s = (time_t)(wall_ns / 1000000000);
-	struct tm tm;
-
-	if (!gmtime_r(&s, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(buf, len, "%" PRId64, wall_ns);
-}
-
-/* Does metric m use program prog? (All of its plugin's when it lists none.)
- * The daemon's enable/disable follow the same rule. */
 /* ---- protocol pieces ---------------------------------------------------- */
 
 int ktel_control_split_lines(char *buf, size_t *len, size_t max,
@@ -348,15 +326,11 @@ int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_gro
 
 /* ---- commands ------------------------------------------------------------ */
 
-static struct ktel_metric *find_metric(struct ktel_control *c, const json_t *req,
-				       struct ktel_err *err)
-{
-	const char *name = json_string_value(json_object_get(req, "name"));
-	struct ktel_metric *m = ktel_daemon__metric(c->d, name);
+/* Each command hands its checked arguments to the daemon's operation. */
 
-	if (!m)
-		ktel_err_set(err, ENOENT, "no metric named \"%s\" (\"list\" shows them)", name);
-	return m;
+static const char *arg_name(const json_t *req)
+{
+	return json_string_value(json_object_get(req, "name"));
 }
 
 static int cmd_help(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
@@ -377,432 +351,96 @@ static int cmd_help(struct ktel_control *c, const json_t *req, json_t *resp, str
 	return json_object_set_new(resp, "commands", cmds) ? -ENOMEM : 0;
 }
 
-/* Seconds since this process started (/proc/self/stat field 22). */
-static double uptime_s(void)
+/* This server's part of status: the socket the answer came through (in the
+ * place the daemon gave control_socket) and the server's counters. */
+static json_t *control_json(const struct ktel_control *c)
 {
-	char buf[1024], *p;
-	unsigned long long start = 0;
-	FILE *f = fopen("/proc/self/stat", "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	struct timespec ts;
+	const struct ktel_control_stats *st = &c->stats;
 
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the command name may hold spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-			 "%*d %*d %*d %*d %llu", &start) != 1)
-		return 0;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9 - (double)start / sysconf(_SC_CLK_TCK);
-}
-
-static json_t *daemon_json(struct ktel_control *c, bool stats_on)
-{
-	const struct ktel_config *cfg = ktel_daemon__config(c->d);
-
-	return json_pack("{s:i, s:f, s:s, s:s, s:s, s:s, s:b, s:I, s:{s:I, s:I, s:I, s:I, s:I,"
-			 " s:I, s:I, s:I, s:I}}",
-			 "pid", (int)getpid(), "uptime_s", uptime_s(), "config", cfg->source,
-			 "control_socket", c->path, "pin_root", cfg->pin_root, "state_file",
-			 cfg->state_file, "bpf_stats", stats_on, "plugins",
-			 (json_int_t)ktel_daemon__n_plugins(c->d), "control", "clients",
-			 (json_int_t)c->stats.clients, "accepted", (json_int_t)c->stats.accepted,
-			 "denied", (json_int_t)c->stats.denied, "busy", (json_int_t)c->stats.busy,
-			 "requests", (json_int_t)c->stats.requests, "errors",
-			 (json_int_t)c->stats.errors, "too_long", (json_int_t)c->stats.too_long,
-			 "overflows", (json_int_t)c->stats.overflows, "idle_closed",
-			 (json_int_t)c->stats.idle_closed);
-}
-
-static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
-{
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "section", p->section,
-			      "selected", p->selected, "attached", p->attached);
-	struct bpf_prog_info info;
-	__u32 len = sizeof(info);
-	int fd;
-
-	if (!o)
-		return NULL;
-	if (!p->selected)
-		ktel_json_set_str(o, "skip_reason", p->skip_reason);
-	if (p->attach_error[0])
-		ktel_json_set_str(o, "attach_error", p->attach_error);
-	if (!p->prog_id)
-		return o;
-	ktel_json_set_int(o, "prog_id", p->prog_id);
-	memset(&info, 0, sizeof(info));
-	fd = bpf_program__fd(p->prog);
-	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
-		return o;
-	/* The kernel counts runs and time only while bpf_stats is on: without
-	 * it the numbers would read as "never ran", so they are left out. */
-	if (stats_on) {
-		ktel_json_set_int(o, "run_cnt", (json_int_t)info.run_cnt);
-		ktel_json_set_int(o, "run_time_ns", (json_int_t)info.run_time_ns);
-	}
-	ktel_json_set_int(o, "recursion_misses", (json_int_t)info.recursion_misses);
-	return o;
-}
-
-static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
-{
-	const struct ktel_bpf_plugin *bp = lp->bpf;
-	json_t *progs = json_array();
-	json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", lp->plugin->desc.name, "version",
-			      lp->plugin->desc.version ?: "", "path", lp->path, "unsupported",
-			      bp && bp->unsupported);
-
-	if (!o || !progs) {
-		json_decref(o);
-		json_decref(progs);
-		return NULL;
-	}
-	if (bp && bp->unsupported)
-		ktel_json_set_str(o, "reason", bp->unsupported_reason);
-	for (size_t i = 0; bp && i < bp->n_progs; i++)
-		json_array_append_new(progs, prog_json(&bp->progs[i], stats_on));
-	json_object_set_new(o, "programs", progs);
-	return o;
-}
-
-static json_t *last_pull_json(const struct ktel_metric *m)
-{
-	char when[64];
-
-	if (!m->last_pull_wall_ns)
-		return json_null();
-	iso_time((int64_t)m->last_pull_wall_ns, when, sizeof(when));
-	return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "time", when, "keys",
-			 (json_int_t)m->last.keys, "method", m->last.method ?: "", "syscalls",
-			 (json_int_t)m->last.syscalls, "duration_ns",
-			 (json_int_t)m->last.duration_ns, "records", (json_int_t)m->last.records,
-			 "truncated", m->last.truncated);
-}
-
-static json_t *metric_pulls_json(const struct ktel_metric *m)
-{
-	json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:o}", "name", m->md->name, "enabled",
-			      m->enabled, "pulls", (json_int_t)m->pulls, "pull_errors",
-			      (json_int_t)m->pull_errors, "records", (json_int_t)m->records,
-			      "last_pull", last_pull_json(m));
-
-	if (o && m->problem[0])
-		ktel_json_set_str(o, "problem", m->problem);
-	if (o && m->mp && ktel_metric_pull__fallback_reason(m->mp))
-		ktel_json_set_str(o, "fallback_reason", ktel_metric_pull__fallback_reason(m->mp));
-	return o;
-}
-
-static const char *sink_type(const struct ktel_config *cfg, const char *name)
-{
-	for (size_t i = 0; i < cfg->n_sinks; i++)
-		if (strcmp(cfg->sinks[i].name, name) == 0)
-			return cfg->sinks[i].type;
-	return NULL;
-}
-
-static json_t *sinks_json(struct ktel_control *c)
-{
-	const struct ktel_router *r = ktel_daemon__router(c->d);
-	json_t *a = json_array();
-
-	for (size_t i = 0; r && i < ktel_router__n_sinks(r); i++) {
-		const char *name = ktel_router__sink_name(r, i);
-		struct ktel_sink_stats st = {0};
-		char where[300];
-
-		ktel_router__sink_stats(r, name, &st);
-		ktel_router__sink_where(r, name, where, sizeof(where));
-		json_array_append_new(a, json_pack("{s:s, s:s?, s:s, s:I, s:I, s:I, s:I, s:I}",
-						   "name", name, "type",
-						   sink_type(ktel_daemon__config(c->d), name),
-						   "where", where,
-						   "sent", (json_int_t)st.sent, "dropped",
-						   (json_int_t)st.dropped, "errors",
-						   (json_int_t)st.errors, "reconnects",
-						   (json_int_t)st.reconnects, "queued",
-						   (json_int_t)st.queued));
-	}
-	return a;
-}
-
-/* [{"path", "reason"}] of the plugin files the daemon refused. */
-static json_t *refused_json(struct ktel_control *c)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < ktel_daemon__n_refused(c->d); i++) {
-		const struct ktel_refusal *r = ktel_daemon__refused(c->d, i);
-
-		json_array_append_new(a, json_pack("{s:s, s:s}", "path", r->path, "reason",
-						   r->reason));
-	}
-	return a;
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "clients",
+			 (json_int_t)st->clients, "accepted", (json_int_t)st->accepted, "denied",
+			 (json_int_t)st->denied, "busy", (json_int_t)st->busy, "requests",
+			 (json_int_t)st->requests, "errors", (json_int_t)st->errors, "too_long",
+			 (json_int_t)st->too_long, "overflows", (json_int_t)st->overflows,
+			 "idle_closed", (json_int_t)st->idle_closed);
 }
 
 static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp,
 		      struct ktel_err *err)
 {
-	bool stats_on = ktel_bpf_stats_enabled();
-	json_t *plugins = json_array(), *metrics = json_array();
-	struct ktel_router_stats rs = {0};
+	json_t *d;
+	int r = c->ops->status(c->ctx, resp, err);
 
-	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
-		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(c->d, i);
-
-		json_array_append_new(plugins, plugin_json(lp, stats_on));
-		for (size_t j = 0; j < lp->n_metrics; j++)
-			json_array_append_new(metrics, metric_pulls_json(&lp->metrics[j]));
-	}
-	if (ktel_daemon__router(c->d))
-		ktel_router__stats(ktel_daemon__router(c->d), &rs);
-	json_object_set_new(resp, "daemon", daemon_json(c, stats_on));
-	json_object_set_new(resp, "plugins", plugins);
-	json_object_set_new(resp, "refused", refused_json(c));
-	json_object_set_new(resp, "metrics", metrics);
-	json_object_set_new(resp, "sinks", sinks_json(c));
-	json_object_set_new(resp, "router", json_pack("{s:I, s:I}", "batches",
-						      (json_int_t)rs.batches, "unrouted",
-						      (json_int_t)rs.unrouted));
+	if (r)
+		return r;
+	d = json_object_get(resp, "daemon");
+	if (!json_is_object(d))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	json_object_set_new(d, "control_socket", json_string(c->path));
+	json_object_set_new(d, "control", control_json(c));
 	return 0;
-}
-
-static json_t *metric_list_json(const struct ktel_metric *m)
-{
-	const struct ktel_metric_desc *md = m->md;
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:s, s:s, s:s?, s:I, s:I, s:I, s:s?}",
-			      "name", md->name, "plugin", m->lp->plugin->desc.name, "enabled",
-			      m->enabled, "attached", m->attached, "model",
-			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "unit",
-			      md->unit ?: "", "atom", md->atom_name, "atom_id",
-			      (json_int_t)md->atom_id, "interval_ms", (json_int_t)m->interval_ms,
-			      "lease_ms", (json_int_t)m->lease_ms, "description",
-			      md->description);
-
-	if (o)
-		ktel_json_set_str(o, "problem", m->problem[0] ? m->problem : NULL);
-	return o;
 }
 
 static int cmd_list(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
-	json_t *metrics = json_array();
-
-	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
-		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(c->d, i);
-
-		for (size_t j = 0; j < lp->n_metrics; j++)
-			json_array_append_new(metrics, metric_list_json(&lp->metrics[j]));
-	}
-	if (json_object_set_new(resp, "refused", refused_json(c)))
-		return -ENOMEM;
-	return json_object_set_new(resp, "metrics", metrics) ? -ENOMEM : 0;
-}
-
-/* The metric's programs with their ids and attach state, after a change. */
-static json_t *metric_progs_json(const struct ktel_metric *m)
-{
-	const struct ktel_bpf_plugin *bp = m->lp->bpf;
-	json_t *a = json_array();
-
-	for (size_t i = 0; bp && i < bp->n_progs; i++) {
-		const struct ktel_bpf_prog *p = &bp->progs[i];
-
-		if (!p->selected || !ktel_metric__uses_prog(m, p->name))
-			continue;
-		json_array_append_new(a, json_pack("{s:s, s:I, s:b}", "name", p->name, "prog_id",
-						   (json_int_t)p->prog_id, "attached",
-						   p->attached));
-	}
-	return a;
-}
-
-static void set_metric_state(json_t *resp, const struct ktel_metric *m)
-{
-	ktel_json_set_str(resp, "metric", m->md->name);
-	ktel_json_set_bool(resp, "enabled", m->enabled);
-	ktel_json_set_int(resp, "lease_ms", (json_int_t)m->lease_ms);
-	json_object_set_new(resp, "programs", metric_progs_json(m));
+	return c->ops->list(c->ctx, resp, err);
 }
 
 static int cmd_enable(struct ktel_control *c, const json_t *req, json_t *resp,
 		      struct ktel_err *err)
 {
-	struct ktel_metric *m = find_metric(c, req, err);
 	json_t *v = json_object_get(req, "for_ms");
-	int r;
 
-	if (!m)
-		return -ENOENT;
-	r = ktel_daemon__enable(c->d, m, v ? (uint64_t)json_integer_value(v) : 0, err);
-	if (!r)
-		set_metric_state(resp, m);
-	return r;
+	return c->ops->enable(c->ctx, arg_name(req), v ? (uint64_t)json_integer_value(v) : 0,
+			      resp, err);
 }
 
 static int cmd_disable(struct ktel_control *c, const json_t *req, json_t *resp,
 		       struct ktel_err *err)
 {
-	struct ktel_metric *m = find_metric(c, req, err);
-	int r;
-
-	if (!m)
-		return -ENOENT;
-	r = ktel_daemon__disable(c->d, m, err);
-	if (!r)
-		set_metric_state(resp, m);
-	return r;
-}
-
-static int append_records(json_t *a, const struct ktel_record *recs, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		json_t *j = ktel_control_record_json(&recs[i]);
-
-		if (!j || json_array_append_new(a, j))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Pull m now and append what it produced to records. */
-static int pull_one(struct ktel_control *c, struct ktel_metric *m, json_t *records,
-		    struct ktel_err *err)
-{
-	const struct ktel_record *recs;
-	size_t n;
-	int r = ktel_daemon__pull(c->d, m, err);
-
-	if (r)
-		return r;
-	ktel_metric_pull__last_records(m->mp, &recs, &n);
-	if (append_records(records, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return 0;
+	return c->ops->disable(c->ctx, arg_name(req), resp, err);
 }
 
 static int cmd_pull(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
-	json_t *records = json_array(), *errors = json_array();
-	size_t pulled = 0;
-	int r = 0;
-
-	json_object_set_new(resp, "records", records);
-	json_object_set_new(resp, "errors", errors);
-	if (json_object_get(req, "name")) {
-		struct ktel_metric *m = find_metric(c, req, err);
-
-		if (!m)
-			return -ENOENT;
-		r = pull_one(c, m, records, err);
-		ktel_json_set_int(resp, "pulled", !r);
-		return r;
-	}
-	for (size_t i = 0; i < ktel_daemon__n_plugins(c->d); i++) {
-		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(c->d, i);
-
-		for (size_t j = 0; j < lp->n_metrics; j++) {
-			struct ktel_metric *m = &lp->metrics[j];
-			struct ktel_err e;
-
-			if (!m->enabled || !m->mp)
-				continue;
-			if (pull_one(c, m, records, &e) == 0)
-				pulled++;
-			else
-				json_array_append_new(errors, json_string(e.msg));
-		}
-	}
-	ktel_json_set_int(resp, "pulled", (json_int_t)pulled);
-	if (json_array_size(errors))
-		r = ktel_err_set(err, EIO, "%zu pull(s) failed, first: %s", json_array_size(errors),
-				 json_string_value(json_array_get(errors, 0)));
-	return r;
+	return c->ops->pull(c->ctx, arg_name(req), resp, err);
 }
 
 static int cmd_show(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
-	struct ktel_metric *m = find_metric(c, req, err);
-	const struct ktel_record *recs;
-	json_t *totals, *window;
-	size_t n;
-
-	if (!m)
-		return -ENOENT;
-	if (m->sr)
-		return ktel_err_set(err, EINVAL, "metric %s: a stream of events, not a histogram: "
-				    "its events reach the sinks as they happen (ktelemetryctl watch "
-				    "shows them live)", m->md->name);
-	if (!m->mp)
-		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
-				    m->problem[0] ? m->problem : "not loaded");
-	totals = json_array();
-	window = json_array();
-	json_object_set_new(resp, "metric", json_string(m->md->name));
-	json_object_set_new(resp, "unit", json_string(m->md->unit ?: ""));
-	ktel_json_set_bool(resp, "enabled", m->enabled);
-	json_object_set_new(resp, "last_pull", last_pull_json(m));
-	json_object_set_new(resp, "totals", totals);
-	json_object_set_new(resp, "window", window);
-	ktel_metric_pull__totals(m->mp, &recs, &n);
-	if (append_records(totals, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	ktel_metric_pull__last_records(m->mp, &recs, &n);
-	if (append_records(window, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return 0;
+	return c->ops->show(c->ctx, arg_name(req), resp, err);
 }
 
 static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp,
 		      struct ktel_err *err)
 {
-	struct ktel_config_errors errs = {0};
-	json_t *a = json_array();
+	json_t *a = json_array(), *e;
+	size_t i;
 	int r;
 
 	json_object_set_new(resp, "errors", a);
 	ktel_log(KTEL_LOG_INFO, "control: reloading the configuration");
-	r = ktel_daemon__reload(c->d, NULL, &errs, err);
+	r = c->ops->reload(c->ctx, a, err);
 	/* The daemon's message says what runs now (the old config, or the new
 	 * one without some metrics); the log has what the reply has. */
-	for (size_t i = 0; i < errs.n; i++) {
-		json_array_append_new(a, json_string(errs.msgs[i]));
-		ktel_log(KTEL_LOG_ERROR, "reload: %s", errs.msgs[i]);
-	}
+	json_array_foreach(a, i, e)
+		ktel_log(KTEL_LOG_ERROR, "reload: %s", json_string_value(e));
 	if (r)
 		ktel_log(KTEL_LOG_ERROR, "reload: %s", err->msg);
-	ktel_config_errors__clear(&errs);
 	return r;
 }
 
 static int cmd_watch(struct ktel_control *c, const json_t *req, json_t *resp,
 		     struct ktel_err *err)
 {
-	const struct ktel_config *cfg = ktel_daemon__config(c->d);
-	json_t *a = json_array();
-
-	json_object_set_new(resp, "sockets", a);
-	for (size_t i = 0; i < cfg->n_sinks; i++) {
-		const char *path = json_string_value(json_object_get(cfg->sinks[i].options,
-								     "socket"));
-
-		if (strcmp(cfg->sinks[i].type, "stream") == 0 && path)
-			json_array_append_new(a, json_pack("{s:s, s:s}", "sink",
-							   cfg->sinks[i].name, "socket", path));
-	}
-	if (!json_array_size(a))
-		return ktel_err_set(err, ENOENT, "no sink of type \"stream\" with a \"socket\" in "
-				    "the config (%s)", cfg->source);
-	return 0;
+	return c->ops->watch(c->ctx, resp, err);
 }
 
 /* logrotate's postrotate (as SIGUSR1): the file sinks reopen their path. */
 static int cmd_reopen(struct ktel_control *c, const json_t *req, json_t *resp,
 		      struct ktel_err *err)
 {
-	json_object_set_new(resp, "sinks", json_integer(ktel_daemon__reopen_sinks(c->d)));
+	json_object_set_new(resp, "sinks", json_integer((json_int_t)c->ops->reopen(c->ctx)));
 	return 0;
 }
 
@@ -882,6 +520,22 @@ static json_t *run(struct ktel_control *c, const json_t *req, const struct ktel_
 								     : strerror(-r)));
 		ktel_json_set_str(resp, "code", code_of(r));
 	}
+	return resp;
+}
+
+json_t *ktel_control_answer_line(const struct ktel_control_ops *ops, void *ctx, const char *line)
+{
+	/* A server that never listens: the commands see only ops and ctx (and
+	 * an empty path and zero counters in status). */
+	struct ktel_control c = {.ops = ops, .ctx = ctx};
+	const struct ktel_control_cmd *cmd = NULL;
+	struct ktel_err err = {0};
+	json_t *req = NULL, *resp;
+
+	if (ktel_control_parse_request(line, &req, &cmd, &err))
+		return ktel_control_error(KTEL_CTL_E_REQUEST, err.msg);
+	resp = run(&c, req, cmd);
+	json_decref(req);
 	return resp;
 }
 
@@ -1434,12 +1088,16 @@ static uint64_t sweep_interval(void)
 	return ms > 1000 ? 1000 : ms;
 }
 
-int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, gid_t gid,
-		      struct ktel_control **ret, struct ktel_err *err)
+int ktel_control__new(uv_loop_t *loop, const struct ktel_control_ops *ops, void *ctx,
+		      const char *path, gid_t gid, struct ktel_control **ret,
+		      struct ktel_err *err)
 {
 	struct ktel_control *c;
 	int r;
 
+	if (!ops)
+		return ktel_err_set(err, EINVAL, "control socket \"%s\": no daemon operations",
+				    path ? path : "");
 	if (!path || !path[0] || strlen(path) >= sizeof(c->path))
 		return ktel_err_set(err, ENAMETOOLONG, "control socket \"%s\": path empty or "
 				    "longer than %zu bytes", path ? path : "",
@@ -1454,7 +1112,8 @@ int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, 
 	if (!c)
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	c->loop = loop;
-	c->d = d;
+	c->ops = ops;
+	c->ctx = ctx;
 	c->gid = gid;
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	uv_pipe_init(loop, &c->server, 0);

@@ -17,10 +17,12 @@
  * any limit the client gets an error (when possible) and is closed, and the
  * event is counted in ktel_control_stats.
  *
+ * The server reaches the daemon only through struct ktel_control_ops.
+ *
  * This header also holds the pieces of the protocol that need no socket
- * (line framing, request checking, answers, records as JSON, peer check,
- * plugin inspection and the human rendering ktelemetryctl prints), so that
- * unit tests exercise them without privileges.
+ * (line framing, request checking, answers, records as JSON, peer check), so
+ * that unit tests exercise them without privileges. Inspection is in
+ * inspect.h, the human rendering ktelemetryctl prints in ctl_render.h.
  */
 #ifndef KTEL_CONTROL_H
 #define KTEL_CONTROL_H
@@ -37,9 +39,7 @@
 #include "error.h"
 #include "record.h"
 
-struct ktel_daemon;
 struct ktel_control;
-struct ktel_targets;
 
 #define KTEL_CONTROL_MAX_LINE (64 * 1024)
 #define KTEL_CONTROL_MAX_CLIENTS 16
@@ -72,14 +72,54 @@ struct ktel_control_stats {
 };
 
 /*
- * Listen on path for daemon d. The parent directory is created (0750) when
+ * What the protocol asks of the daemon, handed to the server with an opaque
+ * ctx (the daemon fills it: core/daemon_control.c). Data flows one way: the
+ * server calls these and knows nothing else of the daemon, so tests and the
+ * fuzz target drive it with a fake (tests/control_fake.h).
+ *
+ * Each operation fills the answer object resp ("ok": true already in it) and
+ * returns 0, or -errno with err saying why: -ENOENT answers code not_found
+ * (no metric of that name), -EINVAL bad_request, anything else failed. What
+ * a failed operation put in resp stays in the answer (reload's errors, a
+ * pull's partial records): it explains the failure. name is NULL where the
+ * protocol's argument is optional and absent. Every member is required.
+ */
+struct ktel_control_ops {
+	/* "daemon" (an object: the server adds "control_socket" and
+	 * "control" to it), "plugins", "refused", "metrics", "sinks", "router". */
+	int (*status)(void *ctx, json_t *resp, struct ktel_err *err);
+	/* "refused", "metrics". */
+	int (*list)(void *ctx, json_t *resp, struct ktel_err *err);
+	/* Attach metric name's programs (lease_ms > 0: for that long, 0: for
+	 * good); "metric", "enabled", "lease_ms", "programs". */
+	int (*enable)(void *ctx, const char *name, uint64_t lease_ms, json_t *resp,
+		      struct ktel_err *err);
+	int (*disable)(void *ctx, const char *name, json_t *resp, struct ktel_err *err);
+	/* Pull name (NULL: every enabled metric) now; "records", "errors",
+	 * "pulled". */
+	int (*pull)(void *ctx, const char *name, json_t *resp, struct ktel_err *err);
+	/* "metric", "unit", "enabled", "last_pull", "totals", "window". */
+	int (*show)(void *ctx, const char *name, json_t *resp, struct ktel_err *err);
+	/* Re-read the config file; every error found appended to errors (an
+	 * array of strings, the answer's "errors"). */
+	int (*reload)(void *ctx, json_t *errors, struct ktel_err *err);
+	/* "sockets": [{"sink", "socket"}] of the stream sinks. */
+	int (*watch)(void *ctx, json_t *resp, struct ktel_err *err);
+	/* The file sinks reopen their path; returns how many were asked. */
+	size_t (*reopen)(void *ctx);
+};
+
+/*
+ * Listen on path for the daemon behind ops and ctx (both kept, not copied:
+ * they must outlive the server). The parent directory is created (0750) when
  * missing. An existing socket is replaced only when nothing answers on it;
  * when another process listens there, fail with -EADDRINUSE. The socket is
  * made 0660 and owned by root:gid (gid (gid_t)-1: the group is left alone).
  * Returns 0 and the server in *ret, or -errno with err naming the path.
  */
-int ktel_control__new(uv_loop_t *loop, struct ktel_daemon *d, const char *path, gid_t gid,
-		      struct ktel_control **ret, struct ktel_err *err);
+int ktel_control__new(uv_loop_t *loop, const struct ktel_control_ops *ops, void *ctx,
+		      const char *path, gid_t gid, struct ktel_control **ret,
+		      struct ktel_err *err);
 
 /*
  * Stop listening, remove the socket file, close every client. The handles
@@ -148,6 +188,15 @@ const struct ktel_control_cmd *ktel_control_cmd_find(const char *name);
  */
 int ktel_control_parse_request(const char *line, json_t **ret_req,
 			       const struct ktel_control_cmd **ret_cmd, struct ktel_err *err);
+
+/*
+ * Answer one request line without a socket, the way the server answers a
+ * client (except that pulls are not coalesced and status shows an empty
+ * control_socket and zero counters): the command's answer, or the
+ * bad_request error for a line the parser refused. NULL only when out of
+ * memory. For unit tests and the fuzz target, with a fake daemon.
+ */
+json_t *ktel_control_answer_line(const struct ktel_control_ops *ops, void *ctx, const char *line);
 
 /* {"ok": false, "error": msg, "code": code}; NULL on allocation failure. */
 json_t *ktel_control_error(const char *code, const char *msg);

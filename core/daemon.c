@@ -414,8 +414,8 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	daemon_start_self(d);
 	/* --once is for scripts and tests: nothing to control. */
 	if (!d->opts.once) {
-		r = ktel_control__new(d->loop, d, d->cfg->control_socket, d->cfg->control_gid,
-				      &d->control, err);
+		r = ktel_control__new(d->loop, &ktel_daemon_control_ops, d, d->cfg->control_socket,
+				      d->cfg->control_gid, &d->control, err);
 		if (r)
 			return r;
 	}

@@ -3,7 +3,7 @@
  * The daemon's state machine on one libuv loop: plugins discovered and
  * loaded, one pull timer per enabled metric, the router and its sinks, the
  * delta engine and its state file. ktelemetryd.c is a thin main() around it;
- * the control socket drives it through the same functions.
+ * the control socket drives it through ktel_daemon_control_ops.
  */
 #ifndef KTEL_DAEMON_H
 #define KTEL_DAEMON_H
@@ -23,6 +23,7 @@
 
 struct ktel_daemon;
 struct ktel_router;
+struct ktel_control_ops;
 
 /* One metric as the daemon sees it. */
 struct ktel_metric {
@@ -152,6 +153,13 @@ int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_con
 /* Rescan the plugin directories: load new plugins, drop removed ones, reload
  * replaced ones. Returns the number of changes. */
 int ktel_daemon__rescan_plugins(struct ktel_daemon *d);
+
+/*
+ * What the control socket asks of a daemon (daemon_control.c), with the
+ * daemon as ctx: ktel_control__new(loop, &ktel_daemon_control_ops, d, ...).
+ * The daemon opens its own control_socket with it at start.
+ */
+extern const struct ktel_control_ops ktel_daemon_control_ops;
 
 /* Release everything; the loop must have stopped. Detaches programs; pins stay. */
 void ktel_daemon__free(struct ktel_daemon *d);

@@ -31,6 +31,7 @@
 
 #include <bpf/bpf.h>
 
+#include "control_fake.h"
 #include "ktel_test.h"
 #include "map_total.h"
 #include "daemon_harness.h"
@@ -129,7 +130,8 @@ static void rig_start(struct rig *r, const char *name, const char *extra, bool s
 	snprintf(r->sock, sizeof(r->sock), "%s", r->cfg->control_socket);
 	if (second) {
 		snprintf(r->sock2, sizeof(r->sock2), "%s/ctl2/control.sock", r->sb.dir);
-		if (ktel_control__new(&r->loop, r->d, r->sock2, NOBODY, &r->ctl2, &err))
+		if (ktel_control__new(&r->loop, &ktel_daemon_control_ops, r->d, r->sock2, NOBODY,
+				      &r->ctl2, &err))
 			fail_msg("control 2: %s", err.msg);
 	}
 	uv_async_init(&r->loop, &r->stop, on_stop);
@@ -839,6 +841,7 @@ static void test_pull_flood(void **state)
 static void test_socket_path_rules(void **state)
 {
 	struct ktel_control *a = NULL, *b = NULL;
+	struct ctl_fake fake; /* no daemon needed: only the path matters here */
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct sandbox sb;
 	struct ktel_err err;
@@ -847,11 +850,14 @@ static void test_socket_path_rules(void **state)
 	int fd;
 
 	sandbox_init(&sb, "ctl-path");
+	ctl_fake_init(&fake);
 	uv_loop_init(&loop);
 	snprintf(path, sizeof(path), "%s/run/sub/control.sock", sb.dir);
-	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &a, &err), 0);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
+					   &a, &err), 0);
 	/* A second daemon on the same path is refused, and says why. */
-	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &b, &err), -EADDRINUSE);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
+					   &b, &err), -EADDRINUSE);
 	assert_non_null(strstr(err.msg, "another daemon is listening on it"));
 	ktel_control__close(a);
 	uv_run(&loop, UV_RUN_DEFAULT);
@@ -862,13 +868,15 @@ static void test_socket_path_rules(void **state)
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	close(fd);
-	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &a, &err), 0);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
+					   &a, &err), 0);
 	ktel_control__close(a);
 	uv_run(&loop, UV_RUN_DEFAULT);
 
 	/* A regular file there is never replaced. */
 	close(open(path, O_WRONLY | O_CREAT, 0600));
-	assert_int_equal(ktel_control__new(&loop, NULL, path, (gid_t)-1, &a, &err), -EEXIST);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
+					   &a, &err), -EEXIST);
 	assert_non_null(strstr(err.msg, "exists and is not a socket"));
 	assert_int_equal(access(path, F_OK), 0);
 	assert_int_equal(uv_loop_close(&loop), 0);

@@ -6,6 +6,8 @@
  * offline inspect of a real plugin and of an unreadable one, and the human
  * rendering (bucket bounds, bars, the aligned list table). The command
  * table is checked against docs/control.md so the two cannot drift.
+ * Commands are answered through the ops table by the fake daemon of
+ * tests/control_fake.h, with and without a real (unprivileged) socket.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,9 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "control.h"
+#include "control_fake.h"
 #include "ctl_render.h"
 #include "inspect.h"
 #include "ktel_test.h"
@@ -268,6 +274,214 @@ static void test_record_json(void **state)
 	json_decref(j);
 }
 
+/* ---- commands through the ops table ------------------------------------------ */
+
+static json_t *answer(struct ctl_fake *f, const char *line)
+{
+	json_t *resp = ktel_control_answer_line(&ctl_fake_ops, f, line);
+
+	assert_non_null(resp);
+	return resp;
+}
+
+static const char *jstr_of(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* The checked arguments reach the operation: the name, for_ms as the lease. */
+static void test_ops_arguments(void **state)
+{
+	struct ctl_fake f;
+	json_t *resp;
+
+	ctl_fake_init(&f);
+	resp = answer(&f, "{\"cmd\":\"enable\",\"name\":\"runq_latency\",\"for_ms\":2500}");
+	assert_true(json_is_true(json_object_get(resp, "ok")));
+	assert_string_equal(f.last_op, "enable");
+	assert_string_equal(f.last_name, "runq_latency");
+	assert_int_equal(f.last_lease_ms, 2500);
+	assert_string_equal(jstr_of(resp, "metric"), "runq_latency");
+	assert_int_equal(json_integer_value(json_object_get(resp, "lease_ms")), 2500);
+	json_decref(resp);
+	resp = answer(&f, "{\"cmd\":\"enable\",\"name\":\"runq_latency\"}");
+	assert_int_equal(f.last_lease_ms, 0); /* no for_ms: for good */
+	json_decref(resp);
+	/* pull without a name: NULL, every enabled metric. */
+	resp = answer(&f, "{\"cmd\":\"pull\"}");
+	assert_string_equal(f.last_op, "pull");
+	assert_true(f.last_name_null);
+	assert_int_equal(json_integer_value(json_object_get(resp, "pulled")), 2);
+	assert_int_equal(json_array_size(json_object_get(resp, "records")), 2);
+	json_decref(resp);
+	resp = answer(&f, "{\"cmd\":\"reopen\"}");
+	assert_int_equal(json_integer_value(json_object_get(resp, "sinks")), 1);
+	json_decref(resp);
+}
+
+/* -ENOENT is not_found, -EINVAL bad_request, others failed; what the
+ * operation filled in stays in the answer. */
+static void test_ops_errors(void **state)
+{
+	struct ctl_fake f;
+	json_t *resp, *errors;
+
+	ctl_fake_init(&f);
+	resp = answer(&f, "{\"cmd\":\"show\",\"name\":\"nope\"}");
+	assert_true(json_is_false(json_object_get(resp, "ok")));
+	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_NOT_FOUND);
+	assert_string_equal(jstr_of(resp, "error"), "no metric named \"nope\" (\"list\" shows them)");
+	json_decref(resp);
+	f.reload_errors[0] = "sinks[0].type: expected one of ...";
+	f.reload_errors[1] = "metrics.x: unknown key";
+	resp = answer(&f, "{\"cmd\":\"reload\"}");
+	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_REQUEST);
+	errors = json_object_get(resp, "errors");
+	assert_int_equal(json_array_size(errors), 2);
+	assert_string_equal(json_string_value(json_array_get(errors, 1)), "metrics.x: unknown key");
+	json_decref(resp);
+	f.fail = EIO;
+	resp = answer(&f, "{\"cmd\":\"pull\",\"name\":\"runq_latency\"}");
+	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_FAILED);
+	assert_string_equal(jstr_of(resp, "error"), "fake pull failed");
+	assert_true(json_is_array(json_object_get(resp, "records")));
+	json_decref(resp);
+}
+
+/* status: the daemon's part, then the server's socket and counters. */
+static void test_ops_status(void **state)
+{
+	struct ctl_fake f;
+	json_t *resp, *d;
+	const char *key;
+	json_t *v;
+	int i = 0, at_socket = -1, at_control = -1;
+
+	ctl_fake_init(&f);
+	resp = answer(&f, "{\"cmd\":\"status\"}");
+	d = json_object_get(resp, "daemon");
+	assert_string_equal(jstr_of(d, "config"), "fake");
+	/* The path the answer came through replaces the configured one, in
+	 * its place; no socket here, so "". */
+	assert_string_equal(jstr_of(d, "control_socket"), "");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "control"),
+							    "requests")), 0);
+	json_object_foreach(d, key, v) {
+		if (strcmp(key, "control_socket") == 0)
+			at_socket = i;
+		if (strcmp(key, "control") == 0)
+			at_control = i;
+		i++;
+	}
+	assert_int_equal(at_socket, 2);
+	assert_int_equal(at_control, i - 1);
+	assert_int_equal(json_array_size(json_object_get(resp, "metrics")), 2);
+	json_decref(resp);
+	/* A failed status is the operation's error, without the server's part. */
+	f.fail = EIO;
+	resp = answer(&f, "{\"cmd\":\"status\"}");
+	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_FAILED);
+	json_decref(resp);
+}
+
+/* help and refused requests never reach the daemon. */
+static void test_ops_not_reached(void **state)
+{
+	struct ctl_fake f;
+	json_t *resp;
+
+	ctl_fake_init(&f);
+	resp = answer(&f, "{\"cmd\":\"help\"}");
+	assert_true(json_array_size(json_object_get(resp, "commands")) >= 9);
+	json_decref(resp);
+	resp = answer(&f, "{\"cmd\":\"enable\"}");
+	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_REQUEST);
+	assert_string_equal(jstr_of(resp, "error"), "enable: missing argument \"name\"");
+	json_decref(resp);
+	resp = answer(&f, "not json");
+	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_REQUEST);
+	json_decref(resp);
+	assert_int_equal(f.calls, 0);
+}
+
+/* A server needs its ops. */
+static void test_server_needs_ops(void **state)
+{
+	struct ktel_control *c = NULL;
+	struct ktel_err err = {0};
+	uv_loop_t loop;
+
+	uv_loop_init(&loop);
+	assert_int_equal(ktel_control__new(&loop, NULL, NULL, "/nonexistent/c.sock", (gid_t)-1,
+					   &c, &err), -EINVAL);
+	assert_null(c);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/*
+ * A real socket (no privileges: the peer's group is the socket's): pulls a
+ * client pipelines are answered by one pull of the daemon, in order, and
+ * the request behind them waits for their answers.
+ */
+static void test_server_coalesces_pulls(void **state)
+{
+	static const char reqs[] = "{\"cmd\":\"pull\"}\n{\"cmd\":\"pull\"}\n{\"cmd\":\"pull\"}\n"
+				   "{\"cmd\":\"list\"}\n";
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct ktel_control *c = NULL;
+	struct ktel_err err = {0};
+	char dir[200], got[16384] = "", *line, *save;
+	struct ctl_fake f;
+	size_t len = 0;
+	uv_loop_t loop;
+	int fd, i;
+
+	ctl_fake_init(&f);
+	mkdir(KTEL_BINARY_DIR "/test-tmp", 0755);
+	snprintf(dir, sizeof(dir), "%s/test-tmp/ctl-unit-%d", KTEL_BINARY_DIR, getpid());
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/c.sock", dir);
+	uv_loop_init(&loop);
+	if (ktel_control__new(&loop, &ctl_fake_ops, &f, sa.sun_path, getgid(), &c, &err))
+		fail_msg("%s", err.msg);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(fd, reqs, strlen(reqs)), (ssize_t)strlen(reqs));
+	for (i = 0; i < 5000 && count_lines(got) < 4; i++) {
+		ssize_t n;
+
+		uv_run(&loop, UV_RUN_NOWAIT);
+		n = recv(fd, got + len, sizeof(got) - 1 - len, MSG_DONTWAIT);
+		if (n > 0)
+			len += (size_t)n;
+		got[len] = '\0';
+		if (n <= 0)
+			usleep(1000);
+	}
+	assert_int_equal(count_lines(got), 4);
+	assert_int_equal(f.pulls, 1);
+	line = strtok_r(got, "\n", &save);
+	for (i = 0; i < 3; i++, line = strtok_r(NULL, "\n", &save)) {
+		assert_non_null(strstr(line, "\"ok\":true"));
+		assert_non_null(strstr(line, "\"pulled\":1"));
+	}
+	assert_non_null(strstr(line, "\"metrics\":["));
+	close(fd);
+	ktel_control__close(c);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	assert_int_equal(access(sa.sun_path, F_OK), -1);
+	rmdir(dir);
+}
+
 /* ---- peers ------------------------------------------------------------------- */
 
 static void test_peer_check(void **state)
@@ -504,6 +718,12 @@ int main(void)
 		cmocka_unit_test(test_docs_match_table),
 		cmocka_unit_test(test_answer_one_line),
 		cmocka_unit_test(test_record_json),
+		cmocka_unit_test(test_ops_arguments),
+		cmocka_unit_test(test_ops_errors),
+		cmocka_unit_test(test_ops_status),
+		cmocka_unit_test(test_ops_not_reached),
+		cmocka_unit_test(test_server_needs_ops),
+		cmocka_unit_test(test_server_coalesces_pulls),
 		cmocka_unit_test(test_peer_check),
 		cmocka_unit_test(test_peer_check_supplementary),
 		cmocka_unit_test(test_inspect_builtin),

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The daemon's side of the control socket: the operations the protocol asks
+ * for (struct ktel_control_ops, control.h), answered from the daemon's
+ * state. core/control.c is the server and the protocol; it reaches the
+ * daemon only through ktel_daemon_control_ops, so the dependency runs one
+ * way: daemon -> control. docs/control.md describes every answer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "jsonutil.h"
+#include "metric_pull.h"
+#include "plugin_loader.h"
+#include "router.h"
+
+static void iso_time(int64_t wall_ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(wall_ns / 1000000000);
+	struct tm tm;
+
+	if (!gmtime_r(&s, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, len, "%" PRId64, wall_ns);
+}
+
+/* Seconds since this process started (/proc/self/stat field 22). */
+static double uptime_s(void)
+{
+	char buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	struct timespec ts;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu", &start) != 1)
+		return 0;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9 - (double)start / sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * The daemon's part of status's "daemon" object. control_socket is the
+ * configured one; the server puts the path the answer came through in its
+ * place and adds its own counters ("control").
+ */
+static json_t *daemon_json(struct ktel_daemon *d, bool stats_on)
+{
+	const struct ktel_config *cfg = ktel_daemon__config(d);
+
+	return json_pack("{s:i, s:f, s:s, s:s?, s:s, s:s, s:b, s:I}", "pid", (int)getpid(),
+			 "uptime_s", uptime_s(), "config", cfg->source, "control_socket",
+			 cfg->control_socket, "pin_root", cfg->pin_root, "state_file",
+			 cfg->state_file, "bpf_stats", stats_on, "plugins",
+			 (json_int_t)ktel_daemon__n_plugins(d));
+}
+
+static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
+{
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "section", p->section,
+			      "selected", p->selected, "attached", p->attached);
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int fd;
+
+	if (!o)
+		return NULL;
+	if (!p->selected)
+		ktel_json_set_str(o, "skip_reason", p->skip_reason);
+	if (p->attach_error[0])
+		ktel_json_set_str(o, "attach_error", p->attach_error);
+	if (!p->prog_id)
+		return o;
+	ktel_json_set_int(o, "prog_id", p->prog_id);
+	memset(&info, 0, sizeof(info));
+	fd = bpf_program__fd(p->prog);
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		return o;
+	/* The kernel counts runs and time only while bpf_stats is on: without
+	 * it the numbers would read as "never ran", so they are left out. */
+	if (stats_on) {
+		ktel_json_set_int(o, "run_cnt", (json_int_t)info.run_cnt);
+		ktel_json_set_int(o, "run_time_ns", (json_int_t)info.run_time_ns);
+	}
+	ktel_json_set_int(o, "recursion_misses", (json_int_t)info.recursion_misses);
+	return o;
+}
+
+static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
+{
+	const struct ktel_bpf_plugin *bp = lp->bpf;
+	json_t *progs = json_array();
+	json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", lp->plugin->desc.name, "version",
+			      lp->plugin->desc.version ?: "", "path", lp->path, "unsupported",
+			      bp && bp->unsupported);
+
+	if (!o || !progs) {
+		json_decref(o);
+		json_decref(progs);
+		return NULL;
+	}
+	if (bp && bp->unsupported)
+		ktel_json_set_str(o, "reason", bp->unsupported_reason);
+	for (size_t i = 0; bp && i < bp->n_progs; i++)
+		json_array_append_new(progs, prog_json(&bp->progs[i], stats_on));
+	json_object_set_new(o, "programs", progs);
+	return o;
+}
+
+static json_t *last_pull_json(const struct ktel_metric *m)
+{
+	char when[64];
+
+	if (!m->last_pull_wall_ns)
+		return json_null();
+	iso_time((int64_t)m->last_pull_wall_ns, when, sizeof(when));
+	return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "time", when, "keys",
+			 (json_int_t)m->last.keys, "method", m->last.method ?: "", "syscalls",
+			 (json_int_t)m->last.syscalls, "duration_ns",
+			 (json_int_t)m->last.duration_ns, "records", (json_int_t)m->last.records,
+			 "truncated", m->last.truncated);
+}
+
+static json_t *metric_pulls_json(const struct ktel_metric *m)
+{
+	json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:o}", "name", m->md->name, "enabled",
+			      m->enabled, "pulls", (json_int_t)m->pulls, "pull_errors",
+			      (json_int_t)m->pull_errors, "records", (json_int_t)m->records,
+			      "last_pull", last_pull_json(m));
+
+	if (o && m->problem[0])
+		ktel_json_set_str(o, "problem", m->problem);
+	if (o && m->mp && ktel_metric_pull__fallback_reason(m->mp))
+		ktel_json_set_str(o, "fallback_reason", ktel_metric_pull__fallback_reason(m->mp));
+	return o;
+}
+
+static const char *sink_type(const struct ktel_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_sinks; i++)
+		if (strcmp(cfg->sinks[i].name, name) == 0)
+			return cfg->sinks[i].type;
+	return NULL;
+}
+
+static json_t *sinks_json(struct ktel_daemon *d)
+{
+	const struct ktel_router *r = ktel_daemon__router(d);
+	json_t *a = json_array();
+
+	for (size_t i = 0; r && i < ktel_router__n_sinks(r); i++) {
+		const char *name = ktel_router__sink_name(r, i);
+		struct ktel_sink_stats st = {0};
+		char where[300];
+
+		ktel_router__sink_stats(r, name, &st);
+		ktel_router__sink_where(r, name, where, sizeof(where));
+		json_array_append_new(a, json_pack("{s:s, s:s?, s:s, s:I, s:I, s:I, s:I, s:I}",
+						   "name", name, "type",
+						   sink_type(ktel_daemon__config(d), name),
+						   "where", where,
+						   "sent", (json_int_t)st.sent, "dropped",
+						   (json_int_t)st.dropped, "errors",
+						   (json_int_t)st.errors, "reconnects",
+						   (json_int_t)st.reconnects, "queued",
+						   (json_int_t)st.queued));
+	}
+	return a;
+}
+
+/* [{"path", "reason"}] of the plugin files the daemon refused. */
+static json_t *refused_json(struct ktel_daemon *d)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < ktel_daemon__n_refused(d); i++) {
+		const struct ktel_refusal *r = ktel_daemon__refused(d, i);
+
+		json_array_append_new(a, json_pack("{s:s, s:s}", "path", r->path, "reason",
+						   r->reason));
+	}
+	return a;
+}
+
+static struct ktel_metric *find_metric(struct ktel_daemon *d, const char *name,
+				       struct ktel_err *err)
+{
+	struct ktel_metric *m = ktel_daemon__metric(d, name);
+
+	if (!m)
+		ktel_err_set(err, ENOENT, "no metric named \"%s\" (\"list\" shows them)", name);
+	return m;
+}
+
+/* ---- the operations -------------------------------------------------------- */
+
+static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
+{
+	struct ktel_daemon *d = ctx;
+	bool stats_on = ktel_bpf_stats_enabled();
+	json_t *plugins = json_array(), *metrics = json_array();
+	struct ktel_router_stats rs = {0};
+
+	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++) {
+		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(d, i);
+
+		json_array_append_new(plugins, plugin_json(lp, stats_on));
+		for (size_t j = 0; j < lp->n_metrics; j++)
+			json_array_append_new(metrics, metric_pulls_json(&lp->metrics[j]));
+	}
+	if (ktel_daemon__router(d))
+		ktel_router__stats(ktel_daemon__router(d), &rs);
+	json_object_set_new(resp, "daemon", daemon_json(d, stats_on));
+	json_object_set_new(resp, "plugins", plugins);
+	json_object_set_new(resp, "refused", refused_json(d));
+	json_object_set_new(resp, "metrics", metrics);
+	json_object_set_new(resp, "sinks", sinks_json(d));
+	json_object_set_new(resp, "router", json_pack("{s:I, s:I}", "batches",
+						      (json_int_t)rs.batches, "unrouted",
+						      (json_int_t)rs.unrouted));
+	return 0;
+}
+
+static json_t *metric_list_json(const struct ktel_metric *m)
+{
+	const struct ktel_metric_desc *md = m->md;
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:s, s:s, s:s?, s:I, s:I, s:I, s:s?}",
+			      "name", md->name, "plugin", m->lp->plugin->desc.name, "enabled",
+			      m->enabled, "attached", m->attached, "model",
+			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "unit",
+			      md->unit ?: "", "atom", md->atom_name, "atom_id",
+			      (json_int_t)md->atom_id, "interval_ms", (json_int_t)m->interval_ms,
+			      "lease_ms", (json_int_t)m->lease_ms, "description",
+			      md->description);
+
+	if (o)
+		ktel_json_set_str(o, "problem", m->problem[0] ? m->problem : NULL);
+	return o;
+}
+
+static int op_list(void *ctx, json_t *resp, struct ktel_err *err)
+{
+	struct ktel_daemon *d = ctx;
+	json_t *metrics = json_array();
+
+	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++) {
+		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(d, i);
+
+		for (size_t j = 0; j < lp->n_metrics; j++)
+			json_array_append_new(metrics, metric_list_json(&lp->metrics[j]));
+	}
+	if (json_object_set_new(resp, "refused", refused_json(d)))
+		return -ENOMEM;
+	return json_object_set_new(resp, "metrics", metrics) ? -ENOMEM : 0;
+}
+
+/* The metric's programs with their ids and attach state, after a change. */
+static json_t *metric_progs_json(const struct ktel_metric *m)
+{
+	const struct ktel_bpf_plugin *bp = m->lp->bpf;
+	json_t *a = json_array();
+
+	for (size_t i = 0; bp && i < bp->n_progs; i++) {
+		const struct ktel_bpf_prog *p = &bp->progs[i];
+
+		if (!p->selected || !ktel_metric__uses_prog(m, p->name))
+			continue;
+		json_array_append_new(a, json_pack("{s:s, s:I, s:b}", "name", p->name, "prog_id",
+						   (json_int_t)p->prog_id, "attached",
+						   p->attached));
+	}
+	return a;
+}
+
+static void set_metric_state(json_t *resp, const struct ktel_metric *m)
+{
+	ktel_json_set_str(resp, "metric", m->md->name);
+	ktel_json_set_bool(resp, "enabled", m->enabled);
+	ktel_json_set_int(resp, "lease_ms", (json_int_t)m->lease_ms);
+	json_object_set_new(resp, "programs", metric_progs_json(m));
+}
+
+static int op_enable(void *ctx, const char *name, uint64_t lease_ms, json_t *resp,
+		     struct ktel_err *err)
+{
+	struct ktel_metric *m = find_metric(ctx, name, err);
+	int r;
+
+	if (!m)
+		return -ENOENT;
+	r = ktel_daemon__enable(ctx, m, lease_ms, err);
+	if (!r)
+		set_metric_state(resp, m);
+	return r;
+}
+
+static int op_disable(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
+{
+	struct ktel_metric *m = find_metric(ctx, name, err);
+	int r;
+
+	if (!m)
+		return -ENOENT;
+	r = ktel_daemon__disable(ctx, m, err);
+	if (!r)
+		set_metric_state(resp, m);
+	return r;
+}
+
+static int append_records(json_t *a, const struct ktel_record *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *j = ktel_control_record_json(&recs[i]);
+
+		if (!j || json_array_append_new(a, j))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Pull m now and append what it produced to records. */
+static int pull_one(struct ktel_daemon *d, struct ktel_metric *m, json_t *records,
+		    struct ktel_err *err)
+{
+	const struct ktel_record *recs;
+	size_t n;
+	int r = ktel_daemon__pull(d, m, err);
+
+	if (r)
+		return r;
+	ktel_metric_pull__last_records(m->mp, &recs, &n);
+	if (append_records(records, recs, n))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Every enabled accumulator metric; the failures' messages in errors. */
+static size_t pull_enabled(struct ktel_daemon *d, json_t *records, json_t *errors)
+{
+	size_t pulled = 0;
+
+	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++) {
+		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(d, i);
+
+		for (size_t j = 0; j < lp->n_metrics; j++) {
+			struct ktel_metric *m = &lp->metrics[j];
+			struct ktel_err e;
+
+			if (!m->enabled || !m->mp)
+				continue;
+			if (pull_one(d, m, records, &e) == 0)
+				pulled++;
+			else
+				json_array_append_new(errors, json_string(e.msg));
+		}
+	}
+	return pulled;
+}
+
+static int op_pull(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
+{
+	json_t *records = json_array(), *errors = json_array();
+	struct ktel_metric *m;
+	int r = 0;
+
+	json_object_set_new(resp, "records", records);
+	json_object_set_new(resp, "errors", errors);
+	if (name) {
+		m = find_metric(ctx, name, err);
+		if (!m)
+			return -ENOENT;
+		r = pull_one(ctx, m, records, err);
+		ktel_json_set_int(resp, "pulled", !r);
+		return r;
+	}
+	ktel_json_set_int(resp, "pulled", (json_int_t)pull_enabled(ctx, records, errors));
+	if (json_array_size(errors))
+		r = ktel_err_set(err, EIO, "%zu pull(s) failed, first: %s", json_array_size(errors),
+				 json_string_value(json_array_get(errors, 0)));
+	return r;
+}
+
+static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
+{
+	struct ktel_metric *m = find_metric(ctx, name, err);
+	const struct ktel_record *recs;
+	json_t *totals, *window;
+	size_t n;
+
+	if (!m)
+		return -ENOENT;
+	if (m->sr)
+		return ktel_err_set(err, EINVAL, "metric %s: a stream of events, not a histogram: "
+				    "its events reach the sinks as they happen (ktelemetryctl watch "
+				    "shows them live)", m->md->name);
+	if (!m->mp)
+		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
+				    m->problem[0] ? m->problem : "not loaded");
+	totals = json_array();
+	window = json_array();
+	json_object_set_new(resp, "metric", json_string(m->md->name));
+	json_object_set_new(resp, "unit", json_string(m->md->unit ?: ""));
+	ktel_json_set_bool(resp, "enabled", m->enabled);
+	json_object_set_new(resp, "last_pull", last_pull_json(m));
+	json_object_set_new(resp, "totals", totals);
+	json_object_set_new(resp, "window", window);
+	ktel_metric_pull__totals(m->mp, &recs, &n);
+	if (append_records(totals, recs, n))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	ktel_metric_pull__last_records(m->mp, &recs, &n);
+	if (append_records(window, recs, n))
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* The daemon's message says what runs now (the old config, or the new one
+ * without some metrics); errors has every problem the new file had. */
+static int op_reload(void *ctx, json_t *errors, struct ktel_err *err)
+{
+	struct ktel_config_errors errs = {0};
+	int r = ktel_daemon__reload(ctx, NULL, &errs, err);
+
+	for (size_t i = 0; i < errs.n; i++)
+		json_array_append_new(errors, json_string(errs.msgs[i]));
+	ktel_config_errors__clear(&errs);
+	return r;
+}
+
+static int op_watch(void *ctx, json_t *resp, struct ktel_err *err)
+{
+	const struct ktel_config *cfg = ktel_daemon__config(ctx);
+	json_t *a = json_array();
+
+	json_object_set_new(resp, "sockets", a);
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
+		const char *path = json_string_value(json_object_get(cfg->sinks[i].options,
+								     "socket"));
+
+		if (strcmp(cfg->sinks[i].type, "stream") == 0 && path)
+			json_array_append_new(a, json_pack("{s:s, s:s}", "sink",
+							   cfg->sinks[i].name, "socket", path));
+	}
+	if (!json_array_size(a))
+		return ktel_err_set(err, ENOENT, "no sink of type \"stream\" with a \"socket\" in "
+				    "the config (%s)", cfg->source);
+	return 0;
+}
+
+static size_t op_reopen(void *ctx)
+{
+	return ktel_daemon__reopen_sinks(ctx);
+}
+
+const struct ktel_control_ops ktel_daemon_control_ops = {
+	.status = op_status,
+	.list = op_list,
+	.enable = op_enable,
+	.disable = op_disable,
+	.pull = op_pull,
+	.show = op_show,
+	.reload = op_reload,
+	.watch = op_watch,
+	.reopen = op_reopen,
+};
