@@ -15,8 +15,20 @@
 #include <ktelemetry/plugin.h>
 
 #include "error.h"
+#include "utf8.h"
 
 /* ---- human rendering ---------------------------------------------------------- */
+
+/*
+ * "%s" of s into b[0..l) (l > 0); when it does not fit, the cut falls on a
+ * character boundary (issue 12.10): names, labels and reasons in answers
+ * are UTF-8, and half a character would reach the terminal as garbage.
+ */
+static void copy_text(char *b, size_t l, const char *s)
+{
+	if ((size_t)snprintf(b, l, "%s", s) >= l)
+		ktel_utf8_trim_str(b);
+}
 
 static const char *jstr(const json_t *o, const char *key)
 {
@@ -135,6 +147,9 @@ static void fmt_dims(const json_t *rec, char *buf, size_t len)
 						key, s ? s : "?");
 		free(s);
 	}
+	/* Past len, a piece was cut (and nothing after it written). */
+	if (off >= len)
+		ktel_utf8_trim_str(buf);
 	if (!buf[0])
 		snprintf(buf, len, "(all)");
 }
@@ -212,12 +227,12 @@ struct column {
 
 static void cell_name(const json_t *m, char *b, size_t l)
 {
-	snprintf(b, l, "%s", jstr(m, "name"));
+	copy_text(b, l, jstr(m, "name"));
 }
 
 static void cell_plugin(const json_t *m, char *b, size_t l)
 {
-	snprintf(b, l, "%s", jstr(m, "plugin"));
+	copy_text(b, l, jstr(m, "plugin"));
 }
 
 static void cell_state(const json_t *m, char *b, size_t l)
@@ -231,7 +246,7 @@ static void cell_state(const json_t *m, char *b, size_t l)
 
 static void cell_unit(const json_t *m, char *b, size_t l)
 {
-	snprintf(b, l, "%s", jstr(m, "unit"));
+	copy_text(b, l, jstr(m, "unit"));
 }
 
 static void cell_interval(const json_t *m, char *b, size_t l)
@@ -246,13 +261,13 @@ static void cell_interval(const json_t *m, char *b, size_t l)
 
 static void cell_atom(const json_t *m, char *b, size_t l)
 {
-	snprintf(b, l, "%s", json_is_string(json_object_get(m, "atom")) ? jstr(m, "atom") : "-");
+	copy_text(b, l, json_is_string(json_object_get(m, "atom")) ? jstr(m, "atom") : "-");
 }
 
 static void cell_note(const json_t *m, char *b, size_t l)
 {
 	if (json_is_string(json_object_get(m, "problem")))
-		snprintf(b, l, "%s", jstr(m, "problem"));
+		copy_text(b, l, jstr(m, "problem"));
 	else if (jint(m, "lease_ms") && json_is_true(json_object_get(m, "enabled")))
 		snprintf(b, l, "lease %lld ms", jint(m, "lease_ms"));
 	else

@@ -78,6 +78,24 @@ static void default_dir(const char *installed, char *buf, size_t len)
 		snprintf(buf, len, "%s/var", build);
 }
 
+/*
+ * path into buf[0..len) whole, else the exit code `fail` and why on stderr.
+ * A socket path is never cut: the cut names another file and may split a
+ * character (issue 12.10), and the kernel takes no more than sun_path holds.
+ */
+static int copy_socket_path(char *buf, size_t len, const char *path, const char *what, int fail)
+{
+	size_t n = strlen(path), max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+
+	if (n < len && n <= max) {
+		memcpy(buf, path, n + 1);
+		return 0;
+	}
+	fprintf(stderr, "ktelemetryctl: %s: the socket path is %zu bytes; a unix socket path "
+		"has at most %zu\n", what, n, max);
+	return fail;
+}
+
 /* control_socket of a config file; exit code or 0. */
 static int socket_from_config(const char *path, char *buf, size_t len)
 {
@@ -101,9 +119,9 @@ static int socket_from_config(const char *path, char *buf, size_t len)
 	ktel_config_errors__clear(&errs);
 	if (r)
 		return EXIT_USAGE;
-	snprintf(buf, len, "%s", cfg->control_socket);
+	r = copy_socket_path(buf, len, cfg->control_socket, path, EXIT_USAGE);
 	ktel_config__free(cfg);
-	return 0;
+	return r;
 }
 
 /* --socket, else $KTELEMETRY_SOCKET, else --config's, else the default's. */
@@ -112,14 +130,10 @@ static int resolve_socket(const struct opts *o, char *buf, size_t len)
 	const char *env = getenv("KTELEMETRY_SOCKET");
 	char run[PATH_MAX];
 
-	if (o->socket) {
-		snprintf(buf, len, "%s", o->socket);
-		return 0;
-	}
-	if (env && *env) {
-		snprintf(buf, len, "%s", env);
-		return 0;
-	}
+	if (o->socket)
+		return copy_socket_path(buf, len, o->socket, "--socket", EXIT_USAGE);
+	if (env && *env)
+		return copy_socket_path(buf, len, env, "KTELEMETRY_SOCKET", EXIT_USAGE);
 	if (o->config)
 		return socket_from_config(o->config, buf, len);
 	default_dir(INSTALL_RUN_DIR, run, sizeof(run));
@@ -365,9 +379,9 @@ static int watch_socket(const struct opts *o, char *buf, size_t len)
 		json_decref(resp);
 		return r ? r : EXIT_DAEMON_ERROR;
 	}
-	snprintf(buf, len, "%s", path);
+	r = copy_socket_path(buf, len, path, "watch", EXIT_DAEMON_ERROR);
 	json_decref(resp);
-	return 0;
+	return r;
 }
 
 /* N for the stream sink's {"dropped":N} notice line, else -1. */
@@ -391,11 +405,14 @@ static int run_watch(const struct opts *o, int argc, char **argv)
 	int fd, r;
 
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
-			snprintf(path, sizeof(path), "%s", argv[++i]);
-		else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
+		if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+			r = copy_socket_path(path, sizeof(path), argv[++i], "watch --socket",
+					     EXIT_USAGE);
+			if (r)
+				return r;
+		} else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
 			count = atoll(argv[++i]);
-		else {
+		} else {
 			fprintf(stderr, "ktelemetryctl: watch: unexpected \"%s\"\n", argv[i]);
 			return EXIT_USAGE;
 		}

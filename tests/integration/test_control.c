@@ -970,6 +970,40 @@ static void test_watch(void **state)
 	sandbox_cleanup(&r.sb);
 }
 
+/*
+ * A socket path is never cut (issue 12.10): one too long for a unix socket
+ * (here 4097 bytes of 3-byte characters after one ASCII byte, so a cut at
+ * PATH_MAX would split one) is refused as a usage error whole, with a
+ * message that stays valid UTF-8; so is one just over sun_path's 107.
+ */
+static void test_socket_path_never_cut(void **state)
+{
+	static char path[4200];
+	struct rig r = {0};
+	json_t *j;
+	size_t off = 1;
+
+	sandbox_init(&r.sb, "ctl-longpath");
+	path[0] = '/';
+	for (; off + 3 < sizeof(path) && off < 4097; off += 3)
+		memcpy(path + off, "\xe2\x82\xac", 3);
+	path[off] = '\0';
+	assert_int_equal(ctl(&r, false, "--socket", path, "list", NULL), 2);
+	assert_non_null(strstr(r.err, "a unix socket path has at most 107"));
+	j = json_string(r.err);
+	assert_non_null(j); /* valid UTF-8 */
+	json_decref(j);
+	assert_int_equal(ctl(&r, false, "watch", "--socket", path, NULL), 2);
+	assert_non_null(strstr(r.err, "watch --socket: the socket path is"));
+	memset(path + 1, 'a', 107); /* '/' and 107 bytes: one more than sun_path takes */
+	path[108] = '\0';
+	assert_int_equal(ctl(&r, false, "--socket", path, "list", NULL), 2);
+	assert_non_null(strstr(r.err, "the socket path is 108 bytes"));
+	free(r.out);
+	free(r.err);
+	sandbox_cleanup(&r.sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -982,6 +1016,7 @@ int main(void)
 		cmocka_unit_test(test_idle_clients_and_root_slot),
 		cmocka_unit_test(test_pull_flood),
 		cmocka_unit_test(test_socket_path_rules),
+		cmocka_unit_test(test_socket_path_never_cut),
 		cmocka_unit_test(test_inspect_plugins),
 		cmocka_unit_test(test_watch),
 	};

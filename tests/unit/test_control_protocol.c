@@ -30,6 +30,7 @@
 #include "ctl_render.h"
 #include "inspect.h"
 #include "ktel_test.h"
+#include "utf8.h"
 
 /* ---- framing -------------------------------------------------------------- */
 
@@ -704,6 +705,80 @@ static void test_render_list(void **state)
 	json_decref(resp);
 }
 
+/* ---- cuts on a character boundary (issue 12.10) ------------------------------ */
+
+static bool utf8_valid(const char *s)
+{
+	json_t *j = json_string(s); /* jansson refuses invalid UTF-8 */
+
+	json_decref(j);
+	return j != NULL;
+}
+
+/* pre ASCII bytes, then ch (a 2, 3 or 4 byte character) to len bytes. */
+static void fill_wide(char *buf, size_t len, size_t pre, const char *ch)
+{
+	size_t off = 0, w = strlen(ch);
+
+	for (; off < pre; off++)
+		buf[off] = 'x';
+	for (; off + w <= len; off += w)
+		memcpy(buf + off, ch, w);
+	buf[off] = '\0';
+}
+
+static void render_pull(FILE *f, const json_t *j)
+{
+	ktel_ctl_render(f, "pull", j);
+}
+
+/* out holds name's first n bytes less the character the cut split. */
+static void expect_cut(const char *out, const char *name, size_t n)
+{
+	char prefix[KTEL_ERR_MSG_MAX];
+
+	assert_true(utf8_valid(out));
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)(n - 3), name);
+	ktel_utf8_trim_str(prefix);
+	assert_non_null(strstr(out, prefix));
+}
+
+/*
+ * Names, labels and reasons longer than the table cells and the dimension
+ * text, at every alignment of 2, 3 and 4 byte characters: what is printed
+ * stays valid UTF-8 and keeps all but the split character.
+ */
+static void test_render_cuts_on_boundary(void **state)
+{
+	static const char *const wide[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+	char name[800];
+
+	for (size_t w = 0; w < KTEL_ARRAY_SIZE(wide); w++) {
+		for (size_t pre = 0; pre < 4; pre++) {
+			json_t *list, *pull;
+			char *out;
+
+			fill_wide(name, sizeof(name) - 1, pre, wide[w]);
+			list = json_pack("{s:b, s:[{s:s, s:s, s:b, s:s, s:i, s:s, s:i, s:s}]}",
+					 "ok", 1, "metrics", "name", name, "plugin", name,
+					 "enabled", 1, "unit", name, "interval_ms", 1000, "atom",
+					 name, "lease_ms", 0, "problem", name);
+			out = render(render_list, list);
+			expect_cut(out, name, KTEL_ERR_MSG_MAX - 1);
+			free(out);
+			pull = json_pack("{s:b, s:i, s:[{s:s, s:s, s:{s:s}, s:i, s:i}]}", "ok", 1,
+					 "pulled", 1, "records", "type", "counter", "metric", "m",
+					 "dims", "comm", name, "value", 1, "total", 2);
+			out = render(render_pull, pull);
+			/* The dimension text is 512 bytes, "comm=" first. */
+			expect_cut(out, name, 511 - 5);
+			free(out);
+			json_decref(list);
+			json_decref(pull);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -732,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_bucket_labels),
 		cmocka_unit_test(test_draw_hist),
 		cmocka_unit_test(test_render_list),
+		cmocka_unit_test(test_render_cuts_on_boundary),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
