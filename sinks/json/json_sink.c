@@ -181,55 +181,133 @@ static int utf8_len(const unsigned char *s)
 	return n;
 }
 
-/* A JSON string; invalid UTF-8 bytes become U+FFFD so the line always
- * parses. NULL is written as null. */
-static void fb_str(struct ktel_textbuf *b, const char *str)
+/* Bytes copied as they are inside a JSON string: printable ASCII but '"'
+ * and '\\'. */
+static bool plain_byte(unsigned char c)
 {
-	const unsigned char *s = (const unsigned char *)str;
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
 
-	if (!s) {
-		ktel_textbuf_puts(b, "null");
-		return;
+#define BYTES8(c) (0x0101010101010101ULL * (c))
+
+/* Some byte of w is 0. */
+static uint64_t has_zero8(uint64_t w)
+{
+	return (w - BYTES8(0x01)) & ~w & BYTES8(0x80);
+}
+
+/* Some byte of w is not plain_byte(): < 0x20, >= 0x7f, '"' or '\\'. */
+static bool word_needs_escape(uint64_t w)
+{
+	return ((w - BYTES8(0x20)) & ~w & BYTES8(0x80)) || (w & BYTES8(0x80)) ||
+	       has_zero8(w ^ BYTES8(0x7f)) || has_zero8(w ^ BYTES8('"')) ||
+	       has_zero8(w ^ BYTES8('\\'));
+}
+
+/* The end of the run of plain bytes from s (at most end), 8 at a time. */
+static const unsigned char *plain_run(const unsigned char *s, const unsigned char *end)
+{
+	uint64_t w;
+
+	while (end - s >= 8) {
+		memcpy(&w, s, sizeof(w));
+		if (word_needs_escape(w))
+			break;
+		s += 8;
 	}
-	ktel_textbuf_put(b, "\"", 1);
-	while (*s) {
+	while (s < end && plain_byte(*s))
+		s++;
+	return s;
+}
+
+/* Worst case of fb_str_at for len bytes: every byte becomes a 6-byte
+ * escape, plus the quotes. */
+#define STR_MOST(len) (6 * (len) + 2)
+
+/*
+ * The JSON string of the len bytes at str (NUL-terminated there), quotes
+ * included, at p; returns the end. Invalid UTF-8 bytes become U+FFFD so the
+ * line always parses; control characters and DEL are \u00XX.
+ */
+static char *fb_str_at(char *p, const char *str, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str, *end = s + len;
+
+	*p++ = '"';
+	while (s < end) {
 		const unsigned char *run = s;
 		int n;
 
-		/* Printable ASCII that needs no escape: one copy per run. */
-		while (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
-			s++;
-		if (s > run)
-			ktel_textbuf_put(b, (const char *)run, (size_t)(s - run));
-		if (!*s)
+		/* Runs that need no escape: one copy each. */
+		s = plain_run(s, end);
+		memcpy(p, run, (size_t)(s - run));
+		p += s - run;
+		if (s == end)
 			break;
 		if (*s == '"' || *s == '\\') {
-			ktel_textbuf_put(b, "\\", 1);
-			ktel_textbuf_put(b, (const char *)s++, 1);
+			*p++ = '\\';
+			*p++ = (char)*s++;
 		} else if (*s < 0x20 || *s == 0x7f) {
-			ktel_textbuf_printf(b, "\\u%04x", *s++);
+			memcpy(p, "\\u00", 4);
+			p[4] = hex[*s >> 4];
+			p[5] = hex[*s & 15];
+			p += 6;
+			s++;
 		} else if ((n = utf8_len(s)) > 0) {
-			ktel_textbuf_put(b, (const char *)s, n);
+			memcpy(p, s, (size_t)n);
+			p += n;
 			s += n;
 		} else {
-			ktel_textbuf_puts(b, "\\ufffd");
+			memcpy(p, "\\ufffd", 6);
+			p += 6;
 			s++;
 		}
 	}
-	ktel_textbuf_put(b, "\"", 1);
+	*p++ = '"';
+	return p;
 }
 
+/* A JSON string (fb_str_at); NULL is written as null. */
+static void fb_str(struct ktel_textbuf *b, const char *str)
+{
+	size_t len;
+	char *p;
+
+	if (!str) {
+		ktel_textbuf_put(b, "null", 4);
+		return;
+	}
+	len = strlen(str);
+	if ((p = ktel_textbuf_room(b, STR_MOST(len))))
+		ktel_textbuf_commit(b, fb_str_at(p, str, len));
+}
+
+/* ,"key": (no comma when first) with one capacity check; a NULL key is
+ * null, as fb_str writes it. */
 static void fb_key(struct ktel_textbuf *b, bool first, const char *key)
 {
+	size_t len;
+	char *p;
+
+	if (!key) {
+		ktel_textbuf_puts(b, first ? "null:" : ",null:");
+		return;
+	}
+	len = strlen(key);
+	if (!(p = ktel_textbuf_room(b, STR_MOST(len) + 2)))
+		return;
 	if (!first)
-		ktel_textbuf_put(b, ",", 1);
-	fb_str(b, key);
-	ktel_textbuf_put(b, ":", 1);
+		*p++ = ',';
+	p = fb_str_at(p, key, len);
+	*p++ = ':';
+	ktel_textbuf_commit(b, p);
 }
 
 /*
  * RFC 3339 UTC with nanoseconds. Consecutive records share their second:
- * the date part is formatted once per second (per thread).
+ * the date part is formatted once per second (per thread), and a record's
+ * end is mostly its start (events): the last text is kept whole.
  */
 static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 {
@@ -238,11 +316,20 @@ static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 		bool valid;
 		char text[32];
 		size_t len;
+		int64_t last_ns;
+		bool last_valid;
+		char last[48];
+		size_t last_len;
 	} cache;
 	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
 	time_t t;
 	struct tm tm;
+	char *p, *q;
 
+	if (cache.last_valid && cache.last_ns == ns) {
+		ktel_textbuf_put(b, cache.last, cache.last_len);
+		return;
+	}
 	if (frac < 0) {
 		frac += 1000000000;
 		sec--;
@@ -258,11 +345,24 @@ static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 		cache.sec = sec;
 		cache.valid = true;
 	}
-	ktel_textbuf_put(b, "\"", 1);
-	ktel_textbuf_put(b, cache.text, cache.len);
-	ktel_textbuf_put(b, ".", 1);
-	ktel_textbuf_put_u64_width(b, (uint64_t)frac, 9);
-	ktel_textbuf_put(b, "Z\"", 2);
+	/* "text.fffffffffZ" */
+	if (!(p = ktel_textbuf_room(b, cache.len + 13)))
+		return;
+	q = p;
+	*q++ = '"';
+	memcpy(q, cache.text, cache.len);
+	q += cache.len;
+	*q++ = '.';
+	q = ktel_fmt_u64_width(q, (uint64_t)frac, 9);
+	*q++ = 'Z';
+	*q++ = '"';
+	if ((size_t)(q - p) <= sizeof(cache.last)) {
+		memcpy(cache.last, p, (size_t)(q - p));
+		cache.last_len = (size_t)(q - p);
+		cache.last_ns = ns;
+		cache.last_valid = true;
+	}
+	ktel_textbuf_commit(b, q);
 }
 
 /* Whole seconds since the epoch (floor), a number jq's todate and any
@@ -273,7 +373,7 @@ static void fb_wall_s(struct ktel_textbuf *b, int64_t ns)
 
 	if (ns % 1000000000 < 0)
 		sec--;
-	ktel_textbuf_printf(b, "%" PRId64, sec);
+	ktel_textbuf_put_i64(b, sec);
 }
 
 static const char *const type_names[] = {
