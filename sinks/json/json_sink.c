@@ -74,6 +74,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,9 @@ struct json_sink {
 	uv_file new_fd;
 	bool compressing;
 
+	/* The batch being formatted: becomes a chunk (batch_take()). */
 	struct ktel_textbuf batch;
+	size_t batch_hint_line; /* bytes per line of the last batch */
 	struct ktel_sink_stats st;
 
 	/* finishing: reported closed (or about to); no new work starts.
@@ -1212,6 +1215,42 @@ static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 
 /* ---- submit, stats ---- */
 
+/*
+ * The batch's text buffer becomes the queued chunk: records are formatted
+ * straight after a chunk header's room, and the buffer is handed to the
+ * queue as it is (no copy). Sized from the previous batch, so a steady
+ * stream grows it at most once; slack over a quarter is given back.
+ */
+#define CHUNK_HDR offsetof(struct chunk, data)
+
+static void batch_begin(struct json_sink *s, size_t n)
+{
+	size_t want = CHUNK_HDR + s->batch_hint_line * n + s->batch_hint_line * n / 16 + 1;
+
+	s->batch.fail = false;
+	s->batch.len = CHUNK_HDR;
+	if (!s->batch.p && s->batch_hint_line && (s->batch.p = malloc(want)))
+		s->batch.cap = want;
+	/* Failing that (or with no hint yet), the first append grows it. */
+}
+
+static struct chunk *batch_take(struct json_sink *s, uint32_t lines)
+{
+	size_t used = s->batch.len + 1;
+	struct chunk *c = (struct chunk *)s->batch.p;
+
+	s->batch_hint_line = (s->batch.len - CHUNK_HDR) / lines + 1;
+	if (s->batch.cap - used > used / 4) {
+		struct chunk *shrunk = realloc(c, used);
+
+		if (shrunk)
+			c = shrunk;
+	}
+	c->len = s->batch.len - CHUNK_HDR;
+	s->batch = (struct ktel_textbuf){0};
+	return c;
+}
+
 static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 {
 	struct json_sink *s = priv;
@@ -1222,8 +1261,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 		s->st.dropped += n;
 		return;
 	}
-	s->batch.len = 0;
-	s->batch.fail = false;
+	batch_begin(s, n);
 	for (size_t i = 0; i < n; i++) {
 		size_t start = s->batch.len;
 
@@ -1231,7 +1269,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 		 * queue. A smaller record after it may still fit. */
 		if (!format_record(&s->batch, &recs[i]) || s->batch.fail ||
 		    s->batch.len - start > MAX_LINE ||
-		    s->queued_bytes + s->batch.len > s->max_queue_bytes) {
+		    s->queued_bytes + (s->batch.len - CHUNK_HDR) > s->max_queue_bytes) {
 			s->batch.len = start;
 			s->batch.fail = false;
 			s->st.dropped++;
@@ -1241,13 +1279,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 	}
 	if (!lines)
 		return;
-	c = malloc(sizeof(*c) + s->batch.len);
-	if (!c) {
-		s->st.dropped += lines;
-		return;
-	}
-	memcpy(c->data, s->batch.p, s->batch.len);
-	c->len = s->batch.len;
+	c = batch_take(s, lines);
 	c->off = 0;
 	c->n_lines = lines;
 	c->lines_done = 0;
