@@ -98,11 +98,17 @@
 /* Queued batches written by one uv_fs_write (a writev); more wait for the
  * next write cycle. */
 #define MAX_IOV 256
+/* Written chunks kept to format the next batches into: a chunk is one
+ * batch (~170 KiB of 256 stream events), over malloc's mmap threshold in
+ * the daemon (core/memory.c), so a fresh one per batch is an mmap, its
+ * page faults and an munmap. */
+#define SPARE_CHUNKS 2
 
 /* One submitted batch: whole lines, written from off on. */
 struct chunk {
 	struct chunk *next;
 	size_t len, off;
+	size_t cap; /* bytes allocated, header included (spare reuse) */
 	uint32_t n_lines, lines_done;
 	char data[];
 };
@@ -139,6 +145,9 @@ struct json_sink {
 
 	struct chunk *head, *tail;
 	uint64_t queued_bytes;
+	/* Written chunks kept for the next batches (chunk_release()). */
+	struct chunk *spare[SPARE_CHUNKS];
+	unsigned n_spare;
 
 	enum io_state state;
 	uv_fs_t req;
@@ -556,6 +565,15 @@ static bool at_line_start(const struct chunk *c)
 	return c->off == 0 || c->data[c->off - 1] == '\n';
 }
 
+/* A written chunk: kept as a spare for the next batch, or freed. */
+static void chunk_release(struct json_sink *s, struct chunk *c)
+{
+	if (s->n_spare < SPARE_CHUNKS && c->cap <= s->max_queue_bytes)
+		s->spare[s->n_spare++] = c;
+	else
+		free(c);
+}
+
 /* Mark n bytes from the head of the queue written, across as many chunks
  * as they cover; count the lines they complete and free finished chunks.
  * Returns how many chunks (whole batches) that finished. */
@@ -582,7 +600,7 @@ static unsigned advance(struct json_sink *s, size_t n)
 		if (!s->head)
 			s->tail = NULL;
 		s->queued_bytes -= c->len;
-		free(c);
+		chunk_release(s, c);
 		finished++;
 	}
 	return finished;
@@ -1135,6 +1153,8 @@ static void free_sink(struct json_sink *s)
 	if (s->fd >= 0 && !s->to_stdout)
 		close(s->fd);
 	free(s->batch.p);
+	while (s->n_spare)
+		free(s->spare[--s->n_spare]);
 	free(s->name);
 	free(s->path);
 	free(s);
@@ -1229,23 +1249,34 @@ static void batch_begin(struct json_sink *s, size_t n)
 
 	s->batch.fail = false;
 	s->batch.len = CHUNK_HDR;
-	if (!s->batch.p && s->batch_hint_line && (s->batch.p = malloc(want)))
+	if (s->batch.p)
+		return;
+	if (s->n_spare) {
+		struct chunk *c = s->spare[--s->n_spare];
+
+		s->batch.p = (char *)c;
+		s->batch.cap = c->cap;
+	} else if (s->batch_hint_line && (s->batch.p = malloc(want))) {
 		s->batch.cap = want;
+	}
 	/* Failing that (or with no hint yet), the first append grows it. */
 }
 
 static struct chunk *batch_take(struct json_sink *s, uint32_t lines)
 {
-	size_t used = s->batch.len + 1;
+	size_t used = s->batch.len + 1, cap = s->batch.cap;
 	struct chunk *c = (struct chunk *)s->batch.p;
 
 	s->batch_hint_line = (s->batch.len - CHUNK_HDR) / lines + 1;
-	if (s->batch.cap - used > used / 4) {
+	if (cap - used > used / 4) {
 		struct chunk *shrunk = realloc(c, used);
 
-		if (shrunk)
+		if (shrunk) {
 			c = shrunk;
+			cap = used;
+		}
 	}
+	c->cap = cap;
 	c->len = s->batch.len - CHUNK_HDR;
 	s->batch = (struct ktel_textbuf){0};
 	return c;

@@ -52,6 +52,7 @@
 #include <uv.h>
 
 #include "bpf_lifecycle.h"
+#include "memory.h"
 #include "router.h"
 #include "stream_reader.h"
 
@@ -276,7 +277,7 @@ static int setup(struct bench *b, const char *so, const char *json_path, const c
 	b->router = ktel_router__new(&b->loop);
 	if (!b->router)
 		return -ENOMEM;
-	jopts = json_pack("{s:s}", "path", json_path);
+	jopts = getenv("QB") ? json_pack("{s:s,s:s}", "path", json_path, "max_queue_bytes", getenv("QB")) : json_pack("{s:s}", "path", json_path);
 	r = ktel_router__add_sink(b->router, SINK, "json", jopts, &err);
 	json_decref(jopts);
 	if (r)
@@ -322,6 +323,9 @@ int main(int argc, char **argv)
 	}
 	if (!secs)
 		secs = 3;
+	/* The daemon's malloc settings (fixed mmap threshold): a sink chunk
+	 * over it is mmap'd, as in ktelemetryd. */
+	ktel_memory__init();
 	/* Pin before the loop and its thread pool exist: the pool inherits it. */
 	consumer_pinned = pin(CONSUMER_CPU);
 	uv_loop_init(&b.loop);
