@@ -180,16 +180,20 @@ struct json_sink {
 
 /* ---- formatting ---- */
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0. */
+/* Length of a valid UTF-8 sequence at s (2..4), or 0: no overlong form, no
+ * surrogate, nothing over U+10FFFF (what a strict parser such as jansson
+ * refuses), no sequence the NUL cuts short. */
 static int utf8_len(const unsigned char *s)
 {
-	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		: s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : 0;
 
-	if (s[0] >= 0xf5)
-		return 0;
 	for (int i = 1; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+		return 0;
 	return n;
 }
 
