@@ -261,6 +261,9 @@ static void snap(struct bench *b, struct snap *s)
 	s->cpu_others = clock_cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
 	if (pthread_getcpuclockid(b->prod.thread, &prod_clock) == 0)
 		s->cpu_others -= clock_cpu_ns(prod_clock);
+	/* ... and but the stream subscriber, a client. */
+	if (b->sub.started && pthread_getcpuclockid(b->sub.thread, &prod_clock) == 0)
+		s->cpu_others -= clock_cpu_ns(prod_clock);
 }
 
 /* Run the loop until the ring is empty and the sink's queue written. */
