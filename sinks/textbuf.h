@@ -43,6 +43,38 @@ static inline void ktel_textbuf_puts(struct ktel_textbuf *b, const char *s)
 	ktel_textbuf_put(b, s, strlen(s));
 }
 
+/*
+ * Direct writes, for formatters that know a bound: room() makes room for up
+ * to `most` more bytes (plus the NUL) and returns where they go, NULL when
+ * failed; the caller writes at most `most` bytes there and ends with
+ * commit(end), end = one past the last byte written. One capacity check for
+ * a whole string or number instead of one per piece.
+ */
+static inline char *ktel_textbuf_room(struct ktel_textbuf *b, size_t most)
+{
+	if (b->fail)
+		return NULL;
+	if (b->len + most + 1 > b->cap) {
+		ktel_textbuf_reserve(b, most);
+		if (b->fail)
+			return NULL;
+	}
+	return b->p + b->len;
+}
+
+static inline void ktel_textbuf_commit(struct ktel_textbuf *b, char *end)
+{
+	b->len = (size_t)(end - b->p);
+	*end = '\0';
+}
+
+/* The decimal digits of v at p (no NUL, at most 20 bytes); returns the end. */
+char *ktel_fmt_u64(char *p, uint64_t v);
+/* The same, zero-padded to width (<= 20; wider numbers are not cut). */
+char *ktel_fmt_u64_width(char *p, uint64_t v, unsigned width);
+/* '-' and the magnitude (at most 20 bytes). */
+char *ktel_fmt_i64(char *p, int64_t v);
+
 /* Decimal integers without printf; _u64_width pads with zeros to width (<= 20). */
 void ktel_textbuf_put_u64(struct ktel_textbuf *b, uint64_t v);
 void ktel_textbuf_put_i64(struct ktel_textbuf *b, int64_t v);

@@ -74,6 +74,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,11 +98,17 @@
 /* Queued batches written by one uv_fs_write (a writev); more wait for the
  * next write cycle. */
 #define MAX_IOV 256
+/* Written chunks kept to format the next batches into: a chunk is one
+ * batch (~170 KiB of 256 stream events), over malloc's mmap threshold in
+ * the daemon (core/memory.c), so a fresh one per batch is an mmap, its
+ * page faults and an munmap. */
+#define SPARE_CHUNKS 2
 
 /* One submitted batch: whole lines, written from off on. */
 struct chunk {
 	struct chunk *next;
 	size_t len, off;
+	size_t cap; /* bytes allocated, header included (spare reuse) */
 	uint32_t n_lines, lines_done;
 	char data[];
 };
@@ -138,6 +145,9 @@ struct json_sink {
 
 	struct chunk *head, *tail;
 	uint64_t queued_bytes;
+	/* Written chunks kept for the next batches (chunk_release()). */
+	struct chunk *spare[SPARE_CHUNKS];
+	unsigned n_spare;
 
 	enum io_state state;
 	uv_fs_t req;
@@ -154,7 +164,9 @@ struct json_sink {
 	uv_file new_fd;
 	bool compressing;
 
+	/* The batch being formatted: becomes a chunk (batch_take()). */
 	struct ktel_textbuf batch;
+	size_t batch_hint_line; /* bytes per line of the last batch */
 	struct ktel_sink_stats st;
 
 	/* finishing: reported closed (or about to); no new work starts.
@@ -168,68 +180,150 @@ struct json_sink {
 
 /* ---- formatting ---- */
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0. */
+/* Length of a valid UTF-8 sequence at s (2..4), or 0: no overlong form, no
+ * surrogate, nothing over U+10FFFF (what a strict parser such as jansson
+ * refuses), no sequence the NUL cuts short. */
 static int utf8_len(const unsigned char *s)
 {
-	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		: s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : 0;
 
-	if (s[0] >= 0xf5)
-		return 0;
 	for (int i = 1; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+		return 0;
 	return n;
 }
 
-/* A JSON string; invalid UTF-8 bytes become U+FFFD so the line always
- * parses. NULL is written as null. */
-static void fb_str(struct ktel_textbuf *b, const char *str)
+/* Bytes copied as they are inside a JSON string: printable ASCII but '"'
+ * and '\\'. */
+static bool plain_byte(unsigned char c)
 {
-	const unsigned char *s = (const unsigned char *)str;
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
 
-	if (!s) {
-		ktel_textbuf_puts(b, "null");
-		return;
+#define BYTES8(c) (0x0101010101010101ULL * (c))
+
+/* Some byte of w is 0. */
+static uint64_t has_zero8(uint64_t w)
+{
+	return (w - BYTES8(0x01)) & ~w & BYTES8(0x80);
+}
+
+/* Some byte of w is not plain_byte(): < 0x20, >= 0x7f, '"' or '\\'. */
+static bool word_needs_escape(uint64_t w)
+{
+	return ((w - BYTES8(0x20)) & ~w & BYTES8(0x80)) || (w & BYTES8(0x80)) ||
+	       has_zero8(w ^ BYTES8(0x7f)) || has_zero8(w ^ BYTES8('"')) ||
+	       has_zero8(w ^ BYTES8('\\'));
+}
+
+/* The end of the run of plain bytes from s (at most end), 8 at a time. */
+static const unsigned char *plain_run(const unsigned char *s, const unsigned char *end)
+{
+	uint64_t w;
+
+	while (end - s >= 8) {
+		memcpy(&w, s, sizeof(w));
+		if (word_needs_escape(w))
+			break;
+		s += 8;
 	}
-	ktel_textbuf_put(b, "\"", 1);
-	while (*s) {
+	while (s < end && plain_byte(*s))
+		s++;
+	return s;
+}
+
+/* Worst case of fb_str_at for len bytes: every byte becomes a 6-byte
+ * escape, plus the quotes. */
+#define STR_MOST(len) (6 * (len) + 2)
+
+/*
+ * The JSON string of the len bytes at str (NUL-terminated there), quotes
+ * included, at p; returns the end. Invalid UTF-8 bytes become U+FFFD so the
+ * line always parses; control characters and DEL are \u00XX.
+ */
+static char *fb_str_at(char *p, const char *str, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str, *end = s + len;
+
+	*p++ = '"';
+	while (s < end) {
 		const unsigned char *run = s;
 		int n;
 
-		/* Printable ASCII that needs no escape: one copy per run. */
-		while (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
-			s++;
-		if (s > run)
-			ktel_textbuf_put(b, (const char *)run, (size_t)(s - run));
-		if (!*s)
+		/* Runs that need no escape: one copy each. */
+		s = plain_run(s, end);
+		memcpy(p, run, (size_t)(s - run));
+		p += s - run;
+		if (s == end)
 			break;
 		if (*s == '"' || *s == '\\') {
-			ktel_textbuf_put(b, "\\", 1);
-			ktel_textbuf_put(b, (const char *)s++, 1);
+			*p++ = '\\';
+			*p++ = (char)*s++;
 		} else if (*s < 0x20 || *s == 0x7f) {
-			ktel_textbuf_printf(b, "\\u%04x", *s++);
+			memcpy(p, "\\u00", 4);
+			p[4] = hex[*s >> 4];
+			p[5] = hex[*s & 15];
+			p += 6;
+			s++;
 		} else if ((n = utf8_len(s)) > 0) {
-			ktel_textbuf_put(b, (const char *)s, n);
+			memcpy(p, s, (size_t)n);
+			p += n;
 			s += n;
 		} else {
-			ktel_textbuf_puts(b, "\\ufffd");
+			memcpy(p, "\\ufffd", 6);
+			p += 6;
 			s++;
 		}
 	}
-	ktel_textbuf_put(b, "\"", 1);
+	*p++ = '"';
+	return p;
 }
 
+/* A JSON string (fb_str_at); NULL is written as null. */
+static void fb_str(struct ktel_textbuf *b, const char *str)
+{
+	size_t len;
+	char *p;
+
+	if (!str) {
+		ktel_textbuf_put(b, "null", 4);
+		return;
+	}
+	len = strlen(str);
+	if ((p = ktel_textbuf_room(b, STR_MOST(len))))
+		ktel_textbuf_commit(b, fb_str_at(p, str, len));
+}
+
+/* ,"key": (no comma when first) with one capacity check; a NULL key is
+ * null, as fb_str writes it. */
 static void fb_key(struct ktel_textbuf *b, bool first, const char *key)
 {
+	size_t len;
+	char *p;
+
+	if (!key) {
+		ktel_textbuf_puts(b, first ? "null:" : ",null:");
+		return;
+	}
+	len = strlen(key);
+	if (!(p = ktel_textbuf_room(b, STR_MOST(len) + 2)))
+		return;
 	if (!first)
-		ktel_textbuf_put(b, ",", 1);
-	fb_str(b, key);
-	ktel_textbuf_put(b, ":", 1);
+		*p++ = ',';
+	p = fb_str_at(p, key, len);
+	*p++ = ':';
+	ktel_textbuf_commit(b, p);
 }
 
 /*
  * RFC 3339 UTC with nanoseconds. Consecutive records share their second:
- * the date part is formatted once per second (per thread).
+ * the date part is formatted once per second (per thread), and a record's
+ * end is mostly its start (events): the last text is kept whole.
  */
 static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 {
@@ -238,11 +332,20 @@ static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 		bool valid;
 		char text[32];
 		size_t len;
+		int64_t last_ns;
+		bool last_valid;
+		char last[48];
+		size_t last_len;
 	} cache;
 	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
 	time_t t;
 	struct tm tm;
+	char *p, *q;
 
+	if (cache.last_valid && cache.last_ns == ns) {
+		ktel_textbuf_put(b, cache.last, cache.last_len);
+		return;
+	}
 	if (frac < 0) {
 		frac += 1000000000;
 		sec--;
@@ -258,11 +361,24 @@ static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 		cache.sec = sec;
 		cache.valid = true;
 	}
-	ktel_textbuf_put(b, "\"", 1);
-	ktel_textbuf_put(b, cache.text, cache.len);
-	ktel_textbuf_put(b, ".", 1);
-	ktel_textbuf_put_u64_width(b, (uint64_t)frac, 9);
-	ktel_textbuf_put(b, "Z\"", 2);
+	/* "text.fffffffffZ" */
+	if (!(p = ktel_textbuf_room(b, cache.len + 13)))
+		return;
+	q = p;
+	*q++ = '"';
+	memcpy(q, cache.text, cache.len);
+	q += cache.len;
+	*q++ = '.';
+	q = ktel_fmt_u64_width(q, (uint64_t)frac, 9);
+	*q++ = 'Z';
+	*q++ = '"';
+	if ((size_t)(q - p) <= sizeof(cache.last)) {
+		memcpy(cache.last, p, (size_t)(q - p));
+		cache.last_len = (size_t)(q - p);
+		cache.last_ns = ns;
+		cache.last_valid = true;
+	}
+	ktel_textbuf_commit(b, q);
 }
 
 /* Whole seconds since the epoch (floor), a number jq's todate and any
@@ -273,7 +389,7 @@ static void fb_wall_s(struct ktel_textbuf *b, int64_t ns)
 
 	if (ns % 1000000000 < 0)
 		sec--;
-	ktel_textbuf_printf(b, "%" PRId64, sec);
+	ktel_textbuf_put_i64(b, sec);
 }
 
 static const char *const type_names[] = {
@@ -453,6 +569,15 @@ static bool at_line_start(const struct chunk *c)
 	return c->off == 0 || c->data[c->off - 1] == '\n';
 }
 
+/* A written chunk: kept as a spare for the next batch, or freed. */
+static void chunk_release(struct json_sink *s, struct chunk *c)
+{
+	if (s->n_spare < SPARE_CHUNKS && c->cap <= s->max_queue_bytes)
+		s->spare[s->n_spare++] = c;
+	else
+		free(c);
+}
+
 /* Mark n bytes from the head of the queue written, across as many chunks
  * as they cover; count the lines they complete and free finished chunks.
  * Returns how many chunks (whole batches) that finished. */
@@ -479,7 +604,7 @@ static unsigned advance(struct json_sink *s, size_t n)
 		if (!s->head)
 			s->tail = NULL;
 		s->queued_bytes -= c->len;
-		free(c);
+		chunk_release(s, c);
 		finished++;
 	}
 	return finished;
@@ -1032,6 +1157,8 @@ static void free_sink(struct json_sink *s)
 	if (s->fd >= 0 && !s->to_stdout)
 		close(s->fd);
 	free(s->batch.p);
+	while (s->n_spare)
+		free(s->spare[--s->n_spare]);
 	free(s->name);
 	free(s->path);
 	free(s);
@@ -1112,6 +1239,53 @@ static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 
 /* ---- submit, stats ---- */
 
+/*
+ * The batch's text buffer becomes the queued chunk: records are formatted
+ * straight after a chunk header's room, and the buffer is handed to the
+ * queue as it is (no copy). Sized from the previous batch, so a steady
+ * stream grows it at most once; slack over a quarter is given back.
+ */
+#define CHUNK_HDR offsetof(struct chunk, data)
+
+static void batch_begin(struct json_sink *s, size_t n)
+{
+	size_t want = CHUNK_HDR + s->batch_hint_line * n + s->batch_hint_line * n / 16 + 1;
+
+	s->batch.fail = false;
+	s->batch.len = CHUNK_HDR;
+	if (s->batch.p)
+		return;
+	if (s->n_spare) {
+		struct chunk *c = s->spare[--s->n_spare];
+
+		s->batch.p = (char *)c;
+		s->batch.cap = c->cap;
+	} else if (s->batch_hint_line && (s->batch.p = malloc(want))) {
+		s->batch.cap = want;
+	}
+	/* Failing that (or with no hint yet), the first append grows it. */
+}
+
+static struct chunk *batch_take(struct json_sink *s, uint32_t lines)
+{
+	size_t used = s->batch.len + 1, cap = s->batch.cap;
+	struct chunk *c = (struct chunk *)s->batch.p;
+
+	s->batch_hint_line = (s->batch.len - CHUNK_HDR) / lines + 1;
+	if (cap - used > used / 4) {
+		struct chunk *shrunk = realloc(c, used);
+
+		if (shrunk) {
+			c = shrunk;
+			cap = used;
+		}
+	}
+	c->cap = cap;
+	c->len = s->batch.len - CHUNK_HDR;
+	s->batch = (struct ktel_textbuf){0};
+	return c;
+}
+
 static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 {
 	struct json_sink *s = priv;
@@ -1122,8 +1296,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 		s->st.dropped += n;
 		return;
 	}
-	s->batch.len = 0;
-	s->batch.fail = false;
+	batch_begin(s, n);
 	for (size_t i = 0; i < n; i++) {
 		size_t start = s->batch.len;
 
@@ -1131,7 +1304,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 		 * queue. A smaller record after it may still fit. */
 		if (!format_record(&s->batch, &recs[i]) || s->batch.fail ||
 		    s->batch.len - start > MAX_LINE ||
-		    s->queued_bytes + s->batch.len > s->max_queue_bytes) {
+		    s->queued_bytes + (s->batch.len - CHUNK_HDR) > s->max_queue_bytes) {
 			s->batch.len = start;
 			s->batch.fail = false;
 			s->st.dropped++;
@@ -1141,13 +1314,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 	}
 	if (!lines)
 		return;
-	c = malloc(sizeof(*c) + s->batch.len);
-	if (!c) {
-		s->st.dropped += lines;
-		return;
-	}
-	memcpy(c->data, s->batch.p, s->batch.len);
-	c->len = s->batch.len;
+	c = batch_take(s, lines);
 	c->off = 0;
 	c->n_lines = lines;
 	c->lines_done = 0;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +27,7 @@
 #include "sink_test.h"
 #include <zlib.h>
 
+#include "json/json_format.h"
 #include "router.h"
 #include "sink.h"
 #include "ktel_test.h"
@@ -1016,10 +1018,260 @@ static void test_rotation_compressed(void **state)
 	check_rotation("rotgz.jsonl", true);
 }
 
+/* ---- the fast formatter against a reference, hostile values ---- */
+
+/* The reference: the JSON string escape as docs/sinks.md describes it, a
+ * byte at a time with printf (the formatter before the fast path). */
+static void ref_str(char **p, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	if (!s) {
+		*p += sprintf(*p, "null");
+		return;
+	}
+	*(*p)++ = '"';
+	while (*s) {
+		int n = s[0] >= 0xf5 ? 0 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+		int ok = n;
+
+		for (int i = 1; i < n; i++)
+			if ((s[i] & 0xc0) != 0x80)
+				ok = 0;
+		/* overlong, surrogate, over U+10FFFF: invalid */
+		if (ok && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+			   (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f)))
+			ok = 0;
+		if (*s == '"' || *s == '\\') {
+			*p += sprintf(*p, "\\%c", *s++);
+		} else if (*s < 0x20 || *s == 0x7f) {
+			*p += sprintf(*p, "\\u%04x", *s++);
+		} else if (*s < 0x7f) {
+			*(*p)++ = (char)*s++;
+		} else if (ok) {
+			memcpy(*p, s, (size_t)ok);
+			*p += ok;
+			s += ok;
+		} else {
+			*p += sprintf(*p, "\\ufffd");
+			s++;
+		}
+	}
+	*(*p)++ = '"';
+}
+
+static void ref_wall(char **p, int64_t ns)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	time_t t;
+	struct tm tm;
+	char date[64];
+
+	if (frac < 0) {
+		frac += 1000000000;
+		sec--;
+	}
+	t = (time_t)sec;
+	if (!gmtime_r(&t, &tm) || !strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm)) {
+		*p += sprintf(*p, "null");
+		return;
+	}
+	*p += sprintf(*p, "\"%s.%09" PRId64 "Z\"", date, frac);
+}
+
+static int64_t ref_floor_s(int64_t ns)
+{
+	return ns / 1000000000 - (ns % 1000000000 < 0);
+}
+
+/* The whole line of an event record, by the documented schema. */
+static void ref_event_line(const struct ktel_record *r, char *out)
+{
+	char *p = out;
+	bool first = true;
+
+	p += sprintf(p, "{\"metric\":");
+	ref_str(&p, r->metric);
+	p += sprintf(p, ",\"atom\":");
+	ref_str(&p, r->atom);
+	p += sprintf(p, ",\"atom_id\":%" PRIu32 ",\"unit\":", r->atom_id);
+	ref_str(&p, r->unit);
+	p += sprintf(p, ",\"type\":\"event\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
+		     ",\"start\":", r->start_boottime_ns, r->end_boottime_ns);
+	ref_wall(&p, r->start_wall_ns);
+	p += sprintf(p, ",\"end\":");
+	ref_wall(&p, r->end_wall_ns);
+	p += sprintf(p, ",\"start_s\":%" PRId64 ",\"end_s\":%" PRId64 ",\"boot_id\":",
+		     ref_floor_s(r->start_wall_ns), ref_floor_s(r->end_wall_ns));
+	ref_str(&p, r->boot_id);
+	p += sprintf(p, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64 ",\"dims\":{", r->map_id, r->seq);
+	for (uint32_t i = 0; i < r->n_dims; i++) {
+		p += sprintf(p, "%s", i ? "," : "");
+		ref_str(&p, r->dims[i].name);
+		*p++ = ':';
+		if (r->dims[i].label)
+			ref_str(&p, r->dims[i].label);
+		else
+			p += sprintf(p, "%" PRId64, r->dims[i].value);
+	}
+	p += sprintf(p, "},\"dims_raw\":{");
+	for (uint32_t i = 0; i < r->n_dims; i++) {
+		p += sprintf(p, "%s", i ? "," : "");
+		ref_str(&p, r->dims[i].name);
+		p += sprintf(p, ":%" PRId64, r->dims[i].value);
+	}
+	p += sprintf(p, "},\"fields\":{");
+	for (uint32_t i = 0; i < r->event.n_fields; i++) {
+		const struct ktel_event_field *f = &r->event.fields[i];
+
+		p += sprintf(p, "%s", i ? "," : "");
+		ref_str(&p, f->name);
+		*p++ = ':';
+		if (f->type == KTEL_FIELD_VALUE_STRING)
+			ref_str(&p, f->s);
+		else if (f->label)
+			ref_str(&p, f->label);
+		else if (f->type == KTEL_FIELD_VALUE_INT)
+			p += sprintf(p, "%" PRId64, f->i);
+		else
+			p += sprintf(p, "%" PRIu64, f->u);
+	}
+	p += sprintf(p, "},\"fields_raw\":{");
+	for (uint32_t i = 0; i < r->event.n_fields; i++) {
+		const struct ktel_event_field *f = &r->event.fields[i];
+
+		if (f->type == KTEL_FIELD_VALUE_STRING)
+			continue;
+		p += sprintf(p, "%s", first ? "" : ",");
+		first = false;
+		ref_str(&p, f->name);
+		if (f->type == KTEL_FIELD_VALUE_INT)
+			p += sprintf(p, ":%" PRId64, f->i);
+		else
+			p += sprintf(p, ":%" PRIu64, f->u);
+	}
+	sprintf(p, "}}\n");
+}
+
+/* One event line from the sink's formatter equals the reference, byte for
+ * byte, and parses. */
+static void expect_like_reference(const struct ktel_record *r)
+{
+	static char want[1 << 16];
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	json_error_t jerr;
+	json_t *j;
+
+	ref_event_line(r, want);
+	assert_int_equal(ktel_json__format_line(r, &buf, &len, &cap), 0);
+	assert_int_equal(len, strlen(want));
+	if (memcmp(buf, want, len))
+		fail_msg("got  %.*s\nwant %s", (int)len, buf, want);
+	/* (integers over INT64_MAX are JSON; jansson takes them as reals) */
+	j = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL, &jerr);
+	if (!j)
+		fail_msg("does not parse: %s: %.*s", jerr.text, (int)len, buf);
+	json_decref(j);
+	free(buf);
+}
+
+static void test_format_matches_reference(void **state)
+{
+	/* Escapes, UTF-8 (valid, truncated, invalid lead and continuation
+	 * bytes, surrogates, overlong forms, over U+10FFFF), and strings
+	 * of every length around the 8-byte scan with the hostile byte at
+	 * every position. */
+	static const char *const hostile[] = {
+		"", "a", "\"", "\\", "\x01", "\x1f", "\x7f", " ", "~", "\t\n\r\b\f",
+		"caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf",
+		"\xc3", "\xe2\x82", "\xf0\x9f\x98", "\xc0\xaf", "\xc1\xbf", "\xf5\x80\x80\x80",
+		"\xff", "\xfe\xff", "\x80", "\xbf\xbf", "\xed\xa0\x80", "\xe0\x80\x80",
+		"\xed\x9f\xbf", "\xe0\xa0\x80", "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80",
+		"a\"b\\c\x01" "d\x7f" "e\xc3\xa9" "f\xff" "g",
+		"0123456789abcdef0123456789abcdef\"", "\"0123456789abcdef0123456789abcdef",
+	};
+	static const int64_t ints[] = {0, -1, 1, INT64_MIN, INT64_MIN + 1, INT64_MAX, -9, 10,
+				       -1000000000, 999999999};
+	static const int64_t walls[] = {0, 1, -1, 999999999, 1000000000, -1000000000,
+					-1000000001, 1700000000123456789LL, INT64_MAX,
+					INT64_MIN + 1, 4102444800000000001LL};
+	char str[64];
+	struct ktel_event_field fields[5];
+	struct ktel_record r;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.type = KTEL_RECORD_EVENT;
+	r.metric = "m";
+	r.unit = "events";
+	r.boot_id = "b00t";
+	r.n_dims = 2;
+	r.dims[0] = (struct ktel_dim){.name = "d0", .value = -5, .label = "L"};
+	r.dims[1] = (struct ktel_dim){.name = "d1", .value = INT64_MIN};
+	r.event.fields = fields;
+	r.event.n_fields = 5;
+	fields[0] = (struct ktel_event_field){.name = "s", .type = KTEL_FIELD_VALUE_STRING};
+	fields[1] = (struct ktel_event_field){.name = "i", .type = KTEL_FIELD_VALUE_INT};
+	fields[2] = (struct ktel_event_field){.name = "u", .type = KTEL_FIELD_VALUE_UINT};
+	fields[3] = (struct ktel_event_field){.name = "l", .type = KTEL_FIELD_VALUE_UINT,
+					      .u = 3, .label = "LABEL"};
+	fields[4] = (struct ktel_event_field){.name = "z", .type = KTEL_FIELD_VALUE_INT};
+	for (size_t k = 0; k < sizeof(hostile) / sizeof(hostile[0]); k++) {
+		/* Every string as a value, a key, a label, metric, unit, atom. */
+		fields[0].s = hostile[k];
+		fields[1].name = hostile[k];
+		fields[3].label = hostile[k];
+		r.dims[0].name = hostile[k];
+		r.dims[0].label = hostile[k];
+		r.metric = hostile[k];
+		r.atom = hostile[k];
+		r.unit = hostile[k];
+		expect_like_reference(&r);
+		/* ... and at every offset of a longer plain string. */
+		for (size_t len = 0; len + strlen(hostile[k]) < sizeof(str) - 1 && len < 40; len++) {
+			memset(str, 'x', len);
+			strcpy(str + len, hostile[k]);
+			strcat(str, "yyyyyyyyy" + (len % 10));
+			fields[0].s = str;
+			fields[1].name = str;
+			expect_like_reference(&r);
+		}
+	}
+	fields[0].s = "plain";
+	fields[1].name = "i";
+	r.metric = "m";
+	r.atom = NULL;
+	r.unit = NULL;
+	r.dims[0].name = "d0";
+	r.dims[0].label = NULL;
+	for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+		fields[1].i = ints[k];
+		fields[2].u = (uint64_t)ints[k]; /* UINT64_MAX, 2^63 ... */
+		fields[4].i = ints[k];
+		r.dims[0].value = ints[k];
+		r.seq = (uint64_t)ints[k];
+		r.atom_id = (uint32_t)ints[k];
+		r.map_id = UINT32_MAX - (uint32_t)k;
+		r.start_boottime_ns = (uint64_t)ints[k];
+		r.end_boottime_ns = UINT64_MAX - (uint64_t)k;
+		expect_like_reference(&r);
+	}
+	for (size_t k = 0; k < sizeof(walls) / sizeof(walls[0]); k++) {
+		/* end = start (the kept text) and end != start, in turn. */
+		r.start_wall_ns = walls[k];
+		r.end_wall_ns = walls[k];
+		expect_like_reference(&r);
+		r.end_wall_ns = walls[(k + 1) % (sizeof(walls) / sizeof(walls[0]))];
+		expect_like_reference(&r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_line_format),
+		cmocka_unit_test(test_format_matches_reference),
 		cmocka_unit_test(test_other_schemes),
 		cmocka_unit_test(test_queue_bound_drops_newest),
 		cmocka_unit_test(test_sizes_as_config),

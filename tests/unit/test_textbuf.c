@@ -40,6 +40,30 @@ static void test_integers_match_printf(void **state)
 	free(b.p);
 }
 
+/* The digit count switches at every power of ten and of two: both sides of
+ * each, signed and unsigned, against printf. */
+static void test_digit_count_boundaries(void **state)
+{
+	struct ktel_textbuf b = {0};
+	char want[64];
+
+	(void)state;
+	for (uint64_t p = 1, k = 0; k < 20; k++, p *= 10) {
+		uint64_t v[] = {p - 1, p, p + 1, (uint64_t)1 << (k * 3 + 3),
+				((uint64_t)1 << (k * 3 + 3)) - 1};
+
+		for (size_t j = 0; j < sizeof(v) / sizeof(v[0]); j++) {
+			ktel_textbuf_put_u64(&b, v[j]);
+			snprintf(want, sizeof(want), "%" PRIu64, v[j]);
+			expect_text(&b, want);
+			ktel_textbuf_put_i64(&b, -(int64_t)(v[j] >> 1));
+			snprintf(want, sizeof(want), "%" PRId64, -(int64_t)(v[j] >> 1));
+			expect_text(&b, want);
+		}
+	}
+	free(b.p);
+}
+
 static void test_width_pads_with_zeros(void **state)
 {
 	struct ktel_textbuf b = {0};
@@ -76,6 +100,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_integers_match_printf),
+		cmocka_unit_test(test_digit_count_boundaries),
 		cmocka_unit_test(test_width_pads_with_zeros),
 		cmocka_unit_test(test_failed_buffer_stays_failed),
 	};
