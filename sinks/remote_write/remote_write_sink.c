@@ -493,6 +493,10 @@ static int headers_setup(struct rw_sink *s, const json_t *opts)
 	json_object_foreach((json_t *)h, key, v) {
 		struct curl_slist *l;
 
+		/* The config rules refuse these too; a header line must never
+		 * carry another. */
+		if (strpbrk(key, "\r\n: ") || strpbrk(json_string_value(v), "\r\n"))
+			return -EINVAL;
 		snprintf(line, sizeof(line), "%s: %s", key, json_string_value(v));
 		l = curl_slist_append(s->headers, line);
 		if (!l)
@@ -616,7 +620,10 @@ static int rw_create(uv_loop_t *loop, const char *name, const json_t *opts, void
 	s->rng = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)s;
 	ret = parse_opts(s, opts, err);
 	ret = ret ?: curl_setup(s, err);
-	if (!ret && headers_setup(s, opts))
+	if (!ret && (ret = headers_setup(s, opts)) == -EINVAL)
+		ret = ktel_err_set(err, EINVAL, "sinks.%s.headers: a name or value holds CR, LF "
+				   "or another header", name);
+	else if (ret == -ENOMEM)
 		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
 	if (!ret && curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers) != CURLE_OK)
 		ret = ktel_err_set(err, EINVAL, "sinks.%s: libcurl refuses the headers", name);
@@ -631,7 +638,6 @@ static int rw_create(uv_loop_t *loop, const char *name, const json_t *opts, void
 	timer_init(s, &s->retry);
 	timer_init(s, &s->deadline);
 	uv_timer_start(&s->tick, on_tick, s->interval_ms, s->interval_ms);
-	uv_unref((uv_handle_t *)&s->tick); /* the schedule never keeps the loop alive */
 	*ret_priv = s;
 	return 0;
 }
