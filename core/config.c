@@ -882,6 +882,15 @@ static bool http_url_ok(const char *s)
 	return true;
 }
 
+/* Does an http(s) URL carry user[:password]@ before its host? */
+static bool url_has_userinfo(const char *s)
+{
+	const char *host = strstr(s, "://") + 3;
+	size_t authority = strcspn(host, "/?#");
+
+	return memchr(host, '@', authority) != NULL;
+}
+
 /* An HTTP header name: an RFC 9110 token. */
 static bool header_name_ok(const char *s)
 {
@@ -959,6 +968,9 @@ static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 	else if (r->kind == RULE_HTTP_URL && !http_url_ok(s))
 		add_error(errs, "%s: \"%.60s\" is not an http:// or https:// URL with a host "
 			  "(no spaces or control characters)", sub, s);
+	else if (r->kind == RULE_HTTP_URL && url_has_userinfo(s))
+		add_error(errs, "%s: no user or password in the URL (the URL is logged): put "
+			  "them in an Authorization header", sub);
 }
 
 /* The members of an object-valued key: header names and values, label names. */
@@ -1986,7 +1998,8 @@ static void write_rules(FILE *out, const struct cfg_rule *rules)
 				"(labels of 1..63 letters, digits, `-`, `_`)", MAX_HOST_LEN);
 			break;
 		case RULE_HTTP_URL:
-			fputs(" must be an `http://` or `https://` URL with a host", out);
+			fputs(" must be an `http://` or `https://` URL with a host and no "
+			      "user or password (the URL is logged; use a header)", out);
 			break;
 		case RULE_HTTP_HEADERS:
 			fputs(" names must be HTTP header names (not Content-Type, Content-Encoding, "

@@ -472,6 +472,9 @@ static void test_option_errors(void **state)
 			    "http:// or https:// URL with a host (no spaces or control characters)");
 	expect_create_error("{\"url\":\"http:///w\"}", "sinks.rw.url: \"http:///w\" is not an "
 			    "http:// or https:// URL with a host (no spaces or control characters)");
+	expect_create_error("{\"url\":\"https://u:secret@h/w\"}", "sinks.rw.url: no user or "
+			    "password in the URL (the URL is logged): put them in an Authorization "
+			    "header");
 	expect_create_error("{\"url\":\"http://h/w\",\"headers\":{\"X-A\":\"a\\r\\nX-B: b\"}}",
 			    "sinks.rw.headers.X-A: a header value may not hold CR, LF or other "
 			    "control characters");
