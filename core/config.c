@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -147,6 +148,9 @@ enum rule_kind {
 	RULE_URL_PATH,     /* key, when set, starts with '/' */
 	RULE_MAX_LEN,      /* key, when set, is at most .max bytes long */
 	RULE_HOSTNAME,     /* key, when set, is a host name or address literal */
+	RULE_HTTP_URL,     /* key, when set, is an http:// or https:// URL with a host */
+	RULE_HTTP_HEADERS, /* key's members are HTTP header names and values */
+	RULE_LABEL_NAMES,  /* key's members are Prometheus label names a user may set */
 };
 
 struct cfg_rule {
@@ -207,6 +211,15 @@ static const struct cfg_rule stream_rules[] = {
 	{0},
 };
 
+/* sinks/remote_write/remote_write_sink.c parse_opts(), headers_setup() */
+static const struct cfg_rule remote_write_rules[] = {
+	{.kind = RULE_HTTP_URL, .key = "url"},
+	{.kind = RULE_HTTP_HEADERS, .key = "headers"},
+	{.kind = RULE_LABEL_NAMES, .key = "labels"},
+	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255, .why = "a metric name prefix"},
+	{0},
+};
+
 static const struct {
 	const char *type;
 	const struct cfg_rule *rules;
@@ -215,6 +228,7 @@ static const struct {
 	{"statsd", statsd_rules},
 	{"prometheus", prometheus_rules},
 	{"stream", stream_rules},
+	{"remote_write", remote_write_rules},
 };
 
 static const struct cfg_rule *rules_for_type(const char *type)
@@ -419,6 +433,7 @@ static const char *type_expectation(const struct ktel_cfg_key *k, char *buf, siz
 	case KTEL_CFG_OBJECT:
 	case KTEL_CFG_MAP: return "object";
 	case KTEL_CFG_INT_MAP: return "object of integers";
+	case KTEL_CFG_STRING_MAP: return "object of strings";
 	case KTEL_CFG_ENUM: {
 		const char *const *c = k->choices ? k->choices : sink_type_names;
 		size_t off = (size_t)snprintf(buf, len, "one of");
@@ -548,6 +563,29 @@ static bool validate_string_array(const json_t *v, const char *path,
 	return true;
 }
 
+/* Each member by its path: "sinks.rw.headers.X-Org: expected string, got 3". */
+static bool validate_string_map(const json_t *v, const char *path, struct ktel_config_errors *errs)
+{
+	char sub[512], got[80];
+	const char *name;
+	json_t *member;
+
+	if (!json_is_object(v))
+		return false;
+	json_object_foreach((json_t *)v, name, member) {
+		if (!name_fits(name, path, errs))
+			continue;
+		join_path(sub, sizeof(sub), path, name);
+		if (json_is_string(member)) {
+			string_fits(member, sub, errs);
+			continue;
+		}
+		describe(member, got, sizeof(got));
+		add_error(errs, "%s: expected string, got %s", sub, got);
+	}
+	return true;
+}
+
 /* Each member by its path: "metrics.m.params.depth: expected integer, got 1.5". */
 static bool validate_int_map(const json_t *v, const char *path, struct ktel_config_errors *errs)
 {
@@ -649,6 +687,9 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 		break;
 	case KTEL_CFG_INT_MAP:
 		ok = validate_int_map(v, path, errs);
+		break;
+	case KTEL_CFG_STRING_MAP:
+		ok = validate_string_map(v, path, errs);
 		break;
 	case KTEL_CFG_OBJECT:
 		ok = json_is_object(v);
@@ -824,6 +865,77 @@ static bool host_ok(const char *s)
 	return true;
 }
 
+/* An http:// or https:// URL with a host, no space or control character. */
+static bool http_url_ok(const char *s)
+{
+	const char *host = NULL;
+
+	if (strncmp(s, "http://", 7) == 0)
+		host = s + 7;
+	else if (strncmp(s, "https://", 8) == 0)
+		host = s + 8;
+	if (!host || !*host || *host == '/' || *host == ':')
+		return false;
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			return false;
+	return true;
+}
+
+/* Does an http(s) URL carry user[:password]@ before its host? */
+static bool url_has_userinfo(const char *s)
+{
+	const char *host = strstr(s, "://") + 3;
+	size_t authority = strcspn(host, "/?#");
+
+	return memchr(host, '@', authority) != NULL;
+}
+
+/* An HTTP header name: an RFC 9110 token. */
+static bool header_name_ok(const char *s)
+{
+	if (!*s)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+-.^_`|~", *p))
+			return false;
+	return true;
+}
+
+/* A header value: visible characters, spaces and tabs; no CR, LF or NUL. */
+static bool header_value_ok(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (((unsigned char)s[i] < ' ' && s[i] != '\t') || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+/* The headers the sink sets itself: the protocol's, not the user's. */
+static bool header_reserved(const char *s)
+{
+	static const char *const fixed[] = {
+		"Content-Encoding", "Content-Type", "Content-Length",
+		"X-Prometheus-Remote-Write-Version", "Expect", "Host", "Transfer-Encoding",
+	};
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (strcasecmp(s, fixed[i]) == 0)
+			return true;
+	return false;
+}
+
+/* A label name a user may set: [a-zA-Z_][a-zA-Z0-9_]*, not "le", not "__*". */
+static bool label_name_ok(const char *s)
+{
+	if (!*s || strcmp(s, "le") == 0 || strncmp(s, "__", 2) == 0 || isdigit((unsigned char)*s))
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_')
+			return false;
+	return true;
+}
+
 /* The string forms: address literal, unix socket path, URL path, lengths. */
 static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 		       const struct cfg_rule *r, const char *path,
@@ -853,6 +965,42 @@ static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 		add_error(errs, "%s: \"%.60s\" is not a host name (at most %d bytes, labels of "
 			  "1..63 letters, digits, '-' and '_', dot-separated) or an IP address",
 			  sub, s, MAX_HOST_LEN);
+	else if (r->kind == RULE_HTTP_URL && !http_url_ok(s))
+		add_error(errs, "%s: \"%.60s\" is not an http:// or https:// URL with a host "
+			  "(no spaces or control characters)", sub, s);
+	else if (r->kind == RULE_HTTP_URL && url_has_userinfo(s))
+		add_error(errs, "%s: no user or password in the URL (the URL is logged): put "
+			  "them in an Authorization header", sub);
+}
+
+/* The members of an object-valued key: header names and values, label names. */
+static void check_members(const json_t *obj, const struct ktel_cfg_key *keys,
+			  const struct cfg_rule *r, const char *path,
+			  struct ktel_config_errors *errs)
+{
+	const json_t *v = valid_value(obj, keys, r->key);
+	const char *name;
+	json_t *member;
+	char sub[512];
+
+	json_object_foreach((json_t *)v, name, member) {
+		const char *val = json_string_value(member);
+
+		snprintf(sub, sizeof(sub), "%s%s%s.%s", path, *path ? "." : "", r->key, name);
+		if (r->kind == RULE_LABEL_NAMES && !label_name_ok(name))
+			add_error(errs, "%s: \"%.60s\" is not a label name a config may set "
+				  "([a-zA-Z_][a-zA-Z0-9_]*, not \"le\", not starting with \"__\")",
+				  sub, name);
+		else if (r->kind == RULE_HTTP_HEADERS && !header_name_ok(name))
+			add_error(errs, "%s: not an HTTP header name (letters, digits and "
+				  "!#$%%&'*+-.^_`|~)", sub);
+		else if (r->kind == RULE_HTTP_HEADERS && header_reserved(name))
+			add_error(errs, "%s: the sink sets this header itself", sub);
+		else if (r->kind == RULE_HTTP_HEADERS &&
+			 !header_value_ok(val, json_string_length(member)))
+			add_error(errs, "%s: a header value may not hold CR, LF or other control "
+				  "characters", sub);
+	}
 }
 
 static void check_rules(const json_t *obj, const struct ktel_cfg_key *keys,
@@ -873,7 +1021,12 @@ static void check_rules(const json_t *obj, const struct ktel_cfg_key *keys,
 		case RULE_URL_PATH:
 		case RULE_MAX_LEN:
 		case RULE_HOSTNAME:
+		case RULE_HTTP_URL:
 			check_form(obj, keys, r, path, errs);
+			break;
+		case RULE_HTTP_HEADERS:
+		case RULE_LABEL_NAMES:
+			check_members(obj, keys, r, path, errs);
 			break;
 		}
 	}
@@ -1843,6 +1996,20 @@ static void write_rules(FILE *out, const struct cfg_rule *rules)
 		case RULE_HOSTNAME:
 			fprintf(out, " must be an IP address or a host name of at most %d bytes "
 				"(labels of 1..63 letters, digits, `-`, `_`)", MAX_HOST_LEN);
+			break;
+		case RULE_HTTP_URL:
+			fputs(" must be an `http://` or `https://` URL with a host and no "
+			      "user or password (the URL is logged; use a header)", out);
+			break;
+		case RULE_HTTP_HEADERS:
+			fputs(" names must be HTTP header names (not Content-Type, Content-Encoding, "
+			      "Content-Length, X-Prometheus-Remote-Write-Version, Expect, Host, "
+			      "Transfer-Encoding: the sink sets those), values without CR, LF "
+			      "or control characters", out);
+			break;
+		case RULE_LABEL_NAMES:
+			fputs(" names must be label names (`[a-zA-Z_][a-zA-Z0-9_]*`, not `le`, not "
+			      "starting with `__`)", out);
 			break;
 		}
 		fprintf(out, "%s%s.\n", r->why ? ": " : "", r->why ? r->why : "");

@@ -148,6 +148,7 @@ enum ktel_cfg_type {
 	KTEL_CFG_MAP,     /* object of user-named objects, each per .children */
 	KTEL_CFG_INT_MAP, /* object of integers under free-form names */
 	KTEL_CFG_ENUM,    /* string out of .choices */
+	KTEL_CFG_STRING_MAP, /* object of strings under free-form names */
 };
 
 /*

@@ -8,12 +8,14 @@ extern const struct ktel_sink_ops ktel_json_sink_ops;
 extern const struct ktel_sink_ops ktel_statsd_sink_ops;
 extern const struct ktel_sink_ops ktel_prometheus_sink_ops;
 extern const struct ktel_sink_ops ktel_stream_sink_ops;
+extern const struct ktel_sink_ops ktel_remote_write_sink_ops;
 
 const struct ktel_sink_ops *const ktel_sink_types[] = {
 	&ktel_json_sink_ops,
 	&ktel_statsd_sink_ops,
 	&ktel_prometheus_sink_ops,
 	&ktel_stream_sink_ops,
+	&ktel_remote_write_sink_ops,
 	NULL,
 };
 

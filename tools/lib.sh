@@ -8,13 +8,14 @@ KTEL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # libFuzzer and sanitizer runtimes for build-fuzz, only recommended by clang).
 KTEL_PACKAGES=(cmake make gcc pkg-config clang llvm libbpf-dev libelf-dev zlib1g-dev
   libjansson-dev libuv1-dev libcmocka-dev bpftool valgrind libmicrohttpd-dev prometheus curl
-  strace jq libclang-rt-14-dev netdata)
+  strace jq libclang-rt-14-dev netdata libprotobuf-c-dev protobuf-c-compiler libsnappy-dev
+  libcurl4-openssl-dev)
 
 # The arm64 cross build (cmake/aarch64-linux-gnu.cmake): Debian's cross
 # compiler, the :arm64 multiarch libraries, and qemu-user to run its tests.
 KTEL_ARM64_PACKAGES=(gcc-aarch64-linux-gnu qemu-user-static libbpf-dev:arm64 libelf-dev:arm64
   zlib1g-dev:arm64 libjansson-dev:arm64 libuv1-dev:arm64 libcmocka-dev:arm64
-  libmicrohttpd-dev:arm64)
+  libmicrohttpd-dev:arm64 libprotobuf-c-dev:arm64 libsnappy-dev:arm64 libcurl4-openssl-dev:arm64)
 
 ktel_log() { printf '==> %s\n' "$*" >&2; }
 

@@ -14,26 +14,10 @@
  * whose map had to be recreated), which Prometheus's rate() and increase()
  * treat as a counter reset. process_start_time_seconds is exposed too.
  *
- * Mapping of a record to series:
- * - name: prefix (default "ktel_") + metric, unless the metric already
- *   starts with the prefix; characters outside [a-zA-Z0-9_:] become '_'.
- *   Unit suffix, the only unit handling: time units ns/us/ms/s are exposed
- *   in seconds with the suffix "_seconds" (bounds, sums and values divided,
- *   the Prometheus base-unit rule that promtool checks), "bytes" gets
- *   "_bytes"; any other unit adds nothing. A suffix the name already ends
- *   with is not repeated.
- * - histogram: <name>_bucket{...,le="<bound>"} cumulative over buckets (le
- *   from ktel_hist_upper_bound(), the last one "+Inf"), <name>_sum when the
- *   map has a sum, <name>_count.
- * - counter: <name>_total. gauge: <name>, the last value.
- * - dims are labels: the dim's label when one names the value, else the
- *   integer. Label names outside [a-zA-Z0-9_] get '_'; "le" and names
- *   starting with "__" (reserved) get the prefix "dim_".
- * - events have no Prometheus form: they are skipped, counted in
- *   ktel_prometheus_sink_records_skipped_total and not as dropped (they are
- *   not lost to a fault, and a healthy sink's dropped count stays 0).
- * - a record whose metric changed type or histogram shape, or whose name
- *   collides with another metric's, is dropped and counted.
+ * Records become series as prom_series.h says (names, unit suffixes,
+ * labels, cumulative values, histogram buckets): the remote_write sink
+ * pushes the same series. Events have no Prometheus form: they are skipped,
+ * counted in ktel_prometheus_sink_records_skipped_total and not as dropped.
  * The number of series is bounded (max_series); a record that would add a
  * series beyond it is dropped and counted (ktel_prometheus_sink_series_dropped_total).
  * The sink's own counters are exposed too (ktel_prometheus_sink_*, label
@@ -76,6 +60,7 @@
 #include <microhttpd.h>
 
 #include "prometheus_sink.h"
+#include "prom_series.h"
 #include "textbuf.h"
 #include "units.h"
 
@@ -106,40 +91,6 @@ struct text {
 	char data[];
 };
 
-struct family {
-	struct family *next;   /* in order of first appearance */
-	char *metric;          /* the records' metric name */
-	char *unit;
-	char *name;            /* exposed name, _total included for counters */
-	enum ktel_record_type type;
-	double scale;          /* divisor into the exposed unit; 1: none */
-	struct ktel_histogram shape; /* scheme and bounds; counts unused */
-	/* `le="<bound>"` of each bucket, NUL-separated in le_text: formatting a
-	 * bound takes up to 17 snprintf/strtod rounds, and the shape never
-	 * changes, so it is done once here, not per series per render. */
-	char *le_text;
-	uint32_t le_off[KTEL_HIST_BUCKETS];
-	uint32_t n_series;     /* under the sink's lock */
-	struct series *first, *last;
-};
-
-struct series {
-	struct series *hnext;  /* hash chain */
-	struct series *fnext;  /* family's series, in order of appearance */
-	struct family *fam;
-	uint64_t hash;
-	char *labels;          /* `a="x",b="y"`, or "" */
-	bool has_sum;
-	union {
-		struct {
-			uint64_t counts[KTEL_HIST_BUCKETS];
-			uint64_t sum;
-		} h;
-		uint64_t total;
-		int64_t gauge;
-	};
-};
-
 /* A connection the deadline watches (socket context, conn_lock). */
 struct conn {
 	struct conn *next, **pprev;
@@ -155,12 +106,7 @@ struct prom_sink {
 	uint64_t max_series;
 	double start_time; /* process_start_time_seconds */
 
-	struct family *families, *families_tail;
-	struct series **table;
-	size_t table_size, n_series;
-	uint64_t series_dropped;
-
-	struct ktel_textbuf scratch; /* labels of the record at hand */
+	struct ktel_prom_set set; /* the series; written under lock */
 	/* Every WATCHDOG_MS: shuts down connections past the deadline; at
 	 * close, defers done() to the next loop turn. */
 	uv_timer_t closer;
@@ -172,7 +118,6 @@ struct prom_sink {
 	 * links, the counts below, gen. Written by the loop only. */
 	pthread_mutex_t lock;
 	uint64_t gen;      /* bumped by every batch */
-	size_t n_families;
 	uint64_t skipped;  /* records with no Prometheus form (events) */
 
 	pthread_mutex_t render_lock; /* guards cur; taken by scrapes only */
@@ -186,325 +131,19 @@ struct prom_sink {
 	void *done_ctx;
 };
 
-/* ---- buffers and escaping ---- */
-
-/* Label values escape backslash, double quote and newline; HELP text only
- * backslash and newline (exposition format 0.0.4). */
-static void buf_escaped(struct ktel_textbuf *b, const char *s, bool quote)
-{
-	for (; *s; s++) {
-		if (*s == '\\')
-			ktel_textbuf_puts(b, "\\\\");
-		else if (*s == '\n')
-			ktel_textbuf_puts(b, "\\n");
-		else if (*s == '"' && quote)
-			ktel_textbuf_puts(b, "\\\"");
-		else
-			ktel_textbuf_put(b, s, 1);
-	}
-}
-
-/* A double as the shortest decimal that reads back as it (units.h). */
-static void buf_double(struct ktel_textbuf *b, double v)
-{
-	char tmp[40];
-
-	ktel_format_shortest(v, tmp, sizeof(tmp));
-	ktel_textbuf_puts(b, tmp);
-}
+/* ---- text ---- */
 
 static void buf_u64(struct ktel_textbuf *b, uint64_t v, double scale)
 {
 	if (scale == 1.0)
 		ktel_textbuf_printf(b, "%" PRIu64, v);
 	else
-		buf_double(b, (double)v / scale);
-}
-
-/* ---- names ---- */
-
-static bool name_char(char c, bool first, bool colon)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-	       (colon && c == ':') || (!first && c >= '0' && c <= '9');
-}
-
-/* s with every character outside the allowed set replaced by '_'. */
-static void buf_sanitized(struct ktel_textbuf *b, const char *s, bool first, bool colon)
-{
-	for (; *s; s++, first = false)
-		ktel_textbuf_put(b, name_char(*s, first, colon) ? s : "_", 1);
-}
-
-/* The exposed name of a metric; NULL on ENOMEM. */
-static char *family_name(const struct prom_sink *s, const struct ktel_record *r,
-			 double *ret_scale)
-{
-	const struct ktel_unit_rule *rule = ktel_unit_rule(r->unit);
-	struct ktel_textbuf b = { 0 };
-
-	if (strncmp(r->metric, s->prefix, strlen(s->prefix)) != 0)
-		ktel_textbuf_puts(&b, s->prefix);
-	buf_sanitized(&b, r->metric, b.len == 0, true);
-	if (rule && !ktel_str_ends_with(b.p ? b.p : "", rule->suffix))
-		ktel_textbuf_puts(&b, rule->suffix);
-	if (r->type == KTEL_RECORD_COUNTER && !ktel_str_ends_with(b.p ? b.p : "", "_total"))
-		ktel_textbuf_puts(&b, "_total");
-	if (b.fail || !b.p) {
-		free(b.p);
-		return NULL;
-	}
-	*ret_scale = rule ? rule->scale : 1.0;
-	return b.p;
-}
-
-/* `name="value",...` of the record's dims into s->scratch. */
-static void render_labels(struct prom_sink *s, const struct ktel_record *r)
-{
-	struct ktel_textbuf *b = &s->scratch;
-	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
-
-	b->len = 0;
-	b->fail = false;
-	ktel_textbuf_put(b, "", 0); /* a valid empty string even without dims */
-	for (uint32_t i = 0; i < n; i++) {
-		const struct ktel_dim *d = &r->dims[i];
-		const char *dn = d->name ? d->name : "dim";
-
-		if (i)
-			ktel_textbuf_put(b, ",", 1);
-		if (strcmp(dn, "le") == 0 || strncmp(dn, "__", 2) == 0)
-			ktel_textbuf_puts(b, "dim_");
-		buf_sanitized(b, dn, strcmp(dn, "le") != 0 && strncmp(dn, "__", 2) != 0, false);
-		ktel_textbuf_puts(b, "=\"");
-		if (d->label)
-			buf_escaped(b, d->label, true);
-		else
-			ktel_textbuf_printf(b, "%" PRId64, d->value);
-		ktel_textbuf_put(b, "\"", 1);
-	}
-}
-
-/* ---- series table ---- */
-
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return (h ^ 0xff) * 0x100000001b3ull; /* separates "ab"+"c" from "a"+"bc" */
-}
-
-static struct series *series_find(const struct prom_sink *s, uint64_t hash, const char *metric,
-				  const char *labels)
-{
-	struct series *se;
-
-	for (se = s->table[hash & (s->table_size - 1)]; se; se = se->hnext)
-		if (se->hash == hash && strcmp(se->fam->metric, metric) == 0 &&
-		    strcmp(se->labels, labels) == 0)
-			return se;
-	return NULL;
-}
-
-static int table_grow(struct prom_sink *s)
-{
-	size_t size = s->table_size * 2;
-	struct series **t = calloc(size, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < s->table_size; i++) {
-		struct series *se, *next;
-
-		for (se = s->table[i]; se; se = next) {
-			next = se->hnext;
-			se->hnext = t[se->hash & (size - 1)];
-			t[se->hash & (size - 1)] = se;
-		}
-	}
-	free(s->table);
-	s->table = t;
-	s->table_size = size;
-	return 0;
-}
-
-static void family_free(struct family *f)
-{
-	free(f->metric);
-	free(f->unit);
-	free(f->name);
-	free(f->le_text);
-	free(f);
-}
-
-/* The `le` label of every bucket of f's shape, into f->le_text. */
-static int family_set_le(struct family *f)
-{
-	struct ktel_textbuf b = { 0 };
-
-	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
-		bool inf;
-		double bound = ktel_hist_upper_bound(&f->shape, k, &inf);
-
-		f->le_off[k] = (uint32_t)b.len;
-		ktel_textbuf_puts(&b, "le=\"");
-		if (inf)
-			ktel_textbuf_puts(&b, "+Inf");
-		else
-			buf_double(&b, bound / f->scale);
-		ktel_textbuf_put(&b, "\"", 2); /* with the NUL that ends it */
-	}
-	if (b.fail || !b.p) {
-		free(b.p);
-		return -ENOMEM;
-	}
-	f->le_text = b.p;
-	return 0;
-}
-
-/* A metric keeps the type and histogram shape it first came with. */
-static bool fits(const struct family *f, const struct ktel_record *r)
-{
-	const struct ktel_histogram *h = &r->hist.delta;
-
-	if (f->type != r->type)
-		return false;
-	return r->type != KTEL_RECORD_HISTOGRAM ||
-	       (f->shape.n_buckets == h->n_buckets && f->shape.scheme == h->scheme &&
-		f->shape.linear_min == h->linear_min && f->shape.linear_step == h->linear_step);
-}
-
-/* The family of r's metric, created when new; NULL when r does not fit it
- * (type or histogram shape changed, name taken) or on ENOMEM. */
-static struct family *family_get(struct prom_sink *s, const struct ktel_record *r)
-{
-	struct family *f;
-	double scale = 1.0;
-	char *name;
-
-	for (f = s->families; f; f = f->next)
-		if (strcmp(f->metric, r->metric) == 0)
-			break;
-	if (!f) {
-		name = family_name(s, r, &scale);
-		if (!name)
-			return NULL;
-		for (f = s->families; f; f = f->next)
-			if (strcmp(f->name, name) == 0)
-				break;
-		if (f) { /* another metric sanitizes to the same name */
-			free(name);
-			return NULL;
-		}
-		f = calloc(1, sizeof(*f));
-		if (!f || !(f->metric = strdup(r->metric)) ||
-		    (r->unit && !(f->unit = strdup(r->unit)))) {
-			if (f)
-				family_free(f);
-			free(name);
-			return NULL;
-		}
-		f->name = name;
-		f->type = r->type;
-		f->scale = scale;
-		if (r->type == KTEL_RECORD_HISTOGRAM) {
-			f->shape = r->hist.delta;
-			memset(f->shape.counts, 0, sizeof(f->shape.counts));
-			if (family_set_le(f)) {
-				family_free(f);
-				return NULL;
-			}
-		}
-		s->n_families++;
-		if (s->families_tail)
-			s->families_tail->next = f;
-		else
-			s->families = f;
-		s->families_tail = f;
-	}
-	return fits(f, r) ? f : NULL;
-}
-
-/* The series of r, created when new; NULL (counted) when it cannot be. */
-static struct series *series_get(struct prom_sink *s, const struct ktel_record *r)
-{
-	struct family *f;
-	struct series *se;
-	uint64_t hash;
-
-	render_labels(s, r);
-	if (s->scratch.fail)
-		return NULL;
-	hash = fnv1a(fnv1a(0xcbf29ce484222325ull, r->metric), s->scratch.p);
-	se = series_find(s, hash, r->metric, s->scratch.p);
-	if (se)
-		return fits(se->fam, r) ? se : NULL;
-	if (s->n_series >= s->max_series) {
-		s->series_dropped++;
-		return NULL;
-	}
-	if (s->n_series >= s->table_size && table_grow(s))
-		return NULL;
-	f = family_get(s, r);
-	if (!f)
-		return NULL;
-	se = calloc(1, sizeof(*se));
-	if (!se || !(se->labels = strdup(s->scratch.p))) {
-		free(se);
-		return NULL;
-	}
-	se->fam = f;
-	se->hash = hash;
-	se->hnext = s->table[hash & (s->table_size - 1)];
-	s->table[hash & (s->table_size - 1)] = se;
-	if (f->last)
-		f->last->fnext = se;
-	else
-		f->first = se;
-	f->last = se;
-	f->n_series++;
-	s->n_series++;
-	return se;
-}
-
-enum applied { APPLIED, SKIPPED, DROPPED };
-
-/* Set r's running totals as its series' values. Events have no Prometheus
- * form: SKIPPED. */
-static enum applied apply(struct prom_sink *s, const struct ktel_record *r)
-{
-	struct series *se;
-
-	if (r->type == KTEL_RECORD_EVENT)
-		return SKIPPED;
-	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
-	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
-						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
-						  r->hist.total.n_buckets != r->hist.delta.n_buckets)))
-		return DROPPED;
-	se = series_get(s, r);
-	if (!se)
-		return DROPPED;
-	switch (r->type) {
-	case KTEL_RECORD_HISTOGRAM:
-		memcpy(se->h.counts, r->hist.total.counts,
-		       r->hist.total.n_buckets * sizeof(se->h.counts[0]));
-		se->has_sum = r->hist.total.has_sum;
-		se->h.sum = r->hist.total.sum;
-		break;
-	case KTEL_RECORD_COUNTER:
-		se->total = r->counter.total;
-		break;
-	default:
-		se->gauge = r->gauge;
-		break;
-	}
-	return APPLIED;
+		ktel_prom_put_double(b, (double)v / scale);
 }
 
 /* ---- rendering ---- */
 
-static void render_header(struct ktel_textbuf *b, const struct family *f)
+static void render_header(struct ktel_textbuf *b, const struct ktel_prom_family *f)
 {
 	static const char *const types[] = {
 		[KTEL_RECORD_HISTOGRAM] = "histogram",
@@ -513,10 +152,10 @@ static void render_header(struct ktel_textbuf *b, const struct family *f)
 	};
 
 	ktel_textbuf_printf(b, "# HELP %s ktelemetry metric ", f->name);
-	buf_escaped(b, f->metric, false);
+	ktel_prom_put_escaped(b, f->metric, false);
 	if (f->unit && *f->unit) {
 		ktel_textbuf_puts(b, " (unit: ");
-		buf_escaped(b, f->unit, false);
+		ktel_prom_put_escaped(b, f->unit, false);
 		if (f->scale != 1.0)
 			ktel_textbuf_puts(b, ", exposed in seconds");
 		ktel_textbuf_puts(b, ")");
@@ -542,53 +181,46 @@ static void render_series_name(struct ktel_textbuf *b, const char *name, const c
 	ktel_textbuf_put(b, "}", 1);
 }
 
-static void render_histogram(struct ktel_textbuf *b, const struct family *f, const struct series *se)
-{
-	uint64_t cum = 0;
+struct render_ctx {
+	struct ktel_textbuf *b;
+	const struct ktel_prom_family *f;
+	const struct ktel_prom_series *se;
+};
 
-	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
-		cum += se->h.counts[k];
-		render_series_name(b, f->name, "_bucket", se->labels, f->le_text + f->le_off[k]);
-		ktel_textbuf_printf(b, " %" PRIu64 "\n", cum);
-	}
-	if (se->has_sum) {
-		render_series_name(b, f->name, "_sum", se->labels, NULL);
-		ktel_textbuf_put(b, " ", 1);
-		buf_u64(b, se->h.sum, f->scale);
-		ktel_textbuf_put(b, "\n", 1);
-	}
-	render_series_name(b, f->name, "_count", se->labels, NULL);
-	ktel_textbuf_printf(b, " %" PRIu64 "\n", cum);
+/* One value line: `name<suffix>{labels[,le]} value`. */
+static void render_sample(void *ctx, const struct ktel_prom_sample *sm)
+{
+	struct render_ctx *rc = ctx;
+	struct ktel_textbuf *b = rc->b;
+
+	render_series_name(b, rc->f->name, sm->suffix, rc->se->labels, sm->le_label);
+	ktel_textbuf_put(b, " ", 1);
+	if (sm->kind == KTEL_PROM_U64)
+		buf_u64(b, sm->u, 1.0);
+	else if (sm->kind == KTEL_PROM_I64)
+		ktel_textbuf_printf(b, "%" PRId64, sm->i);
+	else
+		ktel_prom_put_double(b, sm->value);
+	ktel_textbuf_put(b, "\n", 1);
 }
 
 /* f's header and its n series, copies taken by snapshot_take(). */
-static void render_family(struct ktel_textbuf *b, const struct family *f,
-			  const struct series *copies, size_t n)
+static void render_family(struct ktel_textbuf *b, const struct ktel_prom_family *f,
+			  const struct ktel_prom_series *copies, size_t n)
 {
+	struct render_ctx rc = { .b = b, .f = f };
+
 	render_header(b, f);
-	for (const struct series *se = copies; se < copies + n; se++) {
-		if (f->type == KTEL_RECORD_HISTOGRAM) {
-			render_histogram(b, f, se);
-			continue;
-		}
-		render_series_name(b, f->name, "", se->labels, NULL);
-		ktel_textbuf_put(b, " ", 1);
-		if (f->type == KTEL_RECORD_COUNTER)
-			buf_u64(b, se->total, f->scale);
-		else if (f->scale == 1.0)
-			ktel_textbuf_printf(b, "%" PRId64, se->gauge);
-		else
-			buf_double(b, (double)se->gauge / f->scale);
-		ktel_textbuf_put(b, "\n", 1);
-	}
+	for (rc.se = copies; rc.se < copies + n; rc.se++)
+		ktel_prom_series__samples(f, rc.se, render_sample, &rc);
 }
 
 /* A consistent copy of what the text shows, taken under the lock. */
 struct snapshot {
 	uint64_t gen;
 	size_t n_families, n_series;
-	const struct family **families; /* n_series of each in their order */
-	struct series *series;          /* copies, family after family */
+	const struct ktel_prom_family **families; /* n_series of each in their order */
+	struct ktel_prom_series *series;          /* copies, family after family */
 	uint64_t series_dropped, sent, dropped, skipped, deadline_cuts;
 };
 
@@ -606,22 +238,22 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 
 	memset(snap, 0, sizeof(*snap));
 	pthread_mutex_lock(&s->lock);
-	snap->families = malloc((s->n_families ?: 1) * sizeof(*snap->families));
-	snap->series = malloc((s->n_series ?: 1) * sizeof(*snap->series));
+	snap->families = malloc((s->set.n_families ?: 1) * sizeof(*snap->families));
+	snap->series = malloc((s->set.n_series ?: 1) * sizeof(*snap->series));
 	if (!snap->families || !snap->series) {
 		pthread_mutex_unlock(&s->lock);
 		snapshot_free(snap);
 		return -ENOMEM;
 	}
-	for (const struct family *f = s->families; f; f = f->next) {
+	for (const struct ktel_prom_family *f = s->set.families; f; f = f->next) {
 		snap->families[i++] = f;
-		for (const struct series *se = f->first; se; se = se->fnext)
+		for (const struct ktel_prom_series *se = f->first; se; se = se->fnext)
 			snap->series[j++] = *se;
 	}
 	snap->n_families = i;
 	snap->n_series = j;
 	snap->gen = s->gen;
-	snap->series_dropped = s->series_dropped;
+	snap->series_dropped = s->set.series_dropped;
 	snap->sent = s->st.sent;
 	snap->dropped = s->st.dropped;
 	snap->skipped = s->skipped;
@@ -689,13 +321,13 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		ktel_textbuf_printf(b, "# HELP ktel_prometheus_sink_%s %s\n", self[i].name, self[i].help);
 		ktel_textbuf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name, self[i].type);
 		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
-		buf_escaped(b, s->name, true);
+		ktel_prom_put_escaped(b, s->name, true);
 		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
 	}
 	ktel_textbuf_puts(b, "# HELP process_start_time_seconds Start time of the process since "
 			  "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
 			  "process_start_time_seconds ");
-	buf_double(b, s->start_time);
+	ktel_prom_put_double(b, s->start_time);
 	ktel_textbuf_put(b, "\n", 1);
 }
 
@@ -715,7 +347,7 @@ static struct text *render(struct prom_sink *s)
 {
 	struct ktel_textbuf b = { 0 };
 	struct snapshot snap;
-	const struct series *copies;
+	const struct ktel_prom_series *copies;
 	struct text *t = NULL;
 
 	if (snapshot_take(s, &snap)) {
@@ -965,11 +597,11 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 	/* Only the records' own work here: the text is rendered on scrape. */
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
-		switch (apply(s, &recs[i])) {
-		case APPLIED:
+		switch (ktel_prom_set__apply(&s->set, &recs[i])) {
+		case KTEL_PROM_APPLIED:
 			s->st.sent++;
 			break;
-		case SKIPPED:
+		case KTEL_PROM_SKIPPED:
 			s->skipped++;
 			s->st.skipped++;
 			break;
@@ -993,27 +625,13 @@ static void prom_stats(void *priv, struct ktel_sink_stats *ret)
 
 static void free_sink(struct prom_sink *s)
 {
-	struct family *f, *fnext;
-
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd); /* joins the thread, closes connections */
-	for (f = s->families; f; f = fnext) {
-		struct series *se, *snext;
-
-		fnext = f->next;
-		for (se = f->first; se; se = snext) {
-			snext = se->fnext;
-			free(se->labels);
-			free(se);
-		}
-		family_free(f);
-	}
+	ktel_prom_set__fini(&s->set);
 	text_unref(s->cur);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->render_lock);
 	pthread_mutex_destroy(&s->conn_lock);
-	free(s->table);
-	free(s->scratch.p);
 	free(s->name);
 	free(s->listen);
 	free(s->path);
@@ -1092,7 +710,7 @@ static int check_opts(const struct prom_sink *s, struct ktel_err *err)
 		return ktel_err_set(err, EINVAL, "sinks.%s.path: expected a URL path starting "
 				    "with '/'", s->name);
 	for (const char *p = s->prefix; *p; p++)
-		if (!name_char(*p, p == s->prefix, true))
+		if (!ktel_prom_name_char(*p, p == s->prefix, true))
 			return ktel_err_set(err, EINVAL, "sinks.%s.prefix: \"%s\" is not a "
 					    "Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)",
 					    s->name, s->prefix);
@@ -1123,8 +741,7 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	int ret;
 
 	if (!s || !(s->name = strdup(name)) || !(s->listen = strdup(DEFAULT_LISTEN)) ||
-	    !(s->path = strdup(DEFAULT_PATH)) || !(s->prefix = strdup(DEFAULT_PREFIX)) ||
-	    !(s->table = calloc(256, sizeof(*s->table)))) {
+	    !(s->path = strdup(DEFAULT_PATH)) || !(s->prefix = strdup(DEFAULT_PREFIX))) {
 		if (s) {
 			free(s->name);
 			free(s->listen);
@@ -1137,7 +754,6 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->render_lock, NULL);
 	pthread_mutex_init(&s->conn_lock, NULL);
-	s->table_size = 256;
 	s->loop = loop;
 	s->port = DEFAULT_PORT;
 	s->max_series = DEFAULT_MAX_SERIES;
@@ -1145,6 +761,11 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	ret = parse_opts(s, opts, err);
 	if (ret)
 		goto fail;
+	ret = ktel_prom_set__init(&s->set, s->prefix, s->max_series);
+	if (ret) {
+		ktel_err_set(err, ret, "sinks.%s: out of memory", name);
+		goto fail;
+	}
 	ret = start_server(s, err);
 	if (ret)
 		goto fail;

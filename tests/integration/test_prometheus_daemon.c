@@ -26,6 +26,7 @@
 
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "prom_server.h"
 #include "map_total.h"
 
 static char *slurp(const char *path)
@@ -303,90 +304,6 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 	sandbox_cleanup(&sb);
 }
 
-/* A free TCP port on 127.0.0.1 (bound to 0, then released). */
-static unsigned free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	unsigned port;
-
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-/* The real Prometheus server, scraping target every second, on web_port. */
-static void start_prometheus(const struct sandbox *sb, unsigned web_port, unsigned target)
-{
-	char cfg[700], tsdb[700], flag_cfg[800], flag_tsdb[800], flag_web[64], log[700];
-	FILE *f;
-
-	snprintf(cfg, sizeof(cfg), "%s/prometheus.yml", sb->dir);
-	snprintf(tsdb, sizeof(tsdb), "%s/tsdb", sb->dir);
-	snprintf(log, sizeof(log), "%s/prometheus.log", sb->dir);
-	f = fopen(cfg, "w");
-	assert_non_null(f);
-	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-		   "scrape_configs:\n  - job_name: ktel\n    static_configs:\n"
-		   "      - targets: ['127.0.0.1:%u']\n", target);
-	fclose(f);
-	snprintf(flag_cfg, sizeof(flag_cfg), "--config.file=%s", cfg);
-	snprintf(flag_tsdb, sizeof(flag_tsdb), "--storage.tsdb.path=%s", tsdb);
-	snprintf(flag_web, sizeof(flag_web), "--web.listen-address=127.0.0.1:%u", web_port);
-	prom_pid = fork();
-	assert_true(prom_pid >= 0);
-	if (prom_pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execlp("prometheus", "prometheus", flag_cfg, flag_tsdb, flag_web, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 300; i++) {
-		if (ktel_test_run("curl -sf -o /dev/null http://127.0.0.1:%u/-/ready", web_port) == 0)
-			return;
-		usleep(100000);
-	}
-	fail_msg("prometheus did not become ready; see %s", log);
-}
-
-/* A PromQL instant query's JSON reply ("data.result"), parsed. */
-static json_t *promql(const struct sandbox *sb, unsigned web_port, const char *query)
-{
-	char path[700];
-	json_t *reply, *result;
-
-	snprintf(path, sizeof(path), "%s/query.json", sb->dir);
-	assert_int_equal(ktel_test_run("curl -sf -o '%s' --data-urlencode 'query=%s' "
-			     "http://127.0.0.1:%u/api/v1/query", path, query, web_port), 0);
-	reply = json_load_file(path, 0, NULL);
-	assert_non_null(reply);
-	assert_string_equal(json_string_value(json_object_get(reply, "status")), "success");
-	result = json_incref(json_object_get(json_object_get(reply, "data"), "result"));
-	json_decref(reply);
-	assert_non_null(result);
-	return result;
-}
-
-/* The value of a query that yields one sample (a scalar sum); -1 when none. */
-static double promql_value(const struct sandbox *sb, unsigned web_port, const char *query)
-{
-	json_t *res = promql(sb, web_port, query);
-	double v = -1;
-
-	if (json_array_size(res) == 1)
-		v = strtod(json_string_value(json_array_get(json_object_get(json_array_get(res, 0),
-									    "value"), 1)) ?: "-1",
-			   NULL);
-	json_decref(res);
-	return v;
-}
-
 #define COUNT "ktel_compaction_duration_seconds_count"
 #define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
 
@@ -409,7 +326,7 @@ static void compact_for(int s)
  */
 static void test_real_prometheus_across_restart(void **state)
 {
-	unsigned port = free_port(), web = free_port();
+	unsigned port = prom_free_port(), web = prom_free_port();
 	uint64_t k_before, k_after;
 	double before_restart, after_restart, last;
 	struct sandbox sb;
@@ -419,12 +336,12 @@ static void test_real_prometheus_across_restart(void **state)
 	(void)state;
 	sandbox_init(&sb, "prom-restart");
 	write_config_port(&sb, port);
-	start_prometheus(&sb, web, port);
+	prom_server_start(&sb, web, port, NULL, &prom_pid);
 	daemon_pid = daemon_start(&sb, NULL);
 	wait_port(&sb);
 	compact_for(4);
 	sleep(3); /* a pull and a scrape after the last compaction */
-	before_restart = promql_value(&sb, web, "sum(" COUNT ")");
+	before_restart = prom_query_value(&sb, web, "sum(" COUNT ")");
 	assert_true(before_restart > 0);
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
@@ -432,21 +349,21 @@ static void test_real_prometheus_across_restart(void **state)
 	compact_for(2);
 	daemon_pid = daemon_start(&sb, NULL);
 	sleep(3);
-	after_restart = promql_value(&sb, web, "sum(" COUNT ")");
+	after_restart = prom_query_value(&sb, web, "sum(" COUNT ")");
 	if (after_restart < before_restart)
 		fail_msg("after the restart Prometheus counts %.0f, before it %.0f", after_restart,
 			 before_restart);
 	compact_for(3);
 	k_before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
 	sleep(3);
-	last = promql_value(&sb, web, "sum(" COUNT ")");
+	last = prom_query_value(&sb, web, "sum(" COUNT ")");
 	k_after = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
 	if (last < (double)k_before || last > (double)k_after)
 		fail_msg("Prometheus counts %.0f, the kernel map %" PRIu64 "..%" PRIu64, last,
 			 k_before, k_after);
 	assert_true(last > after_restart);
 	/* Every raw sample across the restart: never lower than the one before. */
-	res = promql(&sb, web, COUNT "[5m]");
+	res = prom_query(&sb, web, COUNT "[5m]");
 	assert_true(json_array_size(res) >= 1);
 	values = json_object_get(json_array_get(res, 0), "values");
 	assert_true(json_array_size(values) >= 5);
@@ -458,13 +375,13 @@ static void test_real_prometheus_across_restart(void **state)
 			fail_msg("sample %zu went back: %.0f after %.0f", i, b, a);
 	}
 	json_decref(res);
-	assert_true(promql_value(&sb, web, "sum(resets(" COUNT "[5m]))") == 0);
-	assert_true(promql_value(&sb, web, "sum(increase(" COUNT "[5m]))") > 0);
+	assert_true(prom_query_value(&sb, web, "sum(resets(" COUNT "[5m]))") == 0);
+	assert_true(prom_query_value(&sb, web, "sum(increase(" COUNT "[5m]))") > 0);
 	/* docs/sinks.md, "as your tools see it". */
-	assert_true(promql_value(&sb, web, "histogram_quantile(0.9, sum by (le) "
+	assert_true(prom_query_value(&sb, web, "histogram_quantile(0.9, sum by (le) "
 				 "(rate(ktel_compaction_duration_seconds_bucket[1m])))") > 0);
-	assert_true(promql_value(&sb, web, "sum(rate(" COUNT "[1m]))") > 0);
-	assert_true(promql_value(&sb, web, "max(process_start_time_seconds{job=\"ktel\"})") > 0);
+	assert_true(prom_query_value(&sb, web, "sum(rate(" COUNT "[1m]))") > 0);
+	assert_true(prom_query_value(&sb, web, "max(process_start_time_seconds{job=\"ktel\"})") > 0);
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
 	daemon_pid = 0;

@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Many sinks at once (issue 5): the real ktelemetryd with a json, a statsd
- * (to a real Etsy StatsD server), a stream and a prometheus sink, on the real
+ * (to a real Etsy StatsD server), a stream, a prometheus and a remote_write
+ * sink (to the real Prometheus server's remote-write receiver), on the real
  * compaction_duration metric (the only plugin in the plugin dir, 1s pulls,
  * events from `echo 1 > /proc/sys/vm/compact_memory`).
  *
- *   1. All four carry the same counts for the same windows: the stream
+ *   1. All five carry the same counts for the same windows: the stream
  *      subscriber (a plain unix socket client) reads byte for byte the lines
  *      of the JSON file; the StatsD server counted, per bucket and in
  *      _count/_sum, the sum of the JSON records' deltas; the Prometheus
- *      scrape's cumulative _bucket/_count/_sum equal the same sums; and all
+ *      scrape's cumulative _bucket/_count/_sum equal the same sums, and so
+ *      do the series remote_write pushed, read back with PromQL; and all
  *      of them equal the total of the pinned map (nothing lost on the way).
  *   2. The StatsD server is killed and more events happen: json, stream and
- *      prometheus still match each other and the pinned map, none of them
+ *      prometheus and remote_write still match each other and the pinned map, none of them
  *      dropped or failed anything, and the statsd sink reports (through
  *      `ktelemetryctl --json status` on the daemon's control socket) the
  *      windows it could not deliver as dropped, with sent + dropped = every
@@ -42,6 +44,7 @@
 #include "sink.h"
 #include "daemon_harness.h"
 #include "statsd_server.h"
+#include "prom_server.h"
 #include "units.h"
 
 #define METRIC "compaction_duration"
@@ -77,6 +80,8 @@ static struct statsd_server statsd = {.pid = -1};
 static struct stream_client sub = {.fd = -1};
 static pid_t daemon_pid = -1;
 static uint16_t prom_port;
+static unsigned rw_web_port; /* the Prometheus server receiving remote writes */
+static pid_t prom_server_pid;
 static char stream_sock[700], ctl_sock[700], plugin_dir[700];
 
 /* ---- the pinned map ------------------------------------------------------- */
@@ -269,6 +274,43 @@ static bool prom_matches(const struct view *prom, const struct view *want)
 	return prom->records == cum;
 }
 
+/* ---- remote_write (read back from the real Prometheus) ------------------------- */
+
+static int le_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* What Prometheus holds from the remote_write sink, as a cumulative view. */
+static void rw_view(struct view *v)
+{
+	json_t *res = prom_query(&sb, rw_web_port, PROM_FAMILY "_bucket");
+	double pairs[KTEL_HIST_BUCKETS][2], d;
+	size_t n = 0;
+
+	memset(v, 0, sizeof(*v));
+	for (size_t i = 0; i < json_array_size(res) && n < KTEL_HIST_BUCKETS; i++, n++) {
+		json_t *e = json_array_get(res, i);
+		const char *le = json_string_value(json_object_get(json_object_get(e, "metric"), "le"));
+
+		pairs[n][0] = strcmp(le, "+Inf") == 0 ? INFINITY : strtod(le, NULL);
+		pairs[n][1] = strtod(json_string_value(json_array_get(json_object_get(e, "value"), 1)),
+				     NULL);
+	}
+	json_decref(res);
+	qsort(pairs, n, sizeof(pairs[0]), le_cmp);
+	for (size_t k = 0; k < n; k++)
+		v->counts[k] = (uint64_t)pairs[k][1];
+	v->n_buckets = (uint32_t)n;
+	d = prom_query_value(&sb, rw_web_port, PROM_FAMILY "_count");
+	v->records = d < 0 ? 0 : (size_t)d;
+	d = prom_query_value(&sb, rw_web_port, PROM_FAMILY "_sum");
+	v->has_sum = d >= 0;
+	v->sum = d < 0 ? 0 : (uint64_t)llround(d * 1e6); /* back to us */
+}
+
 /* ---- statsd ------------------------------------------------------------------ */
 
 static void add_counter(json_t *o, const char *key, uint64_t n)
@@ -405,7 +447,7 @@ static struct ktel_sink_stats statsd_stats_settled(size_t *ret_records)
 
 struct snapshot {
 	uint64_t pinned;
-	struct view json, stream, prom;
+	struct view json, stream, prom, rw;
 	char **file;
 	size_t n_file;
 	json_t *statsd_want, *statsd_got; /* NULL when the server is not asked */
@@ -430,6 +472,7 @@ static bool snapshot_take(struct snapshot *s, int statsd_gen)
 	memset(s, 0, sizeof(*s));
 	s->pinned = ktel_test_pinned_total(sb.pin_root, PIN_NAME);
 	prom_scrape(&s->prom);
+	rw_view(&s->rw);
 	stream_poll();
 	s->n_file = file_lines(&s->file);
 	for (size_t i = 0; i < s->n_file; i++)
@@ -437,7 +480,8 @@ static bool snapshot_take(struct snapshot *s, int statsd_gen)
 	for (size_t i = 0; i < sub.n_lines; i++)
 		view_add_line(&s->stream, sub.lines[i]);
 	ok = s->json.records > 0 && view_count(&s->json) == s->pinned &&
-	     sub.n_lines == s->n_file && prom_matches(&s->prom, &s->json);
+	     sub.n_lines == s->n_file && prom_matches(&s->prom, &s->json) &&
+	     prom_matches(&s->rw, &s->json);
 	for (size_t i = 0; ok && i < s->n_file; i++)
 		ok = strcmp(s->file[i], sub.lines[i]) == 0;
 	if (statsd_gen > 0) {
@@ -457,6 +501,7 @@ static void snapshot_explain(const struct snapshot *s)
 		    (unsigned long long)view_count(&s->stream),
 		    (unsigned long long)sub.drop_notices);
 	print_error("prometheus: %u buckets, _count %zu\n", s->prom.n_buckets, s->prom.records);
+	print_error("remote_write: %u buckets, _count %zu\n", s->rw.n_buckets, s->rw.records);
 	if (s->statsd_want) {
 		char *a = json_dumps(s->statsd_got, JSON_SORT_KEYS);
 		char *b = json_dumps(s->statsd_want, JSON_SORT_KEYS);
@@ -499,10 +544,12 @@ static void write_config(void)
 		"             \"tags\": \"dotted\", \"prefix\": \"" STATSD_PREFIX "\",\n"
 		"             \"reconnect_min\": \"50ms\", \"reconnect_max\": \"200ms\"},\n"
 		"  \"live\": {\"type\": \"stream\", \"socket\": \"%s\"},\n"
-		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": %u}\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": %u},\n"
+		"  \"rw\": {\"type\": \"remote_write\", \"interval\": \"1s\",\n"
+		"          \"url\": \"http://127.0.0.1:%u/api/v1/write\"}\n"
 		" }}\n",
 		plugin_dir, sb.pin_root, sb.state, ctl_sock, sb.out, statsd.udp_port, stream_sock,
-		prom_port);
+		prom_port, rw_web_port);
 	assert_int_equal(fclose(f), 0);
 }
 
@@ -529,6 +576,7 @@ static int setup(void **state)
 	snprintf(dir, sizeof(dir), "%s/statsd", sb.dir);
 	statsd_server_init(&statsd, dir);
 	prom_port = statsd_free_port(SOCK_STREAM);
+	rw_web_port = prom_free_port();
 	make_plugin_dir();
 	write_config();
 	return 0;
@@ -544,6 +592,11 @@ static int teardown(void **state)
 	}
 	snapshot_release(&s1);
 	snapshot_release(&s2);
+	if (prom_server_pid > 0) {
+		kill(prom_server_pid, SIGTERM);
+		waitpid(prom_server_pid, NULL, 0);
+		prom_server_pid = 0;
+	}
 	if (sub.fd >= 0)
 		close(sub.fd);
 	for (size_t i = 0; i < sub.n_lines; i++)
@@ -571,13 +624,15 @@ static void trigger_two_windows(void)
 	}
 }
 
-static void test_four_sinks_same_counts(void **state)
+static void test_five_sinks_same_counts(void **state)
 {
 	struct ktel_sink_stats st1, st2, other;
 	size_t records;
-	static const char *const healthy[] = {"file", "live", "prom"};
+	static const char *const healthy[] = {"file", "live", "prom", "rw"};
 
 	statsd_server_start(&statsd, 1);
+	prom_server_start(&sb, rw_web_port, 0, "--web.enable-remote-write-receiver",
+			  &prom_server_pid);
 	daemon_pid = daemon_start(&sb, NULL);
 	if (!log_wait_for(&sb, "metric " METRIC ": collecting", 20)) {
 		dump_log(&sb);
@@ -586,9 +641,9 @@ static void test_four_sinks_same_counts(void **state)
 	/* Connected before the first event: the ring replays anything earlier. */
 	stream_connect();
 
-	/* 1: all four sinks */
+	/* 1: all five sinks */
 	trigger_two_windows();
-	settle(&s1, 1, "all four sinks");
+	settle(&s1, 1, "all five sinks");
 	assert_true(s1.json.records >= 2);
 	st1 = statsd_stats_settled(&records);
 	printf("phase 1: %zu records (all metrics), %llu events; statsd sent %llu dropped %llu\n",
@@ -605,7 +660,7 @@ static void test_four_sinks_same_counts(void **state)
 			break;
 		if (i + 1 == SETTLE_S * 5) {
 			snapshot_explain(&s2);
-			fail_msg("without statsd: json, stream and prometheus did not settle on "
+			fail_msg("without statsd: json, stream, prometheus and remote_write did not settle on "
 				 "new events within %ds", SETTLE_S);
 		}
 		snapshot_release(&s2);
@@ -642,7 +697,7 @@ static void test_four_sinks_same_counts(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_four_sinks_same_counts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_five_sinks_same_counts, setup, teardown),
 	};
 
 	ktel_test_require_root("test_sinks_together");

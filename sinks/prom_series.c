@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Records as Prometheus series, shared by the Prometheus sinks; see prom_series.h. */
+#include "prom_series.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+
+#define INITIAL_TABLE 256
+
+/* ---- text ---- */
+
+/* Label values escape backslash, double quote and newline; HELP text only
+ * backslash and newline (exposition format 0.0.4). */
+void ktel_prom_put_escaped(struct ktel_textbuf *b, const char *s, bool quote)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			ktel_textbuf_puts(b, "\\\\");
+		else if (*s == '\n')
+			ktel_textbuf_puts(b, "\\n");
+		else if (*s == '"' && quote)
+			ktel_textbuf_puts(b, "\\\"");
+		else
+			ktel_textbuf_put(b, s, 1);
+	}
+}
+
+void ktel_prom_put_double(struct ktel_textbuf *b, double v)
+{
+	char tmp[40];
+
+	ktel_format_shortest(v, tmp, sizeof(tmp));
+	ktel_textbuf_puts(b, tmp);
+}
+
+/* ---- names ---- */
+
+bool ktel_prom_name_char(char c, bool first, bool colon)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+	       (colon && c == ':') || (!first && c >= '0' && c <= '9');
+}
+
+bool ktel_prom_label_name_ok(const char *s)
+{
+	if (!*s || strcmp(s, "le") == 0 || strncmp(s, "__", 2) == 0)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!ktel_prom_name_char(*p, p == s, false))
+			return false;
+	return true;
+}
+
+/* s with every character outside the allowed set replaced by '_'. */
+static void put_sanitized(struct ktel_textbuf *b, const char *s, bool first, bool colon)
+{
+	for (; *s; s++, first = false)
+		ktel_textbuf_put(b, ktel_prom_name_char(*s, first, colon) ? s : "_", 1);
+}
+
+/* The exposed name of a metric; NULL on ENOMEM. */
+static char *family_name(const struct ktel_prom_set *set, const struct ktel_record *r,
+			 double *ret_scale)
+{
+	const struct ktel_unit_rule *rule = ktel_unit_rule(r->unit);
+	struct ktel_textbuf b = { 0 };
+
+	if (strncmp(r->metric, set->prefix, strlen(set->prefix)) != 0)
+		ktel_textbuf_puts(&b, set->prefix);
+	put_sanitized(&b, r->metric, b.len == 0, true);
+	if (rule && !ktel_str_ends_with(b.p ? b.p : "", rule->suffix))
+		ktel_textbuf_puts(&b, rule->suffix);
+	if (r->type == KTEL_RECORD_COUNTER && !ktel_str_ends_with(b.p ? b.p : "", "_total"))
+		ktel_textbuf_puts(&b, "_total");
+	if (b.fail || !b.p) {
+		free(b.p);
+		return NULL;
+	}
+	*ret_scale = rule ? rule->scale : 1.0;
+	return b.p;
+}
+
+/* One dim's label name (reserved names prefixed "dim_") into b. */
+static void put_label_name(struct ktel_textbuf *b, const struct ktel_dim *d)
+{
+	const char *dn = d->name ? d->name : "dim";
+	bool reserved = strcmp(dn, "le") == 0 || strncmp(dn, "__", 2) == 0;
+
+	if (reserved)
+		ktel_textbuf_puts(b, "dim_");
+	put_sanitized(b, dn, !reserved, false);
+}
+
+/*
+ * The labels of r's dims, the only place they are rendered: the exposition
+ * form `name="value",...` into set->scratch and name\0value\0... into
+ * set->scratch_pairs (for a protocol that carries them as fields).
+ */
+static void render_labels(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	struct ktel_textbuf *b = &set->scratch, *p = &set->scratch_pairs;
+	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
+	char num[24];
+
+	b->len = p->len = 0;
+	b->fail = p->fail = false;
+	ktel_textbuf_put(b, "", 0); /* a valid empty string even without dims */
+	ktel_textbuf_put(p, "", 0);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ktel_dim *d = &r->dims[i];
+		const char *value = d->label;
+
+		if (!value) {
+			snprintf(num, sizeof(num), "%" PRId64, d->value);
+			value = num;
+		}
+		if (i)
+			ktel_textbuf_put(b, ",", 1);
+		put_label_name(b, d);
+		ktel_textbuf_puts(b, "=\"");
+		ktel_prom_put_escaped(b, value, true);
+		ktel_textbuf_put(b, "\"", 1);
+		put_label_name(p, d);
+		ktel_textbuf_put(p, "", 1);
+		ktel_textbuf_put(p, value, strlen(value) + 1);
+	}
+	set->scratch_n_pairs = n;
+}
+
+/* ---- series table ---- */
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return (h ^ 0xff) * 0x100000001b3ull; /* separates "ab"+"c" from "a"+"bc" */
+}
+
+static struct ktel_prom_series *series_find(const struct ktel_prom_set *set, uint64_t hash,
+					    const char *metric, const char *labels)
+{
+	struct ktel_prom_series *se;
+
+	for (se = set->table[hash & (set->table_size - 1)]; se; se = se->hnext)
+		if (se->hash == hash && strcmp(se->fam->metric, metric) == 0 &&
+		    strcmp(se->labels, labels) == 0)
+			return se;
+	return NULL;
+}
+
+static int table_grow(struct ktel_prom_set *set)
+{
+	size_t size = set->table_size * 2;
+	struct ktel_prom_series **t = calloc(size, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < set->table_size; i++) {
+		struct ktel_prom_series *se, *next;
+
+		for (se = set->table[i]; se; se = next) {
+			next = se->hnext;
+			se->hnext = t[se->hash & (size - 1)];
+			t[se->hash & (size - 1)] = se;
+		}
+	}
+	free(set->table);
+	set->table = t;
+	set->table_size = size;
+	return 0;
+}
+
+static void family_free(struct ktel_prom_family *f)
+{
+	free(f->metric);
+	free(f->unit);
+	free(f->name);
+	free(f->le_text);
+	free(f);
+}
+
+/* The `le` label of every bucket of f's shape, and the bound alone, into
+ * f->le_text. */
+static int family_set_le(struct ktel_prom_family *f)
+{
+	struct ktel_textbuf b = { 0 };
+	char bound_text[40];
+
+	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
+		bool inf;
+		double bound = ktel_hist_upper_bound(&f->shape, k, &inf);
+
+		if (inf)
+			snprintf(bound_text, sizeof(bound_text), "+Inf");
+		else
+			ktel_format_shortest(bound / f->scale, bound_text, sizeof(bound_text));
+		f->le_off[k] = (uint32_t)b.len;
+		ktel_textbuf_puts(&b, "le=\"");
+		ktel_textbuf_puts(&b, bound_text);
+		ktel_textbuf_put(&b, "\"", 2); /* with the NUL that ends it */
+		f->le_voff[k] = (uint32_t)b.len;
+		ktel_textbuf_put(&b, bound_text, strlen(bound_text) + 1);
+	}
+	if (b.fail || !b.p) {
+		free(b.p);
+		return -ENOMEM;
+	}
+	f->le_text = b.p;
+	return 0;
+}
+
+/* A metric keeps the type and histogram shape it first came with. */
+static bool fits(const struct ktel_prom_family *f, const struct ktel_record *r)
+{
+	const struct ktel_histogram *h = &r->hist.delta;
+
+	if (f->type != r->type)
+		return false;
+	return r->type != KTEL_RECORD_HISTOGRAM ||
+	       (f->shape.n_buckets == h->n_buckets && f->shape.scheme == h->scheme &&
+		f->shape.linear_min == h->linear_min && f->shape.linear_step == h->linear_step);
+}
+
+static struct ktel_prom_family *family_new(const struct ktel_record *r, char *name, double scale)
+{
+	struct ktel_prom_family *f = calloc(1, sizeof(*f));
+
+	if (!f || !(f->metric = strdup(r->metric)) || (r->unit && !(f->unit = strdup(r->unit))))
+		goto fail;
+	f->name = name;
+	f->type = r->type;
+	f->scale = scale;
+	if (r->type == KTEL_RECORD_HISTOGRAM) {
+		f->shape = r->hist.delta;
+		memset(f->shape.counts, 0, sizeof(f->shape.counts));
+		if (family_set_le(f)) {
+			f->name = NULL;
+			goto fail;
+		}
+	}
+	return f;
+fail:
+	if (f)
+		family_free(f);
+	return NULL;
+}
+
+/* The family of r's metric, created when new; NULL when r does not fit it
+ * (type or histogram shape changed, name taken) or on ENOMEM. */
+static struct ktel_prom_family *family_get(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	struct ktel_prom_family *f;
+	double scale = 1.0;
+	char *name;
+
+	for (f = set->families; f; f = f->next)
+		if (strcmp(f->metric, r->metric) == 0)
+			return fits(f, r) ? f : NULL;
+	name = family_name(set, r, &scale);
+	if (!name)
+		return NULL;
+	for (f = set->families; f; f = f->next)
+		if (strcmp(f->name, name) == 0)
+			break;
+	if (f) { /* another metric sanitizes to the same name */
+		free(name);
+		return NULL;
+	}
+	f = family_new(r, name, scale);
+	if (!f) {
+		free(name);
+		return NULL;
+	}
+	set->n_families++;
+	if (set->families_tail)
+		set->families_tail->next = f;
+	else
+		set->families = f;
+	set->families_tail = f;
+	return f;
+}
+
+static struct ktel_prom_series *series_new(struct ktel_prom_set *set, struct ktel_prom_family *f,
+					   uint64_t hash)
+{
+	struct ktel_prom_series *se = calloc(1, sizeof(*se));
+
+	if (!se || !(se->labels = strdup(set->scratch.p)) ||
+	    !(se->pairs = malloc(set->scratch_pairs.len + 1))) {
+		if (se)
+			free(se->labels);
+		free(se);
+		return NULL;
+	}
+	memcpy(se->pairs, set->scratch_pairs.p, set->scratch_pairs.len + 1);
+	se->n_pairs = set->scratch_n_pairs;
+	se->fam = f;
+	se->hash = hash;
+	return se;
+}
+
+/* The series of r, created when new; NULL (counted) when it cannot be. */
+static struct ktel_prom_series *series_get(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	struct ktel_prom_family *f;
+	struct ktel_prom_series *se;
+	uint64_t hash;
+
+	render_labels(set, r);
+	if (set->scratch.fail || set->scratch_pairs.fail)
+		return NULL;
+	hash = fnv1a(fnv1a(0xcbf29ce484222325ull, r->metric), set->scratch.p);
+	se = series_find(set, hash, r->metric, set->scratch.p);
+	if (se)
+		return fits(se->fam, r) ? se : NULL;
+	if (set->n_series >= set->max_series) {
+		set->series_dropped++;
+		return NULL;
+	}
+	if (set->n_series >= set->table_size && table_grow(set))
+		return NULL;
+	f = family_get(set, r);
+	if (!f)
+		return NULL;
+	se = series_new(set, f, hash);
+	if (!se)
+		return NULL;
+	se->hnext = set->table[hash & (set->table_size - 1)];
+	set->table[hash & (set->table_size - 1)] = se;
+	if (f->last)
+		f->last->fnext = se;
+	else
+		f->first = se;
+	f->last = se;
+	f->n_series++;
+	set->n_series++;
+	return se;
+}
+
+enum ktel_prom_applied ktel_prom_set__apply(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	struct ktel_prom_series *se;
+
+	if (r->type == KTEL_RECORD_EVENT)
+		return KTEL_PROM_SKIPPED;
+	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
+	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
+						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
+						  r->hist.total.n_buckets != r->hist.delta.n_buckets)))
+		return KTEL_PROM_DROPPED;
+	se = series_get(set, r);
+	if (!se)
+		return KTEL_PROM_DROPPED;
+	switch (r->type) {
+	case KTEL_RECORD_HISTOGRAM:
+		memcpy(se->h.counts, r->hist.total.counts,
+		       r->hist.total.n_buckets * sizeof(se->h.counts[0]));
+		se->has_sum = r->hist.total.has_sum;
+		se->h.sum = r->hist.total.sum;
+		break;
+	case KTEL_RECORD_COUNTER:
+		se->total = r->counter.total;
+		break;
+	default:
+		se->gauge = r->gauge;
+		break;
+	}
+	return KTEL_PROM_APPLIED;
+}
+
+/* ---- values ---- */
+
+static void emit_u64(ktel_prom_sample_cb cb, void *ctx, struct ktel_prom_sample *sm, uint64_t v,
+		     double scale)
+{
+	sm->kind = scale == 1.0 ? KTEL_PROM_U64 : KTEL_PROM_DOUBLE;
+	sm->u = v;
+	sm->value = (double)v / scale;
+	cb(ctx, sm);
+}
+
+void ktel_prom_series__samples(const struct ktel_prom_family *f, const struct ktel_prom_series *se,
+			       ktel_prom_sample_cb cb, void *ctx)
+{
+	struct ktel_prom_sample sm = { .suffix = "" };
+	uint64_t cum = 0;
+
+	switch (f->type) {
+	case KTEL_RECORD_HISTOGRAM:
+		sm.suffix = "_bucket";
+		for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
+			cum += se->h.counts[k];
+			sm.le_label = f->le_text + f->le_off[k];
+			sm.le_value = f->le_text + f->le_voff[k];
+			emit_u64(cb, ctx, &sm, cum, 1.0);
+		}
+		sm.le_label = sm.le_value = NULL;
+		if (se->has_sum) {
+			sm.suffix = "_sum";
+			emit_u64(cb, ctx, &sm, se->h.sum, f->scale);
+		}
+		sm.suffix = "_count";
+		emit_u64(cb, ctx, &sm, cum, 1.0);
+		break;
+	case KTEL_RECORD_COUNTER:
+		emit_u64(cb, ctx, &sm, se->total, f->scale);
+		break;
+	default:
+		sm.kind = f->scale == 1.0 ? KTEL_PROM_I64 : KTEL_PROM_DOUBLE;
+		sm.i = se->gauge;
+		sm.value = (double)se->gauge / f->scale;
+		cb(ctx, &sm);
+		break;
+	}
+}
+
+/* ---- set ---- */
+
+int ktel_prom_set__init(struct ktel_prom_set *set, const char *prefix, uint64_t max_series)
+{
+	memset(set, 0, sizeof(*set));
+	set->prefix = strdup(prefix);
+	set->table = calloc(INITIAL_TABLE, sizeof(*set->table));
+	if (!set->prefix || !set->table) {
+		ktel_prom_set__fini(set);
+		return -ENOMEM;
+	}
+	set->table_size = INITIAL_TABLE;
+	set->max_series = max_series;
+	return 0;
+}
+
+void ktel_prom_set__fini(struct ktel_prom_set *set)
+{
+	struct ktel_prom_family *f, *fnext;
+
+	for (f = set->families; f; f = fnext) {
+		struct ktel_prom_series *se, *snext;
+
+		fnext = f->next;
+		for (se = f->first; se; se = snext) {
+			snext = se->fnext;
+			free(se->labels);
+			free(se->pairs);
+			free(se);
+		}
+		family_free(f);
+	}
+	free(set->table);
+	free(set->scratch.p);
+	free(set->scratch_pairs.p);
+	free(set->prefix);
+	memset(set, 0, sizeof(*set));
+}
