@@ -854,6 +854,7 @@ static bool add_signal(json_t *rec, void *ctx)
 
 	if (dim_int(rec, "signal") != SIGUSR2)
 		return false;
+	record_sum(rec); /* the guide's program keeps the sum */
 	s->usr2 += counts_from(rec, 0);
 	s->held += counts_from(rec, 15); /* bucket 15 is (16384, 32768] us */
 	return true;
