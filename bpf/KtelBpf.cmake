@@ -40,10 +40,13 @@ function(ktel_bpf_object out_var src)
   foreach(dir ${B_INCLUDES} ${KTEL_BPF_INCLUDE_DIRS})
     list(APPEND incs -I${dir})
   endforeach()
+  # -MT: the depfile must name the command's OUTPUT (the stripped object),
+  # not clang's -o file, or a changed header (bpf_telemetry.h) rebuilds
+  # nothing.
   add_custom_command(OUTPUT ${obj}
     COMMAND ${KTEL_CLANG} -target ${KTEL_BPF_TARGET} -g -O2 -ffreestanding
             -D__TARGET_ARCH_${KTEL_BPF_ARCH} ${incs} -Wall -Werror
-            -MD -MF ${obj}.d -c ${src_abs} -o ${obj}.tmp
+            -MD -MF ${obj}.d -MT ${obj} -c ${src_abs} -o ${obj}.tmp
     COMMAND ${KTEL_LLVM_STRIP} -g ${obj}.tmp -o ${obj}
     DEPFILE ${obj}.d
     DEPENDS ${src_abs}

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The independent side of many checks: what a BPF map holds, read with plain
- * bpf() syscalls (no ktelemetry code), summed over every u64 of every value.
- * For histogram maps without a sum that is the number of events counted.
+ * bpf() syscalls (no ktelemetry code), summed over the first 32 u64 words
+ * of every value (all of them in a smaller value). For a histogram map that
+ * is the number of events counted: its 32 buckets come first, and the sum a
+ * struct accumulator_value_sum keeps after them is not a count.
  */
 #ifndef KTEL_TEST_MAP_TOTAL_H
 #define KTEL_TEST_MAP_TOTAL_H
@@ -14,7 +16,10 @@
 
 #include <bpf/bpf.h>
 
-/* Sum of every u64 of every value of the map at fd; UINT64_MAX on error. */
+#define KTEL_TEST_MAP_TOTAL_WORDS 32
+
+/* Sum of the first KTEL_TEST_MAP_TOTAL_WORDS u64 of every value of the map
+ * at fd; UINT64_MAX on error. */
 static inline uint64_t ktel_test_map_total(int fd)
 {
 	uint64_t value[64], total = 0;
@@ -29,7 +34,8 @@ static inline uint64_t ktel_test_map_total(int fd)
 	while (bpf_map_get_next_key(fd, prev, next) == 0) {
 		memset(value, 0, sizeof(value));
 		if (bpf_map_lookup_elem(fd, next, value) == 0)
-			for (unsigned i = 0; i < info.value_size / 8; i++)
+			for (unsigned i = 0; i < info.value_size / 8 &&
+					     i < KTEL_TEST_MAP_TOTAL_WORDS; i++)
 				total += value[i];
 		memcpy(key, next, info.key_size);
 		prev = key;

@@ -98,35 +98,68 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 	})
 
 /*
- * Bucket of the microseconds from begin to end (ns); an end before its begin
- * is counted in ktel_invalid_durations and gives BPF_TELEMETRY_INVALID_BUCKET.
+ * A duration macro's "no duration" result: no start was saved, or the end
+ * came before it. Never a real duration: a u64 of nanoseconds divided by 1000
+ * stays below it.
  */
-static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
+#define BPF_TELEMETRY_INVALID_DURATION (~0ULL)
+
+/*
+ * Whole microseconds from begin to end (ns), rounded down: the value a
+ * latency histogram buckets and adds to its sum. An end before its begin is
+ * counted in ktel_invalid_durations and gives BPF_TELEMETRY_INVALID_DURATION.
+ */
+static __always_inline __u64 ktel_duration_us(__u64 begin, __u64 end)
 {
 	if (end >= begin)
-		return GET_BUCKET((end - begin) / 1000);
+		return (end - begin) / 1000;
 	__sync_fetch_and_add(&ktel_invalid_durations, 1);
-	return BPF_TELEMETRY_INVALID_BUCKET;
+	return BPF_TELEMETRY_INVALID_DURATION;
+}
+
+/* Bucket of a duration macro's result; BPF_TELEMETRY_INVALID_BUCKET for none. */
+static __always_inline __u32 ktel_duration_bucket_of(__u64 us)
+{
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
+		return BPF_TELEMETRY_INVALID_BUCKET;
+	return GET_BUCKET(us);
+}
+
+/* Bucket of the microseconds from begin to end (ns), as ktel_duration_us. */
+static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
+{
+	return ktel_duration_bucket_of(ktel_duration_us(begin, end));
 }
 
 /*
- * Bucket of the microseconds elapsed since the start saved for key, deleting
- * that start. BPF_TELEMETRY_INVALID_BUCKET when no start was saved or the
- * clock went backwards (the latter is counted in ktel_invalid_durations).
+ * Microseconds elapsed since the start saved for key (ktel_duration_us),
+ * deleting that start. BPF_TELEMETRY_INVALID_DURATION when no start was
+ * saved or the clock went backwards (the latter is counted in
+ * ktel_invalid_durations). Pass the result to INCREMENT_ACCUMULATOR_SUM to
+ * bucket it and add it to the histogram's sum.
  */
-#define GET_LATENCY_BUCKET(start_map, key)                                     \
+#define GET_LATENCY_US(start_map, key)                                         \
 	({                                                                     \
-		__u32 __ktel_bucket = BPF_TELEMETRY_INVALID_BUCKET;            \
+		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;              \
 		__u64 *__ktel_start = bpf_map_lookup_elem(&(start_map), (key)); \
 		if (__ktel_start) {                                            \
 			__u64 __ktel_begin = *__ktel_start;                    \
 			__u64 __ktel_end = bpf_ktime_get_ns();                 \
 			bpf_map_delete_elem(&(start_map), (key));              \
-			__ktel_bucket = ktel_duration_bucket(__ktel_begin,     \
-							     __ktel_end);      \
+			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
 		}                                                              \
-		__ktel_bucket;                                                 \
+		__ktel_us;                                                     \
 	})
+
+/*
+ * Bucket of the microseconds elapsed since the start saved for key, deleting
+ * that start. BPF_TELEMETRY_INVALID_BUCKET when no start was saved or the
+ * clock went backwards (the latter is counted in ktel_invalid_durations).
+ * Android's macro: it loses the duration, so a histogram filled from it has
+ * no sum; prefer GET_LATENCY_US.
+ */
+#define GET_LATENCY_BUCKET(start_map, key)                                     \
+	ktel_duration_bucket_of(GET_LATENCY_US(start_map, key))
 
 /*
  * Starts kept in task local storage, for start/end pairs that belong to one
@@ -177,26 +210,28 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 	})
 
 /*
- * GET_LATENCY_BUCKET for a task start: bucket of the microseconds since the
- * start saved for task, which is cleared (set to 0, the slot kept for the
- * next start). BPF_TELEMETRY_INVALID_BUCKET when no start is saved (never
- * creates a slot) or the clock went backwards (counted in
- * ktel_invalid_durations).
+ * GET_LATENCY_US for a task start: the microseconds since the start saved
+ * for task, which is cleared (set to 0, the slot kept for the next start).
+ * BPF_TELEMETRY_INVALID_DURATION when no start is saved (never creates a
+ * slot) or the clock went backwards (counted in ktel_invalid_durations).
  */
-#define KTEL_TASK_LATENCY_BUCKET(map, task)                                    \
+#define KTEL_TASK_LATENCY_US(map, task)                                        \
 	({                                                                     \
-		__u32 __ktel_bucket = BPF_TELEMETRY_INVALID_BUCKET;            \
+		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;              \
 		__u64 *__ktel_slot = (__u64 *)bpf_task_storage_get(            \
 			&(map), (task), NULL, 0);                              \
 		if (__ktel_slot && *__ktel_slot) {                             \
 			__u64 __ktel_begin = *__ktel_slot;                     \
 			__u64 __ktel_end = bpf_ktime_get_ns();                 \
 			*__ktel_slot = 0;                                      \
-			__ktel_bucket = ktel_duration_bucket(__ktel_begin,     \
-							     __ktel_end);      \
+			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
 		}                                                              \
-		__ktel_bucket;                                                 \
+		__ktel_us;                                                     \
 	})
+
+/* KTEL_TASK_LATENCY_US as a bucket (BPF_TELEMETRY_INVALID_BUCKET for none). */
+#define KTEL_TASK_LATENCY_BUCKET(map, task)                                    \
+	ktel_duration_bucket_of(KTEL_TASK_LATENCY_US(map, task))
 
 /*
  * Return the histogram for key, creating a zeroed one when missing. Works for
@@ -224,16 +259,28 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1); \
 	})
 
-/* Record value (bucketed with GET_BUCKET) and add it to the sum. */
+/*
+ * Record value (bucketed with GET_BUCKET) and add it to the sum, both with
+ * atomic adds, in a struct accumulator_value_sum histogram; value is in the
+ * metric's unit. A u64 sum of microseconds wraps after 584,000 years of
+ * summed time; of bytes, after 16 EiB. BPF_TELEMETRY_INVALID_DURATION (what
+ * the duration macros give for no duration) is ignored, so their result can
+ * be passed straight in.
+ */
 #define INCREMENT_ACCUMULATOR_SUM(map, key, value)                             \
 	({                                                                     \
 		__u64 __ktel_val = (value);                                    \
 		__u32 __ktel_b = GET_BUCKET(__ktel_val);                       \
-		struct accumulator_value_sum *__ktel_acc = ktel_get_or_create( \
-			map, key, struct accumulator_value_sum);               \
-		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {      \
-			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1); \
-			__sync_fetch_and_add(&__ktel_acc->sum, __ktel_val);    \
+		struct accumulator_value_sum *__ktel_acc;                      \
+		if (__ktel_val != BPF_TELEMETRY_INVALID_DURATION) {            \
+			__ktel_acc = ktel_get_or_create(                       \
+				map, key, struct accumulator_value_sum);       \
+			if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) { \
+				__sync_fetch_and_add(                          \
+					&__ktel_acc->buckets[__ktel_b], 1);    \
+				__sync_fetch_and_add(&__ktel_acc->sum,         \
+						     __ktel_val);              \
+			}                                                      \
 		}                                                              \
 	})
 

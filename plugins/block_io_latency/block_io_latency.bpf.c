@@ -51,7 +51,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, BLOCK_MAX_KEYS);
 	__type(key, struct block_io_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } block_io_latency_map SEC(".maps");
 
 static __always_inline __u32 block_op_of(unsigned int cmd_flags)
@@ -103,10 +103,10 @@ int block_complete(__u64 *ctx)
 	__u64 rq_key = ctx[0];
 	struct block_io_key key = {};
 	struct gendisk *disk;
-	__u32 bucket;
+	__u64 us;
 
-	bucket = GET_LATENCY_BUCKET(block_start_map, &rq_key);
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	us = GET_LATENCY_US(block_start_map, &rq_key);
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
 	disk = block_disk_of(rq);
 	if (disk) {
@@ -114,7 +114,7 @@ int block_complete(__u64 *ctx)
 		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
 	}
 	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
-	INCREMENT_ACCUMULATOR(block_io_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(block_io_latency_map, &key, us);
 	return 0;
 }
 

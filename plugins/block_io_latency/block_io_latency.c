@@ -34,7 +34,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "block_io_latency",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the histogram keeps the sum */
 	    .description = "Block I/O latency per disk and operation",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -53,7 +53,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, CMA_MAX_HEAPS * 2);
 	__type(key, struct cma_alloc_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } cma_alloc_latency_map SEC(".maps");
 
 static __always_inline void cma_start(void)
@@ -70,13 +70,13 @@ static __always_inline void cma_finish(const struct ktel_label *label, bool fail
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct cma_alloc_key key = {};
-	__u32 bucket = GET_LATENCY_BUCKET(cma_start_map, &tid);
+	__u64 us = GET_LATENCY_US(cma_start_map, &tid);
 
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return;
 	key.heap = KTEL_LABEL_ID(cma_heap, label);
 	key.result = failed ? CMA_ALLOC_FAILURE : CMA_ALLOC_SUCCESS;
-	INCREMENT_ACCUMULATOR(cma_alloc_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(cma_alloc_latency_map, &key, us);
 }
 
 /* cma_alloc_start(const char *name, unsigned long request_count,

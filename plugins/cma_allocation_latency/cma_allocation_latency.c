@@ -40,7 +40,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "cma_allocation_latency",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the histogram keeps the sum */
 	    .description = "CMA allocation latency (Android CmaAllocationLatency atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

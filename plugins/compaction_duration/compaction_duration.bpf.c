@@ -24,7 +24,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__type(key, struct compaction_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } compaction_duration_map SEC(".maps");
 
 SEC("tp_btf/mm_compaction_begin")
@@ -41,11 +41,11 @@ int compaction_end(__u64 *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct compaction_key key = {};
-	__u32 bucket = GET_LATENCY_BUCKET(compaction_start_map, &tid);
+	__u64 us = GET_LATENCY_US(compaction_start_map, &tid);
 
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
-	INCREMENT_ACCUMULATOR(compaction_duration_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(compaction_duration_map, &key, us);
 	return 0;
 }
 

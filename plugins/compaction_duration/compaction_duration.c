@@ -16,7 +16,7 @@ static const struct ktel_metric_desc metrics[] = {
 };
 
 KTEL_PLUGIN(.name = "compaction_duration",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the histogram keeps the sum */
 	    .description = "Memory compaction duration (Android CompactionDuration atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

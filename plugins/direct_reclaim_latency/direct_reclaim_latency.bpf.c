@@ -15,9 +15,10 @@ struct direct_reclaim_key {
 DEFINE_BPF_MAP_GRO(direct_reclaim_start_map, HASH, uint32_t, uint64_t,
                    DIRECT_RECLAIM_START_MAP_ENTRIES, AID_SYSTEM);
 
-// Output map. Key: direct_reclaim_key, Value: accumulator_value (32 log2 buckets)
+// Output map. Key: direct_reclaim_key, Value: accumulator_value_sum (32 log2
+// buckets of microseconds and their sum)
 DEFINE_BPF_MAP_GRO(direct_reclaim_latency_map, HASH, struct direct_reclaim_key,
-                   struct accumulator_value, DIRECT_RECLAIM_OUTPUT_MAP_ENTRIES,
+                   struct accumulator_value_sum, DIRECT_RECLAIM_OUTPUT_MAP_ENTRIES,
                    AID_SYSTEM);
 
 DEFINE_BPF_PROG("tp_btf/mm_vmscan_direct_reclaim_begin", AID_ROOT, AID_SYSTEM,
@@ -34,14 +35,14 @@ DEFINE_BPF_PROG("tp_btf/mm_vmscan_direct_reclaim_end", AID_ROOT, AID_SYSTEM,
         uint64_t* args) {
     (void)args;
     uint32_t pid = (uint32_t)bpf_get_current_pid_tgid();
-    uint32_t bucket = GET_LATENCY_BUCKET(direct_reclaim_start_map, &pid);
-    if (bucket == BPF_TELEMETRY_INVALID_BUCKET) return 0;
+    uint64_t us = GET_LATENCY_US(direct_reclaim_start_map, &pid);
+    if (us == BPF_TELEMETRY_INVALID_DURATION) return 0;
 
     struct task_struct* task = (struct task_struct*)bpf_get_current_task();
     int oom_score_adj = BPF_CORE_READ(task, signal, oom_score_adj);
     enum process_state state = get_process_state(oom_score_adj);
 
     struct direct_reclaim_key key = {.process_state = (uint32_t)state};
-    INCREMENT_ACCUMULATOR(direct_reclaim_latency_map, &key, bucket);
+    INCREMENT_ACCUMULATOR_SUM(direct_reclaim_latency_map, &key, us);
     return 0;
 }

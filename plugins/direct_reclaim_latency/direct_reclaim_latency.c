@@ -2,7 +2,10 @@
 /*
  * DirectReclaimLatency: time a task spends in direct reclaim, in microseconds,
  * by the process state its oom_score_adj maps to. The BPF program is the
- * example from Android's documentation, unchanged.
+ * example from Android's documentation, with one change: it keeps the sum of
+ * the microseconds too (GET_LATENCY_US, INCREMENT_ACCUMULATOR_SUM and struct
+ * accumulator_value_sum where Android has GET_LATENCY_BUCKET,
+ * INCREMENT_ACCUMULATOR and struct accumulator_value, which keep no sum).
  */
 #include <ktelemetry/plugin.h>
 
@@ -26,7 +29,7 @@ static const struct ktel_metric_desc metrics[] = {
 };
 
 KTEL_PLUGIN(.name = "direct_reclaim_latency",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the histogram keeps the sum */
 	    .description = "Direct reclaim latency (Android DirectReclaimLatency atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -49,7 +49,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KSWAPD_MAX_NODES);
 	__type(key, struct kswapd_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } kswapd_latency_map SEC(".maps");
 
 static __always_inline void kswapd_begin(__u32 nid)
@@ -63,11 +63,11 @@ static __always_inline void kswapd_begin(__u32 nid)
 static __always_inline void kswapd_end(__u32 nid)
 {
 	struct kswapd_key key = {.nid = nid};
-	__u32 bucket = GET_LATENCY_BUCKET(kswapd_start_map, &nid);
+	__u64 us = GET_LATENCY_US(kswapd_start_map, &nid);
 
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return;
-	INCREMENT_ACCUMULATOR(kswapd_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(kswapd_latency_map, &key, us);
 }
 
 /* mm_vmscan_kswapd_wake(int nid, int zid, int order) */

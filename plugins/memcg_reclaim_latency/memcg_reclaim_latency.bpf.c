@@ -30,7 +30,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16);
 	__type(key, struct memcg_reclaim_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } memcg_reclaim_latency_map SEC(".maps");
 
 SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
@@ -48,14 +48,14 @@ int memcg_reclaim_end(__u64 *ctx)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct memcg_reclaim_key key = {};
 	struct task_struct *task;
-	__u32 bucket;
+	__u64 us;
 
-	bucket = GET_LATENCY_BUCKET(memcg_reclaim_start_map, &tid);
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	us = GET_LATENCY_US(memcg_reclaim_start_map, &tid);
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
 	task = (struct task_struct *)bpf_get_current_task();
 	key.process_state = get_process_state(BPF_CORE_READ(task, signal, oom_score_adj));
-	INCREMENT_ACCUMULATOR(memcg_reclaim_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(memcg_reclaim_latency_map, &key, us);
 	return 0;
 }
 

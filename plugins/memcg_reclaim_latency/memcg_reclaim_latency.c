@@ -25,7 +25,7 @@ static const struct ktel_metric_desc metrics[] = {
 };
 
 KTEL_PLUGIN(.name = "memcg_reclaim_latency",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the histogram keeps the sum */
 	    .description = "Memory cgroup reclaim latency",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -35,7 +35,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RUNQ_MAX_CPUS);
 	__type(key, struct runq_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } runq_latency_map SEC(".maps");
 
 static __always_inline void runq_enqueue(struct task_struct *p)
@@ -75,16 +75,16 @@ int runq_switch(__u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = (unsigned int)ctx[3];
 	struct runq_key key = {.cpu = bpf_get_smp_processor_id()};
-	__u32 bucket;
+	__u64 us;
 
 	if (prev_state == KTEL_TASK_RUNNING)
 		runq_enqueue(prev);
 	if (!BPF_CORE_READ(next, pid))
 		return 0;
-	bucket = KTEL_TASK_LATENCY_BUCKET(runq_start_map, next);
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	us = KTEL_TASK_LATENCY_US(runq_start_map, next);
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
-	INCREMENT_ACCUMULATOR(runq_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(runq_latency_map, &key, us);
 	return 0;
 }
 

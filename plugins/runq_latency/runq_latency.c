@@ -30,7 +30,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "runq_latency",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the histogram keeps the sum */
 	    .description = "Scheduler run-queue latency (wakeup to run), per CPU",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -42,7 +42,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SUSPEND_MAX_PHASES);
 	__type(key, struct suspend_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } suspend_resume_latency_map SEC(".maps");
 
 /* suspend_resume(const char *action, int val, bool start) */
@@ -52,7 +52,7 @@ int suspend_resume(__u64 *ctx)
 	struct suspend_start_key skey = {};
 	struct suspend_key key = {};
 	struct ktel_label label = {};
-	__u32 bucket;
+	__u64 us;
 
 	ktel_label_read(&label, (const void *)ctx[0]);
 	skey.phase = KTEL_LABEL_ID(suspend_phase, &label);
@@ -65,11 +65,11 @@ int suspend_resume(__u64 *ctx)
 		bpf_map_update_elem(&suspend_start_map, &skey, &now, BPF_ANY);
 		return 0;
 	}
-	bucket = GET_LATENCY_BUCKET(suspend_start_map, &skey);
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	us = GET_LATENCY_US(suspend_start_map, &skey);
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
 	key.phase = skey.phase;
-	INCREMENT_ACCUMULATOR(suspend_resume_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(suspend_resume_latency_map, &key, us);
 	return 0;
 }
 

@@ -9,7 +9,8 @@
  *    the daemon, so a kernel that differs makes the test say what changed;
  *  - real events from tools/trigger reach the JSON sink for every metric this
  *    machine can trigger (compaction, memcg reclaim, run-queue latency, block
- *    I/O, OOM kill), each in a plausible bucket or under the right label;
+ *    I/O, OOM kill), each in a plausible bucket or under the right label,
+ *    every latency record with a sum the bucket counts bound (hist_bounds.h);
  *  - the out-of-tree example plugin of docs/plugin-authoring.md builds against
  *    an install of this build tree and produces records;
  *  - a variant group falls back from an fentry program the kernel refuses to
@@ -34,6 +35,7 @@
 #include "bpf_lifecycle.h"
 #include "ktel_test.h"
 #include "daemon_harness.h"
+#include "hist_bounds.h"
 #include "map_total.h"
 #include "tracefs_oracle.h"
 
@@ -494,11 +496,51 @@ static void run_trigger(const struct sandbox *sb, const char *args, int adj, cha
 		snprintf(out, len, "%s", buf);
 }
 
+static bool print_record(json_t *rec, void *ctx)
+{
+	char *text = json_dumps(rec, JSON_COMPACT);
+
+	(void)ctx;
+	printf("  %s\n", text ? text : "(unprintable)");
+	free(text);
+	return true;
+}
+
+/*
+ * The record's sum (in its unit, like the buckets), which every built-in
+ * latency histogram carries; fails the test when it is missing or the
+ * counts rule it out.
+ */
+static uint64_t record_sum(json_t *rec)
+{
+	json_t *h = json_object_get(rec, "histogram"), *c;
+	json_t *sum = json_object_get(h, "sum");
+	uint64_t counts[HIST_BOUNDS_BUCKETS] = {0};
+	char why[200];
+	size_t k;
+
+	if (!json_is_integer(sum) || json_integer_value(sum) < 0) {
+		print_record(rec, NULL);
+		fail_msg("%s: a histogram record without a sum",
+			 json_string_value(json_object_get(rec, "metric")));
+	}
+	json_array_foreach(json_object_get(h, "counts"), k, c)
+		if (k < HIST_BOUNDS_BUCKETS)
+			counts[k] = (uint64_t)json_integer_value(c);
+	if (!hist_sum_consistent(counts, HIST_BOUNDS_BUCKETS, (uint64_t)json_integer_value(sum),
+				 why, sizeof(why))) {
+		print_record(rec, NULL);
+		fail_msg("%s: %s", json_string_value(json_object_get(rec, "metric")), why);
+	}
+	return (uint64_t)json_integer_value(sum);
+}
+
 struct hist_sum {
 	const char *label_dim;   /* only records whose dim has this label ... */
 	const char *label;       /* ... (NULL: all records) */
 	size_t from;             /* high: buckets summed from here */
 	uint64_t total, above0, high; /* all counts, in buckets >= 1, >= from */
+	uint64_t sum;            /* the records' sums */
 };
 
 static bool add_hist(json_t *rec, void *ctx)
@@ -507,6 +549,7 @@ static bool add_hist(json_t *rec, void *ctx)
 
 	if (h->label && strcmp(dim_label(rec, h->label_dim) ?: "", h->label) != 0)
 		return false;
+	h->sum += record_sum(rec);
 	h->total += counts_from(rec, 0);
 	h->above0 += counts_from(rec, 1);
 	h->high += counts_from(rec, h->from);
@@ -525,7 +568,8 @@ static void test_compaction_events(void **state)
 	run_trigger(&sb, "compaction", 0, NULL, 0);
 	stop_collecting(&sb, pid);
 	each_record(&sb, "compaction_duration", add_hist, &h);
-	printf("compaction_duration: %llu compactions\n", (unsigned long long)h.total);
+	printf("compaction_duration: %llu compactions, %llu us in all\n",
+	       (unsigned long long)h.total, (unsigned long long)h.sum);
 	assert_true(h.total >= 1);
 	sandbox_cleanup(&sb);
 }
@@ -543,7 +587,8 @@ static void test_memcg_reclaim_events(void **state)
 	run_trigger(&sb, "memcg-reclaim 64", 0, NULL, 0);
 	stop_collecting(&sb, pid);
 	each_record(&sb, "memcg_reclaim_latency", add_hist, &fg);
-	printf("memcg_reclaim_latency: %llu foreground reclaims\n", (unsigned long long)fg.total);
+	printf("memcg_reclaim_latency: %llu foreground reclaims, %llu us in all\n",
+	       (unsigned long long)fg.total, (unsigned long long)fg.sum);
 	assert_true(fg.total >= 1);
 	sandbox_cleanup(&sb);
 }
@@ -563,9 +608,9 @@ static void test_runq_events(void **state)
 	run_trigger(&sb, "runq 2", 0, NULL, 0);
 	stop_collecting(&sb, pid);
 	each_record(&sb, "runq_latency", add_hist, &h);
-	printf("runq_latency: %llu waits, %llu above 1 us, %llu above 256 us\n",
+	printf("runq_latency: %llu waits, %llu above 1 us, %llu above 256 us, %llu us in all\n",
 	       (unsigned long long)h.total, (unsigned long long)h.above0,
-	       (unsigned long long)h.high);
+	       (unsigned long long)h.high, (unsigned long long)h.sum);
 	assert_true(h.above0 >= 1);
 	assert_true(h.high >= 1);
 	sandbox_cleanup(&sb);
@@ -585,6 +630,7 @@ static bool add_blockio(json_t *rec, void *ctx)
 
 	if (dim_int(rec, "major") != b->major || dim_int(rec, "minor") != b->minor)
 		return false;
+	record_sum(rec);
 	if (strcmp(op, "BLOCK_OP_READ") == 0)
 		b->reads += high;
 	else if (strcmp(op, "BLOCK_OP_WRITE") == 0)
@@ -595,16 +641,6 @@ static bool add_blockio(json_t *rec, void *ctx)
 
 /* Requests of 512 that may go unseen before the test fails (see below). */
 #define BLOCKIO_TOLERATED_LOSS 4
-
-static bool print_record(json_t *rec, void *ctx)
-{
-	char *text = json_dumps(rec, JSON_COMPACT);
-
-	(void)ctx;
-	printf("  %s\n", text ? text : "(unprintable)");
-	free(text);
-	return true;
-}
 
 static void test_blockio_events(void **state)
 {
@@ -818,6 +854,7 @@ static bool add_signal(json_t *rec, void *ctx)
 
 	if (dim_int(rec, "signal") != SIGUSR2)
 		return false;
+	record_sum(rec); /* the guide's program keeps the sum */
 	s->usr2 += counts_from(rec, 0);
 	s->held += counts_from(rec, 15); /* bucket 15 is (16384, 32768] us */
 	return true;

@@ -13,6 +13,9 @@
  *      scrape's cumulative _bucket/_count/_sum equal the same sums, and so
  *      do the series remote_write pushed, read back with PromQL; and all
  *      of them equal the total of the pinned map (nothing lost on the way).
+ *      The sum is whole microseconds in JSON and seconds elsewhere: see
+ *      prom_matches() and statsd_sum_matches() for why each comparison of a
+ *      scaled sum is exact, not a tolerance.
  *   2. The StatsD server is killed and more events happen: json, stream and
  *      prometheus and remote_write still match each other and the pinned map, none of them
  *      dropped or failed anything, and the statsd sink reports (through
@@ -70,7 +73,8 @@ struct view {
 	uint64_t counts[KTEL_HIST_BUCKETS];
 	uint32_t n_buckets;
 	bool has_sum;
-	uint64_t sum;
+	uint64_t sum;  /* us: JSON lines */
+	double sum_s;  /* seconds: the Prometheus _sum as exposed */
 	size_t records;
 	char le[KTEL_HIST_BUCKETS][32]; /* bucket bounds as the JSON line prints them */
 };
@@ -250,7 +254,7 @@ static bool prom_scrape(struct view *v)
 			v->records = n; /* the count, kept aside to compare */
 		} else if (sscanf(line, PROM_FAMILY "_sum %lf", &d) == 1) {
 			v->has_sum = true;
-			v->sum = (uint64_t)llround(d * 1e6); /* back to us */
+			v->sum_s = d;
 		}
 	}
 	ok = pclose(p) == 0;
@@ -258,13 +262,19 @@ static bool prom_scrape(struct view *v)
 	return ok;
 }
 
-/* Prometheus holds cumulative buckets: equal to the running sum of want's. */
+/*
+ * Prometheus holds cumulative buckets: equal to the running sum of want's.
+ * Its _sum is the map's total in seconds: the sink divides the integer
+ * microseconds once and prints a decimal that reads back as the same double,
+ * so it must equal, exactly, the double nearest want's sum / 1e6 (an IEEE
+ * division of two exact doubles: the sum is far below 2^53).
+ */
 static bool prom_matches(const struct view *prom, const struct view *want)
 {
 	uint64_t cum = 0;
 
 	if (prom->n_buckets != want->n_buckets || prom->has_sum != want->has_sum ||
-	    (want->has_sum && prom->sum != want->sum))
+	    (want->has_sum && prom->sum_s != (double)want->sum / 1e6))
 		return false;
 	for (uint32_t k = 0; k < want->n_buckets; k++) {
 		cum += want->counts[k];
@@ -307,8 +317,10 @@ static void rw_view(struct view *v)
 	d = prom_query_value(&sb, rw_web_port, PROM_FAMILY "_count");
 	v->records = d < 0 ? 0 : (size_t)d;
 	d = prom_query_value(&sb, rw_web_port, PROM_FAMILY "_sum");
+	/* The pushed double as Prometheus holds it (its API prints the
+	 * shortest decimal that reads back exactly): compared like a scrape. */
 	v->has_sum = d >= 0;
-	v->sum = d < 0 ? 0 : (uint64_t)llround(d * 1e6); /* back to us */
+	v->sum_s = d < 0 ? 0 : d;
 }
 
 /* ---- statsd ------------------------------------------------------------------ */
@@ -356,11 +368,42 @@ static json_t *statsd_expected(const struct view *want)
 		add_counter(o, key, cum);
 	}
 	add_counter(o, STATSD_PREFIX METRIC "_seconds.count", view_count(want));
-	/* A sum is sent in seconds (it may be a fraction). */
-	if (want->has_sum && want->sum)
-		json_object_set_new(o, STATSD_PREFIX METRIC "_seconds.sum",
-				    json_real((double)want->sum / 1e6));
+	/* The sum is compared apart: statsd_sum_matches(). */
 	return o;
+}
+
+#define STATSD_SUM_KEY STATSD_PREFIX METRIC "_seconds.sum"
+
+/*
+ * The sum the server counted against want's. Each record's sum goes out in
+ * seconds, the double nearest sum_i / 1e6, and the server (and
+ * statsd_server_totals, across flushes) adds those doubles in an order of
+ * its own: the total is not the double nearest sum / 1e6, so comparing
+ * doubles would fail by an ulp at random. It is exact in whole microseconds
+ * instead: each of the at most 2n roundings (n records) is off by at most
+ * 2^-53 of a partial sum <= sum, so the total is within 2n * 2^-53 * sum us
+ * of the true sum, below 0.5 us while n * sum < 2^51, and rounding it to
+ * whole microseconds gives back exactly the integer sum the JSON lines
+ * carry; an error of one microsecond anywhere shows.
+ */
+/* The rest are integer counts, exact as doubles: compared as they are. */
+static bool statsd_counts_match(const json_t *got, const json_t *want)
+{
+	json_t *counts = json_deep_copy(got);
+	bool eq;
+
+	json_object_del(counts, STATSD_SUM_KEY);
+	eq = json_equal(counts, want);
+	json_decref(counts);
+	return eq;
+}
+
+static bool statsd_sum_matches(const json_t *got, const struct view *want)
+{
+	double s = json_number_value(json_object_get(got, STATSD_SUM_KEY));
+
+	assert_true(want->records * want->sum < (1ULL << 51));
+	return want->has_sum && (uint64_t)llround(s * 1e6) == want->sum;
 }
 
 static json_t *statsd_got(int gen)
@@ -487,7 +530,8 @@ static bool snapshot_take(struct snapshot *s, int statsd_gen)
 	if (statsd_gen > 0) {
 		s->statsd_want = statsd_expected(&s->json);
 		s->statsd_got = statsd_got(statsd_gen);
-		ok = ok && json_equal(s->statsd_want, s->statsd_got);
+		ok = ok && statsd_sum_matches(s->statsd_got, &s->json) &&
+		     statsd_counts_match(s->statsd_got, s->statsd_want);
 	}
 	return ok;
 }
@@ -500,8 +544,11 @@ static void snapshot_explain(const struct snapshot *s)
 	print_error("stream: %zu lines, count %llu, %llu drop notices\n", sub.n_lines,
 		    (unsigned long long)view_count(&s->stream),
 		    (unsigned long long)sub.drop_notices);
-	print_error("prometheus: %u buckets, _count %zu\n", s->prom.n_buckets, s->prom.records);
-	print_error("remote_write: %u buckets, _count %zu\n", s->rw.n_buckets, s->rw.records);
+	print_error("json sum %llu us; prometheus: %u buckets, _count %zu, _sum %.17g s\n",
+		    (unsigned long long)s->json.sum, s->prom.n_buckets, s->prom.records,
+		    s->prom.sum_s);
+	print_error("remote_write: %u buckets, _count %zu, _sum %.17g s\n", s->rw.n_buckets,
+		    s->rw.records, s->rw.sum_s);
 	if (s->statsd_want) {
 		char *a = json_dumps(s->statsd_got, JSON_SORT_KEYS);
 		char *b = json_dumps(s->statsd_want, JSON_SORT_KEYS);

@@ -3,13 +3,15 @@
  * bpf_telemetry.h logic, compiled for the host: GET_BUCKET against the
  * project's histogram convention (an independent oracle written from the
  * definition, not from the implementation), get_process_state for every
- * Android ProcessList value, and the task-storage start macros against a fake
- * bpf_task_storage_get and clock.
+ * Android ProcessList value, the task-storage start macros against a fake
+ * bpf_task_storage_get and clock, and the durations the latency macros hand to
+ * INCREMENT_ACCUMULATOR_SUM (whole microseconds, the bucket's own value).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 /* The BPF headers compile in user space: the helpers are only declared. */
@@ -65,6 +67,30 @@ static __u64 fake_ktime_get_ns(void)
 	return fake_now;
 }
 
+/* One histogram "map" holding at most one key's value. */
+static struct accumulator_value_sum fake_hist;
+static bool fake_hist_exists;
+static int fake_hist_map;
+
+static void *fake_map_lookup_elem(void *map, const void *key)
+{
+	(void)key;
+	assert_ptr_equal(map, &fake_hist_map);
+	return fake_hist_exists ? &fake_hist : NULL;
+}
+
+static long fake_map_update_elem(void *map, const void *key, const void *value, __u64 flags)
+{
+	(void)key;
+	assert_ptr_equal(map, &fake_hist_map);
+	assert_int_equal(flags, BPF_NOEXIST);
+	memcpy(&fake_hist, value, sizeof(fake_hist));
+	fake_hist_exists = true;
+	return 0;
+}
+
+#define bpf_map_lookup_elem fake_map_lookup_elem
+#define bpf_map_update_elem fake_map_update_elem
 #define bpf_task_storage_get fake_task_storage_get
 #define bpf_task_storage_delete fake_task_storage_delete
 #define bpf_ktime_get_ns fake_ktime_get_ns
@@ -80,6 +106,8 @@ static int reset_fakes(void **state)
 	last_get_flags = ~0ULL;
 	storage_unavailable = false;
 	ktel_invalid_durations = 0;
+	memset(&fake_hist, 0xa5, sizeof(fake_hist)); /* a created value must be zeroed */
+	fake_hist_exists = false;
 	return 0;
 }
 
@@ -262,6 +290,60 @@ static void test_task_storage_unavailable(void **state)
 			 BPF_TELEMETRY_INVALID_BUCKET);
 }
 
+static void test_duration_us(void **state)
+{
+	/* Whole microseconds, rounded down: what the bucket is computed from. */
+	assert_int_equal(ktel_duration_us(1000, 1000), 0);
+	assert_int_equal(ktel_duration_us(1000, 1999), 0);
+	assert_int_equal(ktel_duration_us(1000, 2000), 1);
+	assert_int_equal(ktel_duration_us(0, 5999), 5);
+	assert_true(ktel_duration_us(0, UINT64_MAX) == UINT64_MAX / 1000);
+	assert_true(UINT64_MAX / 1000 < BPF_TELEMETRY_INVALID_DURATION);
+	assert_int_equal(ktel_invalid_durations, 0);
+	assert_true(ktel_duration_us(2, 1) == BPF_TELEMETRY_INVALID_DURATION);
+	assert_int_equal(ktel_invalid_durations, 1);
+	/* The bucket of a duration is GET_BUCKET of the same microseconds. */
+	for (uint64_t ns = 0; ns < 70000; ns += 333)
+		assert_int_equal(ktel_duration_bucket(0, ns), GET_BUCKET(ns / 1000));
+	assert_int_equal(ktel_duration_bucket(2, 1), BPF_TELEMETRY_INVALID_BUCKET);
+	assert_int_equal(ktel_duration_bucket_of(BPF_TELEMETRY_INVALID_DURATION),
+			 BPF_TELEMETRY_INVALID_BUCKET);
+}
+
+static void test_task_latency_us(void **state)
+{
+	struct fake_task t = {};
+
+	KTEL_TASK_SAVE_START(task_start, TASK(&t));
+	fake_now += 5999; /* 5.999 us counts as 5, in bucket 3 like its bucket macro */
+	assert_true(KTEL_TASK_LATENCY_US(task_start, TASK(&t)) == 5);
+	assert_int_equal(t.slot, 0);
+	/* Consumed, and no start again: no duration. */
+	assert_true(KTEL_TASK_LATENCY_US(task_start, TASK(&t)) == BPF_TELEMETRY_INVALID_DURATION);
+	assert_int_equal(last_get_flags, 0);
+	/* Backwards: no duration, counted. */
+	KTEL_TASK_SAVE_START(task_start, TASK(&t));
+	fake_now -= 1;
+	assert_true(KTEL_TASK_LATENCY_US(task_start, TASK(&t)) == BPF_TELEMETRY_INVALID_DURATION);
+	assert_int_equal(ktel_invalid_durations, 1);
+}
+
+static void test_increment_sum(void **state)
+{
+	__u32 key = 0;
+
+	/* The first value creates a zeroed histogram, then adds to it. */
+	INCREMENT_ACCUMULATOR_SUM(fake_hist_map, &key, 5);
+	INCREMENT_ACCUMULATOR_SUM(fake_hist_map, &key, 0);
+	INCREMENT_ACCUMULATOR_SUM(fake_hist_map, &key, 1ULL << 40);
+	/* "No duration" from a latency macro is neither counted nor summed. */
+	INCREMENT_ACCUMULATOR_SUM(fake_hist_map, &key, BPF_TELEMETRY_INVALID_DURATION);
+	assert_true(fake_hist_exists);
+	for (int k = 0; k < BPF_TELEMETRY_NUM_BUCKETS; k++)
+		assert_int_equal(fake_hist.buckets[k], k == 0 || k == 3 || k == 31 ? 1 : 0);
+	assert_true(fake_hist.sum == 5 + (1ULL << 40));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -276,6 +358,9 @@ int main(void)
 		cmocka_unit_test_setup(test_task_latency_backwards, reset_fakes),
 		cmocka_unit_test_setup(test_task_save_rules, reset_fakes),
 		cmocka_unit_test_setup(test_task_storage_unavailable, reset_fakes),
+		cmocka_unit_test_setup(test_duration_us, reset_fakes),
+		cmocka_unit_test_setup(test_task_latency_us, reset_fakes),
+		cmocka_unit_test_setup(test_increment_sum, reset_fakes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -550,10 +550,14 @@ static void test_inspect_builtin(void **state)
 	m = json_array_get(json_object_get(report, "metrics"), 0);
 	assert_string_equal(json_string_value(json_object_get(m, "name")), "compaction_duration");
 	value = json_object_get(m, "value");
-	assert_int_equal(json_integer_value(json_object_get(value, "size")), 256);
+	/* struct accumulator_value_sum: 32 u64 buckets, then the u64 sum. */
+	assert_int_equal(json_integer_value(json_object_get(value, "size")), 264);
 	f = json_array_get(json_object_get(value, "fields"), 0);
 	assert_string_equal(json_string_value(json_object_get(f, "name")), "buckets");
 	assert_int_equal(json_integer_value(json_object_get(f, "count")), 32);
+	f = json_array_get(json_object_get(value, "fields"), 1);
+	assert_string_equal(json_string_value(json_object_get(f, "name")), "sum");
+	assert_int_equal(json_integer_value(json_object_get(f, "offset")), 256);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(m, "histogram"),
 							      "scheme")), "log2");
 	assert_int_equal(json_array_size(json_object_get(report, "programs")), 2);

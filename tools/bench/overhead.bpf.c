@@ -18,7 +18,10 @@
  *             tgid, exactly like the bpftrace one-liner's /pid == X/.
  *   task_*    acc_* with the start in task local storage through the
  *             bpf_telemetry.h macros (KTEL_TASK_SAVE_FIRST_START and
- *             KTEL_TASK_LATENCY_BUCKET): the shape runq_latency now uses.
+ *             KTEL_TASK_LATENCY_BUCKET): runq_latency's shape before 1.1.
+ *   tsum_*    task_* keeping the sum too (KTEL_TASK_LATENCY_US and
+ *             INCREMENT_ACCUMULATOR_SUM into acc_sum_map, a struct
+ *             accumulator_value_sum): the shape runq_latency uses now.
  *   x_*       variants of acc_* (tp_btf only) that show where its time goes:
  *             x_start  the start map alone (no histogram update);
  *             x_inpl   start kept in place: the hash entry per tid is
@@ -51,6 +54,14 @@ struct {
 	__type(key, struct acc_key);
 	__type(value, struct accumulator_value);
 } acc_map SEC(".maps");
+
+/* acc_map with the sum after the buckets (the tsum_* programs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct acc_key);
+	__type(value, struct accumulator_value_sum);
+} acc_sum_map SEC(".maps");
 
 static __always_inline int acc_enter(void)
 {
@@ -199,6 +210,30 @@ int task_btf_exit(void *ctx)
 	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
 		return 0;
 	INCREMENT_ACCUMULATOR(acc_map, &key, bucket);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int tsum_btf_enter(void *ctx)
+{
+	if (!is_target())
+		return 0;
+	KTEL_TASK_SAVE_FIRST_START(task_start, bpf_get_current_task_btf());
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int tsum_btf_exit(void *ctx)
+{
+	struct acc_key key = {};
+	__u64 us;
+
+	if (!is_target())
+		return 0;
+	us = KTEL_TASK_LATENCY_US(task_start, bpf_get_current_task_btf());
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
+		return 0;
+	INCREMENT_ACCUMULATOR_SUM(acc_sum_map, &key, us);
 	return 0;
 }
 

@@ -17,6 +17,10 @@
  *   t  c with the start in task local storage  the KTEL_TASK_* macros of
  *                                             bpf_telemetry.h (runq_latency);
  *                                             te: t with bpf_stats on
+ *   ts t keeping the sum of the microseconds  KTEL_TASK_LATENCY_US +
+ *                                             INCREMENT_ACCUMULATOR_SUM (what
+ *                                             runq_latency does since 1.1);
+ *                                             tse: ts with bpf_stats on
  * -C b2,c,t runs only the configs named.
  * Every attached run is paired with a baseline run just before it (bpftrace,
  * which starts in seconds, gets a block of baseline runs before and after);
@@ -80,6 +84,10 @@ static struct config configs[] = {
 	 .progs = {"task_btf_enter", "task_btf_exit"}},
 	{.id = "te", .what = "t with bpf_stats on", .kind = K_PROGS,
 	 .progs = {"task_btf_enter", "task_btf_exit"}, .bpf_stats = true},
+	{.id = "ts", .what = "t keeping the sum too (KTEL_TASK_LATENCY_US)", .kind = K_PROGS,
+	 .progs = {"tsum_btf_enter", "tsum_btf_exit"}},
+	{.id = "tse", .what = "ts with bpf_stats on", .kind = K_PROGS,
+	 .progs = {"tsum_btf_enter", "tsum_btf_exit"}, .bpf_stats = true},
 	{.id = "b2tp", .what = "empty tracepoint enter + exit (floor)", .kind = K_PROGS,
 	 .progs = {"empty_tp_enter", "empty_tp_exit"}},
 	{.id = "ctp", .what = "ours, tracepoint enter + exit", .kind = K_PROGS,
@@ -181,11 +189,12 @@ static void summarize(const double *v, int n, double *med, double *lo, double *h
 	*hi = s[n - 1];
 }
 
-/* Sum of every bucket of every key of the accumulator map. */
-static uint64_t acc_total(struct bpf_object *obj)
+/* Sum of every bucket of every key of the map named name (a sum after the
+ * buckets is not a count). */
+static uint64_t map_buckets_total(struct bpf_object *obj, const char *name)
 {
-	struct bpf_map *map = bpf_object__find_map_by_name(obj, "acc_map");
-	__u64 val[32];
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, name);
+	__u64 val[33];
 	__u32 key = 0, next;
 	uint64_t sum = 0;
 	int fd = bpf_map__fd(map);
@@ -199,6 +208,12 @@ static uint64_t acc_total(struct bpf_object *obj)
 		prev = &key;
 	}
 	return sum;
+}
+
+/* Histogram counts of both accumulator maps (only one is written by a run). */
+static uint64_t acc_total(struct bpf_object *obj)
+{
+	return map_buckets_total(obj, "acc_map") + map_buckets_total(obj, "acc_sum_map");
 }
 
 static int prog_stats(struct bpf_program *p, uint64_t *ret_time, uint64_t *ret_cnt)
@@ -484,6 +499,7 @@ static void print_results(void)
 	print_ratio("ours / floor (tp_btf)", "c", "b2");
 	print_ratio("task storage / floor (tp_btf)", "t", "b2");
 	print_ratio("task storage / hash start (ours)", "t", "c");
+	print_ratio("with sum / without (task storage)", "ts", "t");
 	print_ratio("ours / floor (tracepoint)", "ctp", "b2tp");
 	print_ratio("ours / bpftrace (same hooks)", "ctp", "d");
 	print_ratio("ours tp_btf / bpftrace", "c", "d");

@@ -44,7 +44,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65);
 	__type(key, struct signal_key);
-	__type(value, struct accumulator_value);
+	__type(value, struct accumulator_value_sum);
 } signal_delivery_latency_map SEC(".maps");
 
 /* TP_PROTO(int sig, struct kernel_siginfo *info, struct task_struct *task,
@@ -73,11 +73,11 @@ int signal_deliver(__u64 *ctx)
 		.sig = (__u32)ctx[0],
 	};
 	struct signal_key key = {.sig = start.sig};
-	__u32 bucket = GET_LATENCY_BUCKET(signal_start_map, &start);
+	__u64 us = GET_LATENCY_US(signal_start_map, &start);
 
-	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
-	INCREMENT_ACCUMULATOR(signal_delivery_latency_map, &key, bucket);
+	INCREMENT_ACCUMULATOR_SUM(signal_delivery_latency_map, &key, us);
 	return 0;
 }
 
