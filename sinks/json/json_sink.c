@@ -1349,7 +1349,7 @@ static const struct ktel_cfg_key json_options[] = {
 	{"path", KTEL_CFG_STRING, .default_text = "(required)",
 	 .doc = "File to append JSON lines to, or \"-\" for stdout."},
 	{"fsync", KTEL_CFG_BOOL, .default_text = "false",
-	 .doc = "fsync the file after each batch."},
+	 .doc = "fsync the file after each write cycle; the delta state is then saved only after the fsync (exactly once across power loss too)."},
 	{"max_queue_bytes", KTEL_CFG_SIZE, 1, 1LL << 32, .default_text = "4MiB",
 	 .doc = "Bound on formatted lines waiting to be written; beyond it the newest "
 		"records are dropped and counted."},
