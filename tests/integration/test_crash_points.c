@@ -111,6 +111,27 @@ static void stop_and_check(struct sandbox *sb, pid_t pid, struct tracefs_counter
 	assert_int_equal(sum, oracle);
 }
 
+/* SIGTERM saved the final state after the final flush: a start after it
+ * cuts nothing and adds nothing. */
+static void check_final_state_saved(struct sandbox *sb)
+{
+	uint64_t before, after;
+	size_t records;
+	char old[700];
+	int rc;
+
+	assert_int_equal(sum_metric(sb, "compaction_duration", &before, &records), 0);
+	snprintf(old, sizeof(old), "%s.final", sb->log);
+	rename(sb->log, old);
+	rc = daemon_wait(daemon_start(sb, "--once", "0", NULL), 30);
+	if (rc != 0)
+		dump_log(sb);
+	assert_int_equal(rc, 0);
+	assert_false(log_wait_for(sb, "written after the last saved state", 0));
+	assert_int_equal(sum_metric(sb, "compaction_duration", &after, &records), 0);
+	assert_int_equal(after, before);
+}
+
 /*
  * Kill at the second time point is reached: the first window is written,
  * fsynced and its state saved; the second dies at point. The restarted
@@ -154,6 +175,7 @@ static void crash_at(const char *point, int cut_expected)
 	trigger_compaction();
 	sleep(2);
 	stop_and_check(&sb, pid, &tc, point);
+	check_final_state_saved(&sb);
 	sandbox_cleanup(&sb);
 }
 
@@ -209,6 +231,7 @@ static void test_kill9_at_random(void **state)
 	trigger_compaction();
 	sleep(1);
 	stop_and_check(&sb, pid, &tc, "random kill -9");
+	check_final_state_saved(&sb);
 	sandbox_cleanup(&sb);
 }
 
