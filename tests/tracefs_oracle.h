@@ -9,6 +9,7 @@
 #define KTEL_TEST_TRACEFS_ORACLE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +49,16 @@ static inline int tracefs_start(struct tracefs_counter *tc, const char *event)
 	tracefs_write_file(path, "4096");
 	snprintf(path, sizeof(path), "%s/events/%s/enable", tc->dir, event);
 	return tracefs_write_file(path, "1");
+}
+
+/* Pause or resume counting (tracing_on of the instance), e.g. while no
+ * program is attached to the event: events then count on neither side. */
+static inline void tracefs_set_on(struct tracefs_counter *tc, bool on)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/tracing_on", tc->dir);
+	tracefs_write_file(path, on ? "1" : "0");
 }
 
 /* Stop tracing and count the lines of event_name ("mm_compaction_end:"). */
