@@ -88,30 +88,43 @@ static bool wait_for_file(const char *path, int timeout_s)
 	return false;
 }
 
-/* Stop the last daemon, then compare the file with tracefs and the map. */
+/*
+ * Stop the last daemon, then compare the file with tracefs and the map.
+ * Exact against tracefs when every compaction was the test's own; when
+ * another task compacted too (another test outside the kernel-test lock,
+ * kswapd waking kcompactd), those may fall in a gap no program watched, so
+ * then the file must hold exactly what the map counted and at least every
+ * compaction of the test's own.
+ */
 static void stop_and_check(struct sandbox *sb, pid_t pid, struct tracefs_counter *tc,
 			   const char *what)
 {
-	uint64_t sum, oracle, total;
+	uint64_t sum, own, other, total;
 	size_t records;
 	int rc;
 
 	kill(pid, SIGTERM);
 	rc = daemon_wait(pid, 30);
 	live_pid = 0;
-	oracle = tracefs_stop(tc, "mm_compaction_end:");
+	assert_int_equal(tracefs_stop_by_pid(tc, "mm_compaction_end:", getpid(), &own, &other), 0);
 	if (rc != 0)
 		dump_log(sb);
 	assert_int_equal(rc, 0);
 	assert_int_equal(sum_metric(sb, "compaction_duration", &sum, &records), 0);
 	assert_int_equal(ktel_test_run("jq -e . %s >/dev/null", sb->out), 0);
 	total = ktel_test_pinned_total(sb->pin_root, COMPACTION_PIN);
-	printf("%s: file %llu in %zu records, tracefs %llu, map %llu\n", what,
-	       (unsigned long long)sum, records, (unsigned long long)oracle,
-	       (unsigned long long)total);
-	assert_true(oracle >= 3);
+	printf("%s: file %llu in %zu records, tracefs %llu (%llu of others), map %llu\n", what,
+	       (unsigned long long)sum, records, (unsigned long long)(own + other),
+	       (unsigned long long)other, (unsigned long long)total);
+	assert_true(own >= 3);
 	assert_int_equal(sum, total);
-	assert_int_equal(sum, oracle);
+	if (!other) {
+		assert_int_equal(sum, own);
+		return;
+	}
+	printf("%s: %llu compactions of other tasks: exact only against the map\n", what,
+	       (unsigned long long)other);
+	assert_true(sum >= own && sum <= own + other);
 }
 
 /* SIGTERM saved the final state after the final flush: a start after it
