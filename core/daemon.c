@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "fault.h"
 #include "fsutil.h"
 #include "control.h"
 #include "delta.h"
@@ -40,21 +41,6 @@ void daemon_route(struct ktel_daemon *d, const struct ktel_metric *m,
 		return;
 	ktel_router__route(d->router, recs, n, mc ? (const char *const *)mc->sinks : NULL,
 			   mc ? mc->n_sinks : 0);
-}
-
-/* Persist the delta state when a pull changed it (blocking, but small). */
-void daemon_save_state(struct ktel_daemon *d)
-{
-	struct ktel_err err;
-
-	if (!ktel_delta__dirty(d->delta))
-		return;
-	if (ktel_delta__save(d->delta, d->cfg->state_file, &err)) {
-		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s", err.msg);
-		return;
-	}
-	ktel_delta__mark_saved(d->delta);
-	ktel_complain_clear(&d->state_complaint, "state: %s written again", d->cfg->state_file);
 }
 
 /* ---- pulling ------------------------------------------------------------ */
@@ -140,6 +126,9 @@ int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_
 		 "in %llu us", m->md->name, info.keys, info.method, info.syscalls, n,
 		 (unsigned long long)(info.duration_ns / 1000));
 	daemon_route(d, m, recs, n);
+	if (n)
+		ktel_fault__point("routed");
+	/* Saved once the durable sinks have made these records durable. */
 	daemon_save_state(d);
 	/* The whole pull blocks the loop: reading, routing and the state save. */
 	took_ms = (ktel_now_boottime_ns() - t0) / 1000000;
@@ -330,6 +319,7 @@ static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 	if (!d->router)
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	ktel_router__on_close_report(d->router, on_sink_close_report, d);
+	ktel_router__on_durable(d->router, daemon_on_durable, d);
 	for (size_t i = 0; !r && i < d->cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &d->cfg->sinks[i];
 
@@ -386,12 +376,17 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	int r;
 
 	ktel_libbpf_log__set(libbpf_to_log, d, ktel_log_get_level() >= KTEL_LOG_DEBUG);
+	ktel_fault__init();
 	r = open_state(d, err);
 	if (r)
 		return r;
 	r = open_sinks(d, err);
 	if (r)
 		return r;
+	/* Before any plugin opens its maps (a baseline would look like
+	 * state): windows written after the saved state come out of the
+	 * files, the first pull reports them again. */
+	daemon_recover_sinks(d);
 	r = ktel_bpffs_ensure(d->cfg->pin_root, d->cfg->pin_gid, err);
 	if (r)
 		return r;
@@ -495,7 +490,9 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 			for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
 				if (d->plugins[i]->metrics[j].enabled)
 					ktel_stream_reader__stop(d->plugins[i]->metrics[j].sr);
-		/* The window since the last pull is not lost. */
+		/* The window since the last pull is not lost. Its state is
+		 * saved once the durable sinks have flushed it (during the
+		 * close below), never when one could not. */
 		ktel_daemon__pull_all(d);
 		daemon_save_state(d);
 		if (d->cfg->self_enabled && d->router)
@@ -523,6 +520,7 @@ void ktel_daemon__free(struct ktel_daemon *d)
 	free(d->retired_watchers);
 	free(d->refused);
 	ktel_router__free(d->router);
+	daemon_free_state_waits(d);
 	ktel_delta__free(d->delta);
 	ktel_targets__free(d->targets);
 	ktel_libbpf_log__reset();

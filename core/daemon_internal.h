@@ -49,15 +49,31 @@ struct ktel_daemon {
 	uint64_t self_seq, self_start_boot;
 	int64_t self_start_wall;
 	bool start_totals_routed; /* daemon_self.c: once, right after start */
+	/* daemon_state.c: delta state snapshots waiting until the durable
+	 * sinks have made the records of their pulls durable (at most two:
+	 * the oldest, and the newest replacing any in between, so a save
+	 * always comes); state_retry: the last write failed, write again at
+	 * the next pull even when it changed nothing. */
+	struct daemon_state_wait {
+		struct ktel_delta_snapshot snap;
+		uint64_t mark;
+	} state_wait[2];
+	size_t n_state_wait;
+	bool state_retry;
 };
 
 /* daemon.c */
 void daemon_route(struct ktel_daemon *d, const struct ktel_metric *m,
 		  const struct ktel_record *recs, size_t n);
-void daemon_save_state(struct ktel_daemon *d);
 void daemon_log_sink_opened(struct ktel_daemon *d, const char *name, const char *type);
 void daemon_on_pull_timer(uv_timer_t *t);
 void daemon_on_stream_records(void *ctx, const struct ktel_record *recs, size_t n);
+
+/* daemon_state.c: the delta state saved once what it covers is durable */
+void daemon_save_state(struct ktel_daemon *d);
+void daemon_on_durable(void *ctx, uint64_t level);
+void daemon_recover_sinks(struct ktel_daemon *d);
+void daemon_free_state_waits(struct ktel_daemon *d);
 
 /* daemon_plugins.c */
 void daemon_on_refusal(const char *path, const struct ktel_err *err, void *ctx);

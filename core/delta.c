@@ -568,29 +568,43 @@ void ktel_delta__mark_saved(struct ktel_delta *d)
 	d->dirty = false;
 }
 
-int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err)
+int ktel_delta__snapshot(const struct ktel_delta *d, struct ktel_delta_snapshot *ret,
+			 struct ktel_err *err)
 {
 	struct buf b = { 0 };
+	int r = serialize(d, &b);
+
+	if (r) {
+		free(b.p);
+		return ktel_err_set(err, -r, "cannot build delta state: %s", strerror(-r));
+	}
+	ret->data = b.p;
+	ret->len = b.len;
+	return 0;
+}
+
+void ktel_delta_snapshot__clear(struct ktel_delta_snapshot *s)
+{
+	free(s->data);
+	s->data = NULL;
+	s->len = 0;
+}
+
+int ktel_delta_snapshot__write(const struct ktel_delta_snapshot *s, const char *path,
+			       struct ktel_err *err)
+{
 	char *tmp = NULL;
 	int fd = -1, ret;
 
-	ret = serialize(d, &b);
-	if (ret) {
-		ktel_err_set(err, -ret, "%s: cannot build delta state: %s", path, strerror(-ret));
-		goto out;
-	}
-	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
-		tmp = NULL;
-		ret = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
-		goto out;
-	}
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+		return ktel_err_set(err, ENOMEM, "%s: out of memory", path);
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		ret = ktel_err_set(err, errno, "%s: cannot create temp file %s: %s", path, tmp,
 				   strerror(errno));
 		goto out_name;
 	}
-	ret = write_all(fd, b.p, b.len);
+	ret = write_all(fd, s->data, s->len);
 	if (!ret && fsync(fd))
 		ret = -errno;
 	if (!ret && close(fd))
@@ -612,9 +626,34 @@ out_unlink:
 	unlink(tmp);
 out_name:
 	free(tmp);
-out:
-	free(b.p);
 	return ret;
+}
+
+int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err)
+{
+	struct ktel_delta_snapshot s;
+	int ret = ktel_delta__snapshot(d, &s, err);
+
+	if (ret) {
+		ktel_err_set(err, err->code, "%s: %s", path, err->msg);
+		return ret;
+	}
+	ret = ktel_delta_snapshot__write(&s, path, err);
+	ktel_delta_snapshot__clear(&s);
+	return ret;
+}
+
+enum ktel_delta_window ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
+					  const char *metric, uint32_t map_id, uint64_t seq)
+{
+	const struct metric *m;
+
+	if (!boot_id || !metric || strcmp(boot_id, d->boot_id) != 0)
+		return KTEL_DELTA_WINDOW_UNKNOWN;
+	m = metric_find(d, metric);
+	if (!m || !m->map_id || m->map_id != map_id)
+		return KTEL_DELTA_WINDOW_UNKNOWN;
+	return seq > m->seq ? KTEL_DELTA_WINDOW_AFTER : KTEL_DELTA_WINDOW_SAVED;
 }
 
 struct rd {

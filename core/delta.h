@@ -129,6 +129,39 @@ int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
  */
 int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_err *err);
 
+/*
+ * The same in two steps, for a save that waits until the records of the
+ * pulls it covers are durable (docs/sinks.md, "Delivery guarantees"):
+ * snapshot serializes the state as it is now into ret (memory only; clear
+ * it with ktel_delta_snapshot__clear); write puts a snapshot at path
+ * atomically, as save does (blocking file I/O).
+ */
+struct ktel_delta_snapshot {
+	uint8_t *data;
+	size_t len;
+};
+int ktel_delta__snapshot(const struct ktel_delta *d, struct ktel_delta_snapshot *ret,
+			 struct ktel_err *err);
+int ktel_delta_snapshot__write(const struct ktel_delta_snapshot *s, const char *path,
+			       struct ktel_err *err);
+void ktel_delta_snapshot__clear(struct ktel_delta_snapshot *s);
+
+/*
+ * Where an emitted window (boot_id, metric, map_id, seq), as read back from
+ * a sink's output, stands against the state: SAVED when the state covers it
+ * (same boot, the metric's state is of that map and its seq is at least
+ * seq), AFTER when the state is of that map but older (the window was
+ * emitted after the state was saved: the next pull reports it again), and
+ * UNKNOWN otherwise (another boot, metric or map, or not a pulled window).
+ */
+enum ktel_delta_window {
+	KTEL_DELTA_WINDOW_UNKNOWN = 0,
+	KTEL_DELTA_WINDOW_SAVED = 1,
+	KTEL_DELTA_WINDOW_AFTER = 2,
+};
+enum ktel_delta_window ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
+					  const char *metric, uint32_t map_id, uint64_t seq);
+
 /* Has the state changed since ktel_delta__mark_saved()? A pull that read
  * the same values as the last one changes nothing worth an fsync. */
 bool ktel_delta__dirty(const struct ktel_delta *d);

@@ -28,6 +28,13 @@ struct sink_entry {
 	struct ktel_sink_stats last; /* as of the previous self_records call */
 	struct ktel_sink_stats before_close;
 	bool reported;
+	/* Durable sinks (sink.h): the last mark given and the last one the
+	 * sink said is durable. live: in the table; closing: on the router's
+	 * closing list (its acks still count until its close completes). */
+	struct ktel_router *r;
+	struct sink_entry *next_closing;
+	bool durable, live, closing;
+	uint64_t marked, acked;
 };
 
 struct ktel_router {
@@ -37,7 +44,148 @@ struct ktel_router {
 	struct ktel_router_stats stats;
 	ktel_router_close_report_fn report;
 	void *report_ctx;
+	/* Durability (ktel_router__mark): the last mark handed out, the
+	 * level last reported, a cap left by a durable sink that closed in a
+	 * full close without making everything durable, and the durable
+	 * sinks still closing. */
+	uint64_t mark, notified, cap;
+	bool closing_all, in_mark;
+	struct sink_entry *closing;
+	ktel_router_durable_fn durable_fn;
+	void *durable_ctx;
 };
+
+/* ---- durability ---- */
+
+static uint64_t level_of(const struct ktel_router *r)
+{
+	uint64_t level = r->mark < r->cap ? r->mark : r->cap;
+
+	for (size_t i = 0; i < r->n_sinks; i++)
+		if (r->sinks[i]->durable && r->sinks[i]->acked < level)
+			level = r->sinks[i]->acked;
+	for (const struct sink_entry *e = r->closing; e; e = e->next_closing)
+		if (e->acked < level)
+			level = e->acked;
+	return level;
+}
+
+uint64_t ktel_router__durable_level(const struct ktel_router *r)
+{
+	return level_of(r);
+}
+
+/* Tell the daemon when the level grew (not from inside ktel_router__mark:
+ * its caller reads the level itself). */
+static void durable_check(struct ktel_router *r)
+{
+	uint64_t level;
+
+	if (r->in_mark)
+		return;
+	level = level_of(r);
+	if (level <= r->notified)
+		return;
+	r->notified = level;
+	if (r->durable_fn)
+		r->durable_fn(r->durable_ctx, level);
+}
+
+static void entry_acked(void *ctx, uint64_t mark)
+{
+	struct sink_entry *e = ctx;
+
+	if (mark <= e->acked)
+		return;
+	e->acked = mark;
+	if (e->r && (e->live || e->closing))
+		durable_check(e->r);
+}
+
+uint64_t ktel_router__mark(struct ktel_router *r)
+{
+	r->mark++;
+	r->in_mark = true;
+	for (size_t i = 0; i < r->n_sinks; i++) {
+		struct sink_entry *e = r->sinks[i];
+
+		if (!e->durable)
+			continue;
+		e->marked = r->mark;
+		e->ops->mark(e->priv, r->mark);
+	}
+	r->in_mark = false;
+	return r->mark;
+}
+
+void ktel_router__on_durable(struct ktel_router *r, ktel_router_durable_fn fn, void *ctx)
+{
+	r->durable_fn = fn;
+	r->durable_ctx = ctx;
+}
+
+bool ktel_router__any_durable(const struct ktel_router *r)
+{
+	for (size_t i = 0; i < r->n_sinks; i++)
+		if (r->sinks[i]->durable)
+			return true;
+	return false;
+}
+
+/* An entry enters the table: what it will be marked starts now. */
+static void entry_go_live(struct ktel_router *r, struct sink_entry *e)
+{
+	e->live = true;
+	e->marked = e->acked = r->mark;
+}
+
+/* An entry leaves the table to close: a durable one keeps holding the level
+ * back until its close completes. */
+static void entry_retire(struct ktel_router *r, struct sink_entry *e)
+{
+	e->live = false;
+	if (!e->durable)
+		return;
+	e->closing = true;
+	e->next_closing = r->closing;
+	r->closing = e;
+}
+
+static void entry_unretire(struct sink_entry *e)
+{
+	struct ktel_router *r = e->r;
+
+	if (!e->closing || !r)
+		return;
+	for (struct sink_entry **p = &r->closing; *p; p = &(*p)->next_closing)
+		if (*p == e) {
+			*p = e->next_closing;
+			break;
+		}
+	e->closing = false;
+	/* A durable sink that did not make everything durable by the end of a
+	 * full close (its close timed out): nothing after what it acked may
+	 * be reported durable. One removed by a reload no longer matters. */
+	if (r->closing_all && e->acked < e->marked && e->acked < r->cap)
+		r->cap = e->acked;
+	durable_check(r);
+}
+
+int ktel_router__recover(struct ktel_router *r, ktel_sink_window_fn fn, void *ctx,
+			 struct ktel_err *err)
+{
+	for (size_t i = 0; i < r->n_sinks; i++) {
+		struct sink_entry *e = r->sinks[i];
+		int ret;
+
+		if (!e->ops->recover)
+			continue;
+		ret = e->ops->recover(e->priv, fn, ctx, err);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
 
 struct ktel_router *ktel_router__new(uv_loop_t *loop)
 {
@@ -51,6 +199,7 @@ struct ktel_router *ktel_router__new(uv_loop_t *loop)
 	if (!r)
 		return NULL;
 	r->loop = loop;
+	r->cap = UINT64_MAX;
 	return r;
 }
 
@@ -75,6 +224,7 @@ static void entry_closed(void *ctx)
 		e->ops->stats(e->priv, &st);
 		g->report(e->name, &st, st.dropped - e->before_close.dropped, g->report_ctx);
 	}
+	entry_unretire(e);
 	free(e->name);
 	free(e);
 	group_put(g);
@@ -111,6 +261,9 @@ void ktel_router__close(struct ktel_router *r, uint64_t timeout_ms, ktel_sink_cl
 
 	memcpy(entries, r->sinks, n * sizeof(entries[0]));
 	r->n_sinks = 0;
+	r->closing_all = true;
+	for (size_t i = 0; i < n; i++)
+		entry_retire(r, entries[i]);
 	if (close_entries(r, entries, n, timeout_ms, done, ctx) == 0)
 		return;
 	/* No memory for a group: close one by one without a shared
@@ -129,6 +282,9 @@ void ktel_router__free(struct ktel_router *r)
 		return;
 	if (r->n_sinks)
 		ktel_router__close(r, 0, NULL, NULL);
+	/* Sinks still closing must not reach the router any more. */
+	for (struct sink_entry *e = r->closing; e; e = e->next_closing)
+		e->r = NULL;
 	free(r);
 }
 
@@ -152,12 +308,14 @@ static int new_entry(struct ktel_router *r, const char *name, const struct ktel_
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
 	}
 	e->ops = ops;
+	e->r = r;
 	rc = ops->create(r->loop, name, opts, &e->priv, err);
 	if (rc) {
 		free(e->name);
 		free(e);
 		return rc;
 	}
+	e->durable = ops->durable && ops->mark && ops->durable(e->priv, entry_acked, e);
 	*ret = e;
 	return 0;
 }
@@ -177,6 +335,7 @@ int ktel_router__add_sink_ops(struct ktel_router *r, const char *name,
 	ret = new_entry(r, name, ops, opts, &e, err);
 	if (ret)
 		return ret;
+	entry_go_live(r, e);
 	r->sinks[r->n_sinks++] = e;
 	return 0;
 }
@@ -216,6 +375,7 @@ int ktel_router__remove_sink(struct ktel_router *r, const char *name, uint64_t t
 	/* Keep creation order: indexes are the "sink" dimension's value. */
 	memmove(&r->sinks[i], &r->sinks[i + 1], (r->n_sinks - i - 1) * sizeof(r->sinks[0]));
 	r->n_sinks--;
+	entry_retire(r, e);
 	close_entry(r, e, timeout_ms, done, ctx);
 	return 0;
 }
@@ -257,13 +417,16 @@ int ktel_router__install_sink(struct ktel_router *r, struct ktel_router_staged *
 	if (i < 0) {
 		if (r->n_sinks >= KTEL_ROUTER_MAX_SINKS)
 			return -E2BIG;
+		entry_go_live(r, e);
 		r->sinks[r->n_sinks++] = e;
 		free(s);
 		return 0;
 	}
 	old = r->sinks[i];
+	entry_go_live(r, e);
 	r->sinks[i] = e;
 	free(s);
+	entry_retire(r, old);
 	close_entry(r, old, timeout_ms, NULL, NULL);
 	return 0;
 }
@@ -278,6 +441,7 @@ void ktel_router__discard_sink(struct ktel_router_staged *s)
 	free(s);
 	/* It never delivered anything: no close report, nothing to flush. */
 	e->group = NULL;
+	e->r = NULL;
 	e->ops->close(e->priv, 0, entry_closed, e);
 }
 

@@ -106,6 +106,29 @@ void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, s
 void ktel_router__route_totals(struct ktel_router *r, const struct ktel_record *recs, size_t n,
 			       const char *const *sink_names, size_t n_names);
 
+/*
+ * Durability (docs/sinks.md, "Delivery guarantees"). A durable sink (sink.h
+ * ops durable/mark: a JSON sink on a file) says when what it was given is
+ * durable. ktel_router__mark stamps everything routed so far with a new mark
+ * (1, 2, ...) and returns it; the durable level is the highest mark every
+ * durable sink has made durable (with no durable sink: the last mark), and
+ * fn(ctx, level) is called when it grows, from the sinks' I/O callbacks
+ * (never from inside ktel_router__mark: read ktel_router__durable_level
+ * after it). A durable sink removed or replaced holds the level back until
+ * its close completes; in a full close (ktel_router__close) one that could
+ * not make everything durable in time keeps it back for good.
+ */
+typedef void (*ktel_router_durable_fn)(void *ctx, uint64_t level);
+uint64_t ktel_router__mark(struct ktel_router *r);
+uint64_t ktel_router__durable_level(const struct ktel_router *r);
+void ktel_router__on_durable(struct ktel_router *r, ktel_router_durable_fn fn, void *ctx);
+bool ktel_router__any_durable(const struct ktel_router *r);
+
+/* At start, before anything is routed: every sink with a recover op removes
+ * the windows its output holds past the saved state (sink.h). */
+int ktel_router__recover(struct ktel_router *r, ktel_sink_window_fn fn, void *ctx,
+			 struct ktel_err *err);
+
 /* Is any sink cumulative? */
 bool ktel_router__any_cumulative(const struct ktel_router *r);
 

@@ -30,6 +30,16 @@ struct ktel_sink_stats {
 
 typedef void (*ktel_sink_closed_cb)(void *ctx);
 
+/* A durable sink made everything marked up to mark durable (see
+ * ktel_sink_ops.durable). */
+typedef void (*ktel_sink_durable_cb)(void *ctx, uint64_t mark);
+
+/* Recovery at start: where a window read back from the output stands
+ * against the saved delta state (enum ktel_delta_window in delta.h: 0
+ * unknown, 1 saved, 2 emitted after the state was saved). */
+typedef int (*ktel_sink_window_fn)(void *ctx, const char *boot_id, const char *metric,
+				   uint32_t map_id, uint64_t seq);
+
 struct ktel_sink_ops {
 	const char *type; /* the "type" in config: "json", "statsd", ... */
 	/* Create an instance. opts is the sink's config object (validated by
@@ -51,6 +61,25 @@ struct ktel_sink_ops {
 	/* Optional: reopen the output at its configured path (logrotate's
 	 * postrotate: SIGUSR1, ktelemetryctl reopen). Never blocks for long. */
 	void (*reopen)(void *priv);
+	/*
+	 * Optional, together: a durable sink (docs/sinks.md, "Delivery
+	 * guarantees"). durable() registers cb and returns true when this
+	 * instance can say when records are durable (a JSON sink on a
+	 * regular file; false for stdout). mark(m) then says: everything
+	 * submitted so far belongs to mark m (marks only grow); the sink
+	 * calls cb(ctx, m) once all of it is durable (written, and fsynced
+	 * with fsync on), possibly from inside mark, never after close's
+	 * done. Records dropped (queue full) are not waited for.
+	 */
+	bool (*durable)(void *priv, ktel_sink_durable_cb cb, void *ctx);
+	void (*mark)(void *priv, uint64_t mark);
+	/*
+	 * Optional: at daemon start, before any record is submitted, remove
+	 * from the output the windows emitted after the saved state (fn
+	 * says AFTER): the next pull reports them again. Blocking file I/O.
+	 * 0 or -errno with err set.
+	 */
+	int (*recover)(void *priv, ktel_sink_window_fn fn, void *ctx, struct ktel_err *err);
 	/* The options the type accepts besides "type", {NULL}-terminated; the
 	 * config validator checks them and docs/config.md lists them. */
 	const struct ktel_cfg_key *options;

@@ -9,12 +9,14 @@
 #define KTEL_TEST_TRACEFS_ORACLE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 struct tracefs_counter {
@@ -50,6 +52,16 @@ static inline int tracefs_start(struct tracefs_counter *tc, const char *event)
 	return tracefs_write_file(path, "1");
 }
 
+/* Pause or resume counting (tracing_on of the instance), e.g. while no
+ * program is attached to the event: events then count on neither side. */
+static inline void tracefs_set_on(struct tracefs_counter *tc, bool on)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/tracing_on", tc->dir);
+	tracefs_write_file(path, on ? "1" : "0");
+}
+
 /* Stop tracing and count the lines of event_name ("mm_compaction_end:"). */
 static inline uint64_t tracefs_stop(struct tracefs_counter *tc, const char *event_name)
 {
@@ -70,6 +82,44 @@ static inline uint64_t tracefs_stop(struct tracefs_counter *tc, const char *even
 		fclose(f);
 	rmdir(tc->dir);
 	return f ? n : UINT64_MAX;
+}
+
+/*
+ * Stop tracing and count the lines of event_name, split by who ran into it:
+ * the task "<comm>-<pid>" field equal to pid (a test's own triggers: a write
+ * to compact_memory compacts in the writer's context) or another task (a
+ * kernel thread, another test). 0, or -errno when the trace cannot be read.
+ */
+static inline int tracefs_stop_by_pid(struct tracefs_counter *tc, const char *event_name,
+				      pid_t pid, uint64_t *ret_own, uint64_t *ret_other)
+{
+	char path[512], suffix[32], *line = NULL;
+	size_t cap = 0, n_suffix;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/tracing_on", tc->dir);
+	tracefs_write_file(path, "0");
+	snprintf(path, sizeof(path), "%s/trace", tc->dir);
+	snprintf(suffix, sizeof(suffix), "-%d", (int)pid);
+	n_suffix = strlen(suffix);
+	*ret_own = *ret_other = 0;
+	f = fopen(path, "r");
+	while (f && getline(&line, &cap, f) > 0) {
+		char *task = line + strspn(line, " ");
+		size_t len = strcspn(task, " ");
+
+		if (line[0] == '#' || !strstr(line, event_name))
+			continue;
+		if (len > n_suffix && strncmp(task + len - n_suffix, suffix, n_suffix) == 0)
+			(*ret_own)++;
+		else
+			(*ret_other)++;
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	rmdir(tc->dir);
+	return f ? 0 : -EIO;
 }
 
 /* Set a sysctl, returning its previous value in old (if non-NULL). */

@@ -85,7 +85,9 @@
 #include <zlib.h>
 
 #include "sink.h"
+#include "fault.h"
 #include "json_format.h"
+#include "json_recover.h"
 #include "log.h"
 #include "textbuf.h"
 
@@ -110,6 +112,7 @@ struct chunk {
 	size_t len, off;
 	size_t cap; /* bytes allocated, header included (spare reuse) */
 	uint32_t n_lines, lines_done;
+	uint64_t mark; /* durability mark of the records up to here (0: none) */
 	char data[];
 };
 
@@ -168,6 +171,12 @@ struct json_sink {
 	struct ktel_textbuf batch;
 	size_t batch_hint_line; /* bytes per line of the last batch */
 	struct ktel_sink_stats st;
+
+	/* Durability (sink.h ops durable/mark): the highest mark of the
+	 * chunks written so far, the highest reported durable. */
+	ktel_sink_durable_cb durable_cb;
+	void *durable_ctx;
+	uint64_t written_mark, acked_mark;
 
 	/* finishing: reported closed (or about to); no new work starts.
 	 * reported: done() was called; the sink is freed once nothing is in
@@ -604,6 +613,8 @@ static unsigned advance(struct json_sink *s, size_t n)
 		if (!s->head)
 			s->tail = NULL;
 		s->queued_bytes -= c->len;
+		if (c->mark > s->written_mark)
+			s->written_mark = c->mark;
 		chunk_release(s, c);
 		finished++;
 	}
@@ -642,6 +653,15 @@ static void retry_later(struct json_sink *s)
 	uv_timer_start(&s->retry_timer, on_retry, jittered(s), 0);
 }
 
+/* What is written (and fsynced, with fsync on) is durable: say so. */
+static void ack_durable(struct json_sink *s)
+{
+	if (!s->durable_cb || s->written_mark <= s->acked_mark || s->reported)
+		return;
+	s->acked_mark = s->written_mark;
+	s->durable_cb(s->durable_ctx, s->acked_mark);
+}
+
 static void on_fsync(uv_fs_t *req)
 {
 	struct json_sink *s = req->data;
@@ -652,8 +672,12 @@ static void on_fsync(uv_fs_t *req)
 		maybe_free(s);
 		return;
 	}
-	if (req->result < 0)
+	if (req->result < 0) {
 		s->st.errors++;
+	} else {
+		ktel_fault__point("synced");
+		ack_durable(s);
+	}
 	kick(s);
 }
 
@@ -727,6 +751,8 @@ static void on_write(uv_fs_t *req)
 	}
 	s->backoff_ms = 0;
 	batches_done = advance(s, res);
+	if (batches_done)
+		ktel_fault__point("written");
 	/* Batches are on disk: make them durable when asked (one fsync covers
 	 * every batch this write completed). */
 	if (s->fsync_batches && !s->to_stdout && batches_done) {
@@ -736,6 +762,10 @@ static void on_write(uv_fs_t *req)
 			return;
 		s->st.errors++;
 		s->state = IO_IDLE;
+	} else if (!s->fsync_batches) {
+		/* Without fsync a write survives the daemon's death (not the
+		 * machine's): durable in that sense. */
+		ack_durable(s);
 	}
 	kick(s);
 }
@@ -1318,6 +1348,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 	c->off = 0;
 	c->n_lines = lines;
 	c->lines_done = 0;
+	c->mark = 0;
 	c->next = NULL;
 	if (s->tail)
 		s->tail->next = c;
@@ -1485,7 +1516,7 @@ static const struct ktel_cfg_key json_options[] = {
 	{"path", KTEL_CFG_STRING, .default_text = "(required)",
 	 .doc = "File to append JSON lines to, or \"-\" for stdout."},
 	{"fsync", KTEL_CFG_BOOL, .default_text = "false",
-	 .doc = "fsync the file after each batch."},
+	 .doc = "fsync the file after each write cycle; the delta state is then saved only after the fsync (exactly once across power loss too)."},
 	{"max_queue_bytes", KTEL_CFG_SIZE, 1, 1LL << 32, .default_text = "4MiB",
 	 .doc = "Bound on formatted lines waiting to be written; beyond it the newest "
 		"records are dropped and counted."},
@@ -1524,8 +1555,53 @@ static void json_reopen(void *priv)
 	kick(s);
 }
 
+/* ---- durability (sink.h) ---- */
+
+/* A file the sink can read back and cut (not stdout, a pipe, a tty). */
+static bool json_durable(void *priv, ktel_sink_durable_cb cb, void *ctx)
+{
+	struct json_sink *s = priv;
+
+	if (s->to_stdout || !s->can_trim)
+		return false;
+	s->durable_cb = cb;
+	s->durable_ctx = ctx;
+	return true;
+}
+
+/* The newest chunk carries the mark; with nothing queued, what the mark
+ * covers is written already: durable now, or at the fsync in flight (or
+ * the next one, after a failed fsync). */
+static void json_mark(void *priv, uint64_t mark)
+{
+	struct json_sink *s = priv;
+
+	if (s->tail) {
+		s->tail->mark = mark;
+		return;
+	}
+	if (s->written_mark > s->acked_mark || s->state == IO_SYNCING) {
+		s->written_mark = mark;
+		return;
+	}
+	s->written_mark = mark;
+	ack_durable(s);
+}
+
+static int json_recover(void *priv, ktel_sink_window_fn fn, void *ctx, struct ktel_err *err)
+{
+	struct json_sink *s = priv;
+
+	if (s->to_stdout || !s->can_trim)
+		return 0;
+	return ktel_json__recover(s->name, s->path, s->fd, fn, ctx, &s->file_size, err);
+}
+
 const struct ktel_sink_ops ktel_json_sink_ops = {
 	.type = "json",
+	.durable = json_durable,
+	.mark = json_mark,
+	.recover = json_recover,
 	.where = json_where,
 	.reopen = json_reopen,
 	.options = json_options,

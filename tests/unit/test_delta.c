@@ -320,6 +320,39 @@ static void test_state_round_trip(void **state)
 	ktel_delta__free(d2);
 }
 
+/* A snapshot taken after seq 1 and written after seq 2 was handed out
+ * holds seq 1: what the restarted daemon judges file lines against. */
+static void test_snapshot_and_window(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT), *d2;
+	uint64_t c1[N] = { 1, 2, 3, 4 };
+	struct ktel_delta_snapshot snap;
+	struct ktel_err err = { 0 };
+	char path[600];
+
+	path_in_dir(path, sizeof(path), "snap.state");
+	begin(d, 11, true, KTEL_DELTA_START_ZERO);
+	apply(d, 11, 1, c1, c1, false, true);
+	ktel_delta__end(d, M);
+	assert_int_equal(ktel_delta__next_seq(d, M), 1);
+	assert_int_equal(ktel_delta__snapshot(d, &snap, &err), 0);
+	assert_int_equal(ktel_delta__next_seq(d, M), 2);
+	assert_int_equal(ktel_delta_snapshot__write(&snap, path, &err), 0);
+	ktel_delta_snapshot__clear(&snap);
+	assert_null(snap.data);
+	ktel_delta__free(d);
+
+	d2 = ktel_delta__new(BOOT);
+	assert_int_equal(ktel_delta__load(d2, path, &err), 0);
+	assert_int_equal(ktel_delta__window(d2, BOOT, M, 11, 1), KTEL_DELTA_WINDOW_SAVED);
+	assert_int_equal(ktel_delta__window(d2, BOOT, M, 11, 2), KTEL_DELTA_WINDOW_AFTER);
+	assert_int_equal(ktel_delta__window(d2, OTHER_BOOT, M, 11, 2), KTEL_DELTA_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, BOOT, M, 12, 2), KTEL_DELTA_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, BOOT, "other", 11, 2), KTEL_DELTA_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, NULL, M, 11, 2), KTEL_DELTA_WINDOW_UNKNOWN);
+	ktel_delta__free(d2);
+}
+
 static void test_missing_state_is_empty(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
@@ -548,6 +581,7 @@ int main(void)
 		cmocka_unit_test(test_many_keys_rehash),
 		cmocka_unit_test(test_seq),
 		cmocka_unit_test(test_state_round_trip),
+		cmocka_unit_test(test_snapshot_and_window),
 		cmocka_unit_test(test_missing_state_is_empty),
 		cmocka_unit_test(test_corrupt_garbage),
 		cmocka_unit_test(test_not_a_state_file_refused),

@@ -1267,9 +1267,150 @@ static void test_format_matches_reference(void **state)
 	}
 }
 
+/* ---- durability (sink.h durable/mark) and recovery at start ---- */
+
+struct acks {
+	uint64_t last;
+	int calls;
+};
+
+static void on_ack(void *ctx, uint64_t mark)
+{
+	struct acks *a = ctx;
+
+	assert_true(mark > a->last);
+	a->last = mark;
+	a->calls++;
+}
+
+/* A mark is acked once the batches before it are written and fsynced; a
+ * mark with nothing queued at once; stdout is not durable. */
+static void check_marks(bool fsync_on)
+{
+	struct ktel_record recs[4];
+	struct acks a = {0};
+	char path[600], opts[700];
+	uv_loop_t loop;
+	json_t *lines;
+	void *s;
+
+	path_in_dir(path, sizeof(path), fsync_on ? "marks-fsync.jsonl" : "marks.jsonl");
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\",\"fsync\":%s}", path,
+		 fsync_on ? "true" : "false");
+	uv_loop_init(&loop);
+	s = create(&loop, opts);
+	assert_true(ops()->durable(s, on_ack, &a));
+	/* Nothing queued: durable now. */
+	ops()->mark(s, 1);
+	assert_int_equal(a.last, 1);
+	for (int i = 0; i < 4; i++)
+		make_hist(&recs[i], i + 1);
+	ops()->submit(s, recs, 2);
+	ops()->mark(s, 2);
+	ops()->submit(s, recs + 2, 2);
+	ops()->mark(s, 3);
+	/* Queued, not written: not durable. */
+	assert_int_equal(a.last, 1);
+	run_for(&loop, 300);
+	assert_int_equal(a.last, 3);
+	lines = read_lines(path);
+	assert_int_equal(json_array_size(lines), 4);
+	json_decref(lines);
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+}
+
+static void test_marks_acked_when_durable(void **state)
+{
+	uv_loop_t loop;
+	struct acks a = {0};
+	void *s;
+
+	check_marks(true);
+	check_marks(false);
+	uv_loop_init(&loop);
+	s = create(&loop, "{\"path\":\"-\"}");
+	assert_false(ops()->durable(s, on_ack, &a));
+	close_and_run(&loop, s, 100);
+	uv_loop_close(&loop);
+}
+
+/* The saved state of the test: metric m of boot B, map 7, up to seq 2. */
+static int window_fn(void *ctx, const char *boot_id, const char *metric, uint32_t map_id,
+		     uint64_t seq)
+{
+	(*(int *)ctx)++;
+	if (!boot_id || !metric || strcmp(boot_id, "B") || strcmp(metric, "m") || map_id != 7)
+		return 0;
+	return seq <= 2 ? 1 : 2;
+}
+
+static void check_recover(const char *name, const char *before, const char *after)
+{
+	char path[600], opts[700];
+	struct ktel_err err = {0};
+	size_t len;
+	uv_loop_t loop;
+	char *text;
+	int calls = 0;
+	FILE *f;
+	void *s;
+
+	path_in_dir(path, sizeof(path), name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(before, f);
+	fclose(f);
+	uv_loop_init(&loop);
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", path);
+	s = create(&loop, opts);
+	assert_int_equal(ops()->recover(s, window_fn, &calls, &err), 0);
+	text = slurp(path, &len);
+	assert_string_equal(text, after);
+	free(text);
+	/* The sink appends after the cut (its size followed). */
+	{
+		struct ktel_record r;
+
+		make_hist(&r, 99);
+		ops()->submit(s, &r, 1);
+	}
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+	text = slurp(path, &len);
+	assert_int_equal(strncmp(text, after, strlen(after)), 0);
+	assert_non_null(strstr(text + strlen(after), "\"seq\":99"));
+	assert_int_equal(text[len - 1], '\n');
+	free(text);
+}
+
+#define L(boot, metric, map, seq) \
+	"{\"metric\":\"" metric "\",\"boot_id\":\"" boot "\",\"map_id\":" #map ",\"seq\":" #seq "}\n"
+
+static void test_recover_cuts_windows_past_state(void **state)
+{
+	/* Windows 3 and 4 came after the state: cut; the event line between
+	 * them (another metric) and a line that does not parse are kept. */
+	check_recover("rec1.jsonl",
+		      L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "m", 7, 3)
+		      L("B", "ev", 9, 1) "not json\n" L("B", "m", 7, 4),
+		      L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "ev", 9, 1) "not json\n");
+	/* Nothing past the state: untouched. */
+	check_recover("rec2.jsonl", L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "ev", 9, 5),
+		      L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "ev", 9, 5));
+	/* Another boot, another map: not this state's windows. */
+	check_recover("rec3.jsonl", L("A", "m", 7, 9) L("B", "m", 8, 9),
+		      L("A", "m", 7, 9) L("B", "m", 8, 9));
+	/* Everything past the state, back to the start of the file. */
+	check_recover("rec4.jsonl", L("B", "m", 7, 3) L("B", "m", 7, 4), "");
+	check_recover("rec5.jsonl", "", "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_marks_acked_when_durable),
+		cmocka_unit_test(test_recover_cuts_windows_past_state),
 		cmocka_unit_test(test_line_format),
 		cmocka_unit_test(test_format_matches_reference),
 		cmocka_unit_test(test_other_schemes),

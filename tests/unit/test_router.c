@@ -24,6 +24,10 @@ struct fake {
 	char last_metric[64];
 	ktel_sink_closed_cb done;
 	void *ctx;
+	/* Durable fakes: the callback and the last mark given. */
+	ktel_sink_durable_cb durable_cb;
+	void *durable_ctx;
+	uint64_t marked;
 };
 
 static int fakes_alive;
@@ -294,9 +298,104 @@ static void test_close_all(void **state)
 	assert_int_equal(closed_calls, 2);
 }
 
+
+/* ---- durability ---- */
+
+static bool fake_durable(void *priv, ktel_sink_durable_cb cb, void *ctx)
+{
+	struct fake *f = priv;
+
+	f->durable_cb = cb;
+	f->durable_ctx = ctx;
+	return true;
+}
+
+static void fake_mark(void *priv, uint64_t mark)
+{
+	((struct fake *)priv)->marked = mark;
+}
+
+static const struct ktel_sink_ops durable_ops = {
+	.type = "fake_durable",
+	.create = fake_create,
+	.submit = fake_submit,
+	.close = fake_close,
+	.stats = fake_stats,
+	.durable = fake_durable,
+	.mark = fake_mark,
+};
+
+static uint64_t levels[8];
+static size_t n_levels;
+
+static void on_level(void *ctx, uint64_t level)
+{
+	levels[n_levels++ % 8] = level;
+}
+
+static void ack(const char *name, uint64_t mark)
+{
+	struct fake *f = fake_named(name);
+
+	f->durable_cb(f->durable_ctx, mark);
+}
+
+/* Without a durable sink every mark is durable at once. */
+static void test_durable_none(void **state)
+{
+	struct env *e = *state;
+
+	assert_false(ktel_router__any_durable(e->r));
+	assert_int_equal(ktel_router__mark(e->r), 1);
+	assert_int_equal(ktel_router__durable_level(e->r), 1);
+}
+
+/*
+ * The level is the lowest mark every durable sink acked; a removed durable
+ * sink holds it back until its close completes; after a full close one
+ * that did not ack everything keeps it back for good.
+ */
+static void test_durable_level(void **state)
+{
+	struct env *e = *state;
+	struct ktel_err err = {0};
+
+	n_levels = 0;
+	ktel_router__on_durable(e->r, on_level, NULL);
+	assert_int_equal(ktel_router__add_sink_ops(e->r, "d1", &durable_ops, NULL, &err), 0);
+	assert_int_equal(ktel_router__add_sink_ops(e->r, "d2", &durable_ops, NULL, &err), 0);
+	assert_true(ktel_router__any_durable(e->r));
+	assert_int_equal(ktel_router__mark(e->r), 1);
+	assert_int_equal(fake_named("d1")->marked, 1);
+	assert_int_equal(fake_named("a")->records, 0);
+	assert_int_equal(ktel_router__durable_level(e->r), 0);
+	ack("d1", 1);
+	assert_int_equal(n_levels, 0);
+	ack("d2", 1);
+	assert_int_equal(n_levels, 1);
+	assert_int_equal(levels[0], 1);
+	/* d1 removed with mark 2 not acked: it holds the level until closed. */
+	assert_int_equal(ktel_router__mark(e->r), 2);
+	ack("d2", 2);
+	assert_int_equal(ktel_router__remove_sink(e->r, "d1", 100, NULL, NULL), 0);
+	assert_int_equal(ktel_router__durable_level(e->r), 1);
+	uv_run(&e->loop, UV_RUN_DEFAULT);
+	assert_int_equal(ktel_router__durable_level(e->r), 2);
+	assert_int_equal(n_levels, 2);
+	assert_int_equal(levels[1], 2);
+	/* A full close: d2 closes without acking 3, the level stays at 2. */
+	assert_int_equal(ktel_router__mark(e->r), 3);
+	ktel_router__close(e->r, 100, NULL, NULL);
+	uv_run(&e->loop, UV_RUN_DEFAULT);
+	assert_int_equal(ktel_router__durable_level(e->r), 2);
+	assert_int_equal(n_levels, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_durable_none, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_durable_level, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route_all_and_subset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_and_self_records, setup, teardown),

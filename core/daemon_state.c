@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The delta state's save, ordered after the durable sinks (docs/sinks.md,
+ * "Delivery guarantees"). A pull that changed the state takes a snapshot of
+ * it (memory only) and a router mark; the snapshot is written once every
+ * durable sink has made everything up to that mark durable. So the saved
+ * state never covers a window a durable sink could still lose, and a
+ * window written but not covered by the saved state is cut out of the
+ * file at the next start (daemon_recover_sinks) and reported again.
+ * Without a durable sink the level follows the mark at once: the state is
+ * saved right after the pull, as the other sinks have always had it.
+ */
+#include "daemon_internal.h"
+
+#include <string.h>
+
+#include "fault.h"
+#include "log.h"
+
+static void write_snapshot(struct ktel_daemon *d, const struct ktel_delta_snapshot *snap)
+{
+	struct ktel_err err;
+
+	if (ktel_delta_snapshot__write(snap, d->cfg->state_file, &err)) {
+		d->state_retry = true;
+		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s", err.msg);
+		return;
+	}
+	d->state_retry = false;
+	ktel_complain_clear(&d->state_complaint, "state: %s written again", d->cfg->state_file);
+	ktel_fault__point("saved");
+}
+
+/* Drop the first k waits. */
+static void waits_drop(struct ktel_daemon *d, size_t k)
+{
+	for (size_t i = 0; i < k; i++)
+		ktel_delta_snapshot__clear(&d->state_wait[i].snap);
+	memmove(d->state_wait, d->state_wait + k, (d->n_state_wait - k) * sizeof(d->state_wait[0]));
+	d->n_state_wait -= k;
+}
+
+/* Write the newest snapshot that level covers; drop it and older ones. */
+static void save_durable(struct ktel_daemon *d, uint64_t level)
+{
+	size_t k = d->n_state_wait;
+
+	while (k > 0 && d->state_wait[k - 1].mark > level)
+		k--;
+	if (!k)
+		return;
+	write_snapshot(d, &d->state_wait[k - 1].snap);
+	waits_drop(d, k);
+}
+
+void daemon_on_durable(void *ctx, uint64_t level)
+{
+	save_durable(ctx, level);
+}
+
+/* A full wait list: the newest replaces the one in between, the oldest
+ * stays, so a durable sink that always lags a pull still gets saves. */
+static void waits_push(struct ktel_daemon *d, struct ktel_delta_snapshot *snap, uint64_t mark)
+{
+	size_t slot = d->n_state_wait;
+
+	if (slot == KTEL_ARRAY_SIZE(d->state_wait)) {
+		slot--;
+		ktel_delta_snapshot__clear(&d->state_wait[slot].snap);
+	} else {
+		d->n_state_wait++;
+	}
+	d->state_wait[slot].snap = *snap;
+	d->state_wait[slot].mark = mark;
+}
+
+void daemon_save_state(struct ktel_daemon *d)
+{
+	struct ktel_delta_snapshot snap;
+	struct ktel_err err;
+
+	if (!ktel_delta__dirty(d->delta) && !d->state_retry)
+		return;
+	if (ktel_delta__snapshot(d->delta, &snap, &err)) {
+		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s: %s",
+			      d->cfg->state_file, err.msg);
+		return;
+	}
+	ktel_delta__mark_saved(d->delta);
+	d->state_retry = false;
+	waits_push(d, &snap, ktel_router__mark(d->router));
+	save_durable(d, ktel_router__durable_level(d->router));
+}
+
+static int window_of(void *ctx, const char *boot_id, const char *metric, uint32_t map_id,
+		     uint64_t seq)
+{
+	struct ktel_daemon *d = ctx;
+
+	return ktel_delta__window(d->delta, boot_id, metric, map_id, seq);
+}
+
+void daemon_recover_sinks(struct ktel_daemon *d)
+{
+	struct ktel_err err;
+
+	/* A file that cannot be cut back keeps what it has: a window may then
+	 * appear twice, which a consumer detects by its seq; refusing to start
+	 * would lose every window instead. */
+	if (ktel_router__recover(d->router, window_of, d, &err))
+		ktel_log(KTEL_LOG_ERROR, "%s; windows written after the last saved state may "
+			 "appear twice", err.msg);
+}
+
+void daemon_free_state_waits(struct ktel_daemon *d)
+{
+	waits_drop(d, d->n_state_wait);
+}
