@@ -866,7 +866,7 @@ static void test_decoder_rejects(void **state)
 	int n;
 
 	r.n_dims = 1;
-	r.dims[0] = (struct ktel_dim){"heap", 1, "reserved", true};
+	r.dims[0] = (struct ktel_dim){"heap", 1, "reserved", true, false};
 	n = ktel_android__encode_record(&r, 1, out, sizeof(out));
 	assert_true(n > 0);
 	for (int len = 0; len < n; len++)
