@@ -238,8 +238,11 @@ const char *ktel_blockdev_cache__name(struct ktel_blockdev_cache *c, uint32_t ma
 	if (!hit) {
 		*e = (struct entry){.major = major, .minor = minor, .used = true};
 		refresh(c, e, now_ns);
-	} else if (e->last_ns != now_ns && now_ns - e->read_ns >= KTEL_BLOCKDEV_TTL_NS) {
-		/* Not within the time names were handed out from it. */
+	} else if (e->last_ns != now_ns &&
+		   (!e->named || now_ns - e->read_ns >= KTEL_BLOCKDEV_TTL_NS)) {
+		/* A miss is asked again at every new time, a name once it is
+		 * old; never within one time, the one its names were handed
+		 * out at. */
 		refresh(c, e, now_ns);
 	}
 	e->last_ns = now_ns;

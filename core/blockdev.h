@@ -13,8 +13,9 @@
  * present, must be the numbers asked for. Anything else: no name.
  *
  * Devices come and go, and minors of dynamic majors (259: nvme partitions,
- * dm) are reused: a cache entry, named or not, is read again from sysfs once
- * older than KTEL_BLOCKDEV_TTL_NS. The cache holds at most cap devices; a
+ * dm) are reused: a name is read again from sysfs once older than
+ * KTEL_BLOCKDEV_TTL_NS, a device that did not resolve at every new time
+ * (pull) it is asked for. Within one time an entry is never re-read. The cache holds at most cap devices; a
  * full cache replaces the least recently used entry not used at the current
  * time (so names handed out for one pull stay valid for that pull) and,
  * when every entry was used at this time, answers NULL and counts it.
