@@ -978,28 +978,56 @@ static bool enum_value_matches(int64_t ev, int64_t value, __u32 size)
 	return ((uint64_t)ev & mask) == ((uint64_t)value & mask);
 }
 
-const char *ktel_layout_enum_label(const struct btf *btf, __u32 enum_type_id, int64_t value)
+/* Value and name of enumerator i of the enum t. */
+static int64_t enumerator(const struct btf_type *t, __u32 i, __u32 *ret_name_off)
+{
+	if (btf_is_enum(t)) {
+		*ret_name_off = btf_enum(t)[i].name_off;
+		return btf_kflag(t) ? (int64_t)btf_enum(t)[i].val
+				    : (int64_t)(uint32_t)btf_enum(t)[i].val;
+	}
+	*ret_name_off = btf_enum64(t)[i].name_off;
+	return (int64_t)btf_enum64_value(&btf_enum64(t)[i]);
+}
+
+int ktel_layout_enum_index(const struct btf *btf, __u32 enum_type_id, int64_t value)
 {
 	const struct btf_type *t;
-	__u32 i, name_off;
-	int64_t ev;
+	__u32 name_off;
 
 	t = btf ? btf__type_by_id(btf, enum_type_id) : NULL;
 	if (!t || !btf_is_any_enum(t))
+		return -1;
+	for (__u32 i = 0; i < btf_vlen(t); i++)
+		if (enum_value_matches(enumerator(t, i, &name_off), value, t->size))
+			return (int)i;
+	return -1;
+}
+
+const char *ktel_layout_enum_name(const struct btf *btf, __u32 enum_type_id, __u32 i)
+{
+	const struct btf_type *t;
+	__u32 name_off;
+
+	t = btf ? btf__type_by_id(btf, enum_type_id) : NULL;
+	if (!t || !btf_is_any_enum(t) || i >= btf_vlen(t))
 		return NULL;
-	for (i = 0; i < btf_vlen(t); i++) {
-		if (btf_is_enum(t)) {
-			ev = btf_kflag(t) ? (int64_t)btf_enum(t)[i].val
-					  : (int64_t)(uint32_t)btf_enum(t)[i].val;
-			name_off = btf_enum(t)[i].name_off;
-		} else {
-			ev = (int64_t)btf_enum64_value(&btf_enum64(t)[i]);
-			name_off = btf_enum64(t)[i].name_off;
-		}
-		if (enum_value_matches(ev, value, t->size))
-			return btf__str_by_offset(btf, name_off);
-	}
-	return NULL;
+	enumerator(t, i, &name_off);
+	return btf__str_by_offset(btf, name_off);
+}
+
+__u32 ktel_layout_enum_count(const struct btf *btf, __u32 enum_type_id)
+{
+	const struct btf_type *t = btf ? btf__type_by_id(btf, enum_type_id) : NULL;
+
+	return t && btf_is_any_enum(t) ? btf_vlen(t) : 0;
+}
+
+const char *ktel_layout_enum_label(const struct btf *btf, __u32 enum_type_id, int64_t value)
+{
+	int i = ktel_layout_enum_index(btf, enum_type_id, value);
+
+	return i < 0 ? NULL : ktel_layout_enum_name(btf, enum_type_id, (__u32)i);
 }
 
 __s32 ktel_btf_find_type(const struct btf *btf, const char *name, int kind)

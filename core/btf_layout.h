@@ -165,6 +165,16 @@ static inline int64_t ktel_field_read_s64(const struct ktel_field *f, const void
  */
 const char *ktel_layout_enum_label(const struct btf *btf, __u32 enum_type_id, int64_t value);
 
+/* Index of the first enumerator of enum_type_id whose value is value (the
+ * same match as ktel_layout_enum_label), or -1. */
+int ktel_layout_enum_index(const struct btf *btf, __u32 enum_type_id, int64_t value);
+
+/* Name of enumerator i, or NULL (i out of range, or no enum). Lives in btf. */
+const char *ktel_layout_enum_name(const struct btf *btf, __u32 enum_type_id, __u32 i);
+
+/* Number of enumerators of enum_type_id; 0 when it is no enum. */
+__u32 ktel_layout_enum_count(const struct btf *btf, __u32 enum_type_id);
+
 /*
  * Id of the first type of kind `kind` (BTF_KIND_*) named name; asking for
  * BTF_KIND_ENUM also finds an ENUM64 of that name. -ENOENT when there is none,

@@ -485,18 +485,42 @@ static void render_layout(FILE *out, int indent, const char *what, const json_t 
 	}
 }
 
+/* Enumerators with the short label records carry: "NAME = value -> label"
+ * ("-> (number)" for one the rule cannot shorten). */
+static void render_short_labels(FILE *out, int indent, const json_t *labels,
+				const json_t *short_labels)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)labels, k, v) {
+		const char *sl = json_string_value(json_object_get(short_labels, k));
+
+		fprintf(out, "%*s%s = %s -> %s\n", indent, "", json_string_value(v), k,
+			sl ? sl : "(number)");
+	}
+}
+
 /* A dimension: its key member, the values its labels take, its label map. */
 static void render_dim(FILE *out, const json_t *d)
 {
 	const json_t *lm = json_object_get(d, "label_map_layout");
+	const json_t *sl = json_object_get(d, "short_labels");
 
 	fprintf(out, "    dimension %s = key.%s", jstr(d, "name"), jstr(d, "key_member"));
 	if (json_is_string(json_object_get(d, "label_enum")))
 		fprintf(out, ", labels from enum %s", jstr(d, "label_enum"));
+	if (json_is_object(sl))
+		fprintf(out, ", shortened");
 	if (json_is_string(json_object_get(d, "label_map")))
 		fprintf(out, ", labels from map %s", jstr(d, "label_map"));
+	if (json_is_string(json_object_get(d, "device")))
+		fprintf(out, ", block device %s (adds dimension \"device\")",
+			jstr(d, "device"));
 	fputc('\n', out);
-	if (json_object_size(json_object_get(d, "labels")))
+	if (json_is_object(sl))
+		render_short_labels(out, 8, json_object_get(d, "labels"), sl);
+	else if (json_object_size(json_object_get(d, "labels")))
 		render_enum_labels(out, 8, json_object_get(d, "labels"));
 	if (!json_is_object(lm))
 		return;

@@ -17,6 +17,7 @@
 
 #include "bpf_lifecycle.h"
 #include "btf_layout.h"
+#include "enum_label.h"
 #include "jsonutil.h"
 #include "record.h"
 #include "kernel_targets.h"
@@ -210,8 +211,65 @@ out:
 	return r;
 }
 
+/*
+ * {"value": "short label", ...}: the labels records carry for a
+ * KTEL_DIM_ENUM_SHORT dimension (enum_label.h), by the same keys as
+ * "labels"; an enumerator the rule cannot shorten is absent.
+ */
+static json_t *short_labels_json(const struct btf *btf, __u32 id, const json_t *labels,
+				 struct ktel_err *err)
+{
+	struct ktel_enum_labels *el;
+	json_t *o = json_object();
+	const char *k;
+	json_t *v;
+
+	if (ktel_enum_labels__new(btf, id, &el, err)) {
+		json_decref(o);
+		return NULL;
+	}
+	json_object_foreach((json_t *)labels, k, v) {
+		const char *label = ktel_enum_labels__find(el, strtoll(k, NULL, 10));
+
+		if (label)
+			json_object_set_new(o, k, json_string(label));
+	}
+	ktel_enum_labels__free(el);
+	return o;
+}
+
+/* "major", "minor" or "dev_t" of a block-device dimension, else NULL. */
+static const char *device_role(uint32_t flags)
+{
+	if (flags & KTEL_DIM_DEV_MAJOR)
+		return "major";
+	if (flags & KTEL_DIM_DEV_MINOR)
+		return "minor";
+	return flags & KTEL_DIM_DEV_T ? "dev_t" : NULL;
+}
+
+/* The label flags of a dimension into o: "short_labels", "device". */
+static int check_dim_flags(const struct btf *btf, uint32_t flags, __s32 enum_id, json_t *o,
+			   struct ktel_err *err)
+{
+	json_t *sl;
+
+	if (device_role(flags))
+		ktel_json_set_str(o, "device", device_role(flags));
+	if (!(flags & KTEL_DIM_ENUM_SHORT))
+		return 0;
+	if (enum_id <= 0)
+		return ktel_err_set(err, EINVAL, "KTEL_DIM_ENUM_SHORT but no enum labels it "
+				    "(set label_enum)");
+	sl = short_labels_json(btf, (__u32)enum_id, json_object_get(o, "labels"), err);
+	if (!sl)
+		return -EINVAL;
+	json_object_set_new(o, "short_labels", sl);
+	return 0;
+}
+
 /* One dimension as metric_pull resolves it: member, labels, label map. */
-static int check_dim(const struct ktel_dimension_desc *dd, struct bpf_object *obj,
+static int check_dim(const struct ktel_dimension_desc *dd, uint32_t flags, struct bpf_object *obj,
 		     const struct ktel_layout *kl, json_t *o, struct ktel_err *err)
 {
 	const struct btf *btf = bpf_object__btf(obj);
@@ -242,6 +300,9 @@ static int check_dim(const struct ktel_dimension_desc *dd, struct bpf_object *ob
 	/* The values a record's label can take, whichever enum they come from. */
 	if (enum_id > 0)
 		json_object_set_new(o, "labels", enum_labels_json(btf, (__u32)enum_id));
+	r = check_dim_flags(btf, flags, enum_id, o, err);
+	if (r)
+		return ktel_err_prefix(err, "dimension %s: ", dd->name);
 	if (dd->label_map) {
 		r = check_label_map(dd->label_map, obj, o, err);
 		if (r)
@@ -267,7 +328,7 @@ static int check_dims(const struct ktel_metric_desc *md, struct bpf_object *obj,
 		int r;
 
 		json_array_append_new(dims, d);
-		r = check_dim(dd, obj, kl, d, err);
+		r = check_dim(dd, md->dim_flags ? md->dim_flags[i] : 0, obj, kl, d, err);
 		if (r)
 			return r;
 	}

@@ -12,7 +12,9 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "blockdev.h"
 #include "btf_layout.h"
+#include "enum_label.h"
 #include "log.h"
 #include "map_reader.h"
 
@@ -33,7 +35,15 @@ struct dim {
 	const char *name;
 	const struct ktel_field *field;
 	__s32 enum_id;        /* label from this BTF enum, or 0 */
+	struct ktel_enum_labels *short_labels; /* KTEL_DIM_ENUM_SHORT, or NULL */
 	struct label_map *lm; /* label from this id -> name map, or NULL */
+};
+
+/* The "device" dimension (KTEL_DIM_DEV_*): which dims hold the numbers. */
+struct dev_dim {
+	int major, minor; /* dims indexes, -1 when none */
+	int devt;         /* a dev_t dim, or -1 */
+	struct ktel_blockdev_cache *cache;
 };
 
 struct ktel_metric_pull {
@@ -44,6 +54,7 @@ struct ktel_metric_pull {
 	bool map_created;
 	struct dim dims[KTEL_MAX_DIMS];
 	uint32_t n_dims;
+	struct dev_dim dev;
 	/* Values per key: histogram buckets (+ sum), or the integer members. */
 	const struct ktel_field **scalars;
 	char **scalar_names;
@@ -222,6 +233,57 @@ static int label_map_refresh(struct label_map *lm, const char *metric, struct kt
 	return 0;
 }
 
+static uint32_t dim_flags(const struct ktel_metric_desc *md, uint32_t i)
+{
+	return md->dim_flags ? md->dim_flags[i] : 0;
+}
+
+/* KTEL_DIM_ENUM_SHORT: the enum's short labels (enum_label.h). */
+static int resolve_short(struct ktel_metric_pull *mp, uint32_t i, struct ktel_err *err)
+{
+	struct dim *d = &mp->dims[i];
+	int r;
+
+	if (!(dim_flags(mp->md, i) & KTEL_DIM_ENUM_SHORT))
+		return 0;
+	if (d->enum_id <= 0)
+		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: KTEL_DIM_ENUM_SHORT "
+				    "but no enum labels it (set label_enum)", mp->md->name,
+				    d->name);
+	r = ktel_enum_labels__new(mp->btf, (__u32)d->enum_id, &d->short_labels, err);
+	return r ? ktel_err_prefix(err, "metric %s: dimension %s: ", mp->md->name, d->name) : 0;
+}
+
+/* KTEL_DIM_DEV_*: where the device numbers are, and the name cache. The
+ * loader checked the flags are consistent (plugin_loader.c). */
+static int resolve_device(struct ktel_metric_pull *mp, const char *sysfs_root,
+			  struct ktel_err *err)
+{
+	struct dev_dim *dv = &mp->dev;
+
+	dv->major = dv->minor = dv->devt = -1;
+	for (uint32_t i = 0; i < mp->n_dims; i++) {
+		uint32_t f = dim_flags(mp->md, i);
+
+		if (f & KTEL_DIM_DEV_MAJOR)
+			dv->major = (int)i;
+		if (f & KTEL_DIM_DEV_MINOR)
+			dv->minor = (int)i;
+		if (f & KTEL_DIM_DEV_T)
+			dv->devt = (int)i;
+	}
+	if (dv->devt < 0 && (dv->major < 0 || dv->minor < 0))
+		return 0;
+	if (mp->n_dims >= KTEL_MAX_DIMS)
+		return ktel_err_set(err, EINVAL, "metric %s: %u dimensions and \"%s\": at most %d",
+				    mp->md->name, mp->n_dims, KTEL_DEVICE_DIM, KTEL_MAX_DIMS);
+	dv->cache = ktel_blockdev_cache__new(sysfs_root ? sysfs_root : "/sys",
+					     KTEL_BLOCKDEV_CACHE_DEFAULT);
+	if (!dv->cache)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
 static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj,
 			struct ktel_err *err)
 {
@@ -253,6 +315,9 @@ static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj,
 		} else if (d->field->kind == KTEL_FIELD_ENUM) {
 			d->enum_id = (__s32)d->field->enum_type_id;
 		}
+		r = resolve_short(mp, i, err);
+		if (r)
+			return r;
 		if (dd->label_map) {
 			r = label_map_new(obj, dd->label_map, &d->lm, err);
 			if (r)
@@ -360,6 +425,7 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 	if (r)
 		goto err_free;
 	r = resolve_dims(mp, obj, err);
+	r = r ?: resolve_device(mp, opts ? opts->sysfs_root : NULL, err);
 	if (r)
 		goto err_free;
 	r = ktel_map_reader__new(bpf_map__fd(map), opts ? opts->reader : NULL, &mp->reader, err);
@@ -395,8 +461,11 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 {
 	if (!mp)
 		return;
-	for (uint32_t i = 0; i < KTEL_MAX_DIMS; i++)
+	for (uint32_t i = 0; i < KTEL_MAX_DIMS; i++) {
 		label_map_free(mp->dims[i].lm);
+		ktel_enum_labels__free(mp->dims[i].short_labels);
+	}
+	ktel_blockdev_cache__free(mp->dev.cache);
 	for (size_t i = 0; mp->scalar_names && i < mp->n_scalars; i++)
 		free(mp->scalar_names[i]);
 	free(mp->scalar_names);
@@ -413,7 +482,45 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 
 /* ---- pulling ------------------------------------------------------------- */
 
-static void fill_dims(const struct ktel_metric_pull *mp, const void *key, struct ktel_record *rec)
+/*
+ * The "device" dimension after the declared ones, when the numbers name a
+ * device sysfs knows; none otherwise (docs/sinks.md "Label conventions").
+ * Its value is the dev_t (major << 20 | minor); derived: no raw value of
+ * its own in dims_raw or an atom.
+ */
+static void fill_device(struct ktel_metric_pull *mp, struct ktel_record *rec, uint64_t now)
+{
+	const struct dev_dim *dv = &mp->dev;
+	uint64_t major, minor;
+	const char *name;
+
+	if (!dv->cache)
+		return;
+	if (dv->devt >= 0) {
+		uint64_t dev = (uint64_t)rec->dims[dv->devt].value;
+
+		major = (dev >> 20) & 0xfff;
+		minor = dev & 0xfffff;
+	} else {
+		major = (uint64_t)rec->dims[dv->major].value;
+		minor = (uint64_t)rec->dims[dv->minor].value;
+	}
+	/* Out of the kernel's range (12-bit major, 20-bit minor): no device. */
+	if (major > 0xfff || minor > 0xfffff)
+		return;
+	name = ktel_blockdev_cache__name(dv->cache, (uint32_t)major, (uint32_t)minor, now);
+	if (!name)
+		return;
+	rec->dims[rec->n_dims++] = (struct ktel_dim){
+		.name = KTEL_DEVICE_DIM,
+		.value = (int64_t)(major << 20 | minor),
+		.label = name,
+		.derived = true,
+	};
+}
+
+static void fill_dims(struct ktel_metric_pull *mp, const void *key, uint64_t now,
+		      struct ktel_record *rec)
 {
 	rec->n_dims = mp->n_dims;
 	for (uint32_t i = 0; i < mp->n_dims; i++) {
@@ -428,9 +535,12 @@ static void fill_dims(const struct ktel_metric_pull *mp, const void *key, struct
 		if (d->lm && out->value >= 0 && out->value < LABEL_MAP_MAX_IDS &&
 		    d->lm->known[out->value])
 			out->label = d->lm->names[out->value];
+		else if (d->short_labels)
+			out->label = ktel_enum_labels__find(d->short_labels, out->value);
 		else if (d->enum_id > 0)
 			out->label = ktel_layout_enum_label(mp->btf, (__u32)d->enum_id, out->value);
 	}
+	fill_device(mp, rec, now);
 }
 
 static void fill_header(const struct ktel_metric_pull *mp, const char *boot_id, uint64_t now_boot,
@@ -492,7 +602,7 @@ static size_t make_records(struct ktel_metric_pull *mp, const void *key, const u
 	if (mp->value_layout->hist_field >= 0) {
 		memset(out, 0, sizeof(*out));
 		fill_header(mp, boot_id, now_boot, now_wall, out);
-		fill_dims(mp, key, out);
+		fill_dims(mp, key, now_boot, out);
 		out->type = KTEL_RECORD_HISTOGRAM;
 		set_hist(mp, total, &out->hist.total);
 		set_hist(mp, delta ? delta : total, &out->hist.delta);
@@ -503,7 +613,7 @@ static size_t make_records(struct ktel_metric_pull *mp, const void *key, const u
 
 		memset(rec, 0, sizeof(*rec));
 		fill_header(mp, boot_id, now_boot, now_wall, rec);
-		fill_dims(mp, key, rec);
+		fill_dims(mp, key, now_boot, rec);
 		rec->metric = mp->scalar_names[i];
 		if (mp->md->value_kind == KTEL_VALUE_GAUGE) {
 			rec->type = KTEL_RECORD_GAUGE;

@@ -48,6 +48,9 @@ struct ktel_metric_pull_opts {
 	/* Options of the metric's map reader; NULL: the real bpf() calls.
 	 * Tests pass a simulated kernel here. */
 	const struct ktel_map_reader_opts *reader;
+	/* Where block device names are read (blockdev.h); NULL: "/sys".
+	 * Tests pass a directory laid out like it. */
+	const char *sysfs_root;
 };
 
 /*

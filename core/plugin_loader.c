@@ -308,6 +308,56 @@ static int check_array(const struct validator *v, const char *field, const void 
 	return 0;
 }
 
+/* Flags of dimension i this daemon knows (newer bits are ignored). */
+static uint32_t dim_flags_of(const struct ktel_metric_desc *m, uint32_t i)
+{
+	return m->dim_flags ? m->dim_flags[i] & KTEL_DIM_FLAGS_ALL : 0;
+}
+
+/*
+ * Block-device dimensions (KTEL_DIM_DEV_*): one major and one minor, or one
+ * dev_t, plain integers (no other label), on an accumulator, and no
+ * declared dimension already named "device", the one they add.
+ */
+static int check_dev_dims(const struct validator *v, const struct ktel_metric_desc *m)
+{
+	uint32_t n_major = 0, n_minor = 0, n_devt = 0, i;
+
+	for (i = 0; i < m->n_dims; i++) {
+		uint32_t f = dim_flags_of(m, i);
+		uint32_t dev = f & (KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_MINOR | KTEL_DIM_DEV_T);
+
+		n_major += !!(f & KTEL_DIM_DEV_MAJOR);
+		n_minor += !!(f & KTEL_DIM_DEV_MINOR);
+		n_devt += !!(f & KTEL_DIM_DEV_T);
+		if (dev && (dev & (dev - 1)))
+			return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s dimension %s: "
+					    "more than one of KTEL_DIM_DEV_MAJOR, _MINOR, _T",
+					    v->path, m->name, m->dims[i].name);
+		if (dev && (m->dims[i].label_enum || m->dims[i].label_map ||
+			    (f & KTEL_DIM_ENUM_SHORT)))
+			return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s dimension %s: "
+					    "a block-device number has no enum or map label",
+					    v->path, m->name, m->dims[i].name);
+	}
+	if (!n_major && !n_minor && !n_devt)
+		return 0;
+	if (n_major > 1 || n_minor > 1 || n_devt > 1 || n_major != n_minor ||
+	    (n_devt && n_major))
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: block-device "
+				    "dimensions need one KTEL_DIM_DEV_MAJOR and one "
+				    "KTEL_DIM_DEV_MINOR, or one KTEL_DIM_DEV_T", v->path, m->name);
+	if (m->model != KTEL_MODEL_ACCUMULATOR)
+		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: block-device "
+				    "dimensions are for accumulator metrics only", v->path, m->name);
+	for (i = 0; i < m->n_dims; i++)
+		if (strcmp(m->dims[i].name, KTEL_DEVICE_DIM) == 0)
+			return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: dimension "
+					    "\"%s\" is the one block-device dimensions add",
+					    v->path, m->name, KTEL_DEVICE_DIM);
+	return 0;
+}
+
 static int check_dims(const struct validator *v, const struct ktel_metric_desc *m)
 {
 	char field[160];
@@ -316,6 +366,8 @@ static int check_dims(const struct validator *v, const struct ktel_metric_desc *
 
 	rc = check_array(v, "metric dims", m->dims, m->n_dims, KTEL_PLUGIN_MAX_DIMS,
 			 sizeof(*m->dims));
+	rc = rc ?: check_array(v, "metric dim_flags", m->dim_flags, m->dim_flags ? m->n_dims : 0,
+			       KTEL_PLUGIN_MAX_DIMS, sizeof(*m->dim_flags));
 	for (i = 0; !rc && i < m->n_dims; i++) {
 		const struct ktel_dimension_desc *d = &m->dims[i];
 
@@ -328,7 +380,7 @@ static int check_dims(const struct validator *v, const struct ktel_metric_desc *
 		snprintf(field, sizeof(field), "metric %s dimension %u label_map", m->name, i);
 		rc = rc ?: check_str(v, field, d->label_map, true, BPF_NAME);
 	}
-	return rc;
+	return rc ?: check_dev_dims(v, m);
 }
 
 static int check_metric(const struct validator *v, const struct ktel_metric_desc *m,
@@ -427,7 +479,12 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 			return ktel_err_set(v->err, EINVAL,
 					    "%s: refused: metric %u struct_size %u differs from metric 0's %u",
 					    v->path, i, *(const uint32_t *)m, stride);
-		memcpy(&p->metrics[i], m, sizeof(p->metrics[i]));
+		/* An older minor's metric is shorter: the rest stays zero. */
+		memcpy(&p->metrics[i], m, stride < sizeof(p->metrics[i]) ? stride
+									  : sizeof(p->metrics[i]));
+		/* ABI 1.0 had no dim_flags: whatever lies there is not one. */
+		if (d->abi_minor < 1)
+			p->metrics[i].dim_flags = NULL;
 		rc = check_metric(v, &p->metrics[i], i);
 		if (rc)
 			return rc;
@@ -748,6 +805,12 @@ static void copy_metric(struct ktel_plugin *p, struct ktel_metric_desc *m, bool 
 		dims[i].label_map = copy_str(p, dims[i].label_map, oom);
 	}
 	m->dims = dims;
+	m->dim_flags = m->dim_flags && m->n_dims
+			       ? copy_mem(p, m->dim_flags, m->n_dims * sizeof(*m->dim_flags), oom)
+			       : NULL;
+	/* Bits of a newer minor are ignored: nothing here knows them. */
+	for (uint32_t i = 0; m->dim_flags && i < m->n_dims; i++)
+		((uint32_t *)m->dim_flags)[i] &= KTEL_DIM_FLAGS_ALL;
 }
 
 /*

@@ -35,6 +35,10 @@ struct ktel_dim {
 	/* value is an id from a label_map (assigned at run time, not stable):
 	 * sinks that keep integers (Android atoms) send the label instead. */
 	bool id_label;
+	/* Computed from other dims (the "device" name from major and minor):
+	 * no raw value of its own. Sinks that carry raw integers (JSON
+	 * dims_raw, Android atoms) skip it; label is never NULL. */
+	bool derived;
 };
 
 enum ktel_field_type {

@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "btf_layout.h"
+#include "enum_label.h"
 #include "metric_pull.h"
 
 /* Longest decimal of an int array element, plus its comma. */
@@ -37,6 +38,7 @@ struct label_cache {
 struct dec_field {
 	const struct ktel_field *f;
 	__s32 enum_id;    /* label from this BTF enum, or 0 */
+	struct ktel_enum_labels *short_labels; /* KTEL_DIM_ENUM_SHORT, or NULL */
 	int label_dim;    /* label from this dimension's label map, or -1 */
 	size_t str_off;   /* strings: offset of its text in the record's strbuf */
 };
@@ -145,6 +147,25 @@ static int resolve_fields(struct ktel_stream_decoder *dec, struct ktel_err *err)
 	return 0;
 }
 
+/* KTEL_DIM_ENUM_SHORT on an event member: the field and the dimension
+ * both carry the short label (enum_label.h). */
+static int short_labels(struct ktel_stream_decoder *dec, const struct ktel_dimension_desc *dd,
+			struct dec_field *df, struct ktel_err *err)
+{
+	__s32 id = df->enum_id > 0 ? df->enum_id
+				   : (df->f->kind == KTEL_FIELD_ENUM ? (__s32)df->f->enum_type_id : 0);
+	int r;
+
+	if (id <= 0)
+		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: KTEL_DIM_ENUM_SHORT "
+				    "but no enum labels it (set label_enum)", dec->md->name,
+				    dd->name);
+	ktel_enum_labels__free(df->short_labels);
+	df->short_labels = NULL;
+	r = ktel_enum_labels__new(dec->btf, (__u32)id, &df->short_labels, err);
+	return r ? ktel_err_prefix(err, "metric %s: dimension %s: ", dec->md->name, dd->name) : 0;
+}
+
 static int resolve_dim(struct ktel_stream_decoder *dec, uint32_t i, struct ktel_err *err)
 {
 	const struct ktel_dimension_desc *dd = &dec->md->dims[i];
@@ -152,6 +173,7 @@ static int resolve_dim(struct ktel_stream_decoder *dec, uint32_t i, struct ktel_
 	const struct ktel_field *f = ktel_layout__find(dec->layout, member);
 	struct dec_dim *dim = &dec->dims[i];
 	struct dec_field *df;
+	int r;
 
 	if (!f || !ktel_field__is_number(f))
 		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: event type %s has no "
@@ -166,6 +188,11 @@ static int resolve_dim(struct ktel_stream_decoder *dec, uint32_t i, struct ktel_
 			return ktel_err_set(err, ENOENT, "metric %s: dimension %s: enum %s not in "
 					    "the object's BTF (export it with KTEL_EXPORT_TYPE)",
 					    dec->md->name, dd->name, dd->label_enum);
+	}
+	if (dec->md->dim_flags && (dec->md->dim_flags[i] & KTEL_DIM_ENUM_SHORT)) {
+		r = short_labels(dec, dd, df, err);
+		if (r)
+			return r;
 	}
 	if (dd->label_map) {
 		if (!dec->label_fn)
@@ -235,6 +262,8 @@ void ktel_stream_decoder__free(struct ktel_stream_decoder *dec)
 		return;
 	for (uint32_t i = 0; i < KTEL_MAX_DIMS; i++)
 		free(dec->dims[i].lc);
+	for (uint32_t i = 0; i < KTEL_MAX_EVENT_FIELDS; i++)
+		ktel_enum_labels__free(dec->fields[i].short_labels);
 	ktel_layout__free(dec->layout);
 	free(dec);
 }
@@ -358,7 +387,9 @@ static void decode_field(struct ktel_stream_decoder *dec, const struct dec_field
 	}
 	if (df->label_dim >= 0)
 		out->label = map_label(dec, (uint32_t)df->label_dim, out->i);
-	if (!out->label && df->enum_id > 0)
+	if (!out->label && df->short_labels)
+		out->label = ktel_enum_labels__find(df->short_labels, out->i);
+	else if (!out->label && df->enum_id > 0)
 		out->label = ktel_layout_enum_label(dec->btf, (__u32)df->enum_id, out->i);
 }
 

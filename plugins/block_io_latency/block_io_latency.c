@@ -7,11 +7,16 @@
 
 #include "block_io_latency.bpf.h"
 
+/* Labels users join on (docs/sinks.md "Label conventions"): device="nvme0n1"
+ * next to major and minor, operation="read" (BLOCK_OP_READ shortened). */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "major"},
 	{.name = "minor"},
-	{.name = "op", .label_enum = "block_op"},
+	{.name = "operation", .key_member = "op", .label_enum = "block_op"},
 };
+
+static const uint32_t dim_flags[] = {KTEL_DIM_DEV_MAJOR, KTEL_DIM_DEV_MINOR,
+				     KTEL_DIM_ENUM_SHORT};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "block_io_latency",
@@ -23,7 +28,8 @@ static const struct ktel_metric_desc metrics[] = {
 		    .scheme = KTEL_HIST_LOG2,
 		    .description = "Block request latency (issue to completion), per disk and operation",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 /* block_rq_issue lost its request_queue argument in 5.11; pin down the

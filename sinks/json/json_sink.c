@@ -459,9 +459,13 @@ static void fb_dims(struct ktel_textbuf *b, const struct ktel_record *r)
 		else
 			ktel_textbuf_put_i64(b, r->dims[i].value);
 	}
+	/* Raw numbers only: a derived dim ("device") has none of its own, and
+	 * consumers de-duplicate on dims_raw (docs/sinks.md). */
 	ktel_textbuf_puts(b, "},\"dims_raw\":{");
-	for (uint32_t i = 0; i < n; i++) {
-		fb_key(b, i == 0, r->dims[i].name);
+	for (uint32_t i = 0, k = 0; i < n; i++) {
+		if (r->dims[i].derived)
+			continue;
+		fb_key(b, k++ == 0, r->dims[i].name);
 		ktel_textbuf_put_i64(b, r->dims[i].value);
 	}
 	ktel_textbuf_put(b, "}", 1);

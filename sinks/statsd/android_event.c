@@ -194,7 +194,8 @@ int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uin
 	 * are its atom. */
 	for (uint32_t i = 0; rec->type != KTEL_RECORD_EVENT && i < rec->n_dims &&
 			     i < KTEL_MAX_DIMS; i++)
-		encode_dim(&ev, &rec->dims[i]);
+		if (!rec->dims[i].derived) /* not a field of the atom (atoms.proto) */
+			encode_dim(&ev, &rec->dims[i]);
 	switch (rec->type) {
 	case KTEL_RECORD_HISTOGRAM:
 		nb = rec->hist.delta.n_buckets;

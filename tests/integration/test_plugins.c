@@ -625,15 +625,15 @@ struct blockio {
 static bool add_blockio(json_t *rec, void *ctx)
 {
 	struct blockio *b = ctx;
-	const char *op = dim_label(rec, "op") ?: "";
+	const char *op = dim_label(rec, "operation") ?: "";
 	uint64_t high = counts_from(rec, 3);
 
 	if (dim_int(rec, "major") != b->major || dim_int(rec, "minor") != b->minor)
 		return false;
 	record_sum(rec);
-	if (strcmp(op, "BLOCK_OP_READ") == 0)
+	if (strcmp(op, "read") == 0)
 		b->reads += high;
-	else if (strcmp(op, "BLOCK_OP_WRITE") == 0)
+	else if (strcmp(op, "write") == 0)
 		b->writes += high;
 	b->low += counts_from(rec, 0) - high;
 	return true;

@@ -75,7 +75,7 @@ static void make_window(struct ktel_record *recs, unsigned seed)
 			.n_dims = i < 3 ? 1 : 0,
 		};
 		if (i < 3)
-			r->dims[0] = (struct ktel_dim){"process_state", i, states[i], false};
+			r->dims[0] = (struct ktel_dim){"process_state", i, states[i], false, false};
 		r->hist.delta.scheme = KTEL_HIST_LOG2;
 		r->hist.delta.n_buckets = KTEL_HIST_BUCKETS;
 		for (int k = 0; k < KTEL_HIST_BUCKETS; k++)

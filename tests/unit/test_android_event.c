@@ -376,6 +376,15 @@ static void accumulator_record(const struct ktel_metric_desc *md, bool named,
 			.id_label = dd->label_map != NULL,
 		};
 	}
+	/* The "device" dim metric_pull adds for KTEL_DIM_DEV_*: derived, so
+	 * not a field of the atom (the round trip counts the fields). */
+	for (uint32_t i = 0; md->dim_flags && i < md->n_dims; i++)
+		if (md->dim_flags[i] & (KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_T)) {
+			r->dims[r->n_dims++] = (struct ktel_dim){
+				.name = KTEL_DEVICE_DIM, .value = 7 << 20, .label = "loop0",
+				.derived = true};
+			break;
+		}
 }
 
 /*
@@ -866,7 +875,7 @@ static void test_decoder_rejects(void **state)
 	int n;
 
 	r.n_dims = 1;
-	r.dims[0] = (struct ktel_dim){"heap", 1, "reserved", true};
+	r.dims[0] = (struct ktel_dim){"heap", 1, "reserved", true, false};
 	n = ktel_android__encode_record(&r, 1, out, sizeof(out));
 	assert_true(n > 0);
 	for (int len = 0; len < n; len++)

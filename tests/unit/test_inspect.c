@@ -203,9 +203,21 @@ static void test_label_enum_enumerators(void **state)
 	labels = json_object_get(dim_of(metric_named(report, "block_io_latency"), 2), "labels");
 	assert_string_equal(json_string_value(json_object_get(labels, "0")), "BLOCK_OP_READ");
 	assert_string_equal(json_string_value(json_object_get(labels, "1")), "BLOCK_OP_WRITE");
+	/* KTEL_DIM_ENUM_SHORT: the labels records carry, by the same values. */
+	labels = json_object_get(dim_of(metric_named(report, "block_io_latency"), 2),
+				 "short_labels");
+	assert_string_equal(json_string_value(json_object_get(labels, "0")), "read");
+	assert_string_equal(json_string_value(json_object_get(labels, "4")), "other");
+	assert_string_equal(json_string_value(json_object_get(
+				    dim_of(metric_named(report, "block_io_latency"), 0), "device")),
+			    "major");
 	text = render(report);
-	assert_contains(text, "dimension op = key.op, labels from enum block_op\n"
-			      "        BLOCK_OP_READ = 0\n        BLOCK_OP_WRITE = 1\n");
+	assert_contains(text, "dimension operation = key.op, labels from enum block_op, "
+			      "shortened\n"
+			      "        BLOCK_OP_READ = 0 -> read\n"
+			      "        BLOCK_OP_WRITE = 1 -> write\n");
+	assert_contains(text, "dimension major = key.major, block device major (adds "
+			      "dimension \"device\")\n");
 	free(text);
 	json_decref(report);
 }

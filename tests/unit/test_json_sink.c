@@ -219,6 +219,9 @@ static void test_line_format(void **state)
 		json_decref(o);
 	}
 	make_hist(&recs[0], 5);
+	/* As metric_pull adds it (KTEL_DIM_DEV_*): a label, no raw value. */
+	recs[0].dims[recs[0].n_dims++] = (struct ktel_dim){
+		.name = "device", .value = 7 << 20, .label = "loop0", .derived = true};
 	memset(&recs[1], 0, sizeof(recs[1]));
 	recs[1].type = KTEL_RECORD_COUNTER;
 	recs[1].metric = "oom_kills";
@@ -272,6 +275,11 @@ static void test_line_format(void **state)
 			 1000);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims_raw"),
 							    "uid")), 1000);
+	/* A derived dim is in dims only: dims_raw keeps the raw numbers. */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(l, "dims"),
+							      "device")), "loop0");
+	assert_null(json_object_get(json_object_get(l, "dims_raw"), "device"));
+	assert_int_equal(json_object_size(json_object_get(l, "dims_raw")), 2);
 	h = json_object_get(l, "histogram");
 	assert_string_equal(json_string_value(json_object_get(h, "scheme")), "log2");
 	assert_int_equal(json_array_size(json_object_get(h, "counts")), 32);

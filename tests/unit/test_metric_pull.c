@@ -422,6 +422,75 @@ static void test_fallback_logged_once(void **state)
 	assert_non_null(strstr(ktel_metric_pull__fallback_reason(c->mp), "batch unsupported"));
 }
 
+/*
+ * KTEL_DIM_DEV_T: a dev_t key gets a "device" dimension named from the
+ * sysfs root (a test directory here), after the declared dimension, marked
+ * derived; a device sysfs does not know gets none.
+ */
+static void test_device_dim_from_sysfs(void **state)
+{
+	static const struct ktel_dimension_desc dims[] = {{.name = "dev", .key_member = ""}};
+	static const uint32_t flags[] = {KTEL_DIM_DEV_T};
+	struct ctx *c = *state;
+	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
+	char root[] = "/tmp/ktel-pull-sysfs-XXXXXX", cmd[512];
+	struct ktel_metric_pull_opts po = {.reader = &ro, .sysfs_root = root};
+	const struct ktel_record *recs;
+	struct ktel_err err = {0};
+	size_t n = 0;
+
+	assert_non_null(mkdtemp(root));
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/dev/block/7:3 && printf 'MAJOR=7\\nMINOR=3\\n"
+		 "DEVNAME=loop3\\n' > %s/dev/block/7:3/uevent", root, root);
+	assert_int_equal(system(cmd), 0);
+	fake_init(c, "fx_counters", 2, 1);
+	c->f.keys[0] = 7u << 20 | 3;  /* loop3 */
+	c->f.keys[1] = 7u << 20 | 99; /* not in this sysfs */
+	set_u64(c, 0, 0, 0, 5);
+	set_u64(c, 1, 0, 0, 6);
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = "fx_dev", .map_name = "fx_counters",
+						     .model = KTEL_MODEL_ACCUMULATOR,
+						     .unit = "events", .dims = dims, .n_dims = 1,
+						     .dim_flags = flags);
+	assert_int_equal(ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, &c->mp, &err), 0);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].dims[0].value == (7 << 20 | 99)) {
+			assert_int_equal(recs[i].n_dims, 1);
+			continue;
+		}
+		assert_int_equal(recs[i].n_dims, 2);
+		assert_string_equal(recs[i].dims[1].name, "device");
+		assert_string_equal(recs[i].dims[1].label, "loop3");
+		assert_true(recs[i].dims[1].derived);
+		assert_false(recs[i].dims[0].derived);
+		assert_int_equal(recs[i].counter.delta, 5);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* KTEL_DIM_ENUM_SHORT on a dimension no enum labels is refused, named. */
+static void test_short_without_enum_refused(void **state)
+{
+	static const struct ktel_dimension_desc dims[] = {{.name = "id", .key_member = ""}};
+	static const uint32_t flags[] = {KTEL_DIM_ENUM_SHORT};
+	struct ctx *c = *state;
+	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
+	struct ktel_metric_pull_opts po = {.reader = &ro};
+	struct ktel_err err = {0};
+
+	fake_init(c, "fx_counters", 1, 1);
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = "fx_short", .map_name = "fx_counters",
+						     .model = KTEL_MODEL_ACCUMULATOR,
+						     .unit = "events", .dims = dims, .n_dims = 1,
+						     .dim_flags = flags);
+	assert_int_equal(ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, &c->mp, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "dimension id: KTEL_DIM_ENUM_SHORT but no enum"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +499,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_percpu_narrow_member_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_percpu_wide_members_summed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fallback_logged_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_device_dim_from_sysfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_short_without_enum_refused, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -146,6 +146,62 @@ static void test_struct_too_small(void **state)
 	expect_refusal(path, msg);
 }
 
+/* ABI 1.1 dim_flags are checked: a block-device major needs its minor. */
+static void test_dim_flags_bad(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 256];
+
+	fixture(path, sizeof(path), "fx_dim_flags_bad");
+	snprintf(msg, sizeof(msg), "%s: refused: metric fx_dim_flags_bad: block-device "
+		 "dimensions need one KTEL_DIM_DEV_MAJOR and one KTEL_DIM_DEV_MINOR, or one "
+		 "KTEL_DIM_DEV_T", path);
+	expect_refusal(path, msg);
+}
+
+/*
+ * 1.0 plugins had no dim_flags: what lies where 1.1 has them is not read,
+ * whether the struct ends before (a 1.0 build) or only the minor says so.
+ */
+static void test_dim_flags_ignored_before_minor_1(void **state)
+{
+	static const char *const names[] = {"fx_dim_flags_v10", "fx_dim_flags_old_minor"};
+
+	for (size_t i = 0; i < 2; i++) {
+		char path[PATH_MAX];
+		struct ktel_plugin *p = NULL;
+		struct ktel_err err = {0};
+
+		fixture(path, sizeof(path), names[i]);
+		if (ktel_plugin__open_owner(path, owner, &p, &err))
+			fail_msg("%s: %s", names[i], err.msg);
+		assert_int_equal(p->desc.abi_minor, 0);
+		assert_int_equal(p->desc.metrics[0].n_dims, 2);
+		assert_null(p->desc.metrics[0].dim_flags);
+		ktel_plugin__free(p);
+	}
+}
+
+/* The built-in block_io_latency carries its flags through the copy. */
+static void test_dim_flags_copied(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	const struct ktel_metric_desc *md;
+
+	snprintf(path, sizeof(path), "%s/block_io_latency.so", KTEL_PLUGIN_DIR);
+	if (ktel_plugin__open_owner(path, owner, &p, &err))
+		fail_msg("%s", err.msg);
+	md = &p->desc.metrics[0];
+	assert_int_equal(p->desc.abi_minor, KTEL_PLUGIN_ABI_MINOR);
+	assert_non_null(md->dim_flags);
+	assert_int_equal(md->dim_flags[0], KTEL_DIM_DEV_MAJOR);
+	assert_int_equal(md->dim_flags[1], KTEL_DIM_DEV_MINOR);
+	assert_int_equal(md->dim_flags[2], KTEL_DIM_ENUM_SHORT);
+	assert_string_equal(md->dims[2].name, "operation");
+	ktel_plugin__free(p);
+}
+
 static void test_corrupt_bpf(void **state)
 {
 	char path[PATH_MAX], prefix[PATH_MAX + 128];
@@ -902,6 +958,9 @@ int main(void)
 		cmocka_unit_test(test_missing_symbol),
 		cmocka_unit_test(test_abi_major),
 		cmocka_unit_test(test_struct_too_small),
+		cmocka_unit_test(test_dim_flags_bad),
+		cmocka_unit_test(test_dim_flags_ignored_before_minor_1),
+		cmocka_unit_test(test_dim_flags_copied),
 		cmocka_unit_test(test_corrupt_bpf),
 		cmocka_unit_test(test_not_bpf_elf),
 		cmocka_unit_test(test_missing_map),

@@ -320,7 +320,7 @@ static void test_line_too_long(void **state)
 	struct units us = {0};
 
 	memset(label, 'a', sizeof(label) - 1);
-	r.dims[0] = (struct ktel_dim){"d", 1, label, false};
+	r.dims[0] = (struct ktel_dim){"d", 1, label, false, false};
 	assert_int_equal(ktel_statsd__format(&st, &r, collect, &us), -EMSGSIZE);
 	assert_int_equal(us.n, 0);
 }

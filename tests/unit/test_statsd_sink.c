@@ -473,7 +473,7 @@ static void test_android_unix(void **state)
 	int fd;
 	void *sink;
 
-	recs[1].dims[0] = (struct ktel_dim){"heap", 3, "reserved", true};
+	recs[1].dims[0] = (struct ktel_dim){"heap", 3, "reserved", true, false};
 	memset(big, 'b', sizeof(big) - 1);
 	recs[3].event.n_fields = 20; /* 20 x 305 bytes: over 4064, refused */
 	recs[3].event.fields = big_fields;

@@ -419,6 +419,35 @@ static void test_every_kind(void **state)
 	fixture_free(f);
 }
 
+/*
+ * KTEL_DIM_ENUM_SHORT on stream dimensions: the dimension and the event
+ * field both carry the short label, from label_enum ("color") or from an
+ * enum-typed member ("level"); an unflagged enum keeps its names.
+ */
+static void test_short_enum_labels(void **state)
+{
+	static const uint32_t flags[] = {0, KTEL_DIM_ENUM_SHORT, KTEL_DIM_ENUM_SHORT, 0};
+	struct ktel_metric_desc md = ev_md;
+	struct ktel_record rec;
+	struct fixture *f;
+	struct ev e;
+
+	(void)state;
+	md.dim_flags = flags;
+	f = fixture_new(&md);
+	fill(&e);
+	e.level = HIGH;
+	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
+						     fields_of(0), strbuf_of(f, 0)), 0);
+	assert_string_equal(rec.dims[1].label, "green");
+	assert_string_equal(rec.dims[2].label, "high");
+	assert_string_equal(field(&rec, "state")->label, "green");
+	assert_string_equal(field(&rec, "level")->label, "high");
+	/* Not a dimension: its enum keeps the enumerator's name. */
+	assert_string_equal(field(&rec, "color")->label, "BLUE");
+	fixture_free(f);
+}
+
 static void test_strings(void **state)
 {
 	struct fixture *f = fixture_new(&ev_md);
@@ -706,6 +735,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_kind),
+		cmocka_unit_test(test_short_enum_labels),
 		cmocka_unit_test(test_strings),
 		cmocka_unit_test(test_timestamps),
 		cmocka_unit_test(test_clock_read),

@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define KTEL_PLUGIN_ABI_MAJOR 1
-#define KTEL_PLUGIN_ABI_MINOR 0
+#define KTEL_PLUGIN_ABI_MINOR 1
 #define KTEL_PLUGIN_SYMBOL "ktel_plugin"
 
 /* How the daemon consumes a metric's map. */
@@ -66,6 +66,28 @@ struct ktel_dimension_desc {
 };
 
 /*
+ * How a dimension's value is labelled (ABI 1.1: ktel_metric_desc.dim_flags,
+ * docs/plugin-authoring.md "Label values"):
+ *  - KTEL_DIM_ENUM_SHORT: the enum label is the enumerator without the
+ *    enum's common prefix, lowercased: BLOCK_OP_READ -> "read".
+ *  - KTEL_DIM_DEV_MAJOR and KTEL_DIM_DEV_MINOR on two dimensions, or
+ *    KTEL_DIM_DEV_T on one holding a kernel dev_t (major << 20 | minor):
+ *    records get one more dimension, "device", the block device's kernel
+ *    name ("nvme0n1", node_exporter's label) from sysfs, when it resolves.
+ *    Accumulator metrics only.
+ */
+enum ktel_dim_flags {
+	KTEL_DIM_ENUM_SHORT = 1u << 0,
+	KTEL_DIM_DEV_MAJOR = 1u << 1,
+	KTEL_DIM_DEV_MINOR = 1u << 2,
+	KTEL_DIM_DEV_T = 1u << 3,
+};
+/* The dimension block-device dimensions add; no declared one may be it. */
+#define KTEL_DEVICE_DIM "device"
+#define KTEL_DIM_FLAGS_ALL                                                     \
+	(KTEL_DIM_ENUM_SHORT | KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_MINOR | KTEL_DIM_DEV_T)
+
+/*
  * One metric: a map of the BPF object and how to read it.
  */
 struct ktel_metric_desc {
@@ -91,6 +113,11 @@ struct ktel_metric_desc {
 	 * when NULL. Used by enable/disable to attach/detach per metric. */
 	const char *const *programs;
 	uint32_t n_programs;
+	/* ABI 1.1, optional: n_dims flags (enum ktel_dim_flags), dim_flags[i]
+	 * for dims[i]; NULL: none. A separate array, not a member of
+	 * ktel_dimension_desc, so the dims stride stays that of 1.0 and a 1.0
+	 * daemon still loads this plugin (without these labels). */
+	const uint32_t *dim_flags;
 };
 
 /*

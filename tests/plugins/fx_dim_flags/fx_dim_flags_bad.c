@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Test fixture: ABI 1.1 dim_flags with a block-device major and no minor. */
+#include <ktelemetry/plugin.h>
+
+#include "fx_dim_flags_bad.bpf.h"
+
+static const struct ktel_dimension_desc dims[] = {{.name = "major"}, {.name = "minor"}};
+/* A major without its minor: refused when read as ABI 1.1 flags. */
+static const uint32_t flags[] = {KTEL_DIM_DEV_MAJOR, 0};
+
+static const struct ktel_metric_desc metrics[] = {
+	KTEL_METRIC(.name = "fx_dim_flags_bad", .map_name = "fx_dim_flags_map",
+		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2,
+		    .dims = dims, .n_dims = 2, .dim_flags = flags),
+};
+
+KTEL_PLUGIN(.name = "fx_dim_flags_bad", .version = "1.0", .bpf_object = ktel_bpf_object,
+	    .bpf_object_size = sizeof(ktel_bpf_object), .metrics = metrics,
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
