@@ -33,6 +33,9 @@ static __thread char last_warning[KTEL_LIFECYCLE_MSG_MAX];
 
 /* Per thread, like last_warning: the first verifier log's tail. */
 static __thread char last_verifier[KTEL_VERIFIER_TAIL_MAX + 8];
+/* The refused program's log filled KTEL_VERIFIER_LOG_SIZE: the kernel then
+ * fails the load with ENOSPC instead of the verifier's own error. */
+static __thread bool last_verifier_full;
 
 #define LOAD_LOG_BEGIN "-- BEGIN PROG LOAD LOG --\n"
 #define LOAD_LOG_END "-- END PROG LOAD LOG --"
@@ -169,6 +172,7 @@ void ktel_libbpf_log__reset(void)
 	install_print();
 	last_warning[0] = '\0';
 	last_verifier[0] = '\0';
+	last_verifier_full = false;
 }
 
 const char *ktel_libbpf_log__last(void)
@@ -846,13 +850,55 @@ static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 			    libbpf_why(why, sizeof(why)));
 }
 
+/*
+ * The verifier's log of a refused program goes to a buffer of our own,
+ * KTEL_VERIFIER_LOG_SIZE bytes, instead of the 16 MiB one libbpf 1.1
+ * allocates for its retry with log_level 1 (which the verifier can fill:
+ * that buffer set the daemon's peak memory, docs/benchmarks.md). libbpf
+ * loads without a log first and uses the buffer only on a failure; the
+ * kernel keeps the end of a log longer than the buffer (a rotating log,
+ * since 6.4), and the end is the complaint. libbpf prints a log only from a
+ * buffer it owns, so the tail is read here, not from the print callback.
+ * One buffer serves every program: the load stops at the first refusal.
+ */
+static char *log_buf_attach(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+	char *buf = malloc(KTEL_VERIFIER_LOG_SIZE);
+
+	if (!buf)
+		return NULL; /* libbpf's own buffer then, as before */
+	buf[0] = '\0';
+	bpf_object__for_each_program(prog, obj)
+		bpf_program__set_log_buf(prog, buf, KTEL_VERIFIER_LOG_SIZE);
+	return buf;
+}
+
+static void log_buf_detach(struct bpf_object *obj, char *buf)
+{
+	struct bpf_program *prog;
+
+	if (!buf)
+		return;
+	if (buf[0] && !last_verifier[0]) {
+		buf[KTEL_VERIFIER_LOG_SIZE - 1] = '\0';
+		last_verifier_full = strlen(buf) == KTEL_VERIFIER_LOG_SIZE - 1;
+		ktel_verifier_tail(buf, last_verifier, sizeof(last_verifier));
+	}
+	bpf_object__for_each_program(prog, obj)
+		bpf_program__set_log_buf(prog, NULL, 0);
+	free(buf);
+}
+
 static int load_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 {
-	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128];
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128], *log;
 	int rc;
 
 	ktel_libbpf_log__reset();
+	log = log_buf_attach(p->obj);
 	rc = bpf_object__load(p->obj);
+	log_buf_detach(p->obj, log);
 	if (rc) {
 		rc = ktel_libbpf_strerror(rc, msg, sizeof(msg));
 		return ktel_err_set(err, rc, "plugin %s: load failed: %s%s%s%s", p->plugin->desc.name,
@@ -1022,8 +1068,13 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 		bad = refused_prog(p);
 		if (!bad)
 			return rc;
-		snprintf(why, sizeof(why), "load refused by this kernel: %s",
-			 ktel_libbpf_log__last());
+		if (last_verifier_full)
+			snprintf(why, sizeof(why), "load refused by this kernel: prog '%s': refused "
+				 "by the verifier (log over %d KiB: ENOSPC)", bad->name,
+				 KTEL_VERIFIER_LOG_SIZE / 1024);
+		else
+			snprintf(why, sizeof(why), "load refused by this kernel: %s",
+				 ktel_libbpf_log__last());
 		if (exclude(ex, bad->name, why) != -EAGAIN)
 			return rc;
 		snprintf(ex->logs[ex->n - 1], sizeof(ex->logs[0]), "%s",

@@ -55,6 +55,8 @@ const char *ktel_libbpf_log__last(void);
 
 /* The verifier's last lines, as ktel_verifier_tail() keeps them. */
 #define KTEL_VERIFIER_TAIL_MAX 400
+/* The buffer a refused program's verifier log is written to (its tail kept). */
+#define KTEL_VERIFIER_LOG_SIZE (256 * 1024)
 
 /*
  * The tail of the first verifier log libbpf printed since the last reset

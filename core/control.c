@@ -574,6 +574,8 @@ static void close_client(struct client *cl)
 	if (cl->next)
 		cl->next->pprev = cl->pprev;
 	c->stats.clients--;
+	if (!c->clients)
+		uv_timer_stop(&c->sweep);
 	c->pending_closes++;
 	uv_close((uv_handle_t *)&cl->pipe, on_client_closed);
 }
@@ -953,6 +955,8 @@ static void admit(struct ktel_control *c, struct client *cl)
 	c->stats.accepted++;
 }
 
+static uint64_t sweep_interval(void);
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct ktel_control *c = server->data;
@@ -974,6 +978,10 @@ static void on_connection(uv_stream_t *server, int status)
 	cl->pprev = &c->clients;
 	c->clients = cl;
 	c->stats.clients++;
+	/* The sweep runs only while someone is connected: an idle daemon
+	 * wakes for its timers, not once a second for nobody. */
+	if (!uv_is_active((uv_handle_t *)&c->sweep))
+		uv_timer_start(&c->sweep, on_sweep, sweep_interval(), sweep_interval());
 	if (uv_accept(server, (uv_stream_t *)&cl->pipe)) {
 		close_client(cl);
 		return;
@@ -1124,7 +1132,6 @@ int ktel_control__new(uv_loop_t *loop, const struct ktel_control_ops *ops, void 
 	uv_idle_init(loop, &c->resume);
 	c->resume.data = c;
 	c->handles_open = true;
-	uv_timer_start(&c->sweep, on_sweep, sweep_interval(), sweep_interval());
 	uv_unref((uv_handle_t *)&c->sweep);
 	r = listen_on(c, path, err);
 	if (r) {

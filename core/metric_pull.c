@@ -558,6 +558,7 @@ static void fill_header(const struct ktel_metric_pull *mp, const char *boot_id, 
 	rec->end_wall_ns = now_wall;
 	rec->boot_id = boot_id;
 	rec->map_id = ktel_map_reader__map_id(mp->reader);
+	rec->seq = 0;
 }
 
 /* Current cumulative values of one entry into mp->cur. */
@@ -594,13 +595,20 @@ static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struc
 	h->sum = h->has_sum ? v[vl->n_buckets] : 0;
 }
 
-/* Turn one entry's values (and delta, when non-NULL) into records at out. */
+/*
+ * Turn one entry's values (and delta, when non-NULL) into records at out.
+ * A record is written member by member, never cleared whole: dims past
+ * n_dims, buckets past n_buckets and the union members of other types are
+ * left as they are (record.h: sinks read only what those counts and the type
+ * say). A record is ~1 KB and a 100k-key pull writes 100k of them, so the
+ * bytes not written are the pull's cost (docs/benchmarks.md, "Pull at 100k
+ * keys").
+ */
 static size_t make_records(struct ktel_metric_pull *mp, const void *key, const uint64_t *total,
 			   const uint64_t *delta, const char *boot_id, uint64_t now_boot,
 			   int64_t now_wall, struct ktel_record *out)
 {
 	if (mp->value_layout->hist_field >= 0) {
-		memset(out, 0, sizeof(*out));
 		fill_header(mp, boot_id, now_boot, now_wall, out);
 		fill_dims(mp, key, now_boot, out);
 		out->type = KTEL_RECORD_HISTOGRAM;
@@ -611,7 +619,6 @@ static size_t make_records(struct ktel_metric_pull *mp, const void *key, const u
 	for (size_t i = 0; i < mp->n_scalars; i++) {
 		struct ktel_record *rec = &out[i];
 
-		memset(rec, 0, sizeof(*rec));
 		fill_header(mp, boot_id, now_boot, now_wall, rec);
 		fill_dims(mp, key, now_boot, rec);
 		rec->metric = mp->scalar_names[i];

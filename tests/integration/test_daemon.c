@@ -1052,6 +1052,60 @@ static void test_once_pulls_once(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* Voluntary context switches (sleeps that ended) of the daemon's main thread. */
+static long main_thread_wakeups(pid_t pid)
+{
+	char path[64], line[128];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Issue 15.4: between pulls an idle daemon sleeps until its next timer.
+ * The control server's idle-client sweep used to run every second with no
+ * client connected: 4 wakeups in 4 s at a 60 s interval. It now runs only
+ * while a client is connected.
+ */
+static void test_idle_daemon_sleeps_between_pulls(void **state)
+{
+	char dir[600], cmd[1400];
+	long w0, w1;
+	struct sandbox sb;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-idle-wakeups");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(cmd, sizeof(cmd), "cp %s/compaction_duration.so %s/", KTEL_PLUGIN_DIR, dir);
+	assert_int_equal(ktel_test_run("%s", cmd), 0);
+	sandbox_write_config(&sb, dir, "60s", "");
+	pid = daemon_start(&sb, NULL);
+	if (!log_wait_for(&sb, "metric compaction_duration: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("daemon did not start collecting compaction_duration");
+	}
+	sleep(2); /* the start's first pull and the plugin dir's debounce */
+	w0 = main_thread_wakeups(pid);
+	sleep(4);
+	w1 = main_thread_wakeups(pid);
+	printf("idle daemon, 60 s interval: %ld wakeups of the main thread in 4 s\n", w1 - w0);
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	assert_true(w0 >= 0 && w1 >= w0);
+	assert_true(w1 - w0 <= 1);
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1076,6 +1130,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_plugin_dir_exit_2),
 		cmocka_unit_test(test_plugin_params_checked),
 		cmocka_unit_test(test_once_pulls_once),
+		cmocka_unit_test(test_idle_daemon_sleeps_between_pulls),
 	};
 
 	ktel_test_require_root("daemon end to end");

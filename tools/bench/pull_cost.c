@@ -11,6 +11,11 @@
  *   iterate  the same with force_fallback: get_next_key + lookup_elem per key
  *   bpftool  `bpftool map dump id N -j` (fork/exec, BTF-formatted JSON)
  *            parsed with jansson, the buckets taken from "formatted", delta
+ *   save     ktel_delta__save() of the state after a batch pull (the daemon
+ *            saves after a pull that changed the state), to /tmp
+ *
+ * The methods are interleaved: each repetition pulls once with every
+ * selected method in turn, so their ratios hold on a shared machine.
  *
  * Before every timed pull all values change (one untimed update_batch), so
  * each pull has a full delta to compute. Reported: median and min wall time
@@ -115,6 +120,7 @@ static const char *obj_path = KTEL_BENCH_PULL_OBJ;
 static const char *bpftool_bin = "bpftool";
 static int reps_override;
 static unsigned int method_mask = ~0U; /* -m selects methods */
+static char state_path[64]; /* the save method's state file */
 
 static uint64_t now_ns(void)
 {
@@ -407,9 +413,9 @@ static const struct ktel_metric_desc bench_md = {
 	.n_dims = 2,
 };
 
-enum method { M_PULL, M_BATCH, M_ITERATE, M_BPFTOOL, M_READ_BATCH, M_READ_ITER, M_COUNT };
-static const char *const method_names[M_COUNT] = {"pull",    "batch",     "iterate",
-						  "bpftool", "read-batch", "read-iter"};
+enum method { M_PULL, M_BATCH, M_ITERATE, M_BPFTOOL, M_READ_BATCH, M_READ_ITER, M_SAVE, M_COUNT };
+static const char *const method_names[M_COUNT] = {"pull",       "batch",     "iterate", "bpftool",
+						  "read-batch", "read-iter", "save"};
 
 static int reps_for(size_t n, enum method m)
 {
@@ -417,7 +423,7 @@ static int reps_for(size_t n, enum method m)
 		return reps_override;
 	if (m == M_BPFTOOL)
 		return n <= 1000 ? 11 : n <= 10000 ? 5 : 3;
-	if (m == M_READ_BATCH || m == M_READ_ITER)
+	if (m == M_READ_BATCH || m == M_READ_ITER || m == M_SAVE)
 		return n <= 10000 ? 51 : 11;
 	return n <= 1000 ? 51 : n <= 10000 ? 21 : 7;
 }
@@ -454,6 +460,15 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 	case M_READ_ITER:
 		r = reader_read(rd, res);
 		break;
+	case M_SAVE:
+		/* The state save the daemon does after a pull that changed it:
+		 * the batch pull is not timed, the save of its state is. */
+		r = reader_pull(b, rd, d, res);
+		t0 = now_ns();
+		if (!r)
+			r = ktel_delta__save(d, state_path, &err);
+		res->syscalls = 0;
+		break;
 	default:
 		r = bpftool_pull(b, d, res);
 		break;
@@ -465,48 +480,93 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 	return r;
 }
 
-static int run_method(struct bench *b, enum method m, struct method_result *res)
+/* One method's reader, pull and delta engine, kept across its pulls. */
+struct method_state {
+	struct ktel_metric_pull *mp;
+	struct ktel_map_reader *rd;
+	struct ktel_delta *d;
+	unsigned long max_allocs;
+	int reps;
+};
+
+static int method_open(struct bench *b, enum method m, struct method_state *ms,
+		       struct method_result *res)
 {
 	struct ktel_map_reader_opts opts = {.force_fallback = m == M_ITERATE || m == M_READ_ITER};
-	struct ktel_metric_pull *mp = NULL;
-	struct ktel_map_reader *rd = NULL;
 	struct ktel_err err = {0};
-	struct ktel_delta *d = delta_new(b->n);
-	unsigned long allocs, max_allocs = 0;
-	double ms;
-	int r = d ? 0 : -ENOMEM, reps = reps_for(b->n, m);
+	int r;
 
 	res->name = method_names[m];
+	ms->reps = reps_for(b->n, m);
+	ms->d = delta_new(b->n);
+	r = ms->d ? 0 : -ENOMEM;
 	if (!r && m == M_PULL)
-		r = ktel_metric_pull__new(&bench_md, b->obj, true, &mp, &err);
+		r = ktel_metric_pull__new(&bench_md, b->obj, true, &ms->mp, &err);
 	else if (!r && m != M_BPFTOOL)
-		r = ktel_map_reader__new(b->fd, &opts, &rd, &err);
-	if (r) {
-		fprintf(stderr, "pull_cost: %s: %s\n", res->name, err.msg);
-		goto out;
-	}
-	/* Warm-up: the first pull builds the delta state. */
-	r = pull_once(b, m, mp, rd, d, res, &ms, &allocs);
-	for (int i = 0; !r && i < reps; i++) {
-		r = pull_once(b, m, mp, rd, d, res, &res->ms[i], &allocs);
-		if (allocs > max_allocs)
-			max_allocs = allocs;
-	}
+		r = ktel_map_reader__new(b->fd, &opts, &ms->rd, &err);
 	if (r)
-		goto out;
-	res->reps = reps;
+		fprintf(stderr, "pull_cost: %s: %s\n", res->name, err.msg[0] ? err.msg : strerror(-r));
+	return r;
+}
+
+static void method_close(struct method_state *ms)
+{
+	ktel_metric_pull__free(ms->mp);
+	ktel_map_reader__free(ms->rd);
+	ktel_delta__free(ms->d);
+}
+
+/*
+ * Every selected method for one map size, interleaved: repetition i pulls
+ * once with each method in turn, so that load from outside (a shared
+ * machine) falls on all of them alike and their ratios hold within a run.
+ * The first pull of each method is a warm-up (it builds the delta state).
+ */
+static int run_methods(struct bench *b, struct method_result *res)
+{
+	struct method_state ms[M_COUNT] = {0};
+	unsigned long allocs;
+	bool on[M_COUNT] = {0};
+	int r = 0, max_reps = 0;
+	double ms_warm;
+
+	for (int m = 0; !r && m < M_COUNT; m++) {
+		if (!(method_mask & (1U << m)))
+			continue;
+		r = method_open(b, (enum method)m, &ms[m], &res[m]);
+		on[m] = !r;
+		if (!r && ms[m].reps > max_reps)
+			max_reps = ms[m].reps;
+	}
+	for (int m = 0; !r && m < M_COUNT; m++)
+		if (on[m])
+			r = pull_once(b, (enum method)m, ms[m].mp, ms[m].rd, ms[m].d, &res[m],
+				      &ms_warm, &allocs);
+	for (int i = 0; !r && i < max_reps; i++)
+		for (int m = 0; !r && m < M_COUNT; m++) {
+			if (!on[m] || i >= ms[m].reps)
+				continue;
+			r = pull_once(b, (enum method)m, ms[m].mp, ms[m].rd, ms[m].d, &res[m],
+				      &res[m].ms[i], &allocs);
+			if (allocs > ms[m].max_allocs)
+				ms[m].max_allocs = allocs;
+		}
+	for (int m = 0; !r && m < M_COUNT; m++) {
+		if (!on[m])
+			continue;
+		res[m].reps = ms[m].reps;
 #ifdef KTEL_BENCH_COUNT_ALLOCS
-	res->allocs = m == M_BPFTOOL ? -1 : (long)max_allocs;
+		res[m].allocs = m == M_BPFTOOL || m == M_SAVE ? -1 : (long)ms[m].max_allocs;
 #else
-	res->allocs = -1;
+		res[m].allocs = -1;
 #endif
-	if (m == M_BPFTOOL)
-		res->syscalls = bpftool_syscalls(b);
-	res->ok = true;
-out:
-	ktel_metric_pull__free(mp);
-	ktel_map_reader__free(rd);
-	ktel_delta__free(d);
+		if (m == M_BPFTOOL)
+			res[m].syscalls = bpftool_syscalls(b);
+		res[m].ok = true;
+	}
+	for (int m = 0; m < M_COUNT; m++)
+		method_close(&ms[m]);
+	unlink(state_path);
 	return r;
 }
 
@@ -575,6 +635,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libbpf_set_print(libbpf_print);
+	snprintf(state_path, sizeof(state_path), "/tmp/ktel-bench-state-%d", (int)getpid());
 	if (!n_sizes) {
 		memcpy(sizes, default_sizes, sizeof(default_sizes));
 		n_sizes = 4;
@@ -589,7 +650,8 @@ int main(int argc, char **argv)
 	       "x pull = median / median of 'pull' (the daemon's path).\n"
 	       "pull: ktel_metric_pull__run (read + decode + delta + records); batch/iterate:\n"
 	       "map_reader (batch / get_next_key) + decode + delta; bpftool: map dump -j +\n"
-	       "jansson + delta; read-*: the map_reader read alone.\n");
+	       "jansson + delta; read-*: the map_reader read alone; save: ktel_delta__save of\n"
+	       "the state after a batch pull. Methods interleaved, one pull of each per rep.\n");
 	for (int s = 0; s < n_sizes; s++) {
 		struct method_result res[M_COUNT] = {};
 		struct bench b;
@@ -601,9 +663,8 @@ int main(int argc, char **argv)
 			rc = 1;
 			continue;
 		}
-		for (int m = 0; m < M_COUNT; m++)
-			if ((method_mask & (1U << m)) && run_method(&b, (enum method)m, &res[m]))
-				rc = 1;
+		if (run_methods(&b, res))
+			rc = 1;
 		print_size(sizes[s], res);
 		bench_close(&b);
 	}
