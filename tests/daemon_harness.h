@@ -189,6 +189,54 @@ static inline void dump_log(const struct sandbox *sb)
 	(void)system(cmd);
 }
 
+/* A whole file as a string ("" when it is missing or unreadable); free() it. */
+/* (not inlined: GCC 12 then takes a strstr() into the result for a pointer
+ * to the local buf, -Wdangling-pointer) */
+__attribute__((noinline, unused)) static char *file_slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0;
+
+	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {
+		free(buf);
+		buf = strdup("");
+	}
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+/* The port the daemon's Prometheus sink named "prom" says it serves on, 0
+ * when its log does not say so (yet). */
+static inline unsigned daemon_prom_port_now(const struct sandbox *sb)
+{
+	static const char want[] = "sink prom (prometheus): http://127.0.0.1:";
+	char *log = file_slurp(sb->log);
+	const char *at = strstr(log, want);
+	unsigned long port = at ? strtoul(at + sizeof(want) - 1, NULL, 10) : 0;
+
+	free(log);
+	return port <= 65535 ? (unsigned)port : 0;
+}
+
+/* The same, waited for up to 10 s; the test fails when it never comes. */
+static inline unsigned daemon_prom_port(const struct sandbox *sb)
+{
+	unsigned port = 0;
+
+	for (int i = 0; i < 200 && !port; i++) {
+		port = daemon_prom_port_now(sb);
+		if (!port)
+			usleep(50000);
+	}
+	if (!port) {
+		dump_log(sb);
+		fail_msg("the daemon did not say where its Prometheus sink listens");
+	}
+	return port;
+}
+
 /*
  * Sum of the histogram delta counts of every record of metric in the JSON
  * output, and the number of records. Every line must parse.

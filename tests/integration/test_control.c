@@ -165,18 +165,6 @@ static void rig_stop(struct rig *r)
 
 /* ---- running ktelemetryctl ----------------------------------------------- */
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 20);
-	size_t n = f ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	return buf;
-}
-
 /*
  * Run ktelemetryctl with args (NULL-ended) as root, or as nobody when
  * as_nobody; its stdout and stderr land in r->out and r->err. Returns its
@@ -212,8 +200,8 @@ static int ctl(struct rig *r, bool as_nobody, ...)
 	rc = daemon_wait(pid, 30);
 	free(r->out);
 	free(r->err);
-	r->out = slurp(out);
-	r->err = slurp(errp);
+	r->out = file_slurp(out);
+	r->err = file_slurp(errp);
 	return rc;
 }
 

@@ -59,22 +59,6 @@ static int loop_detach(void **state)
 	return sandbox_remove_all(state);
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f)
-		return strdup("");
-	if (getdelim(&buf, &cap, '\0', f) < 0) {
-		free(buf);
-		buf = strdup("");
-	}
-	fclose(f);
-	return buf;
-}
-
 /* A loop device over an 8 MiB file in the sandbox. */
 static void loop_attach(const struct sandbox *sb, struct loopdev *ld)
 {
@@ -168,24 +152,6 @@ static void write_config(const struct sandbox *sb)
 	fclose(f);
 }
 
-static unsigned wait_port(const struct sandbox *sb)
-{
-	static const char want[] = "sink prom (prometheus): http://127.0.0.1:";
-
-	for (int i = 0; i < 200; i++) {
-		char *log = slurp(sb->log), *p = strstr(log, want);
-		unsigned port = p ? (unsigned)strtoul(p + strlen(want), NULL, 10) : 0;
-
-		free(log);
-		if (port)
-			return port;
-		usleep(50000);
-	}
-	dump_log(sb);
-	fail_msg("the daemon did not say where its Prometheus sink listens");
-	return 0;
-}
-
 /*
  * The value of the histogram's _count series whose labels are exactly
  * major, minor, operation and device of ld; -1 when there is none.
@@ -269,7 +235,7 @@ static void test_device_and_operation_labels(void **state)
 	loop_attach(&sb, &ld);
 	write_config(&sb);
 	pid = daemon_start(&sb, NULL);
-	port = wait_port(&sb);
+	port = daemon_prom_port(&sb);
 	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 30)) {
 		dump_log(&sb);
 		fail_msg("block_io_latency not collecting");
@@ -290,7 +256,7 @@ static void test_device_and_operation_labels(void **state)
 	detach();
 
 	snprintf(out, sizeof(out), "%s/scrape.txt", sb.dir);
-	text = slurp(out);
+	text = file_slurp(out);
 	p_reads = prom_count(text, &ld, "read");
 	p_writes = prom_count(text, &ld, "write");
 	t.ld = &ld;
@@ -319,7 +285,7 @@ static void test_device_and_operation_labels(void **state)
 	free(text);
 
 	snprintf(out, sizeof(out), "%s/show.txt", sb.dir);
-	text = slurp(out);
+	text = file_slurp(out);
 	{
 		char want[128];
 

@@ -29,22 +29,6 @@
 #include "prom_server.h"
 #include "map_total.h"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f)
-		return strdup("");
-	if (getdelim(&buf, &cap, '\0', f) < 0) {
-		free(buf);
-		buf = strdup("");
-	}
-	fclose(f);
-	return buf;
-}
-
 /* The sandbox config: pull interval, a Prometheus sink on port (0: a free one). */
 static void write_config_interval(const struct sandbox *sb, unsigned port, const char *interval)
 {
@@ -68,32 +52,6 @@ static void write_config_port(const struct sandbox *sb, unsigned port)
 
 
 /* The port the daemon's Prometheus sink said it serves on; 0 if none yet. */
-static unsigned daemon_port(const struct sandbox *sb)
-{
-	static const char want[] = "sink prom (prometheus): http://127.0.0.1:";
-	char *log = slurp(sb->log), *p = strstr(log, want);
-	unsigned port = p ? (unsigned)strtoul(p + strlen(want), NULL, 10) : 0;
-
-	free(log);
-	return port;
-}
-
-static unsigned wait_port(const struct sandbox *sb)
-{
-	unsigned port = 0;
-
-	for (int i = 0; i < 200 && !port; i++) {
-		port = daemon_port(sb);
-		if (!port)
-			usleep(50000);
-	}
-	if (!port) {
-		dump_log(sb);
-		fail_msg("the daemon did not say where its Prometheus sink listens");
-	}
-	return port;
-}
-
 /* Scrape into dir/name.txt with curl; returns curl's exit status. */
 static int scrape(const struct sandbox *sb, unsigned port, const char *name, int max_s)
 {
@@ -110,11 +68,11 @@ static char *check_promtool(const struct sandbox *sb, const char *name)
 	snprintf(path, sizeof(path), "%s/%s.txt", sb->dir, name);
 	snprintf(out, sizeof(out), "%s/%s.promtool", sb->dir, name);
 	st = ktel_test_run("promtool check metrics < '%s' > '%s' 2>&1", path, out);
-	msgs = slurp(out);
+	msgs = file_slurp(out);
 	if (st != 0 || *msgs)
 		fail_msg("promtool check metrics on %s (exit %d):\n%s", path, st, msgs);
 	free(msgs);
-	return slurp(path);
+	return file_slurp(path);
 }
 
 static void require_tools(void)
@@ -186,7 +144,7 @@ static void test_real_daemon_passes_promtool(void **state)
 	sandbox_init(&sb, "prom-daemon");
 	write_config_port(&sb, 0);
 	daemon_pid = daemon_start(&sb, NULL);
-	port = wait_port(&sb);
+	port = daemon_prom_port(&sb);
 	trigger_compaction();
 	sleep(4); /* several pulls and self-telemetry rounds */
 	trigger_compaction();
@@ -257,7 +215,7 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 	sandbox_init(&sb, "prom-slow");
 	write_config_port(&sb, 0);
 	daemon_pid = daemon_start(&sb, NULL);
-	port = wait_port(&sb);
+	port = daemon_prom_port(&sb);
 	for (int i = 0; i < N_SLOW + 8; i++) {
 		fds[i] = slow_client(i < N_SLOW ? "127.0.0.1" : "127.0.0.3", port);
 		closed_at[i] = -1;
@@ -294,7 +252,7 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 		char path[700], *after;
 
 		snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
-		after = slurp(path);
+		after = file_slurp(path);
 		assert_non_null(strstr(after, "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 16\n"));
 		free(after);
 	}
@@ -338,7 +296,7 @@ static void test_real_prometheus_across_restart(void **state)
 	write_config_port(&sb, port);
 	prom_server_start(&sb, web, port, NULL, &prom_pid);
 	daemon_pid = daemon_start(&sb, NULL);
-	wait_port(&sb);
+	daemon_prom_port(&sb);
 	compact_for(4);
 	sleep(3); /* a pull and a scrape after the last compaction */
 	before_restart = prom_query_value(&sb, web, "sum(" COUNT ")");
@@ -419,7 +377,7 @@ static void test_scrape_right_after_start(void **state)
 	sandbox_init(&sb, "prom-start");
 	write_config_interval(&sb, 0, "1s");
 	daemon_pid = daemon_start(&sb, NULL);
-	wait_port(&sb);
+	daemon_prom_port(&sb);
 	compact_for(2);
 	sleep(2);
 	kill(daemon_pid, SIGTERM);
@@ -430,7 +388,7 @@ static void test_scrape_right_after_start(void **state)
 	(void)!truncate(sb.log, 0);
 	k_before = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
 	daemon_pid = daemon_start(&sb, NULL);
-	port = wait_port(&sb);
+	port = daemon_prom_port(&sb);
 	/* Started: the control socket is made right after the plugins are
 	 * loaded; the sink served only its own counters until then. */
 	{

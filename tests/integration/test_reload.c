@@ -29,21 +29,6 @@ struct rig {
 	char *out; /* the last ktelemetryctl run's stdout and stderr */
 };
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {
-		free(buf);
-		buf = strdup("");
-	}
-	if (f)
-		fclose(f);
-	return buf;
-}
-
 /* Run ktelemetryctl --socket SOCK args... (NULL-ended); r->out has its output. */
 static int ctl(struct rig *r, ...)
 {
@@ -70,7 +55,7 @@ static int ctl(struct rig *r, ...)
 	}
 	rc = daemon_wait(pid, 30);
 	free(r->out);
-	r->out = slurp(out);
+	r->out = file_slurp(out);
 	return rc;
 }
 

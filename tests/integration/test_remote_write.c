@@ -35,22 +35,6 @@
 
 static pid_t daemon_pid, prom_pid;
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f)
-		return strdup("");
-	if (getdelim(&buf, &cap, '\0', f) < 0) {
-		free(buf);
-		buf = strdup("");
-	}
-	fclose(f);
-	return buf;
-}
-
 static void write_config(const struct sandbox *sb, unsigned web)
 {
 	FILE *f = fopen(sb->config, "w");
@@ -70,24 +54,6 @@ static void write_config(const struct sandbox *sb, unsigned web)
 }
 
 /* The port the daemon's Prometheus sink serves on (waits up to 10 s). */
-static unsigned daemon_port(const struct sandbox *sb)
-{
-	static const char want[] = "sink prom (prometheus): http://127.0.0.1:";
-
-	for (int i = 0; i < 200; i++) {
-		char *log = slurp(sb->log), *p = strstr(log, want);
-		unsigned port = p ? (unsigned)strtoul(p + strlen(want), NULL, 10) : 0;
-
-		free(log);
-		if (port)
-			return port;
-		usleep(50000);
-	}
-	dump_log(sb);
-	fail_msg("the daemon did not say where its Prometheus sink listens");
-	return 0;
-}
-
 /* Trigger compactions for about s seconds. */
 static void compact_for(int s)
 {
@@ -136,7 +102,7 @@ static int compare_once(const struct sandbox *sb, unsigned web, unsigned port, b
 	snprintf(path, sizeof(path), "%s/scrape.txt", sb->dir);
 	assert_int_equal(ktel_test_run("curl -sS -f --max-time 5 -o '%s' "
 				       "http://127.0.0.1:%u/metrics", path, port), 0);
-	text = slurp(path);
+	text = file_slurp(path);
 	a = prom_query_value(sb, web, "sum(" METRIC "_count{device=\"" DEVICE "\"})");
 	b = text_sum(text, METRIC "_count", NULL);
 	*ret_count = a;
@@ -235,7 +201,7 @@ static void test_push_matches_scrape_and_survives_receiver_restart(void **state)
 	write_config(&sb, web);
 	prom_server_start(&sb, web, 0, "--web.enable-remote-write-receiver", &prom_pid);
 	daemon_pid = daemon_start(&sb, NULL);
-	port = daemon_port(&sb);
+	port = daemon_prom_port(&sb);
 	compact_for(3);
 	before = expect_agreement(&sb, web, port);
 
