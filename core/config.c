@@ -563,8 +563,13 @@ static bool validate_string_array(const json_t *v, const char *path,
 	return true;
 }
 
-/* Each member by its path: "sinks.rw.headers.X-Org: expected string, got 3". */
-static bool validate_string_map(const json_t *v, const char *path, struct ktel_config_errors *errs)
+/*
+ * Each member of a map by its path, every one of type want (JSON_STRING or
+ * JSON_INTEGER): "sinks.rw.headers.X-Org: expected string, got 3",
+ * "metrics.m.params.depth: expected integer, got 1.5".
+ */
+static bool validate_typed_map(const json_t *v, const char *path, json_type want,
+			 struct ktel_config_errors *errs)
 {
 	char sub[512], got[80];
 	const char *name;
@@ -576,31 +581,14 @@ static bool validate_string_map(const json_t *v, const char *path, struct ktel_c
 		if (!name_fits(name, path, errs))
 			continue;
 		join_path(sub, sizeof(sub), path, name);
-		if (json_is_string(member)) {
-			string_fits(member, sub, errs);
+		if (json_typeof(member) == want) {
+			if (want == JSON_STRING)
+				string_fits(member, sub, errs);
 			continue;
 		}
 		describe(member, got, sizeof(got));
-		add_error(errs, "%s: expected string, got %s", sub, got);
-	}
-	return true;
-}
-
-/* Each member by its path: "metrics.m.params.depth: expected integer, got 1.5". */
-static bool validate_int_map(const json_t *v, const char *path, struct ktel_config_errors *errs)
-{
-	char sub[512], got[80];
-	const char *name;
-	json_t *member;
-
-	if (!json_is_object(v))
-		return false;
-	json_object_foreach((json_t *)v, name, member) {
-		if (!name_fits(name, path, errs) || json_is_integer(member))
-			continue;
-		join_path(sub, sizeof(sub), path, name);
-		describe(member, got, sizeof(got));
-		add_error(errs, "%s: expected integer, got %s", sub, got);
+		add_error(errs, "%s: expected %s, got %s", sub,
+			  want == JSON_STRING ? "string" : "integer", got);
 	}
 	return true;
 }
@@ -686,10 +674,10 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 		ok = enum_has(k, v);
 		break;
 	case KTEL_CFG_INT_MAP:
-		ok = validate_int_map(v, path, errs);
+		ok = validate_typed_map(v, path, JSON_INTEGER, errs);
 		break;
 	case KTEL_CFG_STRING_MAP:
-		ok = validate_string_map(v, path, errs);
+		ok = validate_typed_map(v, path, JSON_STRING, errs);
 		break;
 	case KTEL_CFG_OBJECT:
 		ok = json_is_object(v);
