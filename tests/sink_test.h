@@ -25,6 +25,16 @@ static inline void *ktel_test_sink_create(const struct ktel_sink_ops *ops, uv_lo
 }
 
 /* A close callback counting completions in the int ctx points at. */
+/* Append a dimension to a record built by a test. */
+static inline void ktel_test_add_dim(struct ktel_record *r, const char *name, int64_t value,
+				     const char *label)
+{
+	r->dims[r->n_dims].name = name;
+	r->dims[r->n_dims].value = value;
+	r->dims[r->n_dims].label = label;
+	r->n_dims++;
+}
+
 static inline void ktel_test_count_closed(void *ctx)
 {
 	(*(int *)ctx)++;

@@ -78,14 +78,6 @@ static struct ktel_record counter(const char *metric, const char *unit, uint64_t
 	return r;
 }
 
-static void dim(struct ktel_record *r, const char *name, int64_t value, const char *label)
-{
-	r->dims[r->n_dims].name = name;
-	r->dims[r->n_dims].value = value;
-	r->dims[r->n_dims].label = label;
-	r->n_dims++;
-}
-
 /*
  * Check and cut the process_start_time_seconds family that ends every
  * exposition (its value is this process's start: within the last hour and
@@ -167,18 +159,18 @@ static void submit_mixed(void *priv)
 	struct ktel_record a[4], b[4];
 
 	a[0] = hist("runq_latency", "us", 4, c1, true, 10);
-	dim(&a[0], "cpu", 3, NULL);
+	ktel_test_add_dim(&a[0], "cpu", 3, NULL);
 	a[1] = counter("oom_kills", "kills", 5, 5);
 	a[2] = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "ktel_sink_queued",
 				     .unit = "items", .gauge = -5 };
-	dim(&a[2], "sink", 0, "prom");
+	ktel_test_add_dim(&a[2], "sink", 0, "prom");
 	a[3] = (struct ktel_record){ .type = KTEL_RECORD_EVENT, .metric = "oom_kill_events" };
 	ops()->submit(priv, a, 4);
 
 	b[0] = hist("runq_latency", "us", 4, c2, true, 5);
-	dim(&b[0], "cpu", 3, NULL);
+	ktel_test_add_dim(&b[0], "cpu", 3, NULL);
 	b[1] = hist("runq_latency", "us", 4, c3, false, 0);
-	dim(&b[1], "cpu", 7, "x\"y\\z\nw");
+	ktel_test_add_dim(&b[1], "cpu", 7, "x\"y\\z\nw");
 	b[2] = counter("oom_kills", "kills", 3, 3);
 	b[3] = a[2];
 	b[3].gauge = 12;
@@ -246,7 +238,7 @@ static void submit_bounds(void *priv)
 		c32[k] = (uint64_t)k % 3;
 	r[0] = hist("wake_ns", "ns", 32, c32, true, 123456789);
 	r[0].hist.delta.scheme = KTEL_HIST_LOG2_FLOOR;
-	dim(&r[0], "cpu", 0, NULL);
+	ktel_test_add_dim(&r[0], "cpu", 0, NULL);
 	r[1] = hist("io_ms", "ms", 6, c6, true, 7);
 	r[1].hist.delta.scheme = KTEL_HIST_LINEAR;
 	r[1].hist.delta.linear_min = -5;
@@ -305,9 +297,9 @@ static void test_full_histogram_and_names(void **state)
 	uv_loop_init(&loop);
 	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"prefix\":\"kt:\"}");
 	r = hist("dmabuf.sizes", "bytes", 32, c, true, 100);
-	dim(&r, "le", 2, NULL);
-	dim(&r, "__x", -1, NULL);
-	dim(&r, "process-state", 4, "STATE_TOP");
+	ktel_test_add_dim(&r, "le", 2, NULL);
+	ktel_test_add_dim(&r, "__x", -1, NULL);
+	ktel_test_add_dim(&r, "process-state", 4, "STATE_TOP");
 	ops()->submit(priv, &r, 1);
 	r = counter("kt:already_total", NULL, 2, 2);
 	ops()->submit(priv, &r, 1);
@@ -557,7 +549,7 @@ static void test_series_limit_and_type_change(void **state)
 	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"max_series\":2}");
 	for (int i = 0; i < 3; i++) {
 		r[i] = counter("c", NULL, 1, 1);
-		dim(&r[i], "i", i, NULL);
+		ktel_test_add_dim(&r[i], "i", i, NULL);
 	}
 	ops()->submit(priv, r, 3);
 	/* The existing series still update; the third never appears. */
@@ -566,7 +558,7 @@ static void test_series_limit_and_type_change(void **state)
 	ops()->submit(priv, r, 3);
 	/* Same metric as a gauge: refused, the counter family stays. */
 	g = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "c", .gauge = 1 };
-	dim(&g, "i", 0, NULL);
+	ktel_test_add_dim(&g, "i", 0, NULL);
 	ops()->submit(priv, &g, 1);
 	t = text(priv);
 	self = self_text(2, 2, 4, 3, 0, 0);

@@ -50,14 +50,6 @@ static struct ktel_record counter(const char *metric, uint64_t total)
 	return r;
 }
 
-static void dim(struct ktel_record *r, const char *name, int64_t value, const char *label)
-{
-	r->dims[r->n_dims].name = name;
-	r->dims[r->n_dims].value = value;
-	r->dims[r->n_dims].label = label;
-	r->n_dims++;
-}
-
 /* Uncompress with libsnappy and unpack with protobuf-c; the test fails on
  * any error. */
 static KtelPrompb__WriteRequest *decode(const char *body, size_t len)
@@ -121,10 +113,10 @@ static void test_encode_decodes(void **state)
 						   .counts = { 1, 0, 3, 5 }, .has_sum = true,
 						   .sum = 2000 };
 	r[0].hist.total = r[0].hist.delta;
-	dim(&r[0], "cpu", 0, NULL);
-	dim(&r[2], "zone", 1, "hot");   /* wins over the constant zone=cold */
-	dim(&r[2], "Zone", 2, "a");     /* sorts before "__name__" */
-	dim(&r[2], "device", 3, "own"); /* wins over device=d1 */
+	ktel_test_add_dim(&r[0], "cpu", 0, NULL);
+	ktel_test_add_dim(&r[2], "zone", 1, "hot");   /* wins over the constant zone=cold */
+	ktel_test_add_dim(&r[2], "Zone", 2, "a");     /* sorts before "__name__" */
+	ktel_test_add_dim(&r[2], "device", 3, "own"); /* wins over device=d1 */
 	assert_int_equal(ktel_prom_set__init(&set, "ktel_", 100), 0);
 	assert_int_equal(ktel_rw_encode(&set, extra, 2, 1700000000123, &body, &len, &samples),
 			 -ENODATA);
