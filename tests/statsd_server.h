@@ -156,6 +156,20 @@ static inline void statsd_dump_log(const struct statsd_server *sv, int gen)
 	statsd_run(cmd);
 }
 
+/* Does something accept TCP connections on 127.0.0.1:port? */
+static inline bool statsd_tcp_accepts(uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* Start generation gen of the server (flushing every 100 ms) and wait for
  * its first flush, so it listens when this returns. */
 static inline void statsd_server_start(struct statsd_server *sv, int gen)
@@ -188,6 +202,17 @@ static inline void statsd_server_start(struct statsd_server *sv, int gen)
 	if (statsd_file_lines(out) == 0) {
 		statsd_dump_log(sv, gen);
 		fail_msg("statsd generation %d did not flush within 10s", gen);
+	}
+	/* servers/tcp may listen only after the first flush (seen on a
+	 * loaded machine): a window sent before would be dropped, correctly,
+	 * as sent to a server that is down. (The probe connection carries no
+	 * line.) */
+	for (int i = 0; sv->tcp && i < 200 && !statsd_tcp_accepts(sv->udp_port); i++)
+		usleep(50000);
+	if (sv->tcp && !statsd_tcp_accepts(sv->udp_port)) {
+		statsd_dump_log(sv, gen);
+		fail_msg("statsd generation %d does not accept TCP on %u within 10s", gen,
+			 sv->udp_port);
 	}
 }
 

@@ -104,7 +104,7 @@ struct statsd_sink {
 	enum state state;
 	bool closing, finishing;
 	bool failed;        /* a failure since the last delivery */
-	uint64_t last_try;  /* uv_now() of the last open attempt */
+	uint64_t last_try;  /* now_ms() of the last open attempt */
 	struct sockaddr_storage addr;
 	uv_getaddrinfo_t gai;
 	bool gai_pending;
@@ -771,6 +771,18 @@ static uint64_t jittered(struct statsd_sink *s)
 }
 
 static void resolve(struct statsd_sink *s);
+/*
+ * The time of open attempts: the clock itself, not uv_now(), the loop's
+ * time cached at the start of its iteration. A submit() after blocking work
+ * (a pull, or a caller that ran no loop for a while) saw a stale uv_now()
+ * and skipped the at-submit retry as "too soon after the last", so the
+ * window that came right after the server was back was dropped.
+ */
+static uint64_t now_ms(void)
+{
+	return uv_hrtime() / 1000000;
+}
+
 
 static void retry_cb(uv_timer_t *t)
 {
@@ -783,7 +795,7 @@ static void retry_cb(uv_timer_t *t)
 		resolve(s);
 		return;
 	}
-	s->last_try = uv_now(s->loop);
+	s->last_try = now_ms();
 	r = transport_open(s);
 	if (r) {
 		go_down(s, r);
@@ -801,9 +813,9 @@ static void retry_cb(uv_timer_t *t)
 static void retry_at_submit(struct statsd_sink *s)
 {
 	if (s->state != ST_DOWN || (!s->socket_path && !s->tcp) || s->closing ||
-	    uv_now(s->loop) - s->last_try < s->backoff_min)
+	    now_ms() - s->last_try < s->backoff_min)
 		return;
-	s->last_try = uv_now(s->loop);
+	s->last_try = now_ms();
 	if (transport_open(s))
 		return;
 	uv_timer_stop(&s->retry);
@@ -825,7 +837,7 @@ static void go_down(struct statsd_sink *s, int err)
 	drop_queue(s);
 	transport_close(s);
 	s->state = ST_DOWN;
-	s->last_try = uv_now(s->loop);
+	s->last_try = now_ms();
 	if (s->closing) {
 		maybe_finish(s);
 		return;

@@ -242,18 +242,33 @@ static struct ktel_sink_stats st(void *sink)
 	return s;
 }
 
-/* Run the loop until both sinks' field at offset reaches n. */
-static void wait_field(uv_loop_t *loop, void *const sinks[2], size_t off, uint64_t n)
+/* Run the loop until the sink's stats field at offset reaches n (4 s). */
+static void run_until(uv_loop_t *loop, void *sink, size_t off, uint64_t n)
 {
 	for (int i = 0; i < 4000; i++) {
-		struct ktel_sink_stats a = st(sinks[0]), b = st(sinks[1]);
+		struct ktel_sink_stats s = st(sink);
 
-		if (*(uint64_t *)((char *)&a + off) >= n && *(uint64_t *)((char *)&b + off) >= n)
+		if (*(uint64_t *)((char *)&s + off) >= n)
 			return;
 		uv_run(loop, UV_RUN_NOWAIT);
 		usleep(1000);
 	}
-	fail_msg("sink counter at offset %zu never reached %llu", off, (unsigned long long)n);
+	{
+		struct ktel_sink_stats s = st(sink);
+
+		fail_msg("sink counter at offset %zu never reached %llu (sent %llu dropped %llu "
+			 "errors %llu reconnects %llu queued %llu)", off, (unsigned long long)n,
+			 (unsigned long long)s.sent, (unsigned long long)s.dropped,
+			 (unsigned long long)s.errors, (unsigned long long)s.reconnects,
+			 (unsigned long long)s.queued);
+	}
+}
+
+/* Run the loop until both sinks' field at offset reaches n. */
+static void wait_field(uv_loop_t *loop, void *const sinks[2], size_t off, uint64_t n)
+{
+	run_until(loop, sinks[0], off, n);
+	run_until(loop, sinks[1], off, n);
 }
 
 static void submit_both(void *const sinks[2], const struct ktel_record *recs, size_t n)
@@ -418,19 +433,6 @@ static void keep_under(json_t *want, const char *prefix)
 	json_object_foreach_safe(want, tmp, key, v)
 		if (strncmp(key, prefix, strlen(prefix)) != 0)
 			json_object_del(want, key);
-}
-
-static void run_until(uv_loop_t *loop, void *sink, size_t off, uint64_t n)
-{
-	for (int i = 0; i < 4000; i++) {
-		struct ktel_sink_stats s = st(sink);
-
-		if (*(uint64_t *)((char *)&s + off) >= n)
-			return;
-		uv_run(loop, UV_RUN_NOWAIT);
-		usleep(1000);
-	}
-	fail_msg("sink counter at offset %zu never reached %llu", off, (unsigned long long)n);
 }
 
 /*
