@@ -191,6 +191,18 @@ static void enqueue_state(struct rw_sink *s)
 		return;
 	}
 	make_room(s, len);
+	/* Only the request in flight is left and the new one does not fit
+	 * next to it: the new one goes, so the queue never holds more than
+	 * max_queue_bytes (a slow connect kept the head in flight on qemu's
+	 * arm64 and the queue went over). */
+	if (s->queued_bytes + len > s->max_queue_bytes) {
+		ktel_complain(&s->overflow_c, KTEL_LOG_WARN, "sink %s: queue full (%" PRIu64
+			      " bytes) with a request in flight: dropping the new request (%"
+			      PRIu64 " samples)", s->name, s->max_queue_bytes, p->samples);
+		s->st.dropped += p->records;
+		free(p);
+		return;
+	}
 	if (s->tail)
 		s->tail->next = p;
 	else
