@@ -24,16 +24,43 @@
 
 #define COMPACTION_PIN "map_compaction_duration_compaction_duration_map"
 
+/*
+ * Three compactions counted by tracefs inside the running daemon's window
+ * (tracing starts after the attach and stops before the final pull), then
+ * SIGTERM: the daemon must exit 0. Restores compaction_proactiveness.
+ * Returns the kernel's count.
+ */
+static uint64_t compact_then_stop(struct sandbox *sb, pid_t pid, const char *proactive,
+				  const char *old_proactive)
+{
+	struct tracefs_counter tc;
+	uint64_t oracle;
+	int rc;
+
+	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
+	for (int i = 0; i < 3; i++) {
+		trigger_compaction();
+		usleep(100000);
+	}
+	oracle = tracefs_stop(&tc, "mm_compaction_end:");
+	kill(pid, SIGTERM);
+	rc = daemon_wait(pid, 30);
+	if (old_proactive[0])
+		sysctl_set(proactive, old_proactive, NULL, 0);
+	if (rc != 0)
+		dump_log(sb);
+	assert_int_equal(rc, 0);
+	return oracle;
+}
+
 static void test_compaction_matches_tracefs(void **state)
 {
 	static const char *proactive = "/proc/sys/vm/compaction_proactiveness";
 	char old_proactive[32] = "";
-	struct tracefs_counter tc;
 	struct sandbox sb;
 	uint64_t sum, oracle;
 	size_t records;
 	pid_t pid;
-	int rc;
 
 	/* Only our triggers compact: kcompactd's proactive compaction is off
 	 * for the test (restored after). */
@@ -47,19 +74,7 @@ static void test_compaction_matches_tracefs(void **state)
 	}
 	/* The oracle window lies inside the daemon's: tracing starts after the
 	 * attach and stops before the final pull (SIGTERM). */
-	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
-	for (int i = 0; i < 3; i++) {
-		trigger_compaction();
-		usleep(100000);
-	}
-	oracle = tracefs_stop(&tc, "mm_compaction_end:");
-	kill(pid, SIGTERM);
-	rc = daemon_wait(pid, 30);
-	if (old_proactive[0])
-		sysctl_set(proactive, old_proactive, NULL, 0);
-	if (rc != 0)
-		dump_log(&sb);
-	assert_int_equal(rc, 0);
+	oracle = compact_then_stop(&sb, pid, proactive, old_proactive);
 	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
 	printf("compaction: daemon counted %llu in %zu record(s); tracefs counted %llu\n",
 	       (unsigned long long)sum, records, (unsigned long long)oracle);
@@ -80,12 +95,10 @@ static void test_pins_without_state_report_from_start(void **state)
 {
 	static const char *proactive = "/proc/sys/vm/compaction_proactiveness";
 	char old_proactive[32] = "";
-	struct tracefs_counter tc;
 	struct sandbox sb;
 	uint64_t sum, oracle, before;
 	size_t records;
 	pid_t pid;
-	int rc;
 
 	sysctl_set(proactive, "0", old_proactive, sizeof(old_proactive));
 	sandbox_init(&sb, "daemon-nostate");
@@ -105,19 +118,7 @@ static void test_pins_without_state_report_from_start(void **state)
 		dump_log(&sb);
 		fail_msg("daemon did not start collecting compaction_duration");
 	}
-	tracefs_start(&tc, "compaction/mm_compaction_end");
-	for (int i = 0; i < 3; i++) {
-		trigger_compaction();
-		usleep(100000);
-	}
-	oracle = tracefs_stop(&tc, "mm_compaction_end:");
-	kill(pid, SIGTERM);
-	rc = daemon_wait(pid, 30);
-	if (old_proactive[0])
-		sysctl_set(proactive, old_proactive, NULL, 0);
-	if (rc != 0)
-		dump_log(&sb);
-	assert_int_equal(rc, 0);
+	oracle = compact_then_stop(&sb, pid, proactive, old_proactive);
 	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
 	printf("pins without state: before %llu, daemon counted %llu after the start, "
 	       "tracefs %llu\n", (unsigned long long)before, (unsigned long long)sum,
