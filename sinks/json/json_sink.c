@@ -157,6 +157,11 @@ struct json_sink {
 	uv_buf_t iov[MAX_IOV];
 	size_t write_bytes; /* what the write in flight asked for */
 	uv_timer_t retry_timer, close_timer;
+	/* Submits start no write: the queue is written once per loop turn,
+	 * just before the loop sleeps, so the batches one round of pulls
+	 * submits (one per metric) share one write and one completion. */
+	uv_prepare_t kick_prepare;
+	bool kick_pending;
 	uint64_t backoff_ms;
 	uint64_t rng; /* xorshift state for the backoff jitter */
 
@@ -1240,9 +1245,10 @@ static void maybe_finish(struct json_sink *s)
 	/* A cut that failed before: one last try, so the file ends whole. */
 	if (s->trim_bytes && !busy(s))
 		start_trim(s);
-	s->handles_open = 2;
+	s->handles_open = 3;
 	uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&s->kick_prepare, on_handle_closed);
 }
 
 static void on_close_timeout(uv_timer_t *t)
@@ -1320,6 +1326,24 @@ static struct chunk *batch_take(struct json_sink *s, uint32_t lines)
 	return c;
 }
 
+static void on_kick_prepare(uv_prepare_t *h)
+{
+	struct json_sink *s = h->data;
+
+	uv_prepare_stop(h);
+	s->kick_pending = false;
+	kick(s);
+}
+
+/* Write what is queued at the end of this loop turn (kick_prepare). */
+static void kick_later(struct json_sink *s)
+{
+	if (s->kick_pending || s->state != IO_IDLE)
+		return;
+	s->kick_pending = true;
+	uv_prepare_start(&s->kick_prepare, on_kick_prepare);
+}
+
 static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 {
 	struct json_sink *s = priv;
@@ -1360,7 +1384,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 		s->head = c;
 	s->tail = c;
 	s->queued_bytes += c->len;
-	kick(s);
+	kick_later(s);
 }
 
 static void json_stats(void *priv, struct ktel_sink_stats *ret)
@@ -1505,7 +1529,8 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	}
 	uv_timer_init(loop, &s->retry_timer);
 	uv_timer_init(loop, &s->close_timer);
-	s->retry_timer.data = s->close_timer.data = s;
+	uv_prepare_init(loop, &s->kick_prepare);
+	s->retry_timer.data = s->close_timer.data = s->kick_prepare.data = s;
 	s->gz_work.data = s->trim_work.data = s;
 	s->rng = uv_hrtime() ^ (uintptr_t)s ^ 0x9e3779b97f4a7c15ULL;
 	*ret_priv = s;
