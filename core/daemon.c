@@ -128,8 +128,9 @@ int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_
 	daemon_route(d, m, recs, n);
 	if (n)
 		ktel_fault__point("routed");
-	/* Saved once the durable sinks have made these records durable. */
-	daemon_save_state(d);
+	/* Saved once the durable sinks have made these records durable;
+	 * once per loop turn, after every pull of the round. */
+	daemon_save_state_later(d);
 	/* The whole pull blocks the loop: reading, routing and the state save. */
 	took_ms = (ktel_now_boottime_ns() - t0) / 1000000;
 	if (m->interval_ms && took_ms > m->interval_ms)
@@ -397,6 +398,7 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	uv_timer_init(d->loop, &d->rescan_timer);
 	d->rescan_timer.data = d;
 	d->rescan_timer_init = true;
+	daemon_state_init(d);
 	/* A configured directory that cannot be read is bad input: exit 2
 	 * naming it, rather than run without the metrics it should hold. */
 	r = daemon_load_plugins(d, err);
@@ -460,6 +462,7 @@ static void close_timers(struct ktel_daemon *d)
 		uv_close((uv_handle_t *)&d->rescan_timer, NULL);
 		d->rescan_timer_init = false;
 	}
+	daemon_state_close(d);
 	if (d->self_timer_init) {
 		uv_close((uv_handle_t *)&d->self_timer, NULL);
 		d->self_timer_init = false;

@@ -60,6 +60,18 @@ struct ktel_daemon {
 	} state_wait[2];
 	size_t n_state_wait;
 	bool state_retry;
+	/* A pull asks for the save; it runs once per loop turn, just before
+	 * the loop sleeps, so one round of pulls (a timer per metric, all
+	 * expiring in one turn) takes one snapshot and writes one file. */
+	uv_prepare_t save_prepare;
+	bool save_prepare_init, save_pending;
+	/* The snapshot being written on libuv's pool (the loop never waits
+	 * on the disk); one write at a time, the newest covered wait next. */
+	uv_work_t save_work;
+	struct ktel_delta_snapshot save_snap;
+	bool save_in_flight;
+	int save_rc;
+	struct ktel_err save_err;
 };
 
 /* daemon.c */
@@ -71,6 +83,9 @@ void daemon_on_stream_records(void *ctx, const struct ktel_record *recs, size_t 
 
 /* daemon_state.c: the delta state saved once what it covers is durable */
 void daemon_save_state(struct ktel_daemon *d);
+void daemon_save_state_later(struct ktel_daemon *d);
+void daemon_state_init(struct ktel_daemon *d);
+void daemon_state_close(struct ktel_daemon *d);
 void daemon_on_durable(void *ctx, uint64_t level);
 void daemon_recover_sinks(struct ktel_daemon *d);
 void daemon_free_state_waits(struct ktel_daemon *d);

@@ -9,6 +9,9 @@
  * file at the next start (daemon_recover_sinks) and reported again.
  * Without a durable sink the level follows the mark at once: the state is
  * saved right after the pull, as the other sinks have always had it.
+ * The pulls of one loop turn ask for one save (daemon_save_state_later);
+ * the file is written on libuv's pool, so the loop never waits on the
+ * disk's fsyncs (53-63 ms for a 100k-key state, docs/benchmarks.md).
  */
 #include "daemon_internal.h"
 
@@ -17,18 +20,49 @@
 #include "fault.h"
 #include "log.h"
 
-static void write_snapshot(struct ktel_daemon *d, const struct ktel_delta_snapshot *snap)
-{
-	struct ktel_err err;
+static void save_durable(struct ktel_daemon *d, uint64_t level);
 
-	if (ktel_delta_snapshot__write(snap, d->cfg->state_file, &err)) {
+/* On a pool thread: only the snapshot and the path are touched. */
+static void save_work(uv_work_t *w)
+{
+	struct ktel_daemon *d = w->data;
+
+	d->save_rc = ktel_delta_snapshot__write(&d->save_snap, d->cfg->state_file, &d->save_err);
+	if (!d->save_rc)
+		ktel_fault__point("saved");
+}
+
+static void save_done(uv_work_t *w, int status)
+{
+	struct ktel_daemon *d = w->data;
+
+	d->save_in_flight = false;
+	ktel_delta_snapshot__clear(&d->save_snap);
+	if (status || d->save_rc) {
 		d->state_retry = true;
-		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s", err.msg);
-		return;
+		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s",
+			      status ? uv_strerror(status) : d->save_err.msg);
+	} else {
+		d->state_retry = false;
+		ktel_complain_clear(&d->state_complaint, "state: %s written again",
+				    d->cfg->state_file);
 	}
-	d->state_retry = false;
-	ktel_complain_clear(&d->state_complaint, "state: %s written again", d->cfg->state_file);
-	ktel_fault__point("saved");
+	/* Waits that became durable while this one was written. */
+	save_durable(d, ktel_router__durable_level(d->router));
+}
+
+/* Hand the snapshot (owned from here on) to the pool. */
+static void write_snapshot(struct ktel_daemon *d, struct ktel_delta_snapshot *snap)
+{
+	d->save_snap = *snap;
+	*snap = (struct ktel_delta_snapshot){0};
+	d->save_work.data = d;
+	d->save_in_flight = true;
+	if (uv_queue_work(d->loop, &d->save_work, save_work, save_done) == 0)
+		return;
+	/* No pool (cannot happen on Linux's libuv): write it here. */
+	save_work(&d->save_work);
+	save_done(&d->save_work, 0);
 }
 
 /* Drop the first k waits. */
@@ -40,11 +74,14 @@ static void waits_drop(struct ktel_daemon *d, size_t k)
 	d->n_state_wait -= k;
 }
 
-/* Write the newest snapshot that level covers; drop it and older ones. */
+/* Write the newest snapshot that level covers; drop it and older ones.
+ * While a write is in flight the waits stay: its completion comes back. */
 static void save_durable(struct ktel_daemon *d, uint64_t level)
 {
 	size_t k = d->n_state_wait;
 
+	if (d->save_in_flight)
+		return;
 	while (k > 0 && d->state_wait[k - 1].mark > level)
 		k--;
 	if (!k)
@@ -90,6 +127,44 @@ void daemon_save_state(struct ktel_daemon *d)
 	d->state_retry = false;
 	waits_push(d, &snap, ktel_router__mark(d->router));
 	save_durable(d, ktel_router__durable_level(d->router));
+}
+
+static void on_save_prepare(uv_prepare_t *h)
+{
+	struct ktel_daemon *d = h->data;
+
+	uv_prepare_stop(h);
+	d->save_pending = false;
+	daemon_save_state(d);
+}
+
+void daemon_save_state_later(struct ktel_daemon *d)
+{
+	if (!d->save_prepare_init) {
+		daemon_save_state(d);
+		return;
+	}
+	if (d->save_pending)
+		return;
+	d->save_pending = true;
+	uv_prepare_start(&d->save_prepare, on_save_prepare);
+}
+
+void daemon_state_init(struct ktel_daemon *d)
+{
+	uv_prepare_init(d->loop, &d->save_prepare);
+	d->save_prepare.data = d;
+	d->save_prepare_init = true;
+}
+
+/* A save still asked for is done now (the caller saves anyway). */
+void daemon_state_close(struct ktel_daemon *d)
+{
+	if (!d->save_prepare_init)
+		return;
+	uv_close((uv_handle_t *)&d->save_prepare, NULL);
+	d->save_prepare_init = false;
+	d->save_pending = false;
 }
 
 static int window_of(void *ctx, const char *boot_id, const char *metric, uint32_t map_id,

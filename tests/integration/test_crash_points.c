@@ -257,6 +257,55 @@ static void test_kill9_at_random(void **state)
 	sandbox_cleanup(&sb);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The state file is written off the loop: while a save stalls (a disk that
+ * takes seconds per fsync, injected as a 5 s delay after the write), the
+ * control socket answers, the next windows are written, and the state saved
+ * at the end is the newest.
+ */
+static void test_slow_save_leaves_loop_running(void **state)
+{
+	struct tracefs_counter tc;
+	struct sandbox sb;
+	char sock[600];
+	uint64_t t0;
+	pid_t pid;
+	int rc;
+
+	sandbox_init(&sb, "slow-save");
+	write_config(&sb, "1s");
+	snprintf(sock, sizeof(sock), "%s/control.sock", sb.dir);
+	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
+	pid = start_collecting(&sb, "saved:1:delay=5000", 0);
+	trigger_compaction();
+	if (!log_wait_for(&sb, "point saved reached", 10)) {
+		dump_log(&sb);
+		fail_msg("no state save reached the stall");
+	}
+	/* The loop is free while the pool thread sleeps in the save. */
+	t0 = mono_ms();
+	rc = ktel_test_run("timeout 3 %s/tools/ktelemetryctl --socket %s status >/dev/null",
+			   KTEL_BINARY_DIR, sock);
+	printf("status during the stalled save: exit %d after %llu ms\n", rc,
+	       (unsigned long long)(mono_ms() - t0));
+	assert_int_equal(rc, 0);
+	assert_true(mono_ms() - t0 < 3000);
+	/* Windows go on being written meanwhile. */
+	trigger_compaction();
+	sleep(2);
+	stop_and_check(&sb, pid, &tc, "slow save");
+	check_final_state_saved(&sb);
+	sandbox_cleanup(&sb);
+}
+
 static int kill_live(void **state)
 {
 	if (live_pid > 0) {
@@ -288,6 +337,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_kill_after_fsync_before_save, kill_live),
 		cmocka_unit_test_teardown(test_kill_after_save, kill_live),
 		cmocka_unit_test_teardown(test_kill9_at_random, kill_live),
+		cmocka_unit_test_teardown(test_slow_save_leaves_loop_running, kill_live),
 	};
 
 	ktel_test_require_root("crash points");
