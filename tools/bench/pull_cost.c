@@ -13,6 +13,8 @@
  *            parsed with jansson, the buckets taken from "formatted", delta
  *   save     ktel_delta__save() of the state after a batch pull (the daemon
  *            saves after a pull that changed the state), to /tmp
+ *   snapshot ktel_delta__snapshot() alone: the part of the save done on the
+ *            daemon's loop (the file is written on libuv's pool)
  *
  * The methods are interleaved: each repetition pulls once with every
  * selected method in turn, so their ratios hold on a shared machine.
@@ -413,9 +415,12 @@ static const struct ktel_metric_desc bench_md = {
 	.n_dims = 2,
 };
 
-enum method { M_PULL, M_BATCH, M_ITERATE, M_BPFTOOL, M_READ_BATCH, M_READ_ITER, M_SAVE, M_COUNT };
+enum method {
+	M_PULL, M_BATCH, M_ITERATE, M_BPFTOOL, M_READ_BATCH, M_READ_ITER, M_SAVE, M_SNAPSHOT,
+	M_COUNT
+};
 static const char *const method_names[M_COUNT] = {"pull",       "batch",     "iterate", "bpftool",
-						  "read-batch", "read-iter", "save"};
+						  "read-batch", "read-iter", "save",   "snapshot"};
 
 static int reps_for(size_t n, enum method m)
 {
@@ -423,7 +428,7 @@ static int reps_for(size_t n, enum method m)
 		return reps_override;
 	if (m == M_BPFTOOL)
 		return n <= 1000 ? 11 : n <= 10000 ? 5 : 3;
-	if (m == M_READ_BATCH || m == M_READ_ITER || m == M_SAVE)
+	if (m == M_READ_BATCH || m == M_READ_ITER || m == M_SAVE || m == M_SNAPSHOT)
 		return n <= 10000 ? 51 : 11;
 	return n <= 1000 ? 51 : n <= 10000 ? 21 : 7;
 }
@@ -469,6 +474,20 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 			r = ktel_delta__save(d, state_path, &err);
 		res->syscalls = 0;
 		break;
+	case M_SNAPSHOT: {
+		/* The part of the save left on the daemon's loop: the snapshot
+		 * (the file is written on libuv's pool). */
+		struct ktel_delta_snapshot snap;
+
+		r = reader_pull(b, rd, d, res);
+		t0 = now_ns();
+		if (!r)
+			r = ktel_delta__snapshot(d, &snap, &err);
+		if (!r)
+			ktel_delta_snapshot__clear(&snap);
+		res->syscalls = 0;
+		break;
+	}
 	default:
 		r = bpftool_pull(b, d, res);
 		break;
@@ -556,7 +575,7 @@ static int run_methods(struct bench *b, struct method_result *res)
 			continue;
 		res[m].reps = ms[m].reps;
 #ifdef KTEL_BENCH_COUNT_ALLOCS
-		res[m].allocs = m == M_BPFTOOL || m == M_SAVE ? -1 : (long)ms[m].max_allocs;
+		res[m].allocs = m == M_BPFTOOL || m == M_SAVE || m == M_SNAPSHOT ? -1 : (long)ms[m].max_allocs;
 #else
 		res[m].allocs = -1;
 #endif
@@ -651,7 +670,8 @@ int main(int argc, char **argv)
 	       "pull: ktel_metric_pull__run (read + decode + delta + records); batch/iterate:\n"
 	       "map_reader (batch / get_next_key) + decode + delta; bpftool: map dump -j +\n"
 	       "jansson + delta; read-*: the map_reader read alone; save: ktel_delta__save of\n"
-	       "the state after a batch pull. Methods interleaved, one pull of each per rep.\n");
+	       "the state after a batch pull; snapshot: ktel_delta__snapshot alone (what of the\n"
+	       "save stays on the daemon's loop). Methods interleaved, one pull of each per rep.\n");
 	for (int s = 0; s < n_sizes; s++) {
 		struct method_result res[M_COUNT] = {};
 		struct bench b;
