@@ -10,6 +10,7 @@
 #define KTEL_DAEMON_INTERNAL_H
 
 #include <dirent.h>
+#include <limits.h>
 
 #include "daemon.h"
 #include "delta.h"
@@ -69,6 +70,9 @@ struct ktel_daemon {
 	 * on the disk); one write at a time, the newest covered wait next. */
 	uv_work_t save_work;
 	struct ktel_delta_snapshot save_snap;
+	/* The path, copied: a reload replaces (and frees) d->cfg while the
+	 * pool thread may be writing. */
+	char save_path[PATH_MAX];
 	bool save_in_flight;
 	int save_rc;
 	struct ktel_err save_err;

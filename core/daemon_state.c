@@ -15,6 +15,7 @@
  */
 #include "daemon_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "fault.h"
@@ -27,7 +28,7 @@ static void save_work(uv_work_t *w)
 {
 	struct ktel_daemon *d = w->data;
 
-	d->save_rc = ktel_delta_snapshot__write(&d->save_snap, d->cfg->state_file, &d->save_err);
+	d->save_rc = ktel_delta_snapshot__write(&d->save_snap, d->save_path, &d->save_err);
 	if (!d->save_rc)
 		ktel_fault__point("saved");
 }
@@ -54,6 +55,13 @@ static void save_done(uv_work_t *w, int status)
 /* Hand the snapshot (owned from here on) to the pool. */
 static void write_snapshot(struct ktel_daemon *d, struct ktel_delta_snapshot *snap)
 {
+	if ((size_t)snprintf(d->save_path, sizeof(d->save_path), "%s", d->cfg->state_file) >=
+	    sizeof(d->save_path)) {
+		d->state_retry = true;
+		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s: path too long",
+			      d->cfg->state_file);
+		return;
+	}
 	d->save_snap = *snap;
 	*snap = (struct ktel_delta_snapshot){0};
 	d->save_work.data = d;
