@@ -11,7 +11,10 @@
 #                    tools/trigger subcommand in turn (or only SUB...): daemon
 #                    CPU, and every daemon program's run_cnt / run_time_ns
 #                    (body-only time)
-#   footprint.sh [-b BUILD_DIR] all              the three above
+#   footprint.sh [-b BUILD_DIR] threads [INTERVAL] [SECONDS]   pulls every
+#                    INTERVAL (10s, the default config's): each thread's
+#                    voluntary context switches over SECONDS (60), per round
+#   footprint.sh [-b BUILD_DIR] all              idle, flat and trigger
 #
 # Needs root. The daemon gets its own pin root (/sys/fs/bpf/ktel-bench-<pid>),
 # state file, control socket and JSON sink file under BUILD_DIR; all removed
@@ -196,6 +199,37 @@ cmd_trigger() {
 	stop_daemon
 }
 
+# Each thread's voluntary context switches (its sleeps, so its wakeups) over
+# secs at pulls every interval: the loop thread apart from libuv's pool.
+cmd_threads() {
+	local interval=${1:-10s} secs=${2:-60} t n ms rounds
+	declare -A before
+	start_daemon "$interval"
+	sleep 12 # past the first rounds
+	for t in /proc/"$DAEMON_PID"/task/*; do
+		before[${t##*/}]=$(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status")
+	done
+	sleep "$secs"
+	case $interval in
+	*ms) ms=${interval%ms} ;;
+	*s) ms=$((${interval%s} * 1000)) ;;
+	*) die "threads: INTERVAL like 10s or 500ms" ;;
+	esac
+	rounds=$((secs * 1000 / ms))
+	echo "threads: pulls every $interval, voluntary context switches per thread over $secs s ($rounds rounds)"
+	for t in /proc/"$DAEMON_PID"/task/*; do
+		n=$(( $(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status") - ${before[${t##*/}]:-0} ))
+		if [ "${t##*/}" = "$DAEMON_PID" ]; then
+			printf 'result threads thread=loop switches=%d per_round=%d.%02d\n' "$n" \
+				$((n / rounds)) $(((n * 100 / rounds) % 100))
+		else
+			printf 'result threads thread=%s switches=%d per_round=%d.%02d\n' "${t##*/}" "$n" \
+				$((n / rounds)) $(((n * 100 / rounds) % 100))
+		fi
+	done
+	stop_daemon
+}
+
 while getopts b:h o; do
 	case $o in
 	b) BUILD=$(cd "$OPTARG" && pwd) ;;
@@ -213,6 +247,7 @@ case ${1:-all} in
 idle) cmd_idle "${2:-60}" ;;
 flat) cmd_flat "${2:-1000}" ;;
 trigger) shift; cmd_trigger "$@" ;;
+threads) cmd_threads "${2:-10s}" "${3:-60}" ;;
 all) cmd_idle 60; cmd_flat 1000; cmd_trigger ;;
-*) die "unknown mode '$1' (idle, flat, trigger, all)" ;;
+*) die "unknown mode '$1' (idle, flat, trigger, threads, all)" ;;
 esac
