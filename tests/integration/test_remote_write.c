@@ -238,9 +238,50 @@ static void test_push_matches_scrape_and_survives_receiver_restart(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * A machine without libcurl or libsnappy (they are dlopened only for this
+ * sink): the daemon refuses to start (exit 2) with a message naming the
+ * sink, the library and the Debian packages, and writes nothing. The
+ * library is hidden in a private mount namespace (/dev/null bound over it).
+ */
+static void refused_without(const char *soname, const char *what)
+{
+	struct sandbox sb;
+	char log[1200];
+	char *text;
+	int rc;
+
+	sandbox_init(&sb, "remote-write-no-lib");
+	write_config(&sb, prom_free_port());
+	snprintf(log, sizeof(log), "%s/no-lib.log", sb.dir);
+	rc = ktel_test_run("unshare -m sh -c 'lib=$(ldconfig -p | awk -v n=%s \"\\$1 == n "
+			   "{ print \\$NF; exit }\"); [ -n \"$lib\" ] && mount --bind /dev/null "
+			   "\"$lib\" && exec %s --config %s' 2>%s",
+			   soname, KTEL_DAEMON_BIN, sb.config, log);
+	text = file_slurp(log);
+	assert_non_null(text);
+	printf("without %s: exit %d: %s", soname, rc, text);
+	assert_int_equal(rc, 2);
+	assert_non_null(strstr(text, "sinks.rw: the remote_write sink needs"));
+	assert_non_null(strstr(text, what));
+	assert_non_null(strstr(text, "apt-get install libcurl4 libsnappy1v5"));
+	/* A refused start leaves the outputs as they were. */
+	assert_int_equal(access(sb.state, F_OK), -1);
+	free(text);
+	sandbox_cleanup(&sb);
+}
+
+static void test_missing_libraries_refused(void **state)
+{
+	(void)state;
+	refused_without("libcurl.so.4", "libcurl (libcurl.so.4)");
+	refused_without("libsnappy.so.1", "libsnappy (libsnappy.so.1)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_missing_libraries_refused, teardown),
 		cmocka_unit_test_teardown(test_push_matches_scrape_and_survives_receiver_restart,
 					  teardown),
 	};
