@@ -70,8 +70,8 @@ struct ktel_daemon {
 	 * on the disk); one write at a time, the newest covered wait next. */
 	uv_work_t save_work;
 	struct ktel_delta_snapshot save_snap;
-	/* The path, copied: a reload replaces (and frees) d->cfg while the
-	 * pool thread may be writing. */
+	/* state_file, copied at start: a reload replaces (and frees) d->cfg
+	 * while the pool thread may be writing. */
 	char save_path[PATH_MAX];
 	bool save_in_flight;
 	int save_rc;

@@ -55,13 +55,6 @@ static void save_done(uv_work_t *w, int status)
 /* Hand the snapshot (owned from here on) to the pool. */
 static void write_snapshot(struct ktel_daemon *d, struct ktel_delta_snapshot *snap)
 {
-	if ((size_t)snprintf(d->save_path, sizeof(d->save_path), "%s", d->cfg->state_file) >=
-	    sizeof(d->save_path)) {
-		d->state_retry = true;
-		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s: path too long",
-			      d->cfg->state_file);
-		return;
-	}
 	d->save_snap = *snap;
 	*snap = (struct ktel_delta_snapshot){0};
 	d->save_work.data = d;
@@ -158,14 +151,18 @@ void daemon_save_state_later(struct ktel_daemon *d)
 	uv_prepare_start(&d->save_prepare, on_save_prepare);
 }
 
+/* state_file is the same for the daemon's life (a reload that changes it
+ * is refused) and shorter than PATH_MAX (config.c): copied once. */
 void daemon_state_init(struct ktel_daemon *d)
 {
+	snprintf(d->save_path, sizeof(d->save_path), "%s", d->cfg->state_file);
 	uv_prepare_init(d->loop, &d->save_prepare);
 	d->save_prepare.data = d;
 	d->save_prepare_init = true;
 }
 
-/* A save still asked for is done now (the caller saves anyway). */
+/* At shutdown, after its final daemon_save_state(): a save asked for later
+ * (during the sinks' close) is made at once. */
 void daemon_state_close(struct ktel_daemon *d)
 {
 	if (!d->save_prepare_init)

@@ -631,13 +631,8 @@ static int rw_create(uv_loop_t *loop, const char *name, const json_t *opts, void
 	s->backoff = BACKOFF_MIN_MS;
 	s->rng = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)s;
 	ret = parse_opts(s, opts, err);
-	if (!ret && (ret = curl_setup(s, err)) == -ELIBACC) {
-		char why[sizeof(err->msg)];
-
-		snprintf(why, sizeof(why), "%s", err->msg);
-		ktel_err_set(err, ELIBACC, "sinks.%s: %s (Debian: apt-get install libcurl4 "
-			     "libsnappy1v5)", name, why);
-	}
+	if (!ret && (ret = curl_setup(s, err)) == -ELIBACC)
+		ktel_err_prefix(err, "sinks.%s: ", name);
 	if (!ret && (ret = headers_setup(s, opts)) == -EINVAL)
 		ret = ktel_err_set(err, EINVAL, "sinks.%s.headers: a name or value holds CR, LF "
 				   "or another header", name);

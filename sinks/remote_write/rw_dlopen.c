@@ -99,8 +99,8 @@ static int open_lib(void **ret, const char *soname, const char *what, struct kte
 	*ret = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	if (*ret)
 		return 0;
-	return ktel_err_set(err, ELIBACC, "the remote_write sink needs %s (%s): %s", what, soname,
-			    dlerror());
+	return ktel_err_set(err, ELIBACC, "the remote_write sink needs %s (%s): %s (Debian: "
+			    "apt-get install libcurl4 libsnappy1v5)", what, soname, dlerror());
 }
 
 int ktel_rw_libs_load(struct ktel_err *err)

@@ -12,6 +12,14 @@ cleanup() {
   rm -f "$out"
 }
 trap cleanup EXIT
+# Running: it exists and is not a zombie (one its new parent has not reaped
+# yet has exited).
+alive() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }
+  [ "${st%% *}" != Z ]
+}
 
 setsid bash "$src/tools/run" >"$out" 2>&1 </dev/null &
 run=$!
@@ -24,21 +32,22 @@ done
 [ -n "$daemon" ] || { echo "FAIL: tools/run did not start the daemon in 60 s:"; cat "$out"; exit 1; }
 sleep 4 # the live view is running
 top=$(pgrep -P "$run" -f 'ktelemetryctl.* top' || true)
-echo "tools/run $run, daemon $daemon, top ${top:-?}: kill -9 tools/run"
+[ -n "$top" ] || { echo "FAIL: no ktelemetryctl top under tools/run:"; cat "$out"; exit 1; }
+echo "tools/run $run, daemon $daemon, top $top: kill -9 tools/run"
 kill -9 "$run"
 wait "$run" 2>/dev/null || true
 for _ in $(seq 100); do
-  kill -0 "$daemon" 2>/dev/null || break
+  alive "$daemon" || break
   sleep 0.1
 done
-if kill -0 "$daemon" 2>/dev/null; then
+if alive "$daemon"; then
   echo "FAIL: the daemon (pid $daemon) still runs 10 s after tools/run died"
   exit 1
 fi
 daemon=
-if [ -n "$top" ] && kill -0 "$top" 2>/dev/null; then
+if alive "$top"; then
   sleep 2
-  if kill -0 "$top" 2>/dev/null; then
+  if alive "$top"; then
     kill -9 "$top"
     echo "FAIL: ktelemetryctl top (pid $top) still runs after tools/run died"
     exit 1
