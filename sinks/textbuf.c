@@ -48,23 +48,32 @@ static unsigned decimal_digits(uint64_t v)
 	return t + (v >= pow10[t]);
 }
 
-/* n digits of v ending at end, written backwards. */
+/* n digits of v ending at end, written backwards: four digits per 64-bit
+ * division (the dependent chain of divisions is the cost), then 32-bit. */
 static void put_digits(char *end, uint64_t v, unsigned n)
 {
 	char *p = end;
+	uint32_t w;
 
-	while (v >= 100) {
-		unsigned r = (unsigned)(v % 100);
+	while (v >= 10000) {
+		uint32_t r = (uint32_t)(v % 10000);
 
-		v /= 100;
-		p -= 2;
-		memcpy(p, digits2 + 2 * r, 2);
+		v /= 10000;
+		p -= 4;
+		memcpy(p, digits2 + 2 * (r / 100), 2);
+		memcpy(p + 2, digits2 + 2 * (r % 100), 2);
 	}
-	if (v >= 10) {
+	w = (uint32_t)v;
+	if (w >= 100) {
 		p -= 2;
-		memcpy(p, digits2 + 2 * v, 2);
+		memcpy(p, digits2 + 2 * (w % 100), 2);
+		w /= 100;
+	}
+	if (w >= 10) {
+		p -= 2;
+		memcpy(p, digits2 + 2 * w, 2);
 	} else {
-		*--p = (char)('0' + v);
+		*--p = (char)('0' + w);
 	}
 	while (p > end - n)
 		*--p = '0';

@@ -28,6 +28,7 @@
 #include <zlib.h>
 
 #include "json/json_format.h"
+#include "textbuf.h"
 #include "router.h"
 #include "sink.h"
 #include "ktel_test.h"
@@ -1161,6 +1162,25 @@ static void ref_event_line(const struct ktel_record *r, char *out)
 	sprintf(p, "}}\n");
 }
 
+/* The sinks' batch path (kept strings): the first line keeps the batch's
+ * strings, the second takes every repeated one from there; both equal the
+ * reference. */
+static void expect_batch_like_reference(const struct ktel_record *r, const char *want)
+{
+	static struct ktel_json_strs strs;
+	struct ktel_textbuf b = {0};
+	size_t len = strlen(want);
+
+	ktel_json_strs__reset(&strs);
+	assert_true(ktel_json__append(&b, &strs, r));
+	assert_true(ktel_json__append(&b, &strs, r));
+	assert_false(b.fail);
+	assert_int_equal(b.len, 2 * len);
+	if (memcmp(b.p, want, len) || memcmp(b.p + len, want, len))
+		fail_msg("batch got  %.*s\nwant %s", (int)b.len, b.p, want);
+	free(b.p);
+}
+
 /* One event line from the sink's formatter equals the reference, byte for
  * byte, and parses. */
 static void expect_like_reference(const struct ktel_record *r)
@@ -1182,6 +1202,7 @@ static void expect_like_reference(const struct ktel_record *r)
 		fail_msg("does not parse: %s: %.*s", jerr.text, (int)len, buf);
 	json_decref(j);
 	free(buf);
+	expect_batch_like_reference(r, want);
 }
 
 static void test_format_matches_reference(void **state)
@@ -1264,6 +1285,9 @@ static void test_format_matches_reference(void **state)
 		r.start_boottime_ns = (uint64_t)ints[k];
 		r.end_boottime_ns = UINT64_MAX - (uint64_t)k;
 		expect_like_reference(&r);
+		/* end = start: the number written once, repeated. */
+		r.end_boottime_ns = r.start_boottime_ns;
+		expect_like_reference(&r);
 	}
 	for (size_t k = 0; k < sizeof(walls) / sizeof(walls[0]); k++) {
 		/* end = start (the kept text) and end != start, in turn. */
@@ -1273,6 +1297,38 @@ static void test_format_matches_reference(void **state)
 		r.end_wall_ns = walls[(k + 1) % (sizeof(walls) / sizeof(walls[0]))];
 		expect_like_reference(&r);
 	}
+}
+
+/* Kept strings are forgotten at a batch's reset: the same address holding
+ * other text in the next batch (a freed and reused name) is escaped anew. */
+static void test_kept_strings_forgotten_per_batch(void **state)
+{
+	static struct ktel_json_strs strs;
+	struct ktel_event_field f = {.type = KTEL_FIELD_VALUE_UINT, .u = 7};
+	struct ktel_record r = {.type = KTEL_RECORD_EVENT, .unit = "events"};
+	struct ktel_textbuf b = {0};
+	char name[16] = "first";
+
+	(void)state;
+	f.name = name;
+	r.metric = name;
+	r.dims[0] = (struct ktel_dim){.name = name, .value = 1, .label = name};
+	r.n_dims = 1;
+	r.event.fields = &f;
+	r.event.n_fields = 1;
+	ktel_json_strs__reset(&strs);
+	assert_true(ktel_json__append(&b, &strs, &r));
+	assert_non_null(strstr(b.p, "\"first\""));
+	strcpy(name, "other");
+	b.len = 0;
+	ktel_json_strs__reset(&strs);
+	assert_true(ktel_json__append(&b, &strs, &r));
+	assert_false(b.fail);
+	assert_null(strstr(b.p, "first"));
+	assert_non_null(strstr(b.p, "{\"metric\":\"other\""));
+	assert_non_null(strstr(b.p, "\"dims\":{\"other\":\"other\"}"));
+	assert_non_null(strstr(b.p, "\"fields_raw\":{\"other\":7}"));
+	free(b.p);
 }
 
 /* ---- durability (sink.h durable/mark) and recovery at start ---- */
@@ -1424,6 +1480,7 @@ int main(void)
 		cmocka_unit_test(test_recover_cuts_windows_past_state),
 		cmocka_unit_test(test_line_format),
 		cmocka_unit_test(test_format_matches_reference),
+		cmocka_unit_test(test_kept_strings_forgotten_per_batch),
 		cmocka_unit_test(test_other_schemes),
 		cmocka_unit_test(test_queue_bound_drops_newest),
 		cmocka_unit_test(test_sizes_as_config),
