@@ -13,6 +13,10 @@ void ktel_textbuf_reserve(struct ktel_textbuf *b, size_t more)
 
 	if (b->fail || b->len + more + 1 <= b->cap)
 		return;
+	if (b->fixed) {
+		b->fail = true;
+		return;
+	}
 	cap = b->cap ? b->cap : 4096;
 	while (cap < b->len + more + 1)
 		cap *= 2;

@@ -18,6 +18,9 @@ struct ktel_textbuf {
 	char *p;
 	size_t len, cap;
 	bool fail;
+	/* p is not ours to grow (a window into a larger block): running out
+	 * of room fails instead of reallocating. */
+	bool fixed;
 };
 
 /* Make room for more bytes (plus the NUL). */

@@ -89,6 +89,7 @@
 #include "json_format.h"
 #include "json_recover.h"
 #include "log.h"
+#include "batchbuf.h"
 #include "textbuf.h"
 
 #define DEFAULT_QUEUE_BYTES (4u << 20)
@@ -100,11 +101,6 @@
 /* Queued batches written by one uv_fs_write (a writev); more wait for the
  * next write cycle. */
 #define MAX_IOV 256
-/* Written chunks kept to format the next batches into: a chunk is one
- * batch (~170 KiB of 256 stream events), over malloc's mmap threshold in
- * the daemon (core/memory.c), so a fresh one per batch is an mmap, its
- * page faults and an munmap. */
-#define SPARE_CHUNKS 2
 
 /* One submitted batch: whole lines, written from off on. */
 struct chunk {
@@ -115,6 +111,7 @@ struct chunk {
 	uint64_t mark; /* durability mark of the records up to here (0: none) */
 	char data[];
 };
+#define CHUNK_HDR offsetof(struct chunk, data)
 
 enum io_state {
 	IO_IDLE,
@@ -148,9 +145,6 @@ struct json_sink {
 
 	struct chunk *head, *tail;
 	uint64_t queued_bytes;
-	/* Written chunks kept for the next batches (chunk_release()). */
-	struct chunk *spare[SPARE_CHUNKS];
-	unsigned n_spare;
 
 	enum io_state state;
 	uv_fs_t req;
@@ -172,10 +166,10 @@ struct json_sink {
 	uv_file new_fd;
 	bool compressing;
 
-	/* The batch being formatted: becomes a chunk (batch_take()). */
-	struct ktel_textbuf batch;
+	/* The batch being formatted (bb.text), a chunk once done, and
+	 * written chunks kept for the next batches (batchbuf.h). */
+	struct ktel_batchbuf bb;
 	struct ktel_json_strs strs; /* its repeated strings, escaped once */
-	size_t batch_hint_line; /* bytes per line of the last batch */
 	struct ktel_sink_stats st;
 
 	/* Durability (sink.h ops durable/mark): the highest mark of the
@@ -215,10 +209,7 @@ static bool at_line_start(const struct chunk *c)
 /* A written chunk: kept as a spare for the next batch, or freed. */
 static void chunk_release(struct json_sink *s, struct chunk *c)
 {
-	if (s->n_spare < SPARE_CHUNKS && c->cap <= s->max_queue_bytes)
-		s->spare[s->n_spare++] = c;
-	else
-		free(c);
+	ktel_batchbuf__release(&s->bb, c, c->cap, c->cap <= s->max_queue_bytes);
 }
 
 /* Mark n bytes from the head of the queue written, across as many chunks
@@ -234,10 +225,16 @@ static unsigned advance(struct json_sink *s, size_t n)
 		size_t take = c->len - c->off < n ? c->len - c->off : n;
 		const char *p = c->data + c->off, *end = p + take;
 
-		while ((p = memchr(p, '\n', end - p))) {
-			p++;
-			c->lines_done++;
-			s->st.sent++;
+		if (take == c->len - c->off) {
+			/* The rest of the chunk: its lines are known. */
+			s->st.sent += c->n_lines - c->lines_done;
+			c->lines_done = c->n_lines;
+		} else {
+			while ((p = memchr(p, '\n', end - p))) {
+				p++;
+				c->lines_done++;
+				s->st.sent++;
+			}
 		}
 		c->off += take;
 		n -= take;
@@ -820,9 +817,7 @@ static void free_sink(struct json_sink *s)
 	}
 	if (s->fd >= 0 && !s->to_stdout)
 		close(s->fd);
-	free(s->batch.p);
-	while (s->n_spare)
-		free(s->spare[--s->n_spare]);
+	ktel_batchbuf__free(&s->bb);
 	free(s->name);
 	free(s->path);
 	free(s);
@@ -904,50 +899,14 @@ static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 
 /* ---- submit, stats ---- */
 
-/*
- * The batch's text buffer becomes the queued chunk: records are formatted
- * straight after a chunk header's room, and the buffer is handed to the
- * queue as it is (no copy). Sized from the previous batch, so a steady
- * stream grows it at most once; slack over a quarter is given back.
- */
-#define CHUNK_HDR offsetof(struct chunk, data)
-
-static void batch_begin(struct json_sink *s, size_t n)
-{
-	size_t want = CHUNK_HDR + s->batch_hint_line * n + s->batch_hint_line * n / 16 + 1;
-
-	s->batch.fail = false;
-	s->batch.len = CHUNK_HDR;
-	if (s->batch.p)
-		return;
-	if (s->n_spare) {
-		struct chunk *c = s->spare[--s->n_spare];
-
-		s->batch.p = (char *)c;
-		s->batch.cap = c->cap;
-	} else if (s->batch_hint_line && (s->batch.p = malloc(want))) {
-		s->batch.cap = want;
-	}
-	/* Failing that (or with no hint yet), the first append grows it. */
-}
-
+/* The formatted batch as the queued chunk (batchbuf.h: no copy). */
 static struct chunk *batch_take(struct json_sink *s, uint32_t lines)
 {
-	size_t used = s->batch.len + 1, cap = s->batch.cap;
-	struct chunk *c = (struct chunk *)s->batch.p;
+	size_t len = s->bb.text.len - CHUNK_HDR, cap;
+	struct chunk *c = ktel_batchbuf__take(&s->bb, lines, &cap);
 
-	s->batch_hint_line = (s->batch.len - CHUNK_HDR) / lines + 1;
-	if (cap - used > used / 4) {
-		struct chunk *shrunk = realloc(c, used);
-
-		if (shrunk) {
-			c = shrunk;
-			cap = used;
-		}
-	}
 	c->cap = cap;
-	c->len = s->batch.len - CHUNK_HDR;
-	s->batch = (struct ktel_textbuf){0};
+	c->len = len;
 	return c;
 }
 
@@ -979,18 +938,18 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 		s->st.dropped += n;
 		return;
 	}
-	batch_begin(s, n);
+	ktel_batchbuf__begin(&s->bb, n);
 	ktel_json_strs__reset(&s->strs);
 	for (size_t i = 0; i < n; i++) {
-		size_t start = s->batch.len;
+		size_t start = s->bb.text.len;
 
 		/* A line that does not fit is the newest: drop it, keep the
 		 * queue. A smaller record after it may still fit. */
-		if (!ktel_json__append(&s->batch, &s->strs, &recs[i]) || s->batch.fail ||
-		    s->batch.len - start > MAX_LINE ||
-		    s->queued_bytes + (s->batch.len - CHUNK_HDR) > s->max_queue_bytes) {
-			s->batch.len = start;
-			s->batch.fail = false;
+		if (!ktel_json__append(&s->bb.text, &s->strs, &recs[i]) || s->bb.text.fail ||
+		    s->bb.text.len - start > MAX_LINE ||
+		    s->queued_bytes + (s->bb.text.len - CHUNK_HDR) > s->max_queue_bytes) {
+			s->bb.text.len = start;
+			s->bb.text.fail = false;
 			s->st.dropped++;
 			continue;
 		}
@@ -1131,6 +1090,7 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	s->loop = loop;
 	s->fd = -1;
 	s->max_queue_bytes = DEFAULT_QUEUE_BYTES;
+	ktel_batchbuf__init(&s->bb, CHUNK_HDR);
 	ret = parse_opts(s, opts, err);
 	if (ret)
 		goto fail;

@@ -6,8 +6,13 @@
  * unix stream socket and read. `ktelemetryctl watch` is one such subscriber.
  *
  * The ring holds ring_records lines, shared by every subscriber: a line is
- * formatted once and reference-counted, never copied per subscriber. Each
- * subscriber has a cursor into the ring. A subscriber's backlog (records
+ * formatted once, never copied per subscriber. Lines are formatted one
+ * after the other straight into 64 KiB blocks, which the ring slots and
+ * the writes that point into them reference-count (a million lines a
+ * second are a million mallocs and frees otherwise, and a block per batch
+ * an mmap, page faults and an munmap when batches vary in size); a
+ * subscriber's socket gets a block's consecutive lines as one buffer.
+ * Each subscriber has a cursor into the ring. A subscriber's backlog (records
  * after its cursor that it has not been sent) is bounded by backlog_records:
  * when a new record would exceed it, the subscriber's oldest unsent records
  * are skipped, counted as dropped, and the subscriber gets a line
@@ -18,10 +23,11 @@
  * Writing never blocks the loop and a slow subscriber never delays the
  * others or a pull: each write is tried at once (uv_try_write); what the
  * socket does not take goes into one uv_write per subscriber of at most
- * WRITE_BATCH lines, and nothing more is written to that subscriber until
+ * WRITE_LINES lines, and nothing more is written to that subscriber until
  * it completes. Lines in flight are committed (not dropped); everything
  * after them stays in the ring, under the backlog rule above. So the memory
- * held for one subscriber is bounded by WRITE_BATCH lines plus its struct.
+ * held for one subscriber is bounded by the blocks of WRITE_LINES lines
+ * plus its struct.
  *
  * Data a subscriber sends is read and discarded (bounded buffer); its EOF
  * or an error closes it. At most max_subscribers are served at once; one
@@ -44,6 +50,8 @@
 #include <errno.h>
 #include <grp.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,20 +62,36 @@
 
 #include "stream_sink.h"
 #include "json/json_format.h"
+#include "textbuf.h"
 
 #define DEFAULT_BACKLOG 1024
 #define DEFAULT_RING 4096
 #define MAX_RING (1 << 20)
 #define DEFAULT_MAX_SUBS 16
 #define MAX_SUBS 1024
-#define WRITE_BATCH 64
+/* Lines, and buffers (runs of a block's consecutive lines), of one write. */
+#define WRITE_LINES 256
+#define WRITE_BUFS 32
+/* Lines are packed into blocks of this many bytes (a longer line gets a
+ * block of its own); under malloc's mmap threshold (core/memory.c), so a
+ * new one costs no system call once the heap has grown. */
+#define BLOCK_BYTES (64u << 10)
+/* Released standard blocks kept for the next lines. */
+#define SPARE_BLOCKS 4
 #define LISTEN_BACKLOG 16
 
-/* One formatted record, shared by the ring and in-flight writes. */
-struct line {
-	unsigned refs;
-	size_t len;
+/* Lines one after the other, shared by the ring slots and the writes in
+ * flight that point into it; the sink holds the block being filled. */
+struct chunk {
+	size_t refs;
+	size_t cap; /* bytes of data */
 	char data[];
+};
+
+/* One line of the ring: len bytes of c from off. */
+struct slot {
+	struct chunk *c;
+	uint32_t off, len;
 };
 
 struct stream_sink;
@@ -80,11 +104,12 @@ struct sub {
 	uint64_t next_seq;     /* next record of the ring to send */
 	uint64_t drop_pending; /* skipped records not yet announced */
 	bool writing, closing;
-	/* The batch being written: the notice and up to WRITE_BATCH lines. */
+	/* The write being made: the notice and up to WRITE_LINES lines in
+	 * up to WRITE_BUFS runs, each holding a reference to its chunk. */
 	char notice[48];
-	struct line *batch[WRITE_BATCH];
-	unsigned n_batch;
-	uv_buf_t bufs[WRITE_BATCH + 1];
+	struct chunk *held[WRITE_BUFS];
+	unsigned n_held, n_lines;
+	uv_buf_t bufs[WRITE_BUFS + 1];
 	char rbuf[256];
 };
 
@@ -95,7 +120,7 @@ struct stream_sink {
 	bool has_gid;
 	uint64_t backlog, ring_cap, max_subs;
 
-	struct line **ring;   /* slot seq % ring_cap */
+	struct slot *ring;    /* slot seq % ring_cap */
 	uint64_t head_seq;    /* sequence of the next record */
 	uint64_t oldest_seq;  /* oldest record still in the ring */
 
@@ -103,8 +128,13 @@ struct stream_sink {
 	struct sub *subs;
 	unsigned n_subs;
 
-	char *fmt;
-	size_t fmt_cap;
+	/* The block lines go into (used bytes of it taken), released
+	 * standard blocks kept, a batch's repeated strings escaped once. */
+	struct chunk *open;
+	size_t open_used;
+	struct chunk *spare[SPARE_BLOCKS];
+	unsigned n_spare;
+	struct ktel_json_strs strs;
 
 	struct ktel_sink_stats st;
 	uv_timer_t close_timer;
@@ -114,10 +144,14 @@ struct stream_sink {
 	void *done_ctx;
 };
 
-static void line_unref(struct line *l)
+static void chunk_unref(struct stream_sink *s, struct chunk *c)
 {
-	if (l && --l->refs == 0)
-		free(l);
+	if (--c->refs)
+		return;
+	if (c->cap == BLOCK_BYTES && s->n_spare < SPARE_BLOCKS && !s->finishing)
+		s->spare[s->n_spare++] = c;
+	else
+		free(c);
 }
 
 /* ---- subscribers ---- */
@@ -183,13 +217,15 @@ static void enforce_backlog(struct sub *u)
 
 static void batch_release(struct sub *u)
 {
-	for (unsigned i = 0; i < u->n_batch; i++)
-		line_unref(u->batch[i]);
-	u->n_batch = 0;
+	for (unsigned i = 0; i < u->n_held; i++)
+		chunk_unref(u->s, u->held[i]);
+	u->n_held = 0;
+	u->n_lines = 0;
 }
 
-/* Fill u->bufs with the drop notice and the next lines, taking references
- * and advancing the cursor past them; the number of buffers. */
+/* Fill u->bufs with the drop notice and the next lines, a run of one
+ * chunk's consecutive lines per buffer, taking a reference per run and
+ * advancing the cursor past them; the number of buffers. */
 static unsigned batch_fill(struct sub *u)
 {
 	struct stream_sink *s = u->s;
@@ -202,12 +238,23 @@ static unsigned batch_fill(struct sub *u)
 		u->bufs[n++] = uv_buf_init(u->notice, len);
 		u->drop_pending = 0;
 	}
-	while (u->n_batch < WRITE_BATCH && u->next_seq < s->head_seq) {
-		struct line *l = s->ring[u->next_seq++ % s->ring_cap];
+	while (u->n_lines < WRITE_LINES && u->next_seq < s->head_seq) {
+		const struct slot *sl = &s->ring[u->next_seq % s->ring_cap];
+		char *line = sl->c->data + sl->off;
+		uv_buf_t *last = n ? &u->bufs[n - 1] : NULL;
 
-		l->refs++;
-		u->batch[u->n_batch++] = l;
-		u->bufs[n++] = uv_buf_init(l->data, l->len);
+		if (u->n_held && u->held[u->n_held - 1] == sl->c && last &&
+		    last->base + last->len == line) {
+			last->len += sl->len;
+		} else if (u->n_held < WRITE_BUFS) {
+			sl->c->refs++;
+			u->held[u->n_held++] = sl->c;
+			u->bufs[n++] = uv_buf_init(line, sl->len);
+		} else {
+			break;
+		}
+		u->next_seq++;
+		u->n_lines++;
 	}
 	return n;
 }
@@ -220,14 +267,14 @@ static void on_write(uv_write_t *req, int status)
 	u->writing = false;
 	if (status < 0) {
 		/* The batch may be partly written; count it lost, once. */
-		s->st.dropped += u->n_batch;
+		s->st.dropped += u->n_lines;
 		if (status != UV_ECANCELED)
 			s->st.errors++;
 		batch_release(u);
 		sub_close(u, true);
 		return;
 	}
-	s->st.sent += u->n_batch;
+	s->st.sent += u->n_lines;
 	batch_release(u);
 	kick(u);
 }
@@ -251,7 +298,7 @@ static void kick(struct sub *u)
 			w = 0;
 		if (w < 0) {
 			s->st.errors++;
-			s->st.dropped += u->n_batch;
+			s->st.dropped += u->n_lines;
 			batch_release(u);
 			sub_close(u, true);
 			return;
@@ -259,7 +306,7 @@ static void kick(struct sub *u)
 		while (i < n && (size_t)w >= u->bufs[i].len)
 			w -= u->bufs[i++].len;
 		if (i == n) {
-			s->st.sent += u->n_batch;
+			s->st.sent += u->n_lines;
 			batch_release(u);
 			continue;
 		}
@@ -268,7 +315,7 @@ static void kick(struct sub *u)
 		u->req.data = u;
 		if (uv_write(&u->req, (uv_stream_t *)&u->pipe, u->bufs + i, n - i, on_write)) {
 			s->st.errors++;
-			s->st.dropped += u->n_batch;
+			s->st.dropped += u->n_lines;
 			batch_release(u);
 			sub_close(u, true);
 			return;
@@ -333,16 +380,103 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* ---- ring, submit ---- */
 
-static void ring_push(struct stream_sink *s, struct line *l)
+static void ring_push(struct stream_sink *s, struct chunk *c, size_t off, size_t len)
 {
-	struct line **slot = &s->ring[s->head_seq % s->ring_cap];
+	struct slot *slot = &s->ring[s->head_seq % s->ring_cap];
 
 	if (s->head_seq - s->oldest_seq == s->ring_cap) {
-		line_unref(*slot);
+		chunk_unref(s, slot->c);
 		s->oldest_seq++;
 	}
-	*slot = l;
+	c->refs++;
+	*slot = (struct slot){c, (uint32_t)off, (uint32_t)len};
 	s->head_seq++;
+}
+
+/* A new standard block (a spare if there is one), held by the sink as the
+ * open block. */
+static bool open_block(struct stream_sink *s)
+{
+	struct chunk *c;
+
+	if (s->n_spare)
+		c = s->spare[--s->n_spare];
+	else if (!(c = malloc(sizeof(*c) + BLOCK_BYTES)))
+		return false;
+	c->refs = 1;
+	c->cap = BLOCK_BYTES;
+	if (s->open)
+		chunk_unref(s, s->open);
+	s->open = c;
+	s->open_used = 0;
+	return true;
+}
+
+/* Format r into the open block's free room; the line's length, 0 when it
+ * did not fit (or cannot be formatted: *bad). */
+static size_t format_into_open(struct stream_sink *s, const struct ktel_record *r, bool *bad)
+{
+	struct ktel_textbuf b = {
+		.p = s->open->data + s->open_used,
+		.cap = s->open->cap - s->open_used,
+		.fixed = true,
+	};
+
+	if (!ktel_json__append(&b, &s->strs, r)) {
+		*bad = true;
+		return 0;
+	}
+	return b.fail ? 0 : b.len;
+}
+
+/* A line longer than a block: formatted on its own, that buffer becomes
+ * its block. */
+static bool format_alone(struct stream_sink *s, const struct ktel_record *r)
+{
+	struct ktel_textbuf b = {.len = sizeof(struct chunk)};
+	struct chunk *c;
+	size_t len;
+
+	ktel_textbuf_reserve(&b, BLOCK_BYTES * 2);
+	if (!ktel_json__append(&b, &s->strs, r) || b.fail) {
+		free(b.p);
+		return false;
+	}
+	c = (struct chunk *)b.p;
+	len = b.len - sizeof(*c);
+	c->refs = 1;
+	c->cap = len;
+	if (s->open)
+		chunk_unref(s, s->open);
+	s->open = c;
+	s->open_used = len;
+	return true;
+}
+
+/* r's line at the end of the open block (a new block when it does not fit
+ * in what is left); its offset in *ret_off and length, 0 when it could not
+ * be made (counted as dropped). */
+static size_t add_line(struct stream_sink *s, const struct ktel_record *r, size_t *ret_off)
+{
+	bool bad = false;
+	size_t len = 0;
+
+	if (s->open)
+		len = format_into_open(s, r, &bad);
+	/* Not in what is left: a new block, unless this one was new. */
+	if (!len && !bad && (!s->open || s->open_used) && open_block(s))
+		len = format_into_open(s, r, &bad);
+	if (!len && !bad && format_alone(s, r)) {
+		*ret_off = 0;
+		return s->open_used;
+	}
+	if (!len || s->open_used + len > UINT32_MAX) {
+		s->st.dropped++;
+		return 0;
+	}
+	*ret_off = s->open_used;
+	s->open_used += len;
+	return len;
 }
 
 static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
@@ -354,18 +488,12 @@ static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
 		s->st.dropped += n;
 		return;
 	}
+	ktel_json_strs__reset(&s->strs);
 	for (size_t i = 0; i < n; i++) {
-		size_t len = 0;
-		struct line *l;
+		size_t off, len = add_line(s, &recs[i], &off);
 
-		if (ktel_json__format_line(&recs[i], &s->fmt, &len, &s->fmt_cap) ||
-		    !(l = malloc(sizeof(*l) + len))) {
-			s->st.dropped++;
+		if (!len)
 			continue;
-		}
-		l->refs = 1;
-		l->len = len;
-		memcpy(l->data, s->fmt, len);
 		/* A batch may be larger than a backlog: before a subscriber
 		 * would lose a record, offer its backlog to its socket, so
 		 * only one that really does not read loses anything. */
@@ -374,7 +502,7 @@ static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
 			if (s->head_seq - u->next_seq >= s->backlog)
 				kick(u);
 		}
-		ring_push(s, l);
+		ring_push(s, s->open, off, len);
 		for (u = s->subs; u; u = u->next)
 			enforce_backlog(u);
 	}
@@ -390,7 +518,7 @@ static void stream_stats(void *priv, struct ktel_sink_stats *ret)
 	uint64_t waiting = 0;
 
 	for (const struct sub *u = s->subs; u; u = u->next)
-		waiting += s->head_seq - u->next_seq + u->n_batch;
+		waiting += s->head_seq - u->next_seq + u->n_lines;
 	*ret = s->st;
 	ret->queued = waiting;
 }
@@ -399,10 +527,14 @@ static void stream_stats(void *priv, struct ktel_sink_stats *ret)
 
 static void free_sink(struct stream_sink *s)
 {
+	s->finishing = true; /* no spare kept from here on */
 	for (uint64_t q = s->oldest_seq; s->ring && q < s->head_seq; q++)
-		line_unref(s->ring[q % s->ring_cap]);
+		chunk_unref(s, s->ring[q % s->ring_cap].c);
+	if (s->open)
+		chunk_unref(s, s->open);
+	while (s->n_spare)
+		free(s->spare[--s->n_spare]);
 	free(s->ring);
-	free(s->fmt);
 	free(s->name);
 	free(s->path);
 	free(s);

@@ -502,6 +502,60 @@ static void test_close_flushes(void **state)
 	finish_loop(&loop);
 }
 
+/* Lines are packed into 64 KiB blocks: a line longer than a block gets a
+ * block of its own, between blocks of short lines, and every line arrives
+ * whole and in order (the sanitizer build sees a block leaked or used
+ * after it was freed). */
+static void test_lines_across_blocks(void **state)
+{
+	static char big[200000];
+	struct ktel_record r = {
+		.type = KTEL_RECORD_COUNTER, .metric = "stream_test", .unit = "events",
+		.boot_id = "b", .n_dims = 1,
+	};
+	struct ktel_sink_stats st;
+	struct client c;
+	struct got g;
+	uv_loop_t loop;
+	void *priv;
+	int closed = 0;
+
+	memset(big, 'L', sizeof(big) - 1);
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":3000,"
+		      "\"ring_records\":3000}", sock_path);
+	client_connect(&loop, &c);
+	wait_subscribers(&loop, priv, 1);
+	client_read(&c);
+	for (uint64_t i = 0; i < 2000; i += 50) {
+		submit_range(priv, i, 49);
+		/* every 50th: a line over three blocks long */
+		r.seq = i + 49;
+		r.dims[0] = (struct ktel_dim){.name = "d", .value = 1, .label = big};
+		ops()->submit(priv, &r, 1);
+		uv_run(&loop, UV_RUN_NOWAIT);
+	}
+	ops()->stats(priv, &st);
+	assert_int_equal(st.dropped, 0);
+	ops()->close(priv, 5000, ktel_test_count_closed, &closed);
+	run_until(&loop, is_closed, &closed, 10000);
+	while (!c.eof)
+		uv_run(&loop, UV_RUN_ONCE);
+	parse(&c, 0, &g);
+	assert_int_equal(g.records, 2000);
+	assert_int_equal(g.notices, 0);
+	/* 40 whole copies of the long label */
+	for (const char *p = c.data, *q; (q = strstr(p, "\"d\":\"L")); p = q + 1) {
+		assert_int_equal(strspn(q + 5, "L"), sizeof(big) - 1);
+		assert_int_equal(q[5 + sizeof(big) - 1], '"');
+		closed++;
+	}
+	assert_int_equal(closed, 1 + 40);
+	free(g.seqs);
+	client_free(&c);
+	finish_loop(&loop);
+}
+
 /* A subscriber that never reads cannot hold close past its timeout; what it
  * was not sent is counted. */
 static void test_close_timeout(void **state)
@@ -666,6 +720,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_slow_subscriber_loses_oldest, new_socket),
+		cmocka_unit_test_setup(test_lines_across_blocks, new_socket),
 		cmocka_unit_test_setup(test_stats_match_subscribers, new_socket),
 		cmocka_unit_test_setup(test_mode_group_and_replay, new_socket),
 		cmocka_unit_test_setup(test_close_flushes, new_socket),
