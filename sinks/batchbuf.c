@@ -33,6 +33,7 @@ static bool take_spare(struct ktel_batchbuf *bb, size_t want)
 		return false;
 	bb->text.p = bb->spare[best];
 	bb->text.cap = bb->spare_cap[best];
+	bb->spare_bytes -= bb->spare_cap[best];
 	bb->n_spare--;
 	bb->spare[best] = bb->spare[bb->n_spare];
 	bb->spare_cap[best] = bb->spare_cap[bb->n_spare];
@@ -75,9 +76,11 @@ void *ktel_batchbuf__take(struct ktel_batchbuf *bb, size_t lines, size_t *ret_ca
 
 void ktel_batchbuf__release(struct ktel_batchbuf *bb, void *chunk, size_t cap, bool keep)
 {
-	if (keep && bb->n_spare < KTEL_BATCHBUF_SPARES) {
+	if (keep && bb->n_spare < KTEL_BATCHBUF_SPARES &&
+	    bb->spare_bytes + cap <= KTEL_BATCHBUF_SPARE_BYTES) {
 		bb->spare[bb->n_spare] = chunk;
 		bb->spare_cap[bb->n_spare++] = cap;
+		bb->spare_bytes += cap;
 		return;
 	}
 	free(chunk);
@@ -87,6 +90,7 @@ void ktel_batchbuf__free(struct ktel_batchbuf *bb)
 {
 	while (bb->n_spare)
 		free(bb->spare[--bb->n_spare]);
+	bb->spare_bytes = 0;
 	free(bb->text.p);
 	bb->text = (struct ktel_textbuf){0};
 }

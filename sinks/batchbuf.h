@@ -14,9 +14,10 @@
  * again for the next large one cost more (mremap, page faults, shootdowns)
  * than formatting the batch. So a spare is taken when it is between half
  * and ROOM times what the batch needs, and a chunk is shrunk only when it
- * is emptier than that. At most KTEL_BATCHBUF_SPARES chunks are spares at
- * a time, so at most that many oversized chunks are in a queue at once;
- * the others are allocated at their batch's size.
+ * is emptier than that. At most KTEL_BATCHBUF_SPARES chunks (of at most
+ * KTEL_BATCHBUF_SPARE_BYTES) are spares at a time, so at most that many
+ * oversized chunks are in a queue at once; the others are allocated at
+ * their batch's size.
  *
  * The owner's chunk struct comes first (hdr bytes; the text is formatted
  * after it) and records the chunk's cap, which release needs.
@@ -29,7 +30,12 @@
 
 #include "textbuf.h"
 
-#define KTEL_BATCHBUF_SPARES 2
+/* Spares kept: at most this many, of at most this many bytes in all. At
+ * saturation one write cycle of the JSON sink takes several batches, all
+ * released at once when it completes; 2 spares (the first design) saw
+ * every cycle mmap and munmap most of its chunks. */
+#define KTEL_BATCHBUF_SPARES 8
+#define KTEL_BATCHBUF_SPARE_BYTES (1u << 20)
 /* A spare is taken for a batch needing at least 1/ROOM of it. */
 #define KTEL_BATCHBUF_ROOM 4
 
@@ -40,6 +46,7 @@ struct ktel_batchbuf {
 	void *spare[KTEL_BATCHBUF_SPARES];
 	size_t spare_cap[KTEL_BATCHBUF_SPARES];
 	unsigned n_spare;
+	size_t spare_bytes;
 };
 
 /* An empty buffer for chunks with hdr bytes of header. */
@@ -61,7 +68,7 @@ void ktel_batchbuf__begin(struct ktel_batchbuf *bb, size_t n);
 void *ktel_batchbuf__take(struct ktel_batchbuf *bb, size_t lines, size_t *ret_cap);
 
 /* A chunk the owner is done with: kept as a spare when keep and there is
- * a free place, else freed. */
+ * room among the spares, else freed. */
 void ktel_batchbuf__release(struct ktel_batchbuf *bb, void *chunk, size_t cap, bool keep);
 
 /* Free the spares and a batch still being formatted. */

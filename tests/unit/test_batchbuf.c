@@ -95,20 +95,29 @@ static void test_small_batch_no_big_block(void **state)
 	assert_int_equal(bb.n_spare, 0);
 }
 
-/* Released chunks beyond the spares, or not to be kept, are freed (the
- * sanitizer build sees a leak otherwise). */
+/* Released chunks beyond the spares' count or bytes, or not to be kept,
+ * are freed (the sanitizer build sees a leak otherwise). */
 static void test_release_bounded(void **state)
 {
+	struct hdr *h[KTEL_BATCHBUF_SPARES + 3];
 	struct ktel_batchbuf bb;
-	struct hdr *h[5];
+	const int n = KTEL_BATCHBUF_SPARES + 3;
 
 	(void)state;
 	ktel_batchbuf__init(&bb, HDR);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < n; i++)
 		h[i] = make_batch(&bb, 4, 100);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < n; i++)
 		ktel_batchbuf__release(&bb, h[i], h[i]->cap, i != 0);
 	assert_int_equal(bb.n_spare, KTEL_BATCHBUF_SPARES);
+	ktel_batchbuf__free(&bb);
+	/* Big chunks: the byte budget, not the count, bounds them. */
+	for (int i = 0; i < 8; i++)
+		h[i] = make_batch(&bb, 400, 1000);
+	for (int i = 0; i < 8; i++)
+		ktel_batchbuf__release(&bb, h[i], h[i]->cap, true);
+	assert_true(bb.n_spare < 8);
+	assert_true(bb.spare_bytes <= KTEL_BATCHBUF_SPARE_BYTES);
 	ktel_batchbuf__free(&bb);
 }
 

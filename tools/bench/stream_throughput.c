@@ -4,10 +4,13 @@
  * the JSON sink on one core, and the events lost when the kernel produces at
  * twice (and at half) that rate.
  *
- * Method. The fx_stream_flood test plugin emits one 11-field event (ints,
- * bool, an enum, a label-map id, a nested struct, a char array, a byte array;
- * ~680 bytes as a JSON line) into a
- * 1 MiB ring buffer per getppid() of one thread. That producer thread is
+ * Method. The fx_stream_flood test plugin emits BURST 11-field events
+ * (ints, bool, an enum, a label-map id, a nested struct, a char array, a
+ * byte array; ~750 bytes as a JSON line) into a 1 MiB ring buffer per
+ * getppid() of one thread: BURST is 4 (KTEL_BENCH_BURST=1..16 sets it), so
+ * that one producer outruns the consumer also where a syscall is slow (a
+ * paravirtualized guest: one event per getppid() made at most ~700k/s
+ * there, and the consumer was never the limit). That producer thread is
  * pinned to CPU 1 and makes getppid() calls, flat out or paced to a target
  * rate. The consumer - everything the daemon does for a stream: uv_poll on
  * the ring's epoll fd, ring_buffer__consume in budgets, BTF decode into
@@ -75,6 +78,7 @@ struct producer {
 	bool yield_cpu; /* nice 10: a subscriber shares its CPU */
 	atomic_uint_fast64_t rate; /* events/s, 0: flat out */
 	atomic_uint_fast64_t made;
+	unsigned burst; /* events per getppid() */
 	bool pinned;
 };
 
@@ -151,8 +155,8 @@ static void *produce(void *arg)
 		while (atomic_load(&p->run)) {
 			for (int i = 0; i < PACE_STEP; i++)
 				syscall(SYS_getppid);
-			n += PACE_STEP;
-			atomic_fetch_add(&p->made, PACE_STEP);
+			n += PACE_STEP * p->burst;
+			atomic_fetch_add(&p->made, PACE_STEP * p->burst);
 			if (!rate)
 				continue;
 			/* Paced: wait (spinning: this CPU is the producer's alone)
@@ -160,7 +164,8 @@ static void *produce(void *arg)
 			 * by more than 10 ms of events (the thread was preempted),
 			 * start a new schedule rather than catch up in one burst
 			 * that alone could fill the ring. */
-			if ((now_ns() - t0) * rate / 1000000000ULL > n + rate / 100 + PACE_STEP) {
+			if ((now_ns() - t0) * rate / 1000000000ULL >
+			    n + rate / 100 + PACE_STEP * p->burst) {
 				t0 = now_ns();
 				n = 0;
 			}
@@ -332,7 +337,7 @@ static int setup(struct bench *b, const char *so, const char *json_path, const c
 {
 	struct ktel_err err = {0};
 	struct ktel_bpf_opts opts = {.pin_root = pin_root, .pin_gid = (gid_t)-1};
-	int64_t params[3];
+	int64_t params[4];
 	json_t *jopts;
 	int r;
 
@@ -347,6 +352,7 @@ static int setup(struct bench *b, const char *so, const char *json_path, const c
 	params[0] = atomic_load(&b->prod.tid);
 	params[1] = SYS_getppid;
 	params[2] = 1; /* the 1 MiB ring */
+	params[3] = b->prod.burst;
 	opts.targets = *ret_t;
 	opts.param_values = params;
 	r = ktel_bpf_plugin__load(*ret_p, &opts, ret_bp, &err);
@@ -415,6 +421,11 @@ int main(int argc, char **argv)
 	}
 	if (!secs)
 		secs = 3;
+	b.prod.burst = getenv("KTEL_BENCH_BURST") ? (unsigned)atoi(getenv("KTEL_BENCH_BURST")) : 4;
+	if (b.prod.burst < 1 || b.prod.burst > 16) {
+		fprintf(stderr, "ktel_bench_stream: KTEL_BENCH_BURST must be 1 to 16\n");
+		return 2;
+	}
 	/* The daemon's malloc settings (fixed mmap threshold): a sink chunk
 	 * over it is mmap'd, as in ktelemetryd. */
 	ktel_memory__init();
@@ -427,8 +438,9 @@ int main(int argc, char **argv)
 	r = setup(&b, so, json_path, pin_root, &p, &bp, &t);
 	if (r)
 		goto out;
-	printf("ktel_bench_stream: %s (1 MiB ring, 11-field events) -> stream reader -> router -> "
-	       "%s (%s)\n", so, b.sock_path ? "stream sink, one subscriber on CPU 1" : "JSON sink",
+	printf("ktel_bench_stream: %s (1 MiB ring, 11-field events, %u per getppid()) -> stream "
+	       "reader -> router -> %s (%s)\n", so, b.prod.burst,
+	       b.sock_path ? "stream sink, one subscriber on CPU 1" : "JSON sink",
 	       b.sock_path ? b.sock_path : json_path);
 	printf("consumer (loop + sink writer threads) on CPU %d%s, producer on CPU %d%s, %u s per "
 	       "phase, %ld CPUs online\n", CONSUMER_CPU, consumer_pinned ? "" : " (pin FAILED)",

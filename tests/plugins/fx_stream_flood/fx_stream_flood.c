@@ -25,6 +25,7 @@ static const struct ktel_param_desc params[] = {
 	{.name = "fx_syscall_nr", .description = "syscall that emits", .default_value = -1},
 	{.name = "fx_use_big", .description = "1: the 1 MiB ring, 0: the 4 KiB one",
 	 .default_value = 0},
+	{.name = "fx_burst", .description = "events per syscall (1-16)", .default_value = 1},
 };
 
 KTEL_PLUGIN(.name = "fx_stream_flood", .version = "1.0",
