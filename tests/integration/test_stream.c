@@ -338,12 +338,19 @@ static void produce(int n)
 		syscall(SYS_getppid);
 }
 
+/* burst events per syscall (fx_burst; the stream bench makes 4). */
+static struct ktel_bpf_plugin *load_flood_burst(const struct ktel_plugin *p, bool big,
+						int64_t burst)
+{
+	int64_t params[] = {(int64_t)gettid(), SYS_getppid, big, burst};
+
+	assert_int_equal(p->desc.n_params, 4);
+	return load(p, params);
+}
+
 static struct ktel_bpf_plugin *load_flood(const struct ktel_plugin *p, bool big)
 {
-	int64_t params[] = {(int64_t)gettid(), SYS_getppid, big};
-
-	assert_int_equal(p->desc.n_params, 3);
-	return load(p, params);
+	return load_flood_burst(p, big, 1);
 }
 
 /* ---- flood: produced == delivered + lost ------------------------------- */
@@ -389,6 +396,39 @@ static void test_flood_lost_matches(void **state)
 	assert_int_equal(s.delivered + s.lost_kernel, FLOOD_EVENTS + 10);
 	assert_int_equal(field_u(&k->recs[k->n - 1], "seq"), FLOOD_EVENTS + 10);
 
+	free_reader(&loop, sr);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(p);
+	free(k);
+}
+
+/* fx_burst events per syscall, as ktel_bench_stream counts them: runs of
+ * consecutive seq, and produced = burst x syscalls = delivered + lost. */
+static void test_flood_burst_counted(void **state)
+{
+	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_stream_flood");
+	struct ktel_bpf_plugin *bp = load_flood_burst(p, true, 4);
+	struct kept *k = calloc(1, sizeof(*k));
+	struct ktel_stream_reader *sr;
+	struct ktel_stream_stats s;
+	uv_loop_t loop;
+
+	assert_non_null(k);
+	k->seq_in_order = true;
+	uv_loop_init(&loop);
+	sr = reader(&loop, p, bp, "fx_stream_big", on_records, k);
+	start(sr);
+	produce(100);
+	assert_int_equal(bss_u64(bp->obj, "fx_produced"), 400);
+	run_until(&loop, sr, 400, true);
+	ktel_stream_reader__stats(sr, &s);
+	assert_int_equal(s.delivered, 400);
+	assert_int_equal(s.lost_kernel, 0);
+	for (size_t i = 0; i < k->n; i++)
+		assert_int_equal(field_u(&k->recs[i], "seq"), i + 1);
+	assert_true(k->seq_in_order);
 	free_reader(&loop, sr);
 	assert_int_equal(uv_loop_close(&loop), 0);
 	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
@@ -970,6 +1010,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_flood_lost_matches),
+		cmocka_unit_test(test_flood_burst_counted),
 		cmocka_unit_test(test_decode_live_to_json),
 		cmocka_unit_test(test_budget_yields),
 		cmocka_unit_test(test_stop_drains_ring),
