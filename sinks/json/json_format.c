@@ -442,10 +442,32 @@ static void fb_event(struct ktel_textbuf *b, struct ktel_json_strs *c, const str
 	ktel_textbuf_put(b, "}", 1);
 }
 
+/* Whole seconds of a wall-clock time given as its bits (fb_window). */
+static void put_wall_s(struct ktel_textbuf *b, uint64_t ns)
+{
+	fb_wall_s(b, (int64_t)ns);
+}
+
+/* start_key start end_key end, each number written by put; end repeats
+ * start's text when they are equal (an event's window). */
+static void fb_window(struct ktel_textbuf *b, const char *start_key, const char *end_key,
+		      uint64_t start, uint64_t end, void (*put)(struct ktel_textbuf *, uint64_t))
+{
+	size_t at, digits_end;
+
+	ktel_textbuf_puts(b, start_key);
+	at = b->len;
+	put(b, start);
+	digits_end = b->len;
+	ktel_textbuf_puts(b, end_key);
+	if (end == start)
+		put_again(b, false, at, digits_end);
+	else
+		put(b, end);
+}
+
 bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c, const struct ktel_record *r)
 {
-	size_t at, end;
-
 	if (r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_EVENT)
 		return false;
 	ktel_textbuf_puts(b, "{\"metric\":");
@@ -458,28 +480,15 @@ bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c, const s
 	fb_str(b, c, r->unit);
 	ktel_textbuf_puts(b, ",\"type\":\"");
 	ktel_textbuf_puts(b, type_names[r->type]);
-	ktel_textbuf_puts(b, "\",\"start_ns\":");
-	at = b->len;
-	ktel_textbuf_put_u64(b, r->start_boottime_ns);
-	end = b->len;
-	ktel_textbuf_puts(b, ",\"end_ns\":");
-	if (r->end_boottime_ns == r->start_boottime_ns)
-		put_again(b, false, at, end);
-	else
-		ktel_textbuf_put_u64(b, r->end_boottime_ns);
+	ktel_textbuf_puts(b, "\"");
+	fb_window(b, ",\"start_ns\":", ",\"end_ns\":", r->start_boottime_ns,
+		  r->end_boottime_ns, ktel_textbuf_put_u64);
 	ktel_textbuf_puts(b, ",\"start\":");
 	fb_wall(b, r->start_wall_ns);
 	ktel_textbuf_puts(b, ",\"end\":");
 	fb_wall(b, r->end_wall_ns);
-	ktel_textbuf_puts(b, ",\"start_s\":");
-	at = b->len;
-	fb_wall_s(b, r->start_wall_ns);
-	end = b->len;
-	ktel_textbuf_puts(b, ",\"end_s\":");
-	if (r->end_wall_ns == r->start_wall_ns)
-		put_again(b, false, at, end);
-	else
-		fb_wall_s(b, r->end_wall_ns);
+	fb_window(b, ",\"start_s\":", ",\"end_s\":", (uint64_t)r->start_wall_ns,
+		  (uint64_t)r->end_wall_ns, put_wall_s);
 	ktel_textbuf_puts(b, ",\"boot_id\":");
 	fb_str(b, c, r->boot_id);
 	ktel_textbuf_puts(b, ",\"map_id\":");

@@ -355,26 +355,53 @@ static struct ktel_bpf_plugin *load_flood(const struct ktel_plugin *p, bool big)
 
 /* ---- flood: produced == delivered + lost ------------------------------- */
 
+/* fx_stream_flood loaded, a reader started on one of its metrics, the
+ * records it delivers kept in k. */
+struct flood {
+	struct ktel_plugin *p;
+	struct ktel_bpf_plugin *bp;
+	struct kept *k;
+	struct ktel_stream_reader *sr;
+	uv_loop_t loop;
+};
+
+static void flood_start(struct flood *f, bool big, int64_t burst)
+{
+	f->p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_stream_flood");
+	f->bp = load_flood_burst(f->p, big, burst);
+	f->k = calloc(1, sizeof(*f->k));
+	assert_non_null(f->k);
+	f->k->seq_in_order = true;
+	uv_loop_init(&f->loop);
+	f->sr = reader(&f->loop, f->p, f->bp, big ? "fx_stream_big" : "fx_stream_small",
+		       on_records, f->k);
+	start(f->sr);
+}
+
+static void flood_end(struct flood *f)
+{
+	free_reader(&f->loop, f->sr);
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+	assert_int_equal(ktel_bpf_plugin__unpin(f->bp, NULL), 0);
+	ktel_bpf_plugin__free(f->bp);
+	ktel_plugin__free(f->p);
+	free(f->k);
+}
+
 static void test_flood_lost_matches(void **state)
 {
-	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_stream_flood");
-	struct ktel_bpf_plugin *bp = load_flood(p, false);
-	struct kept *k = calloc(1, sizeof(*k));
-	struct ktel_stream_reader *sr;
 	struct ktel_stream_stats s;
-	uv_loop_t loop;
+	struct flood f;
+	struct kept *k;
 
-	assert_non_null(k);
-	k->seq_in_order = true;
-	uv_loop_init(&loop);
-	sr = reader(&loop, p, bp, "fx_stream_small", on_records, k);
-	start(sr);
+	flood_start(&f, false, 1);
+	k = f.k;
 	/* The burst comes while the loop does not run: nothing consumes. */
 	produce(FLOOD_EVENTS);
-	assert_int_equal(bss_u64(bp->obj, "fx_produced"), FLOOD_EVENTS);
-	run_until(&loop, sr, FLOOD_EVENTS, true);
-	run_for(&loop, 50);
-	ktel_stream_reader__stats(sr, &s);
+	assert_int_equal(bss_u64(f.bp->obj, "fx_produced"), FLOOD_EVENTS);
+	run_until(&f.loop, f.sr, FLOOD_EVENTS, true);
+	run_for(&f.loop, 50);
+	ktel_stream_reader__stats(f.sr, &s);
 	printf("flood of %d into a 4 KiB ring: delivered %llu, lost %llu, batches %llu\n",
 	       FLOOD_EVENTS, (unsigned long long)s.delivered, (unsigned long long)s.lost_kernel,
 	       (unsigned long long)s.batches);
@@ -391,50 +418,32 @@ static void test_flood_lost_matches(void **state)
 
 	/* Consumed again, the ring takes events again; nothing more is lost. */
 	produce(10);
-	run_until(&loop, sr, s.delivered + 10, false);
-	ktel_stream_reader__stats(sr, &s);
+	run_until(&f.loop, f.sr, s.delivered + 10, false);
+	ktel_stream_reader__stats(f.sr, &s);
 	assert_int_equal(s.delivered + s.lost_kernel, FLOOD_EVENTS + 10);
 	assert_int_equal(field_u(&k->recs[k->n - 1], "seq"), FLOOD_EVENTS + 10);
 
-	free_reader(&loop, sr);
-	assert_int_equal(uv_loop_close(&loop), 0);
-	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
-	ktel_bpf_plugin__free(bp);
-	ktel_plugin__free(p);
-	free(k);
+	flood_end(&f);
 }
 
 /* fx_burst events per syscall, as ktel_bench_stream counts them: runs of
  * consecutive seq, and produced = burst x syscalls = delivered + lost. */
 static void test_flood_burst_counted(void **state)
 {
-	struct ktel_plugin *p = open_plugin(KTEL_TEST_PLUGIN_DIR, "fx_stream_flood");
-	struct ktel_bpf_plugin *bp = load_flood_burst(p, true, 4);
-	struct kept *k = calloc(1, sizeof(*k));
-	struct ktel_stream_reader *sr;
 	struct ktel_stream_stats s;
-	uv_loop_t loop;
+	struct flood f;
 
-	assert_non_null(k);
-	k->seq_in_order = true;
-	uv_loop_init(&loop);
-	sr = reader(&loop, p, bp, "fx_stream_big", on_records, k);
-	start(sr);
+	flood_start(&f, true, 4);
 	produce(100);
-	assert_int_equal(bss_u64(bp->obj, "fx_produced"), 400);
-	run_until(&loop, sr, 400, true);
-	ktel_stream_reader__stats(sr, &s);
+	assert_int_equal(bss_u64(f.bp->obj, "fx_produced"), 400);
+	run_until(&f.loop, f.sr, 400, true);
+	ktel_stream_reader__stats(f.sr, &s);
 	assert_int_equal(s.delivered, 400);
 	assert_int_equal(s.lost_kernel, 0);
-	for (size_t i = 0; i < k->n; i++)
-		assert_int_equal(field_u(&k->recs[i], "seq"), i + 1);
-	assert_true(k->seq_in_order);
-	free_reader(&loop, sr);
-	assert_int_equal(uv_loop_close(&loop), 0);
-	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
-	ktel_bpf_plugin__free(bp);
-	ktel_plugin__free(p);
-	free(k);
+	for (size_t i = 0; i < f.k->n; i++)
+		assert_int_equal(field_u(&f.k->recs[i], "seq"), i + 1);
+	assert_true(f.k->seq_in_order);
+	flood_end(&f);
 }
 
 /* ---- every field kind, live, and through the JSON sink ----------------- */
