@@ -10,14 +10,18 @@ void ktel_batchbuf__init(struct ktel_batchbuf *bb, size_t hdr)
 	bb->hdr = hdr;
 }
 
-/* How far cap is from want (the spare that fits best is the nearest). */
-static size_t misfit(size_t cap, size_t want)
+/* Is spare a better pick than spare b for want? One that holds the batch
+ * (the smallest such) beats one that must grow (the largest such). */
+static bool better(size_t a, size_t b, size_t want)
 {
-	return cap > want ? cap - want : want - cap;
+	if ((a >= want) != (b >= want))
+		return a >= want;
+	return a >= want ? a < b : a > b;
 }
 
-/* Take the spare nearest to want, when it is at least half of it (the
- * text grows it, by doubling, at most once) and at most four times. */
+/* Take the best spare for want (better()) among those of at least half of
+ * it (the text grows one, by doubling, at most once) and at most ROOM
+ * times it. */
 static bool take_spare(struct ktel_batchbuf *bb, size_t want)
 {
 	unsigned best = bb->n_spare;
@@ -26,7 +30,7 @@ static bool take_spare(struct ktel_batchbuf *bb, size_t want)
 		size_t cap = bb->spare_cap[i];
 
 		if (cap >= want / 2 && cap <= KTEL_BATCHBUF_ROOM * want &&
-		    (best == bb->n_spare || misfit(cap, want) < misfit(bb->spare_cap[best], want)))
+		    (best == bb->n_spare || better(cap, bb->spare_cap[best], want)))
 			best = i;
 	}
 	if (best == bb->n_spare)
