@@ -95,6 +95,30 @@ static void test_small_batch_no_big_block(void **state)
 	assert_int_equal(bb.n_spare, 0);
 }
 
+/* Of two spares, one a little small for the batch and one that holds it
+ * with room to spare, the one that holds it is taken: growing the other
+ * costs a copy and fresh pages. */
+static void test_spare_that_holds_preferred(void **state)
+{
+	struct ktel_batchbuf bb;
+	struct hdr *small, *big, *h;
+
+	(void)state;
+	ktel_batchbuf__init(&bb, HDR);
+	/* The first batch sets the bytes per line; later ones are sized by it. */
+	free(make_batch(&bb, 10, 1000));
+	small = make_batch(&bb, 150, 1000);
+	big = make_batch(&bb, 500, 1000);
+	assert_true(small->cap < HDR + 200 * 1000);
+	ktel_batchbuf__release(&bb, small, small->cap, true);
+	ktel_batchbuf__release(&bb, big, big->cap, true);
+	/* hint: 1001 bytes a line, so 200 lines want ~213 KB */
+	h = make_batch(&bb, 200, 1000);
+	assert_ptr_equal(h, big);
+	free(h);
+	ktel_batchbuf__free(&bb);
+}
+
 /* Released chunks beyond the spares' count or bytes, or not to be kept,
  * are freed (the sanitizer build sees a leak otherwise). */
 static void test_release_bounded(void **state)
@@ -126,6 +150,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_steady_batches_reuse_spares),
 		cmocka_unit_test(test_small_batch_no_big_block),
+		cmocka_unit_test(test_spare_that_holds_preferred),
 		cmocka_unit_test(test_release_bounded),
 	};
 
