@@ -29,28 +29,33 @@
 #include <ktelemetry/plugin.h>
 
 #include "error.h"
+#include "vmlinux_btf.h"
 
 struct btf;
 struct ktel_targets;
 
-#define KTEL_VMLINUX_BTF_PATH "/sys/kernel/btf/vmlinux"
 #define KTEL_KPROBE_PMU_PATH "/sys/bus/event_source/devices/kprobe"
 #define KTEL_TARGET_REASON_MAX 160
 
 /*
- * Parse the kernel BTF at btf_path (NULL: KTEL_VMLINUX_BTF_PATH). Returns NULL
- * with errno set and err filled when the file cannot be read or parsed.
+ * Targets of the kernel BTF at btf_path, parsed for this object alone; or,
+ * with btf_path NULL, of the running kernel's BTF held shared
+ * (ktel_vmlinux_btf__hold()) while the object lives, so that libbpf's loads
+ * in the meantime borrow the same parse: in the daemon, the object lives
+ * for one plugin scan. Returns NULL with errno set and err filled when the
+ * file cannot be read or parsed.
  */
 struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *err);
 
 /*
  * Wrap an existing BTF (e.g. a synthetic one built with btf__add_*). Takes
- * ownership of btf: ktel_targets__free() frees it, also on failure here.
+ * ownership of btf and reads it while t lives: ktel_targets__free() frees
+ * it, also on failure here.
  * Returns NULL with errno set on allocation failure.
  */
 struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf);
 
-/* Free t and its BTF. Accepts NULL. */
+/* Free t and its BTF (or end its hold of the shared one). Accepts NULL. */
 void ktel_targets__free(struct ktel_targets *t);
 
 /*
