@@ -15,20 +15,27 @@
 
 /*
  * What the choice needs of the kernel's BTF: every FUNC and every
- * btf_trace_<tracepoint> typedef, by name. The index holds type ids only
- * (4 bytes each, 0.2 MiB on a 6.x kernel); names and prototypes are read
- * from the BTF itself, which the daemon's scan shares with libbpf's loads
- * (vmlinux_btf.h) instead of each keeping a copy.
+ * btf_trace_<tracepoint> typedef, by name, with its argument count. While
+ * the daemon's scan lends its parse to libbpf's loads (vmlinux_btf.h), the
+ * index only points into that parse (8 bytes an entry, 0.4 MiB on a 6.x
+ * kernel). Otherwise the names are copied out (1.7 MiB) and the parse freed
+ * at once, so that it never sits beside the parses libbpf makes itself.
  */
+struct target_entry {
+	uint32_t key;  /* type id in t->btf, or offset in names once detached */
+	int32_t nargs; /* -1: not a function prototype */
+};
+
 struct target_index {
-	uint32_t *ids; /* sorted by name (after skip), first in the BTF first */
+	struct target_entry *v; /* sorted by name, the first in the BTF first */
 	size_t n;
-	size_t skip;   /* bytes of prefix the name is looked up without */
+	size_t skip;   /* prefix the name is looked up without */
+	char *names;   /* NULL: keys are type ids of t->btf */
 };
 
 struct ktel_targets {
-	const struct btf *btf;
-	struct btf *own;           /* NULL: btf is the held shared parse */
+	const struct btf *btf;     /* NULL once the index is detached from it */
+	struct btf *own;           /* btf when it is not the shared parse */
 	struct target_index funcs; /* FUNC <name> */
 	struct target_index tps;   /* typedef btf_trace_<name>, by <name> */
 	char *kprobe_pmu; /* NULL: KTEL_KPROBE_PMU_PATH */
@@ -88,7 +95,7 @@ static int proto_params(const struct btf *btf, __u32 id)
 
 static const char tp_prefix[] = "btf_trace_";
 
-/* The name type id is indexed under, or NULL when it has none. */
+/* The name type id is indexed under in x, or NULL when it has none. */
 static const char *index_name(const struct btf *btf, const struct target_index *x, __u32 id)
 {
 	const struct btf_type *type = btf__type_by_id(btf, id);
@@ -97,7 +104,13 @@ static const char *index_name(const struct btf *btf, const struct target_index *
 	return name && name[0] ? name + x->skip : NULL;
 }
 
-/* Which index, if any, type id of btf belongs in. */
+static const char *entry_name(const struct ktel_targets *t, const struct target_index *x,
+			      const struct target_entry *e)
+{
+	return x->names ? x->names + e->key : index_name(t->btf, x, e->key);
+}
+
+/* Which index, if any, type id of t->btf belongs in. */
 static struct target_index *index_of(struct ktel_targets *t, __u32 id)
 {
 	const struct btf_type *type = btf__type_by_id(t->btf, id);
@@ -112,49 +125,61 @@ static struct target_index *index_of(struct ktel_targets *t, __u32 id)
 	return NULL;
 }
 
-static int id_cmp(const void *a, const void *b, void *arg)
+static int32_t entry_nargs(const struct ktel_targets *t, const struct target_index *x, __u32 id)
 {
-	const struct ktel_targets *t = ((void **)arg)[0];
-	const struct target_index *x = ((void **)arg)[1];
-	__u32 i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-	int c = strcmp(index_name(t->btf, x, i), index_name(t->btf, x, j));
+	int args = proto_params(t->btf, id);
+
+	/* A tracepoint's first parameter is its void *data. */
+	if (x == &t->tps)
+		return args > 0 ? args - 1 : -1;
+	return args;
+}
+
+struct sort_ctx {
+	const struct ktel_targets *t;
+	const struct target_index *x;
+};
+
+static int entry_cmp(const void *a, const void *b, void *arg)
+{
+	const struct sort_ctx *ctx = arg;
+	const struct target_entry *e = a, *f = b;
+	int c = strcmp(entry_name(ctx->t, ctx->x, e), entry_name(ctx->t, ctx->x, f));
 
 	/* Equal names: the first in the BTF wins, as btf__find_by_name_kind(). */
-	return c ? c : (i > j) - (i < j);
+	return c ? c : (e->key > f->key) - (e->key < f->key);
 }
 
 /* Sort by name and drop later duplicates. */
 static void index_seal(const struct ktel_targets *t, struct target_index *x)
 {
-	void *ctx[2] = { (void *)t, x };
+	struct sort_ctx ctx = { t, x };
 	size_t out = 0;
 
-	qsort_r(x->ids, x->n, sizeof(*x->ids), id_cmp, ctx);
+	qsort_r(x->v, x->n, sizeof(*x->v), entry_cmp, &ctx);
 	for (size_t i = 0; i < x->n; i++)
-		if (!out || strcmp(index_name(t->btf, x, x->ids[out - 1]),
-				   index_name(t->btf, x, x->ids[i])))
-			x->ids[out++] = x->ids[i];
+		if (!out || strcmp(entry_name(t, x, &x->v[out - 1]), entry_name(t, x, &x->v[i])))
+			x->v[out++] = x->v[i];
 	x->n = out;
 }
 
-/* Type id of name in x, or 0 (never a FUNC or typedef) when absent. */
-static __u32 index_find(const struct ktel_targets *t, const struct target_index *x,
-			const char *name)
+static const struct target_entry *index_find(const struct ktel_targets *t,
+					     const struct target_index *x, const char *name)
 {
 	size_t lo = 0, hi = x->n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, index_name(t->btf, x, x->ids[mid]));
+		int c = strcmp(name, entry_name(t, x, &x->v[mid]));
 
 		if (!c)
-			return x->ids[mid];
+			return &x->v[mid];
 		if (c < 0)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	return 0;
+	return NULL;
 }
 
 /* Two passes over the types: count, then fill arrays of the exact size. */
@@ -166,26 +191,64 @@ static int build_index(struct ktel_targets *t)
 	for (__u32 id = 1; id < n; id++)
 		if ((x = index_of(t, id)))
 			x->n++;
-	t->funcs.ids = malloc((t->funcs.n ? t->funcs.n : 1) * sizeof(uint32_t));
-	t->tps.ids = malloc((t->tps.n ? t->tps.n : 1) * sizeof(uint32_t));
-	if (!t->funcs.ids || !t->tps.ids)
+	t->funcs.v = calloc(t->funcs.n + 1, sizeof(*t->funcs.v));
+	t->tps.v = calloc(t->tps.n + 1, sizeof(*t->tps.v));
+	if (!t->funcs.v || !t->tps.v)
 		return -ENOMEM;
 	t->funcs.n = t->tps.n = 0;
 	for (__u32 id = 1; id < n; id++)
 		if ((x = index_of(t, id)))
-			x->ids[x->n++] = id;
+			x->v[x->n++] = (struct target_entry){ id, entry_nargs(t, x, id) };
 	index_seal(t, &t->funcs);
 	index_seal(t, &t->tps);
 	return 0;
 }
 
-/* Index the BTF t->btf; frees t on failure. */
-static struct ktel_targets *targets_index(struct ktel_targets *t)
+/* Copy x's names out of the BTF; keys become offsets in the copy. */
+static int index_detach(const struct ktel_targets *t, struct target_index *x)
+{
+	size_t len = 0, used = 0;
+
+	for (size_t i = 0; i < x->n; i++)
+		len += strlen(entry_name(t, x, &x->v[i])) + 1;
+	if (len > UINT32_MAX)
+		return -E2BIG;
+	x->names = malloc(len ? len : 1);
+	if (!x->names)
+		return -ENOMEM;
+	for (size_t i = 0; i < x->n; i++) {
+		const char *name = index_name(t->btf, x, x->v[i].key);
+		size_t n = strlen(name) + 1;
+
+		memcpy(x->names + used, name, n);
+		x->v[i].key = (uint32_t)used;
+		used += n;
+	}
+	return 0;
+}
+
+/* End t's use of its BTF: freed, or the shared parse's hold ended. */
+static void drop_btf(struct ktel_targets *t)
+{
+	if (t->own)
+		btf__free(t->own);
+	else if (t->btf)
+		ktel_vmlinux_btf__release();
+	t->btf = t->own = NULL;
+}
+
+/* Index t->btf, and unless keep_btf detach from it; frees t on failure. */
+static struct ktel_targets *targets_index(struct ktel_targets *t, bool keep_btf)
 {
 	int rc;
 
 	t->tps.skip = sizeof(tp_prefix) - 1;
 	rc = build_index(t);
+	if (!rc && !keep_btf) {
+		rc = index_detach(t, &t->funcs);
+		rc = rc ?: index_detach(t, &t->tps);
+		drop_btf(t);
+	}
 	if (rc) {
 		ktel_targets__free(t);
 		errno = -rc;
@@ -205,7 +268,7 @@ struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
 		return NULL;
 	}
 	t->btf = t->own = btf;
-	return targets_index(t);
+	return targets_index(t, false);
 }
 
 struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *err)
@@ -219,17 +282,17 @@ struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *er
 	}
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-		errno = ENOMEM;
 		ktel_err_set(err, ENOMEM, "kernel targets: out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
-	/* The scan's parse: libbpf's loads borrow the same one. */
 	t->btf = ktel_vmlinux_btf__hold(err);
 	if (!t->btf) {
 		free(t);
 		return NULL;
 	}
-	t = targets_index(t);
+	/* Kept only if libbpf's loads borrow it: else it would sit beside theirs. */
+	t = targets_index(t, ktel_vmlinux_btf__lending());
 	if (!t)
 		ktel_err_set(err, errno, "kernel BTF: cannot index it: %s", strerror(errno));
 	return t;
@@ -239,12 +302,11 @@ void ktel_targets__free(struct ktel_targets *t)
 {
 	if (!t)
 		return;
-	free(t->funcs.ids);
-	free(t->tps.ids);
-	if (t->own)
-		btf__free(t->own);
-	else if (t->btf)
-		ktel_vmlinux_btf__release();
+	free(t->funcs.v);
+	free(t->funcs.names);
+	free(t->tps.v);
+	free(t->tps.names);
+	drop_btf(t);
 	free(t->kprobe_pmu);
 	free(t->tracefs);
 	free(t);
@@ -285,22 +347,17 @@ static bool is_dir(const char *path)
 /* Argument count of tracepoint name from its btf_trace_ typedef; -ENOENT if absent. */
 static int btf_tp_args(const struct ktel_targets *t, const char *name)
 {
-	__u32 id = index_find(t, &t->tps, name);
-	int args;
+	const struct target_entry *e = index_find(t, &t->tps, name);
 
-	if (!id)
-		return -ENOENT;
-	/* The first parameter is the tracepoint's void *data. */
-	args = proto_params(t->btf, id);
-	return args > 0 ? args - 1 : -1;
+	return e ? e->nargs : -ENOENT;
 }
 
 /* Argument count of function name; -ENOENT if it is not a FUNC in the BTF. */
 static int btf_func_args(const struct ktel_targets *t, const char *name)
 {
+	const struct target_entry *e;
 	char fname[256];
 	size_t len;
-	__u32 id;
 
 	/* kprobe sections may carry an offset: kprobe/func+0x10. */
 	len = strcspn(name, "+");
@@ -308,8 +365,8 @@ static int btf_func_args(const struct ktel_targets *t, const char *name)
 		return -ENOENT;
 	memcpy(fname, name, len);
 	fname[len] = '\0';
-	id = index_find(t, &t->funcs, fname);
-	return id ? proto_params(t->btf, id) : -ENOENT;
+	e = index_find(t, &t->funcs, fname);
+	return e ? e->nargs : -ENOENT;
 }
 
 static const char *tracefs_root(const struct ktel_targets *t)

@@ -195,6 +195,16 @@ void ktel_vmlinux_btf__set_lending(bool on)
 	pthread_mutex_unlock(&shared.lock);
 }
 
+bool ktel_vmlinux_btf__lending(void)
+{
+	bool on;
+
+	pthread_mutex_lock(&shared.lock);
+	on = shared.lending;
+	pthread_mutex_unlock(&shared.lock);
+	return on;
+}
+
 struct btf *ktel_vmlinux_btf__lend(void)
 {
 	struct btf *btf = NULL;

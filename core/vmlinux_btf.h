@@ -78,6 +78,7 @@ int ktel_vmlinux_btf__set_path(const char *path);
  *    caller must not free it), false for any other BTF.
  */
 void ktel_vmlinux_btf__set_lending(bool on);
+bool ktel_vmlinux_btf__lending(void);
 struct btf *ktel_vmlinux_btf__lend(void);
 bool ktel_vmlinux_btf__unlend(const struct btf *btf);
 

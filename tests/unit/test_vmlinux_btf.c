@@ -287,6 +287,29 @@ static void test_targets_hold_shared_parse(void **state)
 	assert_null(ktel_vmlinux_btf__get());
 }
 
+/*
+ * With lending off (no interposer) libbpf parses its own copy per load: the
+ * targets then copy the names out and free the parse at once, so it never
+ * sits beside libbpf's.
+ */
+static void test_targets_without_lending_free_parse(void **state)
+{
+	struct ktel_targets *t;
+	int n = -100;
+
+	ktel_vmlinux_btf__set_lending(false);
+	t = ktel_targets__new(NULL, NULL);
+	assert_non_null(t);
+	assert_null(ktel_vmlinux_btf__get());
+	assert_int_equal(ktel_targets__check(t, "tp_btf/" TEST_TP, &n, NULL, 0), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ktel_targets__check(t, "fentry/ktel_test_only_func", &n, NULL, 0), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ktel_targets__check(t, "fentry/absent", &n, NULL, 0), -ENOENT);
+	ktel_targets__free(t);
+	ktel_vmlinux_btf__set_lending(true);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	return remove(path);
@@ -338,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_stray_free_ignored),
 		cmocka_unit_test(test_lending_off),
 		cmocka_unit_test(test_targets_hold_shared_parse),
+		cmocka_unit_test(test_targets_without_lending_free_parse),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
