@@ -300,8 +300,9 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 		       MAX_PLUGINS);
 		return -E2BIG;
 	}
-	/* The kernel's BTF is parsed for a (re)scan and freed after it: it is
-	 * a third of the daemon's memory otherwise (docs/benchmarks.md). */
+	/* The kernel's BTF is parsed once for a (re)scan and freed after it:
+	 * it is half of the daemon's memory otherwise. The targets hold it, and
+	 * every load of the scan borrows it (vmlinux_btf.h, docs/benchmarks.md). */
 	if (!d->targets) {
 		d->targets = ktel_targets__new(NULL, &err);
 		if (!d->targets) {

@@ -11,26 +11,31 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "vmlinux_btf.h"
+
 /*
- * What the choice needs of the kernel's BTF, and no more: the argument count
- * of every FUNC and of every btf_trace_<tracepoint> typedef, by name. The
- * parsed BTF (5.5 MiB on a 6.x kernel) is freed once this index is built,
- * before libbpf parses its own copy to load an object: the two never
- * overlap, which keeps the daemon's peak (VmHWM) down.
+ * What the choice needs of the kernel's BTF: every FUNC and every
+ * btf_trace_<tracepoint> typedef, by name, with its argument count. While
+ * the daemon's scan lends its parse to libbpf's loads (vmlinux_btf.h), the
+ * index only points into that parse (8 bytes an entry, 0.4 MiB on a 6.x
+ * kernel). Otherwise the names are copied out (1.7 MiB) and the parse freed
+ * at once, so that it never sits beside the parses libbpf makes itself.
  */
-struct target_name {
-	uint32_t name; /* offset in names */
+struct target_entry {
+	uint32_t key;  /* type id in t->btf, or offset in names once detached */
 	int32_t nargs; /* -1: not a function prototype */
 };
 
 struct target_index {
-	char *names;
-	struct target_name *v;
-	size_t n, cap;
-	size_t names_len, names_cap;
+	struct target_entry *v; /* sorted by name, the first in the BTF first */
+	size_t n;
+	size_t skip;   /* prefix the name is looked up without */
+	char *names;   /* NULL: keys are type ids of t->btf */
 };
 
 struct ktel_targets {
+	const struct btf *btf;     /* NULL once the index is detached from it */
+	struct btf *own;           /* btf when it is not the shared parse */
 	struct target_index funcs; /* FUNC <name> */
 	struct target_index tps;   /* typedef btf_trace_<name>, by <name> */
 	char *kprobe_pmu; /* NULL: KTEL_KPROBE_PMU_PATH */
@@ -88,134 +93,162 @@ static int proto_params(const struct btf *btf, __u32 id)
 	return -1;
 }
 
-static int index_add(struct target_index *x, const char *name, int nargs)
+static const char tp_prefix[] = "btf_trace_";
+
+/* The name type id is indexed under in x, or NULL when it has none. */
+static const char *index_name(const struct btf *btf, const struct target_index *x, __u32 id)
 {
-	size_t len = strlen(name) + 1;
+	const struct btf_type *type = btf__type_by_id(btf, id);
+	const char *name = type ? btf__name_by_offset(btf, type->name_off) : NULL;
 
-	if (x->n == x->cap) {
-		size_t cap = x->cap ? x->cap * 2 : 1024;
-		struct target_name *v = realloc(x->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		x->v = v;
-		x->cap = cap;
-	}
-	if (x->names_len + len > x->names_cap) {
-		size_t cap = x->names_cap ? x->names_cap : 16384;
-		char *names;
-
-		while (cap < x->names_len + len)
-			cap *= 2;
-		names = realloc(x->names, cap);
-		if (!names)
-			return -ENOMEM;
-		x->names = names;
-		x->names_cap = cap;
-	}
-	if (x->names_len > UINT32_MAX - len)
-		return -E2BIG;
-	memcpy(x->names + x->names_len, name, len);
-	x->v[x->n++] = (struct target_name){ .name = (uint32_t)x->names_len, .nargs = nargs };
-	x->names_len += len;
-	return 0;
+	return name && name[0] ? name + x->skip : NULL;
 }
 
-static const char *sort_names; /* qsort has no context argument */
-
-static int name_cmp(const void *a, const void *b)
+static const char *entry_name(const struct ktel_targets *t, const struct target_index *x,
+			      const struct target_entry *e)
 {
-	const struct target_name *x = a, *y = b;
-	int c = strcmp(sort_names + x->name, sort_names + y->name);
+	return x->names ? x->names + e->key : index_name(t->btf, x, e->key);
+}
+
+/* Which index, if any, type id of t->btf belongs in. */
+static struct target_index *index_of(struct ktel_targets *t, __u32 id)
+{
+	const struct btf_type *type = btf__type_by_id(t->btf, id);
+	const char *name = type ? btf__name_by_offset(t->btf, type->name_off) : NULL;
+
+	if (!name || !name[0])
+		return NULL;
+	if (btf_is_func(type))
+		return &t->funcs;
+	if (btf_is_typedef(type) && !strncmp(name, tp_prefix, sizeof(tp_prefix) - 1))
+		return &t->tps;
+	return NULL;
+}
+
+static int32_t entry_nargs(const struct ktel_targets *t, const struct target_index *x, __u32 id)
+{
+	int args = proto_params(t->btf, id);
+
+	/* A tracepoint's first parameter is its void *data. */
+	if (x == &t->tps)
+		return args > 0 ? args - 1 : -1;
+	return args;
+}
+
+struct sort_ctx {
+	const struct ktel_targets *t;
+	const struct target_index *x;
+};
+
+static int entry_cmp(const void *a, const void *b, void *arg)
+{
+	const struct sort_ctx *ctx = arg;
+	const struct target_entry *e = a, *f = b;
+	int c = strcmp(entry_name(ctx->t, ctx->x, e), entry_name(ctx->t, ctx->x, f));
 
 	/* Equal names: the first in the BTF wins, as btf__find_by_name_kind(). */
-	return c ? c : (x->name > y->name) - (x->name < y->name);
+	return c ? c : (e->key > f->key) - (e->key < f->key);
 }
 
-/* Sort by name, drop later duplicates, give back the slack. */
-static void index_seal(struct target_index *x)
+/* Sort by name and drop later duplicates. */
+static void index_seal(const struct ktel_targets *t, struct target_index *x)
 {
+	struct sort_ctx ctx = { t, x };
 	size_t out = 0;
-	void *p;
 
-	if (!x->n)
-		return;
-	sort_names = x->names;
-	qsort(x->v, x->n, sizeof(*x->v), name_cmp);
+	qsort_r(x->v, x->n, sizeof(*x->v), entry_cmp, &ctx);
 	for (size_t i = 0; i < x->n; i++)
-		if (!out || strcmp(x->names + x->v[out - 1].name, x->names + x->v[i].name))
+		if (!out || strcmp(entry_name(t, x, &x->v[out - 1]), entry_name(t, x, &x->v[i])))
 			x->v[out++] = x->v[i];
 	x->n = out;
-	if (x->n && (p = realloc(x->v, x->n * sizeof(*x->v))))
-		x->v = p;
-	if (x->names_len && (p = realloc(x->names, x->names_len)))
-		x->names = p;
 }
 
-static int index_find(const struct target_index *x, const char *name)
+static const struct target_entry *index_find(const struct ktel_targets *t,
+					     const struct target_index *x, const char *name)
 {
 	size_t lo = 0, hi = x->n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, x->names + x->v[mid].name);
+		int c = strcmp(name, entry_name(t, x, &x->v[mid]));
 
 		if (!c)
-			return x->v[mid].nargs;
+			return &x->v[mid];
 		if (c < 0)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	return -ENOENT;
+	return NULL;
 }
 
-static void index_free(struct target_index *x)
+/* Two passes over the types: count, then fill arrays of the exact size. */
+static int build_index(struct ktel_targets *t)
 {
-	free(x->names);
-	free(x->v);
+	__u32 n = btf__type_cnt(t->btf);
+	struct target_index *x;
+
+	for (__u32 id = 1; id < n; id++)
+		if ((x = index_of(t, id)))
+			x->n++;
+	t->funcs.v = calloc(t->funcs.n + 1, sizeof(*t->funcs.v));
+	t->tps.v = calloc(t->tps.n + 1, sizeof(*t->tps.v));
+	if (!t->funcs.v || !t->tps.v)
+		return -ENOMEM;
+	t->funcs.n = t->tps.n = 0;
+	for (__u32 id = 1; id < n; id++)
+		if ((x = index_of(t, id)))
+			x->v[x->n++] = (struct target_entry){ id, entry_nargs(t, x, id) };
+	index_seal(t, &t->funcs);
+	index_seal(t, &t->tps);
+	return 0;
 }
 
-static int build_index(struct ktel_targets *t, const struct btf *btf)
+/* Copy x's names out of the BTF; keys become offsets in the copy. */
+static int index_detach(const struct ktel_targets *t, struct target_index *x)
 {
-	static const char tp_prefix[] = "btf_trace_";
-	__u32 n = btf__type_cnt(btf);
-	int rc = 0;
+	size_t len = 0, used = 0;
 
-	for (__u32 id = 1; id < n && !rc; id++) {
-		const struct btf_type *type = btf__type_by_id(btf, id);
-		const char *name = type ? btf__name_by_offset(btf, type->name_off) : NULL;
-		int args;
+	for (size_t i = 0; i < x->n; i++)
+		len += strlen(entry_name(t, x, &x->v[i])) + 1;
+	if (len > UINT32_MAX)
+		return -E2BIG;
+	x->names = malloc(len ? len : 1);
+	if (!x->names)
+		return -ENOMEM;
+	for (size_t i = 0; i < x->n; i++) {
+		const char *name = index_name(t->btf, x, x->v[i].key);
+		size_t n = strlen(name) + 1;
 
-		if (!name || !name[0])
-			continue;
-		if (btf_is_func(type)) {
-			rc = index_add(&t->funcs, name, proto_params(btf, id));
-		} else if (btf_is_typedef(type) &&
-			   !strncmp(name, tp_prefix, sizeof(tp_prefix) - 1)) {
-			/* The first parameter is the tracepoint's void *data. */
-			args = proto_params(btf, id);
-			rc = index_add(&t->tps, name + sizeof(tp_prefix) - 1, args > 0 ? args - 1 : -1);
-		}
+		memcpy(x->names + used, name, n);
+		x->v[i].key = (uint32_t)used;
+		used += n;
 	}
-	index_seal(&t->funcs);
-	index_seal(&t->tps);
-	return rc;
+	return 0;
 }
 
-struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
+/* End t's use of its BTF: freed, or the shared parse's hold ended. */
+static void drop_btf(struct ktel_targets *t)
 {
-	struct ktel_targets *t;
+	if (t->own)
+		btf__free(t->own);
+	else if (t->btf)
+		ktel_vmlinux_btf__release();
+	t->btf = t->own = NULL;
+}
+
+/* Index t->btf, and unless keep_btf detach from it; frees t on failure. */
+static struct ktel_targets *targets_index(struct ktel_targets *t, bool keep_btf)
+{
 	int rc;
 
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		btf__free(btf);
-		errno = ENOMEM;
-		return NULL;
+	t->tps.skip = sizeof(tp_prefix) - 1;
+	rc = build_index(t);
+	if (!rc && !keep_btf) {
+		rc = index_detach(t, &t->funcs);
+		rc = rc ?: index_detach(t, &t->tps);
+		drop_btf(t);
 	}
-	rc = build_index(t, btf);
-	btf__free(btf);
 	if (rc) {
 		ktel_targets__free(t);
 		errno = -rc;
@@ -224,29 +257,56 @@ struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
 	return t;
 }
 
-struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *err)
+struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf)
 {
-	struct btf *btf;
-	int rc;
+	struct ktel_targets *t;
 
-	if (!btf_path)
-		btf_path = KTEL_VMLINUX_BTF_PATH;
-	btf = btf__parse(btf_path, NULL);
-	if (!btf) {
-		rc = errno ? errno : EINVAL;
-		ktel_err_set(err, rc, "%s: cannot read kernel BTF: %s", btf_path, strerror(rc));
-		errno = rc;
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		btf__free(btf);
+		errno = ENOMEM;
 		return NULL;
 	}
-	return ktel_targets__new_from_btf(btf);
+	t->btf = t->own = btf;
+	return targets_index(t, false);
+}
+
+struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *err)
+{
+	struct ktel_targets *t;
+	struct btf *btf;
+
+	if (btf_path) {
+		btf = ktel_vmlinux_btf__parse(btf_path, NULL, err);
+		return btf ? ktel_targets__new_from_btf(btf) : NULL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		ktel_err_set(err, ENOMEM, "kernel targets: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->btf = ktel_vmlinux_btf__hold(err);
+	if (!t->btf) {
+		free(t);
+		return NULL;
+	}
+	/* Kept only if libbpf's loads borrow it: else it would sit beside theirs. */
+	t = targets_index(t, ktel_vmlinux_btf__lending());
+	if (!t)
+		ktel_err_set(err, errno, "kernel BTF: cannot index it: %s", strerror(errno));
+	return t;
 }
 
 void ktel_targets__free(struct ktel_targets *t)
 {
 	if (!t)
 		return;
-	index_free(&t->funcs);
-	index_free(&t->tps);
+	free(t->funcs.v);
+	free(t->funcs.names);
+	free(t->tps.v);
+	free(t->tps.names);
+	drop_btf(t);
 	free(t->kprobe_pmu);
 	free(t->tracefs);
 	free(t);
@@ -287,12 +347,15 @@ static bool is_dir(const char *path)
 /* Argument count of tracepoint name from its btf_trace_ typedef; -ENOENT if absent. */
 static int btf_tp_args(const struct ktel_targets *t, const char *name)
 {
-	return index_find(&t->tps, name);
+	const struct target_entry *e = index_find(t, &t->tps, name);
+
+	return e ? e->nargs : -ENOENT;
 }
 
 /* Argument count of function name; -ENOENT if it is not a FUNC in the BTF. */
 static int btf_func_args(const struct ktel_targets *t, const char *name)
 {
+	const struct target_entry *e;
 	char fname[256];
 	size_t len;
 
@@ -302,7 +365,8 @@ static int btf_func_args(const struct ktel_targets *t, const char *name)
 		return -ENOENT;
 	memcpy(fname, name, len);
 	fname[len] = '\0';
-	return index_find(&t->funcs, fname);
+	e = index_find(t, &t->funcs, fname);
+	return e ? e->nargs : -ENOENT;
 }
 
 static const char *tracefs_root(const struct ktel_targets *t)

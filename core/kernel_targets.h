@@ -29,28 +29,34 @@
 #include <ktelemetry/plugin.h>
 
 #include "error.h"
+#include "vmlinux_btf.h"
 
 struct btf;
 struct ktel_targets;
 
-#define KTEL_VMLINUX_BTF_PATH "/sys/kernel/btf/vmlinux"
 #define KTEL_KPROBE_PMU_PATH "/sys/bus/event_source/devices/kprobe"
 #define KTEL_TARGET_REASON_MAX 160
 
 /*
- * Parse the kernel BTF at btf_path (NULL: KTEL_VMLINUX_BTF_PATH). Returns NULL
- * with errno set and err filled when the file cannot be read or parsed.
+ * Targets of the kernel BTF at btf_path; or, with btf_path NULL, of the
+ * running kernel's BTF, the shared parse (ktel_vmlinux_btf__hold()). When
+ * libbpf's loads borrow that parse (ktel_vmlinux_btf__lending()), the
+ * object holds it while it lives (in the daemon: one plugin scan) and its
+ * index points into it; otherwise, and for a btf_path, the names are copied
+ * out and the parse freed before this returns, so it never sits beside the
+ * parses libbpf makes. Returns NULL with errno set and err filled when the
+ * file cannot be read or parsed.
  */
 struct ktel_targets *ktel_targets__new(const char *btf_path, struct ktel_err *err);
 
 /*
  * Wrap an existing BTF (e.g. a synthetic one built with btf__add_*). Takes
- * ownership of btf: ktel_targets__free() frees it, also on failure here.
+ * ownership of btf and frees it, here (the names are copied out).
  * Returns NULL with errno set on allocation failure.
  */
 struct ktel_targets *ktel_targets__new_from_btf(struct btf *btf);
 
-/* Free t and its BTF. Accepts NULL. */
+/* Free t (ending its hold of the shared parse, if any). Accepts NULL. */
 void ktel_targets__free(struct ktel_targets *t);
 
 /*

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "memory.h"
 #include "sink.h"
+#include "vmlinux_btf.h"
 #include "default_config.h"
 
 #define EXIT_BAD_INPUT 2
@@ -307,6 +308,10 @@ int main(int argc, char **argv)
 		return EXIT_BAD_INPUT;
 	/* Sinks writing to a closed pipe get EPIPE, not a fatal signal. */
 	signal(SIGPIPE, SIG_IGN);
+	/* One kernel BTF parse per plugin scan, lent to each load. */
+	if (ktel_vmlinux_btf__interpose())
+		ktel_log(KTEL_LOG_DEBUG, "libbpf's btf__free() does not reach the daemon: "
+			 "each plugin load parses the kernel BTF itself");
 	opts.config_path = config_path;
 	opts.config_text = (const char *)ktel_default_config;
 	config_vars(&opts.vars);

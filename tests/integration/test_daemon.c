@@ -822,10 +822,10 @@ static void test_reload_failure_undoes_sinks(void **state)
 	sandbox_cleanup(&sb);
 }
 
-/* How many times text occurs in the daemon's log. */
-static size_t log_count(const struct sandbox *sb, const char *text)
+/* How many times text occurs in the file at path. */
+static size_t file_count(const char *path, const char *text)
 {
-	FILE *f = fopen(sb->log, "r");
+	FILE *f = fopen(path, "r");
 	char *buf = NULL;
 	size_t cap = 0, n = 0;
 
@@ -836,6 +836,12 @@ static size_t log_count(const struct sandbox *sb, const char *text)
 	if (f)
 		fclose(f);
 	return n;
+}
+
+/* How many times text occurs in the daemon's log. */
+static size_t log_count(const struct sandbox *sb, const char *text)
+{
+	return file_count(sb->log, text);
 }
 
 /* A plugin directory of its own in the sandbox, holding copies of srcs. */
@@ -1107,6 +1113,41 @@ static void test_idle_daemon_sleeps_between_pulls(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * Issue 15.1: a plugin scan parses the kernel's BTF once, and every plugin's
+ * bpf_object__load() borrows that parse (core/vmlinux_btf.c) instead of
+ * libbpf reading the file again. Observed from outside: the daemon opens
+ * /sys/kernel/btf/vmlinux once during a start that loads every built-in
+ * plugin (before: once for the targets, then once per plugin load).
+ */
+static void test_start_reads_kernel_btf_once(void **state)
+{
+	char trace[700];
+	size_t opens, loaded;
+	struct sandbox sb;
+
+	if (ktel_test_run("command -v strace >/dev/null"))
+		skip();
+	sandbox_init(&sb, "daemon-btf-once");
+	snprintf(trace, sizeof(trace), "%s/strace.txt", sb.dir);
+	sandbox_write_config(&sb, KTEL_PLUGIN_DIR, "1s", "\"enable_new_plugins\": true");
+	/* LeakSanitizer cannot run under ptrace (the ASan build); the other
+	 * daemon tests check for leaks. */
+	assert_int_equal(ktel_test_run("ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
+				       "strace -f -qq -e trace=open,openat -o %s %s --config %s "
+				       "--once 0 --log-level info 2>>%s",
+				       trace, KTEL_DAEMON_BIN, sb.config, sb.log), 0);
+	opens = file_count(trace, "\"/sys/kernel/btf/vmlinux\"");
+	loaded = log_count(&sb, ": collecting every");
+	printf("%zu plugins collecting; /sys/kernel/btf/vmlinux opened %zu times\n", loaded,
+	       opens);
+	if (loaded < 2 || opens != 1) {
+		dump_log(&sb);
+		fail_msg("%zu plugins loaded, kernel BTF opened %zu times (want 1)", loaded, opens);
+	}
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1132,6 +1173,7 @@ int main(void)
 		cmocka_unit_test(test_plugin_params_checked),
 		cmocka_unit_test(test_once_pulls_once),
 		cmocka_unit_test(test_idle_daemon_sleeps_between_pulls),
+		cmocka_unit_test(test_start_reads_kernel_btf_once),
 	};
 
 	ktel_test_require_root("daemon end to end");
