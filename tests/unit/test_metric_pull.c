@@ -287,6 +287,45 @@ static void test_truncated_walk_never_reemits(void **state)
 		assert_int_equal(emitted[i], (i + 1) * 10 + 3);
 }
 
+/*
+ * Every record of a pull carries the pull's sequence number, stamped as the
+ * records are made; a pull that emits nothing takes none, so the next
+ * pull's records carry the next number (no gap consumers could take for a
+ * lost window).
+ */
+static void test_seq_per_emitting_pull(void **state)
+{
+	struct ctx *c = *state;
+	const struct ktel_record *recs, *last;
+	struct ktel_delta_stats st;
+	struct ktel_err err = { 0 };
+	size_t n, n_last;
+
+	fake_init(c, "fx_counters", 4, 1);
+	assert_int_equal(pull_new(c, "fx_counters", KTEL_VALUE_COUNTER, true, &err), 0);
+	for (__u32 i = 0; i < c->f.n; i++)
+		set_u64(c, i, 0, 0, i + 1);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(recs[i].seq, 1);
+	/* Nothing changed: no records, no number taken. */
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 0);
+	ktel_metric_pull__last_records(c->mp, &last, &n_last);
+	assert_int_equal(n_last, 0);
+	set_u64(c, 2, 0, 0, 30);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(recs[0].seq, 2);
+	assert_int_equal(recs[0].counter.delta, 27);
+	ktel_metric_pull__last_records(c->mp, &last, &n_last);
+	assert_ptr_equal(last, recs);
+	assert_int_equal(n_last, 1);
+	assert_int_equal(ktel_delta__stats(c->d, "fx_counters", &st), 0);
+	assert_int_equal(st.seq, 2);
+}
+
 /* A gauge is a level: unchanged, falling, zero or negative, it is emitted
  * as read on every pull, also in a reused map's first window. */
 static void test_gauge_levels_bypass_delta(void **state)
@@ -495,6 +534,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_truncated_walk_never_reemits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seq_per_emitting_pull, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gauge_levels_bypass_delta, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_percpu_narrow_member_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_percpu_wide_members_summed, setup, teardown),
