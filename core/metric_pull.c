@@ -2,6 +2,7 @@
 #include "metric_pull.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -488,6 +489,13 @@ struct window {
 	uint64_t end_boot;
 	int64_t end_wall;
 	uint64_t seq; /* 0 for totals, which are no window */
+	/*
+	 * Made from the above once per window (window_head): a record's header
+	 * (the members before dims) and a histogram's (those before counts).
+	 * Each record copies them whole instead of gathering a dozen members
+	 * from mp, md and the reader again.
+	 */
+	struct ktel_record head;
 };
 
 /*
@@ -551,11 +559,18 @@ static void fill_dims(struct ktel_metric_pull *mp, const void *key, uint64_t now
 	fill_device(mp, rec, now);
 }
 
+/* Is this metric's record a gauge's level (else a counter's delta)? */
+static bool is_gauge(const struct ktel_metric_pull *mp);
+
 static void fill_header(const struct ktel_metric_pull *mp, const struct window *w,
 			struct ktel_record *rec)
 {
 	const struct ktel_metric_desc *md = mp->md;
 
+	rec->type = mp->value_layout->hist_field >= 0 ? KTEL_RECORD_HISTOGRAM
+			: is_gauge(mp)		      ? KTEL_RECORD_GAUGE
+						      : KTEL_RECORD_COUNTER;
+	rec->n_dims = mp->n_dims;
 	rec->metric = md->name;
 	rec->atom = md->atom_name;
 	rec->atom_id = md->atom_id;
@@ -590,7 +605,7 @@ static void read_values(struct ktel_metric_pull *mp, const void *value)
 				     : ktel_field_read_u64(mp->scalars[i], value);
 }
 
-static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struct ktel_histogram *h)
+static void hist_head(const struct ktel_metric_pull *mp, struct ktel_histogram *h)
 {
 	const struct ktel_layout *vl = mp->value_layout;
 
@@ -598,9 +613,32 @@ static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struc
 	h->linear_min = mp->md->linear_min;
 	h->linear_step = mp->md->linear_step;
 	h->n_buckets = vl->n_buckets;
-	memcpy(h->counts, v, vl->n_buckets * sizeof(uint64_t));
 	h->has_sum = vl->sum_field >= 0;
-	h->sum = h->has_sum ? v[vl->n_buckets] : 0;
+}
+
+/* The header of every record of window w (struct window). */
+static void window_head(const struct ktel_metric_pull *mp, struct window *w)
+{
+	memset(&w->head, 0, sizeof(w->head));
+	fill_header(mp, w, &w->head);
+	if (mp->value_layout->hist_field >= 0) {
+		hist_head(mp, &w->head.hist.delta);
+		hist_head(mp, &w->head.hist.total);
+	}
+}
+
+/* Histogram h from values v (buckets, then the sum if any) and header hd. */
+static void set_hist(const struct ktel_histogram *hd, const uint64_t *v, struct ktel_histogram *h)
+{
+	memcpy(h, hd, offsetof(struct ktel_histogram, counts));
+	/* The usual 32 buckets as a copy of constant size, which the compiler
+	 * inlines: no call and no size dispatch per record. */
+	if (hd->n_buckets == KTEL_HIST_BUCKETS)
+		memcpy(h->counts, v, sizeof(h->counts));
+	else
+		memcpy(h->counts, v, hd->n_buckets * sizeof(uint64_t));
+	h->has_sum = hd->has_sum;
+	h->sum = hd->has_sum ? v[hd->n_buckets] : 0;
 }
 
 /*
@@ -616,24 +654,21 @@ static size_t make_records(struct ktel_metric_pull *mp, const void *key, const u
 			   const uint64_t *delta, const struct window *w, struct ktel_record *out)
 {
 	if (mp->value_layout->hist_field >= 0) {
-		fill_header(mp, w, out);
+		memcpy(out, &w->head, offsetof(struct ktel_record, dims));
 		fill_dims(mp, key, w->end_boot, out);
-		out->type = KTEL_RECORD_HISTOGRAM;
-		set_hist(mp, total, &out->hist.total);
-		set_hist(mp, delta ? delta : total, &out->hist.delta);
+		set_hist(&w->head.hist.total, total, &out->hist.total);
+		set_hist(&w->head.hist.delta, delta ? delta : total, &out->hist.delta);
 		return 1;
 	}
 	for (size_t i = 0; i < mp->n_scalars; i++) {
 		struct ktel_record *rec = &out[i];
 
-		fill_header(mp, w, rec);
+		memcpy(rec, &w->head, offsetof(struct ktel_record, dims));
 		fill_dims(mp, key, w->end_boot, rec);
 		rec->metric = mp->scalar_names[i];
-		if (mp->md->value_kind == KTEL_VALUE_GAUGE) {
-			rec->type = KTEL_RECORD_GAUGE;
+		if (rec->type == KTEL_RECORD_GAUGE) {
 			rec->gauge = (int64_t)total[i];
 		} else {
-			rec->type = KTEL_RECORD_COUNTER;
 			rec->counter.total = total[i];
 			rec->counter.delta = delta ? delta[i] : total[i];
 		}
@@ -749,6 +784,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	 * again").
 	 */
 	w.seq = ktel_delta__peek_seq(d, name);
+	window_head(mp, &w);
 	r = make_window(mp, d, &s, &w, &n, err);
 	if (r) {
 		/* Keys the walk had not reached keep their state. */
@@ -808,13 +844,14 @@ void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
 int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
 			     size_t *ret_n)
 {
-	const struct window w = {
+	struct window w = {
 		.boot_id = ktel_boot_id(),
 		.end_boot = mp->window_start_boot,
 		.end_wall = mp->window_start_wall,
 	};
 	size_t n = 0;
 
+	window_head(mp, &w);
 	for (size_t i = 0; mp->have_last && i < mp->last.count; i++) {
 		const void *key = (const char *)mp->last.keys + i * mp->last.key_size;
 
