@@ -2,8 +2,8 @@
 #include "metric_pull.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -559,17 +559,26 @@ static void fill_dims(struct ktel_metric_pull *mp, const void *key, uint64_t now
 	fill_device(mp, rec, now);
 }
 
-/* Is this metric's record a gauge's level (else a counter's delta)? */
-static bool is_gauge(const struct ktel_metric_pull *mp);
+/* Gauges are levels: the delta engine would drop an unchanged one as a
+ * zero delta and take a falling one for a reset (delta.h). */
+static bool is_gauge(const struct ktel_metric_pull *mp)
+{
+	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
+}
+
+static enum ktel_record_type record_type(const struct ktel_metric_pull *mp)
+{
+	if (mp->value_layout->hist_field >= 0)
+		return KTEL_RECORD_HISTOGRAM;
+	return is_gauge(mp) ? KTEL_RECORD_GAUGE : KTEL_RECORD_COUNTER;
+}
 
 static void fill_header(const struct ktel_metric_pull *mp, const struct window *w,
 			struct ktel_record *rec)
 {
 	const struct ktel_metric_desc *md = mp->md;
 
-	rec->type = mp->value_layout->hist_field >= 0 ? KTEL_RECORD_HISTOGRAM
-			: is_gauge(mp)		      ? KTEL_RECORD_GAUGE
-						      : KTEL_RECORD_COUNTER;
+	rec->type = record_type(mp);
 	rec->n_dims = mp->n_dims;
 	rec->metric = md->name;
 	rec->atom = md->atom_name;
@@ -686,13 +695,6 @@ static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
 					       mp->md->dims[i].label_map);
 	}
 	return 0;
-}
-
-/* Gauges are levels: the delta engine would drop an unchanged one as a
- * zero delta and take a falling one for a reset (delta.h). */
-static bool is_gauge(const struct ktel_metric_pull *mp)
-{
-	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
 }
 
 /*
