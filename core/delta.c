@@ -425,6 +425,13 @@ uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric)
 	return ++m->seq;
 }
 
+uint64_t ktel_delta__peek_seq(const struct ktel_delta *d, const char *metric)
+{
+	const struct metric *m = metric_find(d, metric);
+
+	return m ? m->seq + 1 : 0;
+}
+
 int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
 		      struct ktel_delta_stats *ret)
 {

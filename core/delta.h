@@ -113,6 +113,11 @@ int ktel_delta__abort(struct ktel_delta *d, const char *metric);
  * 0 when metric is unknown (begin creates it). */
 uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric);
 
+/* The number next_seq will hand out next, without taking it (nothing
+ * changes): a pull writes it into its records as it makes them and takes it
+ * only if it emitted any. 0 when metric is unknown. */
+uint64_t ktel_delta__peek_seq(const struct ktel_delta *d, const char *metric);
+
 /* Does the engine hold state (loaded or pulled) for metric's map map_id? */
 bool ktel_delta__knows_map(const struct ktel_delta *d, const char *metric, uint32_t map_id);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,6 +483,21 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 
 /* ---- pulling ------------------------------------------------------------- */
 
+/* What every record of one pull (or one totals call) carries alike. */
+struct window {
+	const char *boot_id;
+	uint64_t end_boot;
+	int64_t end_wall;
+	uint64_t seq; /* 0 for totals, which are no window */
+	/*
+	 * Made from the above once per window (window_head): a record's header
+	 * (the members before dims) and a histogram's (those before counts).
+	 * Each record copies them whole instead of gathering a dozen members
+	 * from mp, md and the reader again.
+	 */
+	struct ktel_record head;
+};
+
 /*
  * The "device" dimension after the declared ones, when the numbers name a
  * device sysfs knows; none otherwise (docs/sinks.md "Label conventions").
@@ -543,22 +559,38 @@ static void fill_dims(struct ktel_metric_pull *mp, const void *key, uint64_t now
 	fill_device(mp, rec, now);
 }
 
-static void fill_header(const struct ktel_metric_pull *mp, const char *boot_id, uint64_t now_boot,
-			int64_t now_wall, struct ktel_record *rec)
+/* Gauges are levels: the delta engine would drop an unchanged one as a
+ * zero delta and take a falling one for a reset (delta.h). */
+static bool is_gauge(const struct ktel_metric_pull *mp)
+{
+	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
+}
+
+static enum ktel_record_type record_type(const struct ktel_metric_pull *mp)
+{
+	if (mp->value_layout->hist_field >= 0)
+		return KTEL_RECORD_HISTOGRAM;
+	return is_gauge(mp) ? KTEL_RECORD_GAUGE : KTEL_RECORD_COUNTER;
+}
+
+static void fill_header(const struct ktel_metric_pull *mp, const struct window *w,
+			struct ktel_record *rec)
 {
 	const struct ktel_metric_desc *md = mp->md;
 
+	rec->type = record_type(mp);
+	rec->n_dims = mp->n_dims;
 	rec->metric = md->name;
 	rec->atom = md->atom_name;
 	rec->atom_id = md->atom_id;
 	rec->unit = md->unit;
 	rec->start_boottime_ns = mp->window_start_boot;
-	rec->end_boottime_ns = now_boot;
+	rec->end_boottime_ns = w->end_boot;
 	rec->start_wall_ns = mp->window_start_wall;
-	rec->end_wall_ns = now_wall;
-	rec->boot_id = boot_id;
+	rec->end_wall_ns = w->end_wall;
+	rec->boot_id = w->boot_id;
 	rec->map_id = ktel_map_reader__map_id(mp->reader);
-	rec->seq = 0;
+	rec->seq = w->seq;
 }
 
 /* Current cumulative values of one entry into mp->cur. */
@@ -582,7 +614,7 @@ static void read_values(struct ktel_metric_pull *mp, const void *value)
 				     : ktel_field_read_u64(mp->scalars[i], value);
 }
 
-static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struct ktel_histogram *h)
+static void hist_head(const struct ktel_metric_pull *mp, struct ktel_histogram *h)
 {
 	const struct ktel_layout *vl = mp->value_layout;
 
@@ -590,9 +622,32 @@ static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struc
 	h->linear_min = mp->md->linear_min;
 	h->linear_step = mp->md->linear_step;
 	h->n_buckets = vl->n_buckets;
-	memcpy(h->counts, v, vl->n_buckets * sizeof(uint64_t));
 	h->has_sum = vl->sum_field >= 0;
-	h->sum = h->has_sum ? v[vl->n_buckets] : 0;
+}
+
+/* The header of every record of window w (struct window). */
+static void window_head(const struct ktel_metric_pull *mp, struct window *w)
+{
+	memset(&w->head, 0, sizeof(w->head));
+	fill_header(mp, w, &w->head);
+	if (mp->value_layout->hist_field >= 0) {
+		hist_head(mp, &w->head.hist.delta);
+		hist_head(mp, &w->head.hist.total);
+	}
+}
+
+/* Histogram h from values v (buckets, then the sum if any) and header hd. */
+static void set_hist(const struct ktel_histogram *hd, const uint64_t *v, struct ktel_histogram *h)
+{
+	memcpy(h, hd, offsetof(struct ktel_histogram, counts));
+	/* The usual 32 buckets as a copy of constant size, which the compiler
+	 * inlines: no call and no size dispatch per record. */
+	if (hd->n_buckets == KTEL_HIST_BUCKETS)
+		memcpy(h->counts, v, sizeof(h->counts));
+	else
+		memcpy(h->counts, v, hd->n_buckets * sizeof(uint64_t));
+	h->has_sum = hd->has_sum;
+	h->sum = hd->has_sum ? v[hd->n_buckets] : 0;
 }
 
 /*
@@ -605,28 +660,24 @@ static void set_hist(const struct ktel_metric_pull *mp, const uint64_t *v, struc
  * keys").
  */
 static size_t make_records(struct ktel_metric_pull *mp, const void *key, const uint64_t *total,
-			   const uint64_t *delta, const char *boot_id, uint64_t now_boot,
-			   int64_t now_wall, struct ktel_record *out)
+			   const uint64_t *delta, const struct window *w, struct ktel_record *out)
 {
 	if (mp->value_layout->hist_field >= 0) {
-		fill_header(mp, boot_id, now_boot, now_wall, out);
-		fill_dims(mp, key, now_boot, out);
-		out->type = KTEL_RECORD_HISTOGRAM;
-		set_hist(mp, total, &out->hist.total);
-		set_hist(mp, delta ? delta : total, &out->hist.delta);
+		memcpy(out, &w->head, offsetof(struct ktel_record, dims));
+		fill_dims(mp, key, w->end_boot, out);
+		set_hist(&w->head.hist.total, total, &out->hist.total);
+		set_hist(&w->head.hist.delta, delta ? delta : total, &out->hist.delta);
 		return 1;
 	}
 	for (size_t i = 0; i < mp->n_scalars; i++) {
 		struct ktel_record *rec = &out[i];
 
-		fill_header(mp, boot_id, now_boot, now_wall, rec);
-		fill_dims(mp, key, now_boot, rec);
+		memcpy(rec, &w->head, offsetof(struct ktel_record, dims));
+		fill_dims(mp, key, w->end_boot, rec);
 		rec->metric = mp->scalar_names[i];
-		if (mp->md->value_kind == KTEL_VALUE_GAUGE) {
-			rec->type = KTEL_RECORD_GAUGE;
+		if (rec->type == KTEL_RECORD_GAUGE) {
 			rec->gauge = (int64_t)total[i];
 		} else {
-			rec->type = KTEL_RECORD_COUNTER;
 			rec->counter.total = total[i];
 			rec->counter.delta = delta ? delta[i] : total[i];
 		}
@@ -646,21 +697,14 @@ static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
 	return 0;
 }
 
-/* Gauges are levels: the delta engine would drop an unchanged one as a
- * zero delta and take a falling one for a reset (delta.h). */
-static bool is_gauge(const struct ktel_metric_pull *mp)
-{
-	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
-}
-
 /*
  * Records for every entry of s into mp->recs: the current level of a gauge,
  * the delta against d of anything else. Between ktel_delta__begin and _end;
  * on failure the caller aborts the round.
  */
 static int make_window(struct ktel_metric_pull *mp, struct ktel_delta *d,
-		       const struct ktel_map_snapshot *s, const char *boot_id, uint64_t now_boot,
-		       int64_t now_wall, size_t *ret_n, struct ktel_err *err)
+		       const struct ktel_map_snapshot *s, const struct window *w, size_t *ret_n,
+		       struct ktel_err *err)
 {
 	const char *name = mp->md->name;
 	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
@@ -681,8 +725,8 @@ static int make_window(struct ktel_metric_pull *mp, struct ktel_delta *d,
 						    strerror(-r));
 		}
 		if (emit && n + per_key <= mp->cap)
-			n += make_records(mp, key, mp->cur, gauge ? NULL : mp->delta, boot_id,
-					  now_boot, now_wall, &mp->recs[n]);
+			n += make_records(mp, key, mp->cur, gauge ? NULL : mp->delta, w,
+					  &mp->recs[n]);
 	}
 	*ret_n = n;
 	return 0;
@@ -716,6 +760,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	uint64_t t0 = ktel_now_boottime_ns();
 	int64_t wall = ktel_now_wall_ns();
 	struct ktel_pull_info info = {0};
+	struct window w = {.boot_id = boot_id, .end_boot = t0, .end_wall = wall};
 	struct ktel_map_snapshot s;
 	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
 	size_t n = 0;
@@ -734,7 +779,15 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
 	mp->n_last_recs = 0; /* recs is overwritten from here on */
-	r = make_window(mp, d, &s, boot_id, t0, wall, &n, err);
+	/*
+	 * The records carry the sequence number from the start, taken below
+	 * only if there are any: stamping it afterwards was a second pass over
+	 * every record, ~1 KB apart (docs/benchmarks.md, "Pull at 100k keys,
+	 * again").
+	 */
+	w.seq = ktel_delta__peek_seq(d, name);
+	window_head(mp, &w);
+	r = make_window(mp, d, &s, &w, &n, err);
 	if (r) {
 		/* Keys the walk had not reached keep their state. */
 		ktel_delta__abort(d, name);
@@ -743,12 +796,8 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	ktel_delta__end(d, name);
 	if (is_gauge(mp))
 		info.start = 0;
-	if (n) {
-		uint64_t seq = ktel_delta__next_seq(d, name);
-
-		for (size_t i = 0; i < n; i++)
-			mp->recs[i].seq = seq;
-	}
+	if (n)
+		ktel_delta__next_seq(d, name); /* w.seq: nothing took one since */
 	mp->last = s;
 	mp->have_last = true;
 	mp->n_last_recs = n;
@@ -797,16 +846,21 @@ void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
 int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
 			     size_t *ret_n)
 {
+	struct window w = {
+		.boot_id = ktel_boot_id(),
+		.end_boot = mp->window_start_boot,
+		.end_wall = mp->window_start_wall,
+	};
 	size_t n = 0;
 
+	window_head(mp, &w);
 	for (size_t i = 0; mp->have_last && i < mp->last.count; i++) {
 		const void *key = (const char *)mp->last.keys + i * mp->last.key_size;
 
 		if (n + (mp->n_scalars ? mp->n_scalars : 1) > mp->cap)
 			break;
 		read_values(mp, (const char *)mp->last.values + i * mp->last.value_size);
-		n += make_records(mp, key, mp->cur, NULL, ktel_boot_id(), mp->window_start_boot,
-				  mp->window_start_wall, &mp->totals[n]);
+		n += make_records(mp, key, mp->cur, NULL, &w, &mp->totals[n]);
 	}
 	*ret_recs = mp->totals;
 	*ret_n = n;

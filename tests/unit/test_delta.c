@@ -283,6 +283,24 @@ static void test_seq(void **state)
 	ktel_delta__free(d);
 }
 
+/* peek_seq says what next_seq will hand out and takes nothing: a pull stamps
+ * its records with it and takes it only when it emitted some. */
+static void test_peek_seq_takes_nothing(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+
+	assert_int_equal(ktel_delta__peek_seq(d, M), 0);
+	begin(d, 3, true, KTEL_DELTA_START_ZERO);
+	ktel_delta__end(d, M);
+	ktel_delta__mark_saved(d);
+	assert_int_equal(ktel_delta__peek_seq(d, M), 1);
+	assert_int_equal(ktel_delta__peek_seq(d, M), 1);
+	assert_false(ktel_delta__dirty(d));
+	assert_int_equal(ktel_delta__next_seq(d, M), 1);
+	assert_int_equal(ktel_delta__peek_seq(d, M), 2);
+	ktel_delta__free(d);
+}
+
 static void path_in_dir(char *buf, size_t size, const char *name)
 {
 	snprintf(buf, size, "%s/%s", dir, name);
@@ -674,6 +692,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_created_map_emits_full),
+		cmocka_unit_test(test_peek_seq_takes_nothing),
 		cmocka_unit_test(test_reused_map_without_state_is_baseline),
 		cmocka_unit_test(test_steady_state_and_reset_by_decrease),
 		cmocka_unit_test(test_reset_by_map_id_change),

@@ -287,6 +287,45 @@ static void test_truncated_walk_never_reemits(void **state)
 		assert_int_equal(emitted[i], (i + 1) * 10 + 3);
 }
 
+/*
+ * Every record of a pull carries the pull's sequence number, stamped as the
+ * records are made; a pull that emits nothing takes none, so the next
+ * pull's records carry the next number (no gap consumers could take for a
+ * lost window).
+ */
+static void test_seq_per_emitting_pull(void **state)
+{
+	struct ctx *c = *state;
+	const struct ktel_record *recs, *last;
+	struct ktel_delta_stats st;
+	struct ktel_err err = { 0 };
+	size_t n, n_last;
+
+	fake_init(c, "fx_counters", 4, 1);
+	assert_int_equal(pull_new(c, "fx_counters", KTEL_VALUE_COUNTER, true, &err), 0);
+	for (__u32 i = 0; i < c->f.n; i++)
+		set_u64(c, i, 0, 0, i + 1);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(recs[i].seq, 1);
+	/* Nothing changed: no records, no number taken. */
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 0);
+	ktel_metric_pull__last_records(c->mp, &last, &n_last);
+	assert_int_equal(n_last, 0);
+	set_u64(c, 2, 0, 0, 30);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(recs[0].seq, 2);
+	assert_int_equal(recs[0].counter.delta, 27);
+	ktel_metric_pull__last_records(c->mp, &last, &n_last);
+	assert_ptr_equal(last, recs);
+	assert_int_equal(n_last, 1);
+	assert_int_equal(ktel_delta__stats(c->d, "fx_counters", &st), 0);
+	assert_int_equal(st.seq, 2);
+}
+
 /* A gauge is a level: unchanged, falling, zero or negative, it is emitted
  * as read on every pull, also in a reused map's first window. */
 static void test_gauge_levels_bypass_delta(void **state)
@@ -362,6 +401,104 @@ static void test_percpu_wide_members_summed(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(recs[0].type, KTEL_RECORD_HISTOGRAM);
 	assert_int_equal(recs[0].hist.delta.counts[3], 10);
+}
+
+/* Bucket k and the sum of key index i in round r of test_hist_records. */
+static uint64_t hist_val(__u32 i, int k, int r)
+{
+	if (r == 2 && i == 2)
+		return k == 0 ? 1 : 0; /* key 3 was reset: it went down */
+	return (uint64_t)(i + 1) * 100 + (uint64_t)k + (r >= 1 && i != 1 && k == 5 ? 7 * r : 0);
+}
+
+static uint64_t hist_sum(__u32 i, int r)
+{
+	return r == 2 && i == 2 ? 1 : (uint64_t)(i + 1) * 1000 + (r >= 1 && i != 1 ? 3 * r : 0);
+}
+
+static void check_hist(const struct ktel_histogram *h, const uint64_t *want, bool has_sum,
+		       uint64_t sum)
+{
+	assert_int_equal(h->scheme, KTEL_HIST_LOG2);
+	assert_int_equal(h->n_buckets, KTEL_HIST_BUCKETS);
+	assert_memory_equal(h->counts, want, KTEL_HIST_BUCKETS * sizeof(uint64_t));
+	assert_int_equal(h->has_sum, has_sum);
+	assert_int_equal(h->sum, has_sum ? sum : 0);
+}
+
+/*
+ * Histogram records are built in place (the delta engine writes into them),
+ * with unchanged keys skipped in between: each record has its own key's
+ * totals and deltas (sum included), the header every record of the pull
+ * shares, and the totals show makes agree with them.
+ */
+static void hist_records(struct ctx *c, const char *map, bool has_sum)
+{
+	const struct ktel_record *recs, *tot;
+	struct ktel_err err = { 0 };
+	uint64_t want_tot[4][KTEL_HIST_BUCKETS], prev[4][KTEL_HIST_BUCKETS], want[KTEL_HIST_BUCKETS];
+	uint64_t prev_sum[4] = { 0 }, last_end = 0;
+	size_t n, n_tot;
+
+	fake_init(c, map, 4, 1);
+	assert_int_equal(pull_new(c, "fx_hist", KTEL_VALUE_COUNTER, true, &err), 0);
+	memset(prev, 0, sizeof(prev));
+	for (int r = 0; r < 3; r++) {
+		size_t want_n = r == 0 ? 4 : 3; /* key 2 (index 1) unchanged after round 0 */
+
+		for (__u32 i = 0; i < 4; i++) {
+			for (int k = 0; k < KTEL_HIST_BUCKETS; k++) {
+				want_tot[i][k] = hist_val(i, k, r);
+				set_u64(c, i, 0, (size_t)k * 8, want_tot[i][k]);
+			}
+			if (has_sum)
+				set_u64(c, i, 0, KTEL_HIST_BUCKETS * 8, hist_sum(i, r));
+		}
+		assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+		assert_int_equal(n, want_n);
+		for (size_t j = 0; j < n; j++) {
+			__u32 i = r == 0 ? (__u32)j : (__u32)(j == 0 ? 0 : j + 1);
+			bool reset = r == 2 && i == 2;
+
+			assert_int_equal(recs[j].type, KTEL_RECORD_HISTOGRAM);
+			assert_string_equal(recs[j].metric, "fx_hist");
+			assert_string_equal(recs[j].unit, "events");
+			assert_string_equal(recs[j].boot_id, BOOT);
+			assert_int_equal(recs[j].map_id, 7);
+			assert_int_equal(recs[j].seq, r + 1);
+			assert_int_equal(recs[j].n_dims, 0);
+			assert_true(recs[j].end_boottime_ns > last_end);
+			assert_int_equal(recs[j].end_boottime_ns, recs[0].end_boottime_ns);
+			assert_int_equal(recs[j].start_boottime_ns, recs[0].start_boottime_ns);
+			check_hist(&recs[j].hist.total, want_tot[i], has_sum, hist_sum(i, r));
+			for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
+				want[k] = reset ? want_tot[i][k] : want_tot[i][k] - prev[i][k];
+			check_hist(&recs[j].hist.delta, want, has_sum,
+				   reset ? hist_sum(i, r) : hist_sum(i, r) - prev_sum[i]);
+		}
+		last_end = recs[0].end_boottime_ns;
+		/* show's totals: one per key, the same totals. */
+		assert_int_equal(ktel_metric_pull__totals(c->mp, &tot, &n_tot), 0);
+		assert_int_equal(n_tot, 4);
+		for (__u32 i = 0; i < 4; i++)
+			check_hist(&tot[i].hist.total, want_tot[i], has_sum, hist_sum(i, r));
+		memcpy(prev, want_tot, sizeof(prev));
+		for (__u32 i = 0; i < 4; i++)
+			prev_sum[i] = hist_sum(i, r);
+	}
+	ktel_metric_pull__free(c->mp);
+	c->mp = NULL;
+}
+
+static void test_hist_records(void **state)
+{
+	struct ctx *c = *state;
+
+	hist_records(c, "fx_hist_percpu", true);
+	ktel_delta__free(c->d);
+	c->d = ktel_delta__new(BOOT);
+	assert_non_null(c->d);
+	hist_records(c, "fx_hist_nosum", false);
 }
 
 /* Read stderr written while fn ran. */
@@ -495,9 +632,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_truncated_walk_never_reemits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seq_per_emitting_pull, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gauge_levels_bypass_delta, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_percpu_narrow_member_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_percpu_wide_members_summed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hist_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fallback_logged_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_dim_from_sysfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_without_enum_refused, setup, teardown),

@@ -27,6 +27,10 @@
  * (malloc/calloc/realloc wrapped at link time; libbpf, jansson and libc
  * internals are not counted, so bpftool's column is n/a).
  *
+ * With pull and batch both run, a line gives pull / batch as the ratio of the
+ * wall medians, the median of the per-repetition ratios and the ratio of the
+ * CPU-time medians.
+ *
  * Needs root. Prints figures; never passes or fails on them.
  */
 #include <errno.h>
@@ -111,6 +115,7 @@ struct bench {
 struct method_result {
 	const char *name;
 	double ms[MAX_REPS];
+	double cpu_ms[MAX_REPS]; /* the thread's CPU time of the same pulls */
 	int reps;
 	unsigned int syscalls;
 	long allocs; /* per steady-state pull; -1: not measured */
@@ -129,6 +134,17 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's CPU time: unlike wall time, it leaves out the time other
+ * processes of a shared machine held the CPU (cache and memory contention
+ * with them stay in). */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
@@ -436,13 +452,14 @@ static int reps_for(size_t n, enum method m)
 /* One pull of method m; the heap allocations it made go to *ret_allocs. */
 static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp,
 		     struct ktel_map_reader *rd, struct ktel_delta *d,
-		     struct method_result *res, double *ret_ms, unsigned long *ret_allocs)
+		     struct method_result *res, double *ret_ms, double *ret_cpu_ms,
+		     unsigned long *ret_allocs)
 {
 	const struct ktel_record *recs;
 	struct ktel_pull_info info;
 	struct ktel_err err = {0};
 	unsigned long a0;
-	uint64_t t0;
+	uint64_t t0, c0;
 	size_t nrec;
 	int r;
 
@@ -450,6 +467,7 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 	if (r)
 		return r;
 	a0 = n_allocs;
+	c0 = cpu_ns();
 	t0 = now_ns();
 	switch (m) {
 	case M_PULL:
@@ -469,6 +487,7 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 		/* The state save the daemon does after a pull that changed it:
 		 * the batch pull is not timed, the save of its state is. */
 		r = reader_pull(b, rd, d, res);
+		c0 = cpu_ns();
 		t0 = now_ns();
 		if (!r)
 			r = ktel_delta__save(d, state_path, &err);
@@ -480,6 +499,7 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 		struct ktel_delta_snapshot snap;
 
 		r = reader_pull(b, rd, d, res);
+		c0 = cpu_ns();
 		t0 = now_ns();
 		if (!r)
 			r = ktel_delta__snapshot(d, &snap, &err);
@@ -493,6 +513,7 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 		break;
 	}
 	*ret_ms = (double)(now_ns() - t0) / 1e6;
+	*ret_cpu_ms = (double)(cpu_ns() - c0) / 1e6;
 	*ret_allocs = n_allocs - a0;
 	if (r && err.msg[0])
 		fprintf(stderr, "pull_cost: %s: %s\n", method_names[m], err.msg);
@@ -547,7 +568,7 @@ static int run_methods(struct bench *b, struct method_result *res)
 	unsigned long allocs;
 	bool on[M_COUNT] = {0};
 	int r = 0, max_reps = 0;
-	double ms_warm;
+	double ms_warm, cpu_warm;
 
 	for (int m = 0; !r && m < M_COUNT; m++) {
 		if (!(method_mask & (1U << m)))
@@ -560,13 +581,13 @@ static int run_methods(struct bench *b, struct method_result *res)
 	for (int m = 0; !r && m < M_COUNT; m++)
 		if (on[m])
 			r = pull_once(b, (enum method)m, ms[m].mp, ms[m].rd, ms[m].d, &res[m],
-				      &ms_warm, &allocs);
+				      &ms_warm, &cpu_warm, &allocs);
 	for (int i = 0; !r && i < max_reps; i++)
 		for (int m = 0; !r && m < M_COUNT; m++) {
 			if (!on[m] || i >= ms[m].reps)
 				continue;
 			r = pull_once(b, (enum method)m, ms[m].mp, ms[m].rd, ms[m].d, &res[m],
-				      &res[m].ms[i], &allocs);
+				      &res[m].ms[i], &res[m].cpu_ms[i], &allocs);
 			if (allocs > ms[m].max_allocs)
 				ms[m].max_allocs = allocs;
 		}
@@ -589,16 +610,40 @@ static int run_methods(struct bench *b, struct method_result *res)
 	return r;
 }
 
+/*
+ * pull / batch three ways: the ratio of the wall medians (the table's), the
+ * median of the per-repetition ratios (pull i and batch i ran at the same
+ * moment, so a burst of outside load falls on both), and the ratio of the
+ * CPU-time medians (time other processes held the CPU left out).
+ */
+static void print_pull_batch(const struct method_result *p, const struct method_result *b)
+{
+	double ratio[MAX_REPS], mn, pw, bw, pc, bc;
+	int n = p->reps < b->reps ? p->reps : b->reps;
+
+	if (!p->ok || !b->ok || !n)
+		return;
+	for (int i = 0; i < n; i++)
+		ratio[i] = b->ms[i] > 0 ? p->ms[i] / b->ms[i] : 0;
+	pw = median(p->ms, p->reps, &mn);
+	bw = median(b->ms, b->reps, &mn);
+	pc = median(p->cpu_ms, p->reps, &mn);
+	bc = median(b->cpu_ms, b->reps, &mn);
+	printf("  pull / batch: %.3f (wall medians), %.3f (median of per-rep ratios), "
+	       "%.3f (CPU-time medians)\n", bw > 0 ? pw / bw : 0, median(ratio, n, &mn),
+	       bc > 0 ? pc / bc : 0);
+}
+
 static void print_size(size_t n, struct method_result *res)
 {
 	double base_min, base = res[M_PULL].ok ? median(res[M_PULL].ms, res[M_PULL].reps, &base_min) : 0;
 
 	printf("\n%zu keys (value 256 bytes, key 8 bytes)\n", n);
-	printf("  %-8s %10s %10s %9s %10s %8s %7s %8s\n", "method", "median ms", "min ms",
-	       "ns/key", "syscalls", "allocs", "reps", "x pull");
+	printf("  %-8s %10s %10s %9s %10s %8s %7s %8s %8s\n", "method", "median ms", "min ms",
+	       "ns/key", "syscalls", "allocs", "reps", "x pull", "cpu ms");
 	for (int m = 0; m < M_COUNT; m++) {
 		struct method_result *r = &res[m];
-		double mn, med;
+		double mn, med, cpu;
 		char allocs[16] = "n/a";
 
 		if (!r->ok) {
@@ -606,15 +651,17 @@ static void print_size(size_t n, struct method_result *res)
 				printf("  %-8s (failed)\n", method_names[m]);
 			continue;
 		}
+		cpu = median(r->cpu_ms, r->reps, &mn);
 		med = median(r->ms, r->reps, &mn);
 		if (r->allocs >= 0)
 			snprintf(allocs, sizeof(allocs), "%ld", r->allocs);
-		printf("  %-8s %10.3f %10.3f %9.1f %10u %8s %7d %8.2f\n", r->name, med, mn,
+		printf("  %-8s %10.3f %10.3f %9.1f %10u %8s %7d %8.2f %8.3f\n", r->name, med, mn,
 		       med * 1e6 / (double)(r->keys ? r->keys : 1), r->syscalls, allocs, r->reps,
-		       base > 0 ? med / base : 0);
+		       base > 0 ? med / base : 0, cpu);
 		if (r->keys != n)
 			printf("  %-8s WARNING: read %zu keys, expected %zu\n", "", r->keys, n);
 	}
+	print_pull_batch(&res[M_PULL], &res[M_BATCH]);
 }
 
 /* libbpf's info lines (".ktel.types skipped") are noise here. */
@@ -666,7 +713,8 @@ int main(int argc, char **argv)
 	printf("method: one pull of one BPF hash map; every value changes before each pull\n"
 	       "(untimed update_batch); wall time of the pull; first pull of each method not\n"
 	       "counted; allocs = heap allocations by ktel_core in the worst steady-state pull.\n"
-	       "x pull = median / median of 'pull' (the daemon's path).\n"
+	       "x pull = median / median of 'pull' (the daemon's path); cpu ms = median of\n"
+	       "the thread's CPU time of the same pulls (outside load's CPU time left out).\n"
 	       "pull: ktel_metric_pull__run (read + decode + delta + records); batch/iterate:\n"
 	       "map_reader (batch / get_next_key) + decode + delta; bpftool: map dump -j +\n"
 	       "jansson + delta; read-*: the map_reader read alone; save: ktel_delta__save of\n"

@@ -61,4 +61,12 @@ struct {
 	__type(value, struct accumulator_value_sum);
 } fx_hist_percpu SEC(".maps");
 
+/* A histogram without a sum (test_hist_records). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __u32);
+	__type(value, struct accumulator_value);
+} fx_hist_nosum SEC(".maps");
+
 char LICENSE[] SEC("license") = "GPL";
