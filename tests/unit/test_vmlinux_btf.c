@@ -270,18 +270,26 @@ static void test_lending_off(void **state)
 	ktel_vmlinux_btf__set_lending(true);
 }
 
+/* The test BTF's tracepoint and function are found, one argument each. */
+static void expect_test_targets(struct ktel_targets *t)
+{
+	int n = -100;
+
+	assert_int_equal(ktel_targets__check(t, "tp_btf/" TEST_TP, &n, NULL, 0), 0);
+	assert_int_equal(n, 1);
+	n = -100;
+	assert_int_equal(ktel_targets__check(t, "fentry/ktel_test_only_func", &n, NULL, 0), 0);
+	assert_int_equal(n, 1);
+}
+
 /* The daemon's targets hold the shared parse: the scan's loads borrow it. */
 static void test_targets_hold_shared_parse(void **state)
 {
 	struct ktel_targets *t = ktel_targets__new(NULL, NULL);
-	int n = -100;
 
 	assert_non_null(t);
 	assert_non_null(ktel_vmlinux_btf__get());
-	assert_int_equal(ktel_targets__check(t, "tp_btf/" TEST_TP, &n, NULL, 0), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(ktel_targets__check(t, "fentry/ktel_test_only_func", &n, NULL, 0), 0);
-	assert_int_equal(n, 1);
+	expect_test_targets(t);
 	assert_true(libbpf_find_vmlinux_btf_id(TEST_TP, BPF_TRACE_RAW_TP) > 0);
 	ktel_targets__free(t);
 	assert_null(ktel_vmlinux_btf__get());
@@ -301,10 +309,7 @@ static void test_targets_without_lending_free_parse(void **state)
 	t = ktel_targets__new(NULL, NULL);
 	assert_non_null(t);
 	assert_null(ktel_vmlinux_btf__get());
-	assert_int_equal(ktel_targets__check(t, "tp_btf/" TEST_TP, &n, NULL, 0), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(ktel_targets__check(t, "fentry/ktel_test_only_func", &n, NULL, 0), 0);
-	assert_int_equal(n, 1);
+	expect_test_targets(t);
 	assert_int_equal(ktel_targets__check(t, "fentry/absent", &n, NULL, 0), -ENOENT);
 	ktel_targets__free(t);
 	ktel_vmlinux_btf__set_lending(true);
