@@ -429,20 +429,23 @@ static size_t format_into_open(struct stream_sink *s, const struct ktel_record *
 	return b.fail ? 0 : b.len;
 }
 
-/* A line longer than a block: formatted on its own, that buffer becomes
- * its block. */
+/* A line that may not fit a block (its worst case, every byte escaped, is
+ * over one): formatted on its own, that buffer, cut to its size, becomes
+ * its block. Cut, because the ring may hold thousands of such lines and
+ * the buffer grew by doubling. */
 static bool format_alone(struct stream_sink *s, const struct ktel_record *r)
 {
 	struct ktel_textbuf b = {.len = sizeof(struct chunk)};
 	struct chunk *c;
 	size_t len;
 
-	ktel_textbuf_reserve(&b, BLOCK_BYTES * 2);
 	if (!ktel_json__append(&b, &s->strs, r) || b.fail) {
 		free(b.p);
 		return false;
 	}
-	c = (struct chunk *)b.p;
+	c = realloc(b.p, b.len);
+	if (!c)
+		c = (struct chunk *)b.p;
 	len = b.len - sizeof(*c);
 	c->refs = 1;
 	c->cap = len;

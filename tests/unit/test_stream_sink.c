@@ -5,6 +5,7 @@
  * replay of recent records on connect; socket mode and group; close flushes
  * and its timeout bounds a stuck subscriber; stale sockets; option errors. */
 #include <errno.h>
+#include <malloc.h>
 #include <grp.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -556,6 +557,50 @@ static void test_lines_across_blocks(void **state)
 	finish_loop(&loop);
 }
 
+/* Lines whose worst case (every byte escaped) is over a block get a block
+ * each, cut to the line: a ring of 500 lines of 11 KB holds ~6 MB, not 500
+ * buffers grown by doubling (256 KiB each, 128 MB). malloc's own count of
+ * bytes in use is the measure; under a sanitizer, which keeps its own,
+ * mallinfo2() says 0 and only the delivery is checked. */
+static void test_long_lines_cut_to_size(void **state)
+{
+	static char label[11000];
+	struct ktel_record r = {
+		.type = KTEL_RECORD_COUNTER, .metric = "stream_test", .unit = "events",
+		.boot_id = "b", .n_dims = 1,
+	};
+	struct ktel_sink_stats st;
+	struct mallinfo2 before, after;
+	size_t used_before, used_after;
+	uv_loop_t loop;
+	void *priv;
+	int closed = 0;
+
+	memset(label, 'x', sizeof(label) - 1);
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":500,"
+		      "\"ring_records\":500}", sock_path);
+	before = mallinfo2();
+	for (uint64_t i = 0; i < 500; i++) {
+		r.seq = i;
+		r.dims[0] = (struct ktel_dim){.name = "d", .value = 1, .label = label};
+		ops()->submit(priv, &r, 1);
+	}
+	after = mallinfo2();
+	ops()->stats(priv, &st);
+	assert_int_equal(st.dropped, 0);
+	used_before = before.uordblks + before.hblkhd;
+	used_after = after.uordblks + after.hblkhd;
+	if (used_before || used_after) {
+		printf("500 lines of %zu bytes: %zu bytes more in use\n", sizeof(label),
+		       used_after - used_before);
+		assert_true(used_after - used_before < 500 * 2 * sizeof(label));
+	}
+	ops()->close(priv, 1000, ktel_test_count_closed, &closed);
+	run_until(&loop, is_closed, &closed, 5000);
+	finish_loop(&loop);
+}
+
 /* A subscriber that never reads cannot hold close past its timeout; what it
  * was not sent is counted. */
 static void test_close_timeout(void **state)
@@ -721,6 +766,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_slow_subscriber_loses_oldest, new_socket),
 		cmocka_unit_test_setup(test_lines_across_blocks, new_socket),
+		cmocka_unit_test_setup(test_long_lines_cut_to_size, new_socket),
 		cmocka_unit_test_setup(test_stats_match_subscribers, new_socket),
 		cmocka_unit_test_setup(test_mode_group_and_replay, new_socket),
 		cmocka_unit_test_setup(test_close_flushes, new_socket),
