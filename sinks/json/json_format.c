@@ -122,6 +122,12 @@ static char *fb_str_at(char *p, const char *str, size_t len)
 	return p;
 }
 
+/* The slot a string's pointer is kept in (a multiplicative hash). */
+static unsigned strs_slot(const char *str)
+{
+	return (unsigned)(((uintptr_t)str * 0x9e3779b97f4a7c15ULL) >> 32) & (KTEL_JSON_STRS_SLOTS - 1);
+}
+
 /* The kept escaped text of str in c, or NULL (c may be NULL). */
 static const char *strs_get(const struct ktel_json_strs *c, const char *str, size_t *ret_len)
 {
@@ -129,7 +135,7 @@ static const char *strs_get(const struct ktel_json_strs *c, const char *str, siz
 
 	if (!c)
 		return NULL;
-	h = (unsigned)(((uintptr_t)str * 0x9e3779b97f4a7c15ULL) >> 32) & (KTEL_JSON_STRS_SLOTS - 1);
+	h = strs_slot(str);
 	if (c->slot[h].str != str || c->slot[h].gen != c->gen)
 		return NULL;
 	*ret_len = c->slot[h].len;
@@ -143,7 +149,7 @@ static void strs_put(struct ktel_json_strs *c, const char *str, const char *text
 
 	if (!c || len > KTEL_JSON_STRS_MAX || c->used + len > sizeof(c->text))
 		return;
-	h = (unsigned)(((uintptr_t)str * 0x9e3779b97f4a7c15ULL) >> 32) & (KTEL_JSON_STRS_SLOTS - 1);
+	h = strs_slot(str);
 	memcpy(c->text + c->used, text, len);
 	c->slot[h].str = str;
 	c->slot[h].gen = c->gen;
