@@ -475,7 +475,7 @@ static void on_sinks_closed(void *ctx)
 	struct ktel_daemon *d = ctx;
 
 	ktel_log(KTEL_LOG_DEBUG, "sinks closed");
-	(void)d;
+	daemon_state_release(d);
 }
 
 void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
@@ -506,6 +506,8 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 	d->control = NULL;
 	if (d->router)
 		ktel_router__close(d->router, d->cfg->sink_close_timeout_ms, on_sinks_closed, d);
+	else
+		daemon_state_release(d);
 }
 
 int ktel_daemon__exit_code(const struct ktel_daemon *d)
@@ -523,6 +525,7 @@ void ktel_daemon__free(struct ktel_daemon *d)
 	free(d->retired_watchers);
 	free(d->refused);
 	ktel_router__free(d->router);
+	daemon_state_release(d);
 	daemon_free_state_waits(d);
 	ktel_delta__free(d->delta);
 	ktel_targets__free(d->targets);

@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "delta.h"
 #include "router.h"
+#include "worker.h"
 
 #define MAX_PLUGINS 256
 #define MAX_REFUSALS 256
@@ -66,14 +67,20 @@ struct ktel_daemon {
 	 * expiring in one turn) takes one snapshot and writes one file. */
 	uv_prepare_t save_prepare;
 	bool save_prepare_init, save_pending;
-	/* The snapshot being written on libuv's pool (the loop never waits
-	 * on the disk); one write at a time, the newest covered wait next. */
-	uv_work_t save_work;
+	/* The snapshot being written on the writer thread (the loop never
+	 * waits on the disk); one write at a time, the newest covered wait
+	 * next. Its completion waits for the loop's next wakeup (worker.h):
+	 * the file is written at once, only the next save can start later.
+	 * No worker (its thread could not start): written on the loop. */
+	struct ktel_worker *worker;
+	struct ktel_job save_job;
 	struct ktel_delta_snapshot save_snap;
 	/* state_file, copied at start: a reload replaces (and frees) d->cfg
-	 * while the pool thread may be writing. */
+	 * while the writer thread may be writing. */
 	char save_path[PATH_MAX];
 	bool save_in_flight;
+	/* The sinks are closed: the worker goes once no save is in flight. */
+	bool state_released;
 	int save_rc;
 	struct ktel_err save_err;
 };
@@ -90,6 +97,7 @@ void daemon_save_state(struct ktel_daemon *d);
 void daemon_save_state_later(struct ktel_daemon *d);
 void daemon_state_init(struct ktel_daemon *d);
 void daemon_state_close(struct ktel_daemon *d);
+void daemon_state_release(struct ktel_daemon *d);
 void daemon_on_durable(void *ctx, uint64_t level);
 void daemon_recover_sinks(struct ktel_daemon *d);
 void daemon_free_state_waits(struct ktel_daemon *d);

@@ -10,11 +10,17 @@
  * Without a durable sink the level follows the mark at once: the state is
  * saved right after the pull, as the other sinks have always had it.
  * The pulls of one loop turn ask for one save (daemon_save_state_later);
- * the file is written on libuv's pool, so the loop never waits on the
- * disk's fsyncs (53-63 ms for a 100k-key state, docs/benchmarks.md).
+ * the file is written on the writer thread (worker.h), so the loop never
+ * waits on the disk's fsyncs (53-63 ms for a 100k-key state,
+ * docs/benchmarks.md). The write's completion does not wake the loop: it
+ * is collected when the loop wakes next (its next pull), unless the daemon
+ * is shutting down. With a durable sink whose ack came the same way, the
+ * saved state so follows the written lines by up to one round: a crash in
+ * between cuts that round out of the file and reports it again, as above.
  */
 #include "daemon_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,26 +29,33 @@
 
 static void save_durable(struct ktel_daemon *d, uint64_t level);
 
-/* On a pool thread: only the snapshot and the path are touched. */
-static void save_work(uv_work_t *w)
+static void drop_worker(struct ktel_daemon *d)
 {
-	struct ktel_daemon *d = w->data;
+	ktel_worker__put(d->worker);
+	d->worker = NULL;
+}
+
+/* On the writer thread: only the snapshot and the path are touched. A
+ * failure waits for the next pull, which writes again. */
+static bool save_work(struct ktel_job *job)
+{
+	struct ktel_daemon *d = job->data;
 
 	d->save_rc = ktel_delta_snapshot__write(&d->save_snap, d->save_path, &d->save_err);
 	if (!d->save_rc)
 		ktel_fault__point("saved");
+	return false;
 }
 
-static void save_done(uv_work_t *w, int status)
+static void save_done(struct ktel_job *job)
 {
-	struct ktel_daemon *d = w->data;
+	struct ktel_daemon *d = job->data;
 
 	d->save_in_flight = false;
 	ktel_delta_snapshot__clear(&d->save_snap);
-	if (status || d->save_rc) {
+	if (d->save_rc) {
 		d->state_retry = true;
-		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s",
-			      status ? uv_strerror(status) : d->save_err.msg);
+		ktel_complain(&d->state_complaint, KTEL_LOG_ERROR, "state: %s", d->save_err.msg);
 	} else {
 		d->state_retry = false;
 		ktel_complain_clear(&d->state_complaint, "state: %s written again",
@@ -50,20 +63,25 @@ static void save_done(uv_work_t *w, int status)
 	}
 	/* Waits that became durable while this one was written. */
 	save_durable(d, ktel_router__durable_level(d->router));
+	if (d->state_released && !d->save_in_flight)
+		drop_worker(d);
 }
 
-/* Hand the snapshot (owned from here on) to the pool. */
+/* Hand the snapshot (owned from here on) to the writer thread; at
+ * shutdown its completion is waited for, so it wakes the loop. */
 static void write_snapshot(struct ktel_daemon *d, struct ktel_delta_snapshot *snap)
 {
 	d->save_snap = *snap;
 	*snap = (struct ktel_delta_snapshot){0};
-	d->save_work.data = d;
+	d->save_job.data = d;
 	d->save_in_flight = true;
-	if (uv_queue_work(d->loop, &d->save_work, save_work, save_done) == 0)
+	if (d->worker) {
+		ktel_worker__queue(d->worker, &d->save_job, save_work, save_done,
+				   d->shutting_down || d->state_released);
 		return;
-	/* No pool (cannot happen on Linux's libuv): write it here. */
-	save_work(&d->save_work);
-	save_done(&d->save_work, 0);
+	}
+	save_work(&d->save_job);
+	save_done(&d->save_job);
 }
 
 /* Drop the first k waits. */
@@ -79,6 +97,7 @@ static void waits_drop(struct ktel_daemon *d, size_t k)
  * While a write is in flight the waits stay: its completion comes back. */
 static void save_durable(struct ktel_daemon *d, uint64_t level)
 {
+	struct ktel_delta_snapshot snap;
 	size_t k = d->n_state_wait;
 
 	if (d->save_in_flight)
@@ -87,8 +106,12 @@ static void save_durable(struct ktel_daemon *d, uint64_t level)
 		k--;
 	if (!k)
 		return;
-	write_snapshot(d, &d->state_wait[k - 1].snap);
+	/* Off the list before the write: one made on the loop completes
+	 * (and comes back here) at once. */
+	snap = d->state_wait[k - 1].snap;
+	d->state_wait[k - 1].snap = (struct ktel_delta_snapshot){0};
 	waits_drop(d, k);
+	write_snapshot(d, &snap);
 }
 
 void daemon_on_durable(void *ctx, uint64_t level)
@@ -159,6 +182,10 @@ void daemon_state_init(struct ktel_daemon *d)
 	uv_prepare_init(d->loop, &d->save_prepare);
 	d->save_prepare.data = d;
 	d->save_prepare_init = true;
+	d->worker = ktel_worker__get(d->loop, KTEL_LANE_STATE);
+	if (!d->worker)
+		ktel_log(KTEL_LOG_WARN, "state: no writer thread (%s): the state file is "
+			 "written on the loop", strerror(errno));
 }
 
 /* At shutdown, after its final daemon_save_state(): a save asked for later
@@ -170,6 +197,19 @@ void daemon_state_close(struct ktel_daemon *d)
 	uv_close((uv_handle_t *)&d->save_prepare, NULL);
 	d->save_prepare_init = false;
 	d->save_pending = false;
+}
+
+/* Once the sinks are closed no ack can ask for a save any more: the
+ * writer thread stops after the saves in flight and the one it may still
+ * start (save_done), which are waited for now. */
+void daemon_state_release(struct ktel_daemon *d)
+{
+	d->state_released = true;
+	if (!d->save_in_flight) {
+		drop_worker(d);
+		return;
+	}
+	ktel_worker__hurry(d->worker, &d->save_job);
 }
 
 static int window_of(void *ctx, const char *boot_id, const char *metric, uint32_t map_id,

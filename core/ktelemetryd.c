@@ -239,12 +239,14 @@ int main(int argc, char **argv)
 
 	ktel_memory__init();
 	/*
-	 * libuv's pool runs the JSON sinks' writes and compressions and name
-	 * lookups; its default 4 threads start together at the first job. Two
-	 * keep a compression from holding up a write; an operator's own
+	 * libuv's pool runs only what is rare: a rotated file's compression
+	 * and statsd's name lookups (the files' writes and the state's save
+	 * have threads of their own, core/worker.h). Its default 4 threads
+	 * would start together at the first job; one is enough, and none
+	 * starts for a config that needs neither. An operator's own
 	 * UV_THREADPOOL_SIZE wins.
 	 */
-	setenv("UV_THREADPOOL_SIZE", "2", 0);
+	setenv("UV_THREADPOOL_SIZE", "1", 0);
 
 	ktel_sinks_register_schemas();
 	while ((c = getopt_long(argc, argv, "c:fl:h", long_opts, NULL)) != -1) {

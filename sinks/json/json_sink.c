@@ -33,8 +33,11 @@
  *
  * I/O: submit() formats every record completely into the instance's bounded
  * queue (one chunk per submitted batch) before any byte is written; lines
- * are appended (O_APPEND) with uv_fs_write from the queue, so the loop never
- * blocks on the disk. One write at a time is in flight, and it takes every
+ * are appended (O_APPEND) with writev on the daemon's writer thread
+ * (core/worker.h), so the loop never blocks on the disk. The fsync (fsync
+ * on) follows in the same job, and the completion waits for the loop's next
+ * wakeup unless something waits behind it (more queued lines, a close): an
+ * idle round costs no wakeup of its own. One write at a time is in flight, and it takes every
  * queued chunk (up to MAX_IOV) as one vectored write: a write cycle drains
  * what piled up while the previous write ran, instead of one batch per cycle
  * (which, at saturation, let the queue fill and drop lines). When the
@@ -53,13 +56,14 @@
  * Close is bounded: at the close timeout the sink reports closed with
  * everything not yet written counted as dropped, even while a write,
  * rotation or compression is in flight; that work then finishes on the
- * thread pool (keeping the loop alive) and the last of it frees the sink.
+ * writer thread (keeping the loop alive) and the last of it frees the sink.
  *
  * Rotation (rotate_bytes): before a write that would take the file past
- * rotate_bytes, on a line boundary only, a worker thread renames
+ * rotate_bytes, on a line boundary only, the writer thread renames
  * file.(keep-1) -> file.keep, ..., file -> file.1 (each rename atomic) and
  * opens a new file; with compress, file.1 then becomes file.1.gz (written
- * to a temp name, fsynced, renamed) and file.1 is removed only after that
+ * to a temp name, fsynced, renamed; on libuv's pool, so a long compression
+ * does not hold up the writes) and file.1 is removed only after that
  * succeeded. Lines never span two files.
  *
  * Options: path (required, "-" = stdout), fsync (bool: fsync after each
@@ -79,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +96,7 @@
 #include "log.h"
 #include "batchbuf.h"
 #include "textbuf.h"
+#include "worker.h"
 
 #define DEFAULT_QUEUE_BYTES (4u << 20)
 #define DEFAULT_KEEP 5
@@ -98,8 +104,8 @@
 #define MAX_LINE (64u << 10)
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 5000
-/* Queued batches written by one uv_fs_write (a writev); more wait for the
- * next write cycle. */
+/* Queued batches written by one writev; more wait for the next write
+ * cycle. */
 #define MAX_IOV 256
 
 /* One submitted batch: whole lines, written from off on. */
@@ -115,8 +121,7 @@ struct chunk {
 
 enum io_state {
 	IO_IDLE,
-	IO_WRITING,
-	IO_SYNCING,
+	IO_WRITING, /* and its fsync, in the same job */
 	IO_ROTATING,
 	IO_TRIMMING,
 	IO_BACKOFF,
@@ -147,9 +152,16 @@ struct json_sink {
 	uint64_t queued_bytes;
 
 	enum io_state state;
-	uv_fs_t req;
-	uv_buf_t iov[MAX_IOV];
+	/* The write, cut or rotation on the writer thread (one at a time). */
+	struct ktel_worker *worker;
+	struct ktel_job io_job;
+	struct iovec iov[MAX_IOV];
+	unsigned n_iov;
 	size_t write_bytes; /* what the write in flight asked for */
+	unsigned plan_batches; /* batches it completes when whole */
+	bool plan_acks; /* and makes a mark durable that is not yet acked */
+	ssize_t write_res; /* bytes, or -errno */
+	int sync_res; /* fsync: 0, -errno, or 1 when not tried */
 	uv_timer_t retry_timer, close_timer;
 	/* Submits start no write: the queue is written once per loop turn,
 	 * just before the loop sleeps, so the batches one round of pulls
@@ -159,8 +171,8 @@ struct json_sink {
 	uint64_t backoff_ms;
 	uint64_t rng; /* xorshift state for the backoff jitter */
 
-	/* Rotation and compression on the thread pool. */
-	uv_work_t rot_work, gz_work, trim_work;
+	/* Compression on libuv's pool. */
+	uv_work_t gz_work;
 	int rot_err, gz_err, trim_err;
 	uint64_t trimmed_size;
 	uv_file new_fd;
@@ -194,8 +206,8 @@ static void maybe_finish(struct json_sink *s);
 static void maybe_free(struct json_sink *s);
 static void start_trim(struct json_sink *s);
 
-/* A request of this sink is on the loop or the thread pool: the sink's
- * memory (requests, queued chunks) must outlive it. */
+/* A job of this sink is on the writer thread or libuv's pool: the sink's
+ * memory (job, queued chunks) must outlive it. */
 static bool busy(const struct json_sink *s)
 {
 	return (s->state != IO_IDLE && s->state != IO_BACKOFF) || s->compressing;
@@ -293,25 +305,6 @@ static void ack_durable(struct json_sink *s)
 	s->durable_cb(s->durable_ctx, s->acked_mark);
 }
 
-static void on_fsync(uv_fs_t *req)
-{
-	struct json_sink *s = req->data;
-
-	uv_fs_req_cleanup(req);
-	s->state = IO_IDLE;
-	if (s->finishing) {
-		maybe_free(s);
-		return;
-	}
-	if (req->result < 0) {
-		s->st.errors++;
-	} else {
-		ktel_fault__point("synced");
-		ack_durable(s);
-	}
-	kick(s);
-}
-
 /* Of the first n bytes of the queue (what a write took), the bytes up to
  * and including the last '\n': the whole lines among them. */
 static size_t whole_prefix(const struct json_sink *s, size_t n)
@@ -357,13 +350,38 @@ static void short_write(struct json_sink *s, size_t res)
 	retry_later(s);
 }
 
-static void on_write(uv_fs_t *req)
+/* On the writer thread: the planned writev and, when it completed a batch
+ * and fsync is on, the fsync that makes it durable. A failed or short
+ * write is retried after a backoff: the loop hears of it at once. */
+static bool write_work(struct ktel_job *job)
 {
-	struct json_sink *s = req->data;
-	ssize_t res = req->result;
-	unsigned batches_done;
+	struct json_sink *s = job->data;
+	ssize_t n;
 
-	uv_fs_req_cleanup(req);
+	do
+		n = writev(s->fd, s->iov, s->n_iov);
+	while (n < 0 && errno == EINTR);
+	s->write_res = n < 0 ? -errno : n;
+	s->sync_res = 1;
+	if (n <= 0 || (size_t)n < s->write_bytes)
+		return true;
+	if (!s->plan_batches)
+		return false;
+	ktel_fault__point("written");
+	if (!s->fsync_batches || s->to_stdout)
+		return false;
+	s->sync_res = fsync(s->fd) ? -errno : 0;
+	if (s->sync_res)
+		return true;
+	ktel_fault__point("synced");
+	return false;
+}
+
+static void on_write(struct ktel_job *job)
+{
+	struct json_sink *s = job->data;
+	ssize_t res = s->write_res;
+
 	s->state = IO_IDLE;
 	if (s->can_trim && res > 0 && (size_t)res < s->write_bytes) {
 		short_write(s, res);
@@ -381,23 +399,13 @@ static void on_write(uv_fs_t *req)
 		return;
 	}
 	s->backoff_ms = 0;
-	batches_done = advance(s, res);
-	if (batches_done)
-		ktel_fault__point("written");
-	/* Batches are on disk: make them durable when asked (one fsync covers
-	 * every batch this write completed). */
-	if (s->fsync_batches && !s->to_stdout && batches_done) {
-		s->state = IO_SYNCING;
-		s->req.data = s;
-		if (uv_fs_fsync(s->loop, &s->req, s->fd, on_fsync) == 0)
-			return;
+	advance(s, res);
+	/* Without fsync a write survives the daemon's death (not the
+	 * machine's): durable in that sense. With it, the fsync says. */
+	if (s->sync_res < 0)
 		s->st.errors++;
-		s->state = IO_IDLE;
-	} else if (!s->fsync_batches) {
-		/* Without fsync a write survives the daemon's death (not the
-		 * machine's): durable in that sense. */
+	else if (s->sync_res == 0 || !s->fsync_batches)
 		ack_durable(s);
-	}
 	kick(s);
 }
 
@@ -417,6 +425,18 @@ static size_t line_len(const char *p, size_t left)
 	return (const char *)memchr(p, '\n', left) - p + 1;
 }
 
+/* iov[i]: take bytes of c from its offset on; counts the batch when that
+ * is the rest of it. */
+static void put_iov(struct json_sink *s, unsigned i, const struct chunk *c, size_t take)
+{
+	s->iov[i] = (struct iovec){ .iov_base = (char *)c->data + c->off, .iov_len = take };
+	if (take != c->len - c->off)
+		return;
+	s->plan_batches++;
+	if (s->durable_cb && c->mark > s->acked_mark)
+		s->plan_acks = true;
+}
+
 /*
  * Fill s->iov with what to write now, from the head of the queue on: every
  * queued batch (up to MAX_IOV) in one vectored write, so a write cycle
@@ -426,6 +446,8 @@ static size_t line_len(const char *p, size_t left)
  */
 static size_t plan_write(struct json_sink *s, unsigned *ret_n)
 {
+	s->plan_batches = 0;
+	s->plan_acks = false;
 	const struct chunk *c = s->head;
 	size_t total = 0, budget, left, take;
 	unsigned n = 0;
@@ -434,7 +456,7 @@ static size_t plan_write(struct json_sink *s, unsigned *ret_n)
 		/* Finish the line begun before a short write to a file that
 		 * cannot be truncated, alone. */
 		take = line_len(c->data + c->off, c->len - c->off);
-		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
+		put_iov(s, n++, c, take);
 		*ret_n = n;
 		return take;
 	}
@@ -444,7 +466,7 @@ static size_t plan_write(struct json_sink *s, unsigned *ret_n)
 		take = s->rotate_bytes ? whole_lines(c->data + c->off, left, budget - total) : left;
 		if (!take)
 			break;
-		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
+		put_iov(s, n++, c, take);
 		total += take;
 		if (take < left) /* the next line belongs to the next file */
 			break;
@@ -453,7 +475,7 @@ static size_t plan_write(struct json_sink *s, unsigned *ret_n)
 		/* One line larger than a whole file: alone in a new file. */
 		c = s->head;
 		take = line_len(c->data + c->off, c->len - c->off);
-		s->iov[n++] = uv_buf_init((char *)c->data + c->off, take);
+		put_iov(s, n++, c, take);
 		total = take;
 	}
 	*ret_n = n;
@@ -504,7 +526,9 @@ static bool ensure_path(struct json_sink *s)
 	}
 	if (s->open_err)
 		ktel_log(KTEL_LOG_INFO, "sink %s: %s open again", s->name, s->path);
-	else if (!s->reopen_wanted)
+	else if (s->reopen_wanted)
+		ktel_log(KTEL_LOG_INFO, "sink %s: reopened %s", s->name, s->path);
+	else
 		ktel_log(KTEL_LOG_INFO, "sink %s: %s was moved or deleted: writing to a new "
 			 "file at that path", s->name, s->path);
 	close(s->fd);
@@ -514,6 +538,14 @@ static bool ensure_path(struct json_sink *s)
 	s->open_err = 0;
 	s->st.reconnects++;
 	return true;
+}
+
+/* Hand a write, cut or rotation to the writer thread. Urgent: someone
+ * waits for its completion (a close, lines behind it). */
+static void queue_io(struct json_sink *s, ktel_work_fn work, ktel_job_fn done, bool urgent)
+{
+	s->io_job.data = s;
+	ktel_worker__queue(s->worker, &s->io_job, work, done, urgent || s->closing);
 }
 
 static void kick(struct json_sink *s)
@@ -541,13 +573,14 @@ static void kick(struct json_sink *s)
 			start_rotate(s);
 		return; /* gz_done kicks again */
 	}
-	s->req.data = s;
+	s->n_iov = nbufs;
 	s->state = IO_WRITING;
-	/* libuv copies the buffer array; the chunks stay queued until on_write. */
-	if (uv_fs_write(s->loop, &s->req, s->fd, s->iov, nbufs, -1, on_write) == 0)
-		return;
-	s->st.errors++;
-	retry_later(s);
+	/* The chunks stay queued until on_write. Its completion is waited for
+	 * when more is queued than it takes, or when it acks a mark: the
+	 * state's save waits for that ack (core/daemon_state.c), and a state
+	 * saved a round late would widen what a crash cuts out of the file. */
+	queue_io(s, write_work, on_write,
+		 s->plan_acks || s->write_bytes < s->queued_bytes - s->head->off);
 }
 
 /* ---- cutting a torn tail off (worker thread) ---- */
@@ -555,25 +588,26 @@ static void kick(struct json_sink *s)
 /* Cut trim_bytes off the end of the file. From the file's size, not from
  * file_size: the bytes to cut are the last ones whatever else changed the
  * file, and a file shortened behind our back is never extended. */
-static void trim_work(uv_work_t *w)
+static bool trim_work(struct ktel_job *job)
 {
-	struct json_sink *s = w->data;
+	struct json_sink *s = job->data;
 	struct stat st;
 	off_t size;
 
 	if (fstat(s->fd, &st)) {
 		s->trim_err = -errno;
-		return;
+		return true;
 	}
 	size = (uint64_t)st.st_size > s->trim_bytes ? st.st_size - (off_t)s->trim_bytes : 0;
 	s->trim_err = ftruncate(s->fd, size) ? -errno : 0;
 	s->trimmed_size = size;
+	return s->trim_err != 0;
 }
 
-static void trim_done(uv_work_t *w, int status)
+static void trim_done(struct ktel_job *job)
 {
-	struct json_sink *s = w->data;
-	bool ok = status == 0 && s->trim_err == 0;
+	struct json_sink *s = job->data;
+	bool ok = s->trim_err == 0;
 
 	s->state = IO_IDLE;
 	if (ok) {
@@ -592,22 +626,14 @@ static void trim_done(uv_work_t *w, int status)
 	retry_later(s);
 }
 
+/* Lines wait behind the cut: urgent. */
 static void start_trim(struct json_sink *s)
 {
 	s->state = IO_TRIMMING;
-	s->trim_work.data = s;
-	if (uv_queue_work(s->loop, &s->trim_work, trim_work, trim_done) == 0)
-		return;
-	s->state = IO_IDLE;
-	if (s->finishing) {
-		maybe_free(s);
-		return;
-	}
-	s->st.errors++;
-	retry_later(s);
+	queue_io(s, trim_work, trim_done, true);
 }
 
-/* ---- rotation (worker thread) ---- */
+/* ---- rotation (writer thread; compression on libuv's pool) ---- */
 
 static int rotated_name(char *buf, size_t size, const char *path, unsigned k, const char *ext)
 {
@@ -643,9 +669,9 @@ static void fsync_dir(const char *path)
 /* file.(keep-1) -> file.keep ... file -> file.1, then a new file. Both the
  * plain and the .gz form move, so a compression that failed earlier never
  * leaves a file behind. */
-static void rotate_work(uv_work_t *w)
+static bool rotate_work(struct ktel_job *job)
 {
-	struct json_sink *s = w->data;
+	struct json_sink *s = job->data;
 	char from[PATH_MAX], to[PATH_MAX];
 	static const char *const exts[] = { "", ".gz" };
 	int ret = 0;
@@ -681,6 +707,7 @@ name:
 	ret = -ENAMETOOLONG;
 out:
 	s->rot_err = ret;
+	return ret != 0 || s->new_fd < 0;
 }
 
 static int gzip_file(const char *src, const char *dst)
@@ -761,10 +788,10 @@ static void gz_done(uv_work_t *w, int status)
 	maybe_finish(s);
 }
 
-static void rotate_done(uv_work_t *w, int status)
+static void rotate_done(struct ktel_job *job)
 {
-	struct json_sink *s = w->data;
-	bool ok = status == 0 && s->rot_err == 0 && s->new_fd >= 0;
+	struct json_sink *s = job->data;
+	bool ok = s->rot_err == 0 && s->new_fd >= 0;
 
 	s->state = IO_IDLE;
 	if (ok) {
@@ -798,11 +825,8 @@ static void start_rotate(struct json_sink *s)
 {
 	s->state = IO_ROTATING;
 	s->new_fd = -1;
-	s->rot_work.data = s;
-	if (uv_queue_work(s->loop, &s->rot_work, rotate_work, rotate_done) == 0)
-		return;
-	s->st.errors++;
-	retry_later(s);
+	/* Lines wait behind the rotation: urgent. */
+	queue_io(s, rotate_work, rotate_done, true);
 }
 
 /* ---- close ---- */
@@ -818,6 +842,7 @@ static void free_sink(struct json_sink *s)
 	if (s->fd >= 0 && !s->to_stdout)
 		close(s->fd);
 	ktel_batchbuf__free(&s->bb);
+	ktel_worker__put(s->worker);
 	free(s->name);
 	free(s->path);
 	free(s);
@@ -894,6 +919,9 @@ static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done
 		uv_timer_start(&s->close_timer, on_close_timeout, timeout_ms, 0);
 		kick(s);
 	}
+	/* Its completion is waited for now. */
+	if (s->state == IO_WRITING || s->state == IO_TRIMMING || s->state == IO_ROTATING)
+		ktel_worker__hurry(s->worker, &s->io_job);
 	maybe_finish(s);
 }
 
@@ -919,9 +947,14 @@ static void on_kick_prepare(uv_prepare_t *h)
 	kick(s);
 }
 
-/* Write what is queued at the end of this loop turn (kick_prepare). */
+/* Write what is queued at the end of this loop turn (kick_prepare); with
+ * a job in flight, its completion kicks, as soon as it comes. */
 static void kick_later(struct json_sink *s)
 {
+	if (s->state == IO_WRITING || s->state == IO_TRIMMING || s->state == IO_ROTATING) {
+		ktel_worker__hurry(s->worker, &s->io_job);
+		return;
+	}
 	if (s->kick_pending || s->state != IO_IDLE)
 		return;
 	s->kick_pending = true;
@@ -1113,11 +1146,17 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 		}
 		remember_file(s, &st);
 	}
+	s->worker = ktel_worker__get(loop, KTEL_LANE_FILES);
+	if (!s->worker) {
+		ret = ktel_err_set(err, errno, "sinks.%s: cannot start the writer thread: %s",
+				   name, strerror(errno));
+		goto fail;
+	}
 	uv_timer_init(loop, &s->retry_timer);
 	uv_timer_init(loop, &s->close_timer);
 	uv_prepare_init(loop, &s->kick_prepare);
 	s->retry_timer.data = s->close_timer.data = s->kick_prepare.data = s;
-	s->gz_work.data = s->trim_work.data = s;
+	s->gz_work.data = s;
 	s->rng = uv_hrtime() ^ (uintptr_t)s ^ 0x9e3779b97f4a7c15ULL;
 	*ret_priv = s;
 	return 0;
@@ -1164,9 +1203,11 @@ static void json_reopen(void *priv)
 
 	if (s->to_stdout || s->closing)
 		return;
+	/* Now when no job is in flight, else before the next write (both
+	 * say "reopened"). */
 	s->reopen_wanted = true;
-	if (s->state == IO_IDLE && !s->trim_bytes && ensure_path(s))
-		ktel_log(KTEL_LOG_INFO, "sink %s: reopened %s", s->name, s->path);
+	if (s->state == IO_IDLE && !s->trim_bytes)
+		ensure_path(s);
 	kick(s);
 }
 
@@ -1185,17 +1226,21 @@ static bool json_durable(void *priv, ktel_sink_durable_cb cb, void *ctx)
 }
 
 /* The newest chunk carries the mark; with nothing queued, what the mark
- * covers is written already: durable now, or at the fsync in flight (or
- * the next one, after a failed fsync). */
+ * covers is written already (a write keeps its chunks queued until its
+ * fsync is done too): durable now, or at the next fsync after a failed
+ * one. */
 static void json_mark(void *priv, uint64_t mark)
 {
 	struct json_sink *s = priv;
 
 	if (s->tail) {
 		s->tail->mark = mark;
+		/* The write in flight may hold it: its ack is waited for. */
+		if (s->state == IO_WRITING)
+			ktel_worker__hurry(s->worker, &s->io_job);
 		return;
 	}
-	if (s->written_mark > s->acked_mark || s->state == IO_SYNCING) {
+	if (s->written_mark > s->acked_mark) {
 		s->written_mark = mark;
 		return;
 	}
