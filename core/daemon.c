@@ -398,7 +398,9 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	uv_timer_init(d->loop, &d->rescan_timer);
 	d->rescan_timer.data = d;
 	d->rescan_timer_init = true;
-	daemon_state_init(d);
+	r = daemon_state_init(d, err);
+	if (r)
+		return r;
 	/* A configured directory that cannot be read is bad input: exit 2
 	 * naming it, rather than run without the metrics it should hold. */
 	r = daemon_load_plugins(d, err);

@@ -70,8 +70,7 @@ struct ktel_daemon {
 	/* The snapshot being written on the writer thread (the loop never
 	 * waits on the disk); one write at a time, the newest covered wait
 	 * next. Its completion waits for the loop's next wakeup (worker.h):
-	 * the file is written at once, only the next save can start later.
-	 * No worker (its thread could not start): written on the loop. */
+	 * the file is written at once, only the next save can start later. */
 	struct ktel_worker *worker;
 	struct ktel_job save_job;
 	struct ktel_delta_snapshot save_snap;
@@ -95,7 +94,7 @@ void daemon_on_stream_records(void *ctx, const struct ktel_record *recs, size_t 
 /* daemon_state.c: the delta state saved once what it covers is durable */
 void daemon_save_state(struct ktel_daemon *d);
 void daemon_save_state_later(struct ktel_daemon *d);
-void daemon_state_init(struct ktel_daemon *d);
+int daemon_state_init(struct ktel_daemon *d, struct ktel_err *err);
 void daemon_state_close(struct ktel_daemon *d);
 void daemon_state_release(struct ktel_daemon *d);
 void daemon_on_durable(void *ctx, uint64_t level);

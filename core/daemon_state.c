@@ -75,13 +75,8 @@ static void write_snapshot(struct ktel_daemon *d, struct ktel_delta_snapshot *sn
 	*snap = (struct ktel_delta_snapshot){0};
 	d->save_job.data = d;
 	d->save_in_flight = true;
-	if (d->worker) {
-		ktel_worker__queue(d->worker, &d->save_job, save_work, save_done,
-				   d->shutting_down || d->state_released);
-		return;
-	}
-	save_work(&d->save_job);
-	save_done(&d->save_job);
+	ktel_worker__queue(d->worker, &d->save_job, save_work, save_done,
+			   d->shutting_down || d->state_released);
 }
 
 /* Drop the first k waits. */
@@ -106,8 +101,10 @@ static void save_durable(struct ktel_daemon *d, uint64_t level)
 		k--;
 	if (!k)
 		return;
-	/* Off the list before the write: one made on the loop completes
-	 * (and comes back here) at once. */
+		/* The worker is released only once the sinks are closed and no
+	 * save is in flight: no ack or completion comes after that. */
+	if (!d->worker)
+		return;
 	snap = d->state_wait[k - 1].snap;
 	d->state_wait[k - 1].snap = (struct ktel_delta_snapshot){0};
 	waits_drop(d, k);
@@ -176,16 +173,17 @@ void daemon_save_state_later(struct ktel_daemon *d)
 
 /* state_file is the same for the daemon's life (a reload that changes it
  * is refused) and shorter than PATH_MAX (config.c): copied once. */
-void daemon_state_init(struct ktel_daemon *d)
+int daemon_state_init(struct ktel_daemon *d, struct ktel_err *err)
 {
 	snprintf(d->save_path, sizeof(d->save_path), "%s", d->cfg->state_file);
+	d->worker = ktel_worker__get(d->loop, KTEL_LANE_STATE);
+	if (!d->worker)
+		return ktel_err_set(err, errno, "state: cannot start the thread that writes %s: %s",
+				    d->cfg->state_file, strerror(errno));
 	uv_prepare_init(d->loop, &d->save_prepare);
 	d->save_prepare.data = d;
 	d->save_prepare_init = true;
-	d->worker = ktel_worker__get(d->loop, KTEL_LANE_STATE);
-	if (!d->worker)
-		ktel_log(KTEL_LOG_WARN, "state: no writer thread (%s): the state file is "
-			 "written on the loop", strerror(errno));
+	return 0;
 }
 
 /* At shutdown, after its final daemon_save_state(): a save asked for later

@@ -204,7 +204,10 @@ static void on_check(uv_check_t *h)
 		collect(w);
 }
 
-/* Just before the poll: will the loop wake by itself? */
+/* Just before the poll: will the loop wake by itself? uv_backend_timeout()
+ * says -1 for no timer, and 0 for "will not sleep" but also while an fd
+ * watcher waits to be registered with epoll (libuv >= 1.44), after which
+ * the poll may sleep for ever: both count as "no timer". */
 static void on_prepare(uv_prepare_t *h)
 {
 	struct ktel_worker *w = h->data;
@@ -212,7 +215,7 @@ static void on_prepare(uv_prepare_t *h)
 
 	if (!w->in_flight)
 		return;
-	no_timer = uv_backend_timeout(w->loop) < 0;
+	no_timer = uv_backend_timeout(w->loop) <= 0;
 	pthread_mutex_lock(&w->lock);
 	w->wake_on_done = no_timer;
 	finished = no_timer && w->done.head;

@@ -11,10 +11,15 @@
 #                    tools/trigger subcommand in turn (or only SUB...): daemon
 #                    CPU, and every daemon program's run_cnt / run_time_ns
 #                    (body-only time)
-#   footprint.sh [-b BUILD_DIR] threads [INTERVAL] [SECONDS]   pulls every
-#                    INTERVAL (10s, the default config's): each thread's
-#                    voluntary context switches over SECONDS (60), per round
+#   footprint.sh [-b BUILD_DIR] threads [INTERVAL] [SECONDS] [SINK]   pulls
+#                    every INTERVAL (10s, the default config's): each thread's
+#                    voluntary context switches over SECONDS (60), per round;
+#                    SINK "file" (a JSON file, durable: the state save waits
+#                    for its acks) or "stdout" (config/default.json's sink)
 #   footprint.sh [-b BUILD_DIR] all              idle, flat and trigger
+#
+# NO_STREAMS=1 in the environment turns the two stream plugins off
+# (runq_stall_events, oom_events): their events wake the loop as they come.
 #
 # Needs root. The daemon gets its own pin root (/sys/fs/bpf/ktel-bench-<pid>),
 # state file, control socket and JSON sink file under BUILD_DIR; all removed
@@ -44,12 +49,24 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_daemon INTERVAL: ktelemetryd with every plugin of the build, one JSON
-# file sink, pulls every INTERVAL; waits until it runs (the state file, which
-# the daemon writes after each pull).
+# start_daemon INTERVAL [SINK]: ktelemetryd with every plugin of the build,
+# one JSON sink (SINK "file", the default, or "stdout" as in
+# config/default.json, to $WORK/out.jsonl either way), pulls every INTERVAL;
+# waits until it runs (the state file, which the daemon writes after each
+# pull).
 start_daemon() {
-	local interval=$1 i
+	local interval=$1 sink=${2:-file} path stdout=/dev/null streams= i
 	WORK=$(mktemp -d "$BUILD/bench-footprint.XXXXXX")
+	case $sink in
+	file) path=$WORK/out.jsonl ;;
+	stdout) path=- stdout=$WORK/out.jsonl ;;
+	*) die "SINK is file or stdout, not '$sink'" ;;
+	esac
+	# NO_STREAMS=1: the stream plugins off (their events wake the loop as
+	# they come: data, not overhead).
+	[ -z "${NO_STREAMS:-}" ] || streams='
+	  "metrics": { "runq_stall_events": { "enabled": false },
+	               "oom_events": { "enabled": false } },'
 	cat >"$WORK/config.json" <<-EOF
 	{
 	  "plugin_dirs": ["$BUILD/lib/ktelemetry/plugins"],
@@ -57,12 +74,12 @@ start_daemon() {
 	  "state_file": "$WORK/state.bin",
 	  "control_socket": "$WORK/control.sock",
 	  "interval": "$interval",
-	  "enable_new_plugins": true,
-	  "sinks": { "file": { "type": "json", "path": "$WORK/out.jsonl" } }
+	  "enable_new_plugins": true,$streams
+	  "sinks": { "file": { "type": "json", "path": "$path" } }
 	}
 	EOF
 	"$BUILD/core/ktelemetryd" --config "$WORK/config.json" --log-level warn \
-		>"$WORK/daemon.log" 2>&1 &
+		>"$stdout" 2>"$WORK/daemon.log" &
 	DAEMON_PID=$!
 	for ((i = 0; i < 100; i++)); do
 		[ -f "$WORK/state.bin" ] && break
@@ -202,9 +219,9 @@ cmd_trigger() {
 # Each thread's voluntary context switches (its sleeps, so its wakeups) over
 # secs at pulls every interval: the loop thread apart from libuv's pool.
 cmd_threads() {
-	local interval=${1:-10s} secs=${2:-60} t n ms rounds
+	local interval=${1:-10s} secs=${2:-60} sink=${3:-file} t n ms rounds name
 	declare -A before
-	start_daemon "$interval"
+	start_daemon "$interval" "$sink"
 	sleep 12 # past the first rounds
 	for t in /proc/"$DAEMON_PID"/task/*; do
 		before[${t##*/}]=$(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status")
@@ -216,16 +233,15 @@ cmd_threads() {
 	*) die "threads: INTERVAL like 10s or 500ms" ;;
 	esac
 	rounds=$((secs * 1000 / ms))
-	echo "threads: pulls every $interval, voluntary context switches per thread over $secs s ($rounds rounds)"
+	echo "threads: pulls every $interval, $sink sink, voluntary context switches per thread over $secs s ($rounds rounds)"
+	echo "  (a thread's switches are its sleeps: the loop's polls, a writer's waits for work and its fsyncs)"
 	for t in /proc/"$DAEMON_PID"/task/*; do
 		n=$(( $(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status") - ${before[${t##*/}]:-0} ))
-		if [ "${t##*/}" = "$DAEMON_PID" ]; then
-			printf 'result threads thread=loop switches=%d per_round=%d.%02d\n' "$n" \
-				$((n / rounds)) $(((n * 100 / rounds) % 100))
-		else
-			printf 'result threads thread=%s switches=%d per_round=%d.%02d\n' "${t##*/}" "$n" \
-				$((n / rounds)) $(((n * 100 / rounds) % 100))
-		fi
+		name=$(cat "$t/comm")
+		[ "${t##*/}" != "$DAEMON_PID" ] || name=loop
+		[ "$name" != ktelemetryd ] || name=pool-${t##*/} # libuv's pool
+		printf 'result threads sink=%s thread=%s switches=%d per_round=%d.%02d\n' "$sink" \
+			"$name" "$n" $((n / rounds)) $(((n * 100 / rounds) % 100))
 	done
 	stop_daemon
 }
@@ -247,7 +263,7 @@ case ${1:-all} in
 idle) cmd_idle "${2:-60}" ;;
 flat) cmd_flat "${2:-1000}" ;;
 trigger) shift; cmd_trigger "$@" ;;
-threads) cmd_threads "${2:-10s}" "${3:-60}" ;;
+threads) cmd_threads "${2:-10s}" "${3:-60}" "${4:-file}" ;;
 all) cmd_idle 60; cmd_flat 1000; cmd_trigger ;;
 *) die "unknown mode '$1' (idle, flat, trigger, threads, all)" ;;
 esac
