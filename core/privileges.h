@@ -11,7 +11,7 @@
  * ownership); only the capability sets shrink.
  *
  * Capabilities are per thread on Linux and the daemon has other threads by
- * then (libmicrohttpd's for the Prometheus sink, libuv's pool), so the drop
+ * then (ktel-state, ktel-files, libmicrohttpd's for a Prometheus sink), so the drop
  * is applied to every thread of the process and then verified from
  * /proc/self/task: either every thread holds at most the kept set, or the
  * call fails.

@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 
 /* The jobs are writes, fsyncs, renames and a state file's write: no deep
@@ -117,20 +116,18 @@ static const char *const thread_names[KTEL_LANES] = {
 	[KTEL_LANE_FILES] = "ktel-files",
 };
 
-/* Signals go to the loop thread (libuv's signal handles), never here. */
+/* The thread keeps the loop's signal mask: drop_privileges reaches every
+ * thread with a signal (core/privileges.c), and libuv's handlers (SA_RESTART)
+ * may run on any thread. */
 static int start_thread(struct ktel_worker *w)
 {
-	sigset_t all, old;
 	pthread_attr_t attr;
 	int r;
 
 	if ((r = pthread_attr_init(&attr)))
 		return r;
 	pthread_attr_setstacksize(&attr, WORKER_STACK);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&w->thread, &attr, worker_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (!r)
 		pthread_setname_np(w->thread, thread_names[w->lane]);

@@ -6,6 +6,8 @@
  * kill -9 between pulls loses nothing and counts nothing twice; bad input
  * exits 2 with one line naming the path.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1113,6 +1115,147 @@ static void test_idle_daemon_sleeps_between_pulls(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* daemon_start with the daemon's stdout going to sb->out. */
+static pid_t daemon_start_stdout_to_out(struct sandbox *sb)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int log = open(sb->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int out = open(sb->out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		dup2(log, 2);
+		dup2(out, 1);
+		execl(KTEL_DAEMON_BIN, KTEL_DAEMON_BIN, "--config", sb->config, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * Issue 15.4: a round of pulls wakes the loop once. With stdout as the sink
+ * (config/default.json's) and records every round (runq_latency: the
+ * scheduler always runs), the round's
+ * JSON write and state save complete on the daemon's own threads without
+ * waking the loop again (core/worker.h). With libuv's pool each completion
+ * woke it: 3 wakeups a round, about 18 in the 6 s measured here.
+ */
+static void test_round_wakes_loop_once(void **state)
+{
+	char dir[600], cmd[1400];
+	size_t lines0, lines1;
+	long w0, w1;
+	struct sandbox sb;
+	pid_t pid;
+	FILE *f;
+
+	sandbox_init(&sb, "daemon-round-wakeups");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(cmd, sizeof(cmd), "cp %s/runq_latency.so %s/", KTEL_PLUGIN_DIR, dir);
+	assert_int_equal(ktel_test_run("%s", cmd), 0);
+	f = fopen(sb.config, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		   " \"self_telemetry\": {\"enabled\": false},\n"
+		   " \"sinks\": {\"stdout\": {\"type\": \"json\", \"path\": \"-\"}}}\n",
+		dir, sb.pin_root, sb.state, sb.dir);
+	fclose(f);
+	live_pid = pid = daemon_start_stdout_to_out(&sb);
+	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("daemon did not start collecting runq_latency");
+	}
+	sleep(2); /* the first rounds, the plugin dir's debounce */
+	w0 = main_thread_wakeups(pid);
+	lines0 = file_lines(sb.out);
+	sleep(6);
+	w1 = main_thread_wakeups(pid);
+	lines1 = file_lines(sb.out);
+	printf("1 s rounds, stdout sink: %ld wakeups of the main thread and %zu lines in 6 s\n",
+	       w1 - w0, lines1 - lines0);
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	live_pid = 0;
+	assert_true(lines1 - lines0 >= 5); /* a write every round */
+	assert_true(w0 >= 0 && w1 >= w0);
+	/* 6 rounds; slack for a round at an edge and a futex wait. */
+	assert_true(w1 - w0 <= 9);
+	sandbox_cleanup(&sb);
+}
+
+/* Capabilities of every thread of pid: false when one holds more than keep. */
+static bool threads_hold_at_most(pid_t pid, uint64_t keep, int *ret_threads)
+{
+	char path[64], line[256];
+	struct dirent *e;
+	bool ok = true;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	*ret_threads = 0;
+	while ((e = readdir(d))) {
+		unsigned long long eff = ~0ULL;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			sscanf(line, "CapEff: %llx", &eff);
+		fclose(f);
+		(*ret_threads)++;
+		if (eff & ~keep) {
+			printf("thread %s holds CapEff %llx\n", e->d_name, eff);
+			ok = false;
+		}
+	}
+	closedir(d);
+	return ok;
+}
+
+/*
+ * drop_privileges reaches the daemon's own threads: the state and files
+ * threads exist before the drop (state init, sink open) and must take its
+ * signal (a thread blocking it fails the start), and they still write the
+ * lines and the state with the smaller set.
+ */
+static void test_drop_privileges_reaches_writer_threads(void **state)
+{
+	const uint64_t keep = (1ULL << 39) | (1ULL << 38); /* CAP_BPF, CAP_PERFMON */
+	char dir[600], cmd[1400];
+	struct sandbox sb;
+	int threads = 0;
+	pid_t pid;
+
+	sandbox_init(&sb, "daemon-drop-threads");
+	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(cmd, sizeof(cmd), "cp %s/runq_latency.so %s/", KTEL_PLUGIN_DIR, dir);
+	assert_int_equal(ktel_test_run("%s", cmd), 0);
+	sandbox_write_config(&sb, dir, "200ms", "\"drop_privileges\": true");
+	live_pid = pid = daemon_start(&sb, NULL);
+	if (!log_wait_for(&sb, "running with", 20) || !wait_lines(sb.out, 3, 10)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not run and write with drop_privileges");
+	}
+	assert_true(threads_hold_at_most(pid, keep, &threads));
+	printf("drop_privileges: %d threads, each within CAP_BPF|CAP_PERFMON\n", threads);
+	assert_true(threads >= 3); /* the loop, ktel-state, ktel-files */
+	kill(pid, SIGTERM);
+	assert_int_equal(daemon_wait(pid, 30), 0);
+	live_pid = 0;
+	assert_int_equal(access(sb.state, F_OK), 0);
+	sandbox_cleanup(&sb);
+}
+
 /*
  * Issue 15.1: a plugin scan parses the kernel's BTF once, and every plugin's
  * bpf_object__load() borrows that parse (core/vmlinux_btf.c) instead of
@@ -1174,6 +1317,8 @@ int main(void)
 		cmocka_unit_test(test_once_pulls_once),
 		cmocka_unit_test(test_idle_daemon_sleeps_between_pulls),
 		cmocka_unit_test(test_start_reads_kernel_btf_once),
+		cmocka_unit_test(test_round_wakes_loop_once),
+		cmocka_unit_test(test_drop_privileges_reaches_writer_threads),
 	};
 
 	ktel_test_require_root("daemon end to end");
