@@ -1079,6 +1079,14 @@ static long main_thread_wakeups(pid_t pid)
 	return n;
 }
 
+/* A plugin directory in the sandbox holding only the built-in plugin name. */
+static void one_plugin_dir(struct sandbox *sb, const char *name, char *dir, size_t size)
+{
+	snprintf(dir, size, "%s/plugins", sb->dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(ktel_test_run("cp %s/%s.so %s/", KTEL_PLUGIN_DIR, name, dir), 0);
+}
+
 /*
  * Issue 15.4: between pulls an idle daemon sleeps until its next timer.
  * The control server's idle-client sweep used to run every second with no
@@ -1087,16 +1095,13 @@ static long main_thread_wakeups(pid_t pid)
  */
 static void test_idle_daemon_sleeps_between_pulls(void **state)
 {
-	char dir[600], cmd[1400];
+	char dir[600];
 	long w0, w1;
 	struct sandbox sb;
 	pid_t pid;
 
 	sandbox_init(&sb, "daemon-idle-wakeups");
-	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
-	assert_int_equal(mkdir(dir, 0755), 0);
-	snprintf(cmd, sizeof(cmd), "cp %s/compaction_duration.so %s/", KTEL_PLUGIN_DIR, dir);
-	assert_int_equal(ktel_test_run("%s", cmd), 0);
+	one_plugin_dir(&sb, "compaction_duration", dir, sizeof(dir));
 	sandbox_write_config(&sb, dir, "60s", "");
 	pid = daemon_start(&sb, NULL);
 	if (!log_wait_for(&sb, "metric compaction_duration: collecting", 20)) {
@@ -1142,7 +1147,7 @@ static pid_t daemon_start_stdout_to_out(struct sandbox *sb)
  */
 static void test_round_wakes_loop_once(void **state)
 {
-	char dir[600], cmd[1400];
+	char dir[600];
 	size_t lines0, lines1;
 	long w0, w1;
 	struct sandbox sb;
@@ -1150,10 +1155,7 @@ static void test_round_wakes_loop_once(void **state)
 	FILE *f;
 
 	sandbox_init(&sb, "daemon-round-wakeups");
-	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
-	assert_int_equal(mkdir(dir, 0755), 0);
-	snprintf(cmd, sizeof(cmd), "cp %s/runq_latency.so %s/", KTEL_PLUGIN_DIR, dir);
-	assert_int_equal(ktel_test_run("%s", cmd), 0);
+	one_plugin_dir(&sb, "runq_latency", dir, sizeof(dir));
 	f = fopen(sb.config, "w");
 	assert_non_null(f);
 	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
@@ -1230,16 +1232,13 @@ static bool threads_hold_at_most(pid_t pid, uint64_t keep, int *ret_threads)
 static void test_drop_privileges_reaches_writer_threads(void **state)
 {
 	const uint64_t keep = (1ULL << 39) | (1ULL << 38); /* CAP_BPF, CAP_PERFMON */
-	char dir[600], cmd[1400];
+	char dir[600];
 	struct sandbox sb;
 	int threads = 0;
 	pid_t pid;
 
 	sandbox_init(&sb, "daemon-drop-threads");
-	snprintf(dir, sizeof(dir), "%s/plugins", sb.dir);
-	assert_int_equal(mkdir(dir, 0755), 0);
-	snprintf(cmd, sizeof(cmd), "cp %s/runq_latency.so %s/", KTEL_PLUGIN_DIR, dir);
-	assert_int_equal(ktel_test_run("%s", cmd), 0);
+	one_plugin_dir(&sb, "runq_latency", dir, sizeof(dir));
 	sandbox_write_config(&sb, dir, "200ms", "\"drop_privileges\": true");
 	live_pid = pid = daemon_start(&sb, NULL);
 	if (!log_wait_for(&sb, "running with", 20) || !wait_lines(sb.out, 3, 10)) {

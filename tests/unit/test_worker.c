@@ -124,6 +124,19 @@ static int threads(void)
 	return n;
 }
 
+/* A probe and a warm files worker running one quick job (failing or not). */
+static struct ktel_worker *start_one(struct probe *p, ktel_job_fn done, bool urgent, bool fail)
+{
+	struct ktel_worker *w;
+
+	probe_init(p);
+	w = warm_worker(p, KTEL_LANE_FILES);
+	p->job.data = p;
+	p->fail = fail;
+	ktel_worker__queue(w, &p->job, quick_work, done, urgent);
+	return w;
+}
+
 /* Finished long before the timer, collected at the timer's wakeup: one
  * poll return for both, none of its own. */
 static void test_completion_waits_for_next_wakeup(void **state)
@@ -131,10 +144,7 @@ static void test_completion_waits_for_next_wakeup(void **state)
 	struct probe p;
 	struct ktel_worker *w;
 
-	probe_init(&p);
-	w = warm_worker(&p, KTEL_LANE_FILES);
-	p.job.data = &p;
-	ktel_worker__queue(w, &p.job, quick_work, record_done, false);
+	w = start_one(&p, record_done, false, false);
 	uv_timer_start(&p.timer, on_timer, 500, 0);
 	uv_run(&p.loop, UV_RUN_DEFAULT);
 	assert_true(p.timer_fired);
@@ -162,54 +172,42 @@ static void stop_after_done(struct ktel_job *job)
 	uv_stop(&p->loop);
 }
 
-/* Urgent: the completion wakes the loop long before its 10 s timer. */
-static void test_urgent_wakes_loop(void **state)
+enum prompt_case { URGENT, FAILED, HURRIED };
+
+/* One job on a warm worker, a 10 s timer: its done must come first. */
+static void expect_prompt(enum prompt_case how)
 {
 	struct probe p;
 	struct ktel_worker *w;
 
-	probe_init(&p);
-	w = warm_worker(&p, KTEL_LANE_FILES);
-	p.job.data = &p;
-	ktel_worker__queue(w, &p.job, quick_work, stop_after_done, true);
+	w = start_one(&p, stop_after_done, how == URGENT, how == FAILED);
+	if (how == HURRIED) {
+		while (!atomic_load(&p.worked))
+			usleep(1000);
+		usleep(20000); /* on the done list by now */
+		ktel_worker__hurry(w, &p.job);
+	}
 	run_expect_prompt_done(&p);
 	ktel_worker__put(w);
 	probe_close(&p);
+}
+
+/* Urgent: the completion wakes the loop long before its 10 s timer. */
+static void test_urgent_wakes_loop(void **state)
+{
+	expect_prompt(URGENT);
 }
 
 /* A failed job (its owner retries on a short timer) wakes the loop. */
 static void test_failure_wakes_loop(void **state)
 {
-	struct probe p;
-	struct ktel_worker *w;
-
-	probe_init(&p);
-	w = warm_worker(&p, KTEL_LANE_FILES);
-	p.job.data = &p;
-	p.fail = true;
-	ktel_worker__queue(w, &p.job, quick_work, stop_after_done, false);
-	run_expect_prompt_done(&p);
-	ktel_worker__put(w);
-	probe_close(&p);
+	expect_prompt(FAILED);
 }
 
 /* Hurried after it finished: the loop wakes for it at once. */
 static void test_hurry_after_finish(void **state)
 {
-	struct probe p;
-	struct ktel_worker *w;
-
-	probe_init(&p);
-	w = warm_worker(&p, KTEL_LANE_FILES);
-	p.job.data = &p;
-	ktel_worker__queue(w, &p.job, quick_work, stop_after_done, false);
-	while (!atomic_load(&p.worked))
-		usleep(1000);
-	usleep(20000); /* on the done list by now */
-	ktel_worker__hurry(w, &p.job);
-	run_expect_prompt_done(&p);
-	ktel_worker__put(w);
-	probe_close(&p);
+	expect_prompt(HURRIED);
 }
 
 /* No timer at all: nothing else would collect it, so it wakes the loop,
@@ -219,10 +217,7 @@ static void test_no_timer_wakes_loop(void **state)
 	struct probe p;
 	struct ktel_worker *w;
 
-	probe_init(&p);
-	w = warm_worker(&p, KTEL_LANE_FILES);
-	p.job.data = &p;
-	ktel_worker__queue(w, &p.job, quick_work, record_done, false);
+	w = start_one(&p, record_done, false, false);
 	alarm(20); /* a lost completion would hang here */
 	uv_run(&p.loop, UV_RUN_DEFAULT);
 	alarm(0);
