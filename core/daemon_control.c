@@ -332,20 +332,38 @@ static int append_records(json_t *a, const struct ktel_record *recs, size_t n)
 	return 0;
 }
 
+/* Records as JSON into an array, window by window (ktel_pull_records_fn);
+ * the first failure is kept. */
+struct json_records {
+	json_t *a;
+	int r;
+};
+
+static void append_window(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct json_records *jr = ctx;
+
+	if (!jr->r)
+		jr->r = append_records(jr->a, recs, n);
+}
+
+/* The last pull's records of m, appended to a (metric_pull.h rebuilds
+ * them: the pull routed them window by window and kept no buffer). */
+static int append_last_records(struct ktel_metric *m, json_t *a, struct ktel_err *err)
+{
+	struct json_records jr = {.a = a};
+
+	ktel_metric_pull__last_records(m->mp, append_window, &jr);
+	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
+}
+
 /* Pull m now and append what it produced to records. */
 static int pull_one(struct ktel_daemon *d, struct ktel_metric *m, json_t *records,
 		    struct ktel_err *err)
 {
-	const struct ktel_record *recs;
-	size_t n;
 	int r = ktel_daemon__pull(d, m, err);
 
-	if (r)
-		return r;
-	ktel_metric_pull__last_records(m->mp, &recs, &n);
-	if (append_records(records, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return 0;
+	return r ? r : append_last_records(m, records, err);
 }
 
 /* Every enabled accumulator metric; the failures' messages in errors. */
@@ -421,10 +439,7 @@ static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 	ktel_metric_pull__totals(m->mp, &recs, &n);
 	if (append_records(totals, recs, n))
 		return ktel_err_set(err, ENOMEM, "out of memory");
-	ktel_metric_pull__last_records(m->mp, &recs, &n);
-	if (append_records(window, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return 0;
+	return append_last_records(m, window, err);
 }
 
 /* The daemon's message says what runs now (the old config, or the new one
