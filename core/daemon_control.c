@@ -357,6 +357,15 @@ static int append_last_records(struct ktel_metric *m, json_t *a, struct ktel_err
 	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
 }
 
+/* m's totals as of its last pull, appended to a. */
+static int append_totals(struct ktel_metric *m, json_t *a, struct ktel_err *err)
+{
+	struct json_records jr = {.a = a};
+
+	ktel_metric_pull__totals(m->mp, append_window, &jr);
+	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
+}
+
 /* Pull m now and append what it produced to records. */
 static int pull_one(struct ktel_daemon *d, struct ktel_metric *m, json_t *records,
 		    struct ktel_err *err)
@@ -415,9 +424,7 @@ static int op_pull(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
 {
 	struct ktel_metric *m = find_metric(ctx, name, err);
-	const struct ktel_record *recs;
 	json_t *totals, *window;
-	size_t n;
 
 	if (!m)
 		return -ENOENT;
@@ -436,10 +443,7 @@ static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 	json_object_set_new(resp, "last_pull", last_pull_json(m));
 	json_object_set_new(resp, "totals", totals);
 	json_object_set_new(resp, "window", window);
-	ktel_metric_pull__totals(m->mp, &recs, &n);
-	if (append_records(totals, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return append_last_records(m, window, err);
+	return append_totals(m, totals, err) ?: append_last_records(m, window, err);
 }
 
 /* The daemon's message says what runs now (the old config, or the new one

@@ -103,10 +103,11 @@ struct ktel_metric_pull {
 	 * handed on each time it is full (struct emit): a 100k-key pull
 	 * writing all of its ~1 KB records into one buffer before routing
 	 * them was most of its cost over the read itself (docs/benchmarks.md,
-	 * "Issue 15.3: pull routed in windows"). totals: show's, one per key.
+	 * "Issue 15.3: pull routed in windows"). show's totals are made in
+	 * it too.
 	 */
-	struct ktel_record *win, *totals;
-	size_t win_cap, cap, keys_cap;
+	struct ktel_record *win;
+	size_t win_cap, keys_cap;
 	struct ktel_map_snapshot last;
 	bool have_last;
 	struct last_pull lp;
@@ -440,9 +441,9 @@ static bool is_gauge(const struct ktel_metric_pull *mp)
 
 /*
  * The pull's buffers, all sized here so that a steady-state pull allocates
- * nothing: the record window (window records, at least one key's), show's
- * totals and the last pull's keys and deltas (max_entries keys). The large
- * ones are only touched as far as pulls fill them.
+ * nothing: the record window (window records, at least one key's) and the
+ * last pull's keys and deltas (max_entries keys, only touched as far as
+ * pulls fill them).
  */
 static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries, size_t window,
 			 struct ktel_err *err)
@@ -452,18 +453,16 @@ static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries, size_t
 	mp->win_cap = window ? window : KTEL_PULL_WINDOW;
 	if (mp->win_cap < per_key)
 		mp->win_cap = per_key;
-	mp->cap = max_entries * per_key;
 	mp->win = calloc(mp->win_cap, sizeof(*mp->win));
-	mp->totals = calloc(mp->cap, sizeof(*mp->totals));
 	mp->lp.keys = calloc(max_entries, sizeof(*mp->lp.keys));
 	if (!is_gauge(mp))
 		mp->lp.deltas = calloc(max_entries * mp->n_values, sizeof(*mp->lp.deltas));
 	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
 	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
-	if (!mp->win || !mp->totals || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) ||
-	    !mp->cur || !mp->delta)
-		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu records",
-				    mp->md->name, mp->cap);
+	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur ||
+	    !mp->delta)
+		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
+				    mp->md->name, max_entries);
 	mp->keys_cap = max_entries;
 	return 0;
 }
@@ -545,7 +544,6 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 	ktel_layout__free(mp->key_layout);
 	ktel_layout__free(mp->value_layout);
 	free(mp->win);
-	free(mp->totals);
 	free(mp->lp.keys);
 	free(mp->lp.deltas);
 	free(mp->cur);
@@ -974,8 +972,7 @@ void ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_recor
 	emit_flush(mp, &e);
 }
 
-int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
-			     size_t *ret_n)
+void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn fn, void *ctx)
 {
 	struct window w = {
 		.boot_id = ktel_boot_id(),
@@ -984,20 +981,15 @@ int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_reco
 		.start_wall = mp->window_start_wall,
 		.end_wall = mp->window_start_wall,
 	};
-	size_t n = 0;
+	const struct ktel_map_snapshot *s = &mp->last;
+	struct emit e = {.fn = fn, .ctx = ctx};
 
 	window_head(mp, &w);
-	for (size_t i = 0; mp->have_last && i < mp->last.count; i++) {
-		const void *key = (const char *)mp->last.keys + i * mp->last.key_size;
-
-		if (n + (mp->n_scalars ? mp->n_scalars : 1) > mp->cap)
-			break;
-		read_values(mp, (const char *)mp->last.values + i * mp->last.value_size);
-		n += make_records(mp, key, mp->cur, NULL, &w, &mp->totals[n]);
+	for (size_t i = 0; mp->have_last && i < s->count; i++) {
+		read_values(mp, (const char *)s->values + i * s->value_size);
+		emit_key(mp, &e, (const char *)s->keys + i * s->key_size, mp->cur, NULL, &w);
 	}
-	*ret_recs = mp->totals;
-	*ret_n = n;
-	return 0;
+	emit_flush(mp, &e);
 }
 
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp)

@@ -126,10 +126,10 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 			  const char *boot_id, ktel_pull_records_fn fn, void *ctx,
 			  struct ktel_pull_info *ret_info, struct ktel_err *err);
 
-/* Cumulative state as of the last pull (for `show`): records with the
- * totals, one per key, in a buffer owned by mp. */
-int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
-			     size_t *ret_n);
+/* Cumulative state as of the last pull (for show and the cumulative sinks'
+ * start-up totals): a record with the totals for every key read, to fn
+ * window by window, as a run hands on its records. */
+void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn fn, void *ctx);
 
 /*
  * The records the last run handed on, made again, the same and in the same

@@ -40,7 +40,7 @@ struct sink_entry {
 /* A batch routed in parts (ktel_router__batch_begin): its targets are
  * picked at its first part with records. */
 struct batch {
-	bool open, started;
+	bool open, started, cumulative_only;
 	const char *const *names;
 	size_t n_names;
 	struct sink_entry *to[KTEL_ROUTER_MAX_SINKS];
@@ -518,12 +518,19 @@ void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_nam
 	r->batch = (struct batch){.open = true, .names = sink_names, .n_names = n_names};
 }
 
+void ktel_router__batch_begin_totals(struct ktel_router *r, const char *const *sink_names,
+				     size_t n_names)
+{
+	ktel_router__batch_begin(r, sink_names, n_names);
+	r->batch.cumulative_only = true;
+}
+
 /* The first part with records: the batch counts from here, as a route. */
 static void batch_start(struct ktel_router *r, struct batch *b)
 {
 	b->started = true;
 	r->stats.batches++;
-	b->n_to = targets(r, b->names, b->n_names, false, b->to);
+	b->n_to = targets(r, b->names, b->n_names, b->cumulative_only, b->to);
 	for (size_t i = 0; i < b->n_to; i++)
 		if (b->to[i]->ops->begin)
 			b->to[i]->ops->begin(b->to[i]->priv);

@@ -115,6 +115,10 @@ void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, s
  */
 void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names,
 			      size_t n_names);
+/* A batch of totals, to the cumulative sinks among them only (as
+ * ktel_router__route_totals). */
+void ktel_router__batch_begin_totals(struct ktel_router *r, const char *const *sink_names,
+				     size_t n_names);
 void ktel_router__batch_add(struct ktel_router *r, const struct ktel_record *recs, size_t n);
 void ktel_router__batch_end(struct ktel_router *r);
 

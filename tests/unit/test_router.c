@@ -141,6 +141,17 @@ static const struct ktel_sink_ops fake_batch_ops = {
 	.stats = fake_stats,
 };
 
+static const struct ktel_sink_ops fake_cumulative_ops = {
+	.type = "fake",
+	.create = fake_create,
+	.submit = fake_submit,
+	.begin = fake_begin,
+	.end = fake_end,
+	.close = fake_close,
+	.stats = fake_stats,
+	.cumulative = true,
+};
+
 static struct fake *fake_named(const char *name)
 {
 	for (size_t i = 0; i < 8; i++)
@@ -262,6 +273,18 @@ static void test_batch_in_parts(void **state)
 	assert_int_equal(c->begins, 1);
 	assert_int_equal(c->in_batch, 2);
 	assert_int_equal(b->records, 1);
+
+	/* Totals go to the cumulative sinks only. */
+	assert_int_equal(ktel_router__add_sink_ops(e->r, "t", &fake_cumulative_ops, NULL, &err),
+			 0);
+	ktel_router__batch_begin_totals(e->r, NULL, 0);
+	ktel_router__batch_add(e->r, e->recs, 3);
+	ktel_router__batch_add(e->r, e->recs, 1);
+	ktel_router__batch_end(e->r);
+	assert_int_equal(fake_named("t")->records, 4);
+	assert_int_equal(fake_named("t")->begins, 1);
+	assert_int_equal(fake_named("t")->ends, 1);
+	assert_int_equal(c->records + a->records + b->records, 4 + 4 + 1);
 }
 
 static void test_config_errors(void **state)
