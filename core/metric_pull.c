@@ -68,21 +68,27 @@ struct window {
  * from rather than as the records: per emitted key, its index in the
  * snapshot (mp->last, whose keys and totals the reader keeps until its
  * next read) and its delta, which the delta engine writes straight into
- * deltas, so keeping it costs no copy. That is n_values u64 per key (264
- * bytes for a histogram with a sum) where a record is ~1 KB, and
- * only the keys that emitted: the steady-state memory (issue 15.1) and the
- * pull's stores stay about a quarter of what a buffer of every record took.
- * The records are rebuilt on demand, identical (same window, labels from
- * the same tables). A new read overwrites the snapshot, so a pull drops
- * them before it reads: a failed read or an incomplete walk leaves none.
+ * deltas (no copy). The records are rebuilt on demand, identical (same
+ * window, labels from the same tables). A new read overwrites the snapshot,
+ * so a pull drops them before it reads: a failed read or an incomplete walk
+ * leaves none.
+ *
+ * Only the first KTEL_PULL_KEEP_VALUES delta values are kept (2 MiB; 7943
+ * histogram keys with a sum): writing every key's delta cost a 100k-key
+ * pull a few % more (docs/benchmarks.md, "Issue 15.3: pull routed in
+ * windows") and kept 26 MB resident, for an answer the control socket
+ * could not send anyway (KTEL_CONTROL_MAX_PENDING is 16 MiB; a histogram
+ * record is ~0.8 KB of JSON, and show sends every key's totals too). What
+ * was not kept is counted (n_emitted) and reported. A gauge has no delta:
+ * all its keys are kept, 4 bytes each.
  */
 struct last_pull {
 	uint32_t *keys;
 	uint64_t *deltas; /* NULL for gauges, which have none */
-	size_t n;         /* keys emitted */
+	size_t n;         /* keys kept */
+	size_t n_emitted; /* keys emitted, kept or not */
 	struct window w;
 };
-
 struct ktel_metric_pull {
 	const struct ktel_metric_desc *md;
 	const struct btf *btf;
@@ -442,28 +448,31 @@ static bool is_gauge(const struct ktel_metric_pull *mp)
 /*
  * The pull's buffers, all sized here so that a steady-state pull allocates
  * nothing: the record window (window records, at least one key's) and the
- * last pull's keys and deltas (max_entries keys, only touched as far as
- * pulls fill them).
+ * last pull's keys and deltas (struct last_pull).
  */
-static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries, size_t window,
-			 struct ktel_err *err)
+static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries,
+			 const struct ktel_metric_pull_opts *opts, struct ktel_err *err)
 {
 	size_t per_key = mp->n_scalars ? mp->n_scalars : 1;
+	size_t window = opts ? opts->window : 0;
+	size_t keep = opts && opts->keep_values ? opts->keep_values : KTEL_PULL_KEEP_VALUES;
 
 	mp->win_cap = window ? window : KTEL_PULL_WINDOW;
 	if (mp->win_cap < per_key)
 		mp->win_cap = per_key;
 	mp->win = calloc(mp->win_cap, sizeof(*mp->win));
-	mp->lp.keys = calloc(max_entries, sizeof(*mp->lp.keys));
+	mp->keys_cap = max_entries;
+	if (!is_gauge(mp) && mp->keys_cap > keep / mp->n_values)
+		mp->keys_cap = keep / mp->n_values ?: 1;
+	mp->lp.keys = calloc(mp->keys_cap, sizeof(*mp->lp.keys));
 	if (!is_gauge(mp))
-		mp->lp.deltas = calloc(max_entries * mp->n_values, sizeof(*mp->lp.deltas));
+		mp->lp.deltas = calloc(mp->keys_cap * mp->n_values, sizeof(*mp->lp.deltas));
 	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
 	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
 	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur ||
 	    !mp->delta)
 		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
 				    mp->md->name, max_entries);
-	mp->keys_cap = max_entries;
 	return 0;
 }
 
@@ -512,7 +521,7 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 	r = check_percpu_values(mp, err);
 	if (r)
 		goto err_free;
-	r = alloc_buffers(mp, bpf_map__max_entries(map), opts ? opts->window : 0, err);
+	r = alloc_buffers(mp, bpf_map__max_entries(map), opts, err);
 	if (r)
 		goto err_free;
 	mp->window_start_boot = ktel_now_boottime_ns();
@@ -776,10 +785,9 @@ static void emit_key(struct ktel_metric_pull *mp, struct emit *e, const void *ke
 	e->n += make_records(mp, key, total, delta, w, &mp->win[e->n]);
 }
 
-/* Where the delta engine writes key j's delta: its place in the last pull
- * (struct last_pull), kept if the key emits, overwritten by the next if
- * not; the scratch past max_entries keys (never met: the reader reads at
- * most that many). */
+/* Where the delta engine writes the next key's delta: its place in the last
+ * pull (struct last_pull), kept if the key emits, overwritten by the next if
+ * not; the scratch once that is full. */
 static uint64_t *delta_slot(struct ktel_metric_pull *mp)
 {
 	if (mp->lp.n >= mp->keys_cap)
@@ -823,9 +831,11 @@ static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta *d,
 						    strerror(-r), e->total);
 			}
 		}
-		if (!emit || mp->lp.n >= mp->keys_cap)
+		if (!emit)
 			continue;
-		mp->lp.keys[mp->lp.n++] = (uint32_t)i;
+		if (mp->lp.n < mp->keys_cap)
+			mp->lp.keys[mp->lp.n++] = (uint32_t)i;
+		mp->lp.n_emitted++;
 		emit_key(mp, e, key, mp->cur, delta, w);
 	}
 	emit_flush(mp, e);
@@ -860,7 +870,7 @@ static int read_all(struct ktel_metric_pull *mp, struct ktel_map_snapshot *s,
 	const char *name = mp->md->name;
 	int r;
 
-	mp->lp.n = 0;
+	mp->lp.n = mp->lp.n_emitted = 0;
 	r = ktel_map_reader__read(mp->reader, s, err);
 	if (r)
 		return ktel_err_prefix(err, "metric %s: ", name);
@@ -951,13 +961,13 @@ int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d
 	r = ktel_metric_pull__run(mp, d, ktel_boot_id(), NULL, NULL, &info, err);
 	if (r)
 		return r;
-	mp->lp.n = 0;
+	mp->lp.n = mp->lp.n_emitted = 0;
 	*ret_taken = info.start == KTEL_DELTA_START_BASELINE;
 	return 0;
 }
 
-void ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
-				    void *ctx)
+size_t ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
+				      void *ctx)
 {
 	const struct ktel_map_snapshot *s = &mp->last;
 	struct emit e = {.fn = fn, .ctx = ctx};
@@ -970,6 +980,7 @@ void ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_recor
 			 mp->lp.deltas ? &mp->lp.deltas[j * mp->n_values] : NULL, &mp->lp.w);
 	}
 	emit_flush(mp, &e);
+	return (mp->lp.n_emitted - mp->lp.n) * (mp->n_scalars ? mp->n_scalars : 1);
 }
 
 void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn fn, void *ctx)

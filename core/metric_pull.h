@@ -58,6 +58,11 @@ struct ktel_pull_info {
  */
 typedef void (*ktel_pull_records_fn)(void *ctx, const struct ktel_record *recs, size_t n);
 
+/* Delta values kept of the last pull for ktel_metric_pull__last_records:
+ * 2 MiB, 7943 histogram keys with a sum, about what one control answer
+ * (16 MiB of JSON, which carries the totals too) can hold. */
+#define KTEL_PULL_KEEP_VALUES (256u * 1024)
+
 struct ktel_map_reader_opts;
 
 struct ktel_metric_pull_opts {
@@ -70,6 +75,8 @@ struct ktel_metric_pull_opts {
 	/* Records per window; 0: KTEL_PULL_WINDOW. Tests pass a few, to
 	 * pull more keys than a window holds. */
 	size_t window;
+	/* Delta values kept for last_records; 0: KTEL_PULL_KEEP_VALUES. */
+	size_t keep_values;
 };
 
 /*
@@ -136,10 +143,12 @@ void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn 
  * windows, to fn(ctx, ...); none before the first run, after a baseline,
  * or after a run that failed before its delta round (a failed read, an
  * incomplete walk). For show and the control socket's pull, which report
- * what a pull made without running it again.
+ * what a pull made without running it again. Only the records of the first
+ * keys, up to KTEL_PULL_KEEP_VALUES delta values, are kept (all of a
+ * gauge's): returns how many records after them were not (0: none).
  */
-void ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
-				    void *ctx);
+size_t ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
+				      void *ctx);
 
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp);
 /* Why the metric's map is read by iteration, or NULL while batch works. */

@@ -815,6 +815,35 @@ static void test_windows_same_records(void **state)
 	windows_same_records(c, "fx_hist_percpu", 0, 2);
 }
 
+/*
+ * A pull with more keys than last_records keeps: every record still goes
+ * out; the first keys' records are rebuilt, identical, and the rest are
+ * counted, not kept.
+ */
+static void test_last_records_kept_bounded(void **state)
+{
+	struct ctx *c = *state;
+	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
+	struct ktel_metric_pull_opts po = { .reader = &ro, .window = 4,
+					    .keep_values = 5 * (KTEL_HIST_BUCKETS + 1) };
+	struct ktel_err err = { 0 };
+
+	fake_init(c, "fx_hist_percpu", MAXN, 1);
+	for (__u32 i = 0; i < MAXN; i++)
+		set_u64(c, i, 0, 8, i + 1);
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = "fx_keep", .map_name = c->map_name,
+						     .model = KTEL_MODEL_ACCUMULATOR,
+						     .unit = "events");
+	assert_int_equal(ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, &c->mp, &err), 0);
+	assert_int_equal(run_into(c->mp, c->d, &c->got, NULL, &err), 0);
+	assert_int_equal(c->got.n, MAXN);
+	collected_reset(&c->got_last);
+	assert_int_equal(ktel_metric_pull__last_records(c->mp, collect, &c->got_last), MAXN - 5);
+	assert_int_equal(c->got_last.n, 5);
+	for (size_t j = 0; j < 5; j++)
+		assert_record_equal(&c->got_last.recs[j], &c->got.recs[j]);
+}
+
 /* Abort the metric's delta round from the first window's hand-off: the
  * engine then fails at the next key (as it does out of memory). */
 struct failing {
@@ -910,6 +939,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_short_without_enum_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_windows_same_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delta_failure_mid_pull, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_last_records_kept_bounded, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
