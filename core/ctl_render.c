@@ -205,6 +205,9 @@ static void render_show(FILE *out, const json_t *resp)
 		fprintf(out, "%s .. %s\n", jstr(rec, "start"), jstr(rec, "end"));
 		render_record(out, rec, true);
 	}
+	if (jint(resp, "window_not_kept"))
+		fprintf(out, "(and %lld more records, not kept: the sinks have them)\n",
+			jint(resp, "window_not_kept"));
 }
 
 static void render_pull(FILE *out, const json_t *resp)
@@ -217,6 +220,9 @@ static void render_pull(FILE *out, const json_t *resp)
 		render_record(out, rec, false);
 	fprintf(out, "%lld metric(s) pulled, %zu record(s)\n", jint(resp, "pulled"),
 		json_array_size(records));
+	if (jint(resp, "records_not_kept"))
+		fprintf(out, "(and %lld more records, not kept: the sinks have them)\n",
+			jint(resp, "records_not_kept"));
 }
 
 /* A column of the list table: header and how to get the cell. */

@@ -95,12 +95,49 @@ static int pull_stream(struct ktel_daemon *d, struct ktel_metric *m, struct ktel
 	return 0;
 }
 
+/* A pull's window of records: to the metric's sinks, as one batch. */
+static void route_window(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct ktel_metric *m = ctx;
+
+	m->records += n;
+	ktel_router__batch_add(m->daemon->router, recs, n);
+}
+
+/*
+ * Read, decode, delta and route m's accumulator. The records are routed
+ * window by window as the pull makes them (metric_pull.h), as one batch
+ * to the metric's sinks (router.h), so no buffer of the whole pull is
+ * written. A pull that failed in its delta round may have routed the
+ * records of the keys before the failure (their state moved on with them):
+ * they are counted and saved like any.
+ */
+static int pull_accumulator(struct ktel_daemon *d, struct ktel_metric *m,
+			    struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, m->md->name);
+	uint64_t before = m->records;
+	int r;
+
+	ktel_router__batch_begin(d->router, mc ? (const char *const *)mc->sinks : NULL,
+				 mc ? mc->n_sinks : 0);
+	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m, ret_info,
+				  err);
+	ktel_router__batch_end(d->router);
+	m->pulls++;
+	if (m->records > before)
+		ktel_fault__point("routed");
+	/* Saved once the durable sinks have made these records durable;
+	 * once per loop turn, after every pull of the round. */
+	if (!r || m->records > before)
+		daemon_save_state_later(d);
+	return r;
+}
+
 int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_err *err)
 {
-	const struct ktel_record *recs;
 	struct ktel_pull_info info;
 	uint64_t t0, took_ms;
-	size_t n;
 	int r;
 
 	if (m->sr)
@@ -109,28 +146,20 @@ int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_
 	if (!m->mp)
 		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
 				    m->problem[0] ? m->problem : "not loaded");
-	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), &recs, &n, &info, err);
-	m->pulls++;
+	r = pull_accumulator(d, m, &info, err);
 	if (r) {
 		m->pull_errors++;
 		return r;
 	}
 	m->last = info;
 	m->last_pull_wall_ns = (uint64_t)ktel_now_wall_ns();
-	m->records += n;
 	if (info.start == KTEL_DELTA_START_BASELINE && m->pulls == 1)
 		ktel_log(KTEL_LOG_INFO, "metric %s: reused pinned map %u has no saved state: "
 			 "this window only sets the baseline, nothing emitted", m->md->name,
 			 ktel_metric_pull__map_id(m->mp));
 	ktel_log(KTEL_LOG_DEBUG, "metric %s: pulled %zu keys with %s (%u syscalls), %zu records "
-		 "in %llu us", m->md->name, info.keys, info.method, info.syscalls, n,
+		 "in %llu us", m->md->name, info.keys, info.method, info.syscalls, info.records,
 		 (unsigned long long)(info.duration_ns / 1000));
-	daemon_route(d, m, recs, n);
-	if (n)
-		ktel_fault__point("routed");
-	/* Saved once the durable sinks have made these records durable;
-	 * once per loop turn, after every pull of the round. */
-	daemon_save_state_later(d);
 	/* The whole pull blocks the loop: reading, routing and the state save. */
 	took_ms = (ktel_now_boottime_ns() - t0) / 1000000;
 	if (m->interval_ms && took_ms > m->interval_ms)

@@ -332,24 +332,64 @@ static int append_records(json_t *a, const struct ktel_record *recs, size_t n)
 	return 0;
 }
 
+/* Records as JSON into an array, window by window (ktel_pull_records_fn);
+ * the first failure is kept. */
+struct json_records {
+	json_t *a;
+	int r;
+};
+
+static void append_window(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct json_records *jr = ctx;
+
+	if (!jr->r)
+		jr->r = append_records(jr->a, recs, n);
+}
+
+/*
+ * The last pull's records of m, appended to a (metric_pull.h rebuilds
+ * them: the pull routed them window by window and kept no buffer). Those
+ * of a pull too large to keep whole (more than a control answer can carry)
+ * after the first ones are added up in *not_kept.
+ */
+static int append_last_records(struct ktel_metric *m, json_t *a, json_int_t *not_kept,
+			       struct ktel_err *err)
+{
+	struct json_records jr = {.a = a};
+
+	*not_kept += (json_int_t)ktel_metric_pull__last_records(m->mp, append_window, &jr);
+	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
+}
+
+/* "<what>_not_kept": N, only when some were not. */
+static void set_not_kept(json_t *resp, const char *key, json_int_t n)
+{
+	if (n)
+		ktel_json_set_int(resp, key, n);
+}
+
+/* m's totals as of its last pull, appended to a. */
+static int append_totals(struct ktel_metric *m, json_t *a, struct ktel_err *err)
+{
+	struct json_records jr = {.a = a};
+
+	ktel_metric_pull__totals(m->mp, append_window, &jr);
+	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
+}
+
 /* Pull m now and append what it produced to records. */
 static int pull_one(struct ktel_daemon *d, struct ktel_metric *m, json_t *records,
-		    struct ktel_err *err)
+		    json_int_t *not_kept, struct ktel_err *err)
 {
-	const struct ktel_record *recs;
-	size_t n;
 	int r = ktel_daemon__pull(d, m, err);
 
-	if (r)
-		return r;
-	ktel_metric_pull__last_records(m->mp, &recs, &n);
-	if (append_records(records, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return 0;
+	return r ? r : append_last_records(m, records, not_kept, err);
 }
 
 /* Every enabled accumulator metric; the failures' messages in errors. */
-static size_t pull_enabled(struct ktel_daemon *d, json_t *records, json_t *errors)
+static size_t pull_enabled(struct ktel_daemon *d, json_t *records, json_t *errors,
+			   json_int_t *not_kept)
 {
 	size_t pulled = 0;
 
@@ -362,7 +402,7 @@ static size_t pull_enabled(struct ktel_daemon *d, json_t *records, json_t *error
 
 			if (!m->enabled || !m->mp)
 				continue;
-			if (pull_one(d, m, records, &e) == 0)
+			if (pull_one(d, m, records, not_kept, &e) == 0)
 				pulled++;
 			else
 				json_array_append_new(errors, json_string(e.msg));
@@ -374,6 +414,7 @@ static size_t pull_enabled(struct ktel_daemon *d, json_t *records, json_t *error
 static int op_pull(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
 {
 	json_t *records = json_array(), *errors = json_array();
+	json_int_t not_kept = 0;
 	struct ktel_metric *m;
 	int r = 0;
 
@@ -383,11 +424,14 @@ static int op_pull(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 		m = find_metric(ctx, name, err);
 		if (!m)
 			return -ENOENT;
-		r = pull_one(ctx, m, records, err);
+		r = pull_one(ctx, m, records, &not_kept, err);
 		ktel_json_set_int(resp, "pulled", !r);
+		set_not_kept(resp, "records_not_kept", not_kept);
 		return r;
 	}
-	ktel_json_set_int(resp, "pulled", (json_int_t)pull_enabled(ctx, records, errors));
+	ktel_json_set_int(resp, "pulled",
+			  (json_int_t)pull_enabled(ctx, records, errors, &not_kept));
+	set_not_kept(resp, "records_not_kept", not_kept);
 	if (json_array_size(errors))
 		r = ktel_err_set(err, EIO, "%zu pull(s) failed, first: %s", json_array_size(errors),
 				 json_string_value(json_array_get(errors, 0)));
@@ -397,9 +441,9 @@ static int op_pull(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
 {
 	struct ktel_metric *m = find_metric(ctx, name, err);
-	const struct ktel_record *recs;
+	json_int_t not_kept = 0;
 	json_t *totals, *window;
-	size_t n;
+	int r;
 
 	if (!m)
 		return -ENOENT;
@@ -418,13 +462,9 @@ static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 	json_object_set_new(resp, "last_pull", last_pull_json(m));
 	json_object_set_new(resp, "totals", totals);
 	json_object_set_new(resp, "window", window);
-	ktel_metric_pull__totals(m->mp, &recs, &n);
-	if (append_records(totals, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	ktel_metric_pull__last_records(m->mp, &recs, &n);
-	if (append_records(window, recs, n))
-		return ktel_err_set(err, ENOMEM, "out of memory");
-	return 0;
+	r = append_totals(m, totals, err) ?: append_last_records(m, window, &not_kept, err);
+	set_not_kept(resp, "window_not_kept", not_kept);
+	return r;
 }
 
 /* The daemon's message says what runs now (the old config, or the new one

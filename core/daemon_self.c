@@ -206,6 +206,12 @@ void daemon_emit_self(struct ktel_daemon *d)
 	free(recs);
 }
 
+/* A window of a metric's totals, to the cumulative sinks of its batch. */
+static void route_totals_window(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	ktel_router__batch_add(ctx, recs, n);
+}
+
 /*
  * Right after start, once, when a sink is cumulative (and not with --once):
  * pull every enabled accumulator metric (a short
@@ -223,9 +229,7 @@ static void route_start_totals(struct ktel_daemon *d)
 		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
 			struct ktel_metric *m = &d->plugins[i]->metrics[j];
 			const struct ktel_metric_cfg *mc;
-			const struct ktel_record *recs;
 			struct ktel_err err;
-			size_t n = 0;
 
 			if (!m->enabled || !m->mp)
 				continue;
@@ -233,12 +237,12 @@ static void route_start_totals(struct ktel_daemon *d)
 				ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
 				continue;
 			}
-			if (ktel_metric_pull__totals(m->mp, &recs, &n) || !n)
-				continue;
 			mc = ktel_config__metric(d->cfg, m->md->name);
-			ktel_router__route_totals(d->router, recs, n,
-						  mc ? (const char *const *)mc->sinks : NULL,
-						  mc ? mc->n_sinks : 0);
+			ktel_router__batch_begin_totals(d->router,
+							mc ? (const char *const *)mc->sinks : NULL,
+							mc ? mc->n_sinks : 0);
+			ktel_metric_pull__totals(m->mp, route_totals_window, d->router);
+			ktel_router__batch_end(d->router);
 		}
 }
 

@@ -47,6 +47,48 @@ struct dev_dim {
 	struct ktel_blockdev_cache *cache;
 };
 
+/* What every record of one pull (or one totals call) carries alike. */
+struct window {
+	const char *boot_id;
+	uint64_t start_boot, end_boot;
+	int64_t start_wall, end_wall;
+	uint64_t seq; /* 0 for totals, which are no window */
+	/*
+	 * Made from the above once per window (window_head): a record's header
+	 * (the members before dims) and a histogram's (those before counts).
+	 * Each record copies them whole instead of gathering a dozen members
+	 * from mp, md and the reader again.
+	 */
+	struct ktel_record head;
+};
+
+/*
+ * The last pull, for show and the control socket's pull
+ * (ktel_metric_pull__last_records), kept as what its records were made
+ * from rather than as the records: per emitted key, its index in the
+ * snapshot (mp->last, whose keys and totals the reader keeps until its
+ * next read) and its delta, which the delta engine writes straight into
+ * deltas (no copy). The records are rebuilt on demand, identical (same
+ * window, labels from the same tables). A new read overwrites the snapshot,
+ * so a pull drops them before it reads: a failed read or an incomplete walk
+ * leaves none.
+ *
+ * Only the first KTEL_PULL_KEEP_VALUES delta values are kept (2 MiB; 7943
+ * histogram keys with a sum): writing every key's delta cost a 100k-key
+ * pull a few % more (docs/benchmarks.md, "Issue 15.3: pull routed in
+ * windows") and kept 26 MB resident, for an answer the control socket
+ * could not send anyway (KTEL_CONTROL_MAX_PENDING is 16 MiB; a histogram
+ * record is ~0.8 KB of JSON, and show sends every key's totals too). What
+ * was not kept is counted (n_emitted) and reported. A gauge has no delta:
+ * all its keys are kept, 4 bytes each.
+ */
+struct last_pull {
+	uint32_t *keys;
+	uint64_t *deltas; /* NULL for gauges, which have none */
+	size_t n;         /* keys kept */
+	size_t n_emitted; /* keys emitted, kept or not */
+	struct window w;
+};
 struct ktel_metric_pull {
 	const struct ktel_metric_desc *md;
 	const struct btf *btf;
@@ -62,12 +104,19 @@ struct ktel_metric_pull {
 	size_t n_scalars;
 	size_t n_values;
 	uint64_t *cur, *delta;
-	/* Output buffers, max_entries * records per key. */
-	struct ktel_record *recs, *totals;
-	size_t cap;
+	/*
+	 * A pull's records are made into win, a few hundred at a time, and
+	 * handed on each time it is full (struct emit): a 100k-key pull
+	 * writing all of its ~1 KB records into one buffer before routing
+	 * them was most of its cost over the read itself (docs/benchmarks.md,
+	 * "Issue 15.3: pull routed in windows"). show's totals are made in
+	 * it too.
+	 */
+	struct ktel_record *win;
+	size_t win_cap, keys_cap;
 	struct ktel_map_snapshot last;
 	bool have_last;
-	size_t n_last_recs; /* records the last run left in recs */
+	struct last_pull lp;
 	bool fallback_logged;
 	uint64_t window_start_boot;
 	int64_t window_start_wall;
@@ -389,6 +438,44 @@ static int check_percpu_values(const struct ktel_metric_pull *mp, struct ktel_er
 	return r;
 }
 
+/* Gauges are levels: the delta engine would drop an unchanged one as a
+ * zero delta and take a falling one for a reset (delta.h). */
+static bool is_gauge(const struct ktel_metric_pull *mp)
+{
+	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
+}
+
+/*
+ * The pull's buffers, all sized here so that a steady-state pull allocates
+ * nothing: the record window (window records, at least one key's) and the
+ * last pull's keys and deltas (struct last_pull).
+ */
+static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries,
+			 const struct ktel_metric_pull_opts *opts, struct ktel_err *err)
+{
+	size_t per_key = mp->n_scalars ? mp->n_scalars : 1;
+	size_t window = opts ? opts->window : 0;
+	size_t keep = opts && opts->keep_values ? opts->keep_values : KTEL_PULL_KEEP_VALUES;
+
+	mp->win_cap = window ? window : KTEL_PULL_WINDOW;
+	if (mp->win_cap < per_key)
+		mp->win_cap = per_key;
+	mp->win = calloc(mp->win_cap, sizeof(*mp->win));
+	mp->keys_cap = max_entries;
+	if (!is_gauge(mp) && mp->keys_cap > keep / mp->n_values)
+		mp->keys_cap = keep / mp->n_values ?: 1;
+	mp->lp.keys = calloc(mp->keys_cap, sizeof(*mp->lp.keys));
+	if (!is_gauge(mp))
+		mp->lp.deltas = calloc(mp->keys_cap * mp->n_values, sizeof(*mp->lp.deltas));
+	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
+	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
+	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur ||
+	    !mp->delta)
+		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
+				    mp->md->name, max_entries);
+	return 0;
+}
+
 int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *obj,
 			  bool map_created, struct ktel_metric_pull **ret, struct ktel_err *err)
 {
@@ -401,7 +488,6 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 {
 	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
 	struct ktel_metric_pull *mp;
-	size_t per_key;
 	int r;
 
 	if (!map)
@@ -435,17 +521,9 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 	r = check_percpu_values(mp, err);
 	if (r)
 		goto err_free;
-	per_key = mp->n_scalars ? mp->n_scalars : 1;
-	mp->cap = (size_t)bpf_map__max_entries(map) * per_key;
-	mp->recs = calloc(mp->cap, sizeof(*mp->recs));
-	mp->totals = calloc(mp->cap, sizeof(*mp->totals));
-	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
-	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
-	if (!mp->recs || !mp->totals || !mp->cur || !mp->delta) {
-		r = ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu records", md->name,
-				 mp->cap);
+	r = alloc_buffers(mp, bpf_map__max_entries(map), opts, err);
+	if (r)
 		goto err_free;
-	}
 	mp->window_start_boot = ktel_now_boottime_ns();
 	mp->window_start_wall = ktel_now_wall_ns();
 	*ret = mp;
@@ -474,29 +552,15 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 	ktel_map_reader__free(mp->reader);
 	ktel_layout__free(mp->key_layout);
 	ktel_layout__free(mp->value_layout);
-	free(mp->recs);
-	free(mp->totals);
+	free(mp->win);
+	free(mp->lp.keys);
+	free(mp->lp.deltas);
 	free(mp->cur);
 	free(mp->delta);
 	free(mp);
 }
 
 /* ---- pulling ------------------------------------------------------------- */
-
-/* What every record of one pull (or one totals call) carries alike. */
-struct window {
-	const char *boot_id;
-	uint64_t end_boot;
-	int64_t end_wall;
-	uint64_t seq; /* 0 for totals, which are no window */
-	/*
-	 * Made from the above once per window (window_head): a record's header
-	 * (the members before dims) and a histogram's (those before counts).
-	 * Each record copies them whole instead of gathering a dozen members
-	 * from mp, md and the reader again.
-	 */
-	struct ktel_record head;
-};
 
 /*
  * The "device" dimension after the declared ones, when the numbers name a
@@ -559,13 +623,6 @@ static void fill_dims(struct ktel_metric_pull *mp, const void *key, uint64_t now
 	fill_device(mp, rec, now);
 }
 
-/* Gauges are levels: the delta engine would drop an unchanged one as a
- * zero delta and take a falling one for a reset (delta.h). */
-static bool is_gauge(const struct ktel_metric_pull *mp)
-{
-	return mp->value_layout->hist_field < 0 && mp->md->value_kind == KTEL_VALUE_GAUGE;
-}
-
 static enum ktel_record_type record_type(const struct ktel_metric_pull *mp)
 {
 	if (mp->value_layout->hist_field >= 0)
@@ -584,9 +641,9 @@ static void fill_header(const struct ktel_metric_pull *mp, const struct window *
 	rec->atom = md->atom_name;
 	rec->atom_id = md->atom_id;
 	rec->unit = md->unit;
-	rec->start_boottime_ns = mp->window_start_boot;
+	rec->start_boottime_ns = w->start_boot;
 	rec->end_boottime_ns = w->end_boot;
-	rec->start_wall_ns = mp->window_start_wall;
+	rec->start_wall_ns = w->start_wall;
 	rec->end_wall_ns = w->end_wall;
 	rec->boot_id = w->boot_id;
 	rec->map_id = ktel_map_reader__map_id(mp->reader);
@@ -698,37 +755,90 @@ static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
 }
 
 /*
- * Records for every entry of s into mp->recs: the current level of a gauge,
- * the delta against d of anything else. Between ktel_delta__begin and _end;
- * on failure the caller aborts the round.
+ * Where the records being made go: mp->win, handed to fn (which may be
+ * NULL: baseline pulls emit nothing) whenever the next key's records might
+ * not fit, and at the end. The window is reused, so the records stay in the
+ * cache from being made to being formatted by the sinks.
  */
-static int make_window(struct ktel_metric_pull *mp, struct ktel_delta *d,
-		       const struct ktel_map_snapshot *s, const struct window *w, size_t *ret_n,
-		       struct ktel_err *err)
+struct emit {
+	ktel_pull_records_fn fn;
+	void *ctx;
+	size_t n;     /* records in the window now */
+	size_t total; /* records handed on so far */
+};
+
+static void emit_flush(struct ktel_metric_pull *mp, struct emit *e)
+{
+	if (!e->n)
+		return;
+	if (e->fn)
+		e->fn(e->ctx, mp->win, e->n);
+	e->total += e->n;
+	e->n = 0;
+}
+
+static void emit_key(struct ktel_metric_pull *mp, struct emit *e, const void *key,
+		     const uint64_t *total, const uint64_t *delta, const struct window *w)
+{
+	if (e->n + (mp->n_scalars ? mp->n_scalars : 1) > mp->win_cap)
+		emit_flush(mp, e);
+	e->n += make_records(mp, key, total, delta, w, &mp->win[e->n]);
+}
+
+/* Where the delta engine writes the next key's delta: its place in the last
+ * pull (struct last_pull), kept if the key emits, overwritten by the next if
+ * not; the scratch once that is full. */
+static uint64_t *delta_slot(struct ktel_metric_pull *mp)
+{
+	if (mp->lp.n >= mp->keys_cap)
+		return mp->delta;
+	return &mp->lp.deltas[mp->lp.n * mp->n_values];
+}
+
+/*
+ * Records for every entry of s, to e: the current level of a gauge, the
+ * delta against d of anything else; the emitted keys into mp->lp. Between
+ * ktel_delta__begin and _end. When the delta engine fails at a key (out of
+ * memory), the keys before it are already applied: their records are handed
+ * on all the same (the window is flushed), so what the state counts is what
+ * the sinks got; that key and the ones after it are untouched and the caller
+ * aborts the round, which keeps them for the next pull. Nothing is lost and
+ * nothing is counted twice.
+ */
+static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			const struct ktel_map_snapshot *s, const struct window *w, struct emit *e,
+			struct ktel_err *err)
 {
 	const char *name = mp->md->name;
 	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
-	size_t n = 0, per_key = mp->n_scalars ? mp->n_scalars : 1;
 	bool gauge = is_gauge(mp);
 
 	for (size_t i = 0; i < s->count; i++) {
 		const void *key = (const char *)s->keys + i * s->key_size;
+		uint64_t *delta = gauge ? NULL : delta_slot(mp);
 		bool reset, emit = true;
 		int r;
 
 		read_values(mp, (const char *)s->values + i * s->value_size);
 		if (!gauge) {
 			r = ktel_delta__apply(d, name, map_id, key, s->key_size, mp->cur,
-					      mp->n_values, mp->delta, &reset, &emit);
-			if (r)
-				return ktel_err_set(err, -r, "metric %s: delta engine: %s", name,
-						    strerror(-r));
+					      mp->n_values, delta, &reset, &emit);
+			if (r) {
+				emit_flush(mp, e);
+				return ktel_err_set(err, -r, "metric %s: delta engine: %s (the "
+						    "%zu records of the keys before it were "
+						    "emitted; the rest keep their state)", name,
+						    strerror(-r), e->total);
+			}
 		}
-		if (emit && n + per_key <= mp->cap)
-			n += make_records(mp, key, mp->cur, gauge ? NULL : mp->delta, w,
-					  &mp->recs[n]);
+		if (!emit)
+			continue;
+		if (mp->lp.n < mp->keys_cap)
+			mp->lp.keys[mp->lp.n++] = (uint32_t)i;
+		mp->lp.n_emitted++;
+		emit_key(mp, e, key, mp->cur, delta, w);
 	}
-	*ret_n = n;
+	emit_flush(mp, e);
 	return 0;
 }
 
@@ -752,64 +862,86 @@ static int incomplete_pull(struct ktel_metric_pull *mp, const struct ktel_map_sn
 			    ktel_map_reader__max_entries(mp->reader));
 }
 
-int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			  const char *boot_id, const struct ktel_record **ret_recs,
-			  size_t *ret_n, struct ktel_pull_info *ret_info, struct ktel_err *err)
+/* Read the map and the label maps; the last pull's records go, since
+ * the read overwrites the snapshot they are rebuilt from. */
+static int read_all(struct ktel_metric_pull *mp, struct ktel_map_snapshot *s,
+		    struct ktel_err *err)
 {
 	const char *name = mp->md->name;
-	uint64_t t0 = ktel_now_boottime_ns();
-	int64_t wall = ktel_now_wall_ns();
-	struct ktel_pull_info info = {0};
-	struct window w = {.boot_id = boot_id, .end_boot = t0, .end_wall = wall};
-	struct ktel_map_snapshot s;
-	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
-	size_t n = 0;
 	int r;
 
-	r = ktel_map_reader__read(mp->reader, &s, err);
+	mp->lp.n = mp->lp.n_emitted = 0;
+	r = ktel_map_reader__read(mp->reader, s, err);
 	if (r)
 		return ktel_err_prefix(err, "metric %s: ", name);
 	log_fallback_once(mp->reader, name, &mp->fallback_logged);
-	if (s.stats.truncated)
-		return incomplete_pull(mp, &s, err);
-	r = refresh_labels(mp, err);
-	if (r)
-		return r;
-	r = ktel_delta__begin(d, name, map_id, mp->map_created, &info.start);
+	if (s->stats.truncated)
+		return incomplete_pull(mp, s, err);
+	return refresh_labels(mp, err);
+}
+
+/*
+ * The delta round around make_windows. The records carry the sequence
+ * number from the start, taken at the end only if any were emitted (by a
+ * failed round too: they went out with it): stamping it afterwards was a
+ * second pass over every record (docs/benchmarks.md, "Pull at 100k keys,
+ * again").
+ */
+static int delta_round(struct ktel_metric_pull *mp, struct ktel_delta *d,
+		       const struct ktel_map_snapshot *s, struct window *w, struct emit *e,
+		       enum ktel_delta_start *ret_start, struct ktel_err *err)
+{
+	const char *name = mp->md->name;
+	int r;
+
+	r = ktel_delta__begin(d, name, ktel_map_reader__map_id(mp->reader), mp->map_created,
+			      ret_start);
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
-	mp->n_last_recs = 0; /* recs is overwritten from here on */
-	/*
-	 * The records carry the sequence number from the start, taken below
-	 * only if there are any: stamping it afterwards was a second pass over
-	 * every record, ~1 KB apart (docs/benchmarks.md, "Pull at 100k keys,
-	 * again").
-	 */
-	w.seq = ktel_delta__peek_seq(d, name);
-	window_head(mp, &w);
-	r = make_window(mp, d, &s, &w, &n, err);
-	if (r) {
-		/* Keys the walk had not reached keep their state. */
-		ktel_delta__abort(d, name);
+	w->seq = ktel_delta__peek_seq(d, name);
+	window_head(mp, w);
+	r = make_windows(mp, d, s, w, e, err);
+	if (r)
+		ktel_delta__abort(d, name); /* keys not reached keep their state */
+	else
+		ktel_delta__end(d, name);
+	if (e->total)
+		ktel_delta__next_seq(d, name); /* w->seq: nothing took one since */
+	mp->lp.w = *w;
+	return r;
+}
+
+int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			  const char *boot_id, ktel_pull_records_fn fn, void *ctx,
+			  struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	uint64_t t0 = ktel_now_boottime_ns();
+	int64_t wall = ktel_now_wall_ns();
+	struct ktel_pull_info info = {0};
+	struct window w = {.boot_id = boot_id, .end_boot = t0, .end_wall = wall,
+			   .start_boot = mp->window_start_boot,
+			   .start_wall = mp->window_start_wall};
+	struct emit e = {.fn = fn, .ctx = ctx};
+	struct ktel_map_snapshot s;
+	int r;
+
+	r = read_all(mp, &s, err);
+	if (r)
 		return r;
-	}
-	ktel_delta__end(d, name);
-	if (is_gauge(mp))
-		info.start = 0;
-	if (n)
-		ktel_delta__next_seq(d, name); /* w.seq: nothing took one since */
+	r = delta_round(mp, d, &s, &w, &e, &info.start, err);
 	mp->last = s;
 	mp->have_last = true;
-	mp->n_last_recs = n;
+	if (r)
+		return r;
+	if (is_gauge(mp))
+		info.start = 0;
 	mp->window_start_boot = t0;
 	mp->window_start_wall = wall;
 	info.method = s.stats.method;
 	info.syscalls = s.stats.syscalls;
 	info.keys = s.count;
-	info.records = n;
+	info.records = e.total;
 	info.duration_ns = ktel_now_boottime_ns() - t0;
-	*ret_recs = mp->recs;
-	*ret_n = n;
 	if (ret_info)
 		*ret_info = info;
 	return 0;
@@ -818,9 +950,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d,
 			       bool *ret_taken, struct ktel_err *err)
 {
-	const struct ktel_record *recs;
 	struct ktel_pull_info info;
-	size_t n;
 	int r;
 
 	*ret_taken = false;
@@ -828,43 +958,49 @@ int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d
 	    ktel_delta__knows_map(d, mp->md->name, ktel_map_reader__map_id(mp->reader)))
 		return 0;
 	/* A pull under the baseline policy: it emits nothing. */
-	r = ktel_metric_pull__run(mp, d, ktel_boot_id(), &recs, &n, &info, err);
+	r = ktel_metric_pull__run(mp, d, ktel_boot_id(), NULL, NULL, &info, err);
 	if (r)
 		return r;
-	mp->n_last_recs = 0;
+	mp->lp.n = mp->lp.n_emitted = 0;
 	*ret_taken = info.start == KTEL_DELTA_START_BASELINE;
 	return 0;
 }
 
-void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
-				    const struct ktel_record **ret_recs, size_t *ret_n)
+size_t ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
+				      void *ctx)
 {
-	*ret_recs = mp->recs;
-	*ret_n = mp->have_last ? mp->n_last_recs : 0;
+	const struct ktel_map_snapshot *s = &mp->last;
+	struct emit e = {.fn = fn, .ctx = ctx};
+
+	for (size_t j = 0; j < mp->lp.n; j++) {
+		size_t i = mp->lp.keys[j];
+
+		read_values(mp, (const char *)s->values + i * s->value_size);
+		emit_key(mp, &e, (const char *)s->keys + i * s->key_size, mp->cur,
+			 mp->lp.deltas ? &mp->lp.deltas[j * mp->n_values] : NULL, &mp->lp.w);
+	}
+	emit_flush(mp, &e);
+	return (mp->lp.n_emitted - mp->lp.n) * (mp->n_scalars ? mp->n_scalars : 1);
 }
 
-int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
-			     size_t *ret_n)
+void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn fn, void *ctx)
 {
 	struct window w = {
 		.boot_id = ktel_boot_id(),
+		.start_boot = mp->window_start_boot,
 		.end_boot = mp->window_start_boot,
+		.start_wall = mp->window_start_wall,
 		.end_wall = mp->window_start_wall,
 	};
-	size_t n = 0;
+	const struct ktel_map_snapshot *s = &mp->last;
+	struct emit e = {.fn = fn, .ctx = ctx};
 
 	window_head(mp, &w);
-	for (size_t i = 0; mp->have_last && i < mp->last.count; i++) {
-		const void *key = (const char *)mp->last.keys + i * mp->last.key_size;
-
-		if (n + (mp->n_scalars ? mp->n_scalars : 1) > mp->cap)
-			break;
-		read_values(mp, (const char *)mp->last.values + i * mp->last.value_size);
-		n += make_records(mp, key, mp->cur, NULL, &w, &mp->totals[n]);
+	for (size_t i = 0; mp->have_last && i < s->count; i++) {
+		read_values(mp, (const char *)s->values + i * s->value_size);
+		emit_key(mp, &e, (const char *)s->keys + i * s->key_size, mp->cur, NULL, &w);
 	}
-	*ret_recs = mp->totals;
-	*ret_n = n;
-	return 0;
+	emit_flush(mp, &e);
 }
 
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp)

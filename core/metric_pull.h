@@ -6,8 +6,13 @@
  * Everything that can be resolved once is resolved in _new: the key and value
  * layouts, the key members that are dimensions, their label sources (a BTF
  * enum, or an id -> name map the kernel side fills). A pull then only reads
- * and computes; its buffers are sized from the map's max_entries and reused,
- * so a steady-state pull allocates nothing.
+ * and computes; its buffers are sized in _new and reused, so a steady-state
+ * pull allocates nothing.
+ *
+ * A pull hands its records on in windows of at most KTEL_PULL_WINDOW
+ * records (one key's records are never split) as it makes them, rather than
+ * all at once from a buffer of the whole pull: at 100k keys that buffer was
+ * ~100 MB written per pull, the pull's main cost over the read itself.
  *
  * Values: a struct with a u64 `buckets` array is a histogram (plus `sum`);
  * otherwise each integer member is a counter or a gauge (the descriptor's
@@ -42,6 +47,22 @@ struct ktel_pull_info {
 	bool truncated;
 };
 
+/* Records per window: ~250 KB of histogram records, which stay in the
+ * cache between being made and being formatted by the sinks. */
+#define KTEL_PULL_WINDOW 256
+
+/*
+ * Receives a pull's records, window after window, in the order they are
+ * made; all windows of one pull carry its window, boot id and sequence
+ * number. The records (and their strings) are valid during the call only.
+ */
+typedef void (*ktel_pull_records_fn)(void *ctx, const struct ktel_record *recs, size_t n);
+
+/* Delta values kept of the last pull for ktel_metric_pull__last_records:
+ * 2 MiB, 7943 histogram keys with a sum, about what one control answer
+ * (16 MiB of JSON, which carries the totals too) can hold. */
+#define KTEL_PULL_KEEP_VALUES (256u * 1024)
+
 struct ktel_map_reader_opts;
 
 struct ktel_metric_pull_opts {
@@ -51,6 +72,11 @@ struct ktel_metric_pull_opts {
 	/* Where block device names are read (blockdev.h); NULL: "/sys".
 	 * Tests pass a directory laid out like it. */
 	const char *sysfs_root;
+	/* Records per window; 0: KTEL_PULL_WINDOW. Tests pass a few, to
+	 * pull more keys than a window holds. */
+	size_t window;
+	/* Delta values kept for last_records; 0: KTEL_PULL_KEEP_VALUES. */
+	size_t keep_values;
 };
 
 /*
@@ -68,9 +94,10 @@ int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *
 void ktel_metric_pull__free(struct ktel_metric_pull *mp);
 
 /*
- * Pull once: read the map, compute deltas against d, and produce records in a
- * buffer owned by mp (valid until the next pull or _free). boot_id is carried
- * into every record.
+ * Pull once: read the map, compute deltas against d, and hand the records to
+ * fn(ctx, ...) window by window as they are made (fn NULL: made and dropped).
+ * boot_id is carried into every record and must stay valid until the next
+ * run (ktel_metric_pull__last_records rebuilds records with it).
  *
  * Counters and histograms go through the delta engine; gauges (value_kind
  * KTEL_VALUE_GAUGE) are levels and do not: every key read yields a record
@@ -80,6 +107,12 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp);
  * -EAGAIN ("incomplete"): nothing is emitted and the delta round is never
  * ended, so no key that was not read is forgotten (which would make its
  * whole cumulative value count again on the next pull).
+ *
+ * The delta engine failing at a key (out of memory) fails the pull too, after
+ * the records of the keys before it were handed to fn: those keys' state
+ * moved on with them, the others' did not (the round is aborted, none is
+ * forgotten), and their sequence number is taken. What the state counts is
+ * what fn was given: nothing is lost and nothing counted twice.
  *
  * The first pull whose reader works by iteration instead of batch logs why
  * at INFO, once per reader, naming the metric and map.
@@ -97,19 +130,25 @@ int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d
 			       bool *ret_taken, struct ktel_err *err);
 
 int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			  const char *boot_id, const struct ktel_record **ret_recs,
-			  size_t *ret_n, struct ktel_pull_info *ret_info, struct ktel_err *err);
+			  const char *boot_id, ktel_pull_records_fn fn, void *ctx,
+			  struct ktel_pull_info *ret_info, struct ktel_err *err);
 
-/* Cumulative state as of the last pull (for `show`): records with the
- * totals, one per key, in a buffer owned by mp. */
-int ktel_metric_pull__totals(struct ktel_metric_pull *mp, const struct ktel_record **ret_recs,
-			     size_t *ret_n);
+/* Cumulative state as of the last pull (for show and the cumulative sinks'
+ * start-up totals): a record with the totals for every key read, to fn
+ * window by window, as a run hands on its records. */
+void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn fn, void *ctx);
 
-/* The records the last successful run produced (the buffer it returned),
- * valid until the next run or _free; none before the first run. For the
- * control socket, which reports what a pull made without running it. */
-void ktel_metric_pull__last_records(const struct ktel_metric_pull *mp,
-				    const struct ktel_record **ret_recs, size_t *ret_n);
+/*
+ * The records the last run handed on, made again, the same and in the same
+ * windows, to fn(ctx, ...); none before the first run, after a baseline,
+ * or after a run that failed before its delta round (a failed read, an
+ * incomplete walk). For show and the control socket's pull, which report
+ * what a pull made without running it again. Only the records of the first
+ * keys, up to KTEL_PULL_KEEP_VALUES delta values, are kept (all of a
+ * gauge's): returns how many records after them were not (0: none).
+ */
+size_t ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
+				      void *ctx);
 
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp);
 /* Why the metric's map is read by iteration, or NULL while batch works. */

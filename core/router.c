@@ -37,10 +37,21 @@ struct sink_entry {
 	uint64_t marked, acked;
 };
 
+/* A batch routed in parts (ktel_router__batch_begin): its targets are
+ * picked at its first part with records. */
+struct batch {
+	bool open, started, cumulative_only;
+	const char *const *names;
+	size_t n_names;
+	struct sink_entry *to[KTEL_ROUTER_MAX_SINKS];
+	size_t n_to;
+};
+
 struct ktel_router {
 	uv_loop_t *loop;
 	struct sink_entry *sinks[KTEL_ROUTER_MAX_SINKS];
 	size_t n_sinks;
+	struct batch batch;
 	struct ktel_router_stats stats;
 	ktel_router_close_report_fn report;
 	void *report_ctx;
@@ -455,23 +466,22 @@ int ktel_router__check_names(const struct ktel_router *r, const char *const *nam
 	return 0;
 }
 
-/* Route to the named sinks (all when none), only cumulative ones if asked. */
-static void route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
-		  const char *const *sink_names, size_t n_names, bool cumulative_only)
+/* The sinks a batch goes to, each once: the named ones (all when none),
+ * only the cumulative ones if asked; names no sink has are counted. */
+static size_t targets(struct ktel_router *r, const char *const *sink_names, size_t n_names,
+		      bool cumulative_only, struct sink_entry **to)
 {
 	bool done[KTEL_ROUTER_MAX_SINKS] = { false };
+	size_t n = 0;
 
-	r->stats.batches++;
-	if (!n)
-		return;
 	if (cumulative_only)
 		for (size_t i = 0; i < r->n_sinks; i++)
 			done[i] = !r->sinks[i]->ops->cumulative;
 	if (!sink_names || !n_names) {
 		for (size_t i = 0; i < r->n_sinks; i++)
 			if (!done[i])
-				r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
-		return;
+				to[n++] = r->sinks[i];
+		return n;
 	}
 	for (size_t j = 0; j < n_names; j++) {
 		ssize_t i = sink_names[j] ? find(r, sink_names[j]) : -1;
@@ -483,8 +493,69 @@ static void route(struct ktel_router *r, const struct ktel_record *recs, size_t 
 		if (done[i])
 			continue;
 		done[i] = true;
-		r->sinks[i]->ops->submit(r->sinks[i]->priv, recs, n);
+		to[n++] = r->sinks[i];
 	}
+	return n;
+}
+
+static void route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
+		  const char *const *sink_names, size_t n_names, bool cumulative_only)
+{
+	struct sink_entry *to[KTEL_ROUTER_MAX_SINKS];
+	size_t n_to;
+
+	r->stats.batches++;
+	if (!n)
+		return;
+	n_to = targets(r, sink_names, n_names, cumulative_only, to);
+	for (size_t i = 0; i < n_to; i++)
+		to[i]->ops->submit(to[i]->priv, recs, n);
+}
+
+void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names,
+			      size_t n_names)
+{
+	r->batch = (struct batch){.open = true, .names = sink_names, .n_names = n_names};
+}
+
+void ktel_router__batch_begin_totals(struct ktel_router *r, const char *const *sink_names,
+				     size_t n_names)
+{
+	ktel_router__batch_begin(r, sink_names, n_names);
+	r->batch.cumulative_only = true;
+}
+
+/* The first part with records: the batch counts from here, as a route. */
+static void batch_start(struct ktel_router *r, struct batch *b)
+{
+	b->started = true;
+	r->stats.batches++;
+	b->n_to = targets(r, b->names, b->n_names, b->cumulative_only, b->to);
+	for (size_t i = 0; i < b->n_to; i++)
+		if (b->to[i]->ops->begin)
+			b->to[i]->ops->begin(b->to[i]->priv);
+}
+
+void ktel_router__batch_add(struct ktel_router *r, const struct ktel_record *recs, size_t n)
+{
+	struct batch *b = &r->batch;
+
+	if (!b->open || !n)
+		return;
+	if (!b->started)
+		batch_start(r, b);
+	for (size_t i = 0; i < b->n_to; i++)
+		b->to[i]->ops->submit(b->to[i]->priv, recs, n);
+}
+
+void ktel_router__batch_end(struct ktel_router *r)
+{
+	struct batch *b = &r->batch;
+
+	for (size_t i = 0; b->started && i < b->n_to; i++)
+		if (b->to[i]->ops->end)
+			b->to[i]->ops->end(b->to[i]->priv);
+	*b = (struct batch){0};
 }
 
 void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,

@@ -101,6 +101,27 @@ int ktel_router__check_names(const struct ktel_router *r, const char *const *nam
 void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, size_t n,
 			const char *const *sink_names, size_t n_names);
 
+/*
+ * One batch routed in parts, as a pull makes its records window by window
+ * (metric_pull.h): batch_begin names the target sinks as route does, each
+ * batch_add hands a part to them, in order, and batch_end closes the batch.
+ * Sinks with begin/end ops (sink.h) get begin before the first part and end
+ * after the last, so that their output is what one route of all the
+ * records made; the others get the parts. Nothing reaches a sink, nor is
+ * counted, before a part with records: a batch without records routes
+ * nothing, as route does. sink_names must stay valid until batch_end. One
+ * batch at a time, with no sink added or removed in between (a pull runs
+ * in one go on the loop).
+ */
+void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names,
+			      size_t n_names);
+/* A batch of totals, to the cumulative sinks among them only (as
+ * ktel_router__route_totals). */
+void ktel_router__batch_begin_totals(struct ktel_router *r, const char *const *sink_names,
+				     size_t n_names);
+void ktel_router__batch_add(struct ktel_router *r, const struct ktel_record *recs, size_t n);
+void ktel_router__batch_end(struct ktel_router *r);
+
 /* The same, to the cumulative sinks (sink.h) among them only: records that
  * carry totals which the delta sinks must not count again. */
 void ktel_router__route_totals(struct ktel_router *r, const struct ktel_record *recs, size_t n,

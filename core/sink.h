@@ -48,6 +48,16 @@ struct ktel_sink_ops {
 		      void **ret_priv, struct ktel_err *err);
 	/* Queue records for output; never blocks. */
 	void (*submit)(void *priv, const struct ktel_record *recs, size_t n);
+	/*
+	 * Optional, together: the submits between begin and end are one
+	 * batch (a pull routed window by window as it is made, router.h
+	 * ktel_router__batch_begin). A sink that finishes something per
+	 * submit (statsd: the last datagram; prometheus: the state a scrape
+	 * sees) does it once, at end, so its output is what one submit of
+	 * all the records made. Without them a sink gets the submits alone.
+	 */
+	void (*begin)(void *priv);
+	void (*end)(void *priv);
 	/* Flush what can be flushed within timeout_ms, call done(ctx) exactly
 	 * once (possibly before returning), then release everything. Unflushed
 	 * data is counted in stats as dropped before done is called, and

@@ -118,6 +118,7 @@ struct prom_sink {
 	 * links, the counts below, gen. Written by the loop only. */
 	pthread_mutex_t lock;
 	uint64_t gen;      /* bumped by every batch */
+	bool in_batch;     /* between begin and end: the lock is held */
 	uint64_t skipped;  /* records with no Prometheus form (events) */
 
 	pthread_mutex_t render_lock; /* guards cur; taken by scrapes only */
@@ -586,6 +587,28 @@ static int start_server(struct prom_sink *s, struct ktel_err *err)
 
 /* ---- ops ---- */
 
+/*
+ * A pull routed in windows (sink.h begin/end) is applied under one hold of
+ * the lock, and the generation moves once, at end: a scrape shows a pull
+ * whole or not at all, as when it came in one submit.
+ */
+static void prom_begin(void *priv)
+{
+	struct prom_sink *s = priv;
+
+	pthread_mutex_lock(&s->lock);
+	s->in_batch = true;
+}
+
+static void prom_end(void *priv)
+{
+	struct prom_sink *s = priv;
+
+	s->in_batch = false;
+	s->gen++;
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 {
 	struct prom_sink *s = priv;
@@ -595,7 +618,8 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 		return;
 	}
 	/* Only the records' own work here: the text is rendered on scrape. */
-	pthread_mutex_lock(&s->lock);
+	if (!s->in_batch)
+		pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
 		switch (ktel_prom_set__apply(&s->set, &recs[i])) {
 		case KTEL_PROM_APPLIED:
@@ -610,6 +634,8 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 			break;
 		}
 	}
+	if (s->in_batch)
+		return;
 	s->gen++;
 	pthread_mutex_unlock(&s->lock);
 }
@@ -824,6 +850,8 @@ const struct ktel_sink_ops ktel_prometheus_sink_ops = {
 	.options = prom_options,
 	.create = prom_create,
 	.submit = prom_submit,
+	.begin = prom_begin,
+	.end = prom_end,
 	.close = prom_close,
 	.stats = prom_stats,
 	.cumulative = true,

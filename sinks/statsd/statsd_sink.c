@@ -127,6 +127,9 @@ struct statsd_sink {
 
 	struct ktel_statsd_packer packer;
 	uint32_t packet_records;
+	/* Between begin and end (sink.h): the submits are one batch, whose
+	 * lines pack into datagrams across them, flushed at end. */
+	bool in_batch;
 	uint8_t *scratch;
 	struct ktel_sink_stats st;
 	ktel_sink_closed_cb done;
@@ -981,11 +984,38 @@ err_free:
 	return r;
 }
 
-static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
+/* The end of a batch: its last datagram is queued and sending starts. */
+static void batch_flush(struct statsd_sink *s)
+{
+	if (!s->android)
+		ktel_statsd_packer__flush(&s->packer);
+	kick(s);
+}
+
+/* A pull routed in windows is packed as one submit of all of it: the same
+ * datagrams, not one short datagram per window. */
+static void statsd_begin(void *priv)
 {
 	struct statsd_sink *s = priv;
 
 	retry_at_submit(s);
+	s->in_batch = true;
+}
+
+static void statsd_end(void *priv)
+{
+	struct statsd_sink *s = priv;
+
+	s->in_batch = false;
+	batch_flush(s);
+}
+
+static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
+{
+	struct statsd_sink *s = priv;
+
+	if (!s->in_batch)
+		retry_at_submit(s);
 	for (size_t i = 0; i < n; i++) {
 		int len;
 
@@ -1016,9 +1046,8 @@ static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
 		else
 			s->packet_records++;
 	}
-	if (!s->android)
-		ktel_statsd_packer__flush(&s->packer);
-	kick(s);
+	if (!s->in_batch)
+		batch_flush(s);
 }
 
 /* Everything that could be sent was, or time is up: release it all. */
@@ -1109,6 +1138,8 @@ const struct ktel_sink_ops ktel_statsd_sink_ops = {
 	.options = ktel_statsd_sink_keys,
 	.create = statsd_create,
 	.submit = statsd_submit,
+	.begin = statsd_begin,
+	.end = statsd_end,
 	.close = statsd_close,
 	.stats = statsd_stats,
 };

@@ -104,17 +104,21 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
-static void rig_start(struct rig *r, const char *name, const char *extra, bool second)
+/* The daemon with plugin (METRIC's when NULL) on a loop thread. */
+static void rig_start_plugin(struct rig *r, const char *name, const char *plugin,
+			     const char *extra, bool second)
 {
 	struct ktel_config_errors errs = {0};
 	struct ktel_config_vars vars;
 	struct ktel_err err;
+	char so[600];
 
 	memset(r, 0, sizeof(*r));
 	sandbox_init(&r->sb, name);
 	snprintf(r->plugins, sizeof(r->plugins), "%s/plugins", r->sb.dir);
 	mkdir(r->plugins, 0755);
-	copy_file(KTEL_PLUGIN_DIR "/" METRIC ".so", r->plugins);
+	snprintf(so, sizeof(so), "%s/%s.so", KTEL_PLUGIN_DIR, plugin ? plugin : METRIC);
+	copy_file(so, r->plugins);
 	sandbox_write_config(&r->sb, r->plugins, "60s", extra);
 	vars.plugin_dir = r->plugins;
 	vars.state_dir = r->sb.dir;
@@ -140,6 +144,11 @@ static void rig_start(struct rig *r, const char *name, const char *extra, bool s
 	r->tick.data = r;
 	uv_timer_start(&r->tick, on_tick, 10, 10);
 	assert_int_equal(pthread_create(&r->thread, NULL, loop_thread, r), 0);
+}
+
+static void rig_start(struct rig *r, const char *name, const char *extra, bool second)
+{
+	rig_start_plugin(r, name, NULL, extra, second);
 }
 
 static void close_walk(uv_handle_t *h, void *arg)
@@ -553,6 +562,97 @@ static void test_show_and_pull(void **state)
 	printf("%s", r.out);
 	assert_non_null(strstr(r.out, "compaction_begin"));
 	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
+#define BLOCK_METRIC "block_io_latency"
+#define BLOCK_PIN "map_block_io_latency_block_io_latency_map"
+#define MANY_KEYS 600 /* more than two windows (KTEL_PULL_WINDOW) */
+#define FAKE_MAJOR 4000 /* no such block device: no "device" dimension */
+
+/* MANY_KEYS keys of a device nobody has in the pinned block_io_latency map
+ * (key: major, minor, op; value: 32 buckets and a sum). */
+static void fill_block_map(const struct rig *r)
+{
+	char path[600];
+	__u64 value[KTEL_HIST_BUCKETS + 1] = {0};
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", r->sb.pin_root, BLOCK_PIN);
+	fd = bpf_obj_get(path);
+	assert_true(fd >= 0);
+	for (__u32 i = 0; i < MANY_KEYS; i++) {
+		__u32 key[3] = {FAKE_MAJOR, i, 0};
+
+		value[3] = i + 1;
+		value[KTEL_HIST_BUCKETS] = (i + 1) * 5;
+		assert_int_equal(bpf_map_update_elem(fd, key, value, BPF_ANY), 0);
+	}
+	close(fd);
+}
+
+static bool fake_device(const json_t *rec)
+{
+	const json_t *dims = json_object_get(rec, "dims_raw");
+
+	return json_integer_value(json_object_get(dims, "major")) == FAKE_MAJOR;
+}
+
+/* The JSON sink's lines of metric with sequence number seq, in order. */
+static json_t *sink_lines(const struct rig *r, const char *metric, json_int_t seq)
+{
+	char *text = file_slurp(r->sb.out), *save = NULL;
+	json_t *a = json_array();
+
+	assert_non_null(text);
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_t *j = json_loads(line, 0, NULL);
+
+		assert_non_null(j);
+		if (strcmp(json_string_value(json_object_get(j, "metric")), metric) == 0 &&
+		    json_integer_value(json_object_get(j, "seq")) == seq)
+			json_array_append(a, j);
+		json_decref(j);
+	}
+	free(text);
+	return a;
+}
+
+/*
+ * A pull of more keys than a window holds (routed in windows as it is made):
+ * the JSON sink gets every record of it, in the order the control pull
+ * reports them, all with one sequence number; show's last window rebuilds
+ * the same records.
+ */
+static void test_pull_in_windows(void **state)
+{
+	struct rig r;
+	json_t *pulled, *shown, *recs, *window, *lines, *rec;
+	json_int_t seq;
+	size_t i, fake = 0;
+
+	rig_start_plugin(&r, "ctl-windows", BLOCK_METRIC, "", false);
+	fill_block_map(&r);
+	pulled = ctl_json_ok(&r, "pull", BLOCK_METRIC);
+	recs = json_object_get(pulled, "records");
+	seq = json_integer_value(json_object_get(json_array_get(recs, 0), "seq"));
+	assert_true(seq > 0);
+	json_array_foreach(recs, i, rec) {
+		assert_int_equal(json_integer_value(json_object_get(rec, "seq")), seq);
+		fake += fake_device(rec);
+	}
+	assert_int_equal(fake, MANY_KEYS);
+	shown = ctl_json_ok(&r, "show", BLOCK_METRIC);
+	window = json_object_get(shown, "window");
+	assert_int_equal(json_array_size(window), json_array_size(recs));
+	assert_true(json_equal(window, recs));
+	rig_stop(&r);
+	lines = sink_lines(&r, BLOCK_METRIC, seq);
+	assert_int_equal(json_array_size(lines), json_array_size(recs));
+	assert_true(json_equal(lines, recs));
+	json_decref(lines);
+	json_decref(shown);
+	json_decref(pulled);
 	sandbox_cleanup(&r.sb);
 }
 
@@ -1010,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(test_lease_expires),
 		cmocka_unit_test(test_permission),
 		cmocka_unit_test(test_show_and_pull),
+		cmocka_unit_test(test_pull_in_windows),
 		cmocka_unit_test(test_watch_drop_notice),
 		cmocka_unit_test(test_protocol_limits),
 		cmocka_unit_test(test_idle_clients_and_root_slot),

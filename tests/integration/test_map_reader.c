@@ -556,6 +556,22 @@ static void test_pull_refuses_narrow_percpu(void **state)
 	bpf_object__close(obj);
 }
 
+/* A pull's records, window by window (ktel_pull_records_fn): how many, and
+ * a copy of the last. */
+struct got_records {
+	size_t n;
+	struct ktel_record last;
+};
+
+static void got_records(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct got_records *g = ctx;
+
+	g->n += n;
+	if (n)
+		g->last = recs[n - 1];
+}
+
 /* A gauge on a real map: every pull emits every key's level, unchanged or
  * falling, with the real reader (batch) in between. */
 static void test_pull_gauge_levels(void **state)
@@ -567,11 +583,9 @@ static void test_pull_gauge_levels(void **state)
 						 .value_kind = KTEL_VALUE_GAUGE);
 	struct ktel_delta *d = ktel_delta__new(ktel_boot_id());
 	struct ktel_metric_pull *mp = NULL;
-	const struct ktel_record *recs;
 	struct ktel_pull_info info;
 	struct ktel_err err = { 0 };
 	__u32 key = 3;
-	size_t n;
 	int fd;
 
 	assert_non_null(obj);
@@ -581,13 +595,16 @@ static void test_pull_gauge_levels(void **state)
 	if (ktel_metric_pull__new(&md, obj, true, &mp, &err))
 		fail_msg("%s", err.msg);
 	for (size_t p = 0; p < sizeof(levels) / sizeof(levels[0]); p++) {
+		struct got_records g = { 0 };
+
 		assert_int_equal(bpf_map_update_elem(fd, &key, &levels[p], BPF_ANY), 0);
-		if (ktel_metric_pull__run(mp, d, ktel_boot_id(), &recs, &n, &info, &err))
+		if (ktel_metric_pull__run(mp, d, ktel_boot_id(), got_records, &g, &info, &err))
 			fail_msg("%s", err.msg);
 		assert_string_equal(info.method, "batch");
-		assert_int_equal(n, 1);
-		assert_int_equal(recs[0].type, KTEL_RECORD_GAUGE);
-		assert_int_equal(recs[0].gauge, levels[p]);
+		assert_int_equal(g.n, 1);
+		assert_int_equal(info.records, 1);
+		assert_int_equal(g.last.type, KTEL_RECORD_GAUGE);
+		assert_int_equal(g.last.gauge, levels[p]);
 	}
 	ktel_metric_pull__free(mp);
 	ktel_delta__free(d);

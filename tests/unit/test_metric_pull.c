@@ -147,6 +147,14 @@ static const struct ktel_map_reader_sys fake_sys = {
 	.lookup_elem = fake_lookup,
 };
 
+/* Records handed on window by window, copied end to end. */
+struct collected {
+	struct ktel_record *recs;
+	size_t n, cap;
+	size_t windows;  /* calls */
+	size_t max_part; /* the largest window */
+};
+
 struct ctx {
 	struct bpf_object *obj;
 	struct fake f;
@@ -154,7 +162,119 @@ struct ctx {
 	const char *map_name; /* info.name is cut to BPF_OBJ_NAME_LEN - 1 */
 	struct ktel_metric_desc md;
 	struct ktel_metric_pull *mp;
+	struct collected got, got_last;
 };
+
+static void collect(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct collected *g = ctx;
+
+	assert_true(n > 0);
+	if (g->n + n > g->cap) {
+		g->cap = (g->n + n) * 2;
+		g->recs = realloc(g->recs, g->cap * sizeof(*g->recs));
+		assert_non_null(g->recs);
+	}
+	memcpy(&g->recs[g->n], recs, n * sizeof(*recs));
+	g->n += n;
+	g->windows++;
+	if (n > g->max_part)
+		g->max_part = n;
+}
+
+static void collected_reset(struct collected *g)
+{
+	g->n = g->windows = g->max_part = 0;
+}
+
+static void assert_hist_equal(const struct ktel_histogram *a, const struct ktel_histogram *b)
+{
+	assert_int_equal(a->scheme, b->scheme);
+	assert_int_equal(a->n_buckets, b->n_buckets);
+	assert_memory_equal(a->counts, b->counts, a->n_buckets * sizeof(a->counts[0]));
+	assert_int_equal(a->has_sum, b->has_sum);
+	assert_int_equal(a->sum, b->sum);
+}
+
+/* Every member a sink reads (record.h: what n_dims, n_buckets and the type
+ * say; the rest of a record is left as it was). */
+static void assert_record_same(const struct ktel_record *a, const struct ktel_record *b,
+			       bool times)
+{
+	assert_int_equal(a->type, b->type);
+	assert_string_equal(a->metric, b->metric);
+	assert_ptr_equal(a->atom, b->atom);
+	assert_int_equal(a->atom_id, b->atom_id);
+	assert_string_equal(a->unit, b->unit);
+	if (times) {
+		assert_int_equal(a->start_boottime_ns, b->start_boottime_ns);
+		assert_int_equal(a->end_boottime_ns, b->end_boottime_ns);
+		assert_int_equal(a->start_wall_ns, b->start_wall_ns);
+		assert_int_equal(a->end_wall_ns, b->end_wall_ns);
+	}
+	assert_string_equal(a->boot_id, b->boot_id);
+	assert_int_equal(a->map_id, b->map_id);
+	assert_int_equal(a->seq, b->seq);
+	assert_int_equal(a->n_dims, b->n_dims);
+	for (uint32_t i = 0; i < a->n_dims; i++) {
+		assert_string_equal(a->dims[i].name, b->dims[i].name);
+		assert_int_equal(a->dims[i].value, b->dims[i].value);
+		assert_ptr_equal(a->dims[i].label, b->dims[i].label);
+		assert_int_equal(a->dims[i].id_label, b->dims[i].id_label);
+		assert_int_equal(a->dims[i].derived, b->dims[i].derived);
+	}
+	if (a->type == KTEL_RECORD_HISTOGRAM) {
+		assert_hist_equal(&a->hist.delta, &b->hist.delta);
+		assert_hist_equal(&a->hist.total, &b->hist.total);
+	} else if (a->type == KTEL_RECORD_COUNTER) {
+		assert_int_equal(a->counter.delta, b->counter.delta);
+		assert_int_equal(a->counter.total, b->counter.total);
+	} else {
+		assert_int_equal(a->gauge, b->gauge);
+	}
+}
+
+static void assert_record_equal(const struct ktel_record *a, const struct ktel_record *b)
+{
+	assert_record_same(a, b, true);
+}
+
+/* One pull of mp against d, its records collected in got. */
+static int run_into(struct ktel_metric_pull *mp, struct ktel_delta *d, struct collected *got,
+		    struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	struct ktel_pull_info info;
+	int r;
+
+	collected_reset(got);
+	r = ktel_metric_pull__run(mp, d, BOOT, collect, got, &info, err);
+	if (!r) {
+		assert_int_equal(info.records, got->n);
+		if (ret_info)
+			*ret_info = info;
+	}
+	return r;
+}
+
+/* One pull, its records collected in c->got. */
+static int run(struct ctx *c, const struct ktel_record **ret_recs, size_t *ret_n,
+	       struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	int r = run_into(c->mp, c->d, &c->got, ret_info, err);
+
+	*ret_recs = c->got.recs;
+	*ret_n = c->got.n;
+	return r;
+}
+
+/* The last pull's records, rebuilt, in c->got_last. */
+static void last(struct ctx *c, const struct ktel_record **ret_recs, size_t *ret_n)
+{
+	collected_reset(&c->got_last);
+	ktel_metric_pull__last_records(c->mp, collect, &c->got_last);
+	*ret_recs = c->got_last.recs;
+	*ret_n = c->got_last.n;
+}
 
 /* A fake map shaped like the object's map `name`, with n keys 1..n. */
 static void fake_init(struct ctx *c, const char *name, __u32 n, int ncpus)
@@ -179,6 +299,20 @@ static void fake_init(struct ctx *c, const char *name, __u32 n, int ncpus)
 static void set_u64(struct ctx *c, __u32 i, int cpu, size_t off, __u64 v)
 {
 	memcpy(&c->f.vals[i][cpu][off], &v, 8);
+}
+
+/* A pull of the fake map with records made window records at a time (0:
+ * the default window). */
+static int pull_new_window(struct ctx *c, const char *metric, enum ktel_value_kind kind,
+			   size_t window, struct ktel_metric_pull **ret, struct ktel_err *err)
+{
+	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
+	struct ktel_metric_pull_opts po = { .reader = &ro, .window = window };
+
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = metric, .map_name = c->map_name,
+						     .model = KTEL_MODEL_ACCUMULATOR,
+						     .unit = "events", .value_kind = kind);
+	return ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, ret, err);
 }
 
 static int pull_new(struct ctx *c, const char *metric, enum ktel_value_kind kind,
@@ -222,6 +356,8 @@ static int teardown(void **state)
 	ktel_metric_pull__free(c->mp);
 	ktel_delta__free(c->d);
 	bpf_object__close(c->obj);
+	free(c->got.recs);
+	free(c->got_last.recs);
 	free(c);
 	return 0;
 }
@@ -234,7 +370,7 @@ static int pull(struct ctx *c, uint64_t *deltas, size_t *ret_n, struct ktel_err 
 	size_t n = 0;
 	int r;
 
-	r = ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, &info, err);
+	r = run(c, &recs, &n, &info, err);
 	if (r)
 		return r;
 	for (size_t i = 0; i < n; i++) {
@@ -296,7 +432,7 @@ static void test_truncated_walk_never_reemits(void **state)
 static void test_seq_per_emitting_pull(void **state)
 {
 	struct ctx *c = *state;
-	const struct ktel_record *recs, *last;
+	const struct ktel_record *recs, *last_recs;
 	struct ktel_delta_stats st;
 	struct ktel_err err = { 0 };
 	size_t n, n_last;
@@ -305,23 +441,23 @@ static void test_seq_per_emitting_pull(void **state)
 	assert_int_equal(pull_new(c, "fx_counters", KTEL_VALUE_COUNTER, true, &err), 0);
 	for (__u32 i = 0; i < c->f.n; i++)
 		set_u64(c, i, 0, 0, i + 1);
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 	assert_int_equal(n, 4);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(recs[i].seq, 1);
 	/* Nothing changed: no records, no number taken. */
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 	assert_int_equal(n, 0);
-	ktel_metric_pull__last_records(c->mp, &last, &n_last);
+	last(c, &last_recs, &n_last);
 	assert_int_equal(n_last, 0);
 	set_u64(c, 2, 0, 0, 30);
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(recs[0].seq, 2);
 	assert_int_equal(recs[0].counter.delta, 27);
-	ktel_metric_pull__last_records(c->mp, &last, &n_last);
-	assert_ptr_equal(last, recs);
+	last(c, &last_recs, &n_last);
 	assert_int_equal(n_last, 1);
+	assert_record_equal(&last_recs[0], &recs[0]);
 	assert_int_equal(ktel_delta__stats(c->d, "fx_counters", &st), 0);
 	assert_int_equal(st.seq, 2);
 }
@@ -343,7 +479,7 @@ static void test_gauge_levels_bypass_delta(void **state)
 	for (size_t p = 0; p < 4; p++) {
 		for (__u32 i = 0; i < 2; i++)
 			set_u64(c, i, 0, 0, (uint64_t)levels[p][i]);
-		assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, &info, &err),
+		assert_int_equal(run(c, &recs, &n, &info, &err),
 				 0);
 		assert_int_equal(n, 2);
 		assert_int_equal(info.start, 0);
@@ -384,7 +520,7 @@ static void test_percpu_wide_members_summed(void **state)
 	set_u64(c, 0, 0, 8, (uint64_t)-1);
 	set_u64(c, 0, 1, 8, 0);
 	assert_int_equal(pull_new(c, "fx_wide", KTEL_VALUE_GAUGE, true, &err), 0);
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(recs[0].metric, "fx_wide_a");
 	assert_int_equal(recs[0].gauge, 12);
@@ -397,7 +533,7 @@ static void test_percpu_wide_members_summed(void **state)
 	set_u64(c, 0, 0, 3 * 8, 4);
 	set_u64(c, 0, 1, 3 * 8, 6);
 	assert_int_equal(pull_new(c, "fx_hist", KTEL_VALUE_COUNTER, true, &err), 0);
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(recs[0].type, KTEL_RECORD_HISTOGRAM);
 	assert_int_equal(recs[0].hist.delta.counts[3], 10);
@@ -454,7 +590,7 @@ static void hist_records(struct ctx *c, const char *map, bool has_sum)
 			if (has_sum)
 				set_u64(c, i, 0, KTEL_HIST_BUCKETS * 8, hist_sum(i, r));
 		}
-		assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+		assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 		assert_int_equal(n, want_n);
 		for (size_t j = 0; j < n; j++) {
 			__u32 i = r == 0 ? (__u32)j : (__u32)(j == 0 ? 0 : j + 1);
@@ -478,7 +614,10 @@ static void hist_records(struct ctx *c, const char *map, bool has_sum)
 		}
 		last_end = recs[0].end_boottime_ns;
 		/* show's totals: one per key, the same totals. */
-		assert_int_equal(ktel_metric_pull__totals(c->mp, &tot, &n_tot), 0);
+		collected_reset(&c->got_last);
+		ktel_metric_pull__totals(c->mp, collect, &c->got_last);
+		tot = c->got_last.recs;
+		n_tot = c->got_last.n;
 		assert_int_equal(n_tot, 4);
 		for (__u32 i = 0; i < 4; i++)
 			check_hist(&tot[i].hist.total, want_tot[i], has_sum, hist_sum(i, r));
@@ -590,7 +729,7 @@ static void test_device_dim_from_sysfs(void **state)
 						     .unit = "events", .dims = dims, .n_dims = 1,
 						     .dim_flags = flags);
 	assert_int_equal(ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, &c->mp, &err), 0);
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, &recs, &n, NULL, &err), 0);
+	assert_int_equal(run(c, &recs, &n, NULL, &err), 0);
 	assert_int_equal(n, 2);
 	for (size_t i = 0; i < n; i++) {
 		if (recs[i].dims[0].value == (7 << 20 | 99)) {
@@ -606,6 +745,164 @@ static void test_device_dim_from_sysfs(void **state)
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	assert_int_equal(system(cmd), 0);
+}
+
+/* Round r's value of member m of key index i: every key changes in round
+ * 0 and 1, only the even ones in round 2 (the others emit nothing). */
+static uint64_t round_val(__u32 i, int m, int r)
+{
+	return (uint64_t)(i + 1) * 100 + (uint64_t)m * 10 + (r < 2 || i % 2 ? (uint64_t)r : 1);
+}
+
+/*
+ * A pull of more keys than a window holds hands its records on in several
+ * windows, none larger than the window and no key's records split, which
+ * end to end are the records one window of the whole pull makes: same
+ * records, same order, same sequence number. show's rebuild of the last
+ * pull gives them again, window times included, in the same windows.
+ */
+static void windows_same_records(struct ctx *c, const char *map, int n_members, int ncpus)
+{
+	struct ktel_delta *d1 = ktel_delta__new(BOOT);
+	struct ktel_metric_pull *one = NULL;
+	struct collected whole = { 0 };
+	struct ktel_err err = { 0 };
+	size_t per_key = n_members > 1 ? (size_t)n_members : 1;
+
+	assert_non_null(d1);
+	ktel_delta__free(c->d);
+	c->d = ktel_delta__new(BOOT);
+	assert_non_null(c->d);
+	fake_init(c, map, MAXN, ncpus);
+	assert_int_equal(pull_new_window(c, "fx_win", KTEL_VALUE_COUNTER, 3, &c->mp, &err), 0);
+	assert_int_equal(pull_new_window(c, "fx_win", KTEL_VALUE_COUNTER, 0, &one, &err), 0);
+	for (int r = 0; r < 3; r++) {
+		for (__u32 i = 0; i < MAXN; i++)
+			for (int m = 0; m < (n_members ? n_members : KTEL_HIST_BUCKETS); m++)
+				set_u64(c, i, 0, (size_t)m * 8, round_val(i, m, r));
+		assert_int_equal(run_into(c->mp, c->d, &c->got, NULL, &err), 0);
+		assert_int_equal(run_into(one, d1, &whole, NULL, &err), 0);
+		assert_int_equal(c->got.n, (r < 2 ? MAXN : MAXN / 2) * per_key);
+		assert_int_equal(whole.n, c->got.n);
+		assert_int_equal(whole.windows, 1);
+		assert_int_equal(c->got.windows, (c->got.n / per_key + 3 / per_key - 1) /
+						    (3 / per_key));
+		assert_true(c->got.max_part <= 3);
+		for (size_t j = 0; j < whole.n; j++) {
+			assert_int_equal(c->got.recs[j].seq, r + 1);
+			assert_record_same(&c->got.recs[j], &whole.recs[j], false);
+		}
+		collected_reset(&c->got_last);
+		ktel_metric_pull__last_records(c->mp, collect, &c->got_last);
+		assert_int_equal(c->got_last.n, c->got.n);
+		assert_int_equal(c->got_last.windows, c->got.windows);
+		for (size_t j = 0; j < c->got.n; j++)
+			assert_record_equal(&c->got_last.recs[j], &c->got.recs[j]);
+	}
+	ktel_metric_pull__free(one);
+	ktel_metric_pull__free(c->mp);
+	c->mp = NULL;
+	ktel_delta__free(d1);
+	free(whole.recs);
+}
+
+static void test_windows_same_records(void **state)
+{
+	struct ctx *c = *state;
+
+	windows_same_records(c, "fx_counters", 1, 1);
+	windows_same_records(c, "fx_wide_percpu", 2, 1);
+	windows_same_records(c, "fx_hist_percpu", 0, 2);
+}
+
+/*
+ * A pull with more keys than last_records keeps: every record still goes
+ * out; the first keys' records are rebuilt, identical, and the rest are
+ * counted, not kept.
+ */
+static void test_last_records_kept_bounded(void **state)
+{
+	struct ctx *c = *state;
+	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
+	struct ktel_metric_pull_opts po = { .reader = &ro, .window = 4,
+					    .keep_values = 5 * (KTEL_HIST_BUCKETS + 1) };
+	struct ktel_err err = { 0 };
+
+	fake_init(c, "fx_hist_percpu", MAXN, 1);
+	for (__u32 i = 0; i < MAXN; i++)
+		set_u64(c, i, 0, 8, i + 1);
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = "fx_keep", .map_name = c->map_name,
+						     .model = KTEL_MODEL_ACCUMULATOR,
+						     .unit = "events");
+	assert_int_equal(ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, &c->mp, &err), 0);
+	assert_int_equal(run_into(c->mp, c->d, &c->got, NULL, &err), 0);
+	assert_int_equal(c->got.n, MAXN);
+	collected_reset(&c->got_last);
+	assert_int_equal(ktel_metric_pull__last_records(c->mp, collect, &c->got_last), MAXN - 5);
+	assert_int_equal(c->got_last.n, 5);
+	for (size_t j = 0; j < 5; j++)
+		assert_record_equal(&c->got_last.recs[j], &c->got.recs[j]);
+}
+
+/* Abort the metric's delta round from the first window's hand-off: the
+ * engine then fails at the next key (as it does out of memory). */
+struct failing {
+	struct ktel_delta *d;
+	struct collected got;
+};
+
+static void fail_after_first(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct failing *f = ctx;
+
+	if (!f->got.windows)
+		ktel_delta__abort(f->d, "fx_win");
+	collect(&f->got, recs, n);
+}
+
+/*
+ * The delta engine failing mid-pull: the records of the keys applied before
+ * the failure were handed on (their state moved on with them), with the
+ * pull's sequence number, which is taken; the keys after it kept their
+ * state and come whole in the next pull, under the next number. Every key's
+ * value is emitted exactly once across the two pulls.
+ */
+static void test_delta_failure_mid_pull(void **state)
+{
+	struct ctx *c = *state;
+	struct failing f = { .d = c->d };
+	struct ktel_delta_stats st;
+	struct ktel_err err = { 0 };
+
+	fake_init(c, "fx_counters", MAXN, 1);
+	for (__u32 i = 0; i < MAXN; i++)
+		set_u64(c, i, 0, 0, (i + 1) * 10);
+	assert_int_equal(pull_new_window(c, "fx_win", KTEL_VALUE_COUNTER, 3, &c->mp, &err), 0);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, fail_after_first, &f, NULL,
+					       &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "records of the keys before it were emitted"));
+	/* The window flushed before the key that failed, then the one key
+	 * applied after that flush. */
+	assert_int_equal(f.got.n, 4);
+	assert_int_equal(ktel_delta__stats(c->d, "fx_win", &st), 0);
+	assert_int_equal(st.seq, 1);
+	/* Keys 1..4 (the fake walks keys in order), each whole. */
+	for (size_t j = 0; j < f.got.n; j++) {
+		assert_int_equal(f.got.recs[j].seq, 1);
+		assert_int_equal(f.got.recs[j].counter.total, (j + 1) * 10);
+		assert_int_equal(f.got.recs[j].counter.delta, (j + 1) * 10);
+	}
+	/* Nothing changed in the map: keys 5..16 only, whole, once. */
+	assert_int_equal(run_into(c->mp, c->d, &c->got, NULL, &err), 0);
+	assert_int_equal(c->got.n, MAXN - 4);
+	for (size_t j = 0; j < c->got.n; j++) {
+		assert_int_equal(c->got.recs[j].seq, 2);
+		assert_int_equal(c->got.recs[j].counter.total, (j + 5) * 10);
+		assert_int_equal(c->got.recs[j].counter.delta, (j + 5) * 10);
+	}
+	assert_int_equal(run_into(c->mp, c->d, &c->got, NULL, &err), 0);
+	assert_int_equal(c->got.n, 0);
+	free(f.got.recs);
 }
 
 /* KTEL_DIM_ENUM_SHORT on a dimension no enum labels is refused, named. */
@@ -640,6 +937,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fallback_logged_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_dim_from_sysfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_without_enum_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_windows_same_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delta_failure_mid_pull, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_last_records_kept_bounded, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

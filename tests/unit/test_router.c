@@ -21,6 +21,9 @@ struct fake {
 	uv_timer_t timer;
 	char name[32];
 	uint64_t records, batches;
+	/* Batch ops (fake_batch_ops): begins, ends, submits in between. */
+	uint64_t begins, ends, in_batch;
+	bool open;
 	char last_metric[64];
 	ktel_sink_closed_cb done;
 	void *ctx;
@@ -58,6 +61,7 @@ static void fake_submit(void *priv, const struct ktel_record *recs, size_t n)
 
 	f->records += n;
 	f->batches++;
+	f->in_batch += f->open;
 	snprintf(f->last_metric, sizeof(f->last_metric), "%s", recs[n - 1].metric);
 }
 
@@ -107,6 +111,45 @@ static const struct ktel_sink_ops fake_ops = {
 	.submit = fake_submit,
 	.close = fake_close,
 	.stats = fake_stats,
+};
+
+static void fake_begin(void *priv)
+{
+	struct fake *f = priv;
+
+	assert_false(f->open);
+	f->open = true;
+	f->begins++;
+}
+
+static void fake_end(void *priv)
+{
+	struct fake *f = priv;
+
+	assert_true(f->open);
+	f->open = false;
+	f->ends++;
+}
+
+static const struct ktel_sink_ops fake_batch_ops = {
+	.type = "fake",
+	.create = fake_create,
+	.submit = fake_submit,
+	.begin = fake_begin,
+	.end = fake_end,
+	.close = fake_close,
+	.stats = fake_stats,
+};
+
+static const struct ktel_sink_ops fake_cumulative_ops = {
+	.type = "fake",
+	.create = fake_create,
+	.submit = fake_submit,
+	.begin = fake_begin,
+	.end = fake_end,
+	.close = fake_close,
+	.stats = fake_stats,
+	.cumulative = true,
 };
 
 static struct fake *fake_named(const char *name)
@@ -181,6 +224,67 @@ static void test_route_all_and_subset(void **state)
 	assert_int_equal(rs.unrouted, 1);
 	assert_int_equal(rs.batches, 4);
 	assert_int_equal(fake_named("a")->records + fake_named("b")->records, 10);
+}
+
+/*
+ * A batch in parts (a pull routed window by window): every part reaches the
+ * named sinks in order, a sink with begin/end gets them once around all the
+ * parts, the batch counts once, and a batch without records reaches no sink
+ * and is not counted, as a route of nothing.
+ */
+static void test_batch_in_parts(void **state)
+{
+	struct env *e = *state;
+	const char *names[] = { "c", "a", "zz" };
+	struct ktel_router_stats rs;
+	struct ktel_err err = { 0 };
+	struct fake *a, *b, *c;
+
+	assert_int_equal(ktel_router__add_sink_ops(e->r, "c", &fake_batch_ops, NULL, &err), 0);
+	a = fake_named("a");
+	b = fake_named("b");
+	c = fake_named("c");
+	ktel_router__batch_begin(e->r, names, 3);
+	ktel_router__batch_add(e->r, e->recs, 0);
+	ktel_router__batch_end(e->r);
+	ktel_router__stats(e->r, &rs);
+	assert_int_equal(rs.batches + rs.unrouted + c->begins + c->ends + a->batches, 0);
+
+	ktel_router__batch_begin(e->r, names, 3);
+	ktel_router__batch_add(e->r, e->recs, 2);
+	assert_int_equal(c->begins, 1);
+	assert_true(c->open);
+	ktel_router__batch_add(e->r, e->recs + 2, 1);
+	ktel_router__batch_end(e->r);
+	assert_int_equal(c->ends, 1);
+	assert_false(c->open);
+	assert_int_equal(c->records, 3);
+	assert_int_equal(c->in_batch, 2);
+	assert_string_equal(c->last_metric, "last");
+	assert_int_equal(a->records, 3);
+	assert_int_equal(a->batches, 2);
+	assert_int_equal(b->records, 0);
+	ktel_router__stats(e->r, &rs);
+	assert_int_equal(rs.batches, 1);
+	assert_int_equal(rs.unrouted, 1);
+
+	/* route is not part of any batch. */
+	ktel_router__route(e->r, e->recs, 1, NULL, 0);
+	assert_int_equal(c->begins, 1);
+	assert_int_equal(c->in_batch, 2);
+	assert_int_equal(b->records, 1);
+
+	/* Totals go to the cumulative sinks only. */
+	assert_int_equal(ktel_router__add_sink_ops(e->r, "t", &fake_cumulative_ops, NULL, &err),
+			 0);
+	ktel_router__batch_begin_totals(e->r, NULL, 0);
+	ktel_router__batch_add(e->r, e->recs, 3);
+	ktel_router__batch_add(e->r, e->recs, 1);
+	ktel_router__batch_end(e->r);
+	assert_int_equal(fake_named("t")->records, 4);
+	assert_int_equal(fake_named("t")->begins, 1);
+	assert_int_equal(fake_named("t")->ends, 1);
+	assert_int_equal(c->records + a->records + b->records, 4 + 4 + 1);
 }
 
 static void test_config_errors(void **state)
@@ -397,6 +501,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_durable_none, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_durable_level, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route_all_and_subset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_in_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_and_self_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_sink, setup, teardown),

@@ -329,6 +329,63 @@ static void test_udp_packing(void **state)
 	close(fd);
 }
 
+/* The datagrams a sink on a fresh port sends for recs[0..20): in one
+ * submit (parts 0), or in submits of parts records between begin and end,
+ * as a pull routed in windows hands them over. Returns how many, in
+ * rx/rxlen. */
+static size_t packed(const struct ktel_record *recs, size_t parts)
+{
+	uv_loop_t loop;
+	uint16_t port = 0;
+	int fd = bind_udp(AF_INET, &port);
+	char json[256];
+	size_t n;
+	void *sink;
+
+	assert_true(fd >= 0);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	snprintf(json, sizeof(json),
+		 "{\"type\":\"statsd\",\"port\":%u,\"tags\":\"dotted\",\"max_packet\":200}", port);
+	sink = create(&loop, json);
+	if (!parts) {
+		ops->submit(sink, recs, 20);
+	} else {
+		ops->begin(sink);
+		for (size_t i = 0; i < 20; i += parts)
+			ops->submit(sink, recs + i, 20 - i < parts ? 20 - i : parts);
+		ops->end(sink);
+	}
+	wait_stats(&loop, sink, sent_at_least, 20);
+	n = drain(fd, rx, rxlen, 256);
+	close_sink(&loop, sink, 1000);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	close(fd);
+	return n;
+}
+
+/* A batch in several submits between begin and end (a pull routed in
+ * windows) packs into the very datagrams one submit of it makes: lines
+ * keep packing across the submits, the last datagram goes at end. */
+static void test_udp_batch_in_parts(void **state)
+{
+	static char want[256][KTEL_ANDROID_MAX_DATAGRAM + 1];
+	static size_t want_len[256];
+	struct ktel_record recs[20];
+	size_t n_want, n;
+
+	for (int i = 0; i < 20; i++)
+		recs[i] = hist("direct_reclaim_latency", 0, (uint64_t)i + 1);
+	n_want = packed(recs, 0);
+	memcpy(want, rx, sizeof(want));
+	memcpy(want_len, rxlen, sizeof(want_len));
+	n = packed(recs, 3);
+	assert_int_equal(n, n_want);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(rxlen[i], want_len[i]);
+		assert_memory_equal(rx[i], want[i], rxlen[i]);
+	}
+}
+
 /* A line longer than max_packet is dropped and its record counted; the
  * other records of the batch still go. */
 static void test_udp_oversize_line(void **state)
@@ -706,6 +763,7 @@ int main(void)
 		cmocka_unit_test(test_udp_ipv6),
 		cmocka_unit_test(test_udp_hostname),
 		cmocka_unit_test(test_udp_packing),
+		cmocka_unit_test(test_udp_batch_in_parts),
 		cmocka_unit_test(test_udp_oversize_line),
 		cmocka_unit_test(test_udp_peer_down_and_back),
 		cmocka_unit_test(test_unix_statsd),

@@ -455,12 +455,10 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 		     struct method_result *res, double *ret_ms, double *ret_cpu_ms,
 		     unsigned long *ret_allocs)
 {
-	const struct ktel_record *recs;
 	struct ktel_pull_info info;
 	struct ktel_err err = {0};
 	unsigned long a0;
 	uint64_t t0, c0;
-	size_t nrec;
 	int r;
 
 	r = bump(b);
@@ -471,7 +469,7 @@ static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp
 	t0 = now_ns();
 	switch (m) {
 	case M_PULL:
-		r = ktel_metric_pull__run(mp, d, ktel_boot_id(), &recs, &nrec, &info, &err);
+		r = ktel_metric_pull__run(mp, d, ktel_boot_id(), NULL, NULL, &info, &err);
 		res->syscalls = info.syscalls;
 		res->keys = info.keys;
 		break;
