@@ -518,8 +518,15 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 	/* A start that failed emits and saves nothing: its exit 2 leaves the
 	 * outputs as they were. */
 	if (d->started) {
-		/* Streams deliver what their rings hold first, so the last
-		 * counters below include those events. */
+		/* Stop counting first: the final pull then reports everything
+		 * the maps hold, and nothing is counted between it and the
+		 * exit (which would detach them anyway) that no line reports
+		 * and the next start would. */
+		for (size_t i = 0; i < d->n_plugins; i++)
+			if (d->plugins[i]->bpf)
+				ktel_bpf_plugin__detach_all(d->plugins[i]->bpf);
+		/* Streams deliver what their rings hold, so the last counters
+		 * below include those events. */
 		for (size_t i = 0; i < d->n_plugins; i++)
 			for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
 				if (d->plugins[i]->metrics[j].enabled)

@@ -306,6 +306,47 @@ static void test_slow_save_leaves_loop_running(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/*
+ * SIGTERM stops counting before the final pull: a compaction during the
+ * shutdown (here while the final save is stalled 3 s) reaches neither the
+ * map nor the file, so the file holds exactly what the map counted and a
+ * start after it adds nothing. (Before, the programs stayed attached until
+ * the exit: the map counted it, no line did, and the next start reported it
+ * as a window of the next run.)
+ */
+static void test_nothing_counted_after_final_pull(void **state)
+{
+	uint64_t sum, total;
+	struct sandbox sb;
+	size_t records;
+	pid_t pid;
+	int rc;
+
+	sandbox_init(&sb, "after-final-pull");
+	write_config(&sb, "60s"); /* the final pull is the first */
+	pid = start_collecting(&sb, "saved:1:delay=3000", 0);
+	trigger_compaction();
+	kill(pid, SIGTERM);
+	if (!log_wait_for(&sb, "point saved reached", 10)) {
+		dump_log(&sb);
+		fail_msg("the final save did not reach the stall");
+	}
+	trigger_compaction(); /* the daemon is still running, its save stalled */
+	rc = daemon_wait(pid, 30);
+	live_pid = 0;
+	if (rc != 0)
+		dump_log(&sb);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
+	total = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
+	printf("after the final pull: file %llu in %zu records, map %llu\n",
+	       (unsigned long long)sum, records, (unsigned long long)total);
+	assert_true(sum > 0);
+	assert_int_equal(sum, total);
+	check_final_state_saved(&sb);
+	sandbox_cleanup(&sb);
+}
+
 static int kill_live(void **state)
 {
 	if (live_pid > 0) {
@@ -338,6 +379,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_kill_after_save, kill_live),
 		cmocka_unit_test_teardown(test_kill9_at_random, kill_live),
 		cmocka_unit_test_teardown(test_slow_save_leaves_loop_running, kill_live),
+		cmocka_unit_test_teardown(test_nothing_counted_after_final_pull, kill_live),
 	};
 
 	ktel_test_require_root("crash points");
