@@ -40,11 +40,10 @@ struct ktel_worker {
 	pthread_cond_t cond;
 	/* Under lock. */
 	struct job_list todo, done;
-	struct ktel_job *running;
 	bool stop, wake_on_done;
 };
 
-/* One worker per loop; loops may live on different threads (tests). */
+/* One worker per loop and lane; loops may live on different threads (tests). */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ktel_worker *registry;
 
@@ -92,13 +91,11 @@ static void *worker_main(void *arg)
 		w->todo.head = job->next;
 		if (!w->todo.head)
 			w->todo.tail = NULL;
-		w->running = job;
 		pthread_mutex_unlock(&w->lock);
 
 		failed = job->work(job);
 
 		pthread_mutex_lock(&w->lock);
-		w->running = NULL;
 		list_push(&w->done, job);
 		wake = failed || job->urgent || w->wake_on_done;
 		if (wake) {
@@ -160,7 +157,6 @@ static void close_handle(struct ktel_worker *w, uv_handle_t *h)
 	w->handles_open++;
 	uv_close(h, on_closed);
 }
-
 
 /* Run the done callbacks of every finished job. One of them may drop the
  * last reference: the worker is torn down, and freed only after this. */
