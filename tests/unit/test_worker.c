@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -121,6 +122,42 @@ static int threads(void)
 	while ((e = readdir(d)))
 		n += e->d_name[0] != '.';
 	closedir(d);
+	return n;
+}
+
+/*
+ * pthread_join returns when the kernel clears the thread's tid, a moment
+ * before the task leaves /proc/self/task (and under qemu-user the emulator
+ * clears it itself, earlier still): a count read right after a join can
+ * still see the dying thread. Wait, bounded, for the count to reach what
+ * is expected; a thread that never goes still fails the test.
+ */
+static int threads_become(int expected)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	int n = threads();
+
+	for (int i = 0; i < 500 && n != expected; i++) {
+		nanosleep(&tick, NULL);
+		n = threads();
+	}
+	return n;
+}
+
+/* The count once the previous test's joined threads have left /proc. */
+static int threads_settled(void)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	int n = threads(), stable = 0;
+
+	for (int i = 0; i < 500 && stable < 20; i++) {
+		int now;
+
+		nanosleep(&tick, NULL);
+		now = threads();
+		stable = now == n ? stable + 1 : 0;
+		n = now;
+	}
 	return n;
 }
 
@@ -314,7 +351,7 @@ static void test_thread_lives_with_references(void **state)
 {
 	struct probe p;
 	struct ktel_worker *a, *b;
-	int base = threads();
+	int base = threads_settled();
 
 	probe_init(&p);
 	a = ktel_worker__get(&p.loop, KTEL_LANE_FILES);
@@ -324,7 +361,7 @@ static void test_thread_lives_with_references(void **state)
 	ktel_worker__put(a);
 	assert_int_equal(threads(), base + 1);
 	ktel_worker__put(b);
-	assert_int_equal(threads(), base);
+	assert_int_equal(threads_become(base), base);
 	probe_close(&p);
 }
 
