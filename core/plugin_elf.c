@@ -473,7 +473,7 @@ static int view_relocate(const struct elf_check *c, struct ktel_elf_view *v)
 
 	for (unsigned int i = 1; i < c->shnum; i++) {
 		const Elf64_Shdr *s = &c->shdrs[i];
-		const Elf64_Rela *r = (const void *)(c->data + s->sh_offset);
+		const Elf64_Rela *r;
 
 		if (s->sh_type == SHT_REL)
 			return bad(c, "section %u holds REL relocations (only RELA are read)", i);
@@ -483,6 +483,8 @@ static int view_relocate(const struct elf_check *c, struct ktel_elf_view *v)
 		    s->sh_offset % 8 || s->sh_link == 0 || s->sh_link >= c->shnum ||
 		    c->shdrs[s->sh_link].sh_type != SHT_DYNSYM)
 			return bad(c, "relocation section %u malformed", i);
+		/* Only now: a NOBITS section's offset was never checked against the file. */
+		r = (const void *)(c->data + s->sh_offset);
 		total += s->sh_size / sizeof(Elf64_Rela);
 		if (total > VIEW_RELOCS_MAX)
 			return bad(c, "more than %u relocations", VIEW_RELOCS_MAX);
@@ -500,10 +502,11 @@ static int view_find(const struct elf_check *c, struct ktel_elf_view *v, const c
 {
 	for (unsigned int i = 1; i < c->shnum; i++) {
 		const Elf64_Shdr *s = &c->shdrs[i];
-		const Elf64_Sym *syms = (const void *)(c->data + s->sh_offset);
+		const Elf64_Sym *syms;
 
 		if (s->sh_type != SHT_DYNSYM)
 			continue;
+		syms = (const void *)(c->data + s->sh_offset);
 		for (uint64_t k = 1; k < s->sh_size / sizeof(Elf64_Sym); k++) {
 			const Elf64_Sym *sym = &syms[k];
 

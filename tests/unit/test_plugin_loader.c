@@ -810,6 +810,44 @@ static void test_import_in_descriptor_refused(void **state)
 }
 
 /*
+ * A NOBITS section (.bss) occupies no file bytes, so its sh_offset is never
+ * checked against the file; the relocation pass and the symbol lookup once
+ * formed a pointer from it before looking at the section type, which is
+ * undefined for an offset past the end (the fuzzer's pointer overflow;
+ * corpus/plugin_so/crash-nobits-offset trips clang's UBSan without the fix,
+ * gcc's build sinks the unused pointer). The plugin must still open:
+ * nothing of a NOBITS section is read.
+ */
+static void test_nobits_offset_ignored(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	Elf64_Shdr *sh;
+	Elf64_Ehdr *eh;
+	unsigned char *img;
+	size_t size;
+	int changed = 0;
+
+	(void)state;
+	img = slurp(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", &size);
+	eh = (void *)img;
+	sh = (void *)(img + eh->e_shoff);
+	for (unsigned int i = 0; i < eh->e_shnum; i++)
+		if (sh[i].sh_type == SHT_NOBITS) {
+			sh[i].sh_offset = UINT64_MAX - 0xfff;
+			changed++;
+		}
+	assert_true(changed > 0);
+	path_in(path, sizeof(path), "nobits.so");
+	write_file(path, img, size, 0644);
+	free(img);
+	if (ktel_plugin__open_owner(path, owner, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	ktel_plugin__free(p);
+}
+
+/*
  * A plugin built for another architecture is named as such. A real
  * aarch64 shared object when the cross compiler is installed, else a
  * copy of a real plugin with the header's machine changed.
@@ -983,6 +1021,7 @@ int main(void)
 		cmocka_unit_test(test_foreign_architecture),
 		cmocka_unit_test(test_constructor_not_run),
 		cmocka_unit_test(test_import_in_descriptor_refused),
+		cmocka_unit_test(test_nobits_offset_ignored),
 		cmocka_unit_test(test_open_keeps_file_identity),
 		cmocka_unit_test(test_stream_metrics_share_ring),
 		cmocka_unit_test(test_scan_skip_and_held_metrics),
