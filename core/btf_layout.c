@@ -466,24 +466,32 @@ out_free:
 	return ret;
 }
 
-/* The .BTF section of an opened ELF, or NULL. */
-static Elf_Data *find_btf_section(Elf *elf)
+/*
+ * The .BTF section of an opened ELF, or NULL; *count says how many sections
+ * bear the name. libbpf 1.1 parses the last one: the object must have one,
+ * so that the BTF judged here is the BTF libbpf reads.
+ */
+static Elf_Data *find_btf_section(Elf *elf, unsigned int *count)
 {
+	Elf_Data *found = NULL;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	size_t shstrndx;
 	const char *name;
 
+	*count = 0;
 	if (elf_getshdrstrndx(elf, &shstrndx))
 		return NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+		if (!gelf_getshdr(scn, &sh))
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strcmp(name, ".BTF"))
-			return elf_getdata(scn, NULL);
+		if (!name || strcmp(name, ".BTF") != 0)
+			continue;
+		if (++*count == 1 && sh.sh_type != SHT_NOBITS)
+			found = elf_getdata(scn, NULL);
 	}
-	return NULL;
+	return found;
 }
 
 int ktel_btf_validate_elf(const void *elf_bytes, size_t size, struct ktel_err *err)
@@ -491,6 +499,7 @@ int ktel_btf_validate_elf(const void *elf_bytes, size_t size, struct ktel_err *e
 	struct btf *btf = NULL;
 	Elf_Data *data;
 	Elf *elf = NULL;
+	unsigned int count;
 	char *copy;
 	int ret;
 
@@ -506,7 +515,12 @@ int ktel_btf_validate_elf(const void *elf_bytes, size_t size, struct ktel_err *e
 		ret = ktel_err_set(err, EINVAL, "BPF object: not an ELF file (%s)", elf_errmsg(-1));
 		goto out;
 	}
-	data = find_btf_section(elf);
+	data = find_btf_section(elf, &count);
+	if (count > 1) {
+		ret = ktel_err_set(err, EINVAL, "BPF object: %u sections named .BTF, at most one",
+				   count);
+		goto out;
+	}
 	if (!data || !data->d_buf || !data->d_size) {
 		ret = ktel_err_set(err, ENOENT, "BPF object: no .BTF section");
 		goto out;

@@ -21,6 +21,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf_lifecycle.h"
+#include "contain.h"
 
 /* Longest string a descriptor may hold (descriptions included). */
 #define DESC_STR_MAX 4096
@@ -607,35 +608,59 @@ static int check_object_names(const struct validator *v, const struct ktel_plugi
 	return rc;
 }
 
-static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
+struct bpf_check {
+	const struct validator *v;
+	const struct ktel_plugin *p;
+};
+
+/* In the contained child: libbpf opens the object, every name is looked up. */
+static int open_and_check_names(void *ctx, struct ktel_err *err)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
+	const struct bpf_check *c = ctx;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = c->p->desc.name);
+	struct validator v = *c->v;
 	struct bpf_object *obj;
 	char msg[128];
 	int rc;
 
+	v.err = err;
+	ktel_libbpf_log__set(NULL, NULL, false); /* the daemon's log may be locked */
+	ktel_libbpf_log__reset();
+	obj = bpf_object__open_mem(c->p->desc.bpf_object, c->p->desc.bpf_object_size, &opts);
+	if (!obj) {
+		rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
+		return ktel_err_set(err, rc, "%s: refused: embedded BPF object does not open: %s%s%s",
+				    v.path, msg, ktel_libbpf_log__last()[0] ? ": " : "",
+				    ktel_libbpf_log__last());
+	}
+	rc = check_object_names(&v, c->p, obj);
+	bpf_object__close(obj);
+	return rc;
+}
+
+/*
+ * The embedded object: its header, its .BTF (ktel_btf_validate_elf), then
+ * libbpf's parse in a contained child (libbpf 1.1 trusts much of the ELF:
+ * a crash there refuses the plugin instead of ending the daemon). The
+ * daemon opens the object in process only after this answered.
+ */
+static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
+{
+	struct bpf_check c = {.v = v, .p = p};
 	struct ktel_err btf_err;
+	char what[PATH_MAX + 64];
+	int rc;
 
 	rc = check_elf_header(v, &p->desc);
 	if (rc)
 		return rc;
-	/* libbpf 1.1 trusts the BTF it parses (hostile type ids crash
-	 * bpf_object__open_mem): validate it first. */
 	rc = ktel_btf_validate_elf(p->desc.bpf_object, p->desc.bpf_object_size, &btf_err);
 	if (rc && rc != -ENOENT)
 		return ktel_err_set(v->err, -rc, "%s: refused: embedded BPF object has invalid "
 				    "BTF: %s", v->path, btf_err.msg);
-	ktel_libbpf_log__reset();
-	obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
-	if (!obj) {
-		rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
-		return ktel_err_set(v->err, rc, "%s: refused: embedded BPF object does not open: %s%s%s",
-				    v->path, msg, ktel_libbpf_log__last()[0] ? ": " : "",
-				    ktel_libbpf_log__last());
-	}
-	rc = check_object_names(v, p, obj);
-	bpf_object__close(obj);
-	return rc;
+	snprintf(what, sizeof(what), "%s: refused: libbpf's parse of the embedded BPF object",
+		 v->path);
+	return ktel_contain__run(what, open_and_check_names, &c, KTEL_CONTAIN_TIMEOUT_MS, v->err);
 }
 
 /* Copy and validate the descriptor the plugin exports at sym. */

@@ -847,6 +847,63 @@ static void test_nobits_offset_ignored(void **state)
 	ktel_plugin__free(p);
 }
 
+/* The embedded BPF object inside a plugin image: its ELF header, or NULL. */
+static Elf64_Ehdr *embedded_bpf(unsigned char *img, size_t size, size_t *ret_left)
+{
+	for (size_t off = 8; off + sizeof(Elf64_Ehdr) <= size; off += 8) {
+		Elf64_Ehdr *eh = (void *)(img + off);
+
+		if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_machine == EM_BPF) {
+			*ret_left = size - off;
+			return eh;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Two sections named .BTF in the embedded object: the BTF check judged the
+ * first, libbpf 1.1 parses the last, unchecked (a fuzzer's input crashed
+ * libbpf this way, its first one empty). Refused before libbpf sees it.
+ */
+static void test_second_btf_section_refused(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+	Elf64_Shdr *sh;
+	Elf64_Ehdr *eh;
+	unsigned char *img;
+	const char *names;
+	size_t size, left;
+	uint32_t btf_name = 0;
+	unsigned int btf_idx = 0;
+
+	(void)state;
+	img = slurp(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", &size);
+	eh = embedded_bpf(img, size, &left);
+	assert_non_null(eh);
+	assert_true(eh->e_shoff + (size_t)eh->e_shnum * sizeof(*sh) <= left);
+	sh = (void *)((unsigned char *)eh + eh->e_shoff);
+	names = (const char *)eh + sh[eh->e_shstrndx].sh_offset;
+	for (unsigned int i = 1; i < eh->e_shnum; i++)
+		if (!strcmp(names + sh[i].sh_name, ".BTF")) {
+			btf_name = sh[i].sh_name;
+			btf_idx = i;
+		}
+	/* The section after the real one is renamed: the first (valid) BTF
+	 * is the one a check of the first judges, the second is libbpf's. */
+	assert_true(btf_name != 0 && btf_idx + 1 < eh->e_shnum);
+	sh[btf_idx + 1].sh_name = btf_name;
+	path_in(path, sizeof(path), "two-btf.so");
+	write_file(path, img, size, 0644);
+	free(img);
+	assert_int_equal(ktel_plugin__open_owner(path, owner, &p, &err), -EINVAL);
+	if (!strstr(err.msg, "embedded BPF object has invalid BTF: BPF object: 2 sections named "
+			     ".BTF, at most one"))
+		fail_msg("%s", err.msg);
+}
+
 /*
  * A plugin built for another architecture is named as such. A real
  * aarch64 shared object when the cross compiler is installed, else a
@@ -1022,6 +1079,7 @@ int main(void)
 		cmocka_unit_test(test_constructor_not_run),
 		cmocka_unit_test(test_import_in_descriptor_refused),
 		cmocka_unit_test(test_nobits_offset_ignored),
+		cmocka_unit_test(test_second_btf_section_refused),
 		cmocka_unit_test(test_open_keeps_file_identity),
 		cmocka_unit_test(test_stream_metrics_share_ring),
 		cmocka_unit_test(test_scan_skip_and_held_metrics),

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * core/contain.c: a job run in a forked child answers through the pipe;
+ * a crash, an exit without an answer and a hang each come back as a
+ * refusal naming what happened, and leave the caller untouched.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "contain.h"
+
+static int answered_counter;
+
+static int job_answers(void *ctx, struct ktel_err *err)
+{
+	int *seen = ctx;
+
+	*seen = 42;            /* the child's copy only */
+	answered_counter += 1; /* likewise */
+	return ktel_err_set(err, ENOENT, "job: map %s absent", "fx_counters");
+}
+
+static int job_succeeds(void *ctx, struct ktel_err *err)
+{
+	(void)ctx;
+	(void)err;
+	return 0;
+}
+
+static int job_segfaults(void *ctx, struct ktel_err *err)
+{
+	volatile int *volatile nowhere = ctx;
+
+	(void)err;
+	return *nowhere;
+}
+
+static int job_aborts(void *ctx, struct ktel_err *err)
+{
+	(void)ctx;
+	(void)err;
+	abort();
+}
+
+static int job_exits(void *ctx, struct ktel_err *err)
+{
+	(void)ctx;
+	(void)err;
+	_exit(3);
+}
+
+static int job_hangs(void *ctx, struct ktel_err *err)
+{
+	(void)ctx;
+	(void)err;
+	sleep(3600);
+	return 0;
+}
+
+/* A signal the caller ignores or blocks (the daemon's SIGTERM) ends the child. */
+static int job_raises_term(void *ctx, struct ktel_err *err)
+{
+	(void)ctx;
+	(void)err;
+	raise(SIGTERM);
+	return 0;
+}
+
+/* No child is left behind: every one was reaped. */
+static void assert_no_child(void)
+{
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+}
+
+static void test_answer_comes_back(void **state)
+{
+	struct ktel_err err = {0};
+	int seen = 0;
+
+	(void)state;
+	assert_int_equal(ktel_contain__run("job", job_answers, &seen, 5000, &err), -ENOENT);
+	assert_int_equal(err.code, ENOENT);
+	assert_string_equal(err.msg, "job: map fx_counters absent");
+	assert_int_equal(seen, 0);
+	assert_int_equal(answered_counter, 0);
+	assert_int_equal(ktel_contain__run("job", job_succeeds, NULL, 5000, &err), 0);
+	assert_no_child();
+}
+
+static void test_crash_refused(void **state)
+{
+	struct ktel_err err = {0};
+
+	(void)state;
+	assert_int_equal(ktel_contain__run("x.so: libbpf's parse", job_segfaults, NULL, 5000, &err),
+			 -ECHILD);
+	assert_string_equal(err.msg, "x.so: libbpf's parse crashed (signal 11, Segmentation fault)");
+	assert_int_equal(ktel_contain__run("parse", job_aborts, NULL, 5000, &err), -ECHILD);
+	assert_non_null(strstr(err.msg, "parse crashed (signal 6, "));
+	assert_no_child();
+}
+
+static void test_exit_without_answer(void **state)
+{
+	struct ktel_err err = {0};
+
+	(void)state;
+	assert_int_equal(ktel_contain__run("parse", job_exits, NULL, 5000, &err), -ECHILD);
+	assert_string_equal(err.msg, "parse ended without an answer (exit status 3)");
+	assert_no_child();
+}
+
+static void test_hang_killed(void **state)
+{
+	struct ktel_err err = {0};
+	struct timespec a, b;
+	long ms;
+
+	(void)state;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(ktel_contain__run("parse", job_hangs, NULL, 300, &err), -ECHILD);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	assert_string_equal(err.msg, "parse did not finish in 300 ms (killed)");
+	assert_true(ms >= 300 && ms < 5000);
+	assert_no_child();
+}
+
+/* The caller's handlers and blocked signals are not the child's. */
+static void test_caller_signal_state_not_inherited(void **state)
+{
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old_term;
+	struct ktel_err err = {0};
+	sigset_t term, old_mask;
+
+	(void)state;
+	sigaction(SIGTERM, &ign, &old_term);
+	assert_int_equal(ktel_contain__run("parse", job_raises_term, NULL, 5000, &err), -ECHILD);
+	assert_string_equal(err.msg, "parse crashed (signal 15, Terminated)");
+	sigaction(SIGTERM, &old_term, NULL);
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigprocmask(SIG_BLOCK, &term, &old_mask);
+	assert_int_equal(ktel_contain__run("parse", job_raises_term, NULL, 5000, &err), -ECHILD);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	assert_string_equal(err.msg, "parse crashed (signal 15, Terminated)");
+	assert_no_child();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_answer_comes_back),
+		cmocka_unit_test(test_crash_refused),
+		cmocka_unit_test(test_exit_without_answer),
+		cmocka_unit_test(test_hang_killed),
+		cmocka_unit_test(test_caller_signal_state_not_inherited),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
