@@ -39,12 +39,13 @@ static int job_succeeds(void *ctx, struct ktel_err *err)
 	return 0;
 }
 
+/* A fault as libbpf's would arrive: raised, so no sanitizer reports it first. */
 static int job_segfaults(void *ctx, struct ktel_err *err)
 {
-	volatile int *volatile nowhere = ctx;
-
+	(void)ctx;
 	(void)err;
-	return *nowhere;
+	raise(SIGSEGV);
+	return 0;
 }
 
 static int job_aborts(void *ctx, struct ktel_err *err)
