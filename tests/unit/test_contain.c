@@ -32,51 +32,39 @@ static int job_answers(void *ctx, struct ktel_err *err)
 	return ktel_err_set(err, ENOENT, "job: map %s absent", "fx_counters");
 }
 
-static int job_succeeds(void *ctx, struct ktel_err *err)
+enum act { SUCCEED, SEGFAULT, ABORT, EXIT_3, HANG, RAISE_TERM };
+
+/*
+ * One job, told what to do by ctx. A fault is raised as libbpf's would
+ * arrive (no sanitizer reports it first); SIGTERM stands for a signal the
+ * caller ignores or blocks (the daemon's).
+ */
+static int job(void *ctx, struct ktel_err *err)
 {
-	(void)ctx;
 	(void)err;
+	switch (*(const enum act *)ctx) {
+	case SEGFAULT:
+		raise(SIGSEGV);
+		break;
+	case ABORT:
+		abort();
+	case EXIT_3:
+		_exit(3);
+	case HANG:
+		sleep(3600);
+		break;
+	case RAISE_TERM:
+		raise(SIGTERM);
+		break;
+	case SUCCEED:
+		break;
+	}
 	return 0;
 }
 
-/* A fault as libbpf's would arrive: raised, so no sanitizer reports it first. */
-static int job_segfaults(void *ctx, struct ktel_err *err)
+static int run(enum act act, int timeout_ms, struct ktel_err *err)
 {
-	(void)ctx;
-	(void)err;
-	raise(SIGSEGV);
-	return 0;
-}
-
-static int job_aborts(void *ctx, struct ktel_err *err)
-{
-	(void)ctx;
-	(void)err;
-	abort();
-}
-
-static int job_exits(void *ctx, struct ktel_err *err)
-{
-	(void)ctx;
-	(void)err;
-	_exit(3);
-}
-
-static int job_hangs(void *ctx, struct ktel_err *err)
-{
-	(void)ctx;
-	(void)err;
-	sleep(3600);
-	return 0;
-}
-
-/* A signal the caller ignores or blocks (the daemon's SIGTERM) ends the child. */
-static int job_raises_term(void *ctx, struct ktel_err *err)
-{
-	(void)ctx;
-	(void)err;
-	raise(SIGTERM);
-	return 0;
+	return ktel_contain__run("parse", job, &act, timeout_ms, err);
 }
 
 /* No child is left behind: every one was reaped. */
@@ -97,7 +85,7 @@ static void test_answer_comes_back(void **state)
 	assert_string_equal(err.msg, "job: map fx_counters absent");
 	assert_int_equal(seen, 0);
 	assert_int_equal(answered_counter, 0);
-	assert_int_equal(ktel_contain__run("job", job_succeeds, NULL, 5000, &err), 0);
+	assert_int_equal(run(SUCCEED, 5000, &err), 0);
 	assert_no_child();
 }
 
@@ -106,10 +94,9 @@ static void test_crash_refused(void **state)
 	struct ktel_err err = {0};
 
 	(void)state;
-	assert_int_equal(ktel_contain__run("x.so: libbpf's parse", job_segfaults, NULL, 5000, &err),
-			 -ECHILD);
-	assert_string_equal(err.msg, "x.so: libbpf's parse crashed (signal 11, Segmentation fault)");
-	assert_int_equal(ktel_contain__run("parse", job_aborts, NULL, 5000, &err), -ECHILD);
+	assert_int_equal(run(SEGFAULT, 5000, &err), -ECHILD);
+	assert_string_equal(err.msg, "parse crashed (signal 11, Segmentation fault)");
+	assert_int_equal(run(ABORT, 5000, &err), -ECHILD);
 	assert_non_null(strstr(err.msg, "parse crashed (signal 6, "));
 	assert_no_child();
 }
@@ -119,7 +106,7 @@ static void test_exit_without_answer(void **state)
 	struct ktel_err err = {0};
 
 	(void)state;
-	assert_int_equal(ktel_contain__run("parse", job_exits, NULL, 5000, &err), -ECHILD);
+	assert_int_equal(run(EXIT_3, 5000, &err), -ECHILD);
 	assert_string_equal(err.msg, "parse ended without an answer (exit status 3)");
 	assert_no_child();
 }
@@ -132,7 +119,7 @@ static void test_hang_killed(void **state)
 
 	(void)state;
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	assert_int_equal(ktel_contain__run("parse", job_hangs, NULL, 300, &err), -ECHILD);
+	assert_int_equal(run(HANG, 300, &err), -ECHILD);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
 	assert_string_equal(err.msg, "parse did not finish in 300 ms (killed)");
@@ -149,13 +136,13 @@ static void test_caller_signal_state_not_inherited(void **state)
 
 	(void)state;
 	sigaction(SIGTERM, &ign, &old_term);
-	assert_int_equal(ktel_contain__run("parse", job_raises_term, NULL, 5000, &err), -ECHILD);
+	assert_int_equal(run(RAISE_TERM, 5000, &err), -ECHILD);
 	assert_string_equal(err.msg, "parse crashed (signal 15, Terminated)");
 	sigaction(SIGTERM, &old_term, NULL);
 	sigemptyset(&term);
 	sigaddset(&term, SIGTERM);
 	sigprocmask(SIG_BLOCK, &term, &old_mask);
-	assert_int_equal(ktel_contain__run("parse", job_raises_term, NULL, 5000, &err), -ECHILD);
+	assert_int_equal(run(RAISE_TERM, 5000, &err), -ECHILD);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	assert_string_equal(err.msg, "parse crashed (signal 15, Terminated)");
 	assert_no_child();

@@ -765,6 +765,18 @@ static void test_constructor_not_run(void **state)
 	unsetenv("KTEL_FX_CONSTRUCTOR_MARKER");
 }
 
+/* Write a crafted image (freed here) as name in the sandbox and open it. */
+static int open_crafted(const char *name, unsigned char *img, size_t size,
+			struct ktel_plugin **p, struct ktel_err *err)
+{
+	char path[PATH_MAX];
+
+	path_in(path, sizeof(path), name);
+	write_file(path, img, size, 0644);
+	free(img);
+	return ktel_plugin__open_owner(path, owner, p, err);
+}
+
 /*
  * A descriptor that reaches a slot the loader cannot fill without running
  * the dynamic linker (an import) is refused with the relocation named.
@@ -773,7 +785,6 @@ static void test_constructor_not_run(void **state)
  */
 static void test_import_in_descriptor_refused(void **state)
 {
-	char path[PATH_MAX];
 	struct ktel_plugin *p = NULL;
 	struct ktel_err err = {0};
 	const Elf64_Shdr *sh;
@@ -801,10 +812,7 @@ static void test_import_in_descriptor_refused(void **state)
 			}
 	}
 	assert_true(changed > 0);
-	path_in(path, sizeof(path), "import.so");
-	write_file(path, img, size, 0644);
-	free(img);
-	assert_int_equal(ktel_plugin__open_owner(path, owner, &p, &err), -ENOEXEC);
+	assert_int_equal(open_crafted("import.so", img, size, &p, &err), -ENOEXEC);
 	if (!strstr(err.msg, "cannot relocate without running the plugin: import of "))
 		fail_msg("%s", err.msg);
 }
@@ -820,7 +828,6 @@ static void test_import_in_descriptor_refused(void **state)
  */
 static void test_nobits_offset_ignored(void **state)
 {
-	char path[PATH_MAX];
 	struct ktel_plugin *p = NULL;
 	struct ktel_err err = {0};
 	Elf64_Shdr *sh;
@@ -839,10 +846,7 @@ static void test_nobits_offset_ignored(void **state)
 			changed++;
 		}
 	assert_true(changed > 0);
-	path_in(path, sizeof(path), "nobits.so");
-	write_file(path, img, size, 0644);
-	free(img);
-	if (ktel_plugin__open_owner(path, owner, &p, &err) != 0)
+	if (open_crafted("nobits.so", img, size, &p, &err) != 0)
 		fail_msg("%s", err.msg);
 	ktel_plugin__free(p);
 }
@@ -868,7 +872,6 @@ static Elf64_Ehdr *embedded_bpf(unsigned char *img, size_t size, size_t *ret_lef
  */
 static void test_second_btf_section_refused(void **state)
 {
-	char path[PATH_MAX];
 	struct ktel_plugin *p = NULL;
 	struct ktel_err err = {0};
 	Elf64_Shdr *sh;
@@ -895,10 +898,7 @@ static void test_second_btf_section_refused(void **state)
 	 * is the one a check of the first judges, the second is libbpf's. */
 	assert_true(btf_name != 0 && btf_idx + 1 < eh->e_shnum);
 	sh[btf_idx + 1].sh_name = btf_name;
-	path_in(path, sizeof(path), "two-btf.so");
-	write_file(path, img, size, 0644);
-	free(img);
-	assert_int_equal(ktel_plugin__open_owner(path, owner, &p, &err), -EINVAL);
+	assert_int_equal(open_crafted("two-btf.so", img, size, &p, &err), -EINVAL);
 	if (!strstr(err.msg, "embedded BPF object has invalid BTF: BPF object: 2 sections named "
 			     ".BTF, at most one"))
 		fail_msg("%s", err.msg);
