@@ -6,7 +6,7 @@
  * whose lines live on in its ring, packs them into blocks instead).
  *
  * Why spares: a batch of 256 stream events is ~170 KiB, over malloc's mmap
- * threshold in the daemon (core/memory.c), so a fresh chunk per batch is an
+ * threshold in the daemon (core/base/memory.c), so a fresh chunk per batch is an
  * mmap, its page faults and an munmap with a TLB shootdown. Why the size
  * rules: batch sizes vary (a loaded loop drains the ring buffer in
  * batches of 3 to 256 events), and a spare that had to fit exactly was

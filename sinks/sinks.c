@@ -2,7 +2,7 @@
 /* The table of sink types the daemon knows. Add a sink: one line here. */
 #include <string.h>
 
-#include "sink.h"
+#include "sinks.h"
 
 extern const struct ktel_sink_ops ktel_json_sink_ops;
 extern const struct ktel_sink_ops ktel_statsd_sink_ops;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * A fake daemon behind struct ktel_control_ops (core/control.h), so the
+ * A fake daemon behind struct ktel_control_ops (core/daemon/control.h), so the
  * control server and protocol can be driven without a kernel, plugins or
  * privileges: unit tests, the control fuzz target, and integration tests
  * that only need a server to exist. One copy, here; include it, never copy.

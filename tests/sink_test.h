@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "sink.h"
+#include "sinks.h"
 
 /* Create sink name of ops from opts_json; the test fails on any error. */
 static inline void *ktel_test_sink_create(const struct ktel_sink_ops *ops, uv_loop_t *loop,

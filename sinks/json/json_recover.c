@@ -18,7 +18,6 @@
 
 #include <jansson.h>
 
-#include "delta.h"
 #include "log.h"
 
 struct tail {
@@ -67,7 +66,7 @@ static int judge(const char *line, size_t len, ktel_sink_window_fn fn, void *ctx
 {
 	json_t *j = json_loadb(line, len, 0, NULL);
 	json_t *map_id, *seq;
-	int w = KTEL_DELTA_WINDOW_UNKNOWN;
+	int w = KTEL_WINDOW_UNKNOWN;
 
 	if (!j)
 		return w;
@@ -111,9 +110,9 @@ static size_t find_cut(const struct tail *t, ktel_sink_window_fn fn, void *ctx,
 			break;
 		}
 		w = judge(t->p + start, end - start - (t->p[end - 1] == '\n'), fn, ctx);
-		if (w == KTEL_DELTA_WINDOW_SAVED)
+		if (w == KTEL_WINDOW_SAVED)
 			break;
-		if (w == KTEL_DELTA_WINDOW_AFTER)
+		if (w == KTEL_WINDOW_AFTER)
 			cut = start;
 		end = start;
 	}
@@ -132,7 +131,7 @@ static int rewrite(const struct tail *t, size_t cut, int wfd, ktel_sink_window_f
 		const char *nl = memchr(t->p + pos, '\n', t->len - pos);
 		size_t len = (nl ? (size_t)(nl - t->p) + 1 : t->len) - pos;
 
-		if (judge(t->p + pos, len - (nl != NULL), fn, ctx) == KTEL_DELTA_WINDOW_AFTER) {
+		if (judge(t->p + pos, len - (nl != NULL), fn, ctx) == KTEL_WINDOW_AFTER) {
 			removed++;
 		} else {
 			memmove(t->p + keep, t->p + pos, len);

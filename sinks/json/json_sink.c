@@ -34,7 +34,7 @@
  * I/O: submit() formats every record completely into the instance's bounded
  * queue (one chunk per submitted batch) before any byte is written; lines
  * are appended (O_APPEND) with writev on the daemon's writer thread
- * (core/worker.h), so the loop never blocks on the disk. The fsync (fsync
+ * (core/base/worker.h), so the loop never blocks on the disk. The fsync (fsync
  * on) follows in the same job, and the completion waits for the loop's next
  * wakeup unless something waits behind it (more queued lines, a close): an
  * idle round costs no wakeup of its own. One write at a time is in flight, and it takes every
@@ -577,7 +577,7 @@ static void kick(struct json_sink *s)
 	s->state = IO_WRITING;
 	/* The chunks stay queued until on_write. Its completion is waited for
 	 * when more is queued than it takes, or when it acks a mark: the
-	 * state's save waits for that ack (core/daemon_state.c), and a state
+	 * state's save waits for that ack (core/daemon/daemon_state.c), and a state
 	 * saved a round late would widen what a crash cuts out of the file. */
 	queue_io(s, write_work, on_write,
 		 s->plan_acks || s->write_bytes < s->queued_bytes - s->head->off);

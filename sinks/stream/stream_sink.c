@@ -61,7 +61,7 @@
 #include <unistd.h>
 
 #include "stream_sink.h"
-#include "json/json_format.h"
+#include "json_format.h"
 #include "textbuf.h"
 
 #define DEFAULT_BACKLOG 1024
@@ -73,7 +73,7 @@
 #define WRITE_LINES 256
 #define WRITE_BUFS 32
 /* Lines are packed into blocks of this many bytes (a longer line gets a
- * block of its own); under malloc's mmap threshold (core/memory.c), so a
+ * block of its own); under malloc's mmap threshold (core/base/memory.c), so a
  * new one costs no system call once the heap has grown. */
 #define BLOCK_BYTES (64u << 10)
 /* Released standard blocks kept for the next lines. */

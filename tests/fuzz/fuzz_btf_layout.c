@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * BTF layout / decoder (core/btf_layout.c). The bytes are a raw BTF blob
+ * BTF layout / decoder (core/engine/btf_layout.c). The bytes are a raw BTF blob
  * (what a plugin's .BTF section holds) for libbpf's btf__new(). The type
  * lookups, documented safe on unvalidated BTF, run on it as it is; what
  * ktel_btf_validate() accepts is then laid out type by type as the loader

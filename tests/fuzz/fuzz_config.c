@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Config parsing (core/config.c) from bytes: the whole document as
+ * Config parsing (core/base/config.c) from bytes: the whole document as
  * ktel_config__load_string() gets it from --check-config, start and reload,
  * with the sink types' option schemas registered as the daemon does. The
  * duration and size parsers also get the bytes as one value.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "sink.h"
+#include "sinks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

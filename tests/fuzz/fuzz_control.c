@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Control protocol (core/control.c) from bytes as a client sends them: the
+ * Control protocol (core/daemon/control.c) from bytes as a client sends them: the
  * line framing, then each complete line through the request parser, and
  * the error answer built from the parser's message dumped as the one line
  * the daemon writes back (it must still be one line of JSON with "error").

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The JSON line formatter (sinks/json/json_format.c) on records built from
+ * The JSON line formatter (core/base/json_format.c) on records built from
  * the bytes (fuzz_record.h), differentially: a batch formatted with its
  * repeated strings kept (struct ktel_json_strs, what the json and stream
  * sinks do) must equal, byte for byte, each record formatted alone with
@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "fuzz_record.h"
-#include "json/json_format.h"
+#include "json_format.h"
 #include "textbuf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

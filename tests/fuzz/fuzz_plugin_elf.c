@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Plugin intake, the embedded BPF object (core/plugin_loader.c check_bpf):
+ * Plugin intake, the embedded BPF object (core/engine/plugin_loader.c check_bpf):
  * the bytes are what a descriptor's bpf_object points at. As the loader
  * does, ktel_btf_validate_elf() judges the .BTF before libbpf's
  * bpf_object__open_mem() sees it (libbpf 1.1 trusts BTF), and only an
  * object that passes is opened, as the loader opens it: in a contained
- * child (core/contain.c), where its maps, programs and .rodata variables
+ * child (core/engine/contain.c), where its maps, programs and .rodata variables
  * are looked up the way the descriptor checks look them up. A libbpf crash
  * there is a refusal, so no finding here; a crash of this process (the
  * validation, the containment) is. The shared object around the BPF object

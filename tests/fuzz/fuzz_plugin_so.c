@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Plugin intake, the shared object itself (core/plugin_elf.c and
- * core/plugin_loader.c): the bytes are a file dropped into a plugin
+ * Plugin intake, the shared object itself (core/engine/plugin_elf.c and
+ * core/engine/plugin_loader.c): the bytes are a file dropped into a plugin
  * directory. The loader copies it into a sealed memfd, validates the whole
  * ELF, lays out its data without running anything, applies the relocations
  * it trusts and reads the descriptor through bounds-checked pointers. The

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Stream event decoder (core/stream_reader.c's decode). Input:
+ * Stream event decoder (core/engine/stream_reader.c's decode). Input:
  *   u8 flags, u8 sel, u16 btf_len (little-endian), btf_len bytes of raw
  *   BTF, then the ring buffer samples: events of the event type's size,
  *   the last one possibly short.

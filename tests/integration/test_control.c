@@ -40,7 +40,7 @@
 #include "control.h"
 #include "daemon.h"
 #include "log.h"
-#include "sink.h"
+#include "sinks.h"
 
 #define CTL_BIN KTEL_BINARY_DIR "/tools/ktelemetryctl"
 #define METRIC "compaction_duration"

@@ -1142,7 +1142,7 @@ static pid_t daemon_start_stdout_to_out(struct sandbox *sb)
  * (config/default.json's) and records every round (runq_latency: the
  * scheduler always runs), the round's
  * JSON write and state save complete on the daemon's own threads without
- * waking the loop again (core/worker.h). With libuv's pool each completion
+ * waking the loop again (core/base/worker.h). With libuv's pool each completion
  * woke it: 3 wakeups a round, about 18 in the 6 s measured here.
  */
 static void test_round_wakes_loop_once(void **state)
@@ -1257,7 +1257,7 @@ static void test_drop_privileges_reaches_writer_threads(void **state)
 
 /*
  * Issue 15.1: a plugin scan parses the kernel's BTF once, and every plugin's
- * bpf_object__load() borrows that parse (core/vmlinux_btf.c) instead of
+ * bpf_object__load() borrows that parse (core/engine/vmlinux_btf.c) instead of
  * libbpf reading the file again. Observed from outside: the daemon opens
  * /sys/kernel/btf/vmlinux once during a start that loads every built-in
  * plugin (before: once for the targets, then once per plugin load).

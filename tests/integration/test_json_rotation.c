@@ -29,7 +29,7 @@
 #include "sink_test.h"
 #include <jansson.h>
 
-#include "sink.h"
+#include "sinks.h"
 #include "ktel_test.h"
 
 static char top[512], mnt[600];

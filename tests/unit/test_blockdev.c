@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Block device names (core/blockdev.c): the uevent parser on hostile text,
+ * Block device names (core/engine/blockdev.c): the uevent parser on hostile text,
  * then the reader and the cache over a test directory laid out like
  * /sys/dev/block (the sysfs root is a parameter), and last the real /sys.
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The generic BTF decoder (core/btf_layout.c). BTF is built inside each test
+ * The generic BTF decoder (core/engine/btf_layout.c). BTF is built inside each test
  * with libbpf's btf__add_* API, with member offsets and sizes taken from real
  * C structs (offsetof/sizeof), so the compiler is the oracle for where each
  * field lives and what its bytes decode to. Broken BTF is built the same way

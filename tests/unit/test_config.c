@@ -19,7 +19,7 @@
 
 #include "config.h"
 #include "fsutil.h"
-#include "sink.h"
+#include "sinks.h"
 
 static const struct ktel_cfg_key json_keys[] = {
 	{"path", KTEL_CFG_STRING, .doc = "output"},

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "sink.h"
+#include "sinks.h"
 
 static char *doc;
 

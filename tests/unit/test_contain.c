@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * core/contain.c: a job run in a forked child answers through the pipe;
+ * core/engine/contain.c: a job run in a forked child answers through the pipe;
  * a crash, an exit without an answer and a hang each come back as a
  * refusal naming what happened, and leave the caller untouched.
  */

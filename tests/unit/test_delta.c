@@ -362,12 +362,12 @@ static void test_snapshot_and_window(void **state)
 
 	d2 = ktel_delta__new(BOOT);
 	assert_int_equal(ktel_delta__load(d2, path, &err), 0);
-	assert_int_equal(ktel_delta__window(d2, BOOT, M, 11, 1), KTEL_DELTA_WINDOW_SAVED);
-	assert_int_equal(ktel_delta__window(d2, BOOT, M, 11, 2), KTEL_DELTA_WINDOW_AFTER);
-	assert_int_equal(ktel_delta__window(d2, OTHER_BOOT, M, 11, 2), KTEL_DELTA_WINDOW_UNKNOWN);
-	assert_int_equal(ktel_delta__window(d2, BOOT, M, 12, 2), KTEL_DELTA_WINDOW_UNKNOWN);
-	assert_int_equal(ktel_delta__window(d2, BOOT, "other", 11, 2), KTEL_DELTA_WINDOW_UNKNOWN);
-	assert_int_equal(ktel_delta__window(d2, NULL, M, 11, 2), KTEL_DELTA_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, BOOT, M, 11, 1), KTEL_WINDOW_SAVED);
+	assert_int_equal(ktel_delta__window(d2, BOOT, M, 11, 2), KTEL_WINDOW_AFTER);
+	assert_int_equal(ktel_delta__window(d2, OTHER_BOOT, M, 11, 2), KTEL_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, BOOT, M, 12, 2), KTEL_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, BOOT, "other", 11, 2), KTEL_WINDOW_UNKNOWN);
+	assert_int_equal(ktel_delta__window(d2, NULL, M, 11, 2), KTEL_WINDOW_UNKNOWN);
 	ktel_delta__free(d2);
 }
 

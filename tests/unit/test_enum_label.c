@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Short enum labels (core/enum_label.c, KTEL_DIM_ENUM_SHORT): the prefix
+ * Short enum labels (core/engine/enum_label.c, KTEL_DIM_ENUM_SHORT): the prefix
  * rule on name lists, then on enums built with libbpf's btf__add_* API,
  * hostile enumerator names included (libbpf accepts any non-empty string).
  */

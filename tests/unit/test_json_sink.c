@@ -27,10 +27,10 @@
 #include "sink_test.h"
 #include <zlib.h>
 
-#include "json/json_format.h"
+#include "json_format.h"
 #include "textbuf.h"
 #include "router.h"
-#include "sink.h"
+#include "sinks.h"
 #include "ktel_test.h"
 
 static char dir[512];

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The pull path (core/metric_pull.c) without a kernel: the maps' BTF comes
+ * The pull path (core/engine/metric_pull.c) without a kernel: the maps' BTF comes
  * from a real BPF object built for the test (tests/plugins/fx_pull_values),
  * opened but never loaded, and the map reader's bpf() calls go to a fake map
  * that answers like the kernel's hashtab batch code (u32 bucket cursor,

@@ -22,7 +22,7 @@
 #include "sink_test.h"
 
 #include "prometheus/prometheus_sink.h"
-#include "sink.h"
+#include "sinks.h"
 #include "ktel_test.h"
 
 static const struct ktel_sink_ops *ops(void)

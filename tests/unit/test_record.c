@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The record model's helpers (core/record.c). Bucket bounds of a linear
+ * The record model's helpers (core/base/record.c). Bucket bounds of a linear
  * histogram come from the plugin's descriptor (linear_min, linear_step: any
  * int64 the loader accepts, step > 0), so computing them must not overflow:
  * found by tests/fuzz/fuzz_statsd_line (signed overflow in

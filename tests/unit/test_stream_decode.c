@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The stream decoder (core/stream_reader.c) without BPF: event types are
+ * The stream decoder (core/engine/stream_reader.c) without BPF: event types are
  * built with libbpf's btf__add_* API at the offsets the compiler gives a
  * real C struct (offsetof/sizeof), events are filled as that C struct, and
  * the records must hold exactly its values. Covered: every field kind

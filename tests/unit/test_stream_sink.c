@@ -25,7 +25,7 @@
 #include "sink_test.h"
 
 #include "stream/stream_sink.h"
-#include "sink.h"
+#include "sinks.h"
 #include "ktel_test.h"
 
 static char dir[512], sock_path[600];

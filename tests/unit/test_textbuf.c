@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* The text buffer's printf-free integer appends (sinks/textbuf.c). */
+/* The text buffer's printf-free integer appends (core/base/textbuf.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The shared kernel BTF (core/vmlinux_btf.c) and the daemon's interposer of
- * libbpf's btf__load_vmlinux_btf()/btf__free() (core/vmlinux_btf_interpose.c,
+ * The shared kernel BTF (core/engine/vmlinux_btf.c) and the daemon's interposer of
+ * libbpf's btf__load_vmlinux_btf()/btf__free() (core/daemon/vmlinux_btf_interpose.c,
  * linked into this test as into ktelemetryd). The "kernel" is a synthetic
  * BTF written to a file, with a tracepoint no real kernel has: when libbpf
  * finds it, libbpf used the shared parse, not a parse of its own.

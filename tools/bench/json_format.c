@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "json/json_format.h"
+#include "json_format.h"
 #include "textbuf.h"
 
 #define BATCH 256

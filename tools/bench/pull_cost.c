@@ -6,7 +6,7 @@
  *
  *   pull     ktel_metric_pull__run(): what the daemon does - one batch read
  *            (core/map_reader), decode (core/btf_layout), delta (core/delta)
- *            and records (core/record.h)
+ *            and records (core/base/record.h)
  *   batch    map_reader batch read + layout decode + delta, no records
  *   iterate  the same with force_fallback: get_next_key + lookup_elem per key
  *   bpftool  `bpftool map dump id N -j` (fork/exec, BTF-formatted JSON)

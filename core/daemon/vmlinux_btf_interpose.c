@@ -5,7 +5,7 @@
  * borrows the scan's one parse of the kernel BTF (vmlinux_btf.h) instead of
  * parsing 5.5 MB twice over. Debian's libbpf.so.1 makes both calls through
  * its PLT (R_X86_64_JUMP_SLOT relocations), so the executable's definitions,
- * exported by core/ktelemetryd.dynlist, win. Only ktelemetryd (and tests of
+ * exported by core/daemon/ktelemetryd.dynlist, win. Only ktelemetryd (and tests of
  * this file) link it: not ktel_core, not the plugin ABI.
  *
  * A libbpf that binds these calls internally (-Bsymbolic, hidden aliases)

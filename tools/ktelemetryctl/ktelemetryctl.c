@@ -26,11 +26,11 @@
 #include <jansson.h>
 
 #include "config.h"
-#include "control.h"
+#include "control_proto.h"
 #include "ctl_render.h"
 #include "inspect.h"
 #include "kernel_targets.h"
-#include "sink.h"
+#include "sinks.h"
 
 #define EXIT_OK 0
 #define EXIT_DAEMON_ERROR 1

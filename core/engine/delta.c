@@ -530,7 +530,7 @@ static int write_all(int fd, const uint8_t *p, size_t len)
  * a step as it goes: no reallocations, nothing copied twice (the image was
  * grown with realloc and its CRC taken byte by byte before: 132-158 ms of a
  * save at 100k keys). The snapshot must be a copy: the durable sinks may ack
- * a pull after later pulls changed the state (core/daemon_state.c).
+ * a pull after later pulls changed the state (core/daemon/daemon_state.c).
  */
 struct wbuf {
 	int err;
@@ -736,17 +736,17 @@ int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_e
 	return ret;
 }
 
-enum ktel_delta_window ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
+enum ktel_window_standing ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
 					  const char *metric, uint32_t map_id, uint64_t seq)
 {
 	const struct metric *m;
 
 	if (!boot_id || !metric || strcmp(boot_id, d->boot_id) != 0)
-		return KTEL_DELTA_WINDOW_UNKNOWN;
+		return KTEL_WINDOW_UNKNOWN;
 	m = metric_find(d, metric);
 	if (!m || !m->map_id || m->map_id != map_id)
-		return KTEL_DELTA_WINDOW_UNKNOWN;
-	return seq > m->seq ? KTEL_DELTA_WINDOW_AFTER : KTEL_DELTA_WINDOW_SAVED;
+		return KTEL_WINDOW_UNKNOWN;
+	return seq > m->seq ? KTEL_WINDOW_AFTER : KTEL_WINDOW_SAVED;
 }
 
 struct rd {

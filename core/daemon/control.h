@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Control socket (design 3, issue 6): a unix stream socket through which
- * ktelemetryctl drives a running daemon. Protocol (docs/control.md): one
- * JSON object per line each way. A request is {"cmd": "<name>", ...args};
- * the answer is {"ok": true, ...} or {"ok": false, "error": "<one line>",
- * "code": "<class>"}. Requests are answered in order, one line each.
+ * The control socket's server: a unix stream socket through which
+ * ktelemetryctl drives a running daemon. The wire format (one JSON object
+ * per line each way) is in control_proto.h and docs/control.md. Requests
+ * are answered in order, one line each.
  *
  * Access: the socket is 0660 root:<control group>; on top of the file mode,
  * every accepted client's credentials (SO_PEERCRED) are checked: uid 0, or a
@@ -19,10 +18,10 @@
  *
  * The server reaches the daemon only through struct ktel_control_ops.
  *
- * This header also holds the pieces of the protocol that need no socket
- * (line framing, request checking, answers, records as JSON, peer check), so
- * that unit tests exercise them without privileges. Inspection is in
- * inspect.h, the human rendering ktelemetryctl prints in ctl_render.h.
+ * This header also holds the server's pieces that need no socket (request
+ * checking against the command table, answering a line, the peer check), so
+ * that unit tests exercise them without privileges. The client's side
+ * (inspection, rendering) lives with ktelemetryctl under tools/.
  */
 #ifndef KTEL_CONTROL_H
 #define KTEL_CONTROL_H
@@ -36,6 +35,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "control_proto.h"
 #include "error.h"
 #include "record.h"
 
@@ -49,15 +49,6 @@ struct ktel_control;
 #define KTEL_CONTROL_IDLE_TIMEOUT_MS 10000
 /* Requests one client's read callback answers before the loop runs again. */
 #define KTEL_CONTROL_BUDGET 256
-
-/* Error classes in answers ("code"); ktelemetryctl maps them to exit codes. */
-#define KTEL_CTL_E_REQUEST "bad_request"       /* not JSON, unknown cmd/arg, wrong type */
-#define KTEL_CTL_E_NOT_FOUND "not_found"       /* no such metric */
-#define KTEL_CTL_E_FAILED "failed"             /* the daemon tried and failed */
-#define KTEL_CTL_E_DENIED "permission_denied"  /* peer is neither root nor in the group */
-#define KTEL_CTL_E_BUSY "busy"                 /* too many clients */
-#define KTEL_CTL_E_TOO_LONG "too_long"         /* request line over the limit */
-#define KTEL_CTL_E_IDLE "idle_timeout"         /* no complete request for too long */
 
 struct ktel_control_stats {
 	uint64_t accepted;     /* clients served */
@@ -73,7 +64,7 @@ struct ktel_control_stats {
 
 /*
  * What the protocol asks of the daemon, handed to the server with an opaque
- * ctx (the daemon fills it: core/daemon_control.c). Data flows one way: the
+ * ctx (the daemon fills it: core/daemon/daemon_control.c). Data flows one way: the
  * server calls these and knows nothing else of the daemon, so tests and the
  * fuzz target drive it with a fake (tests/control_fake.h).
  *
@@ -142,20 +133,7 @@ void ktel_control_set_idle_timeout(uint64_t ms);
 void ktel_control__stats(const struct ktel_control *c, struct ktel_control_stats *ret);
 const char *ktel_control__path(const struct ktel_control *c);
 
-/* ---- protocol pieces (no socket needed) --------------------------------- */
-
-/*
- * Line framing. buf[0..*len) holds bytes received; every complete line
- * (ended by '\n'; a '\r' before it is dropped) is NUL-terminated in place
- * and passed to fn, then the incomplete tail is moved to the front and *len
- * updated. Returns 0; -E2BIG when the tail alone is max bytes or more (a
- * line longer than the limit: the caller should give up on the stream); or
- * fn's negative return, which stops the split (the rest stays in buf;
- * -EAGAIN leaves the line fn was given in buf too, unchanged, so that a
- * later call hands it over again).
- */
-int ktel_control_split_lines(char *buf, size_t *len, size_t max,
-			     int (*fn)(char *line, void *ctx), void *ctx);
+/* ---- server pieces that need no socket ------------------------------------ */
 
 /* One command of the protocol, as requests and help see it. */
 enum ktel_ctl_arg_type {
@@ -197,18 +175,6 @@ int ktel_control_parse_request(const char *line, json_t **ret_req,
  * memory. For unit tests and the fuzz target, with a fake daemon.
  */
 json_t *ktel_control_answer_line(const struct ktel_control_ops *ops, void *ctx, const char *line);
-
-/* {"ok": false, "error": msg, "code": code}; NULL on allocation failure. */
-json_t *ktel_control_error(const char *code, const char *msg);
-
-/*
- * The answer as one line, '\n' included (compact JSON never contains a raw
- * newline: jansson escapes them in strings). Caller frees. NULL on failure.
- */
-char *ktel_control_dump_line(const json_t *resp, size_t *ret_len);
-
-/* A record as the JSON sink writes it (sinks/json), parsed. NULL on failure. */
-json_t *ktel_control_record_json(const struct ktel_record *r);
 
 /*
  * May a peer with uid, (effective) gid and supplementary groups[0..n_groups)

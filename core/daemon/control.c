@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Control socket server and the protocol pieces shared with ktelemetryctl.
- * See control.h and docs/control.md. The daemon is reached only through the
- * struct ktel_control_ops it handed to ktel_control__new (its side:
- * daemon_control.c). `inspect` is in inspect.c, the human rendering of
- * answers in ctl_render.c.
+ * Control socket server: see control.h and docs/control.md. The daemon is
+ * reached only through the struct ktel_control_ops it handed to
+ * ktel_control__new (its side: daemon_control.c). The wire pieces shared
+ * with ktelemetryctl are in control_proto.c.
  */
 #include "control.h"
 
@@ -27,7 +26,6 @@
 #include "log.h"
 #include "record.h"
 #include "utf8.h"
-#include "../sinks/json/json_format.h"
 
 #define MAX_GROUPS 65536
 
@@ -84,42 +82,6 @@ struct write_req {
 	size_t len;
 	char data[];
 };
-
-/* ---- protocol pieces ---------------------------------------------------- */
-
-int ktel_control_split_lines(char *buf, size_t *len, size_t max,
-			     int (*fn)(char *line, void *ctx), void *ctx)
-{
-	size_t start = 0;
-	char *nl;
-	int r = 0;
-
-	while (start < *len && (nl = memchr(buf + start, '\n', *len - start))) {
-		char *line = buf + start;
-		bool cr = nl > line && nl[-1] == '\r';
-
-		*nl = '\0';
-		if (cr)
-			nl[-1] = '\0';
-		r = fn(line, ctx);
-		if (r == -EAGAIN) {
-			/* Not taken: the line stays for the next call. */
-			*nl = '\n';
-			if (cr)
-				nl[-1] = '\r';
-			break;
-		}
-		start = (size_t)(nl - buf) + 1;
-		if (r < 0)
-			break;
-		r = 0;
-	}
-	memmove(buf, buf + start, *len - start);
-	*len -= start;
-	if (!r && *len >= max)
-		return -E2BIG;
-	return r;
-}
 
 static const char *arg_type_name(enum ktel_ctl_arg_type t)
 {
@@ -202,57 +164,6 @@ int ktel_control_parse_request(const char *line, json_t **ret_req,
 fail:
 	json_decref(req);
 	return r;
-}
-
-/* msg as a JSON string that always exists: invalid UTF-8 bytes become '?'. */
-static json_t *error_string(const char *msg)
-{
-	json_t *j = json_string(msg);
-	char *copy;
-
-	if (j || !msg || !(copy = strdup(msg)))
-		return j;
-	ktel_utf8_sanitize(copy);
-	j = json_string(copy);
-	free(copy);
-	return j;
-}
-
-json_t *ktel_control_error(const char *code, const char *msg)
-{
-	return json_pack("{s:b, s:o, s:s}", "ok", 0, "error", error_string(msg), "code", code);
-}
-
-char *ktel_control_dump_line(const json_t *resp, size_t *ret_len)
-{
-	char *s = json_dumps(resp, JSON_COMPACT), *line;
-	size_t n;
-
-	if (!s)
-		return NULL;
-	n = strlen(s);
-	line = realloc(s, n + 2);
-	if (!line) {
-		free(s);
-		return NULL;
-	}
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	if (ret_len)
-		*ret_len = n + 1;
-	return line;
-}
-
-json_t *ktel_control_record_json(const struct ktel_record *r)
-{
-	size_t len = 0, cap = 0;
-	char *buf = NULL;
-	json_t *j = NULL;
-
-	if (ktel_json__format_line(r, &buf, &len, &cap) == 0)
-		j = json_loadb(buf, len, 0, NULL);
-	free(buf);
-	return j;
 }
 
 static void group_label(gid_t gid, char *buf, size_t len)
@@ -516,7 +427,7 @@ static json_t *run(struct ktel_control *c, const json_t *req, const struct ktel_
 		/* Keep what the command filled in (reload's errors, pull's
 		 * partial records): it explains the failure. */
 		ktel_json_set_bool(resp, "ok", false);
-		json_object_set_new(resp, "error", error_string(err.msg[0] ? err.msg
+		json_object_set_new(resp, "error", ktel_control_error_string(err.msg[0] ? err.msg
 								     : strerror(-r)));
 		ktel_json_set_str(resp, "code", code_of(r));
 	}

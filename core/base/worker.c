@@ -114,7 +114,7 @@ static const char *const thread_names[KTEL_LANES] = {
 };
 
 /* The thread keeps the loop's signal mask: drop_privileges reaches every
- * thread with a signal (core/privileges.c), and libuv's handlers (SA_RESTART)
+ * thread with a signal (core/daemon/privileges.c), and libuv's handlers (SA_RESTART)
  * may run on any thread. */
 static int start_thread(struct ktel_worker *w)
 {

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "sink.h"
 
 #define KTEL_DELTA_DEFAULT_MAX_ENTRIES 65536
 #define KTEL_DELTA_MAX_METRICS 1024
@@ -159,12 +160,7 @@ void ktel_delta_snapshot__clear(struct ktel_delta_snapshot *s);
  * emitted after the state was saved: the next pull reports it again), and
  * UNKNOWN otherwise (another boot, metric or map, or not a pulled window).
  */
-enum ktel_delta_window {
-	KTEL_DELTA_WINDOW_UNKNOWN = 0,
-	KTEL_DELTA_WINDOW_SAVED = 1,
-	KTEL_DELTA_WINDOW_AFTER = 2,
-};
-enum ktel_delta_window ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
+enum ktel_window_standing ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
 					  const char *metric, uint32_t map_id, uint64_t seq);
 
 /* Has the state changed since ktel_delta__mark_saved()? A pull that read

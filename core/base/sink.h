@@ -34,9 +34,14 @@ typedef void (*ktel_sink_closed_cb)(void *ctx);
  * ktel_sink_ops.durable). */
 typedef void (*ktel_sink_durable_cb)(void *ctx, uint64_t mark);
 
-/* Recovery at start: where a window read back from the output stands
- * against the saved delta state (enum ktel_delta_window in delta.h: 0
- * unknown, 1 saved, 2 emitted after the state was saved). */
+/* Recovery at start: where a window read back from a sink's output stands
+ * against the daemon's saved delta state (the daemon's fn answers one of
+ * these; the delta engine judges it). */
+enum ktel_window_standing {
+	KTEL_WINDOW_UNKNOWN = 0, /* another boot, metric or map; not a pulled window */
+	KTEL_WINDOW_SAVED = 1,   /* the saved state covers it */
+	KTEL_WINDOW_AFTER = 2,   /* emitted after the state was saved */
+};
 typedef int (*ktel_sink_window_fn)(void *ctx, const char *boot_id, const char *metric,
 				   uint32_t map_id, uint64_t seq);
 
@@ -98,14 +103,5 @@ struct ktel_sink_ops {
 	 * ones included (ktel_router__route_totals). */
 	bool cumulative;
 };
-
-/* The sink types built into the daemon (sinks/sinks.c), NULL-terminated. */
-extern const struct ktel_sink_ops *const ktel_sink_types[];
-
-/* Find a sink type by name, or NULL. */
-const struct ktel_sink_ops *ktel_sink_type_find(const char *type);
-
-/* Tell the config validator every sink type's options (sinks/sinks.c). */
-void ktel_sinks_register_schemas(void);
 
 #endif /* KTEL_SINK_H */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sinks.h"
+
 /*
  * A group of closes waiting to complete: done(ctx) runs when pending drops
  * to zero. Entries carry a pointer to their group so that the callback of a

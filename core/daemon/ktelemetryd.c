@@ -27,7 +27,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "memory.h"
-#include "sink.h"
+#include "sinks.h"
 #include "vmlinux_btf.h"
 #include "default_config.h"
 
@@ -241,7 +241,7 @@ int main(int argc, char **argv)
 	/*
 	 * libuv's pool runs only what is rare: a rotated file's compression
 	 * and statsd's name lookups (the files' writes and the state's save
-	 * have threads of their own, core/worker.h). Its default 4 threads
+	 * have threads of their own, core/base/worker.h). Its default 4 threads
 	 * would start together at the first job; one is enough, and none
 	 * starts for a config that needs neither. An operator's own
 	 * UV_THREADPOOL_SIZE wins.

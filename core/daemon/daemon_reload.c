@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sink.h"
+#include "sinks.h"
 
 /* ---- settings that cannot change live ---------------------------------------- */
 

@@ -2,7 +2,7 @@
 /*
  * The daemon's side of the control socket: the operations the protocol asks
  * for (struct ktel_control_ops, control.h), answered from the daemon's
- * state. core/control.c is the server and the protocol; it reaches the
+ * state. core/daemon/control.c is the server and the protocol; it reaches the
  * daemon only through ktel_daemon_control_ops, so the dependency runs one
  * way: daemon -> control. docs/control.md describes every answer.
  */
