@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0-only */
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * worker - threads of the daemon's own for blocking file work (the JSON
  * sinks' writes, fsyncs, cuts and renames; the delta state's save), whose
