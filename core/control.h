@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Control socket (design 3, issue 6): a unix stream socket through which
+ * Control socket: a unix stream socket through which
  * ktelemetryctl drives a running daemon. Protocol (docs/control.md): one
  * JSON object per line each way. A request is {"cmd": "<name>", ...args};
  * the answer is {"ok": true, ...} or {"ok": false, "error": "<one line>",
