@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # KtelBpf.cmake - build ktelemetry plugins: compile a BPF program with clang,
 # embed the object in a MODULE library with the plugin's descriptor.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # cmake -DIN=file -DOUT=header [-DSYMBOL=name] [-DNUL=1] -P ktel_embed.cmake
 # Writes a C header holding the bytes of IN as SYMBOL (default
 # `ktel_bpf_object`), with a terminating zero byte when NUL is set. Written to a

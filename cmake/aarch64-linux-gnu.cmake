@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # CMake toolchain file: build ktelemetry (daemon, plugins, tests) for arm64 on
 # an x86 Debian host, against Debian's multiarch :arm64 libraries
 # (tools/lib.sh KTEL_ARM64_PACKAGES installs them).

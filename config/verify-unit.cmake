@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # ctest helper: `systemd-analyze verify` the unit, failing on any complaint
 # (it exits 0 on unknown keys and similar warnings), and check that every
 # capability the unit names is one systemd knows (it ignores unknown ones).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # Shared by tools/run and tools/test: install what is missing, build.
 # shellcheck shell=bash
 set -euo pipefail

@@ -10,7 +10,9 @@
  *
  * Android's bpfloader refuses non-GPL objects for these program types, and
  * the Android examples do not declare a license, so this header declares
- * "GPL" for the object. LICENSE() is accepted for source compatibility.
+ * "Dual BSD/GPL" for the object, the string of ktelemetry's own BPF
+ * programs: GPL-compatible, so the kernel allows its GPL-only helpers.
+ * LICENSE() is accepted for source compatibility and ignored.
  */
 #ifndef ANDROID_BPF_DEFS_H
 #define ANDROID_BPF_DEFS_H
@@ -37,7 +39,7 @@
 #define AID_NET_BW_ACCT 3007
 #define AID_EVERYBODY 9997
 
-char _ktel_android_license[] SEC("license") = "GPL";
+char _ktel_android_license[] SEC("license") = "Dual BSD/GPL";
 #define LICENSE(NAME) _Static_assert(sizeof(NAME) > 0, "license")
 #define CRITICAL(REASON) _Static_assert(sizeof(REASON) > 0, "critical")
 

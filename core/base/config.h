@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Per-device configuration (design 4.9): one JSON document, validated strictly
+ * Per-device configuration: one JSON document, validated strictly
  * against a table of keys (config_schema[] in config.c) that is also the source
  * of docs/config.md (`ktelemetryd --config-doc`), so the two cannot drift.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Record model (design 4.7): what a pull or a stream produces and what sinks
+ * Record model: what a pull or a stream produces and what sinks
  * consume. Sinks never see BTF or raw map bytes, only records.
  *
  * Strings in a record (metric, unit, dimension names and labels, event field

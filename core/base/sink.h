@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Sink interface (design 4.8). A sink type is a table of operations; a sink
+ * Sink interface. A sink type is a table of operations; a sink
  * instance is created by name from its JSON options. All calls happen on the
  * daemon's libuv loop thread. submit() never blocks: it formats the records
  * into the instance's own bounded queue and returns; I/O happens later on the

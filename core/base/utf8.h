@@ -2,7 +2,7 @@
 /*
  * UTF-8 boundaries for text the daemon truncates (error messages, log lines,
  * answers): a cut never splits a character, so what reaches jansson or a log
- * reader stays valid UTF-8 when its input was (issue 12.10).
+ * reader stays valid UTF-8 when its input was.
  */
 #ifndef KTEL_UTF8_H
 #define KTEL_UTF8_H

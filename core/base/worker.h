@@ -1,8 +1,8 @@
-/* SPDX-License-Identifier: GPL-2.0-only */
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * worker - threads of the daemon's own for blocking file work (the JSON
  * sinks' writes, fsyncs, cuts and renames; the delta state's save), whose
- * completions do not wake the loop (issue 15.4, docs/architecture.md
+ * completions do not wake the loop (docs/architecture.md
  * "Threads and wakeups").
  *
  * libuv's pool ends every job with an eventfd write that wakes the loop: an

@@ -218,7 +218,7 @@ static void route_totals_window(void *ctx, const struct ktel_record *recs, size_
  * first window, routed as any pull) and hand its totals, every key's,
  * zero-delta ones included, to the cumulative sinks (Prometheus), so their
  * first scrape shows each series at its cumulative value instead of an
- * empty page until the first interval (issue 13.5).
+ * empty page until the first interval.
  */
 static void route_start_totals(struct ktel_daemon *d)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Router (design 3, 4.8): the named sink instances of the daemon, and the
+ * Router: the named sink instances of the daemon, and the
  * hand-off of record batches to them. Routing is a plain loop over the
  * target sinks' submit(), which never blocks (each sink queues into its own
  * bounded queue), so a slow or dead sink never delays a pull or another sink.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Generic BTF decoder (design 4.5).
+ * Generic BTF decoder.
  *
  * A map's key and value types come from the BPF object's BTF. This module
  * turns one such type into a flat, cached description - a ktel_layout - that

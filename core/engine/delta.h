@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Delta engine (design 4.6). Accumulator maps hold cumulative values; sinks
+ * Delta engine. Accumulator maps hold cumulative values; sinks
  * want what happened during one pull window. The engine remembers, per
  * (metric, raw key bytes), the last cumulative vector of u64 values it saw
  * (histogram buckets plus the optional sum, or counters) and the id of the map

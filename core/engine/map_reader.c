@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Map reader: see map_reader.h and design 4.4 for the kernel facts this
- * follows. The batch loop is written against the kernel's two batch
+ * Map reader (map_reader.h). The batch loop is written against the kernel's
+ * two batch
  * implementations: hashtab's (cursor = u32 bucket index, whole buckets or
  * -ENOSPC, -ENOENT with data at the end, EBUSY/EDEADLK from bucket locks) and
  * the generic one used by arrays (cursor = last key, -ENOENT at the end).
@@ -490,7 +490,7 @@ int ktel_map_reader__read(struct ktel_map_reader *r, struct ktel_map_snapshot *r
 		/*
 		 * The walk ran out of room (-ENOSPC part-way: entries moved
 		 * under it) or out of steps (get_next_key kept restarting).
-		 * Design 4.4: ENOSPC means retry with more room, and the most
+		 * ENOSPC means retry with more room, and the most
 		 * room the buffers have is a fresh walk's max_entries. Once:
 		 * a map churning that hard would only do it again.
 		 */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Map reader (design 4.4): copies every entry of one BPF map into buffers
+ * Map reader: copies every entry of one BPF map into buffers
  * owned by the reader, with one BPF_MAP_LOOKUP_BATCH syscall in the common
  * case, and falls back to get_next_key + lookup_elem iteration only for map
  * types or kernels without batch support.

@@ -75,8 +75,8 @@ struct window {
  *
  * Only the first KTEL_PULL_KEEP_VALUES delta values are kept (2 MiB; 7943
  * histogram keys with a sum): writing every key's delta cost a 100k-key
- * pull a few % more (docs/benchmarks.md, "Issue 15.3: pull routed in
- * windows") and kept 26 MB resident, for an answer the control socket
+ * pull a few % more (docs/benchmarks.md, "pull routed in windows") and
+ * kept 26 MB resident, for an answer the control socket
  * could not send anyway (KTEL_CONTROL_MAX_PENDING is 16 MiB; a histogram
  * record is ~0.8 KB of JSON, and show sends every key's totals too). What
  * was not kept is counted (n_emitted) and reported. A gauge has no delta:
@@ -109,7 +109,7 @@ struct ktel_metric_pull {
 	 * handed on each time it is full (struct emit): a 100k-key pull
 	 * writing all of its ~1 KB records into one buffer before routing
 	 * them was most of its cost over the read itself (docs/benchmarks.md,
-	 * "Issue 15.3: pull routed in windows"). show's totals are made in
+	 * "pull routed in windows"). show's totals are made in
 	 * it too.
 	 */
 	struct ktel_record *win;

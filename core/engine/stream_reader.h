@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Stream metrics (design 3, 4.7): one BPF ring buffer of events, consumed on
+ * Stream metrics: one BPF ring buffer of events, consumed on
  * the libuv loop and decoded generically from BTF into KTEL_RECORD_EVENT
  * records.
  *

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Block I/O latency: time from issuing a request to the driver
  * (block_rq_issue) to its completion (block_rq_complete), in microseconds,
@@ -118,4 +118,4 @@ int block_complete(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * CmaAllocationLatency: time cma_alloc() takes, per CMA heap and outcome, in
  * microseconds. Start and finish fire in the same task, so the start is keyed
@@ -153,4 +153,4 @@ int cma_alloc_finish_vh(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * CompactionDuration: time spent compacting one zone (compact_zone(), between
  * the mm_compaction_begin and mm_compaction_end tracepoints), system-wide, in
@@ -49,4 +49,4 @@ int compaction_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

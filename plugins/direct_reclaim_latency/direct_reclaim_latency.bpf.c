@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 #include <android_bpf_defs.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * DmabufRequestSizes: size in bytes of each successfully exported dma-buf,
  * per exporter (the exporter's exp_name, e.g. "system" or "vgem", as an id
@@ -94,4 +94,4 @@ int dmabuf_export_kretprobe(struct pt_regs *ctx)
 }
 #endif
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * KswapdLatency: how long kswapd works per wakeup, per NUMA node, in
  * microseconds: from mm_vmscan_kswapd_wake to the next mm_vmscan_kswapd_sleep
@@ -109,4 +109,4 @@ int kswapd_balance_exit(struct pt_regs *ctx)
 }
 #endif
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

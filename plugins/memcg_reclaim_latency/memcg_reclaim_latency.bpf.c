@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Memcg reclaim latency: time a task spends reclaiming from its memory
  * cgroup because the cgroup hit its limit (try_to_free_mem_cgroup_pages(),
@@ -59,4 +59,4 @@ int memcg_reclaim_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * OOM kill events: one ring buffer event per task the kernel marks as OOM
  * victim (mark_oom_victim(), tracepoint oom:mark_victim), from the global
@@ -225,4 +225,4 @@ int oom_event_pid(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * OOM kills: a counter of OOM victims, by the process state the victim's
  * oom_score_adj maps to (enum process_state). Counted when the kernel marks
@@ -97,4 +97,4 @@ int oom_mark_victim_pid(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

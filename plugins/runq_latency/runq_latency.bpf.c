@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Run-queue latency: time a task waits runnable before it runs, in
  * microseconds, per CPU (the CPU it then runs on). The method of runqlat:
@@ -88,4 +88,4 @@ int runq_switch(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

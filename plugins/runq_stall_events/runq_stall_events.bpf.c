@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Run-queue stalls: one event per wait of a runnable task for a CPU that
  * lasted at least threshold_us. The waits are measured as in runq_latency
@@ -138,4 +138,4 @@ int runq_stall_switch(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * SuspendResumeLatency: duration of each suspend/resume phase, in
  * microseconds, per phase. power:suspend_resume(const char *action, int val,
@@ -73,4 +73,4 @@ int suspend_resume(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

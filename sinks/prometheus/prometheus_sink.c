@@ -70,7 +70,8 @@
 #define DEFAULT_PREFIX "ktel_"
 #define DEFAULT_MAX_SERIES 10000
 #define MAX_MAX_SERIES 1000000
-/* HTTP limits (issue 12.9): a peer holds at most PER_PEER_CONNECTIONS, so
+/* HTTP limits, so that slow clients cannot lock scrapes out: a peer holds
+ * at most PER_PEER_CONNECTIONS, so
  * MAX_CONNECTIONS leaves room for other peers (Prometheus, a second
  * server); a connection is idle at most CONNECTION_TIMEOUT_S, and a request
  * takes at most REQUEST_DEADLINE_S from the connection's start or the end

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Build check: BPF code written for Android's framework often includes the
  * compiler's <stdbool.h> and <stddef.h> before (or after) the framework
@@ -28,4 +28,4 @@ DEFINE_BPF_PROG("tp_btf/sched_process_exit", AID_ROOT, AID_SYSTEM, std_headers_p
 	return 0;
 }
 
-LICENSE("GPL");
+LICENSE("Dual BSD/GPL");

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # sdk_cross_test.sh BINARY_DIR EXAMPLE_SRC TOOLCHAIN BPF_ARCH CTL EMULATOR...
 #
 # The SDK of a cross-built tree works for a cross-built OEM plugin:

@@ -712,7 +712,8 @@ static void test_protocol_limits(void **state)
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	json_decref(j);
 	/* An error that echoes a long multibyte name (past the message
-	 * limit, every alignment): valid JSON with its error (issue 12.10). */
+	 * limit, every alignment): valid JSON with its error, the name cut on a
+	 * character boundary. */
 	fd2 = raw_connect(r.sock);
 	for (int pre = 0; pre < 3; pre++) {
 		char line[4096];
@@ -1070,7 +1071,8 @@ static void test_watch(void **state)
 }
 
 /*
- * A socket path is never cut (issue 12.10): one too long for a unix socket
+ * A socket path is never cut (a cut path names another file): one too long
+ * for a unix socket
  * (here 4097 bytes of 3-byte characters after one ASCII byte, so a cut at
  * PATH_MAX would split one) is refused as a usage error whole, with a
  * message that stays valid UTF-8; so is one just over sun_path's 107.

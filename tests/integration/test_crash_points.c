@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Crash consistency of the JSON sink (issue 12.13, docs/sinks.md "Delivery
+ * Crash consistency of the JSON sink (docs/sinks.md "Delivery
  * guarantees"): a real daemon with the compaction plugin and a JSON sink
  * with fsync on is killed (SIGKILL, injected with KTEL_TEST_FAULT) at each
  * point of a pull's way out - records handed to the sinks, written but not

@@ -88,7 +88,8 @@ static void test_compaction_matches_tracefs(void **state)
 }
 
 /*
- * Pins kept, state gone (issue 12.12): the restarted daemon takes the
+ * Pins kept, state gone (the state file lost, the pinned maps not): the
+ * restarted daemon takes the
  * baseline when it opens the maps, before attaching, so every event after
  * the start is reported by the first pull (here the final one at SIGTERM),
  * exactly the kernel's count; what the map held from before is not.
@@ -307,7 +308,7 @@ static json_t *sink_status(json_t *st, const char *name)
 }
 
 /*
- * logrotate and friends (issue 12.11): the JSON sink's file renamed (mv) or
+ * logrotate and friends: the JSON sink's file renamed (mv) or
  * deleted under the running daemon: new records land in a new file at the
  * path, not in the old or deleted inode. SIGUSR1 and `ktelemetryctl reopen`
  * reopen. The directory removed: status shows the error and, once the
@@ -408,7 +409,7 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 /*
  * A second SIGTERM while the shutdown flush waits on a stalled sink (a FIFO
  * nobody reads, its pipe full) must not kill the daemon with the default
- * action (issue 12.13): it is logged, the flush finishes within the close
+ * action: it is logged, the flush finishes within the close
  * timeout, the drops are said, exit 0.
  */
 static void test_second_sigterm_during_flush(void **state)
@@ -643,7 +644,7 @@ static void test_self_telemetry(void **state)
 
 /*
  * Self-telemetry speaks only of what the config uses: with one metric
- * enabled, no program or plugin record names another plugin (issue 13.11).
+ * enabled, no program or plugin record names another plugin.
  */
 static void test_self_telemetry_only_enabled(void **state)
 {
@@ -1088,7 +1089,8 @@ static void one_plugin_dir(struct sandbox *sb, const char *name, char *dir, size
 }
 
 /*
- * Issue 15.4: between pulls an idle daemon sleeps until its next timer.
+ * Between pulls an idle daemon sleeps until its next timer: no wakeup
+ * without work.
  * The control server's idle-client sweep used to run every second with no
  * client connected: 4 wakeups in 4 s at a 60 s interval. It now runs only
  * while a client is connected.
@@ -1138,7 +1140,7 @@ static pid_t daemon_start_stdout_to_out(struct sandbox *sb)
 }
 
 /*
- * Issue 15.4: a round of pulls wakes the loop once. With stdout as the sink
+ * A round of pulls wakes the loop once. With stdout as the sink
  * (config/default.json's) and records every round (runq_latency: the
  * scheduler always runs), the round's
  * JSON write and state save complete on the daemon's own threads without
@@ -1256,7 +1258,8 @@ static void test_drop_privileges_reaches_writer_threads(void **state)
 }
 
 /*
- * Issue 15.1: a plugin scan parses the kernel's BTF once, and every plugin's
+ * A plugin scan parses the kernel's BTF once (every parse held the file
+ * twice and raised the start's peak memory), and every plugin's
  * bpf_object__load() borrows that parse (core/engine/vmlinux_btf.c) instead of
  * libbpf reading the file again. Observed from outside: the daemon opens
  * /sys/kernel/btf/vmlinux once during a start that loads every built-in

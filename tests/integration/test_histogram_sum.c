@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Latency histograms carry a sum (issue 13.6), through the real ktelemetryd
+ * Latency histograms carry a sum (so sinks export the mean), through the
+ * real ktelemetryd
  * with a JSON and a Prometheus sink, on compaction_duration (events from
  * /proc/sys/vm/compact_memory, counted by the kernel's own tracefs) and
  * runq_latency (the task-storage variant of the duration macros, events all

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Label values users join on (issue 13.4), end to end: a REAL daemon with
+ * Label values users join on (device names, operations), end to end: a
+ * REAL daemon with
  * block_io_latency, a loop device made here over a file in the sandbox,
  * O_DIRECT writes and reads on it, and then
  *  - the Prometheus exposition (curl) has series with device="loopN" next

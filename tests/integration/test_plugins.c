@@ -906,7 +906,7 @@ static void test_example_plugin(void **state)
 }
 
 /*
- * Plugin code never runs in the daemon or in inspect (issue 12.3): the
+ * Plugin code never runs in the daemon or in inspect (a plugin is data): the
  * fixture's ELF constructor would create the marker its environment names.
  * Both read the plugin, it still loads and collects, and no marker appears.
  */

@@ -3,7 +3,7 @@
  * The Prometheus sink of a REAL daemon, as Prometheus users read it: every
  * built-in plugin loaded, self-telemetry and bpf_stats on, several pulls,
  * then `promtool check metrics` on what curl scraped must print nothing
- * (issue 13.1/13.3); slow HTTP clients cannot lock scrapes out (issue 12.9).
+ * (a valid exposition); slow HTTP clients cannot lock scrapes out.
  * Needs root, curl and promtool (Debian: curl, prometheus).
  */
 #include <arpa/inet.h>
@@ -200,7 +200,7 @@ static bool server_closed(int fd)
  * 16 slow-header clients (one header byte per second) from one peer and 8
  * from another do not keep a scrape from a third out (per-peer limit, a
  * total that leaves room), and none outlives the request deadline although
- * each keeps sending (issue 12.9).
+ * each keeps sending.
  */
 static void test_slow_clients_do_not_block_scrapes(void **state)
 {
@@ -363,7 +363,8 @@ static double series_value(const char *text, const char *series)
 /*
  * A scrape right after start, with the pull interval of linux-server.json
  * (1 min), shows the series at their cumulative values, although no event
- * happened since the previous daemon stopped (issue 13.5).
+ * happened since the previous daemon stopped: no empty page until the first
+ * interval.
  */
 static void test_scrape_right_after_start(void **state)
 {

@@ -2,7 +2,7 @@
 /*
  * The remote_write sink of a REAL daemon pushing to the REAL Prometheus
  * server (--web.enable-remote-write-receiver), next to a Prometheus sink on
- * the same daemon (issue 13.12):
+ * the same daemon:
  * - PromQL over the pushed series gives what a scrape of the Prometheus
  *   sink shows (the same names, labels and cumulative values);
  * - Prometheus stopped for several push intervals and started again on the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Many sinks at once (issue 5): the real ktelemetryd with a json, a statsd
+ * Many sinks at once: the real ktelemetryd with a json, a statsd
  * (to a real Etsy StatsD server), a stream, a prometheus and a remote_write
  * sink (to the real Prometheus server's remote-write receiver), on the real
  * compaction_duration metric (the only plugin in the plugin dir, 1s pulls,

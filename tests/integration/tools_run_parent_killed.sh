@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # tools/run killed with kill -9 (or its terminal closed): the daemon it
 # started and its live view stop too, instead of running on unseen.
 # Usage: tools_run_parent_killed.sh SOURCE_DIR. Needs root (77 otherwise).

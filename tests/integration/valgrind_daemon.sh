@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # ktelemetryd under valgrind (memcheck, leaks) for several pulls of every
 # built-in plugin with json, prometheus and stream sinks and self-telemetry.
 #   valgrind_daemon.sh BUILD_DIR SOURCE_DIR

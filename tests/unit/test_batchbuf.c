@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-only
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* A batch formatted into its own chunk and spares reused (sinks/batchbuf.c). */
 #include <stdarg.h>
 #include <stddef.h>

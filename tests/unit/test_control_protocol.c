@@ -709,7 +709,7 @@ static void test_render_list(void **state)
 	json_decref(resp);
 }
 
-/* ---- cuts on a character boundary (issue 12.10) ------------------------------ */
+/* ---- cuts on a character boundary ----------------------------------------- */
 
 static bool utf8_valid(const char *s)
 {

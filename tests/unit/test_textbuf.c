@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-only
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The text buffer's printf-free integer appends (core/base/textbuf.c). */
 #include <stdarg.h>
 #include <stddef.h>

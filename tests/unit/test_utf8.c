@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * UTF-8 cuts (issue 12.10): at every cut position of text with 2, 3 and 4
+ * UTF-8 cuts (a cut must not split a character): at every cut position of
+ * text with 2, 3 and 4
  * byte characters, ktel_utf8_trim leaves valid UTF-8 (jansson accepts it)
  * and loses no more than the split character; ktel_err_set and
  * ktel_control_error keep replies valid with their "error" key.

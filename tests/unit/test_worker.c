@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-only
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * worker: jobs run on the lane's thread; their completions wait for the
  * loop's next wakeup unless someone waits for them (urgent, hurry, a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # tools/vm/summarize on a fabricated daemon run (no VM, no root): a loaded
 # metric without events gets its own trigger as the reason, a loaded metric
 # with events gets "-", an unsupported one keeps the daemon's words.

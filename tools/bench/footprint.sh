@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # tools/bench/footprint.sh - ktelemetryd's own footprint with every built-in
 # plugin enabled (docs/benchmarks.md). Prints figures and the method; never
 # passes or fails on a number.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Programs for tools/bench/overhead.c: the per-event cost of a program on the
  * syscall entry/exit tracepoints, measured from a tight getppid() loop.
@@ -303,4 +303,4 @@ int acc_tp_exit(void *ctx)
 	return acc_exit();
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * The map tools/bench/pull_cost.c reads: a histogram accumulator with a
  * two-member key, as the built-in plugins have. pull_cost sets max_entries
@@ -20,4 +20,4 @@ struct {
 	__type(value, struct accumulator_value);
 } bench_hist_map SEC(".maps");
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -21,7 +21,7 @@
 
 /*
  * "%s" of s into b[0..l) (l > 0); when it does not fit, the cut falls on a
- * character boundary (issue 12.10): names, labels and reasons in answers
+ * character boundary: names, labels and reasons in answers
  * are UTF-8, and half a character would reach the terminal as garbage.
  */
 static void copy_text(char *b, size_t l, const char *s)

@@ -81,7 +81,7 @@ static void default_dir(const char *installed, char *buf, size_t len)
 /*
  * path into buf[0..len) whole, else the exit code `fail` and why on stderr.
  * A socket path is never cut: the cut names another file and may split a
- * character (issue 12.10), and the kernel takes no more than sun_path holds.
+ * character, and the kernel takes no more than sun_path holds.
  */
 static int copy_socket_path(char *buf, size_t len, const char *path, const char *what, int fail)
 {

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * SignalDeliveryLatency: time from a signal being sent to a process
  * (signal:signal_generate, result "delivered" to its pending set) to a
@@ -81,4 +81,4 @@ int signal_deliver(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: a start/end pair whose end hook cannot attach. The start
  * (tp_btf on raw_syscalls:sys_enter) loads and attaches anywhere; the end is
@@ -48,4 +48,4 @@ int fx_attach_failed_end(void *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Test fixture: counts every syscall entry in bucket 0, so it always collects. */
 #include <ktel_kernel_types.h>
 #include <bpf/bpf_helpers.h>
@@ -23,4 +23,4 @@ int fx_constructor_tp(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

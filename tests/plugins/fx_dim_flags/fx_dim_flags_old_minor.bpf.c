@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Test fixture: a valid object; the fx_dim_flags_* descriptors are what the
  * loader checks (dim_flags of ABI 1.1, and 1.0 plugins that have none). */
 #include <ktel_kernel_types.h>
@@ -26,4 +26,4 @@ int fx_dim_flags_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: both programs hook a tracepoint no kernel has, so the loader
  * must report the plugin unsupported (with the reason) instead of failing.
@@ -32,4 +32,4 @@ int fx_missing_fn_prog(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: the object loads and attaches, but its per-CPU map's value
  * has two __u32 counters. The daemon sums per-CPU copies per 8-byte word,
@@ -32,4 +32,4 @@ int fx_percpu_u32_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

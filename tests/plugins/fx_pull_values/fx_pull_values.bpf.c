@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: value layouts the pull path must read or refuse. No program
  * uses these maps; the unit test needs only their BTF.
@@ -69,4 +69,4 @@ struct {
 	__type(value, struct accumulator_value);
 } fx_hist_nosum SEC(".maps");
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Test fixture: version 2 of fx_replace, the same accumulator and a new one. */
 #include <ktel_kernel_types.h>
 #include <bpf/bpf_helpers.h>
@@ -28,4 +28,4 @@ int fx_replace_v2_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

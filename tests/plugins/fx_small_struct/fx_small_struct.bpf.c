@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Test fixture: a valid object; fx_small_struct's descriptor is what the loader refuses. */
 #include <ktel_kernel_types.h>
 #include <bpf/bpf_helpers.h>
@@ -20,4 +20,4 @@ int fx_small_struct_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

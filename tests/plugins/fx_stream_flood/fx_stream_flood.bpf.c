@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: one ring buffer event per syscall number fx_syscall_nr made
  * by thread fx_target_tid (both .rodata params), so a test or benchmark
@@ -129,4 +129,4 @@ int fx_stream_enter(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: the object loads and attaches, but its layouts break the
  * generic decoder's dimension rules:
@@ -64,4 +64,4 @@ int fx_string_key_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

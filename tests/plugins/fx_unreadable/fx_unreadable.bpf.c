@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: the object loads and attaches, but its map value carries a
  * bitfield (`flags`), which the generic BTF decoder refuses: inspect and the
@@ -36,4 +36,4 @@ int fx_unreadable_end(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: compaction counted through a variant group. The vendor hook
  * variant comes first in the table but exists in no kernel, so the loader
@@ -43,4 +43,4 @@ int fx_variants_tp(__u64 *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

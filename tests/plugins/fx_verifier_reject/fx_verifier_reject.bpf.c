@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Test fixture: reads past the end of a map value (word 40 of a 32-word
  * value). The verifier refuses the program at load ("invalid access to map
@@ -28,4 +28,4 @@ int fx_verifier_prog(__u64 *ctx)
 	return (int)((__u64 *)v)[40];
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
