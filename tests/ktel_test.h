@@ -5,11 +5,17 @@
 #ifndef KTEL_TEST_H
 #define KTEL_TEST_H
 
+#include <errno.h>
+#include <ftw.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <uv.h>
 
 /* Exit code ctest treats as "skipped" (SKIP_RETURN_CODE). */
 #define KTEL_TEST_SKIP 77
@@ -46,6 +52,62 @@ static inline int ktel_test_run(const char *fmt, ...)
 	if (st != 0)
 		printf("command failed (status %d): %s\n", st, cmd);
 	return st;
+}
+
+/*
+ * One entry of ktel_test_rm_rf's walk (children before their directory).
+ * An entry already gone counts as removed. Returns 0 or a positive errno,
+ * which nftw hands back and which cannot be mistaken for its own -1.
+ */
+static inline int ktel_test_rm_entry(const char *path, const struct stat *st, int type,
+				     struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	if (remove(path) && errno != ENOENT)
+		return errno;
+	return 0;
+}
+
+/*
+ * Remove path and everything below it, as rm -rf does but without a shell
+ * to quote for: symbolic links are removed, never followed, and the walk
+ * does not cross into another mounted file system (a mount left behind by
+ * a failed test stops the removal instead of being emptied). A path that
+ * does not exist is already removed. An empty path or "/" is refused with
+ * -EINVAL, so a test whose directory was never named cannot empty the
+ * machine. Returns 0 or -errno.
+ */
+static inline int ktel_test_rm_rf(const char *path)
+{
+	int r;
+
+	if (!path || !path[0] || !path[strspn(path, "/")])
+		return -EINVAL;
+	r = nftw(path, ktel_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	if (r == -1)
+		return errno == ENOENT ? 0 : -errno;
+	return -r;
+}
+
+static inline void ktel_test_stop_loop(uv_timer_t *t)
+{
+	uv_stop(t->loop);
+}
+
+/* Run loop for ms milliseconds: the timer keeps it running even when
+ * nothing else does, and stops it when the time is up. */
+static inline void ktel_test_run_for(uv_loop_t *loop, uint64_t ms)
+{
+	uv_timer_t t;
+
+	uv_timer_init(loop, &t);
+	uv_timer_start(&t, ktel_test_stop_loop, ms, 0);
+	uv_run(loop, UV_RUN_DEFAULT);
+	/* The timer lives on this stack: its close completes before return. */
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
 }
 
 #endif /* KTEL_TEST_H */

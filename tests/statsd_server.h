@@ -119,8 +119,7 @@ static inline void statsd_server_init(struct statsd_server *sv, const char *dir)
 
 	snprintf(sv->dir, sizeof(sv->dir), "%s", dir);
 	sv->pid = -1;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sv->dir);
-	statsd_run(cmd);
+	assert_int_equal(ktel_test_rm_rf(sv->dir), 0);
 	assert_int_equal(mkdir(sv->dir, 0700), 0);
 	snprintf(cmd, sizeof(cmd), "%s/backend.js", sv->dir);
 	statsd_write_file(cmd, statsd_backend_js);
@@ -229,13 +228,9 @@ static inline void statsd_server_stop(struct statsd_server *sv)
 /* Stop the server and remove its directory. */
 static inline void statsd_server_cleanup(struct statsd_server *sv)
 {
-	char cmd[700];
-
 	statsd_server_stop(sv);
-	if (!sv->dir[0])
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sv->dir);
-	statsd_run(cmd);
+	if (sv->dir[0])
+		ktel_test_rm_rf(sv->dir);
 }
 
 /*

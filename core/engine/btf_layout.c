@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,36 +137,34 @@ static int check_enum(struct vstate *v, __u32 id, const struct btf_type *t)
 	return 0;
 }
 
-static int check_members(struct vstate *v, __u32 id, const struct btf_type *t)
+/*
+ * btf_member and btf_param both start with name_off and type, so the
+ * entries of a struct, union or function prototype are checked by one loop
+ * over those two words, stride bytes apart.
+ */
+_Static_assert(offsetof(struct btf_member, name_off) == 0 &&
+		       offsetof(struct btf_member, type) == sizeof(__u32) &&
+		       offsetof(struct btf_param, name_off) == 0 &&
+		       offsetof(struct btf_param, type) == sizeof(__u32),
+	       "btf_member and btf_param start with name_off and type");
+
+static int check_entries(struct vstate *v, __u32 id, const struct btf_type *t,
+			 const void *first, size_t stride, const char *what)
 {
-	const struct btf_member *m = btf_members(t);
+	const char *e = first;
 	__u32 i;
 	int err;
 
-	for (i = 0; i < btf_vlen(t); i++) {
-		err = check_name(v, id, m[i].name_off, "member");
+	for (i = 0; i < btf_vlen(t); i++, e += stride) {
+		const __u32 *name_type = (const __u32 *)e;
+
+		err = check_name(v, id, name_type[0], what);
 		if (!err)
-			err = check_ref(v, id, m[i].type, "member");
+			err = check_ref(v, id, name_type[1], what);
 		if (err)
 			return err;
 	}
 	return 0;
-}
-
-static int check_params(struct vstate *v, __u32 id, const struct btf_type *t)
-{
-	const struct btf_param *p = btf_params(t);
-	__u32 i;
-	int err;
-
-	for (i = 0; i < btf_vlen(t); i++) {
-		err = check_name(v, id, p[i].name_off, "parameter");
-		if (!err)
-			err = check_ref(v, id, p[i].type, "parameter");
-		if (err)
-			return err;
-	}
-	return check_ref(v, id, t->type, "return type");
 }
 
 static int check_datasec(struct vstate *v, __u32 id, const struct btf_type *t)
@@ -211,12 +210,15 @@ static int check_type(struct vstate *v, __u32 id, const struct btf_type *t)
 		return err;
 	case BTF_KIND_STRUCT:
 	case BTF_KIND_UNION:
-		return check_members(v, id, t);
+		return check_entries(v, id, t, btf_members(t), sizeof(struct btf_member),
+				     "member");
 	case BTF_KIND_ENUM:
 	case BTF_KIND_ENUM64:
 		return check_enum(v, id, t);
 	case BTF_KIND_FUNC_PROTO:
-		return check_params(v, id, t);
+		err = check_entries(v, id, t, btf_params(t), sizeof(struct btf_param),
+				    "parameter");
+		return err ? err : check_ref(v, id, t->type, "return type");
 	case BTF_KIND_DATASEC:
 		return check_datasec(v, id, t);
 	case BTF_KIND_FLOAT:

@@ -95,6 +95,7 @@
 #include "json_recover.h"
 #include "log.h"
 #include "batchbuf.h"
+#include "sink_close.h"
 #include "textbuf.h"
 #include "worker.h"
 
@@ -162,7 +163,7 @@ struct json_sink {
 	bool plan_acks; /* and makes a mark durable that is not yet acked */
 	ssize_t write_res; /* bytes, or -errno */
 	int sync_res; /* fsync: 0, -errno, or 1 when not tried */
-	uv_timer_t retry_timer, close_timer;
+	uv_timer_t retry_timer;
 	/* Submits start no write: the queue is written once per loop turn,
 	 * just before the loop sleeps, so the batches one round of pulls
 	 * submits (one per metric) share one write and one completion. */
@@ -193,10 +194,9 @@ struct json_sink {
 	/* finishing: reported closed (or about to); no new work starts.
 	 * reported: done() was called; the sink is freed once nothing is in
 	 * flight. */
-	bool closing, timed_out, finishing, reported;
+	struct ktel_sink_close close;
+	bool finishing, reported;
 	int handles_open;
-	ktel_sink_closed_cb done;
-	void *done_ctx;
 };
 
 /* ---- I/O state machine ---- */
@@ -545,7 +545,7 @@ static bool ensure_path(struct json_sink *s)
 static void queue_io(struct json_sink *s, ktel_work_fn work, ktel_job_fn done, bool urgent)
 {
 	s->io_job.data = s;
-	ktel_worker__queue(s->worker, &s->io_job, work, done, urgent || s->closing);
+	ktel_worker__queue(s->worker, &s->io_job, work, done, urgent || s->close.closing);
 }
 
 static void kick(struct json_sink *s)
@@ -864,8 +864,7 @@ static void on_handle_closed(uv_handle_t *h)
 	s->reported = true;
 	/* done() may still read the final stats (sink.h); free afterwards,
 	 * or later when the last request in flight completes. */
-	if (s->done)
-		s->done(s->done_ctx);
+	ktel_sink_close__report(&s->close);
 	maybe_free(s);
 }
 
@@ -880,9 +879,9 @@ static void maybe_finish(struct json_sink *s)
 {
 	struct chunk *c;
 
-	if (!s->closing || s->finishing)
+	if (!s->close.closing || s->finishing)
 		return;
-	if (!s->timed_out && (s->head || s->trim_bytes || busy(s)))
+	if (!s->close.timed_out && (s->head || s->trim_bytes || busy(s)))
 		return;
 	s->finishing = true;
 	for (c = s->head; c; c = c->next)
@@ -892,33 +891,23 @@ static void maybe_finish(struct json_sink *s)
 		start_trim(s);
 	s->handles_open = 3;
 	uv_close((uv_handle_t *)&s->retry_timer, on_handle_closed);
-	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&s->close.timer, on_handle_closed);
 	uv_close((uv_handle_t *)&s->kick_prepare, on_handle_closed);
 }
 
-static void on_close_timeout(uv_timer_t *t)
+static void on_close_deadline(void *owner)
 {
-	struct json_sink *s = t->data;
-
-	s->timed_out = true;
-	maybe_finish(s);
+	maybe_finish(owner);
 }
 
 static void json_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
 {
 	struct json_sink *s = priv;
 
-	if (s->closing)
+	if (ktel_sink_close__begin(&s->close, timeout_ms, done, ctx))
 		return;
-	s->closing = true;
-	s->done = done;
-	s->done_ctx = ctx;
-	if (timeout_ms == 0) {
-		s->timed_out = true;
-	} else {
-		uv_timer_start(&s->close_timer, on_close_timeout, timeout_ms, 0);
+	if (!s->close.timed_out)
 		kick(s);
-	}
 	/* Its completion is waited for now. */
 	if (s->state == IO_WRITING || s->state == IO_TRIMMING || s->state == IO_ROTATING)
 		ktel_worker__hurry(s->worker, &s->io_job);
@@ -967,7 +956,7 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 	uint32_t lines = 0;
 	struct chunk *c;
 
-	if (s->closing) {
+	if (s->close.closing) {
 		s->st.dropped += n;
 		return;
 	}
@@ -1153,9 +1142,9 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 		goto fail;
 	}
 	uv_timer_init(loop, &s->retry_timer);
-	uv_timer_init(loop, &s->close_timer);
+	ktel_sink_close__init(&s->close, loop, s, on_close_deadline);
 	uv_prepare_init(loop, &s->kick_prepare);
-	s->retry_timer.data = s->close_timer.data = s->kick_prepare.data = s;
+	s->retry_timer.data = s->kick_prepare.data = s;
 	s->gz_work.data = s;
 	s->rng = uv_hrtime() ^ (uintptr_t)s ^ 0x9e3779b97f4a7c15ULL;
 	*ret_priv = s;
@@ -1201,7 +1190,7 @@ static void json_reopen(void *priv)
 {
 	struct json_sink *s = priv;
 
-	if (s->to_stdout || s->closing)
+	if (s->to_stdout || s->close.closing)
 		return;
 	/* Now when no job is in flight, else before the next write (both
 	 * say "reopened"). */

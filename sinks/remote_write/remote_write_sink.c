@@ -56,6 +56,7 @@
 #include "remote_write_sink.h"
 #include "rw_dlopen.h"
 #include "rw_encode.h"
+#include "sink_close.h"
 #include "textbuf.h"
 
 #define DEFAULT_INTERVAL_MS 15000
@@ -105,18 +106,18 @@ struct rw_sink {
 	struct ktel_textbuf body; /* the start of the response, for the log */
 
 	struct rw_sock *socks;
-	uv_timer_t tick, curl_timer, retry, deadline;
+	uv_timer_t tick, curl_timer, retry;
 	unsigned open_handles;
 	struct ktel_complaint overflow_c, fail_c, refused_c;
 
 	struct ktel_sink_stats st;
-	bool closing, finishing;
-	ktel_sink_closed_cb done;
-	void *done_ctx;
+	struct ktel_sink_close close;
+	bool finishing;
 };
 
 static void pump(struct rw_sink *s);
 static void finish(struct rw_sink *s);
+static void on_close_deadline(void *owner);
 
 static int64_t now_ms(void)
 {
@@ -413,7 +414,7 @@ static void check_done(struct rw_sink *s)
 /* Start the head request unless one is in flight or a backoff runs. */
 static void pump(struct rw_sink *s)
 {
-	if (s->closing && !s->head && !s->in_flight) {
+	if (s->close.closing && !s->head && !s->in_flight) {
 		finish(s);
 		return;
 	}
@@ -649,7 +650,8 @@ static int rw_create(uv_loop_t *loop, const char *name, const json_t *opts, void
 	timer_init(s, &s->tick);
 	timer_init(s, &s->curl_timer);
 	timer_init(s, &s->retry);
-	timer_init(s, &s->deadline);
+	ktel_sink_close__init(&s->close, s->loop, s, on_close_deadline);
+	s->open_handles++;
 	uv_timer_start(&s->tick, on_tick, s->interval_ms, s->interval_ms);
 	*ret_priv = s;
 	return 0;
@@ -661,7 +663,7 @@ static void rw_submit(void *priv, const struct ktel_record *recs, size_t n)
 {
 	struct rw_sink *s = priv;
 
-	if (s->closing) {
+	if (s->close.closing) {
 		s->st.dropped += n;
 		return;
 	}
@@ -703,9 +705,6 @@ static void on_handle_closed(uv_handle_t *h)
  */
 static void finish(struct rw_sink *s)
 {
-	ktel_sink_closed_cb done;
-	void *ctx;
-
 	if (!s->finishing) {
 		s->finishing = true;
 		if (s->in_flight)
@@ -722,22 +721,19 @@ static void finish(struct rw_sink *s)
 		uv_close((uv_handle_t *)&s->tick, on_handle_closed);
 		uv_close((uv_handle_t *)&s->curl_timer, on_handle_closed);
 		uv_close((uv_handle_t *)&s->retry, on_handle_closed);
-		uv_close((uv_handle_t *)&s->deadline, on_handle_closed);
+		uv_close((uv_handle_t *)&s->close.timer, on_handle_closed);
 		return;
 	}
 	if (s->open_handles)
 		return;
-	done = s->done;
-	ctx = s->done_ctx;
 	s->st.queued = 0;
-	if (done)
-		done(ctx); /* stats are final and still readable (sink.h) */
+	ktel_sink_close__report(&s->close); /* stats are final and still readable (sink.h) */
 	free_sink(s);
 }
 
-static void on_deadline(uv_timer_t *t)
+static void on_close_deadline(void *owner)
 {
-	struct rw_sink *s = t->data;
+	struct rw_sink *s = owner;
 
 	if (s->head)
 		ktel_log(KTEL_LOG_WARN, "sink %s: close timeout: %zu bytes of requests not "
@@ -749,15 +745,16 @@ static void rw_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, 
 {
 	struct rw_sink *s = priv;
 
-	if (s->closing)
+	if (ktel_sink_close__begin(&s->close, timeout_ms, done, ctx))
 		return;
-	s->closing = true;
-	s->done = done;
-	s->done_ctx = ctx;
 	uv_timer_stop(&s->tick);
 	if (s->pending_records)
 		enqueue_state(s);
-	uv_timer_start(&s->deadline, on_deadline, timeout_ms, 0);
+	/* No time to send anything: what is queued is dropped now. */
+	if (s->close.timed_out) {
+		on_close_deadline(s);
+		return;
+	}
 	/* Waiting out a backoff could take the whole timeout: try once more now. */
 	if (s->backing_off) {
 		uv_timer_stop(&s->retry);

@@ -5,52 +5,28 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "textbuf.h"
 #include "units.h"
 
-/* A line (or unit) under construction; overflow marks it unusable. */
+/*
+ * A line (or unit) under construction: a textbuf fixed on buf, so a line
+ * longer than KTEL_STATSD_LINE_MAX fails it instead of growing (the one
+ * byte more is room for the NUL the textbuf keeps after the text).
+ */
 struct line {
-	char buf[KTEL_STATSD_LINE_MAX];
-	size_t len;
-	bool overflow;
+	struct ktel_textbuf t;
+	char buf[KTEL_STATSD_LINE_MAX + 1];
 };
 
-static void put(struct line *l, const char *s, size_t n)
+static void line_init(struct line *l)
 {
-	if (l->overflow || n > sizeof(l->buf) - l->len) {
-		l->overflow = true;
-		return;
-	}
-	memcpy(l->buf + l->len, s, n);
-	l->len += n;
-}
-
-static void puts_(struct line *l, const char *s)
-{
-	put(l, s, strlen(s));
-}
-
-static void putf(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void putf(struct line *l, const char *fmt, ...)
-{
-	char tmp[64];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		l->overflow = true;
-		return;
-	}
-	put(l, tmp, (size_t)n);
+	l->t = (struct ktel_textbuf){.p = l->buf, .cap = sizeof(l->buf), .fixed = true};
+	l->buf[0] = '\0';
 }
 
 /*
@@ -58,24 +34,24 @@ static void putf(struct line *l, const char *fmt, ...)
  * ':', '|', '@', '#', ',', whitespace and (in dotted segments) '.' would
  * change what the server parses, so they become '_'.
  */
-static void put_clean(struct line *l, const char *s, bool allow_dot)
+static void put_clean(struct ktel_textbuf *b, const char *s, bool allow_dot)
 {
 	for (; *s; s++) {
 		char c = *s;
 		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			  (c >= '0' && c <= '9') || c == '_' || c == '-' || (allow_dot && c == '.');
 
-		put(l, ok ? &c : "_", 1);
+		ktel_textbuf_put(b, ok ? &c : "_", 1);
 	}
 }
 
 /* A dim's text: its label, else its integer. */
-static void put_dim_value(struct line *l, const struct ktel_dim *d, bool allow_dot)
+static void put_dim_value(struct ktel_textbuf *b, const struct ktel_dim *d, bool allow_dot)
 {
 	if (d->label)
-		put_clean(l, d->label, allow_dot);
+		put_clean(b, d->label, allow_dot);
 	else
-		putf(l, "%" PRId64, d->value);
+		ktel_textbuf_printf(b, "%" PRId64, d->value);
 }
 
 /*
@@ -98,17 +74,17 @@ static size_t repeated_stem(const char *prefix, const char *metric)
 }
 
 /* prefix, metric and unit suffix: "ktel.runq_latency_seconds". */
-static void put_base_name(struct line *l, const struct ktel_statsd_style *st,
+static void put_base_name(struct ktel_textbuf *b, const struct ktel_statsd_style *st,
 			  const struct ktel_record *rec)
 {
 	const char *prefix = st->prefix ? st->prefix : "";
 	const char *metric = rec->metric ? rec->metric : "unnamed";
 	const struct ktel_unit_rule *u = ktel_unit_rule(rec->unit);
 
-	put_clean(l, prefix, true);
-	put_clean(l, metric + repeated_stem(prefix, metric), true);
+	put_clean(b, prefix, true);
+	put_clean(b, metric + repeated_stem(prefix, metric), true);
 	if (u && !ktel_str_ends_with(metric, u->suffix))
-		puts_(l, u->suffix);
+		ktel_textbuf_puts(b, u->suffix);
 }
 
 /* What varies between the lines of one record. */
@@ -124,58 +100,60 @@ struct line_spec {
  * with '.' in the bound as '_' and "+Inf" as "Inf" (a name segment has
  * neither '.' nor '+').
  */
-static void put_dotted(struct line *l, const struct ktel_record *rec, const struct line_spec *sp)
+static void put_dotted(struct ktel_textbuf *b, const struct ktel_record *rec,
+		       const struct line_spec *sp)
 {
 	for (uint32_t i = 0; i < rec->n_dims && i < KTEL_MAX_DIMS; i++) {
-		puts_(l, ".");
-		put_clean(l, rec->dims[i].name ? rec->dims[i].name : "dim", false);
-		puts_(l, ".");
-		put_dim_value(l, &rec->dims[i], false);
+		ktel_textbuf_puts(b, ".");
+		put_clean(b, rec->dims[i].name ? rec->dims[i].name : "dim", false);
+		ktel_textbuf_puts(b, ".");
+		put_dim_value(b, &rec->dims[i], false);
 	}
 	if (sp->part) {
-		puts_(l, ".");
-		puts_(l, sp->part);
+		ktel_textbuf_puts(b, ".");
+		ktel_textbuf_puts(b, sp->part);
 	}
 	if (sp->le) {
-		puts_(l, ".le_");
-		put_clean(l, sp->le[0] == '+' ? sp->le + 1 : sp->le, false);
+		ktel_textbuf_puts(b, ".le_");
+		put_clean(b, sp->le[0] == '+' ? sp->le + 1 : sp->le, false);
 	}
-	putf(l, ":%s|%s", sp->value, sp->type);
+	ktel_textbuf_printf(b, ":%s|%s", sp->value, sp->type);
 }
 
 /* DogStatsD: ".<part>:V|t|#le:<bound>,<name>:<value>,...". */
-static void put_tagged(struct line *l, const struct ktel_record *rec, const struct line_spec *sp)
+static void put_tagged(struct ktel_textbuf *b, const struct ktel_record *rec,
+		       const struct line_spec *sp)
 {
 	if (sp->part) {
-		puts_(l, ".");
-		puts_(l, sp->part);
+		ktel_textbuf_puts(b, ".");
+		ktel_textbuf_puts(b, sp->part);
 	}
-	putf(l, ":%s|%s", sp->value, sp->type);
+	ktel_textbuf_printf(b, ":%s|%s", sp->value, sp->type);
 	if (!sp->le && rec->n_dims == 0)
 		return;
-	puts_(l, "|#");
+	ktel_textbuf_puts(b, "|#");
 	if (sp->le) {
-		puts_(l, "le:");
-		puts_(l, sp->le);
+		ktel_textbuf_puts(b, "le:");
+		ktel_textbuf_puts(b, sp->le);
 	}
 	for (uint32_t i = 0; i < rec->n_dims && i < KTEL_MAX_DIMS; i++) {
 		if (i || sp->le)
-			puts_(l, ",");
-		put_clean(l, rec->dims[i].name ? rec->dims[i].name : "dim", true);
-		puts_(l, ":");
-		put_dim_value(l, &rec->dims[i], true);
+			ktel_textbuf_puts(b, ",");
+		put_clean(b, rec->dims[i].name ? rec->dims[i].name : "dim", true);
+		ktel_textbuf_puts(b, ":");
+		put_dim_value(b, &rec->dims[i], true);
 	}
 }
 
-/* Append one complete line (no newline) for rec to l. */
-static void build_line(struct line *l, const struct ktel_statsd_style *st,
+/* Append one complete line (no newline) for rec to b. */
+static void build_line(struct ktel_textbuf *b, const struct ktel_statsd_style *st,
 		       const struct ktel_record *rec, const struct line_spec *sp)
 {
-	put_base_name(l, st, rec);
+	put_base_name(b, st, rec);
 	if (st->tags == KTEL_STATSD_TAGS_DOTTED)
-		put_dotted(l, rec, sp);
+		put_dotted(b, rec, sp);
 	else
-		put_tagged(l, rec, sp);
+		put_tagged(b, rec, sp);
 }
 
 /* Running state of one record's formatting: the first error wins. */
@@ -187,7 +165,7 @@ struct out {
 
 static void send_unit(struct out *o, const struct line *l)
 {
-	int r = l->overflow ? -EMSGSIZE : o->emit(o->ctx, l->buf, l->len);
+	int r = l->t.fail ? -EMSGSIZE : o->emit(o->ctx, l->t.p, l->t.len);
 
 	if (r && !o->err)
 		o->err = r;
@@ -196,9 +174,10 @@ static void send_unit(struct out *o, const struct line *l)
 static void one_line(struct out *o, const struct ktel_statsd_style *st,
 		     const struct ktel_record *rec, const struct line_spec *sp)
 {
-	struct line l = {.len = 0};
+	struct line l;
 
-	build_line(&l, st, rec, sp);
+	line_init(&l);
+	build_line(&l.t, st, rec, sp);
 	send_unit(o, &l);
 }
 
@@ -279,15 +258,16 @@ static void format_histogram(struct out *o, const struct ktel_statsd_style *st,
 static void format_gauge(struct out *o, const struct ktel_statsd_style *st,
 			 const struct ktel_record *rec)
 {
-	struct line l = {.len = 0};
+	struct line l;
 	char value[32];
 
+	line_init(&l);
 	format_scaled(value, sizeof(value), rec->gauge, true, rec);
 	if (rec->gauge < 0) {
-		build_line(&l, st, rec, &(struct line_spec){NULL, NULL, "0", "g"});
-		puts_(&l, "\n");
+		build_line(&l.t, st, rec, &(struct line_spec){NULL, NULL, "0", "g"});
+		ktel_textbuf_puts(&l.t, "\n");
 	}
-	build_line(&l, st, rec, &(struct line_spec){NULL, NULL, value, "g"});
+	build_line(&l.t, st, rec, &(struct line_spec){NULL, NULL, value, "g"});
 	send_unit(o, &l);
 }
 

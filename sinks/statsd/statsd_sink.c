@@ -27,6 +27,7 @@
 
 #include "android_event.h"
 #include "statsd_line.h"
+#include "sink_close.h"
 
 #define DEFAULT_HOST "127.0.0.1"
 #define DEFAULT_PORT 8125
@@ -102,7 +103,8 @@ struct statsd_sink {
 	uint16_t tid;
 
 	enum state state;
-	bool closing, finishing;
+	struct ktel_sink_close close;
+	bool finishing;
 	bool failed;        /* a failure since the last delivery */
 	uint64_t last_try;  /* now_ms() of the last open attempt */
 	struct sockaddr_storage addr;
@@ -115,7 +117,7 @@ struct statsd_sink {
 	uv_poll_t *poll; /* watches fd for writability after EAGAIN */
 	bool poll_active;
 	char rxbuf[64];  /* anything the UDP peer sends us is discarded */
-	uv_timer_t kick, retry, close_timer;
+	uv_timer_t kick, retry;
 	unsigned open_handles;
 
 	struct dgram *head, *tail;
@@ -132,8 +134,6 @@ struct statsd_sink {
 	bool in_batch;
 	uint8_t *scratch;
 	struct ktel_sink_stats st;
-	ktel_sink_closed_cb done;
-	void *done_ctx;
 };
 
 /* A unix datagram socket and the poll handle watching it (poll first). */
@@ -145,6 +145,7 @@ struct unix_conn {
 static void pump(struct statsd_sink *s);
 static void go_down(struct statsd_sink *s, int err);
 static void maybe_finish(struct statsd_sink *s);
+static void on_close_deadline(void *owner);
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -815,7 +816,7 @@ static void retry_cb(uv_timer_t *t)
  */
 static void retry_at_submit(struct statsd_sink *s)
 {
-	if (s->state != ST_DOWN || (!s->socket_path && !s->tcp) || s->closing ||
+	if (s->state != ST_DOWN || (!s->socket_path && !s->tcp) || s->close.closing ||
 	    now_ms() - s->last_try < s->backoff_min)
 		return;
 	s->last_try = now_ms();
@@ -841,7 +842,7 @@ static void go_down(struct statsd_sink *s, int err)
 	transport_close(s);
 	s->state = ST_DOWN;
 	s->last_try = now_ms();
-	if (s->closing) {
+	if (s->close.closing) {
 		maybe_finish(s);
 		return;
 	}
@@ -964,8 +965,8 @@ static int statsd_create(uv_loop_t *loop, const char *name, const json_t *opts, 
 	s->tid = (uint16_t)gettid();
 	uv_timer_init(loop, &s->kick);
 	uv_timer_init(loop, &s->retry);
-	uv_timer_init(loop, &s->close_timer);
-	s->kick.data = s->retry.data = s->close_timer.data = s;
+	ktel_sink_close__init(&s->close, loop, s, on_close_deadline);
+	s->kick.data = s->retry.data = s;
 	s->open_handles = 3;
 	/* From here on the handles exist: failures are runtime, not config. */
 	if (s->socket_path || literal_address(s)) {
@@ -1019,7 +1020,7 @@ static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		int len;
 
-		if (s->closing) {
+		if (s->close.closing) {
 			s->st.dropped++;
 			continue;
 		}
@@ -1065,7 +1066,7 @@ static void finish(struct statsd_sink *s)
 		uv_cancel((uv_req_t *)&s->gai);
 	uv_close((uv_handle_t *)&s->kick, handle_closed);
 	uv_close((uv_handle_t *)&s->retry, handle_closed);
-	uv_close((uv_handle_t *)&s->close_timer, handle_closed);
+	uv_close((uv_handle_t *)&s->close.timer, handle_closed);
 }
 
 /*
@@ -1074,7 +1075,7 @@ static void finish(struct statsd_sink *s)
  */
 static void maybe_finish(struct statsd_sink *s)
 {
-	if (!s->closing)
+	if (!s->close.closing)
 		return;
 	if (!s->finishing) {
 		if (!s->head && !s->inflight && !s->gai_pending)
@@ -1083,33 +1084,34 @@ static void maybe_finish(struct statsd_sink *s)
 	}
 	if (s->open_handles || s->gai_pending || s->inflight)
 		return;
-	/* done() may still read the stats; free afterwards. */
-	s->closing = false;
-	s->done(s->done_ctx);
+	/* done() may still read the stats; free afterwards. Not closing
+	 * from here on: nothing done() sets off can end the sink again. */
+	s->close.closing = false;
+	ktel_sink_close__report(&s->close);
 	sink_free(s);
 }
 
-static void close_timeout(uv_timer_t *t)
+static void on_close_deadline(void *owner)
 {
-	finish(t->data);
+	finish(owner);
 }
 
 static void statsd_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
 {
 	struct statsd_sink *s = priv;
 
-	s->closing = true;
-	s->done = done;
-	s->done_ctx = ctx;
+	if (ktel_sink_close__begin(&s->close, timeout_ms, done, ctx))
+		return;
 	uv_timer_stop(&s->kick);
 	uv_timer_stop(&s->retry);
-	if (s->state == ST_UP && s->head && timeout_ms)
-		pump(s);
-	if (!s->finishing && (s->head || s->inflight || s->gai_pending) && timeout_ms) {
-		uv_timer_start(&s->close_timer, close_timeout, timeout_ms, 0);
+	if (s->close.timed_out) {
+		finish(s);
 		return;
 	}
-	finish(s);
+	if (s->state == ST_UP && s->head)
+		pump(s);
+	if (!s->finishing && !s->head && !s->inflight && !s->gai_pending)
+		finish(s);
 }
 
 static void statsd_stats(void *priv, struct ktel_sink_stats *ret)

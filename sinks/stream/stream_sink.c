@@ -62,6 +62,7 @@
 
 #include "stream_sink.h"
 #include "json_format.h"
+#include "sink_close.h"
 #include "textbuf.h"
 
 #define DEFAULT_BACKLOG 1024
@@ -137,11 +138,9 @@ struct stream_sink {
 	struct ktel_json_strs strs;
 
 	struct ktel_sink_stats st;
-	uv_timer_t close_timer;
-	bool closing, timed_out, finishing;
+	struct ktel_sink_close close;
+	bool finishing;
 	int handles_open;
-	ktel_sink_closed_cb done;
-	void *done_ctx;
 };
 
 static void chunk_unref(struct stream_sink *s, struct chunk *c)
@@ -370,7 +369,7 @@ static void on_connection(uv_stream_t *server, int status)
 	u->next_seq = s->head_seq > s->backlog ? s->head_seq - s->backlog : 0;
 	if (u->next_seq < s->oldest_seq)
 		u->next_seq = s->oldest_seq;
-	if (uv_accept(server, (uv_stream_t *)&u->pipe) || s->closing ||
+	if (uv_accept(server, (uv_stream_t *)&u->pipe) || s->close.closing ||
 	    s->n_subs > s->max_subs || uv_read_start((uv_stream_t *)&u->pipe, on_alloc, on_read)) {
 		sub_close(u, false); /* never a subscriber: nothing lost */
 		return;
@@ -487,7 +486,7 @@ static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
 	struct stream_sink *s = priv;
 	struct sub *u, *next;
 
-	if (s->closing) {
+	if (s->close.closing) {
 		s->st.dropped += n;
 		return;
 	}
@@ -545,14 +544,10 @@ static void free_sink(struct stream_sink *s)
 
 static void maybe_free(struct stream_sink *s)
 {
-	ktel_sink_closed_cb done = s->done;
-	void *ctx = s->done_ctx;
-
 	if (!s->finishing || s->handles_open)
 		return;
 	/* done first: its stats are final and still readable (sink.h). */
-	if (done)
-		done(ctx);
+	ktel_sink_close__report(&s->close);
 	free_sink(s);
 }
 
@@ -562,9 +557,9 @@ static void maybe_finish(struct stream_sink *s)
 {
 	struct sub *u, *next;
 
-	if (!s->closing || s->finishing)
+	if (!s->close.closing || s->finishing)
 		return;
-	for (u = s->subs; u && !s->timed_out; u = u->next)
+	for (u = s->subs; u && !s->close.timed_out; u = u->next)
 		if (!u->closing && (u->writing || u->next_seq < s->head_seq || u->drop_pending))
 			return;
 	s->finishing = true;
@@ -573,33 +568,23 @@ static void maybe_finish(struct stream_sink *s)
 		sub_close(u, true);
 	}
 	/* The timer's close callback releases s when it is the last handle. */
-	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&s->close.timer, on_handle_closed);
 }
 
-static void on_close_timeout(uv_timer_t *t)
+static void on_close_deadline(void *owner)
 {
-	struct stream_sink *s = t->data;
-
-	s->timed_out = true;
-	maybe_finish(s);
+	maybe_finish(owner);
 }
 
 static void stream_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb done, void *ctx)
 {
 	struct stream_sink *s = priv;
 
-	if (s->closing)
+	if (ktel_sink_close__begin(&s->close, timeout_ms, done, ctx))
 		return;
-	s->closing = true;
-	s->done = done;
-	s->done_ctx = ctx;
 	/* No new subscribers; those connected get what is queued for them. */
 	uv_close((uv_handle_t *)&s->server, on_handle_closed);
 	unlink(s->path);
-	if (timeout_ms == 0)
-		s->timed_out = true;
-	else
-		uv_timer_start(&s->close_timer, on_close_timeout, timeout_ms, 0);
 	maybe_finish(s);
 }
 
@@ -749,9 +734,9 @@ static int stream_create(uv_loop_t *loop, const char *name, const json_t *opts,
 	ret = bind_socket(s, &fd, err);
 	if (ret)
 		goto fail;
-	uv_timer_init(loop, &s->close_timer);
+	ktel_sink_close__init(&s->close, loop, s, on_close_deadline);
 	uv_pipe_init(loop, &s->server, 0);
-	s->close_timer.data = s->server.data = s;
+	s->server.data = s;
 	s->handles_open = 2;
 	ret = uv_pipe_open(&s->server, fd);
 	if (ret)
@@ -766,8 +751,8 @@ fail_handles:
 	ktel_err_set(err, -ret, "sinks.%s.socket: cannot serve %s: %s", name, s->path,
 		     uv_strerror(ret));
 	unlink(s->path);
-	s->closing = s->finishing = true;
-	uv_close((uv_handle_t *)&s->close_timer, on_handle_closed);
+	s->close.closing = s->finishing = true;
+	uv_close((uv_handle_t *)&s->close.timer, on_handle_closed);
 	uv_close((uv_handle_t *)&s->server, on_handle_closed);
 	return ret;
 fail:

@@ -369,8 +369,7 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 	assert_true(wait_lines(sb.out, 0, 10));
 
 	/* The directory removed: an error in status, then drops. */
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", logs);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(ktel_test_rm_rf(logs), 0);
 	if (!log_wait_for(&sb, "cannot open", 10)) {
 		dump_log(&sb);
 		fail_msg("a missing directory was not reported");

@@ -60,22 +60,6 @@ static const struct ktel_sink_ops *ops(void)
 	return ktel_sink_type_find("json");
 }
 
-static void on_stop(uv_timer_t *t)
-{
-	uv_stop(t->loop);
-}
-
-static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-	uv_timer_t t;
-
-	uv_timer_init(loop, &t);
-	uv_timer_start(&t, on_stop, ms, 0);
-	uv_run(loop, UV_RUN_DEFAULT);
-	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(loop, UV_RUN_NOWAIT);
-}
-
 static void make_rec(struct ktel_record *r, uint64_t seq)
 {
 	memset(r, 0, sizeof(*r));
@@ -210,7 +194,7 @@ static void disk_full(unsigned keep, size_t rotate_bytes, size_t leave, bool clo
 		for (int j = 0; j < 4; j++)
 			make_rec(&recs[j], next++);
 		ops()->submit(s, recs, 4);
-		run_for(&loop, 5);
+		ktel_test_run_for(&loop, 5);
 		ops()->stats(s, &st);
 	}
 	assert_true(st.errors >= 2);
@@ -244,7 +228,7 @@ static void disk_full(unsigned keep, size_t rotate_bytes, size_t leave, bool clo
 	/* Space again: every queued line arrives, whole and once. */
 	assert_int_equal(unlink(filler), 0);
 	for (int i = 0; i < 150 && st.queued; i++) {
-		run_for(&loop, 100);
+		ktel_test_run_for(&loop, 100);
 		ops()->stats(s, &st);
 	}
 	assert_int_equal(st.queued, 0);

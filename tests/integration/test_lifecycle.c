@@ -369,10 +369,7 @@ static struct ktel_targets *targets_with_fake_event(const char *event)
 
 static void remove_fake_tracefs(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", fake_tracefs);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(ktel_test_rm_rf(fake_tracefs), 0);
 }
 
 static uint64_t count_reads(struct ktel_bpf_plugin *bp, const char *map)

@@ -71,10 +71,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[600];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ktel_test_rm_rf(dir) == 0 ? 0 : -1;
 }
 
 static char *slurp(const char *path)
@@ -93,22 +90,6 @@ static char *slurp(const char *path)
 	buf[n] = '\0';
 	fclose(f);
 	return buf;
-}
-
-static void on_stop(uv_timer_t *t)
-{
-	uv_stop(t->loop);
-}
-
-static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-	uv_timer_t t;
-
-	uv_timer_init(loop, &t);
-	uv_timer_start(&t, on_stop, ms, 0);
-	uv_run(loop, UV_RUN_DEFAULT);
-	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(loop, UV_RUN_NOWAIT);
 }
 
 /* One window of every record shape: log2 histograms in us (seconds on the
@@ -245,12 +226,12 @@ static void test_promtool_accepts_scrapes(void **state)
 
 	submit_window(priv, 1, 1, false);
 	submit_window(priv, 2, 3, false);
-	run_for(&loop, 20);
+	ktel_test_run_for(&loop, 20);
 	t1 = scrape_and_check(ktel_prometheus_sink__port(priv), "scrape1");
 	/* The maps were recreated: totals restart small, and so do the exposed
 	 * values (the series show the maps' totals: a counter reset). */
 	submit_window(priv, 1, 1, true);
-	run_for(&loop, 20);
+	ktel_test_run_for(&loop, 20);
 	t2 = scrape_and_check(ktel_prometheus_sink__port(priv), "scrape2");
 
 	count1 = value_of(t1, "\n" DRL "_count" TOP "}");

@@ -135,8 +135,6 @@ static void netdata_start(struct netdata *n)
 
 static void netdata_stop(struct netdata *n)
 {
-	char cmd[512];
-
 	if (n->pid > 0) {
 		kill(n->pid, SIGTERM);
 		for (int i = 0; i < 100 && waitpid(n->pid, NULL, WNOHANG) == 0; i++)
@@ -146,8 +144,7 @@ static void netdata_stop(struct netdata *n)
 		n->pid = -1;
 	}
 	if (n->dir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", n->dir);
-		statsd_run(cmd);
+		ktel_test_rm_rf(n->dir);
 		n->dir[0] = 0;
 	}
 }

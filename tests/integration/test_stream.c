@@ -285,23 +285,6 @@ static uint64_t bss_u64(struct bpf_object *obj, const char *name)
 
 /* ---- loop helpers ----------------------------------------------------- */
 
-static void on_stop_timer(uv_timer_t *t)
-{
-	uv_stop(t->loop);
-}
-
-/* Run the loop for ms milliseconds. */
-static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-	uv_timer_t t;
-
-	uv_timer_init(loop, &t);
-	uv_timer_start(&t, on_stop_timer, ms, 0);
-	uv_run(loop, UV_RUN_DEFAULT);
-	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(loop, UV_RUN_NOWAIT);
-}
-
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -400,7 +383,7 @@ static void test_flood_lost_matches(void **state)
 	produce(FLOOD_EVENTS);
 	assert_int_equal(bss_u64(f.bp->obj, "fx_produced"), FLOOD_EVENTS);
 	run_until(&f.loop, f.sr, FLOOD_EVENTS, true);
-	run_for(&f.loop, 50);
+	ktel_test_run_for(&f.loop, 50);
 	ktel_stream_reader__stats(f.sr, &s);
 	printf("flood of %d into a 4 KiB ring: delivered %llu, lost %llu, batches %llu\n",
 	       FLOOD_EVENTS, (unsigned long long)s.delivered, (unsigned long long)s.lost_kernel,
@@ -870,7 +853,7 @@ static void test_oom_event(void **state)
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
 		fail_msg("victim %d was not killed by SIGKILL (status 0x%x)", (int)pid, status);
 	/* Enough time for the event, and for a second one, which must not come. */
-	run_for(&loop, 300);
+	ktel_test_run_for(&loop, 300);
 	memcg_remove(&cg);
 	ktel_stream_reader__stats(sr, &s);
 	for (size_t i = 0; i < k->n && i < MAX_KEPT; i++) {
@@ -952,7 +935,7 @@ static size_t stalls_of_spinners(uv_loop_t *loop, struct kept *k, uint64_t ms)
 		args[i] = (struct spin_arg){.cpu = cpu, .until_ns = mono_ns() + ms * 1000000};
 		assert_int_equal(pthread_create(&th[i], NULL, spin, &args[i]), 0);
 	}
-	run_for(loop, ms + 100);
+	ktel_test_run_for(loop, ms + 100);
 	for (int i = 0; i < SPIN_THREADS; i++)
 		pthread_join(th[i], NULL);
 	for (size_t i = 0; i < k->n && i < MAX_KEPT; i++)

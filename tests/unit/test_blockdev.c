@@ -124,7 +124,7 @@ static int root_teardown(void **state)
 {
 	struct root *r = *state;
 
-	ktel_test_run("rm -rf %s", r->dir);
+	ktel_test_rm_rf(r->dir);
 	free(r);
 	return 0;
 }

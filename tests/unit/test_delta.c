@@ -39,10 +39,7 @@ static int setup_dir(void **state)
 
 static int teardown_dir(void **state)
 {
-	char cmd[600];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ktel_test_rm_rf(dir) == 0 ? 0 : -1;
 }
 
 /* Apply one key and check the outputs. */

@@ -44,10 +44,7 @@ static int setup_dir(void **state)
 
 static int teardown_dir(void **state)
 {
-	char cmd[600];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ktel_test_rm_rf(dir) == 0 ? 0 : -1;
 }
 
 static void path_in_dir(char *buf, size_t size, const char *name)
@@ -76,22 +73,6 @@ static void close_and_run(uv_loop_t *loop, void *priv, uint64_t timeout_ms)
 	ops()->close(priv, timeout_ms, ktel_test_count_closed, &closed);
 	uv_run(loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, 1);
-}
-
-static void on_stop(uv_timer_t *t)
-{
-	uv_stop(t->loop);
-}
-
-static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-	uv_timer_t t;
-
-	uv_timer_init(loop, &t);
-	uv_timer_start(&t, on_stop, ms, 0);
-	uv_run(loop, UV_RUN_DEFAULT);
-	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(loop, UV_RUN_NOWAIT);
 }
 
 static char *slurp(const char *path, size_t *ret_len)
@@ -387,7 +368,7 @@ static void test_queue_bound_drops_newest(void **state)
 	assert_true(st.queued > 0 && st.queued <= 4096);
 	assert_true(st.dropped >= 90);
 	assert_int_equal(st.sent, 0);
-	run_for(&loop, 200);
+	ktel_test_run_for(&loop, 200);
 	ops()->stats(s, &st);
 	assert_int_equal(st.queued, 0);
 	assert_int_equal(st.sent + st.dropped, 100);
@@ -526,7 +507,7 @@ static void test_write_errors_retried(void **state)
 	for (int i = 0; i < 5; i++)
 		make_hist(&recs[i], i + 1);
 	ops()->submit(s, recs, 5);
-	run_for(&loop, 400);
+	ktel_test_run_for(&loop, 400);
 	ops()->stats(s, &st);
 	/* 50, 100, 200 ms backoff: at least 3 attempts in 400 ms. */
 	assert_true(st.errors >= 3);
@@ -562,7 +543,7 @@ static void test_retry_backoff_jittered(void **state)
 		s[i] = create(&loop, "{\"path\":\"/dev/full\"}");
 		ops()->submit(s[i], &rec, 1);
 	}
-	run_for(&loop, 560);
+	ktel_test_run_for(&loop, 560);
 	for (int i = 0; i < N_SINKS; i++) {
 		ops()->stats(s[i], &st);
 		errors[i] = st.errors;
@@ -644,7 +625,7 @@ static void test_short_write_cut_back(void **state)
 	/* Stop as soon as the error shows: it is counted once the torn part
 	 * is cut off, and the retry waits at least 25 ms after that. */
 	for (int i = 0; i < 100 && !st.errors; i++) {
-		run_for(&loop, 2);
+		ktel_test_run_for(&loop, 2);
 		ops()->stats(s, &st);
 	}
 	assert_true(st.errors >= 1);
@@ -656,7 +637,7 @@ static void test_short_write_cut_back(void **state)
 	json_decref(lines);
 
 	limit_file_size(RLIM_INFINITY);
-	run_for(&loop, 400); /* past a jittered backoff of at most 200 ms */
+	ktel_test_run_for(&loop, 400); /* past a jittered backoff of at most 200 ms */
 	ops()->stats(s, &st);
 	assert_int_equal(st.sent, 10);
 	assert_int_equal(st.queued, 0);
@@ -796,7 +777,7 @@ static void test_short_write_then_close(void **state)
 	for (int i = 0; i < 10; i++)
 		make_hist(&recs[i], i + 1);
 	ops()->submit(b.sink, recs, 10);
-	run_for(&loop, 20);
+	ktel_test_run_for(&loop, 20);
 	start_bounded_close(&loop, &b, 100);
 	limit_file_size(RLIM_INFINITY);
 	assert_true(b.st.errors >= 1);
@@ -826,7 +807,7 @@ static void test_close_bounded_write_in_flight(void **state)
 	for (int i = 0; i < 200; i++)
 		make_hist(&recs[i], i + 1);
 	ops()->submit(b.sink, recs, 200);
-	run_for(&loop, 50);
+	ktel_test_run_for(&loop, 50);
 	start_bounded_close(&loop, &b, 50);
 	/* The write in flight is reported as not flushed. */
 	assert_int_equal(b.st.sent, 0);
@@ -870,7 +851,7 @@ static void test_close_bounded_while_compressing(void **state)
 	/* The line is written once the rotation is done (its directory fsync
 	 * may wait for the 16 MiB to reach the disk), compression started. */
 	for (int i = 0; i < 100 && !st.sent; i++) {
-		run_for(&loop, 50);
+		ktel_test_run_for(&loop, 50);
 		ops()->stats(b.sink, &st);
 	}
 	assert_int_equal(st.sent, 1);
@@ -903,7 +884,7 @@ static void test_router_creates_json(void **state)
 	json_decref(opts);
 	make_hist(&rec, 1);
 	ktel_router__route(r, &rec, 1, NULL, 0);
-	run_for(&loop, 100);
+	ktel_test_run_for(&loop, 100);
 	assert_int_equal(ktel_router__sink_stats(r, "file", &st), 0);
 	assert_int_equal(st.sent, 1);
 	ktel_router__close(r, 1000, ktel_test_count_closed, &closed);
@@ -978,12 +959,12 @@ static void check_rotation(const char *name, bool gz)
 		make_hist(&rec, i);
 		ops()->submit(s, &rec, 1);
 		if (i % 7 == 0)
-			run_for(&loop, 30);
+			ktel_test_run_for(&loop, 30);
 	}
 	/* Compression of each rotated file holds the next rotation back: give
 	 * a slow machine (valgrind) time. */
 	for (int i = 0; i < 100; i++) {
-		run_for(&loop, 100);
+		ktel_test_run_for(&loop, 100);
 		ops()->stats(s, &st);
 		if (st.sent == 60)
 			break;
@@ -1378,7 +1359,7 @@ static void check_marks(bool fsync_on)
 	/* Written (and fsynced) on the pool: within 10 s even under
 	 * valgrind, where 300 ms were too short. */
 	for (int i = 0; i < 100 && a.last < 3; i++)
-		run_for(&loop, 100);
+		ktel_test_run_for(&loop, 100);
 	assert_int_equal(a.last, 3);
 	/* The two batches of one loop turn went out in one write (and one
 	 * fsync): one ack for both, not one per batch. */

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "map_reader.h"
 #include "metric_pull.h"
+#include "ktel_test.h"
 
 #define OBJ_PATH KTEL_BINARY_DIR "/tests/plugins/fx_pull_values/fx_pull_values.bpf.o"
 #define BOOT "0b7a1d3e-1111-4c2e-9a55-5c1d2e3f4a5b"
@@ -743,8 +744,7 @@ static void test_device_dim_from_sysfs(void **state)
 		assert_false(recs[i].dims[0].derived);
 		assert_int_equal(recs[i].counter.delta, 5);
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(ktel_test_rm_rf(root), 0);
 }
 
 /* Round r's value of member m of key index i: every key changes in round

@@ -373,22 +373,6 @@ static void http(unsigned port, const char *method, const char *path, struct htt
 	ret->body_len = strlen(ret->body);
 }
 
-static void on_stop(uv_timer_t *t)
-{
-	uv_stop(t->loop);
-}
-
-static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-	uv_timer_t t;
-
-	uv_timer_init(loop, &t);
-	uv_timer_start(&t, on_stop, ms, 0);
-	uv_run(loop, UV_RUN_DEFAULT);
-	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(loop, UV_RUN_NOWAIT);
-}
-
 static void test_http_scrape(void **state)
 {
 	struct http_reply r;
@@ -412,7 +396,7 @@ static void test_http_scrape(void **state)
 
 	/* The loop renders what was submitted; the scrape serves it. */
 	submit_mixed(priv);
-	run_for(&loop, 20);
+	ktel_test_run_for(&loop, 20);
 	http(port, "GET", "/metrics", &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head,

@@ -48,10 +48,7 @@ static int new_socket(void **state)
 
 static int teardown_dir(void **state)
 {
-	char cmd[600];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ktel_test_rm_rf(dir) == 0 ? 0 : -1;
 }
 
 static const struct ktel_sink_ops *ops(void)
