@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * memory - the daemon's malloc policy (docs/benchmarks.md, "Footprint").
+ * memory - the daemon's malloc policy (docs/benchmarks.md, "Daemon footprint").
  *
  * Two facts of glibc's allocator decide most of the daemon's resident size:
  *  - a large block (record buffers sized by a map's max_entries, libbpf's

@@ -102,7 +102,7 @@ struct ktel_record {
 		int64_t gauge;
 		/* Event fields live with the producer (the stream reader's
 		 * per-batch arrays): histogram records, by far the most
-		 * numerous, stay small (design: docs/benchmarks.md, finding 2). */
+		 * numerous, stay small. */
 		struct {
 			uint32_t n_fields; /* <= KTEL_MAX_EVENT_FIELDS */
 			const struct ktel_event_field *fields;
