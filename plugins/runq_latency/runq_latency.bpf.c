@@ -27,8 +27,7 @@ struct runq_key {
  * Time each task became runnable (ns), in task local storage: this runs on
  * every wakeup and context switch, and a start kept in the task costs no
  * hash insert and delete per event (docs/benchmarks.md, "Per-event
- * overhead"). A task
- * that exits while runnable takes its start with it.
+ * overhead"). A task that exits while runnable takes its start with it.
  */
 KTEL_DEFINE_TASK_START_MAP(runq_start_map);
 
