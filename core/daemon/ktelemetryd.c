@@ -28,7 +28,7 @@
 #include "log.h"
 #include "memory.h"
 #include "sinks.h"
-#include "vmlinux_btf.h"
+#include "vmlinux_btf_interpose.h"
 #include "default_config.h"
 
 #define EXIT_BAD_INPUT 2

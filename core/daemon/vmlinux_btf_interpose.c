@@ -19,10 +19,11 @@
 #include <bpf/btf.h>
 
 #include "vmlinux_btf.h"
+#include "vmlinux_btf_interpose.h"
 
 /* btf.h declares both LIBBPF_API (default visibility): exportable. */
 static struct btf *(*real_load)(void);
-static void (*real_free)(struct btf *btf);
+static ktel_btf_free_fn real_free;
 static unsigned int frees_seen; /* calls of btf__free(), for the check */
 
 /* libbpf's own definitions, next after the executable in lookup order. */
@@ -31,7 +32,7 @@ static bool resolve(void)
 	if (!real_load)
 		real_load = (struct btf *(*)(void))dlsym(RTLD_NEXT, "btf__load_vmlinux_btf");
 	if (!real_free)
-		real_free = (void (*)(struct btf *))dlsym(RTLD_NEXT, "btf__free");
+		real_free = (ktel_btf_free_fn)dlsym(RTLD_NEXT, "btf__free");
 	return real_load && real_free;
 }
 
@@ -51,8 +52,10 @@ struct btf *btf__load_vmlinux_btf(void)
 void btf__free(struct btf *btf)
 {
 	frees_seen++;
+	/* The scan's parse: the lending code frees it when the scan ends,
+	 * with real_free, never through here. */
 	if (ktel_vmlinux_btf__unlend(btf))
-		return; /* the scan's parse: freed when the scan ends */
+		return;
 	if (resolve())
 		real_free(btf);
 }
@@ -77,6 +80,6 @@ int ktel_vmlinux_btf__interpose(void)
 		btf__free(btf); /* not reached: four bytes are no BTF header */
 	if (frees_seen == before)
 		return -ENOTSUP;
-	ktel_vmlinux_btf__set_lending(true);
+	ktel_vmlinux_btf__set_lending(real_free);
 	return 0;
 }

@@ -28,17 +28,13 @@ static struct {
 	bool installed;
 } log_state;
 
-/* Per thread: a load on one thread must not explain another's failure. */
+/*
+ * Per thread: the first warning since ktel_libbpf_log__reset(), which only
+ * explains a failure in its error message (a load on one thread must not
+ * explain another's). Which program the kernel refused is never read from
+ * it: see load_object().
+ */
 static __thread char last_warning[KTEL_LIFECYCLE_MSG_MAX];
-
-/* Per thread, like last_warning: the first verifier log's tail. */
-static __thread char last_verifier[KTEL_VERIFIER_TAIL_MAX + 8];
-/* The refused program's log filled KTEL_VERIFIER_LOG_SIZE: the kernel then
- * fails the load with ENOSPC instead of the verifier's own error. */
-static __thread bool last_verifier_full;
-
-#define LOAD_LOG_BEGIN "-- BEGIN PROG LOAD LOG --\n"
-#define LOAD_LOG_END "-- END PROG LOAD LOG --"
 
 /* Is the line [s, e) one of the verifier's statistics, or blank? */
 static bool verifier_noise(const char *s, const char *e)
@@ -101,39 +97,13 @@ size_t ktel_verifier_tail(const char *log, char *out, size_t len)
 	return strlen(out);
 }
 
-/* Keep the tail of the first program load log libbpf prints. */
-static void keep_verifier_log(const char *fmt, va_list ap)
-{
-	const char *begin, *end;
-	char *text = NULL;
-
-	if (last_verifier[0] || !strstr(fmt, "BEGIN PROG LOAD LOG"))
-		return;
-	/* The whole log, however long: its end is what matters. */
-	if (vasprintf(&text, fmt, ap) < 0)
-		return;
-	begin = strstr(text, LOAD_LOG_BEGIN);
-	end = begin ? strstr(begin, LOAD_LOG_END) : NULL;
-	if (begin && end) {
-		begin += strlen(LOAD_LOG_BEGIN);
-		text[end - text] = '\0';
-		ktel_verifier_tail(begin, last_verifier, sizeof(last_verifier));
-	}
-	free(text);
-}
-
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	static __thread char msg[16384];
 	const char *line = msg;
-	va_list copy;
 	size_t len;
 	int n;
 
-	va_copy(copy, ap);
-	if (level == LIBBPF_WARN)
-		keep_verifier_log(fmt, copy);
-	va_end(copy);
 	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (n < 0)
 		return 0;
@@ -171,18 +141,11 @@ void ktel_libbpf_log__reset(void)
 {
 	install_print();
 	last_warning[0] = '\0';
-	last_verifier[0] = '\0';
-	last_verifier_full = false;
 }
 
 const char *ktel_libbpf_log__last(void)
 {
 	return last_warning;
-}
-
-const char *ktel_libbpf_log__verifier(void)
-{
-	return last_verifier;
 }
 
 int ktel_libbpf_strerror(int err, char *buf, size_t len)
@@ -444,19 +407,24 @@ out:
 
 /* ---- programs -------------------------------------------------------- */
 
-/* Programs the kernel refused to load in an earlier attempt, by name. */
+/* A program the kernel would not load or attach, and why. */
+struct refusal {
+	char prog[128];
+	char reason[KTEL_TARGET_REASON_MAX];       /* becomes its skip_reason */
+	char verifier[KTEL_VERIFIER_TAIL_MAX + 8]; /* its verifier log's tail, or "" */
+};
+
+/* The programs refused in earlier attempts: never selected again. */
 struct exclusions {
-	char names[KTEL_PLUGIN_MAX_PROGRAMS][128];
-	char reasons[KTEL_PLUGIN_MAX_PROGRAMS][KTEL_TARGET_REASON_MAX];
-	char logs[KTEL_PLUGIN_MAX_PROGRAMS][KTEL_VERIFIER_TAIL_MAX + 8]; /* verifier's */
+	struct refusal list[KTEL_PLUGIN_MAX_PROGRAMS];
 	size_t n;
 };
 
 static const char *excluded_reason(const struct exclusions *ex, const char *name)
 {
 	for (size_t i = 0; ex && i < ex->n; i++)
-		if (strcmp(ex->names[i], name) == 0)
-			return ex->reasons[i];
+		if (strcmp(ex->list[i].prog, name) == 0)
+			return ex->list[i].reason;
 	return NULL;
 }
 
@@ -850,84 +818,193 @@ static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 			    libbpf_why(why, sizeof(why)));
 }
 
+/* What one load attempt came to. */
+enum attempt_outcome {
+	ATTEMPT_DONE = 0, /* p is the result: loaded, or unsupported with nothing loaded */
+	ATTEMPT_REFUSED,  /* the kernel refused refusal.prog: exclude it, try again */
+	ATTEMPT_FAILED,   /* rc is -errno, err says why */
+};
+
+struct attempt {
+	enum attempt_outcome outcome;
+	int rc;                 /* ATTEMPT_FAILED */
+	struct refusal refusal; /* ATTEMPT_REFUSED */
+};
+
+static struct attempt attempt_failed(int rc)
+{
+	return (struct attempt){.outcome = ATTEMPT_FAILED, .rc = rc};
+}
+
 /*
- * The verifier's log of a refused program goes to a buffer of our own,
- * KTEL_VERIFIER_LOG_SIZE bytes, instead of the 16 MiB one libbpf 1.1
- * allocates for its retry with log_level 1 (which the verifier can fill:
- * that buffer set the daemon's peak memory, docs/benchmarks.md). libbpf
- * loads without a log first and uses the buffer only on a failure; the
- * kernel keeps the end of a log longer than the buffer (a rotating log,
- * since 6.4), and the end is the complaint. libbpf prints a log only from a
- * buffer it owns, so the tail is read here, not from the print callback.
- * One buffer serves every program: the load stops at the first refusal.
+ * Describe the kernel's refusal (-rc) of program name into r. log is its
+ * verifier log, a KTEL_VERIFIER_LOG_SIZE buffer: a log that filled it made
+ * the kernel fail the load with ENOSPC instead of the verifier's own error,
+ * which is said instead; its tail is kept either way.
  */
-static char *log_buf_attach(struct bpf_object *obj)
+static void refusal_init(struct refusal *r, const char *name, int rc, char *log)
 {
-	struct bpf_program *prog;
-	char *buf = malloc(KTEL_VERIFIER_LOG_SIZE);
+	char msg[128];
 
-	if (!buf)
-		return NULL; /* libbpf's own buffer then, as before */
-	buf[0] = '\0';
-	bpf_object__for_each_program(prog, obj)
-		bpf_program__set_log_buf(prog, buf, KTEL_VERIFIER_LOG_SIZE);
-	return buf;
-}
-
-static void log_buf_detach(struct bpf_object *obj, char *buf)
-{
-	struct bpf_program *prog;
-
-	if (!buf)
-		return;
-	if (buf[0] && !last_verifier[0]) {
-		buf[KTEL_VERIFIER_LOG_SIZE - 1] = '\0';
-		last_verifier_full = strlen(buf) == KTEL_VERIFIER_LOG_SIZE - 1;
-		ktel_verifier_tail(buf, last_verifier, sizeof(last_verifier));
+	log[KTEL_VERIFIER_LOG_SIZE - 1] = '\0';
+	snprintf(r->prog, sizeof(r->prog), "%s", name);
+	if (strlen(log) == KTEL_VERIFIER_LOG_SIZE - 1) {
+		snprintf(r->reason, sizeof(r->reason), "load refused by this kernel: prog '%s': "
+			 "refused by the verifier (log over %d KiB: ENOSPC)", name,
+			 KTEL_VERIFIER_LOG_SIZE / 1024);
+	} else {
+		ktel_libbpf_strerror(rc, msg, sizeof(msg));
+		snprintf(r->reason, sizeof(r->reason), "load refused by this kernel: prog '%s': %s",
+			 name, msg);
 	}
-	bpf_object__for_each_program(prog, obj)
-		bpf_program__set_log_buf(prog, NULL, 0);
-	free(buf);
+	ktel_verifier_tail(log, r->verifier, sizeof(r->verifier));
 }
 
-static int load_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
+/*
+ * After bpf_object__load() of p failed with rc: was it the verifier that
+ * refused a program? libbpf loads each program without a log first and
+ * retries a refused one with its log buffer (logs + i *
+ * KTEL_VERIFIER_LOG_SIZE for p->progs[i]), then stops; so a written buffer
+ * is the refused program's. Returns true and that program's refusal in
+ * *ret_refusal, false when no log was written.
+ */
+static bool verifier_refusal(const struct ktel_bpf_plugin *p, char *logs, int rc,
+			     struct refusal *ret_refusal)
 {
-	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128], *log;
+	char *log;
+
+	for (size_t i = 0; i < p->n_progs; i++) {
+		log = logs + i * KTEL_VERIFIER_LOG_SIZE;
+		if (p->progs[i].selected && log[0]) {
+			refusal_init(ret_refusal, p->progs[i].name, rc, log);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Load a fresh copy of p's object, its params set as for p, with only
+ * program name (NULL: none) and nothing pinned, then close it. Returns 0
+ * when it loads, else -errno with name's verifier log in log (a
+ * KTEL_VERIFIER_LOG_SIZE buffer, left alone when the kernel wrote none).
+ */
+static int load_alone(const struct ktel_bpf_plugin *p, const int64_t *param_values,
+		      const char *name, char *log)
+{
+	struct ktel_bpf_plugin alone = {.plugin = p->plugin};
+	struct bpf_program *prog;
+	bool it;
 	int rc;
 
-	ktel_libbpf_log__reset();
-	log = log_buf_attach(p->obj);
-	rc = bpf_object__load(p->obj);
-	log_buf_detach(p->obj, log);
-	if (rc) {
-		rc = ktel_libbpf_strerror(rc, msg, sizeof(msg));
-		return ktel_err_set(err, rc, "plugin %s: load failed: %s%s%s%s", p->plugin->desc.name,
-				    msg, libbpf_why(why, sizeof(why)),
-				    last_verifier[0] ? "; verifier: " : "", last_verifier);
+	rc = open_object(&alone, NULL);
+	rc = rc ?: set_params(&alone, param_values, NULL);
+	if (rc)
+		goto out;
+	bpf_object__for_each_program(prog, alone.obj) {
+		it = name && strcmp(bpf_program__name(prog), name) == 0;
+		bpf_program__set_autoload(prog, it);
+		if (it)
+			bpf_program__set_log_buf(prog, log, KTEL_VERIFIER_LOG_SIZE);
 	}
-	fill_ids(p);
-	return 0;
+	rc = bpf_object__load(alone.obj);
+out:
+	bpf_object__close(alone.obj);
+	return rc;
 }
 
 /*
- * Which selected program did the kernel refuse? libbpf names it in its first
- * warning ("prog 'x': BPF program load failed: ..."). NULL when the failure
- * is not one program's (a map, BTF, memory).
+ * After bpf_object__load() of p failed and no verifier log says why: which
+ * program, if any, does the kernel refuse before verifying it (fentry where
+ * function tracing is locked down: EPERM, no log)? libbpf 1.1 cannot say:
+ * a failed load closes every program's fd, so bpf_program__fd() is -1 for
+ * the refused program and the loaded ones alike. So the object is loaded
+ * again program by program: first with none (when that fails too, the
+ * failure is the object's: a map, its BTF), then each selected program
+ * alone, in libbpf's load order. Returns true and the first program that
+ * fails alone in *ret_refusal, false when none does.
  */
-static struct ktel_bpf_prog *refused_prog(struct ktel_bpf_plugin *p)
+static bool lone_refusal(const struct ktel_bpf_plugin *p, const int64_t *param_values,
+			 struct refusal *ret_refusal)
 {
-	const char *w = ktel_libbpf_log__last(), *start = w ? strstr(w, "prog '") : NULL;
-	size_t len;
+	char *log = malloc(KTEL_VERIFIER_LOG_SIZE);
+	bool found = false;
+	int rc;
 
-	if (!start)
-		return NULL;
-	start += 6;
-	len = strcspn(start, "'");
+	if (!log || load_alone(p, param_values, NULL, log) != 0)
+		goto out;
+	for (size_t i = 0; i < p->n_progs && !found; i++) {
+		if (!p->progs[i].selected)
+			continue;
+		log[0] = '\0';
+		rc = load_alone(p, param_values, p->progs[i].name, log);
+		if (rc) {
+			refusal_init(ret_refusal, p->progs[i].name, rc, log);
+			found = true;
+		}
+	}
+out:
+	free(log);
+	return found;
+}
+
+/*
+ * Load p's object. The verifier's log of a refused program goes to a buffer
+ * of our own, KTEL_VERIFIER_LOG_SIZE bytes, instead of the 16 MiB one
+ * libbpf 1.1 allocates for its retry with log_level 1 (which the verifier
+ * can fill: that buffer set the daemon's peak memory, docs/benchmarks.md);
+ * the kernel keeps the end of a longer log (a rotating log, since 6.4), and
+ * the end is the complaint. Each selected program has a buffer of its own,
+ * which names the program a log was written for; the buffers are allocated
+ * zeroed and untouched, so only a written log takes memory.
+ *
+ * Returns ATTEMPT_DONE with the ids filled in; ATTEMPT_REFUSED naming the
+ * program the kernel refused, with its verifier log's tail; or
+ * ATTEMPT_FAILED with err naming the plugin, when the failure is no one
+ * program's.
+ */
+static struct attempt load_object(struct ktel_bpf_plugin *p, const int64_t *param_values,
+				  struct ktel_err *err)
+{
+	struct attempt res = {.outcome = ATTEMPT_DONE};
+	char why[KTEL_LIFECYCLE_MSG_MAX + 4], msg[128];
+	char *logs = calloc(p->n_progs ? p->n_progs : 1, KTEL_VERIFIER_LOG_SIZE);
+	int rc;
+
+	if (!logs)
+		return attempt_failed(ktel_err_set(err, ENOMEM, "plugin %s: out of memory",
+						   p->plugin->desc.name));
 	for (size_t i = 0; i < p->n_progs; i++)
-		if (p->progs[i].selected && strlen(p->progs[i].name) == len &&
-		    strncmp(p->progs[i].name, start, len) == 0)
-			return &p->progs[i];
-	return NULL;
+		if (p->progs[i].selected)
+			bpf_program__set_log_buf(p->progs[i].prog, logs + i * KTEL_VERIFIER_LOG_SIZE,
+						 KTEL_VERIFIER_LOG_SIZE);
+	ktel_libbpf_log__reset();
+	rc = bpf_object__load(p->obj);
+	for (size_t i = 0; i < p->n_progs; i++)
+		if (p->progs[i].selected)
+			bpf_program__set_log_buf(p->progs[i].prog, NULL, 0);
+	if (!rc) {
+		fill_ids(p);
+		goto out;
+	}
+	/* The kernel refused one program (fentry not permitted, a verifier
+	 * limit on this kernel): the caller excludes it and its group falls
+	 * back to the next variant, as for a missing target. */
+	if (verifier_refusal(p, logs, rc, &res.refusal)) {
+		res.outcome = ATTEMPT_REFUSED;
+		goto out;
+	}
+	/* Said before lone_refusal()'s loads replace libbpf's warning. */
+	rc = ktel_libbpf_strerror(rc, msg, sizeof(msg));
+	rc = ktel_err_set(err, rc, "plugin %s: load failed: %s%s", p->plugin->desc.name, msg,
+			  libbpf_why(why, sizeof(why)));
+	if (lone_refusal(p, param_values, &res.refusal))
+		res.outcome = ATTEMPT_REFUSED;
+	else
+		res = attempt_failed(rc);
+out:
+	free(logs);
+	return res;
 }
 
 static void free_progs(struct ktel_bpf_plugin *p)
@@ -953,16 +1030,19 @@ static void reset_attempt(struct ktel_bpf_plugin *p)
 	p->unsupported_reason[0] = '\0';
 }
 
-/* Never select name again, for reason; -EAGAIN: load anew without it. */
-static int exclude(struct exclusions *ex, const char *name, const char *reason)
+/*
+ * Never select r->prog again. Returns 0, or -E2BIG (err naming the plugin
+ * and the refusal) when every program is excluded already, which only a
+ * bug can do: an excluded program is never selected, so never refused.
+ */
+static int exclude(struct exclusions *ex, const struct ktel_bpf_plugin *p,
+		   const struct refusal *r, struct ktel_err *err)
 {
 	if (ex->n >= KTEL_PLUGIN_MAX_PROGRAMS)
-		return -E2BIG;
-	snprintf(ex->names[ex->n], sizeof(ex->names[ex->n]), "%s", name);
-	snprintf(ex->reasons[ex->n], sizeof(ex->reasons[ex->n]), "%s", reason);
-	ex->logs[ex->n][0] = '\0';
-	ex->n++;
-	return -EAGAIN;
+		return ktel_err_set(err, E2BIG, "plugin %s: program %s: %s", p->plugin->desc.name,
+				    r->prog, r->reason);
+	ex->list[ex->n++] = *r;
+	return 0;
 }
 
 /*
@@ -977,11 +1057,11 @@ static void add_verifier_logs(struct ktel_bpf_plugin *p, const struct exclusions
 	const char *first = NULL;
 
 	for (size_t i = 0; i < ex->n; i++) {
-		if (!ex->logs[i][0] || !(bp = ktel_bpf_plugin__prog(p, ex->names[i])))
+		if (!ex->list[i].verifier[0] || !(bp = ktel_bpf_plugin__prog(p, ex->list[i].prog)))
 			continue;
-		snprintf(bp->verifier_log, sizeof(bp->verifier_log), "%s", ex->logs[i]);
+		snprintf(bp->verifier_log, sizeof(bp->verifier_log), "%s", ex->list[i].verifier);
 		if (!first)
-			first = ex->names[i];
+			first = ex->list[i].prog;
 	}
 	if (!first || !p->unsupported)
 		return;
@@ -996,16 +1076,16 @@ static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struc
 /*
  * Attach every selected program; with keep false detach each right after.
  * A variant that loads but does not attach (a tracepoint without a perf
- * event, a function kprobes may not probe) is excluded like one the kernel
- * refused to load: -EAGAIN, everything detached, and the next attempt falls
- * back to the next variant of its group or reports the plugin unsupported.
- * Done before any pin so that an attempt given up leaves nothing behind.
+ * event, a function kprobes may not probe) is refused like one the kernel
+ * would not load: everything is detached and ATTEMPT_REFUSED names it, so
+ * that the next attempt falls back to the next variant of its group or
+ * reports the plugin unsupported. Done before any pin so that an attempt
+ * given up leaves nothing behind. Returns ATTEMPT_DONE or ATTEMPT_REFUSED.
  */
-static int attach_or_exclude(struct ktel_bpf_plugin *p, bool keep, struct exclusions *ex,
-			     struct ktel_err *err)
+static struct attempt attach_or_refuse(struct ktel_bpf_plugin *p, bool keep)
 {
+	struct attempt res = {.outcome = ATTEMPT_DONE};
 	struct ktel_bpf_prog *bp;
-	int rc;
 
 	for (size_t i = 0; i < p->n_progs; i++) {
 		bp = &p->progs[i];
@@ -1013,26 +1093,28 @@ static int attach_or_exclude(struct ktel_bpf_plugin *p, bool keep, struct exclus
 			continue;
 		if (attach_one(p, bp, NULL) != 0) {
 			ktel_bpf_plugin__detach_all(p);
-			rc = exclude(ex, bp->name, bp->attach_error);
-			if (rc == -E2BIG)
-				return ktel_err_set(err, E2BIG, "plugin %s: program %s: %s",
-						    p->plugin->desc.name, bp->name,
-						    bp->attach_error);
-			return rc;
+			res.outcome = ATTEMPT_REFUSED;
+			snprintf(res.refusal.prog, sizeof(res.refusal.prog), "%s", bp->name);
+			snprintf(res.refusal.reason, sizeof(res.refusal.reason), "%s",
+				 bp->attach_error);
+			return res;
 		}
 		if (!keep)
 			ktel_bpf_plugin__detach_prog(p, bp->name);
 	}
-	return 0;
+	return res;
 }
 
-/* One open/select/load attempt. -EAGAIN: a program was refused and excluded. */
-static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
-			struct exclusions *ex, struct ktel_err *err)
+/*
+ * One open/select/load/attach attempt into p, leaving out the programs in
+ * ex. Returns what it came to (see enum attempt_outcome); after
+ * ATTEMPT_REFUSED the caller resets p before the next attempt.
+ */
+static struct attempt load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
+				   const struct exclusions *ex, struct ktel_err *err)
 {
 	const char *pin_root = opts->pin_root ? opts->pin_root : KTEL_PIN_ROOT_DEFAULT;
-	char why[KTEL_TARGET_REASON_MAX];
-	struct ktel_bpf_prog *bad;
+	struct attempt res;
 	size_t i, n_selected = 0;
 	int rc;
 
@@ -1040,7 +1122,7 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 	rc = rc ?: set_params(p, opts->param_values, err);
 	rc = rc ?: init_progs(p, opts->targets, ex, err);
 	if (rc)
-		return rc;
+		return attempt_failed(rc);
 	for (i = 0; i < p->n_progs; i++)
 		n_selected += p->progs[i].selected;
 	if (!n_selected) {
@@ -1053,38 +1135,21 @@ static int load_attempt(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *o
 		p->obj = NULL;
 		for (i = 0; i < p->n_progs; i++)
 			p->progs[i].prog = NULL;
-		return 0;
+		return (struct attempt){.outcome = ATTEMPT_DONE};
 	}
 	p->unsupported_reason[0] = '\0';
 	rc = init_maps(p, err);
 	rc = rc ?: (opts->load_only ? 0 : prepare_pins(p, pin_root, err));
 	if (rc)
-		return rc;
-	rc = load_object(p, err);
-	if (rc) {
-		/* The kernel refused one program (fentry not permitted, a
-		 * verifier limit on this kernel): exclude it and let its group
-		 * fall back to the next variant, as for a missing target. */
-		bad = refused_prog(p);
-		if (!bad)
-			return rc;
-		if (last_verifier_full)
-			snprintf(why, sizeof(why), "load refused by this kernel: prog '%s': refused "
-				 "by the verifier (log over %d KiB: ENOSPC)", bad->name,
-				 KTEL_VERIFIER_LOG_SIZE / 1024);
-		else
-			snprintf(why, sizeof(why), "load refused by this kernel: %s",
-				 ktel_libbpf_log__last());
-		if (exclude(ex, bad->name, why) != -EAGAIN)
-			return rc;
-		snprintf(ex->logs[ex->n - 1], sizeof(ex->logs[0]), "%s",
-			 ktel_libbpf_log__verifier());
-		return -EAGAIN;
-	}
-	if (opts->load_only)
-		return 0;
-	rc = attach_or_exclude(p, !opts->no_attach, ex, err);
-	return rc ?: pin_new_maps(p, opts->pin_gid, err);
+		return attempt_failed(rc);
+	res = load_object(p, opts->param_values, err);
+	if (res.outcome != ATTEMPT_DONE || opts->load_only)
+		return res;
+	res = attach_or_refuse(p, !opts->no_attach);
+	if (res.outcome != ATTEMPT_DONE)
+		return res;
+	rc = pin_new_maps(p, opts->pin_gid, err);
+	return rc ? attempt_failed(rc) : res;
 }
 
 int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bpf_opts *opts,
@@ -1092,6 +1157,7 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 {
 	struct exclusions *ex;
 	struct ktel_bpf_plugin *p;
+	struct attempt res;
 	int rc;
 
 	if (!opts->targets)
@@ -1105,19 +1171,27 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", plugin->desc.name);
 	}
 	p->plugin = plugin;
-	/* Bounded: each retry excludes one more program. */
-	while ((rc = load_attempt(p, opts, ex, err)) == -EAGAIN)
+	/* Bounded: each refusal excludes one more program. */
+	for (;;) {
+		res = load_attempt(p, opts, ex, err);
+		if (res.outcome != ATTEMPT_REFUSED)
+			break;
+		rc = exclude(ex, p, &res.refusal, err);
+		if (rc) {
+			res = attempt_failed(rc);
+			break;
+		}
 		reset_attempt(p);
-	if (!rc)
+	}
+	if (res.outcome == ATTEMPT_DONE)
 		add_verifier_logs(p, ex);
 	free(ex);
-	if (rc)
-		goto fail;
+	if (res.outcome != ATTEMPT_DONE) {
+		ktel_bpf_plugin__free(p);
+		return res.rc;
+	}
 	*ret = p;
 	return 0;
-fail:
-	ktel_bpf_plugin__free(p);
-	return rc;
 }
 
 /* ---- lookup, attach, detach ----------------------------------------- */

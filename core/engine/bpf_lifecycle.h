@@ -36,8 +36,9 @@ struct bpf_link;
 /*
  * libbpf's messages. libbpf_set_print() is process-global, so this is too:
  * the first ktel call that may make libbpf talk installs a handler that
- * keeps the first warning since the last ktel_libbpf_log__reset() (used to
- * explain failures in ktel_err) and forwards messages to fn. Until
+ * keeps the first warning since the last ktel_libbpf_log__reset() (only to
+ * explain failures in ktel_err: which program the kernel refused is learnt
+ * from libbpf's API, not from its messages) and forwards messages to fn. Until
  * ktel_libbpf_log__set() is called nothing is forwarded, so core code never
  * prints. level is LIBBPF_WARN, LIBBPF_INFO or LIBBPF_DEBUG; msg has no
  * trailing newline and may span lines (verifier logs).
@@ -55,14 +56,8 @@ const char *ktel_libbpf_log__last(void);
 
 /* The verifier's last lines, as ktel_verifier_tail() keeps them. */
 #define KTEL_VERIFIER_TAIL_MAX 400
-/* The buffer a refused program's verifier log is written to (its tail kept). */
+/* Each program's verifier log buffer, written only if it is refused (its tail kept). */
 #define KTEL_VERIFIER_LOG_SIZE (256 * 1024)
-
-/*
- * The tail of the first verifier log libbpf printed since the last reset
- * (a refused program's), or "".
- */
-const char *ktel_libbpf_log__verifier(void);
 
 /*
  * The last lines of a verifier log that say something (not blank, not the

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "vmlinux_btf.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,19 +17,21 @@
 #include <bpf/btf.h>
 
 /*
- * The lock is recursive: a btf__free() made while it is held (a failed
- * parse, the last release) comes back through the interposer to
- * ktel_vmlinux_btf__unlend() on the same thread.
+ * A plain lock, never held across a call into libbpf that may free a BTF
+ * (a failed parse frees its half-built BTF with btf__free(), which in the
+ * daemon is the interposer's, which calls ktel_vmlinux_btf__unlend()), and
+ * the shared parse is freed with the function the interposer hands over,
+ * libbpf's own: nothing here comes back through the interposer.
  */
 static struct {
 	pthread_mutex_t lock;
 	struct btf *btf;    /* the shared parse, NULL when unused */
 	unsigned int holds; /* ktel_vmlinux_btf__hold() not yet released */
 	unsigned int lent;  /* loans to libbpf not yet given back */
-	bool lending;
+	ktel_btf_free_fn free_btf; /* libbpf's btf__free() while lending, else NULL */
 	char *path;         /* NULL: KTEL_VMLINUX_BTF_PATH */
 	struct ktel_vmlinux_btf_stats stats;
-} shared = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP };
+} shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
  * Map fd (a sysfs file of size bytes) and let libbpf copy it: the copy is
@@ -124,45 +127,102 @@ struct btf *ktel_vmlinux_btf__parse(const char *path, bool *ret_mapped, struct k
 	return btf;
 }
 
-/* Free the shared parse once nothing holds or borrows it; lock held. */
-static void drop_if_unused(void)
+/*
+ * How to free the shared parse; lock held. While lending, what the
+ * interposer handed over; else libbpf's btf__free() all the same, found
+ * past the executable (this file is linked into it, as is an interposer if
+ * any), so that no call of it reaches an interposer either. NULL only if
+ * libbpf is not loaded, which linking against it rules out.
+ */
+static ktel_btf_free_fn free_fn(void)
+{
+	static ktel_btf_free_fn libbpf_free;
+
+	if (shared.free_btf)
+		return shared.free_btf;
+	if (!libbpf_free)
+		libbpf_free = (ktel_btf_free_fn)dlsym(RTLD_NEXT, "btf__free");
+	return libbpf_free;
+}
+
+/*
+ * Once nothing holds or borrows the shared parse: forget it and return it
+ * for the caller to free with free_fn() after unlocking; else NULL. Lock
+ * held.
+ */
+static struct btf *take_if_unused(void)
 {
 	struct btf *btf = shared.btf;
 
 	if (!btf || shared.holds || shared.lent)
-		return;
-	/* Cleared first: the interposer must see it as any other BTF now. */
+		return NULL;
+	/* Cleared first: from now on it is like any other BTF to the interposer. */
 	shared.btf = NULL;
-	btf__free(btf);
+	return btf;
+}
+
+/* Free btf (NULL: nothing) with fn, outside the lock. */
+static void free_parse(struct btf *btf, ktel_btf_free_fn fn)
+{
+	if (btf && fn)
+		fn(btf);
 }
 
 const struct btf *ktel_vmlinux_btf__hold(struct ktel_err *err)
 {
-	const struct btf *ret = NULL;
+	struct btf *btf, *spare = NULL;
+	ktel_btf_free_fn fn;
 	bool mapped = false;
+	char *path = NULL;
 
 	pthread_mutex_lock(&shared.lock);
-	if (!shared.btf) {
-		shared.btf = ktel_vmlinux_btf__parse(shared.path, &mapped, err);
-		if (!shared.btf)
-			goto out;
+	if (shared.btf) {
+		shared.holds++;
+		btf = shared.btf;
+		pthread_mutex_unlock(&shared.lock);
+		return btf;
+	}
+	if (shared.path && !(path = strdup(shared.path))) {
+		pthread_mutex_unlock(&shared.lock);
+		ktel_err_set(err, ENOMEM, "cannot read kernel BTF: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_unlock(&shared.lock);
+	/* Unlocked: libbpf may free a half-built BTF, see shared.lock. */
+	btf = ktel_vmlinux_btf__parse(path, &mapped, err);
+	free(path);
+	if (!btf)
+		return NULL;
+	pthread_mutex_lock(&shared.lock);
+	if (shared.btf) {
+		/* Another thread's parse came first: share that one. */
+		spare = btf;
+	} else {
+		shared.btf = btf;
 		shared.stats.parses++;
 		shared.stats.mapped += mapped;
 	}
 	shared.holds++;
-	ret = shared.btf;
-out:
+	btf = shared.btf;
+	fn = free_fn();
 	pthread_mutex_unlock(&shared.lock);
-	return ret;
+	free_parse(spare, fn);
+	return btf;
 }
 
 void ktel_vmlinux_btf__release(void)
 {
+	ktel_btf_free_fn fn;
+	struct btf *dead;
+
 	pthread_mutex_lock(&shared.lock);
 	if (shared.holds)
 		shared.holds--;
-	drop_if_unused();
+	dead = take_if_unused();
+	fn = free_fn();
 	pthread_mutex_unlock(&shared.lock);
+	free_parse(dead, fn);
 }
 
 const struct btf *ktel_vmlinux_btf__get(void)
@@ -188,10 +248,10 @@ int ktel_vmlinux_btf__set_path(const char *path)
 	return 0;
 }
 
-void ktel_vmlinux_btf__set_lending(bool on)
+void ktel_vmlinux_btf__set_lending(ktel_btf_free_fn free_btf)
 {
 	pthread_mutex_lock(&shared.lock);
-	shared.lending = on;
+	shared.free_btf = free_btf;
 	pthread_mutex_unlock(&shared.lock);
 }
 
@@ -200,7 +260,7 @@ bool ktel_vmlinux_btf__lending(void)
 	bool on;
 
 	pthread_mutex_lock(&shared.lock);
-	on = shared.lending;
+	on = shared.free_btf;
 	pthread_mutex_unlock(&shared.lock);
 	return on;
 }
@@ -211,7 +271,7 @@ struct btf *ktel_vmlinux_btf__lend(void)
 
 	pthread_mutex_lock(&shared.lock);
 	/* Only while a scan holds it: a loan never makes a parse of its own. */
-	if (shared.lending && shared.holds) {
+	if (shared.free_btf && shared.holds) {
 		btf = shared.btf;
 		shared.lent++;
 		shared.stats.lends++;
@@ -222,6 +282,8 @@ struct btf *ktel_vmlinux_btf__lend(void)
 
 bool ktel_vmlinux_btf__unlend(const struct btf *btf)
 {
+	struct btf *dead = NULL;
+	ktel_btf_free_fn fn;
 	bool mine;
 
 	pthread_mutex_lock(&shared.lock);
@@ -231,9 +293,11 @@ bool ktel_vmlinux_btf__unlend(const struct btf *btf)
 	mine = btf && btf == shared.btf;
 	if (mine && shared.lent) {
 		shared.lent--;
-		drop_if_unused();
+		dead = take_if_unused();
 	}
+	fn = free_fn();
 	pthread_mutex_unlock(&shared.lock);
+	free_parse(dead, fn);
 	return mine;
 }
 

@@ -9,9 +9,9 @@
  * plugin scan, with one copy only (sysfs mapped read-only where the kernel
  * allows it, 6.16+), and lends that parse to libbpf through the daemon's
  * interposed btf__load_vmlinux_btf()/btf__free() (vmlinux_btf_interpose.c,
- * linked into ktelemetryd only). Without the interposer, or with a libbpf
- * whose calls do not reach it, libbpf parses its own as before: bigger,
- * never wrong.
+ * linked into ktelemetryd only, with its own header). Without the
+ * interposer, or with a libbpf whose calls do not reach it, libbpf parses
+ * its own as before: bigger, never wrong.
  *
  * The shared parse lives while it is held (ktel_vmlinux_btf__hold()) or lent
  * to libbpf, and is freed when the last of those ends.
@@ -67,30 +67,29 @@ const struct btf *ktel_vmlinux_btf__get(void);
  */
 int ktel_vmlinux_btf__set_path(const char *path);
 
+/* libbpf's btf__free(). */
+typedef void (*ktel_btf_free_fn)(struct btf *btf);
+
 /*
- * For the interposer. Lending is off until ktel_vmlinux_btf__set_lending()
- * turns it on, which only the interposer does, once it has seen that
- * libbpf's own btf__free() calls reach it (else libbpf would free the
- * shared parse).
+ * For the interposer, which calls into this module and never the other way.
+ * Lending is off until ktel_vmlinux_btf__set_lending() hands over free_btf,
+ * which only the interposer does, once it has seen that libbpf's own
+ * btf__free() calls reach it (else libbpf would free the shared parse).
+ * free_btf must be libbpf's own btf__free(), resolved past the interposer:
+ * the shared parse is freed with it, so that freeing it never goes through
+ * the interposer. NULL turns lending off (the parse is then freed with
+ * libbpf's btf__free(), looked up the same way).
  *  - lend: the shared parse with a loan taken, or NULL when lending is off
  *    or nothing is held (libbpf then parses its own).
- *  - unlend: true when btf is the shared parse (a loan, if any, ends; the
- *    caller must not free it), false for any other BTF.
+ *  - unlend: true when btf is the shared parse (a loan, if any, ends, and
+ *    the last one frees it: the caller must not free it), false for any
+ *    other BTF.
  */
-void ktel_vmlinux_btf__set_lending(bool on);
+void ktel_vmlinux_btf__set_lending(ktel_btf_free_fn free_btf);
 bool ktel_vmlinux_btf__lending(void);
 struct btf *ktel_vmlinux_btf__lend(void);
 bool ktel_vmlinux_btf__unlend(const struct btf *btf);
 
 void ktel_vmlinux_btf__stats(struct ktel_vmlinux_btf_stats *ret_stats);
-
-/*
- * Defined by vmlinux_btf_interpose.c, which only ktelemetryd links: check
- * that libbpf's calls reach the daemon's btf__load_vmlinux_btf() and
- * btf__free(), and turn lending on when they do. Returns 0, or -ENOTSUP
- * when they do not (libbpf then parses its own BTF per load). Call once,
- * early in main(), before any BPF object is loaded.
- */
-int ktel_vmlinux_btf__interpose(void);
 
 #endif /* KTEL_VMLINUX_BTF_H */

@@ -29,6 +29,7 @@
 #include "kernel_targets.h"
 #include "ktel_test.h"
 #include "vmlinux_btf.h"
+#include "vmlinux_btf_interpose.h"
 
 #define TEST_TP "ktel_test_only_tp"
 
@@ -204,6 +205,27 @@ static void test_hold_missing_file(void **state)
 }
 
 /*
+ * A hold of a file that is no BTF: libbpf frees its half-built BTF with
+ * btf__free(), which is the interposer's here, which asks the lending code
+ * whether it is the shared parse. The hold must not be holding the lock
+ * then (a plain mutex: that would hang).
+ */
+static void test_hold_invalid_file(void **state)
+{
+	static const unsigned char not_btf[64] = {0x9f, 0xeb, 1, 0, 24};
+	struct ktel_err err = {0};
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/not-btf", tmp_dir);
+	write_file(path, not_btf, sizeof(not_btf));
+	assert_int_equal(ktel_vmlinux_btf__set_path(path), 0);
+	assert_null(ktel_vmlinux_btf__hold(&err));
+	assert_true(err.code > 0);
+	assert_null(ktel_vmlinux_btf__get());
+	assert_int_equal(ktel_vmlinux_btf__set_path(btf_file), 0);
+}
+
+/*
  * libbpf's own lookup of a tracepoint (btf__load_vmlinux_btf(), then
  * btf__free()) finds the synthetic tracepoint while a hold is out: it used
  * the shared parse and did not free it. Without a hold it parses the real
@@ -262,12 +284,15 @@ static void test_stray_free_ignored(void **state)
 /* Lending off (what a libbpf that binds internally gets): libbpf parses its own. */
 static void test_lending_off(void **state)
 {
-	ktel_vmlinux_btf__set_lending(false);
+	ktel_vmlinux_btf__set_lending(NULL);
+	assert_false(ktel_vmlinux_btf__lending());
 	assert_non_null(ktel_vmlinux_btf__hold(NULL));
 	assert_null(ktel_vmlinux_btf__lend());
 	assert_true(libbpf_find_vmlinux_btf_id(TEST_TP, BPF_TRACE_RAW_TP) < 0);
 	ktel_vmlinux_btf__release();
-	ktel_vmlinux_btf__set_lending(true);
+	assert_null(ktel_vmlinux_btf__get());
+	assert_int_equal(ktel_vmlinux_btf__interpose(), 0);
+	assert_true(ktel_vmlinux_btf__lending());
 }
 
 /* The test BTF's tracepoint and function are found, one argument each. */
@@ -305,14 +330,14 @@ static void test_targets_without_lending_free_parse(void **state)
 	struct ktel_targets *t;
 	int n = -100;
 
-	ktel_vmlinux_btf__set_lending(false);
+	ktel_vmlinux_btf__set_lending(NULL);
 	t = ktel_targets__new(NULL, NULL);
 	assert_non_null(t);
 	assert_null(ktel_vmlinux_btf__get());
 	expect_test_targets(t);
 	assert_int_equal(ktel_targets__check(t, "fentry/absent", &n, NULL, 0), -ENOENT);
 	ktel_targets__free(t);
-	ktel_vmlinux_btf__set_lending(true);
+	assert_int_equal(ktel_vmlinux_btf__interpose(), 0);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -361,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_parse_sysfs_mapped),
 		cmocka_unit_test(test_hold_parses_once),
 		cmocka_unit_test(test_hold_missing_file),
+		cmocka_unit_test(test_hold_invalid_file),
 		cmocka_unit_test(test_libbpf_borrows_held_parse),
 		cmocka_unit_test(test_loan_outlives_hold),
 		cmocka_unit_test(test_stray_free_ignored),
