@@ -5,7 +5,7 @@
  * libbpf 1.1 parses the kernel's BTF in every bpf_object__load() that has a
  * tp_btf or fentry program, and btf__parse() holds the 5.5 MB file twice at
  * once (a read buffer and btf_new()'s copy): that was the daemon's start
- * peak (docs/benchmarks.md, "Start peak"). This module parses it once per
+ * peak (docs/benchmarks.md, "Daemon footprint"). This module parses it once per
  * plugin scan, with one copy only (sysfs mapped read-only where the kernel
  * allows it, 6.16+), and lends that parse to libbpf through the daemon's
  * interposed btf__load_vmlinux_btf()/btf__free() (vmlinux_btf_interpose.c,
