@@ -5,7 +5,7 @@
  * The daemon is not linked against libmicrohttpd: linking it maps the
  * library and its TLS stack (gnutls, nettle, p11-kit: ~2.3 MiB resident) into
  * every daemon, also the many with no Prometheus sink (docs/benchmarks.md,
- * "Footprint"). This file defines the libmicrohttpd entry points the sink
+ * "Daemon footprint"). This file defines the libmicrohttpd entry points the sink
  * calls, with the library's own prototypes; the first MHD_start_daemon()
  * dlopens the library (KTEL_MHD_SONAME, read from the library at build time)
  * and resolves them all, or fails with errno ELIBACC and logs why. Every
