@@ -797,42 +797,44 @@ static uint64_t *delta_slot(struct ktel_metric_pull *mp)
 
 /*
  * Records for every entry of s, to e: the current level of a gauge, the
- * delta against d of anything else; the emitted keys into mp->lp. Between
- * ktel_delta__begin and _end. When the delta engine fails at a key (out of
- * memory), the keys before it are already applied: their records are handed
- * on all the same (the window is flushed), so what the state counts is what
- * the sinks got; that key and the ones after it are untouched and the caller
- * aborts the round, which keeps them for the next pull. Nothing is lost and
- * nothing is counted twice.
+ * delta against dm (this pull's round of the metric in the delta engine) of
+ * anything else; the emitted keys into mp->lp. Between ktel_delta__begin and
+ * _end. When the delta engine fails at a key (out of memory), the keys
+ * before it are already applied: their records are handed on all the same
+ * (the window is flushed), so what the state counts is what the sinks got;
+ * that key and the ones after it are untouched and the caller aborts the
+ * round, which keeps them for the next pull. Nothing is lost and nothing is
+ * counted twice.
  */
-static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta *d,
+static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *dm,
 			const struct ktel_map_snapshot *s, const struct window *w, struct emit *e,
 			struct ktel_err *err)
 {
-	const char *name = mp->md->name;
-	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
+	struct ktel_delta_reading in = {
+		.key_size = s->key_size, .vals = mp->cur, .n = mp->n_values,
+	};
 	bool gauge = is_gauge(mp);
 
 	for (size_t i = 0; i < s->count; i++) {
 		const void *key = (const char *)s->keys + i * s->key_size;
 		uint64_t *delta = gauge ? NULL : delta_slot(mp);
-		bool reset, emit = true;
 		int r;
 
 		read_values(mp, (const char *)s->values + i * s->value_size);
 		if (!gauge) {
-			r = ktel_delta__apply(d, name, map_id, key, s->key_size, mp->cur,
-					      mp->n_values, delta, &reset, &emit);
-			if (r) {
+			in.key = key;
+			r = ktel_delta__apply(dm, &in, delta);
+			if (r < 0) {
 				emit_flush(mp, e);
 				return ktel_err_set(err, -r, "metric %s: delta engine: %s (the "
 						    "%zu records of the keys before it were "
-						    "emitted; the rest keep their state)", name,
-						    strerror(-r), e->total);
+						    "emitted; the rest keep their state)",
+						    mp->md->name, strerror(-r), e->total);
 			}
+			/* Baseline, all-zero and refused keys make no record. */
+			if (r != KTEL_DELTA_EMIT && r != KTEL_DELTA_RESET)
+				continue;
 		}
-		if (!emit)
-			continue;
 		if (mp->lp.n < mp->keys_cap)
 			mp->lp.keys[mp->lp.n++] = (uint32_t)i;
 		mp->lp.n_emitted++;
@@ -892,15 +894,16 @@ static int delta_round(struct ktel_metric_pull *mp, struct ktel_delta *d,
 		       enum ktel_delta_start *ret_start, struct ktel_err *err)
 {
 	const char *name = mp->md->name;
+	struct ktel_delta_metric *dm;
 	int r;
 
 	r = ktel_delta__begin(d, name, ktel_map_reader__map_id(mp->reader), mp->map_created,
-			      ret_start);
+			      &dm, ret_start);
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
 	w->seq = ktel_delta__peek_seq(d, name);
 	window_head(mp, w);
-	r = make_windows(mp, d, s, w, e, err);
+	r = make_windows(mp, dm, s, w, e, err);
 	if (r)
 		ktel_delta__abort(d, name); /* keys not reached keep their state */
 	else
