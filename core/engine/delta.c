@@ -30,7 +30,10 @@ struct entry {
 	uint64_t vals[];  /* n values, then key_size key bytes */
 };
 
-struct metric {
+struct ktel_delta_metric {
+	/* The engine it belongs to: apply, given only the metric, reads the
+	 * entry limit there and marks the engine dirty. */
+	struct ktel_delta *owner;
 	char *name;
 	uint32_t map_id; /* map the state belongs to; 0 = none yet */
 	uint64_t seq;
@@ -52,7 +55,7 @@ struct ktel_delta {
 	size_t max_entries;
 	/* State changed since the last save (values, map ids, keys, seq). */
 	bool dirty;
-	struct metric **metrics;
+	struct ktel_delta_metric **metrics;
 	size_t n_metrics;
 };
 
@@ -77,7 +80,7 @@ static uint64_t hash_key(const void *key, size_t size)
 	return h;
 }
 
-static void metric_clear(struct metric *m)
+static void metric_clear(struct ktel_delta_metric *m)
 {
 	for (size_t b = 0; b < m->n_buckets; b++) {
 		struct entry *e = m->buckets[b], *next;
@@ -94,7 +97,7 @@ static void metric_clear(struct metric *m)
 	m->file_bytes = 0;
 }
 
-static void metric_free(struct metric *m)
+static void metric_free(struct ktel_delta_metric *m)
 {
 	if (!m)
 		return;
@@ -137,7 +140,7 @@ int ktel_delta__set_max_entries(struct ktel_delta *d, size_t max_entries)
 	return 0;
 }
 
-static struct metric *metric_find(const struct ktel_delta *d, const char *name)
+static struct ktel_delta_metric *metric_find(const struct ktel_delta *d, const char *name)
 {
 	for (size_t i = 0; i < d->n_metrics; i++)
 		if (strcmp(d->metrics[i]->name, name) == 0)
@@ -147,77 +150,83 @@ static struct metric *metric_find(const struct ktel_delta *d, const char *name)
 
 bool ktel_delta__knows_map(const struct ktel_delta *d, const char *metric, uint32_t map_id)
 {
-	const struct metric *m = metric_find(d, metric);
+	const struct ktel_delta_metric *m = metric_find(d, metric);
 
 	return m && map_id && m->map_id == map_id;
 }
 
-/* Find or create; NULL with *ret_err = -ENOMEM or -E2BIG. */
-static struct metric *metric_get(struct ktel_delta *d, const char *name, int *ret_err)
+/*
+ * Find metric name in d or create it (no state, no map yet). 0, or -E2BIG
+ * when d holds KTEL_DELTA_MAX_METRICS metrics already, or -ENOMEM.
+ */
+static int metric_get(struct ktel_delta *d, const char *name, struct ktel_delta_metric **ret_m)
 {
-	struct metric *m = metric_find(d, name), **arr;
+	struct ktel_delta_metric *m = metric_find(d, name), **arr;
 
 	if (m)
-		return m;
-	*ret_err = -E2BIG;
+		goto found;
 	if (d->n_metrics >= KTEL_DELTA_MAX_METRICS)
-		return NULL;
-	*ret_err = -ENOMEM;
+		return -E2BIG;
 	arr = realloc(d->metrics, (d->n_metrics + 1) * sizeof(*arr));
 	if (!arr)
-		return NULL;
+		return -ENOMEM;
 	d->metrics = arr;
 	m = calloc(1, sizeof(*m));
 	if (!m)
-		return NULL;
+		return -ENOMEM;
 	m->name = strdup(name);
 	if (!m->name) {
 		free(m);
-		return NULL;
+		return -ENOMEM;
 	}
+	m->owner = d;
 	d->metrics[d->n_metrics++] = m;
-	return m;
+found:
+	*ret_m = m;
+	return 0;
 }
 
 int ktel_delta__set_emit_zeros(struct ktel_delta *d, const char *metric, bool emit_zeros)
 {
-	int err = 0;
-	struct metric *m = metric_get(d, metric, &err);
+	struct ktel_delta_metric *m;
+	int err = metric_get(d, metric, &m);
 
-	if (!m)
+	if (err)
 		return err;
 	m->emit_zeros = emit_zeros;
 	return 0;
 }
 
 int ktel_delta__begin(struct ktel_delta *d, const char *metric, uint32_t map_id,
-		      bool map_created_by_us, enum ktel_delta_start *ret_policy)
+		      bool map_created_by_us, struct ktel_delta_metric **ret_m,
+		      enum ktel_delta_start *ret_start)
 {
-	enum ktel_delta_start policy;
-	struct metric *m;
-	int err = 0;
+	enum ktel_delta_start start;
+	struct ktel_delta_metric *m;
+	int err;
 
 	if (map_id == 0)
 		return -EINVAL;
-	m = metric_get(d, metric, &err);
-	if (!m)
+	err = metric_get(d, metric, &m);
+	if (err)
 		return err;
 	if (m->map_id == map_id)
-		policy = KTEL_DELTA_START_STATE;
+		start = KTEL_DELTA_START_STATE;
 	else if (map_created_by_us)
-		policy = KTEL_DELTA_START_ZERO;
+		start = KTEL_DELTA_START_ZERO;
 	else
-		policy = KTEL_DELTA_START_BASELINE;
+		start = KTEL_DELTA_START_BASELINE;
 	m->map_id = map_id;
-	m->policy = policy;
+	m->policy = start;
 	m->gen++;
 	m->in_pull = true;
-	if (ret_policy)
-		*ret_policy = policy;
+	*ret_m = m;
+	if (ret_start)
+		*ret_start = start;
 	return 0;
 }
 
-static int rehash(struct metric *m)
+static int rehash(struct ktel_delta_metric *m)
 {
 	size_t nb = m->n_buckets ? m->n_buckets * 2 : 64;
 	struct entry **b = calloc(nb, sizeof(*b));
@@ -239,7 +248,9 @@ static int rehash(struct metric *m)
 	return 0;
 }
 
-static struct entry **entry_slot(struct metric *m, uint64_t h, const void *key, size_t key_size)
+/* Where key's entry hangs in m (so that it can be replaced), or NULL. */
+static struct entry **entry_slot(struct ktel_delta_metric *m, uint64_t h, const void *key,
+				 size_t key_size)
 {
 	struct entry **pe;
 
@@ -268,33 +279,39 @@ static struct entry *entry_alloc(uint64_t h, const void *key, size_t key_size, s
 	return e;
 }
 
-/* Insert a new zeroed entry; respects the limit (NULL, *ret_err = 0). */
-static struct entry *entry_insert(struct ktel_delta *d, struct metric *m, uint64_t h,
-				  const void *key, size_t key_size, size_t n, int *ret_err)
+/* Is m full (max_entries keys)? A key it refuses is counted here, so that
+ * both who add keys (a pull, a load) count it the same way. */
+static bool limit_refuses(struct ktel_delta_metric *m)
+{
+	if (m->n_entries < m->owner->max_entries)
+		return false;
+	m->limit_dropped++;
+	return true;
+}
+
+/* Add key (not in m, room checked) with n zero values: a key first seen now
+ * appeared after the start of the known history (zero, or the state), so
+ * all of it is new. 0 with *ret_e, or -ENOMEM with m unchanged. */
+static int entry_insert(struct ktel_delta_metric *m, uint64_t h, const void *key,
+			size_t key_size, size_t n, struct entry **ret_e)
 {
 	struct entry *e;
 
-	*ret_err = 0;
-	if (m->n_entries >= d->max_entries) {
-		m->limit_dropped++;
-		return NULL;
-	}
-	*ret_err = -ENOMEM;
 	if (m->n_entries >= m->n_buckets && rehash(m))
-		return NULL;
+		return -ENOMEM;
 	e = entry_alloc(h, key, key_size, n);
 	if (!e)
-		return NULL;
+		return -ENOMEM;
 	e->next = m->buckets[h & (m->n_buckets - 1)];
 	m->buckets[h & (m->n_buckets - 1)] = e;
 	m->n_entries++;
 	m->file_bytes += entry_file_size(key_size, n);
-	*ret_err = 0;
-	return e;
+	*ret_e = e;
+	return 0;
 }
 
 /* The key's value count changed (a new layout): start it over. */
-static struct entry *entry_resize(struct metric *m, struct entry **pe, size_t n)
+static struct entry *entry_resize(struct ktel_delta_metric *m, struct entry **pe, size_t n)
 {
 	struct entry *old = *pe, *e;
 
@@ -310,74 +327,96 @@ static struct entry *entry_resize(struct metric *m, struct entry **pe, size_t n)
 	return e;
 }
 
-int ktel_delta__apply(struct ktel_delta *d, const char *metric, uint32_t map_id,
-		      const void *key, size_t key_size, const uint64_t *cur, size_t n,
-		      uint64_t *ret_delta, bool *ret_reset, bool *ret_emit)
+static bool went_down(const struct entry *e, const uint64_t *cur)
 {
-	struct metric *m = metric_find(d, metric);
-	bool reset = false, nonzero = false;
+	for (size_t i = 0; i < e->n; i++)
+		if (cur[i] < e->vals[i])
+			return true;
+	return false;
+}
+
+/*
+ * Move e on to cur, writing the delta (cur itself after a reset) to
+ * ret_delta, and stamp it as seen by this pull of m. ret_delta may be cur:
+ * each element is read before it is written. Returns whether any element of
+ * the delta is nonzero.
+ */
+static bool entry_advance(struct ktel_delta_metric *m, struct entry *e, const uint64_t *cur,
+			  bool reset, uint64_t *ret_delta)
+{
+	bool changed = e->map_id != m->map_id, nonzero = false;
+
+	for (size_t i = 0; i < e->n; i++) {
+		uint64_t c = cur[i], dv = reset ? c : c - e->vals[i];
+
+		changed |= c != e->vals[i];
+		e->vals[i] = c;
+		ret_delta[i] = dv;
+		nonzero |= dv != 0;
+	}
+	/* Only a pull that changed something makes the state worth a save. */
+	if (changed)
+		m->owner->dirty = true;
+	e->map_id = m->map_id;
+	e->gen = m->gen;
+	return nonzero;
+}
+
+/*
+ * Hot path: every key of every pull. The metric came from begin, so no name
+ * is looked up here.
+ */
+int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
+		      uint64_t *ret_delta)
+{
 	struct entry **pe, *e;
+	bool reset, nonzero;
 	uint64_t h;
 	int err;
 
-	if (!m || !m->in_pull)
+	if (!m->in_pull)
 		return -ENOENT;
-	if (!key_size || key_size > KTEL_DELTA_MAX_KEY_SIZE || !n || n > KTEL_DELTA_MAX_VALUES)
+	if (!in->key_size || in->key_size > KTEL_DELTA_MAX_KEY_SIZE || !in->n ||
+	    in->n > KTEL_DELTA_MAX_VALUES)
 		return -EINVAL;
-	h = hash_key(key, key_size);
-	pe = entry_slot(m, h, key, key_size);
+	h = hash_key(in->key, in->key_size);
+	pe = entry_slot(m, h, in->key, in->key_size);
+	if (!pe && limit_refuses(m)) {
+		memset(ret_delta, 0, in->n * sizeof(*ret_delta));
+		return KTEL_DELTA_REFUSED;
+	}
 	if (!pe) {
-		/* A key first seen now appeared after the start of the known
-		 * history (zero, or the state), so all of it is new. */
-		e = entry_insert(d, m, h, key, key_size, n, &err);
-		if (!e && err)
+		err = entry_insert(m, h, in->key, in->key_size, in->n, &e);
+		if (err)
 			return err;
-		if (!e) {
-			memset(ret_delta, 0, n * sizeof(*ret_delta));
-			*ret_reset = false;
-			*ret_emit = false;
-			return 0;
-		}
-		e->map_id = map_id;
-	} else if ((*pe)->n != n) {
-		e = entry_resize(m, pe, n);
+		e->map_id = m->map_id; /* zero in this map is where it started */
+		m->owner->dirty = true;
+		reset = false;
+	} else if ((*pe)->n != in->n) {
+		e = entry_resize(m, pe, in->n);
 		if (!e)
 			return -ENOMEM;
+		m->owner->dirty = true;
 		reset = true;
 	} else {
 		e = *pe;
-		reset = e->map_id != map_id;
-		for (size_t i = 0; i < n && !reset; i++)
-			reset = cur[i] < e->vals[i];
+		reset = e->map_id != m->map_id || went_down(e, in->vals);
 	}
-	/* Two passes so that ret_delta may alias cur. */
-	for (size_t i = 0; i < n; i++) {
-		uint64_t c = cur[i];
-
-		ret_delta[i] = reset ? c : c - e->vals[i];
-		d->dirty |= c != e->vals[i];
-		e->vals[i] = c;
-		nonzero |= ret_delta[i] != 0;
-	}
-	d->dirty |= e->map_id != map_id || !pe;
-	e->map_id = map_id;
-	e->gen = m->gen;
+	nonzero = entry_advance(m, e, in->vals, reset, ret_delta);
 	if (m->policy == KTEL_DELTA_START_BASELINE) {
-		memset(ret_delta, 0, n * sizeof(*ret_delta));
-		*ret_reset = false;
-		*ret_emit = false;
-		return 0;
+		memset(ret_delta, 0, in->n * sizeof(*ret_delta));
+		return KTEL_DELTA_BASELINE;
 	}
 	if (reset)
 		m->resets++;
-	*ret_reset = reset;
-	*ret_emit = nonzero || m->emit_zeros;
-	return 0;
+	if (!nonzero && !m->emit_zeros)
+		return KTEL_DELTA_ZERO;
+	return reset ? KTEL_DELTA_RESET : KTEL_DELTA_EMIT;
 }
 
 int ktel_delta__end(struct ktel_delta *d, const char *metric)
 {
-	struct metric *m = metric_find(d, metric);
+	struct ktel_delta_metric *m = metric_find(d, metric);
 	int forgotten = 0;
 
 	if (!m || !m->in_pull)
@@ -407,7 +446,7 @@ int ktel_delta__end(struct ktel_delta *d, const char *metric)
 
 int ktel_delta__abort(struct ktel_delta *d, const char *metric)
 {
-	struct metric *m = metric_find(d, metric);
+	struct ktel_delta_metric *m = metric_find(d, metric);
 
 	if (!m || !m->in_pull)
 		return -ENOENT;
@@ -417,7 +456,7 @@ int ktel_delta__abort(struct ktel_delta *d, const char *metric)
 
 uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric)
 {
-	struct metric *m = metric_find(d, metric);
+	struct ktel_delta_metric *m = metric_find(d, metric);
 
 	if (!m)
 		return 0;
@@ -427,7 +466,7 @@ uint64_t ktel_delta__next_seq(struct ktel_delta *d, const char *metric)
 
 uint64_t ktel_delta__peek_seq(const struct ktel_delta *d, const char *metric)
 {
-	const struct metric *m = metric_find(d, metric);
+	const struct ktel_delta_metric *m = metric_find(d, metric);
 
 	return m ? m->seq + 1 : 0;
 }
@@ -435,7 +474,7 @@ uint64_t ktel_delta__peek_seq(const struct ktel_delta *d, const char *metric)
 int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
 		      struct ktel_delta_stats *ret)
 {
-	const struct metric *m = metric_find(d, metric);
+	const struct ktel_delta_metric *m = metric_find(d, metric);
 
 	if (!m)
 		return -ENOENT;
@@ -461,7 +500,7 @@ struct file_header {
 /*
  * CRC-32 (IEEE 802.3, as zlib's crc32()), eight bytes per step ("slicing by
  * 8"): a state of 100k keys is ~27 MB, and a byte at a time took longer than
- * the pull that changed it (docs/benchmarks.md, "Pull at 100k keys").
+ * the pull that changed it (docs/benchmarks.md, "Pull cost").
  */
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
@@ -566,13 +605,13 @@ static void put(struct wbuf *b, const void *src, size_t len)
 
 #define PUT(b, v) put((b), &(v), sizeof(v))
 
-static uint64_t metric_file_size(const struct metric *m)
+static uint64_t metric_file_size(const struct ktel_delta_metric *m)
 {
 	return sizeof(uint32_t) + strlen(m->name) + sizeof(m->map_id) + sizeof(m->seq) +
 	       sizeof(uint64_t) + m->file_bytes;
 }
 
-static void serialize_metric(struct wbuf *b, const struct metric *m)
+static void serialize_metric(struct wbuf *b, const struct ktel_delta_metric *m)
 {
 	uint32_t name_len = strlen(m->name);
 	uint64_t n_entries = m->n_entries;
@@ -739,7 +778,7 @@ int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_e
 enum ktel_window_standing ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
 					  const char *metric, uint32_t map_id, uint64_t seq)
 {
-	const struct metric *m;
+	const struct ktel_delta_metric *m;
 
 	if (!boot_id || !metric || strcmp(boot_id, d->boot_id) != 0)
 		return KTEL_WINDOW_UNKNOWN;
@@ -749,96 +788,144 @@ enum ktel_window_standing ktel_delta__window(const struct ktel_delta *d, const c
 	return seq > m->seq ? KTEL_WINDOW_AFTER : KTEL_WINDOW_SAVED;
 }
 
+/* ---- load: read the file once, parse it aside, then adopt it ---- */
+
+/* A reader over a byte image; every step checks what is left. */
 struct rd {
 	const uint8_t *p;
 	size_t left;
 };
 
-static int get(struct rd *r, void *dst, size_t len)
+/* The next len bytes of r, or NULL when fewer are left. */
+static const uint8_t *take(struct rd *r, size_t len)
 {
+	const uint8_t *p = r->p;
+
 	if (r->left < len)
-		return -EBADMSG;
-	memcpy(dst, r->p, len);
+		return NULL;
 	r->p += len;
 	r->left -= len;
+	return p;
+}
+
+static int get(struct rd *r, void *dst, size_t len)
+{
+	const uint8_t *p = take(r, len);
+
+	if (!p)
+		return -EBADMSG;
+	memcpy(dst, p, len);
 	return 0;
 }
 
 #define GET(r, v) get((r), &(v), sizeof(v))
 
-static int parse_entry(struct ktel_delta *tmp, struct metric *m, struct rd *r)
+/*
+ * One entry into m: map id, key size, value count, key, values. A key over
+ * the entry limit is skipped and counted, as a pull would refuse it. 0,
+ * -EBADMSG (malformed, or a key twice: not something save writes), -ENOMEM.
+ */
+static int parse_entry(struct ktel_delta_metric *m, struct rd *r)
 {
+	const uint8_t *key, *vals;
 	uint32_t map_id, ks, n;
-	const uint8_t *key;
 	struct entry *e;
+	uint64_t h;
 	int err;
 
 	if (GET(r, map_id) || GET(r, ks) || GET(r, n))
 		return -EBADMSG;
-	if (!ks || ks > KTEL_DELTA_MAX_KEY_SIZE || !n || n > KTEL_DELTA_MAX_VALUES ||
-	    r->left < ks + (size_t)n * sizeof(uint64_t))
+	if (!ks || ks > KTEL_DELTA_MAX_KEY_SIZE || !n || n > KTEL_DELTA_MAX_VALUES)
 		return -EBADMSG;
-	key = r->p;
-	r->p += ks;
-	r->left -= ks;
-	if (entry_slot(m, hash_key(key, ks), key, ks))
-		return -EBADMSG; /* a key twice: not something save writes */
-	e = entry_insert(tmp, m, hash_key(key, ks), key, ks, n, &err);
-	if (!e && err)
+	key = take(r, ks);
+	vals = take(r, (size_t)n * sizeof(uint64_t));
+	if (!key || !vals)
+		return -EBADMSG;
+	h = hash_key(key, ks);
+	if (entry_slot(m, h, key, ks))
+		return -EBADMSG;
+	if (limit_refuses(m))
+		return 0;
+	err = entry_insert(m, h, key, ks, n, &e);
+	if (err)
 		return err;
-	if (e) {
-		e->map_id = map_id;
-		memcpy(e->vals, r->p, n * sizeof(uint64_t));
-	}
-	r->p += n * sizeof(uint64_t);
-	r->left -= n * sizeof(uint64_t);
+	e->map_id = map_id;
+	memcpy(e->vals, vals, (size_t)n * sizeof(uint64_t));
 	return 0;
 }
 
-static int parse_metric(struct ktel_delta *tmp, struct rd *r)
+/* One metric into parsed: name, map id, seq, its entries. 0, -EBADMSG, -ENOMEM. */
+static int parse_metric(struct ktel_delta *parsed, struct rd *r)
 {
-	char name[256];
-	uint32_t name_len;
+	struct ktel_delta_metric *m;
 	uint64_t n_entries;
-	struct metric *m;
-	int err = 0;
+	uint32_t name_len;
+	char name[256];
+	int err;
 
 	if (GET(r, name_len) || !name_len || name_len >= sizeof(name) ||
 	    get(r, name, name_len))
 		return -EBADMSG;
 	name[name_len] = '\0';
-	if (strlen(name) != name_len || metric_find(tmp, name))
+	if (strlen(name) != name_len || metric_find(parsed, name))
 		return -EBADMSG;
-	m = metric_get(tmp, name, &err);
-	if (!m)
+	err = metric_get(parsed, name, &m);
+	if (err)
 		return err == -E2BIG ? -EBADMSG : err;
 	if (GET(r, m->map_id) || GET(r, m->seq) || GET(r, n_entries))
 		return -EBADMSG;
+	/* Each entry takes more than a byte: a larger count is a lie. */
 	if (n_entries > r->left)
 		return -EBADMSG;
 	for (uint64_t i = 0; i < n_entries; i++) {
-		err = parse_entry(tmp, m, r);
+		err = parse_entry(m, r);
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-/* Checks and parses the file image into tmp. Returns -EBADMSG or -ESTALE
- * with why[] filled, or -ENOMEM. */
-static int parse_state(struct ktel_delta *tmp, const uint8_t *p, size_t size, char *why,
+/* The payload (metric count, metrics), which must be used up exactly.
+ * 0, -EBADMSG, -ENOMEM. */
+static int parse_payload(struct ktel_delta *parsed, const uint8_t *p, size_t len)
+{
+	struct rd r = { .p = p, .left = len };
+	uint32_t n_metrics;
+	int err;
+
+	if (GET(&r, n_metrics) || n_metrics > KTEL_DELTA_MAX_METRICS)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < n_metrics; i++) {
+		err = parse_metric(parsed, &r);
+		if (err)
+			return err;
+	}
+	return r.left ? -EBADMSG : 0;
+}
+
+/* The file as read_image found it. */
+struct image {
+	uint8_t *p;
+	size_t size;
+};
+
+/*
+ * Is img a whole state file of this boot? Checks the header and the CRC
+ * before anything in the payload is believed. 0, or -EBADMSG (truncated,
+ * corrupt, another version) or -ESTALE (another boot: its map ids mean
+ * nothing now) with why[] saying which.
+ */
+static int check_image(const struct ktel_delta *d, const struct image *img, char *why,
 		       size_t why_size)
 {
 	struct file_header h;
-	uint32_t crc, n_metrics;
-	struct rd r;
-	int ret;
+	uint32_t crc;
 
-	if (size < sizeof(h) + sizeof(crc)) {
-		snprintf(why, why_size, "truncated (%zu bytes)", size);
+	if (img->size < sizeof(h) + sizeof(crc)) {
+		snprintf(why, why_size, "truncated (%zu bytes)", img->size);
 		return -EBADMSG;
 	}
-	memcpy(&h, p, sizeof(h));
+	memcpy(&h, img->p, sizeof(h));
 	if (memcmp(h.magic, STATE_MAGIC, sizeof(h.magic)) != 0) {
 		snprintf(why, why_size, "not a delta state file (bad magic)");
 		return -EBADMSG;
@@ -847,53 +934,77 @@ static int parse_state(struct ktel_delta *tmp, const uint8_t *p, size_t size, ch
 		snprintf(why, why_size, "version %u, expected %u", h.version, STATE_VERSION);
 		return -EBADMSG;
 	}
-	if (h.payload_len != size - sizeof(h) - sizeof(crc)) {
+	if (h.payload_len != img->size - sizeof(h) - sizeof(crc)) {
 		snprintf(why, why_size, "truncated or padded (payload %llu of %zu bytes)",
-			 (unsigned long long)h.payload_len, size - sizeof(h) - sizeof(crc));
+			 (unsigned long long)h.payload_len, img->size - sizeof(h) - sizeof(crc));
 		return -EBADMSG;
 	}
-	memcpy(&crc, p + size - sizeof(crc), sizeof(crc));
-	if (crc != crc32_ieee(p, size - sizeof(crc))) {
+	memcpy(&crc, img->p + img->size - sizeof(crc), sizeof(crc));
+	if (crc != crc32_ieee(img->p, img->size - sizeof(crc))) {
 		snprintf(why, why_size, "checksum mismatch");
 		return -EBADMSG;
 	}
-	if (h.boot_id_len >= sizeof(h.boot_id) ||
-	    h.boot_id_len != strlen(tmp->boot_id) ||
-	    memcmp(h.boot_id, tmp->boot_id, h.boot_id_len) != 0) {
+	if (h.boot_id_len >= sizeof(h.boot_id) || h.boot_id_len != strlen(d->boot_id) ||
+	    memcmp(h.boot_id, d->boot_id, h.boot_id_len) != 0) {
 		snprintf(why, why_size, "written in another boot (%.*s), map ids are stale",
 			 (int)(h.boot_id_len < sizeof(h.boot_id) ? h.boot_id_len : 0), h.boot_id);
 		return -ESTALE;
 	}
-	r.p = p + sizeof(h);
-	r.left = h.payload_len;
-	if (GET(&r, n_metrics) || n_metrics > KTEL_DELTA_MAX_METRICS)
-		goto bad;
-	for (uint32_t i = 0; i < n_metrics; i++) {
-		ret = parse_metric(tmp, &r);
-		if (ret == -ENOMEM)
-			return ret;
-		if (ret)
-			goto bad;
-	}
-	if (r.left == 0)
-		return 0;
-bad:
-	snprintf(why, why_size, "malformed payload");
-	return -EBADMSG;
+	return 0;
 }
 
-/* Move every metric's state from src into d (replacing d's for that name). */
+/*
+ * Parse img into a new engine of d's boot and entry limit. d itself is not
+ * touched: a file found bad half-way must leave it as it was. 0 with
+ * *ret_parsed (the caller frees it), -EBADMSG or -ESTALE with why[] filled,
+ * or -ENOMEM.
+ */
+static int parse_image(const struct ktel_delta *d, const struct image *img,
+		       struct ktel_delta **ret_parsed, char *why, size_t why_size)
+{
+	struct ktel_delta *parsed;
+	int err;
+
+	err = check_image(d, img, why, why_size);
+	if (err)
+		return err;
+	parsed = ktel_delta__new(d->boot_id);
+	if (!parsed)
+		return -ENOMEM;
+	parsed->max_entries = d->max_entries;
+	err = parse_payload(parsed, img->p + sizeof(struct file_header),
+			    img->size - sizeof(struct file_header) - sizeof(uint32_t));
+	if (err) {
+		if (err == -EBADMSG)
+			snprintf(why, why_size, "malformed payload");
+		goto out;
+	}
+	*ret_parsed = parsed;
+	parsed = NULL;
+out:
+	ktel_delta__free(parsed);
+	return err;
+}
+
+/*
+ * Move every metric's state from src into d (replacing d's for that name).
+ * 0, or -E2BIG / -ENOMEM with d unchanged: every target metric is created
+ * before any is replaced, so nothing is half-adopted.
+ */
 static int adopt(struct ktel_delta *d, struct ktel_delta *src)
 {
-	int err = 0;
+	struct ktel_delta_metric *m;
+	int err;
 
-	/* Create every target first so that nothing is half-adopted. */
-	for (size_t i = 0; i < src->n_metrics; i++)
-		if (!metric_get(d, src->metrics[i]->name, &err))
-			return err;
 	for (size_t i = 0; i < src->n_metrics; i++) {
-		struct metric *s = src->metrics[i], *m = metric_find(d, s->name);
+		err = metric_get(d, src->metrics[i]->name, &m);
+		if (err)
+			return err;
+	}
+	for (size_t i = 0; i < src->n_metrics; i++) {
+		struct ktel_delta_metric *s = src->metrics[i];
 
+		m = metric_find(d, s->name);
 		metric_clear(m);
 		m->buckets = s->buckets;
 		m->n_buckets = s->n_buckets;
@@ -911,145 +1022,170 @@ static int adopt(struct ktel_delta *d, struct ktel_delta *src)
 	return 0;
 }
 
-static int read_file(const char *path, uint8_t **ret_p, size_t *ret_size)
+/* Read up to len bytes at offset 0 of fd; fewer only at end of file.
+ * 0 with *ret_got, or -errno. */
+static int pread_full(int fd, void *buf, size_t len, size_t *ret_got)
 {
-	struct stat st;
-	uint8_t *p = NULL;
 	size_t got = 0;
-	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = -errno;
-	if (fstat(fd, &st))
-		goto out;
-	ret = -EFBIG;
-	if ((unsigned long long)st.st_size > STATE_MAX_FILE_SIZE)
-		goto out;
-	ret = -ENOMEM;
-	p = malloc(st.st_size ? st.st_size : 1);
-	if (!p)
-		goto out;
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, p + got, st.st_size - got);
+	while (got < len) {
+		ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, got);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			ret = -errno;
-			goto out;
-		}
+		if (n < 0)
+			return -errno;
 		if (n == 0)
 			break;
 		got += n;
 	}
-	*ret_p = p;
-	*ret_size = got;
-	p = NULL;
-	ret = 0;
-out:
-	free(p);
-	close(fd);
-	return ret;
+	*ret_got = got;
+	return 0;
 }
 
 /*
- * Is path recognisably a state file (damaged or not)? 1 when its first bytes
- * are the magic, 0 when it is something else (another program's file, the
- * sink's own output, an empty file), -errno when it cannot be read. Only a
- * recognisable state file is ever moved aside.
+ * Does the regular file fd start with the state magic? 0 when it does,
+ * -EEXIST when not (another program's file, a sink's output, an empty
+ * file), -errno when it cannot be read.
  */
-static int has_state_magic(const char *path)
+static int check_magic(int fd)
 {
 	char magic[sizeof(STATE_MAGIC) - 1];
+	size_t got;
+	int err;
+
+	err = pread_full(fd, magic, sizeof(magic), &got);
+	if (err)
+		return err;
+	if (got != sizeof(magic) || memcmp(magic, STATE_MAGIC, sizeof(magic)) != 0)
+		return -EEXIST;
+	return 0;
+}
+
+/*
+ * Open path once and read what is there into *ret (the caller frees
+ * ret->p). The open neither follows a symlink nor blocks on a FIFO, and
+ * only a regular file that starts with the magic is read whole: only a
+ * recognisable state file is ever moved aside. 0, or -ENOENT (nothing
+ * there), -EEXIST (something that is not a state file: a symlink, not a
+ * regular file, no magic), -EFBIG (a state file larger than save ever
+ * writes), other -errno (cannot be read).
+ */
+static int read_image(const char *path, struct image *ret)
+{
+	uint8_t *p = NULL;
 	struct stat st;
-	ssize_t n;
-	int fd, ret;
+	size_t got;
+	int fd, err;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
-		return errno == ELOOP ? 0 : -errno;
+		return errno == ELOOP ? -EEXIST : -errno;
 	if (fstat(fd, &st)) {
-		ret = -errno;
-	} else if (!S_ISREG(st.st_mode)) {
-		ret = 0;
-	} else {
-		do
-			n = pread(fd, magic, sizeof(magic), 0);
-		while (n < 0 && errno == EINTR);
-		if (n < 0)
-			ret = -errno;
-		else
-			ret = n == (ssize_t)sizeof(magic) && !memcmp(magic, STATE_MAGIC, n);
+		err = -errno;
+		goto out;
 	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -EEXIST;
+		goto out;
+	}
+	err = check_magic(fd);
+	if (err)
+		goto out;
+	if ((unsigned long long)st.st_size > STATE_MAX_FILE_SIZE) {
+		err = -EFBIG;
+		goto out;
+	}
+	p = malloc(st.st_size ? st.st_size : 1);
+	if (!p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* The whole file, magic included: the header is parsed from it. */
+	err = pread_full(fd, p, st.st_size, &got);
+	if (err)
+		goto out;
+	ret->p = p;
+	ret->size = got;
+	p = NULL;
+out:
+	free(p);
 	close(fd);
-	return ret;
+	return err;
 }
 
-int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err)
+/*
+ * A damaged or foreign state file is never trusted. It is moved to
+ * "<path>.corrupt-<unix time>" rather than left for the next save to
+ * overwrite: someone may want to see what went wrong. Returns code
+ * (-EBADMSG or -ESTALE) whether or not the move worked, err saying why the
+ * file is not trusted and where it went.
+ */
+static int set_aside(const char *path, const char *why, int code, struct ktel_err *err)
 {
-	struct ktel_delta *tmp = NULL;
-	char why[160], *aside = NULL;
-	uint8_t *p = NULL;
-	size_t size = 0;
-	int ret;
+	char *aside;
 
-	ret = has_state_magic(path);
-	if (ret == -ENOENT)
-		return 0;
-	if (ret == 0)
+	if (asprintf(&aside, "%s.corrupt-%lld", path, (long long)time(NULL)) < 0)
+		return ktel_err_set(err, -code, "%s: %s; not trusted (out of memory to move it "
+				    "aside)", path, why);
+	if (rename(path, aside))
+		ktel_err_set(err, -code, "%s: %s; not trusted, cannot move it to %s: %s", path,
+			     why, aside, strerror(errno));
+	else
+		ktel_err_set(err, -code, "%s: %s; not trusted, moved to %s, starting empty", path,
+			     why, aside);
+	free(aside);
+	return code;
+}
+
+/* What load returns and says when read_image(path) failed with code. */
+static int no_image(const char *path, int code, struct ktel_err *err)
+{
+	switch (code) {
+	case -ENOENT:
+		return 0; /* no state yet: start empty */
+	case -EEXIST:
 		return ktel_err_set(err, EEXIST, "%s: exists and is not a delta state file (it "
 				    "does not start with the %s header): refusing to use, move or "
 				    "overwrite it; point state_file at a path of its own", path,
 				    STATE_MAGIC);
-	if (ret < 0)
-		return ktel_err_set(err, -ret, "%s: cannot read delta state: %s", path,
-				    strerror(-ret));
-	ret = read_file(path, &p, &size);
-	if (ret == -ENOENT)
-		return 0;
-	if (ret == -EFBIG) {
-		snprintf(why, sizeof(why), "larger than any state file");
-		ret = -EBADMSG;
-		goto set_aside;
+	case -EFBIG:
+		return set_aside(path, "larger than any state file", -EBADMSG, err);
+	default:
+		return ktel_err_set(err, -code, "%s: cannot read delta state: %s", path,
+				    strerror(-code));
 	}
+}
+
+/*
+ * Three steps: read the file (once), parse it into an engine of its own,
+ * and only when all of it is good adopt that into d, so that a bad file
+ * leaves d as it was.
+ */
+int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err)
+{
+	struct ktel_delta *parsed = NULL;
+	struct image img = { 0 };
+	char why[160];
+	int ret;
+
+	ret = read_image(path, &img);
 	if (ret)
-		return ktel_err_set(err, -ret, "%s: cannot read delta state: %s", path,
-				    strerror(-ret));
-	tmp = ktel_delta__new(d->boot_id);
-	if (!tmp) {
-		ret = ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+		return no_image(path, ret, err);
+	ret = parse_image(d, &img, &parsed, why, sizeof(why));
+	if (ret == -EBADMSG || ret == -ESTALE) {
+		ret = set_aside(path, why, ret, err);
 		goto out;
 	}
-	tmp->max_entries = d->max_entries;
-	ret = parse_state(tmp, p, size, why, sizeof(why));
-	if (ret == -ENOMEM) {
-		ktel_err_set(err, ENOMEM, "%s: out of memory", path);
+	if (ret) {
+		ktel_err_set(err, -ret, "%s: out of memory", path);
 		goto out;
 	}
-	if (!ret) {
-		ret = adopt(d, tmp);
-		if (ret)
-			ktel_err_set(err, -ret, "%s: cannot adopt delta state: %s", path,
-				     strerror(-ret));
-		goto out;
-	}
-set_aside:
-	if (asprintf(&aside, "%s.corrupt-%lld", path, (long long)time(NULL)) < 0) {
-		aside = NULL;
-		ktel_err_set(err, -ret, "%s: %s; not trusted (out of memory to move it aside)",
-			     path, why);
-	} else if (rename(path, aside)) {
-		ktel_err_set(err, -ret, "%s: %s; not trusted, cannot move it to %s: %s", path,
-			     why, aside, strerror(errno));
-	} else {
-		ktel_err_set(err, -ret, "%s: %s; not trusted, moved to %s, starting empty", path,
-			     why, aside);
-	}
+	ret = adopt(d, parsed);
+	if (ret)
+		ktel_err_set(err, -ret, "%s: cannot adopt delta state: %s", path, strerror(-ret));
 out:
-	free(aside);
-	ktel_delta__free(tmp);
-	free(p);
+	ktel_delta__free(parsed);
+	free(img.p);
 	return ret;
 }

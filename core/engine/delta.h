@@ -1,19 +1,27 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Delta engine. Accumulator maps hold cumulative values; sinks
- * want what happened during one pull window. The engine remembers, per
- * (metric, raw key bytes), the last cumulative vector of u64 values it saw
- * (histogram buckets plus the optional sum, or counters) and the id of the map
- * they came from, and turns each new reading into a delta. It knows nothing
- * about any metric's layout: keys are opaque bytes, values a u64 vector.
+ * Delta engine. Accumulator maps hold cumulative values; sinks want what
+ * happened during one pull window. The engine remembers, per (metric, raw
+ * key bytes), the last cumulative vector of u64 values it saw (histogram
+ * buckets plus the optional sum, or counters) and the id of the map they came
+ * from, and turns each new reading into a delta. It knows nothing about any
+ * metric's layout: keys are opaque bytes, values a u64 vector.
  *
  * One pull of one metric is:
  *
- *	ktel_delta__begin(d, metric, map_id, created_by_us, &policy);
- *	for each key read:  ktel_delta__apply(d, metric, map_id, key, ...);
+ *	struct ktel_delta_metric *m;
+ *	struct ktel_delta_reading in = { .key_size = ..., .n = ... };
+ *
+ *	ktel_delta__begin(d, metric, map_id, created_by_us, &m, &start);
+ *	for each key read:
+ *		in.key = key; in.vals = cur;
+ *		switch (ktel_delta__apply(m, &in, delta)) { ... }
  *	ktel_delta__end(d, metric);          -- only after a COMPLETE walk
  *	seq = ktel_delta__next_seq(d, metric);  -- when a record is emitted
  *	ktel_delta__save(d, state_path, &err);  -- after the pull
+ *
+ * begin looks the metric up (or creates it) once; the handle it returns is
+ * what the per-key apply works on, so the hot path never searches by name.
  *
  * Rules:
  * - A key whose values went down in any element, or that was last seen in a
@@ -85,22 +93,59 @@ int ktel_delta__set_max_entries(struct ktel_delta *d, size_t max_entries);
 /* Emit records whose delta is all zero for this metric (default: skip). */
 int ktel_delta__set_emit_zeros(struct ktel_delta *d, const char *metric, bool emit_zeros);
 
-/* Start a pull of metric from map map_id; see enum ktel_delta_start. */
-int ktel_delta__begin(struct ktel_delta *d, const char *metric, uint32_t map_id,
-		      bool map_created_by_us, enum ktel_delta_start *ret_policy);
+/* One metric's state, as begin hands it out. It stays valid until
+ * ktel_delta__free (metrics are never removed); apply accepts it only
+ * between begin and end (or abort). */
+struct ktel_delta_metric;
 
 /*
- * Feed one key's current cumulative values (n elements, the same n every
- * time for a key; a changed n is treated as a reset). On success writes the
- * delta to ret_delta[0..n), whether it was a reset to *ret_reset, and
- * whether a record should be emitted to *ret_emit (false in a baseline
- * window, for a key refused by the entry limit, and for an all-zero delta
- * unless emit_zeros). Must be called between begin and end. -ENOENT when
- * begin was not called for metric, -EINVAL for bad sizes, -ENOMEM.
+ * Start a pull of metric from map map_id (not 0). Finds or creates the
+ * metric's state and hands it out in *ret_m for apply; *ret_start (may be
+ * NULL) says where the window starts, see enum ktel_delta_start. 0, or
+ * -EINVAL (map_id 0), -E2BIG (KTEL_DELTA_MAX_METRICS metrics already),
+ * -ENOMEM.
  */
-int ktel_delta__apply(struct ktel_delta *d, const char *metric, uint32_t map_id,
-		      const void *key, size_t key_size, const uint64_t *cur, size_t n,
-		      uint64_t *ret_delta, bool *ret_reset, bool *ret_emit);
+int ktel_delta__begin(struct ktel_delta *d, const char *metric, uint32_t map_id,
+		      bool map_created_by_us, struct ktel_delta_metric **ret_m,
+		      enum ktel_delta_start *ret_start);
+
+/* One key as read from the map, the input of apply. */
+struct ktel_delta_reading {
+	const void *key;
+	size_t key_size;        /* 1..KTEL_DELTA_MAX_KEY_SIZE */
+	const uint64_t *vals;   /* current cumulative values, n of them */
+	size_t n;               /* 1..KTEL_DELTA_MAX_VALUES */
+};
+
+/* What apply did with one key. Each outcome that emits nothing has its own
+ * value: they are counted and tested apart. */
+enum ktel_delta_outcome {
+	/* The delta is in ret_delta: emit a record. */
+	KTEL_DELTA_EMIT = 1,
+	/* The key was reset (values went down, another map id, another value
+	 * count): ret_delta holds the current values; emit a record. */
+	KTEL_DELTA_RESET = 2,
+	/* The delta is all zero and the metric does not emit zeros (a reset
+	 * to all-zero values too): nothing to emit. */
+	KTEL_DELTA_ZERO = 3,
+	/* A window under KTEL_DELTA_START_BASELINE: the values are kept as
+	 * where the next window starts, nothing is emitted. */
+	KTEL_DELTA_BASELINE = 4,
+	/* The metric holds max_entries keys already: the key is neither
+	 * tracked nor emitted (counted in limit_dropped). */
+	KTEL_DELTA_REFUSED = 5,
+};
+
+/*
+ * Feed one key's current cumulative values to m, between begin and end. The
+ * same key should come with the same n every time; a changed n is a reset.
+ * Writes ret_delta[0..in->n) for every outcome, all zero for those that emit
+ * nothing; ret_delta may be in->vals. Returns an enum ktel_delta_outcome, or
+ * -ENOENT (no pull of m under way), -EINVAL (bad sizes), -ENOMEM; on an
+ * error the key's state is as it was.
+ */
+int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
+		      uint64_t *ret_delta);
 
 /* End the pull: forget keys not applied since begin. Returns how many were
  * forgotten, or -ENOENT. */

@@ -75,7 +75,7 @@ struct window {
  *
  * Only the first KTEL_PULL_KEEP_VALUES delta values are kept (2 MiB; 7943
  * histogram keys with a sum): writing every key's delta cost a 100k-key
- * pull a few % more (docs/benchmarks.md, "pull routed in windows") and
+ * pull a few % more (docs/benchmarks.md, "Pull cost") and
  * kept 26 MB resident, for an answer the control socket
  * could not send anyway (KTEL_CONTROL_MAX_PENDING is 16 MiB; a histogram
  * record is ~0.8 KB of JSON, and show sends every key's totals too). What
@@ -109,7 +109,7 @@ struct ktel_metric_pull {
 	 * handed on each time it is full (struct emit): a 100k-key pull
 	 * writing all of its ~1 KB records into one buffer before routing
 	 * them was most of its cost over the read itself (docs/benchmarks.md,
-	 * "pull routed in windows"). show's totals are made in
+	 * "Pull cost"). show's totals are made in
 	 * it too.
 	 */
 	struct ktel_record *win;
@@ -713,8 +713,8 @@ static void set_hist(const struct ktel_histogram *hd, const uint64_t *v, struct 
  * n_dims, buckets past n_buckets and the union members of other types are
  * left as they are (record.h: sinks read only what those counts and the type
  * say). A record is ~1 KB and a 100k-key pull writes 100k of them, so the
- * bytes not written are the pull's cost (docs/benchmarks.md, "Pull at 100k
- * keys").
+ * bytes not written are the pull's cost (docs/benchmarks.md, "Pull
+ * cost").
  */
 static size_t make_records(struct ktel_metric_pull *mp, const void *key, const uint64_t *total,
 			   const uint64_t *delta, const struct window *w, struct ktel_record *out)
@@ -797,42 +797,44 @@ static uint64_t *delta_slot(struct ktel_metric_pull *mp)
 
 /*
  * Records for every entry of s, to e: the current level of a gauge, the
- * delta against d of anything else; the emitted keys into mp->lp. Between
- * ktel_delta__begin and _end. When the delta engine fails at a key (out of
- * memory), the keys before it are already applied: their records are handed
- * on all the same (the window is flushed), so what the state counts is what
- * the sinks got; that key and the ones after it are untouched and the caller
- * aborts the round, which keeps them for the next pull. Nothing is lost and
- * nothing is counted twice.
+ * delta against dm (this pull's round of the metric in the delta engine) of
+ * anything else; the emitted keys into mp->lp. Between ktel_delta__begin and
+ * _end. When the delta engine fails at a key (out of memory), the keys
+ * before it are already applied: their records are handed on all the same
+ * (the window is flushed), so what the state counts is what the sinks got;
+ * that key and the ones after it are untouched and the caller aborts the
+ * round, which keeps them for the next pull. Nothing is lost and nothing is
+ * counted twice.
  */
-static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta *d,
+static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *dm,
 			const struct ktel_map_snapshot *s, const struct window *w, struct emit *e,
 			struct ktel_err *err)
 {
-	const char *name = mp->md->name;
-	uint32_t map_id = ktel_map_reader__map_id(mp->reader);
+	struct ktel_delta_reading in = {
+		.key_size = s->key_size, .vals = mp->cur, .n = mp->n_values,
+	};
 	bool gauge = is_gauge(mp);
 
 	for (size_t i = 0; i < s->count; i++) {
 		const void *key = (const char *)s->keys + i * s->key_size;
 		uint64_t *delta = gauge ? NULL : delta_slot(mp);
-		bool reset, emit = true;
 		int r;
 
 		read_values(mp, (const char *)s->values + i * s->value_size);
 		if (!gauge) {
-			r = ktel_delta__apply(d, name, map_id, key, s->key_size, mp->cur,
-					      mp->n_values, delta, &reset, &emit);
-			if (r) {
+			in.key = key;
+			r = ktel_delta__apply(dm, &in, delta);
+			if (r < 0) {
 				emit_flush(mp, e);
 				return ktel_err_set(err, -r, "metric %s: delta engine: %s (the "
 						    "%zu records of the keys before it were "
-						    "emitted; the rest keep their state)", name,
-						    strerror(-r), e->total);
+						    "emitted; the rest keep their state)",
+						    mp->md->name, strerror(-r), e->total);
 			}
+			/* Baseline, all-zero and refused keys make no record. */
+			if (r != KTEL_DELTA_EMIT && r != KTEL_DELTA_RESET)
+				continue;
 		}
-		if (!emit)
-			continue;
 		if (mp->lp.n < mp->keys_cap)
 			mp->lp.keys[mp->lp.n++] = (uint32_t)i;
 		mp->lp.n_emitted++;
@@ -884,23 +886,23 @@ static int read_all(struct ktel_metric_pull *mp, struct ktel_map_snapshot *s,
  * The delta round around make_windows. The records carry the sequence
  * number from the start, taken at the end only if any were emitted (by a
  * failed round too: they went out with it): stamping it afterwards was a
- * second pass over every record (docs/benchmarks.md, "Pull at 100k keys,
- * again").
+ * second pass over every record (docs/benchmarks.md, "Pull cost").
  */
 static int delta_round(struct ktel_metric_pull *mp, struct ktel_delta *d,
 		       const struct ktel_map_snapshot *s, struct window *w, struct emit *e,
 		       enum ktel_delta_start *ret_start, struct ktel_err *err)
 {
 	const char *name = mp->md->name;
+	struct ktel_delta_metric *dm;
 	int r;
 
 	r = ktel_delta__begin(d, name, ktel_map_reader__map_id(mp->reader), mp->map_created,
-			      ret_start);
+			      &dm, ret_start);
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
 	w->seq = ktel_delta__peek_seq(d, name);
 	window_head(mp, w);
-	r = make_windows(mp, d, s, w, e, err);
+	r = make_windows(mp, dm, s, w, e, err);
 	if (r)
 		ktel_delta__abort(d, name); /* keys not reached keep their state */
 	else

@@ -253,20 +253,24 @@ static struct ktel_delta *delta_new(size_t n)
  * Decode one entry with the layouts and feed it to the delta engine: what a
  * pull does per key, minus building the record.
  */
-static int decode_apply(const struct bench *b, struct ktel_delta *d, const void *key,
+static int decode_apply(const struct bench *b, struct ktel_delta_metric *dm, const void *key,
 			const void *val)
 {
 	const struct ktel_field *hist = &b->vlayout->fields[b->vlayout->hist_field];
 	uint64_t cur[NBUCKETS], delta[NBUCKETS], dims = 0;
-	bool reset, emit;
+	const struct ktel_delta_reading in = {
+		.key = key, .key_size = sizeof(struct bench_key),
+		.vals = cur, .n = b->vlayout->n_buckets,
+	};
+	int r;
 
 	for (__u32 i = 0; i < b->klayout->n_fields; i++)
 		dims += ktel_field_read_u64(&b->klayout->fields[i], key);
 	for (__u32 k = 0; k < b->vlayout->n_buckets; k++)
 		cur[k] = ktel_field_read_elem_u64(hist, val, k);
 	(void)dims;
-	return ktel_delta__apply(d, METRIC, b->map_id, key, sizeof(struct bench_key), cur,
-				 b->vlayout->n_buckets, delta, &reset, &emit);
+	r = ktel_delta__apply(dm, &in, delta);
+	return r < 0 ? r : 0;
 }
 
 /* One pull with a map reader (batch or iterate) + decode + delta. */
@@ -274,7 +278,7 @@ static int reader_pull(struct bench *b, struct ktel_map_reader *rd, struct ktel_
 		       struct method_result *res)
 {
 	struct ktel_map_snapshot snap;
-	enum ktel_delta_start start;
+	struct ktel_delta_metric *dm;
 	struct ktel_err err = {0};
 	int r;
 
@@ -283,9 +287,9 @@ static int reader_pull(struct bench *b, struct ktel_map_reader *rd, struct ktel_
 		fprintf(stderr, "pull_cost: read: %s\n", err.msg);
 		return r;
 	}
-	r = ktel_delta__begin(d, METRIC, b->map_id, true, &start);
+	r = ktel_delta__begin(d, METRIC, b->map_id, true, &dm, NULL);
 	for (size_t i = 0; !r && i < snap.count; i++)
-		r = decode_apply(b, d, (const char *)snap.keys + i * snap.key_size,
+		r = decode_apply(b, dm, (const char *)snap.keys + i * snap.key_size,
 				 (const char *)snap.values + i * snap.value_size);
 	if (r)
 		return r;
@@ -315,10 +319,10 @@ static int reader_read(struct ktel_map_reader *rd, struct method_result *res)
 static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *root,
 			 size_t *ret_keys)
 {
-	enum ktel_delta_start start;
+	struct ktel_delta_metric *dm;
 	size_t i;
 	json_t *el;
-	int r = ktel_delta__begin(d, METRIC, b->map_id, true, &start);
+	int r = ktel_delta__begin(d, METRIC, b->map_id, true, &dm, NULL);
 
 	json_array_foreach(root, i, el) {
 		json_t *fk = json_object_get(json_object_get(el, "formatted"), "key");
@@ -329,7 +333,9 @@ static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *ro
 			.cpu = (__u32)json_integer_value(json_object_get(fk, "cpu")),
 		};
 		uint64_t cur[NBUCKETS], delta[NBUCKETS];
-		bool reset, emit;
+		const struct ktel_delta_reading in = {
+			.key = &key, .key_size = sizeof(key), .vals = cur, .n = NBUCKETS,
+		};
 
 		if (r)
 			break;
@@ -337,8 +343,8 @@ static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *ro
 			return -EBADMSG;
 		for (size_t k = 0; k < NBUCKETS; k++)
 			cur[k] = (uint64_t)json_integer_value(json_array_get(bk, k));
-		r = ktel_delta__apply(d, METRIC, b->map_id, &key, sizeof(key), cur, NBUCKETS,
-				      delta, &reset, &emit);
+		r = ktel_delta__apply(dm, &in, delta);
+		r = r < 0 ? r : 0;
 	}
 	if (r)
 		return r;
