@@ -185,8 +185,10 @@ static void crash_at(const char *point, int cut_expected)
 	 * others (kswapd waking kcompactd under load) count on neither side. */
 	tracefs_set_on(&tc, false);
 
-	pid = start_collecting(&sb, NULL, 1);
+	/* Tracing resumes before the programs attach, so that what tracefs
+	 * counts always covers what the map can count. */
 	tracefs_set_on(&tc, true);
+	pid = start_collecting(&sb, NULL, 1);
 	/* Written but not covered by the saved state: cut at start. (After
 	 * "routed" the write may have begun on the thread pool: either.) */
 	if (cut_expected >= 0)
@@ -247,8 +249,10 @@ static void test_kill9_at_random(void **state)
 		waitpid(pid, NULL, 0);
 		tracefs_set_on(&tc, false);
 		printf("run %d: killed after %d ms\n", run, ms);
-		pid = start_collecting(&sb, NULL, run);
+		/* On again before the programs attach: a compaction of another
+		 * task between the attach and this would count in the map only. */
 		tracefs_set_on(&tc, true);
+		pid = start_collecting(&sb, NULL, run);
 	}
 	trigger_compaction();
 	sleep(1);
