@@ -7,6 +7,8 @@
 
 #include "cma_allocation_latency.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "heap", .label_map = "cma_heap_names"},
 	{.name = "result", .label_enum = "cma_alloc_result"},
@@ -48,3 +50,4 @@ KTEL_PLUGIN(.name = "cma_allocation_latency",
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .variants = variants,
 	    .n_variants = KTEL_ARRAY_SIZE(variants));
+/* clang-format on */

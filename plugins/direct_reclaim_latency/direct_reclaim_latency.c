@@ -11,6 +11,8 @@
 
 #include "direct_reclaim_latency.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "process_state", .label_enum = "process_state"},
 };
@@ -35,3 +37,4 @@ KTEL_PLUGIN(.name = "direct_reclaim_latency",
 	    .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics,
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

@@ -7,6 +7,8 @@
 
 #include "dmabuf_request_sizes.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "exporter", .label_map = "dmabuf_exporter_names"},
 };
@@ -46,3 +48,4 @@ KTEL_PLUGIN(.name = "dmabuf_request_sizes",
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .variants = variants,
 	    .n_variants = KTEL_ARRAY_SIZE(variants));
+/* clang-format on */

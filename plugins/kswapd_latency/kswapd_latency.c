@@ -8,6 +8,8 @@
 
 #include "kswapd_latency.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "node", .key_member = "nid"},
 };
@@ -43,3 +45,4 @@ KTEL_PLUGIN(.name = "kswapd_latency",
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .variants = variants,
 	    .n_variants = KTEL_ARRAY_SIZE(variants));
+/* clang-format on */

@@ -7,6 +7,8 @@
 
 #include "memcg_reclaim_latency.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "process_state", .label_enum = "process_state"},
 };
@@ -31,3 +33,4 @@ KTEL_PLUGIN(.name = "memcg_reclaim_latency",
 	    .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics,
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

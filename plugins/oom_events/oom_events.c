@@ -7,6 +7,8 @@
 
 #include "oom_events.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 /* process_state is an enum member: labelled from its own BTF enum. */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "process_state"},
@@ -48,3 +50,4 @@ KTEL_PLUGIN(.name = "oom_events",
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .variants = variants,
 	    .n_variants = KTEL_ARRAY_SIZE(variants));
+/* clang-format on */

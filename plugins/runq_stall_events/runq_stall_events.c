@@ -7,6 +7,8 @@
 
 #include "runq_stall_events.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "cpu"},
 };
@@ -49,3 +51,4 @@ KTEL_PLUGIN(.name = "runq_stall_events",
 	    .n_variants = KTEL_ARRAY_SIZE(variants),
 	    .params = params,
 	    .n_params = KTEL_ARRAY_SIZE(params));
+/* clang-format on */

@@ -7,6 +7,8 @@
 
 #include "fx_abi_major.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_abi_major", .map_name = "fx_abi_major_map",
 		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2),
@@ -23,3 +25,4 @@ KTEL_PLUGIN_EXPORT const struct ktel_plugin_desc ktel_plugin = {
 	.metrics = metrics,
 	.n_metrics = KTEL_ARRAY_SIZE(metrics),
 };
+/* clang-format on */

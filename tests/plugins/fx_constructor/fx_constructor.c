@@ -24,6 +24,8 @@ __attribute__((constructor)) static void fx_constructor_ran(void)
 		close(fd);
 }
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_constructor", .map_name = "fx_constructor_map",
 		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "events", .scheme = KTEL_HIST_LOG2),
@@ -32,3 +34,4 @@ static const struct ktel_metric_desc metrics[] = {
 KTEL_PLUGIN(.name = "fx_constructor", .version = "1.0",
 	    .bpf_object = ktel_bpf_object, .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

@@ -20,6 +20,8 @@ static const Elf64_Ehdr corrupt = {
 	.e_shstrndx = 1,
 };
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_corrupt_bpf", .map_name = "fx_corrupt_bpf_map",
 		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2),
@@ -28,3 +30,4 @@ static const struct ktel_metric_desc metrics[] = {
 KTEL_PLUGIN(.name = "fx_corrupt_bpf", .version = "1.0",
 	    .bpf_object = &corrupt, .bpf_object_size = sizeof(corrupt),
 	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

@@ -4,6 +4,8 @@
 
 #include "fx_dim_flags_bad.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {{.name = "major"}, {.name = "minor"}};
 /* A major without its minor: refused when read as ABI 1.1 flags. */
 static const uint32_t flags[] = {KTEL_DIM_DEV_MAJOR, 0};
@@ -17,3 +19,4 @@ static const struct ktel_metric_desc metrics[] = {
 KTEL_PLUGIN(.name = "fx_dim_flags_bad", .version = "1.0", .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object), .metrics = metrics,
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

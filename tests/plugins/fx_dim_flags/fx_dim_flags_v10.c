@@ -7,6 +7,8 @@
 
 #include "fx_dim_flags_v10.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {{.name = "major"}, {.name = "minor"}};
 /* A major without its minor: refused when read as ABI 1.1 flags. */
 static const uint32_t flags[] = {KTEL_DIM_DEV_MAJOR, 0};
@@ -29,3 +31,4 @@ KTEL_PLUGIN_EXPORT const struct ktel_plugin_desc ktel_plugin = {
 	.metrics = metrics,
 	.n_metrics = KTEL_ARRAY_SIZE(metrics),
 };
+/* clang-format on */

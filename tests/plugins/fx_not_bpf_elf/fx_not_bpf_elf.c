@@ -16,6 +16,8 @@ static const Elf64_Ehdr x86_elf = {
 	.e_shstrndx = 0,
 };
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_not_bpf_elf", .map_name = "fx_not_bpf_elf_map",
 		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2),
@@ -24,3 +26,4 @@ static const struct ktel_metric_desc metrics[] = {
 KTEL_PLUGIN(.name = "fx_not_bpf_elf", .version = "1.0",
 	    .bpf_object = &x86_elf, .bpf_object_size = sizeof(x86_elf),
 	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

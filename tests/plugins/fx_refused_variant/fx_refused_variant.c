@@ -4,6 +4,8 @@
 
 #include "fx_refused_variant.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_refused_variant", .map_name = "fx_refused_map",
 		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "events", .scheme = KTEL_HIST_LOG2),
@@ -24,3 +26,4 @@ KTEL_PLUGIN(.name = "fx_refused_variant", .version = "1.0",
 	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .variants = variants, .n_variants = KTEL_ARRAY_SIZE(variants),
 	    .params = params, .n_params = KTEL_ARRAY_SIZE(params));
+/* clang-format on */

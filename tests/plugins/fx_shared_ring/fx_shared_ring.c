@@ -4,6 +4,8 @@
 
 #include "fx_shared_ring.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_ring_a", .map_name = "fx_shared_rb",
 		    .model = KTEL_MODEL_STREAM, .unit = "events", .event_type = "fx_ring_event"),
@@ -14,3 +16,4 @@ static const struct ktel_metric_desc metrics[] = {
 KTEL_PLUGIN(.name = "fx_shared_ring", .version = "1.0",
 	    .bpf_object = ktel_bpf_object, .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */

@@ -4,6 +4,8 @@
 
 #include "fx_stream_flood.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "label_id", .label_map = "fx_label_names"},
 	{.name = "color"},
@@ -32,3 +34,4 @@ KTEL_PLUGIN(.name = "fx_stream_flood", .version = "1.0",
 	    .bpf_object = ktel_bpf_object, .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics, .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .params = params, .n_params = KTEL_ARRAY_SIZE(params));
+/* clang-format on */

@@ -4,6 +4,8 @@
 
 #include "fx_unreadable.bpf.h"
 
+/* The descriptor reads as a table: kept as laid out by hand. */
+/* clang-format off */
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "fx_unreadable", .map_name = "fx_unreadable_map",
 		    .model = KTEL_MODEL_ACCUMULATOR, .unit = "us", .scheme = KTEL_HIST_LOG2,
@@ -17,3 +19,4 @@ KTEL_PLUGIN(.name = "fx_unreadable",
 	    .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics,
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
+/* clang-format on */
