@@ -286,7 +286,7 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 bp->progs[i].verifier_log);
 }
 
-/* Load an opened plugin into the kernel; on success the daemon owns it. */
+/* Load an opened plugin into the kernel; on success the part owns it. */
 static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 {
 	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
