@@ -5,8 +5,9 @@
  * daemon.c is the core: it holds what every part reads (loop, config, opts,
  * router, delta, shutting_down), pulls, routes, enables and disables
  * metrics, and starts, shuts down and frees the parts in order. Below it,
- * each part owns one struct, embedded in struct ktel_daemon, with its
- * init/close/free:
+ * each part owns one struct, embedded in struct ktel_daemon, with its init
+ * and close, and a free when it holds memory (self-telemetry's only memory
+ * hangs on the plugins and goes with them, through plugin_freed):
  *
  *   daemon_plugins.c  struct daemon_plugins: loaded plugins, refusals,
  *                     directory watchers, rescan timer, the kernel's BTF
