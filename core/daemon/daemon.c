@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The daemon's core: pulls and routing, enable and disable, the start-up
+ * totals for the cumulative sinks, and the daemon's life (start, shutdown,
+ * free), which brings up and takes down the parts (daemon_internal.h) in
+ * order. The parts never call back in here except through the ops given
+ * to them.
+ */
 #include "daemon_internal.h"
 
 #include <errno.h>
@@ -32,7 +39,7 @@ static void libbpf_to_log(int level, const char *msg, void *ctx)
 }
 
 /* Metric names must reach sinks' routing lists as configured. */
-void daemon_route(struct ktel_daemon *d, const struct ktel_metric *m,
+static void route(struct ktel_daemon *d, const struct ktel_metric *m,
 		  const struct ktel_record *recs, size_t n)
 {
 	const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, m->md->name);
@@ -47,12 +54,12 @@ void daemon_route(struct ktel_daemon *d, const struct ktel_metric *m,
 
 /* Records of a stream metric, as the reader decodes them: straight to the
  * metric's sinks. */
-void daemon_on_stream_records(void *ctx, const struct ktel_record *recs, size_t n)
+static void on_stream_records(void *ctx, const struct ktel_record *recs, size_t n)
 {
 	struct ktel_metric *m = ctx;
 
 	m->records += n;
-	daemon_route(m->daemon, m, recs, n);
+	route(m->daemon, m, recs, n);
 }
 
 /*
@@ -130,7 +137,7 @@ static int pull_accumulator(struct ktel_daemon *d, struct ktel_metric *m,
 	/* Saved once the durable sinks have made these records durable;
 	 * once per loop turn, after every pull of the round. */
 	if (!r || m->records > before)
-		daemon_save_state_later(d);
+		daemon_saver__save_later(&d->saver);
 	return r;
 }
 
@@ -171,7 +178,7 @@ int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_
 	return 0;
 }
 
-void daemon_on_pull_timer(uv_timer_t *t)
+static void on_pull_timer(uv_timer_t *t)
 {
 	struct ktel_metric *m = t->data;
 	struct ktel_err err;
@@ -182,21 +189,64 @@ void daemon_on_pull_timer(uv_timer_t *t)
 
 int ktel_daemon__pull_all(struct ktel_daemon *d)
 {
+	struct ktel_metric *m;
 	struct ktel_err err;
 	int failed = 0;
 
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i]->metrics[j];
-
-			if (!m->enabled || (!m->mp && !m->sr))
-				continue;
-			if (ktel_daemon__pull(d, m, &err)) {
-				ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
-				failed++;
-			}
+	for_each_metric(&d->plugins, m) {
+		if (!m->enabled || (!m->mp && !m->sr))
+			continue;
+		if (ktel_daemon__pull(d, m, &err)) {
+			ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
+			failed++;
 		}
+	}
 	return failed;
+}
+
+/* ---- start-up totals ------------------------------------------------------ */
+
+/* A window of a metric's totals, to the cumulative sinks of its batch. */
+static void route_totals_window(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	ktel_router__batch_add(ctx, recs, n);
+}
+
+/* Pull m (a short first window, routed as any pull), then hand its totals,
+ * every key's, zero-delta ones included, to the cumulative sinks. */
+static void route_metric_totals(struct ktel_daemon *d, struct ktel_metric *m)
+{
+	const struct ktel_metric_cfg *mc;
+	struct ktel_err err;
+
+	if (ktel_daemon__pull(d, m, &err)) {
+		ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
+		return;
+	}
+	mc = ktel_config__metric(d->cfg, m->md->name);
+	ktel_router__batch_begin_totals(d->router, mc ? (const char *const *)mc->sinks : NULL,
+					mc ? mc->n_sinks : 0);
+	ktel_metric_pull__totals(m->mp, route_totals_window, d->router);
+	ktel_router__batch_end(d->router);
+}
+
+/*
+ * Right after start, once, when a sink is cumulative (Prometheus): every
+ * enabled accumulator metric's totals, so the first scrape shows each
+ * series at its cumulative value instead of an empty page until the first
+ * interval.
+ */
+static void on_totals_timer(uv_timer_t *t)
+{
+	struct ktel_daemon *d = t->data;
+	struct ktel_metric *m;
+
+	/* --once pulls exactly once; without a cumulative sink nobody needs it. */
+	if (d->opts.once || !ktel_router__any_cumulative(d->router))
+		return;
+	for_each_metric(&d->plugins, m)
+		if (m->enabled && m->mp)
+			route_metric_totals(d, m);
 }
 
 /* ---- enable / disable ----------------------------------------------------- */
@@ -279,7 +329,7 @@ int ktel_daemon__enable(struct ktel_daemon *d, struct ktel_metric *m, uint64_t l
 	m->attached = true;
 	/* --once pulls once, at its end (shutdown), not on the interval. */
 	if (!d->opts.once)
-		uv_timer_start(&m->timer, daemon_on_pull_timer, m->interval_ms, m->interval_ms);
+		uv_timer_start(&m->timer, on_pull_timer, m->interval_ms, m->interval_ms);
 	m->lease_ms = lease_ms;
 	if (lease_ms)
 		uv_timer_start(&m->lease_timer, on_lease_end, lease_ms, 0);
@@ -313,6 +363,13 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 	return 0;
 }
 
+void daemon__set_interval(struct ktel_daemon *d, struct ktel_metric *m, uint64_t interval_ms)
+{
+	m->interval_ms = interval_ms;
+	if (m->enabled)
+		uv_timer_start(&m->timer, on_pull_timer, m->interval_ms, m->interval_ms);
+}
+
 static void on_once(uv_timer_t *t)
 {
 	struct ktel_daemon *d = t->data;
@@ -333,7 +390,7 @@ static void on_sink_close_report(const char *sink, const struct ktel_sink_stats 
 }
 
 /* One line per sink saying where records go (a bound port 0 shows here). */
-void daemon_log_sink_opened(struct ktel_daemon *d, const char *name, const char *type)
+void daemon__log_sink_opened(struct ktel_daemon *d, const char *name, const char *type)
 {
 	char where[300];
 
@@ -349,13 +406,13 @@ static int open_sinks(struct ktel_daemon *d, struct ktel_err *err)
 	if (!d->router)
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	ktel_router__on_close_report(d->router, on_sink_close_report, d);
-	ktel_router__on_durable(d->router, daemon_on_durable, d);
+	ktel_router__on_durable(d->router, daemon_saver__on_durable, &d->saver);
 	for (size_t i = 0; !r && i < d->cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &d->cfg->sinks[i];
 
 		r = ktel_router__add_sink(d->router, sc->name, sc->type, sc->options, err);
 		if (!r)
-			daemon_log_sink_opened(d, sc->name, sc->type);
+			daemon__log_sink_opened(d, sc->name, sc->type);
 	}
 	return r;
 }
@@ -377,6 +434,27 @@ static int open_state(struct ktel_daemon *d, struct ktel_err *err)
 	/* Fail now, not after the first pull, when the state cannot be written,
 	 * but write nothing yet: a start that fails later leaves no file. */
 	return ktel_dir_writable_for(d->cfg->state_file, err);
+}
+
+static int window_of(void *ctx, const char *boot_id, const char *metric, uint32_t map_id,
+		     uint64_t seq)
+{
+	struct ktel_daemon *d = ctx;
+
+	return ktel_delta__window(d->delta, boot_id, metric, map_id, seq);
+}
+
+/* Cut the sinks' files back to the state just loaded (daemon_state.c says why). */
+static void recover_sinks(struct ktel_daemon *d)
+{
+	struct ktel_err err;
+
+	/* A file that cannot be cut back keeps what it has: a window may then
+	 * appear twice, which a consumer detects by its seq; refusing to start
+	 * would lose every window instead. */
+	if (ktel_router__recover(d->router, window_of, d, &err))
+		ktel_log(KTEL_LOG_ERROR, "%s; windows written after the last saved state may "
+			 "appear twice", err.msg);
 }
 
 int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
@@ -401,7 +479,41 @@ int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
 	return 0;
 }
 
-int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
+static const struct daemon_plugins_ops plugins_ops = {
+	.on_stream_records = on_stream_records,
+	.enable = ktel_daemon__enable,
+	.disable = ktel_daemon__disable,
+	.plugin_freed = daemon_self__plugin_freed,
+};
+
+/* The parts, in the order they depend on each other: the state saver
+ * before the plugins' first pulls, self-telemetry after the plugins. */
+static int start_parts(struct ktel_daemon *d, struct ktel_err *err)
+{
+	int r;
+
+	r = daemon_plugins__init(&d->plugins, d, &plugins_ops, err);
+	if (r)
+		return r;
+	r = daemon_saver__init(&d->saver, d, err);
+	if (r)
+		return r;
+	/* A configured directory that cannot be read is bad input: exit 2
+	 * naming it, rather than run without the metrics it should hold. */
+	r = daemon_plugins__load(&d->plugins, err);
+	if (r)
+		return r;
+	daemon_self__init(&d->self, d);
+	/* At once, on the loop: the start-up totals (on_totals_timer). */
+	uv_timer_init(d->loop, &d->totals_timer);
+	d->totals_timer.data = d;
+	d->totals_timer_init = true;
+	uv_timer_start(&d->totals_timer, on_totals_timer, 0, 0);
+	return 0;
+}
+
+int daemon__start(struct ktel_daemon *d, const struct ktel_control_ops *control_ops,
+		  struct ktel_err *err)
 {
 	int r;
 
@@ -416,33 +528,16 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 	/* Before any plugin opens its maps (a baseline would look like
 	 * state): windows written after the saved state come out of the
 	 * files, the first pull reports them again. */
-	daemon_recover_sinks(d);
+	recover_sinks(d);
 	r = ktel_bpffs_ensure(d->cfg->pin_root, d->cfg->pin_gid, err);
 	if (r)
 		return r;
-	/* Fail now, clearly, when the kernel has no readable BTF. */
-	d->targets = ktel_targets__new(NULL, err);
-	if (!d->targets)
-		return -err->code;
-	uv_timer_init(d->loop, &d->rescan_timer);
-	d->rescan_timer.data = d;
-	d->rescan_timer_init = true;
-	r = daemon_state_init(d, err);
+	r = start_parts(d, err);
 	if (r)
 		return r;
-	/* A configured directory that cannot be read is bad input: exit 2
-	 * naming it, rather than run without the metrics it should hold. */
-	r = daemon_load_plugins(d, err);
-	if (r)
-		return r;
-	daemon_watch_dirs(d);
-	if (!d->n_plugins)
-		ktel_log(KTEL_LOG_WARN, "no plugin loaded from %zu plugin director%s",
-			 d->cfg->n_plugin_dirs, d->cfg->n_plugin_dirs == 1 ? "y" : "ies");
-	daemon_start_self(d);
 	/* --once is for scripts and tests: nothing to control. */
 	if (!d->opts.once) {
-		r = ktel_control__new(d->loop, &ktel_daemon_control_ops, d, d->cfg->control_socket,
+		r = ktel_control__new(d->loop, control_ops, d, d->cfg->control_socket,
 				      d->cfg->control_gid, &d->control, err);
 		if (r)
 			return r;
@@ -466,39 +561,21 @@ int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
 
 /* ---- shutdown ------------------------------------------------------------- */
 
-static void close_timers(struct ktel_daemon *d)
+static void close_timer(uv_timer_t *t, bool *init)
 {
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i]->metrics[j];
+	if (!*init)
+		return;
+	uv_close((uv_handle_t *)t, NULL);
+	*init = false;
+}
 
-			/* The last events go to the sinks before they close (not
-			 * after a failed start: it writes nothing); the reader
-			 * frees itself when the loop closes its handle. */
-			if (d->started)
-				ktel_stream_reader__stop(m->sr);
-			ktel_stream_reader__free(m->sr);
-			m->sr = NULL;
-			if (!m->timers_init)
-				continue;
-			uv_close((uv_handle_t *)&m->timer, NULL);
-			uv_close((uv_handle_t *)&m->lease_timer, NULL);
-			m->timers_init = false;
-		}
-	if (d->once_timer_init) {
-		uv_close((uv_handle_t *)&d->once_timer, NULL);
-		d->once_timer_init = false;
-	}
-	if (d->rescan_timer_init) {
-		uv_close((uv_handle_t *)&d->rescan_timer, NULL);
-		d->rescan_timer_init = false;
-	}
-	daemon_state_close(d);
-	if (d->self_timer_init) {
-		uv_close((uv_handle_t *)&d->self_timer, NULL);
-		d->self_timer_init = false;
-	}
-	daemon_close_watchers(d);
+static void close_parts(struct ktel_daemon *d)
+{
+	daemon_plugins__close(&d->plugins, d->started);
+	close_timer(&d->once_timer, &d->once_timer_init);
+	close_timer(&d->totals_timer, &d->totals_timer_init);
+	daemon_saver__close(&d->saver);
+	daemon_self__close(&d->self);
 }
 
 static void on_sinks_closed(void *ctx)
@@ -506,7 +583,7 @@ static void on_sinks_closed(void *ctx)
 	struct ktel_daemon *d = ctx;
 
 	ktel_log(KTEL_LOG_DEBUG, "sinks closed");
-	daemon_state_release(d);
+	daemon_saver__release(&d->saver);
 }
 
 void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
@@ -521,31 +598,24 @@ void ktel_daemon__shutdown(struct ktel_daemon *d, int exit_code)
 		/* Stop counting first: the final pull then reports everything
 		 * the maps hold, and nothing is counted between it and the
 		 * exit (which would detach them anyway) that no line reports
-		 * and the next start would. */
-		for (size_t i = 0; i < d->n_plugins; i++)
-			if (d->plugins[i]->bpf)
-				ktel_bpf_plugin__detach_all(d->plugins[i]->bpf);
-		/* Streams deliver what their rings hold, so the last counters
-		 * below include those events. */
-		for (size_t i = 0; i < d->n_plugins; i++)
-			for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
-				if (d->plugins[i]->metrics[j].enabled)
-					ktel_stream_reader__stop(d->plugins[i]->metrics[j].sr);
+		 * and the next start would. Streams deliver what their rings
+		 * hold, so the last counters below include those events. */
+		daemon_plugins__stop_counting(&d->plugins);
 		/* The window since the last pull is not lost. Its state is
 		 * saved once the durable sinks have flushed it (during the
 		 * close below), never when one could not. */
 		ktel_daemon__pull_all(d);
-		daemon_save_state(d);
+		daemon_saver__save(&d->saver);
 		if (d->cfg->self_enabled && d->router)
-			daemon_emit_self(d);
+			daemon_self__emit(&d->self);
 	}
-	close_timers(d);
+	close_parts(d);
 	ktel_control__close(d->control);
 	d->control = NULL;
 	if (d->router)
 		ktel_router__close(d->router, d->cfg->sink_close_timeout_ms, on_sinks_closed, d);
 	else
-		daemon_state_release(d);
+		daemon_saver__release(&d->saver);
 }
 
 int ktel_daemon__exit_code(const struct ktel_daemon *d)
@@ -553,20 +623,22 @@ int ktel_daemon__exit_code(const struct ktel_daemon *d)
 	return d->exit_code;
 }
 
+struct ktel_config *daemon__swap_config(struct ktel_daemon *d, struct ktel_config *cfg)
+{
+	struct ktel_config *old = d->cfg;
+
+	d->cfg = cfg;
+	return old;
+}
+
 void ktel_daemon__free(struct ktel_daemon *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n_plugins; i++)
-		daemon_free_plugin(d->plugins[i]);
-	free(d->watchers);
-	free(d->retired_watchers);
-	free(d->refused);
+	daemon_plugins__free(&d->plugins);
 	ktel_router__free(d->router);
-	daemon_state_release(d);
-	daemon_free_state_waits(d);
+	daemon_saver__free(&d->saver);
 	ktel_delta__free(d->delta);
-	ktel_targets__free(d->targets);
 	ktel_libbpf_log__reset();
 	ktel_config__free(d->cfg);
 	free(d);
@@ -576,21 +648,22 @@ void ktel_daemon__free(struct ktel_daemon *d)
 
 struct ktel_metric *ktel_daemon__metric(struct ktel_daemon *d, const char *name)
 {
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
-			if (strcmp(d->plugins[i]->metrics[j].md->name, name) == 0)
-				return &d->plugins[i]->metrics[j];
-	return NULL;
+	return daemon_plugins__metric(&d->plugins, name);
 }
 
 size_t ktel_daemon__n_plugins(const struct ktel_daemon *d)
 {
-	return d->n_plugins;
+	return daemon_plugins__n(&d->plugins);
 }
 
 struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i)
 {
-	return i < d->n_plugins ? d->plugins[i] : NULL;
+	return daemon_plugins__at(&d->plugins, i);
+}
+
+struct ktel_metric *ktel_daemon__next_metric(struct ktel_daemon *d, struct ktel_metric_iter *it)
+{
+	return daemon_plugins__next_metric(&d->plugins, it);
 }
 
 const struct ktel_config *ktel_daemon__config(const struct ktel_daemon *d)

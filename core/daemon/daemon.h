@@ -99,7 +99,7 @@ int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
 
 /*
  * Open sinks, load state, discover and load plugins, attach enabled metrics
- * and start their timers. Errors that make running pointless (no sink can be
+ * and start their timers, open the control socket (ktel_daemon_control_ops). Errors that make running pointless (no sink can be
  * opened, state or pin root unusable) fail; a plugin that cannot load is
  * logged and skipped.
  */
@@ -124,6 +124,18 @@ bool ktel_metric__uses_prog(const struct ktel_metric *m, const char *prog);
 /* Iterate loaded plugins and metrics. */
 size_t ktel_daemon__n_plugins(const struct ktel_daemon *d);
 struct ktel_loaded_plugin *ktel_daemon__plugin(struct ktel_daemon *d, size_t i);
+
+/*
+ * Every metric of every loaded plugin, in load order:
+ *	struct ktel_metric_iter it = {0};
+ *	while ((m = ktel_daemon__next_metric(d, &it)))
+ * The iterator holds indexes: it stays valid while metrics are enabled,
+ * disabled or pulled, not across a plugin scan.
+ */
+struct ktel_metric_iter {
+	size_t plugin, metric;
+};
+struct ktel_metric *ktel_daemon__next_metric(struct ktel_daemon *d, struct ktel_metric_iter *it);
 
 /* The plugin files the last scan refused, and why. */
 size_t ktel_daemon__n_refused(const struct ktel_daemon *d);

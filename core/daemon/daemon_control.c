@@ -5,6 +5,10 @@
  * state. core/daemon/control.c is the server and the protocol; it reaches the
  * daemon only through ktel_daemon_control_ops, so the dependency runs one
  * way: daemon -> control. docs/control.md describes every answer.
+ *
+ * This file sits on top of the daemon: it calls the core and reload, and
+ * ktel_daemon__start hands its table to the core's start, so the core
+ * never names this file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +22,7 @@
 #include <bpf/libbpf.h>
 
 #include "control.h"
-#include "daemon.h"
+#include "daemon_internal.h"
 #include "jsonutil.h"
 #include "metric_pull.h"
 #include "plugin_loader.h"
@@ -214,14 +218,13 @@ static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
 	bool stats_on = ktel_bpf_stats_enabled();
 	json_t *plugins = json_array(), *metrics = json_array();
 	struct ktel_router_stats rs = {0};
+	struct ktel_metric_iter it = {0};
+	struct ktel_metric *m;
 
-	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++) {
-		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(d, i);
-
-		json_array_append_new(plugins, plugin_json(lp, stats_on));
-		for (size_t j = 0; j < lp->n_metrics; j++)
-			json_array_append_new(metrics, metric_pulls_json(&lp->metrics[j]));
-	}
+	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++)
+		json_array_append_new(plugins, plugin_json(ktel_daemon__plugin(d, i), stats_on));
+	while ((m = ktel_daemon__next_metric(d, &it)))
+		json_array_append_new(metrics, metric_pulls_json(m));
 	if (ktel_daemon__router(d))
 		ktel_router__stats(ktel_daemon__router(d), &rs);
 	json_object_set_new(resp, "daemon", daemon_json(d, stats_on));
@@ -256,13 +259,11 @@ static int op_list(void *ctx, json_t *resp, struct ktel_err *err)
 {
 	struct ktel_daemon *d = ctx;
 	json_t *metrics = json_array();
+	struct ktel_metric_iter it = {0};
+	struct ktel_metric *m;
 
-	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++) {
-		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(d, i);
-
-		for (size_t j = 0; j < lp->n_metrics; j++)
-			json_array_append_new(metrics, metric_list_json(&lp->metrics[j]));
-	}
+	while ((m = ktel_daemon__next_metric(d, &it)))
+		json_array_append_new(metrics, metric_list_json(m));
 	if (json_object_set_new(resp, "refused", refused_json(d)))
 		return -ENOMEM;
 	return json_object_set_new(resp, "metrics", metrics) ? -ENOMEM : 0;
@@ -391,22 +392,19 @@ static int pull_one(struct ktel_daemon *d, struct ktel_metric *m, json_t *record
 static size_t pull_enabled(struct ktel_daemon *d, json_t *records, json_t *errors,
 			   json_int_t *not_kept)
 {
+	struct ktel_metric_iter it = {0};
+	struct ktel_metric *m;
 	size_t pulled = 0;
 
-	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++) {
-		struct ktel_loaded_plugin *lp = ktel_daemon__plugin(d, i);
+	while ((m = ktel_daemon__next_metric(d, &it))) {
+		struct ktel_err e;
 
-		for (size_t j = 0; j < lp->n_metrics; j++) {
-			struct ktel_metric *m = &lp->metrics[j];
-			struct ktel_err e;
-
-			if (!m->enabled || !m->mp)
-				continue;
-			if (pull_one(d, m, records, not_kept, &e) == 0)
-				pulled++;
-			else
-				json_array_append_new(errors, json_string(e.msg));
-		}
+		if (!m->enabled || !m->mp)
+			continue;
+		if (pull_one(d, m, records, not_kept, &e) == 0)
+			pulled++;
+		else
+			json_array_append_new(errors, json_string(e.msg));
 	}
 	return pulled;
 }
@@ -516,3 +514,8 @@ const struct ktel_control_ops ktel_daemon_control_ops = {
 	.watch = op_watch,
 	.reopen = op_reopen,
 };
+
+int ktel_daemon__start(struct ktel_daemon *d, struct ktel_err *err)
+{
+	return daemon__start(d, &ktel_daemon_control_ops, err);
+}

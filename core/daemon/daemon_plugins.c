@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The daemon's plugin directories: scan (new, replaced and removed files),
- * load into the kernel, unload, and watch for drop-ins.
+ * The daemon's plugins part (struct daemon_plugins): the plugin directories
+ * scanned (new, replaced and removed files), their plugins loaded into the
+ * kernel and unloaded, the directories watched for drop-ins, and the files
+ * refused. It owns the loaded plugins and their metrics' handles; enabling,
+ * disabling and routing are the core's, reached through the ops it was
+ * given at init (daemon_internal.h).
  */
 #include "daemon_internal.h"
 
@@ -22,23 +26,23 @@
 
 /* ---- refused files -------------------------------------------------------- */
 
-static struct ktel_refusal *refusal_by_path(struct ktel_daemon *d, const char *path)
+static struct ktel_refusal *refusal_by_path(struct daemon_plugins *p, const char *path)
 {
-	for (size_t i = 0; i < d->n_refused; i++)
-		if (strcmp(d->refused[i].path, path) == 0)
-			return &d->refused[i];
+	for (size_t i = 0; i < p->n_refused; i++)
+		if (strcmp(p->refused[i].path, path) == 0)
+			return &p->refused[i];
 	return NULL;
 }
 
-static struct ktel_refusal *refusal_add(struct ktel_daemon *d, const char *path)
+static struct ktel_refusal *refusal_add(struct daemon_plugins *p, const char *path)
 {
 	struct ktel_refusal *r;
 
-	if (!d->refused)
-		d->refused = calloc(MAX_REFUSALS, sizeof(*d->refused));
-	if (!d->refused || d->n_refused >= MAX_REFUSALS)
+	if (!p->refused)
+		p->refused = calloc(MAX_REFUSALS, sizeof(*p->refused));
+	if (!p->refused || p->n_refused >= MAX_REFUSALS)
 		return NULL;
-	r = &d->refused[d->n_refused++];
+	r = &p->refused[p->n_refused++];
 	memset(r, 0, sizeof(*r));
 	snprintf(r->path, sizeof(r->path), "%s", path);
 	return r;
@@ -56,16 +60,16 @@ static bool same_version(const struct ktel_refusal *r, const struct stat *st)
  * for the same reason before - a rescan must not repeat every refusal, but
  * a changed file, or a new reason, is news.
  */
-static void note_refusal(struct ktel_daemon *d, const char *path, const char *reason)
+static void note_refusal(struct daemon_plugins *p, const char *path, const char *reason)
 {
-	struct ktel_refusal *r = refusal_by_path(d, path);
+	struct ktel_refusal *r = refusal_by_path(p, path);
 	struct stat st;
 	bool news;
 
 	memset(&st, 0, sizeof(st));
 	(void)lstat(path, &st); /* gone: zeros, a version of its own */
 	if (!r)
-		r = refusal_add(d, path);
+		r = refusal_add(p, path);
 	if (!r) {
 		ktel_log(KTEL_LOG_ERROR, "%s", reason);
 		return;
@@ -82,9 +86,9 @@ static void note_refusal(struct ktel_daemon *d, const char *path, const char *re
 }
 
 /* printf-style note_refusal(). */
-static void refuse(struct ktel_daemon *d, const char *path, const char *fmt, ...)
+static void refuse(struct daemon_plugins *p, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static void refuse(struct ktel_daemon *d, const char *path, const char *fmt, ...)
+static void refuse(struct daemon_plugins *p, const char *path, const char *fmt, ...)
 {
 	char reason[KTEL_ERR_MSG_MAX];
 	va_list ap;
@@ -92,40 +96,40 @@ static void refuse(struct ktel_daemon *d, const char *path, const char *fmt, ...
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	note_refusal(d, path, reason);
+	note_refusal(p, path, reason);
 }
 
 /* A scan begins: refusals it does not repeat are dropped at its end. */
-static void refusals_unsee(struct ktel_daemon *d)
+static void refusals_unsee(struct daemon_plugins *p)
 {
-	for (size_t i = 0; i < d->n_refused; i++)
-		d->refused[i].seen = false;
+	for (size_t i = 0; i < p->n_refused; i++)
+		p->refused[i].seen = false;
 }
 
 /* A scan ended: forget files it did not refuse (loaded now, or gone). */
-static void refusals_sweep(struct ktel_daemon *d)
+static void refusals_sweep(struct daemon_plugins *p)
 {
 	size_t k = 0;
 
-	for (size_t i = 0; i < d->n_refused; i++)
-		if (d->refused[i].seen && k++ != i)
-			d->refused[k - 1] = d->refused[i];
-	d->n_refused = k;
+	for (size_t i = 0; i < p->n_refused; i++)
+		if (p->refused[i].seen && k++ != i)
+			p->refused[k - 1] = p->refused[i];
+	p->n_refused = k;
 }
 
 size_t ktel_daemon__n_refused(const struct ktel_daemon *d)
 {
-	return d->n_refused;
+	return d->plugins.n_refused;
 }
 
 const struct ktel_refusal *ktel_daemon__refused(const struct ktel_daemon *d, size_t i)
 {
-	return i < d->n_refused ? &d->refused[i] : NULL;
+	return i < d->plugins.n_refused ? &d->plugins.refused[i] : NULL;
 }
 
 /* ---- loading -------------------------------------------------------------- */
 
-void daemon_on_refusal(const char *path, const struct ktel_err *err, void *ctx)
+static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
 {
 	/* The loader's messages start with the path. */
 	note_refusal(ctx, path, err->msg);
@@ -156,15 +160,16 @@ static void param_names(const struct ktel_plugin_desc *desc, char *buf, size_t l
  * not an integer refuses the plugin: a setting silently ignored would leave
  * the metric measuring something else than the config says.
  */
-static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64_t *values)
+static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugin,
+		       int64_t *values)
 {
-	const struct ktel_plugin_desc *desc = &p->desc;
+	const struct ktel_plugin_desc *desc = &plugin->desc;
 	char names[512];
 
 	for (uint32_t i = 0; i < desc->n_params; i++)
 		values[i] = desc->params[i].default_value;
 	for (uint32_t j = 0; j < desc->n_metrics; j++) {
-		const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, desc->metrics[j].name);
+		const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg, desc->metrics[j].name);
 		const char *key;
 		json_t *v;
 
@@ -178,8 +183,8 @@ static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64
 				continue;
 			}
 			param_names(desc, names, sizeof(names));
-			refuse(d, p->path, "plugin %s: refused: metrics.%s.params.%s: %s "
-			       "(plugin %s has params: %s)", p->path, desc->metrics[j].name, key,
+			refuse(p, plugin->path, "plugin %s: refused: metrics.%s.params.%s: %s "
+			       "(plugin %s has params: %s)", plugin->path, desc->metrics[j].name, key,
 			       k < 0 ? "no such param" : "expected an integer", desc->name, names);
 			return -EINVAL;
 		}
@@ -187,18 +192,18 @@ static int load_params(struct ktel_daemon *d, const struct ktel_plugin *p, int64
 	return 0;
 }
 
-static void init_metric(struct ktel_daemon *d, struct ktel_loaded_plugin *lp,
+static void init_metric(struct daemon_plugins *p, struct ktel_loaded_plugin *lp,
 			struct ktel_metric *m, const struct ktel_metric_desc *md)
 {
-	const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, md->name);
+	const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg, md->name);
 
-	m->daemon = d;
+	m->daemon = p->d;
 	m->lp = lp;
 	m->md = md;
-	m->interval_ms = ktel_config__metric_interval(d->cfg, md->name);
+	m->interval_ms = ktel_config__metric_interval(p->d->cfg, md->name);
 	m->lease_ms = mc ? mc->lease_ms : 0;
-	uv_timer_init(d->loop, &m->timer);
-	uv_timer_init(d->loop, &m->lease_timer);
+	uv_timer_init(p->d->loop, &m->timer);
+	uv_timer_init(p->d->loop, &m->lease_timer);
 	m->timer.data = m;
 	m->lease_timer.data = m;
 	m->timers_init = true;
@@ -206,12 +211,12 @@ static void init_metric(struct ktel_daemon *d, struct ktel_loaded_plugin *lp,
 
 /* Before any program of the metric is attached (docs/architecture.md,
  * Deltas): the first pull then reports all that happened since this start. */
-static void baseline_at_open(struct ktel_daemon *d, struct ktel_metric *m)
+static void baseline_at_open(struct daemon_plugins *p, struct ktel_metric *m)
 {
 	struct ktel_err err;
 	bool taken;
 
-	if (ktel_metric_pull__baseline(m->mp, d->delta, &taken, &err)) {
+	if (ktel_metric_pull__baseline(m->mp, p->d->delta, &taken, &err)) {
 		ktel_log(KTEL_LOG_WARN, "metric %s: baseline at start: %s (the first pull "
 			 "sets it instead)", m->md->name, err.msg);
 		return;
@@ -225,14 +230,14 @@ static void baseline_at_open(struct ktel_daemon *d, struct ktel_metric *m)
 
 /* Resolve every metric of a loaded plugin: a pull for accumulators, a ring
  * buffer reader (not started until enabled) for streams. */
-static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp)
+static void resolve_metrics(struct daemon_plugins *p, struct ktel_loaded_plugin *lp)
 {
 	struct ktel_err err;
 
 	for (size_t i = 0; i < lp->n_metrics; i++) {
 		struct ktel_metric *m = &lp->metrics[i];
 		const struct ktel_bpf_map *bm = ktel_bpf_plugin__map(lp->bpf, m->md->map_name);
-		const struct ktel_metric_cfg *mc = ktel_config__metric(d->cfg, m->md->name);
+		const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg, m->md->name);
 
 		if (lp->bpf->unsupported) {
 			snprintf(m->problem, sizeof(m->problem), "unsupported: %s",
@@ -240,8 +245,8 @@ static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp
 			continue;
 		}
 		if (m->md->model == KTEL_MODEL_STREAM) {
-			if (ktel_stream_reader__new(d->loop, m->md, lp->bpf->obj, daemon_on_stream_records,
-						    m, &m->sr, &err)) {
+			if (ktel_stream_reader__new(p->d->loop, m->md, lp->bpf->obj,
+						    p->ops->on_stream_records, m, &m->sr, &err)) {
 				snprintf(m->problem, sizeof(m->problem), "%s", err.msg);
 				ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
 			}
@@ -252,9 +257,9 @@ static void resolve_metrics(struct ktel_daemon *d, struct ktel_loaded_plugin *lp
 			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
 			continue;
 		}
-		ktel_delta__set_emit_zeros(d->delta, m->md->name,
-					   mc ? mc->emit_zero : d->cfg->emit_zero);
-		baseline_at_open(d, m);
+		ktel_delta__set_emit_zeros(p->d->delta, m->md->name,
+					   mc ? mc->emit_zero : p->d->cfg->emit_zero);
+		baseline_at_open(p, m);
 	}
 }
 
@@ -281,37 +286,37 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 bp->progs[i].verifier_log);
 }
 
-/* Load an opened plugin into the kernel; on success the daemon owns it. */
-static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
+/* Load an opened plugin into the kernel; on success the part owns it. */
+static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 {
 	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
 	struct ktel_bpf_opts bopts = {
-		.pin_root = d->cfg->pin_root,
-		.pin_gid = d->cfg->pin_gid,
-		.targets = d->targets,
+		.pin_root = p->d->cfg->pin_root,
+		.pin_gid = p->d->cfg->pin_gid,
+		.targets = p->targets,
 		.param_values = params,
 		.no_attach = true,
 	};
 	struct ktel_loaded_plugin *lp;
 	struct ktel_err err;
 
-	if (d->n_plugins >= MAX_PLUGINS) {
-		refuse(d, plugin->path, "plugin %s: refused: more than %d plugins", plugin->path,
+	if (p->n >= MAX_PLUGINS) {
+		refuse(p, plugin->path, "plugin %s: refused: more than %d plugins", plugin->path,
 		       MAX_PLUGINS);
 		return -E2BIG;
 	}
 	/* The kernel's BTF is parsed once for a (re)scan and freed after it:
 	 * it is half of the daemon's memory otherwise. The targets hold it, and
 	 * every load of the scan borrows it (vmlinux_btf.h, docs/benchmarks.md). */
-	if (!d->targets) {
-		d->targets = ktel_targets__new(NULL, &err);
-		if (!d->targets) {
-			refuse(d, plugin->path, "plugin %s: %s", plugin->path, err.msg);
+	if (!p->targets) {
+		p->targets = ktel_targets__new(NULL, &err);
+		if (!p->targets) {
+			refuse(p, plugin->path, "plugin %s: %s", plugin->path, err.msg);
 			return -err.code;
 		}
-		bopts.targets = d->targets;
+		bopts.targets = p->targets;
 	}
-	if (load_params(d, plugin, params))
+	if (load_params(p, plugin, params))
 		return -EINVAL;
 	lp = calloc(1, sizeof(*lp));
 	if (!lp)
@@ -322,7 +327,7 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 	lp->ino = plugin->st.st_ino;
 	lp->mtime = plugin->st.st_mtim;
 	if (ktel_bpf_plugin__load(plugin, &bopts, &lp->bpf, &err)) {
-		refuse(d, plugin->path, "plugin %s: %s", plugin->path, err.msg);
+		refuse(p, plugin->path, "plugin %s: %s", plugin->path, err.msg);
 		free(lp);
 		return -EINVAL;
 	}
@@ -335,10 +340,10 @@ static int load_plugin(struct ktel_daemon *d, struct ktel_plugin *plugin)
 	lp->plugin = plugin;
 	lp->n_metrics = plugin->desc.n_metrics;
 	for (size_t i = 0; i < lp->n_metrics; i++)
-		init_metric(d, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
-	d->plugins[d->n_plugins++] = lp;
+		init_metric(p, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
+	p->items[p->n++] = lp;
 	log_plugin(lp);
-	resolve_metrics(d, lp);
+	resolve_metrics(p, lp);
 	return 0;
 }
 
@@ -362,10 +367,11 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 	lp->plugin = NULL;
 }
 
-void daemon_free_plugin(struct ktel_loaded_plugin *lp)
+static void free_plugin(struct daemon_plugins *p, struct ktel_loaded_plugin *lp)
 {
 	release_plugin_code(lp);
-	free(lp->self_prev);
+	if (p->ops && p->ops->plugin_freed)
+		p->ops->plugin_freed(lp);
 	free(lp->metrics);
 	free(lp);
 }
@@ -376,7 +382,7 @@ static void on_unloaded_timer_closed(uv_handle_t *h)
 	struct ktel_loaded_plugin *lp = m->lp;
 
 	if (--lp->pending_closes == 0)
-		daemon_free_plugin(lp);
+		free_plugin(&m->daemon->plugins, lp);
 }
 
 /*
@@ -385,16 +391,16 @@ static void on_unloaded_timer_closed(uv_handle_t *h)
  * file may be opened next, and must not find this one still loaded. Only lp
  * and its timers wait for the loop to close them.
  */
-static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
+static void unload_plugin(struct daemon_plugins *p, size_t i, const char *why)
 {
-	struct ktel_loaded_plugin *lp = d->plugins[i];
+	struct ktel_loaded_plugin *lp = p->items[i];
 	struct ktel_err err;
 
 	ktel_log(KTEL_LOG_INFO, "plugin %s: unloading: %s", lp->path, why);
 	for (size_t j = 0; j < lp->n_metrics; j++) {
 		struct ktel_metric *m = &lp->metrics[j];
 
-		if (m->enabled && ktel_daemon__disable(d, m, &err))
+		if (m->enabled && p->ops->disable(p->d, m, &err))
 			ktel_log(KTEL_LOG_WARN, "%s", err.msg);
 		/* Frees itself once its poll handle closed; needs nothing of lp. */
 		ktel_stream_reader__free(m->sr);
@@ -408,20 +414,20 @@ static void unload_plugin(struct ktel_daemon *d, size_t i, const char *why)
 		/* Points into the plugin, which is released below. */
 		m->md = NULL;
 	}
-	memmove(&d->plugins[i], &d->plugins[i + 1], (d->n_plugins - i - 1) * sizeof(lp));
-	d->n_plugins--;
+	memmove(&p->items[i], &p->items[i + 1], (p->n - i - 1) * sizeof(lp));
+	p->n--;
 	release_plugin_code(lp);
 	if (!lp->pending_closes)
-		daemon_free_plugin(lp);
+		free_plugin(p, lp);
 }
 
-static struct ktel_loaded_plugin *plugin_by_path(struct ktel_daemon *d, const char *path,
+static struct ktel_loaded_plugin *plugin_by_path(struct daemon_plugins *p, const char *path,
 						  size_t *ret_index)
 {
-	for (size_t i = 0; i < d->n_plugins; i++)
-		if (strcmp(d->plugins[i]->path, path) == 0) {
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->items[i]->path, path) == 0) {
 			*ret_index = i;
-			return d->plugins[i];
+			return p->items[i];
 		}
 	return NULL;
 }
@@ -436,7 +442,7 @@ static bool is_loaded(const char *path, void *ctx)
 
 static const char *metric_owner(const char *metric, void *ctx)
 {
-	struct ktel_metric *m = ktel_daemon__metric(ctx, metric);
+	struct ktel_metric *m = daemon_plugins__metric(ctx, metric);
 
 	return m ? m->lp->path : NULL;
 }
@@ -449,32 +455,32 @@ static void on_rescan_timer(uv_timer_t *t);
  * that plugin's maps and count its events twice (or steal them). Returns 0,
  * or -EEXIST after refusing plugin with a reason naming both files.
  */
-static int check_collisions(struct ktel_daemon *d, const struct ktel_plugin *plugin)
+static int check_collisions(struct daemon_plugins *p, const struct ktel_plugin *plugin)
 {
 	const struct ktel_plugin_desc *desc = &plugin->desc;
 	char pin[2 * KTEL_PLUGIN_NAME_MAX + 8];
 
-	for (size_t i = 0; i < d->n_plugins; i++) {
-		const struct ktel_loaded_plugin *lp = d->plugins[i];
+	for (size_t i = 0; i < p->n; i++) {
+		const struct ktel_loaded_plugin *lp = p->items[i];
 
 		if (strcmp(lp->plugin->desc.name, desc->name) == 0) {
-			refuse(d, plugin->path, "%s: refused: plugin name %s is taken by %s "
+			refuse(p, plugin->path, "%s: refused: plugin name %s is taken by %s "
 			       "(loaded first; plugin names must be unique)", plugin->path,
 			       desc->name, lp->path);
 			return -EEXIST;
 		}
 		if (ktel_bpf_pins_collide(plugin, lp->plugin, pin, sizeof(pin))) {
-			refuse(d, plugin->path, "%s: refused: its pin %s/%s would be that of %s "
-			       "(plugin %s)", plugin->path, d->cfg->pin_root, pin, lp->path,
+			refuse(p, plugin->path, "%s: refused: its pin %s/%s would be that of %s "
+			       "(plugin %s)", plugin->path, p->d->cfg->pin_root, pin, lp->path,
 			       lp->plugin->desc.name);
 			return -EEXIST;
 		}
 	}
 	for (uint32_t j = 0; j < desc->n_metrics; j++) {
-		struct ktel_metric *m = ktel_daemon__metric(d, desc->metrics[j].name);
+		struct ktel_metric *m = daemon_plugins__metric(p, desc->metrics[j].name);
 
 		if (m) {
-			refuse(d, plugin->path, "%s: refused: duplicate metric name %s (already "
+			refuse(p, plugin->path, "%s: refused: duplicate metric name %s (already "
 			       "provided by %s)", plugin->path, desc->metrics[j].name, m->lp->path);
 			return -EEXIST;
 		}
@@ -524,15 +530,15 @@ static bool held_by(const struct held_names *h, const struct ktel_plugin *plugin
  * and refuses duplicates of loaded metric names) and add them to c. Fails
  * only when dir cannot be read.
  */
-static int scan_dir(struct ktel_daemon *d, const char *dir, struct candidates *c,
+static int scan_dir(struct daemon_plugins *p, const char *dir, struct candidates *c,
 		    struct ktel_err *err)
 {
 	struct ktel_plugin_scan_opts opts = {
-		.max_plugins = MAX_PLUGINS - d->n_plugins, /* 0: load_plugin refuses */
-		.on_refusal = daemon_on_refusal,
+		.max_plugins = MAX_PLUGINS - p->n, /* 0: load_plugin refuses */
+		.on_refusal = on_refusal,
 		.skip = is_loaded,
 		.metric_owner = metric_owner,
-		.ctx = d,
+		.ctx = p,
 	};
 	struct ktel_plugin_list *list;
 	int r = ktel_plugin_dir__scan(dir, &opts, &list, err);
@@ -540,8 +546,8 @@ static int scan_dir(struct ktel_daemon *d, const char *dir, struct candidates *c
 	if (r)
 		return r;
 	/* A file still being written is tried again once it can be quiet. */
-	if (list->n_not_quiet && d->rescan_timer_init && !d->shutting_down)
-		uv_timer_start(&d->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
+	if (list->n_not_quiet && p->rescan_timer_init && !p->d->shutting_down)
+		uv_timer_start(&p->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
 	for (size_t i = 0; i < list->n; i++) {
 		if (c->n == c->cap) {
 			size_t cap = c->cap ? 2 * c->cap : 16;
@@ -564,7 +570,7 @@ static int scan_dir(struct ktel_daemon *d, const char *dir, struct candidates *c
  * those whose name a replaced file of theirs held, then the others in
  * directory and file name order. Every candidate is loaded or freed.
  */
-static void load_candidates(struct ktel_daemon *d, struct candidates *c,
+static void load_candidates(struct daemon_plugins *p, struct candidates *c,
 			    const struct held_names *held, int *changes)
 {
 	for (int pass = 0; pass < 2; pass++)
@@ -574,7 +580,7 @@ static void load_candidates(struct ktel_daemon *d, struct candidates *c,
 			if (!plugin || held_by(held, plugin) != (pass == 0))
 				continue;
 			c->items[i] = NULL;
-			if (check_collisions(d, plugin) || load_plugin(d, plugin))
+			if (check_collisions(p, plugin) || load_plugin(p, plugin))
 				ktel_plugin__free(plugin);
 			else
 				(*changes)++;
@@ -611,28 +617,28 @@ static void hold_name(struct held_names *h, const struct ktel_loaded_plugin *lp)
  * name goes to held. Runs before the scan, so a changed file's old library
  * is closed before its new content is opened.
  */
-static int drop_stale(struct ktel_daemon *d, struct held_names *held)
+static int drop_stale(struct daemon_plugins *p, struct held_names *held)
 {
 	int changes = 0;
 
-	for (size_t i = d->n_plugins; i-- > 0;) {
-		const char *path = d->plugins[i]->path;
+	for (size_t i = p->n; i-- > 0;) {
+		const char *path = p->items[i]->path;
 		bool listed = false;
 		struct stat st;
 
-		for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++) {
-			size_t len = strlen(d->cfg->plugin_dirs[k]);
+		for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
+			size_t len = strlen(p->d->cfg->plugin_dirs[k]);
 
-			if (strncmp(path, d->cfg->plugin_dirs[k], len) == 0 && path[len] == '/')
+			if (strncmp(path, p->d->cfg->plugin_dirs[k], len) == 0 && path[len] == '/')
 				listed = true;
 		}
 		if (!listed) {
-			unload_plugin(d, i, "directory no longer configured");
+			unload_plugin(p, i, "directory no longer configured");
 		} else if (lstat(path, &st) != 0) {
-			unload_plugin(d, i, "file removed");
-		} else if (!same_file(d->plugins[i], &st)) {
-			hold_name(held, d->plugins[i]);
-			unload_plugin(d, i, "file replaced");
+			unload_plugin(p, i, "file removed");
+		} else if (!same_file(p->items[i], &st)) {
+			hold_name(held, p->items[i]);
+			unload_plugin(p, i, "file replaced");
 		} else {
 			continue;
 		}
@@ -641,122 +647,8 @@ static int drop_stale(struct ktel_daemon *d, struct held_names *held)
 	return changes;
 }
 
-/*
- * Bring the loaded plugins in line with the plugin directories; stores the
- * number of changes. A directory that cannot be read is logged and the
- * others are still scanned; returns -errno with err naming the first such
- * directory, else 0.
- */
-static int rescan(struct ktel_daemon *d, int *ret_changes, struct ktel_err *err)
-{
-	struct held_names held = {0};
-	struct candidates c = {0};
-	struct ktel_err dir_err;
-	int changes, r = 0;
-
-	refusals_unsee(d);
-	changes = drop_stale(d, &held);
-	for (size_t k = 0; k < d->cfg->n_plugin_dirs; k++) {
-		if (!scan_dir(d, d->cfg->plugin_dirs[k], &c, &dir_err))
-			continue;
-		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
-		if (!r) {
-			*err = dir_err;
-			r = -dir_err.code;
-		}
-	}
-	load_candidates(d, &c, &held, &changes);
-	held_names__free(&held);
-	refusals_sweep(d);
-	ktel_targets__free(d->targets);
-	d->targets = NULL;
-	/* Start the metrics of plugins that arrived with this scan. */
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i]->metrics[j];
-
-			if (!m->enabled && !m->started_once)
-				daemon_start_metric(d, m);
-		}
-	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
-	if (changes)
-		ktel_memory__release();
-	*ret_changes = changes;
-	return r;
-}
-
-int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
-{
-	struct ktel_err err;
-	int changes;
-
-	/* An unreadable directory is logged; the plugins of the others run. */
-	rescan(d, &changes, &err);
-	return changes;
-}
-
-int daemon_load_plugins(struct ktel_daemon *d, struct ktel_err *err)
-{
-	int changes;
-
-	return rescan(d, &changes, err);
-}
-
-static void on_rescan_timer(uv_timer_t *t)
-{
-	struct ktel_daemon *d = t->data;
-	int changes = ktel_daemon__rescan_plugins(d);
-
-	if (changes)
-		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
-			 changes == 1 ? "" : "s");
-}
-
-static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
-{
-	struct ktel_daemon *d = h->data;
-
-	/* Debounce: a copy is many events; rescan once it is quiet. */
-	if (!d->shutting_down)
-		uv_timer_start(&d->rescan_timer, on_rescan_timer, 300, 0);
-}
-
-void daemon_close_watchers(struct ktel_daemon *d)
-{
-	for (size_t i = 0; i < d->n_watchers; i++)
-		uv_close((uv_handle_t *)&d->watchers[i], NULL);
-	d->n_watchers = 0;
-}
-
-void daemon_watch_dirs(struct ktel_daemon *d)
-{
-	size_t n = d->cfg->n_plugin_dirs;
-
-	daemon_close_watchers(d);
-	/* Closing handles still live in the old array until their close
-	 * callbacks ran: retire it, free it with the daemon. */
-	free(d->retired_watchers);
-	d->retired_watchers = d->watchers;
-	d->watchers = calloc(n ? n : 1, sizeof(*d->watchers));
-	if (!d->watchers)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		uv_fs_event_t *w = &d->watchers[i];
-		int r;
-
-		uv_fs_event_init(d->loop, w);
-		w->data = d;
-		r = uv_fs_event_start(w, on_dir_event, d->cfg->plugin_dirs[i], 0);
-		if (r)
-			ktel_log(KTEL_LOG_WARN, "plugin directory %s: not watched for drop-ins: %s",
-				 d->cfg->plugin_dirs[i], uv_strerror(r));
-		/* Every initialised handle is closed by close_watchers. */
-		d->n_watchers = i + 1;
-	}
-}
-
 /* Enable m at start-up or when its plugin arrives, as the config says. */
-void daemon_start_metric(struct ktel_daemon *d, struct ktel_metric *m)
+static void start_metric(struct daemon_plugins *p, struct ktel_metric *m)
 {
 	struct ktel_err err;
 
@@ -765,11 +657,11 @@ void daemon_start_metric(struct ktel_daemon *d, struct ktel_metric *m)
 		ktel_log(KTEL_LOG_INFO, "metric %s: not collected: %s", m->md->name, m->problem);
 		return;
 	}
-	if (!ktel_config__metric_enabled(d->cfg, m->md->name)) {
+	if (!ktel_config__metric_enabled(p->d->cfg, m->md->name)) {
 		ktel_log(KTEL_LOG_INFO, "metric %s: disabled by the config", m->md->name);
 		return;
 	}
-	if (ktel_daemon__enable(d, m, m->lease_ms, &err)) {
+	if (p->ops->enable(p->d, m, m->lease_ms, &err)) {
 		ktel_log(KTEL_LOG_ERROR, "%s", err.msg);
 		return;
 	}
@@ -777,3 +669,236 @@ void daemon_start_metric(struct ktel_daemon *d, struct ktel_metric *m)
 		 (unsigned long long)m->interval_ms);
 }
 
+/*
+ * Bring the loaded plugins in line with the plugin directories; stores the
+ * number of changes. A directory that cannot be read is logged and the
+ * others are still scanned; returns -errno with err naming the first such
+ * directory, else 0.
+ */
+static int rescan(struct daemon_plugins *p, int *ret_changes, struct ktel_err *err)
+{
+	struct held_names held = {0};
+	struct candidates c = {0};
+	struct ktel_err dir_err;
+	struct ktel_metric *m;
+	int changes, r = 0;
+
+	refusals_unsee(p);
+	changes = drop_stale(p, &held);
+	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
+		if (!scan_dir(p, p->d->cfg->plugin_dirs[k], &c, &dir_err))
+			continue;
+		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
+		if (!r) {
+			*err = dir_err;
+			r = -dir_err.code;
+		}
+	}
+	load_candidates(p, &c, &held, &changes);
+	held_names__free(&held);
+	refusals_sweep(p);
+	ktel_targets__free(p->targets);
+	p->targets = NULL;
+	/* Start the metrics of plugins that arrived with this scan. */
+	for_each_metric(p, m)
+		if (!m->enabled && !m->started_once)
+			start_metric(p, m);
+	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
+	if (changes)
+		ktel_memory__release();
+	*ret_changes = changes;
+	return r;
+}
+
+int daemon_plugins__rescan(struct daemon_plugins *p)
+{
+	struct ktel_err err;
+	int changes;
+
+	/* An unreadable directory is logged; the plugins of the others run. */
+	rescan(p, &changes, &err);
+	return changes;
+}
+
+int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
+{
+	return daemon_plugins__rescan(&d->plugins);
+}
+
+static void on_rescan_timer(uv_timer_t *t)
+{
+	struct daemon_plugins *p = t->data;
+	int changes = daemon_plugins__rescan(p);
+
+	if (changes)
+		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
+			 changes == 1 ? "" : "s");
+}
+
+static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+	struct daemon_plugins *p = h->data;
+
+	/* Debounce: a copy is many events; rescan once it is quiet. */
+	if (!p->d->shutting_down)
+		uv_timer_start(&p->rescan_timer, on_rescan_timer, 300, 0);
+}
+
+static void close_watchers(struct daemon_plugins *p)
+{
+	for (size_t i = 0; i < p->n_watchers; i++)
+		uv_close((uv_handle_t *)&p->watchers[i], NULL);
+	p->n_watchers = 0;
+}
+
+void daemon_plugins__watch(struct daemon_plugins *p)
+{
+	size_t n = p->d->cfg->n_plugin_dirs;
+
+	close_watchers(p);
+	/* Closing handles still live in the old array until their close
+	 * callbacks ran: retire it, free it with the part. */
+	free(p->retired_watchers);
+	p->retired_watchers = p->watchers;
+	p->watchers = calloc(n ? n : 1, sizeof(*p->watchers));
+	if (!p->watchers)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		uv_fs_event_t *w = &p->watchers[i];
+		int r;
+
+		uv_fs_event_init(p->d->loop, w);
+		w->data = p;
+		r = uv_fs_event_start(w, on_dir_event, p->d->cfg->plugin_dirs[i], 0);
+		if (r)
+			ktel_log(KTEL_LOG_WARN, "plugin directory %s: not watched for drop-ins: %s",
+				 p->d->cfg->plugin_dirs[i], uv_strerror(r));
+		/* Every initialised handle is closed by close_watchers. */
+		p->n_watchers = i + 1;
+	}
+}
+
+/* ---- the part --------------------------------------------------------------- */
+
+int daemon_plugins__init(struct daemon_plugins *p, struct ktel_daemon *d,
+			 const struct daemon_plugins_ops *ops, struct ktel_err *err)
+{
+	p->d = d;
+	p->ops = ops;
+	/* Fail now, clearly, when the kernel has no readable BTF; the
+	 * start-up scan then borrows it. */
+	p->targets = ktel_targets__new(NULL, err);
+	if (!p->targets)
+		return -err->code;
+	uv_timer_init(d->loop, &p->rescan_timer);
+	p->rescan_timer.data = p;
+	p->rescan_timer_init = true;
+	return 0;
+}
+
+int daemon_plugins__load(struct daemon_plugins *p, struct ktel_err *err)
+{
+	int changes, r;
+
+	r = rescan(p, &changes, err);
+	if (r)
+		return r;
+	daemon_plugins__watch(p);
+	if (!p->n)
+		ktel_log(KTEL_LOG_WARN, "no plugin loaded from %zu plugin director%s",
+			 p->d->cfg->n_plugin_dirs, p->d->cfg->n_plugin_dirs == 1 ? "y" : "ies");
+	return 0;
+}
+
+void daemon_plugins__stop_counting(struct daemon_plugins *p)
+{
+	struct ktel_metric *m;
+
+	for (size_t i = 0; i < p->n; i++)
+		if (p->items[i]->bpf)
+			ktel_bpf_plugin__detach_all(p->items[i]->bpf);
+	for_each_metric(p, m)
+		if (m->enabled)
+			ktel_stream_reader__stop(m->sr);
+}
+
+static void close_metric(struct ktel_metric *m, bool flush_streams)
+{
+	/* The last events go to the sinks before they close (not after a
+	 * failed start: it writes nothing); the reader frees itself when the
+	 * loop closes its handle. */
+	if (flush_streams)
+		ktel_stream_reader__stop(m->sr);
+	ktel_stream_reader__free(m->sr);
+	m->sr = NULL;
+	if (!m->timers_init)
+		return;
+	uv_close((uv_handle_t *)&m->timer, NULL);
+	uv_close((uv_handle_t *)&m->lease_timer, NULL);
+	m->timers_init = false;
+}
+
+void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
+{
+	struct ktel_metric *m;
+
+	for_each_metric(p, m)
+		close_metric(m, flush_streams);
+	if (p->rescan_timer_init) {
+		uv_close((uv_handle_t *)&p->rescan_timer, NULL);
+		p->rescan_timer_init = false;
+	}
+	close_watchers(p);
+}
+
+void daemon_plugins__free(struct daemon_plugins *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n; i++)
+		free_plugin(p, p->items[i]);
+	p->n = 0;
+	free(p->watchers);
+	p->watchers = NULL;
+	free(p->retired_watchers);
+	p->retired_watchers = NULL;
+	free(p->refused);
+	p->refused = NULL;
+	p->n_refused = 0;
+	ktel_targets__free(p->targets);
+	p->targets = NULL;
+}
+
+size_t daemon_plugins__n(const struct daemon_plugins *p)
+{
+	return p->n;
+}
+
+struct ktel_loaded_plugin *daemon_plugins__at(const struct daemon_plugins *p, size_t i)
+{
+	return i < p->n ? p->items[i] : NULL;
+}
+
+struct ktel_metric *daemon_plugins__metric(const struct daemon_plugins *p, const char *name)
+{
+	struct ktel_metric *m;
+
+	for_each_metric(p, m)
+		if (strcmp(m->md->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+struct ktel_metric *daemon_plugins__next_metric(const struct daemon_plugins *p,
+						struct ktel_metric_iter *it)
+{
+	while (it->plugin < p->n) {
+		struct ktel_loaded_plugin *lp = p->items[it->plugin];
+
+		if (it->metric < lp->n_metrics)
+			return &lp->metrics[it->metric++];
+		it->plugin++;
+		it->metric = 0;
+	}
+	return NULL;
+}

@@ -56,25 +56,26 @@ static void check_gid(struct ktel_config_errors *errs, const char *key, const ch
 static void check_params(struct ktel_daemon *d, const struct ktel_config *old,
 			 const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
-			const char *name = d->plugins[i]->metrics[j].md->name;
-			const struct ktel_metric_cfg *a = ktel_config__metric(old, name);
-			const struct ktel_metric_cfg *b = ktel_config__metric(cfg, name);
-			const json_t *pa = a ? a->params : NULL, *pb = b ? b->params : NULL;
-			char key[300], *from, *to;
+	struct ktel_metric *m;
 
-			if (pa == pb || (pa && pb && json_equal(pa, pb)))
-				continue;
-			from = pa ? json_dumps(pa, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-			to = pb ? json_dumps(pb, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-			snprintf(key, sizeof(key), "metrics.%s.params", name);
-			refuse_change(errs, key, "the plugin's BPF .rodata is set when it loads",
-				      from ? from : "the plugin's defaults",
-				      to ? to : "the plugin's defaults");
-			free(from);
-			free(to);
-		}
+	for_each_metric(&d->plugins, m) {
+		const char *name = m->md->name;
+		const struct ktel_metric_cfg *a = ktel_config__metric(old, name);
+		const struct ktel_metric_cfg *b = ktel_config__metric(cfg, name);
+		const json_t *pa = a ? a->params : NULL, *pb = b ? b->params : NULL;
+		char key[300], *from, *to;
+
+		if (pa == pb || (pa && pb && json_equal(pa, pb)))
+			continue;
+		from = pa ? json_dumps(pa, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		to = pb ? json_dumps(pb, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		snprintf(key, sizeof(key), "metrics.%s.params", name);
+		refuse_change(errs, key, "the plugin's BPF .rodata is set when it loads",
+			      from ? from : "the plugin's defaults",
+			      to ? to : "the plugin's defaults");
+		free(from);
+		free(to);
+	}
 }
 
 /*
@@ -270,7 +271,7 @@ static void restore_closed(struct ktel_daemon *d, struct sink_plan *p,
 		struct ktel_err err;
 
 		if (!ktel_router__add_sink(d->router, was->name, was->type, was->options, &err)) {
-			daemon_log_sink_opened(d, was->name, was->type);
+			daemon__log_sink_opened(d, was->name, was->type);
 			continue;
 		}
 		p->n_lost++;
@@ -300,7 +301,7 @@ static void install_steps(struct ktel_daemon *d, const struct ktel_config *cfg,
 			ktel_router__discard_sink(s->staged);
 			ktel_log(KTEL_LOG_ERROR, "sink %s: no room in the router", s->to->name);
 		} else {
-			daemon_log_sink_opened(d, s->to->name, s->to->type);
+			daemon__log_sink_opened(d, s->to->name, s->to->type);
 		}
 		s->staged = NULL;
 	}
@@ -386,12 +387,8 @@ static int apply_metric(struct ktel_daemon *d, struct ktel_metric *m,
 		ktel_delta__set_emit_zeros(d->delta, m->md->name, now->emit_zero);
 	if (!m->mp && !m->sr)
 		return 0;
-	if (was->interval_ms != now->interval_ms) {
-		m->interval_ms = now->interval_ms;
-		if (m->enabled)
-			uv_timer_start(&m->timer, daemon_on_pull_timer, m->interval_ms,
-				       m->interval_ms);
-	}
+	if (was->interval_ms != now->interval_ms)
+		daemon__set_interval(d, m, now->interval_ms);
 	if (was->enabled == now->enabled && was->lease_ms == now->lease_ms)
 		return 0;
 	if (now->enabled)
@@ -403,22 +400,21 @@ static int apply_metric(struct ktel_daemon *d, struct ktel_metric *m,
 static size_t apply_metrics(struct ktel_daemon *d, const struct ktel_config *old,
 			    struct ktel_config_errors *errs)
 {
+	struct ktel_metric *m;
 	size_t failed = 0;
 
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i]->metrics[j];
-			struct metric_setting was, now;
-			struct ktel_err err;
+	for_each_metric(&d->plugins, m) {
+		struct metric_setting was, now;
+		struct ktel_err err;
 
-			metric_setting(old, m->md->name, &was);
-			metric_setting(d->cfg, m->md->name, &now);
-			if (!apply_metric(d, m, &was, &now, &err))
-				continue;
-			failed++;
-			ktel_config_errors__add(errs, "metrics.%s: cannot %s: %s", m->md->name,
-						now.enabled ? "enable" : "disable", err.msg);
-		}
+		metric_setting(old, m->md->name, &was);
+		metric_setting(d->cfg, m->md->name, &now);
+		if (!apply_metric(d, m, &was, &now, &err))
+			continue;
+		failed++;
+		ktel_config_errors__add(errs, "metrics.%s: cannot %s: %s", m->md->name,
+					now.enabled ? "enable" : "disable", err.msg);
+	}
 	return failed;
 }
 
@@ -438,19 +434,14 @@ static bool same_dirs(const struct ktel_config *a, const struct ktel_config *b)
 static size_t install_config(struct ktel_daemon *d, struct ktel_config *cfg,
 			     struct ktel_config_errors *errs)
 {
-	struct ktel_config *old = d->cfg;
+	struct ktel_config *old = daemon__swap_config(d, cfg);
 	size_t failed;
 
-	d->cfg = cfg;
 	failed = apply_metrics(d, old, errs);
-	if (cfg->self_enabled)
-		uv_timer_start(&d->self_timer, daemon_on_self_timer, cfg->self_interval_ms,
-			       cfg->self_interval_ms);
-	else
-		uv_timer_stop(&d->self_timer);
+	daemon_self__configure(&d->self);
 	if (!same_dirs(old, cfg)) {
-		daemon_watch_dirs(d);
-		ktel_daemon__rescan_plugins(d);
+		daemon_plugins__watch(&d->plugins);
+		daemon_plugins__rescan(&d->plugins);
 	}
 	ktel_config__free(old);
 	return failed;
@@ -459,18 +450,18 @@ static size_t install_config(struct ktel_daemon *d, struct ktel_config *cfg,
 /* The names of the metrics of the loaded plugins (caller frees the array). */
 static const char **loaded_metric_names(const struct ktel_daemon *d, size_t *ret_n)
 {
+	struct ktel_metric *m;
 	const char **names;
 	size_t n = 0;
 
-	for (size_t i = 0; i < d->n_plugins; i++)
-		n += d->plugins[i]->n_metrics;
+	for_each_metric(&d->plugins, m)
+		n++;
 	names = calloc(n + 1, sizeof(*names));
 	if (!names)
 		return NULL;
 	n = 0;
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++)
-			names[n++] = d->plugins[i]->metrics[j].md->name;
+	for_each_metric(&d->plugins, m)
+		names[n++] = m->md->name;
 	*ret_n = n;
 	return names;
 }

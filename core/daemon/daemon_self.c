@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Self-telemetry: the daemon's own health as ordinary records through the
- * same sinks (docs/architecture.md, "Run time").
+ * Self-telemetry (struct daemon_self): the daemon's own health as ordinary
+ * records through the same sinks (docs/architecture.md, "Run time"). It
+ * reads the loaded plugins through the plugins part's functions and keeps
+ * its previous running totals on each plugin (self_prev) and metric
+ * (self_pull_errors), which nothing else touches.
  */
 #include "daemon_internal.h"
 #include "bpf_globals.h"
@@ -75,17 +78,18 @@ static uint64_t *self_prev(struct ktel_loaded_plugin *lp)
 }
 
 /* Records for each attached program: run time (bpf_stats) and recursion misses. */
-static size_t self_prog_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+static size_t self_prog_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
 				struct ktel_record *out, size_t max)
 {
 	bool stats = ktel_bpf_stats_enabled();
+	struct ktel_loaded_plugin *lp;
 	size_t n = 0;
 	int64_t idx = 0;
 
-	for (size_t i = 0; i < d->n_plugins; i++) {
-		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
-		bool in_use = plugin_in_use(d->plugins[i]);
-		uint64_t *prev = self_prev(d->plugins[i]);
+	for (size_t i = 0; (lp = daemon_plugins__at(p, i)); i++) {
+		struct ktel_bpf_plugin *bp = lp->bpf;
+		bool in_use = plugin_in_use(lp);
+		uint64_t *prev = self_prev(lp);
 
 		for (size_t j = 0; bp && j < bp->n_progs; j++, idx++) {
 			struct bpf_prog_info info = {0};
@@ -114,31 +118,32 @@ static size_t self_prog_records(struct ktel_daemon *d, const struct ktel_record 
 	return n;
 }
 
-static size_t self_metric_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+/* Pull cost and errors of each enabled metric; idx counts every metric. */
+static size_t self_metric_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
 				  struct ktel_record *out, size_t max)
 {
+	struct ktel_metric *m;
 	size_t n = 0;
-	int64_t idx = 0;
+	int64_t idx = -1;
 
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++, idx++) {
-			struct ktel_metric *m = &d->plugins[i]->metrics[j];
-			const char *name = m->md->name;
+	for_each_metric(p, m) {
+		const char *name = m->md->name;
 
-			if (!m->enabled || n + SELF_PER_METRIC > max)
-				continue;
-			self_rec(&out[n], tmpl, "ktel_pull_duration", "metric", idx, name);
-			out[n].type = KTEL_RECORD_GAUGE;
-			out[n].unit = "ns";
-			out[n++].gauge = (int64_t)m->last.duration_ns;
-			self_rec(&out[n], tmpl, "ktel_pull_keys", "metric", idx, name);
-			out[n].type = KTEL_RECORD_GAUGE;
-			out[n].unit = "keys";
-			out[n++].gauge = (int64_t)m->last.keys;
-			self_rec(&out[n], tmpl, "ktel_pull_errors", "metric", idx, name);
-			out[n].unit = "pulls";
-			self_counter(&out[n++], m->pull_errors, &m->self_pull_errors);
-		}
+		idx++;
+		if (!m->enabled || n + SELF_PER_METRIC > max)
+			continue;
+		self_rec(&out[n], tmpl, "ktel_pull_duration", "metric", idx, name);
+		out[n].type = KTEL_RECORD_GAUGE;
+		out[n].unit = "ns";
+		out[n++].gauge = (int64_t)m->last.duration_ns;
+		self_rec(&out[n], tmpl, "ktel_pull_keys", "metric", idx, name);
+		out[n].type = KTEL_RECORD_GAUGE;
+		out[n].unit = "keys";
+		out[n++].gauge = (int64_t)m->last.keys;
+		self_rec(&out[n], tmpl, "ktel_pull_errors", "metric", idx, name);
+		out[n].unit = "pulls";
+		self_counter(&out[n++], m->pull_errors, &m->self_pull_errors);
+	}
 	return n;
 }
 
@@ -146,17 +151,18 @@ static size_t self_metric_records(struct ktel_daemon *d, const struct ktel_recor
  * Per loaded plugin: durations its programs dropped because the clock went
  * backwards (ktel_invalid_durations in bpf_telemetry.h), a counter.
  */
-static size_t self_plugin_records(struct ktel_daemon *d, const struct ktel_record *tmpl,
+static size_t self_plugin_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
 				  struct ktel_record *out, size_t max)
 {
+	struct ktel_loaded_plugin *lp;
 	size_t n = 0;
 
-	for (size_t i = 0; i < d->n_plugins; i++) {
-		struct ktel_bpf_plugin *bp = d->plugins[i]->bpf;
-		uint64_t invalid, *prev = self_prev(d->plugins[i]);
+	for (size_t i = 0; (lp = daemon_plugins__at(p, i)); i++) {
+		struct ktel_bpf_plugin *bp = lp->bpf;
+		uint64_t invalid, *prev = self_prev(lp);
 
 		if (!bp || !bp->obj || bp->unsupported || !prev || n + SELF_PER_PLUGIN > max ||
-		    !plugin_in_use(d->plugins[i]) ||
+		    !plugin_in_use(lp) ||
 		    ktel_bpf_global_u64(bp->obj, "ktel_invalid_durations", &invalid) != 0)
 			continue;
 		self_rec(&out[n], tmpl, "ktel_invalid_durations", "plugin", (int64_t)i,
@@ -167,106 +173,93 @@ static size_t self_plugin_records(struct ktel_daemon *d, const struct ktel_recor
 	return n;
 }
 
+/* How many records self-telemetry can make at most. */
+static size_t self_max(const struct daemon_self *s)
+{
+	const struct daemon_plugins *p = &s->d->plugins;
+	size_t n_progs = 0, n_metrics = 0;
+	struct ktel_loaded_plugin *lp;
+
+	for (size_t i = 0; (lp = daemon_plugins__at(p, i)); i++) {
+		n_metrics += lp->n_metrics;
+		n_progs += lp->bpf ? lp->bpf->n_progs : 0;
+	}
+	return ktel_router__n_sinks(s->d->router) * KTEL_ROUTER_SELF_PER_SINK +
+	       n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG +
+	       daemon_plugins__n(p) * SELF_PER_PLUGIN;
+}
+
 /*
  * The daemon's own telemetry, as ordinary records through the same sinks:
  * sink counters (router), pull cost per metric, program health.
  */
-void daemon_emit_self(struct ktel_daemon *d)
+void daemon_self__emit(struct daemon_self *s)
 {
-	size_t n_progs = 0, n_metrics = 0, max, n = 0, got = 0;
+	const struct daemon_plugins *p = &s->d->plugins;
+	const struct ktel_config *cfg = s->d->cfg;
+	size_t max = self_max(s), n = 0, got = 0;
 	struct ktel_record tmpl = {0}, *recs;
 
-	for (size_t i = 0; i < d->n_plugins; i++) {
-		n_metrics += d->plugins[i]->n_metrics;
-		n_progs += d->plugins[i]->bpf ? d->plugins[i]->bpf->n_progs : 0;
-	}
-	max = ktel_router__n_sinks(d->router) * KTEL_ROUTER_SELF_PER_SINK +
-	      n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG +
-	      d->n_plugins * SELF_PER_PLUGIN;
 	recs = calloc(max ? max : 1, sizeof(*recs));
 	if (!recs)
 		return;
 	tmpl.type = KTEL_RECORD_COUNTER;
 	tmpl.unit = "";
 	tmpl.boot_id = ktel_boot_id();
-	tmpl.start_boottime_ns = d->self_start_boot;
-	tmpl.start_wall_ns = d->self_start_wall;
+	tmpl.start_boottime_ns = s->start_boot;
+	tmpl.start_wall_ns = s->start_wall;
 	tmpl.end_boottime_ns = ktel_now_boottime_ns();
 	tmpl.end_wall_ns = ktel_now_wall_ns();
-	tmpl.seq = ++d->self_seq;
-	if (ktel_router__self_records(d->router, &tmpl, recs, max, &got) == 0)
+	tmpl.seq = ++s->seq;
+	if (ktel_router__self_records(s->d->router, &tmpl, recs, max, &got) == 0)
 		n = got;
-	n += self_metric_records(d, &tmpl, recs + n, max - n);
-	n += self_prog_records(d, &tmpl, recs + n, max - n);
-	n += self_plugin_records(d, &tmpl, recs + n, max - n);
-	ktel_router__route(d->router, recs, n, (const char *const *)d->cfg->self_sinks,
-			   d->cfg->n_self_sinks);
-	d->self_start_boot = tmpl.end_boottime_ns;
-	d->self_start_wall = tmpl.end_wall_ns;
+	n += self_metric_records(p, &tmpl, recs + n, max - n);
+	n += self_prog_records(p, &tmpl, recs + n, max - n);
+	n += self_plugin_records(p, &tmpl, recs + n, max - n);
+	ktel_router__route(s->d->router, recs, n, (const char *const *)cfg->self_sinks,
+			   cfg->n_self_sinks);
+	s->start_boot = tmpl.end_boottime_ns;
+	s->start_wall = tmpl.end_wall_ns;
 	free(recs);
 }
 
-/* A window of a metric's totals, to the cumulative sinks of its batch. */
-static void route_totals_window(void *ctx, const struct ktel_record *recs, size_t n)
+static void on_timer(uv_timer_t *t)
 {
-	ktel_router__batch_add(ctx, recs, n);
+	daemon_self__emit(t->data);
 }
 
-/*
- * Right after start, once, when a sink is cumulative (and not with --once):
- * pull every enabled accumulator metric (a short
- * first window, routed as any pull) and hand its totals, every key's,
- * zero-delta ones included, to the cumulative sinks (Prometheus), so their
- * first scrape shows each series at its cumulative value instead of an
- * empty page until the first interval.
- */
-static void route_start_totals(struct ktel_daemon *d)
+void daemon_self__configure(struct daemon_self *s)
 {
-	/* --once pulls exactly once; without a cumulative sink nobody needs it. */
-	if (d->opts.once || !ktel_router__any_cumulative(d->router))
+	const struct ktel_config *cfg = s->d->cfg;
+
+	if (cfg->self_enabled)
+		uv_timer_start(&s->timer, on_timer, cfg->self_interval_ms, cfg->self_interval_ms);
+	else
+		uv_timer_stop(&s->timer);
+}
+
+void daemon_self__init(struct daemon_self *s, struct ktel_daemon *d)
+{
+	s->d = d;
+	s->start_boot = ktel_now_boottime_ns();
+	s->start_wall = ktel_now_wall_ns();
+	uv_timer_init(d->loop, &s->timer);
+	s->timer.data = s;
+	s->timer_init = true;
+	daemon_self__configure(s);
+}
+
+void daemon_self__close(struct daemon_self *s)
+{
+	if (!s->timer_init)
 		return;
-	for (size_t i = 0; i < d->n_plugins; i++)
-		for (size_t j = 0; j < d->plugins[i]->n_metrics; j++) {
-			struct ktel_metric *m = &d->plugins[i]->metrics[j];
-			const struct ktel_metric_cfg *mc;
-			struct ktel_err err;
-
-			if (!m->enabled || !m->mp)
-				continue;
-			if (ktel_daemon__pull(d, m, &err)) {
-				ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
-				continue;
-			}
-			mc = ktel_config__metric(d->cfg, m->md->name);
-			ktel_router__batch_begin_totals(d->router,
-							mc ? (const char *const *)mc->sinks : NULL,
-							mc ? mc->n_sinks : 0);
-			ktel_metric_pull__totals(m->mp, route_totals_window, d->router);
-			ktel_router__batch_end(d->router);
-		}
+	uv_close((uv_handle_t *)&s->timer, NULL);
+	s->timer_init = false;
 }
 
-void daemon_on_self_timer(uv_timer_t *t)
+void daemon_self__plugin_freed(struct ktel_loaded_plugin *lp)
 {
-	struct ktel_daemon *d = t->data;
-
-	if (!d->start_totals_routed) {
-		d->start_totals_routed = true;
-		route_start_totals(d);
-		return; /* self-telemetry keeps its interval */
-	}
-	daemon_emit_self(d);
+	free(lp->self_prev);
+	lp->self_prev = NULL;
+	lp->n_self_prev = 0;
 }
-
-void daemon_start_self(struct ktel_daemon *d)
-{
-	d->self_start_boot = ktel_now_boottime_ns();
-	d->self_start_wall = ktel_now_wall_ns();
-	uv_timer_init(d->loop, &d->self_timer);
-	d->self_timer.data = d;
-	d->self_timer_init = true;
-	/* First, at once: the start-up totals (route_start_totals). */
-	uv_timer_start(&d->self_timer, daemon_on_self_timer, 0,
-		       d->cfg->self_enabled ? d->cfg->self_interval_ms : 0);
-}
-
