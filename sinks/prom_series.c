@@ -68,7 +68,7 @@ static char *family_name(const struct ktel_prom_set *set, const struct ktel_reco
 			 double *ret_scale)
 {
 	const struct ktel_unit_rule *rule = ktel_unit_rule(r->unit);
-	struct ktel_textbuf b = { 0 };
+	struct ktel_textbuf b = {0};
 
 	if (strncmp(r->metric, set->prefix, strlen(set->prefix)) != 0)
 		ktel_textbuf_puts(&b, set->prefix);
@@ -188,7 +188,7 @@ static void family_free(struct ktel_prom_family *f)
  * f->le_text. */
 static int family_set_le(struct ktel_prom_family *f)
 {
-	struct ktel_textbuf b = { 0 };
+	struct ktel_textbuf b = {0};
 	char bound_text[40];
 
 	for (uint32_t k = 0; k < f->shape.n_buckets; k++) {
@@ -348,10 +348,11 @@ enum ktel_prom_applied ktel_prom_set__apply(struct ktel_prom_set *set, const str
 
 	if (r->type == KTEL_RECORD_EVENT)
 		return KTEL_PROM_SKIPPED;
-	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_GAUGE ||
-	    (r->type == KTEL_RECORD_HISTOGRAM && (r->hist.delta.n_buckets == 0 ||
-						  r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
-						  r->hist.total.n_buckets != r->hist.delta.n_buckets)))
+	if (!r->metric || !*r->metric || r->type < KTEL_RECORD_HISTOGRAM ||
+	    r->type > KTEL_RECORD_GAUGE ||
+	    (r->type == KTEL_RECORD_HISTOGRAM &&
+	     (r->hist.delta.n_buckets == 0 || r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
+	      r->hist.total.n_buckets != r->hist.delta.n_buckets)))
 		return KTEL_PROM_DROPPED;
 	se = series_get(set, r);
 	if (!se)
@@ -387,7 +388,7 @@ static void emit_u64(ktel_prom_sample_cb cb, void *ctx, struct ktel_prom_sample 
 void ktel_prom_series__samples(const struct ktel_prom_family *f, const struct ktel_prom_series *se,
 			       ktel_prom_sample_cb cb, void *ctx)
 {
-	struct ktel_prom_sample sm = { .suffix = "" };
+	struct ktel_prom_sample sm = {.suffix = ""};
 	uint64_t cum = 0;
 
 	switch (f->type) {

@@ -44,10 +44,10 @@ struct ktel_prom_family {
 	struct ktel_prom_family *next; /* in order of first appearance */
 	char *metric;                  /* the records' metric name */
 	char *unit;
-	char *name;                    /* exposed name, _total included for counters */
+	char *name; /* exposed name, _total included for counters */
 	enum ktel_record_type type;
-	double scale;                  /* divisor into the exposed unit; 1: none */
-	struct ktel_histogram shape;   /* scheme and bounds; counts unused */
+	double scale;                /* divisor into the exposed unit; 1: none */
+	struct ktel_histogram shape; /* scheme and bounds; counts unused */
 	/* `le="<bound>"` of each bucket, NUL-separated in le_text: formatting a
 	 * bound takes up to 17 snprintf/strtod rounds, and the shape never
 	 * changes, so it is done once here, not per series per output.
@@ -63,8 +63,8 @@ struct ktel_prom_series {
 	struct ktel_prom_series *fnext; /* family's series, in order of appearance */
 	struct ktel_prom_family *fam;
 	uint64_t hash;
-	char *labels;    /* exposition form `a="x",b="y"` (escaped), or "" */
-	char *pairs;     /* the same labels as name\0value\0..., unescaped */
+	char *labels; /* exposition form `a="x",b="y"` (escaped), or "" */
+	char *pairs;  /* the same labels as name\0value\0..., unescaped */
 	uint32_t n_pairs;
 	bool has_sum;
 	union {
@@ -83,24 +83,32 @@ struct ktel_prom_set {
 	struct ktel_prom_family *families, *families_tail;
 	struct ktel_prom_series **table;
 	size_t table_size, n_series, n_families;
-	uint64_t series_dropped;       /* records refused by max_series */
-	struct ktel_textbuf scratch;   /* labels of the record at hand */
+	uint64_t series_dropped;     /* records refused by max_series */
+	struct ktel_textbuf scratch; /* labels of the record at hand */
 	struct ktel_textbuf scratch_pairs;
 	uint32_t scratch_n_pairs;
 };
 
-enum ktel_prom_applied { KTEL_PROM_APPLIED, KTEL_PROM_SKIPPED, KTEL_PROM_DROPPED };
+enum ktel_prom_applied {
+	KTEL_PROM_APPLIED,
+	KTEL_PROM_SKIPPED,
+	KTEL_PROM_DROPPED
+};
 
 /* One value of a series as it is exposed. */
-enum ktel_prom_value_kind { KTEL_PROM_U64, KTEL_PROM_I64, KTEL_PROM_DOUBLE };
+enum ktel_prom_value_kind {
+	KTEL_PROM_U64,
+	KTEL_PROM_I64,
+	KTEL_PROM_DOUBLE
+};
 struct ktel_prom_sample {
-	const char *suffix;        /* "", "_bucket", "_sum", "_count" */
-	const char *le_label;      /* `le="<bound>"` for a bucket, else NULL */
-	const char *le_value;      /* <bound> (NUL-terminated), else NULL */
+	const char *suffix;             /* "", "_bucket", "_sum", "_count" */
+	const char *le_label;           /* `le="<bound>"` for a bucket, else NULL */
+	const char *le_value;           /* <bound> (NUL-terminated), else NULL */
 	enum ktel_prom_value_kind kind; /* how the text form writes it */
 	uint64_t u;
 	int64_t i;
-	double value;              /* the value as a double, whatever kind */
+	double value; /* the value as a double, whatever kind */
 };
 typedef void (*ktel_prom_sample_cb)(void *ctx, const struct ktel_prom_sample *sample);
 

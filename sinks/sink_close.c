@@ -8,8 +8,9 @@ static void on_deadline(uv_timer_t *t)
 {
 	/* The timer's data is the owner's, so the state is found from the
 	 * timer's place in it. */
-	struct ktel_sink_close *c =
-		(struct ktel_sink_close *)((char *)t - offsetof(struct ktel_sink_close, timer));
+	struct ktel_sink_close *c = (struct ktel_sink_close *)((char *)t -
+							       offsetof(struct ktel_sink_close,
+									timer));
 
 	c->timed_out = true;
 	c->expired(t->data);
@@ -27,8 +28,8 @@ void ktel_sink_close__init(struct ktel_sink_close *c, uv_loop_t *loop, void *own
 	c->timed_out = false;
 }
 
-int ktel_sink_close__begin(struct ktel_sink_close *c, uint64_t timeout_ms,
-			   ktel_sink_closed_cb done, void *ctx)
+int ktel_sink_close__begin(struct ktel_sink_close *c, uint64_t timeout_ms, ktel_sink_closed_cb done,
+			   void *ctx)
 {
 	if (c->closing)
 		return -EALREADY;

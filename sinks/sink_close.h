@@ -41,8 +41,8 @@ void ktel_sink_close__init(struct ktel_sink_close *c, uv_loop_t *loop, void *own
  * itself). Returns 0, or -EALREADY when close was called before (the
  * second call does nothing).
  */
-int ktel_sink_close__begin(struct ktel_sink_close *c, uint64_t timeout_ms,
-			   ktel_sink_closed_cb done, void *ctx);
+int ktel_sink_close__begin(struct ktel_sink_close *c, uint64_t timeout_ms, ktel_sink_closed_cb done,
+			   void *ctx);
 
 /* Call done once, if close gave one; the stats must be final by then. */
 void ktel_sink_close__report(struct ktel_sink_close *c);

@@ -11,12 +11,8 @@ extern const struct ktel_sink_ops ktel_stream_sink_ops;
 extern const struct ktel_sink_ops ktel_remote_write_sink_ops;
 
 const struct ktel_sink_ops *const ktel_sink_types[] = {
-	&ktel_json_sink_ops,
-	&ktel_statsd_sink_ops,
-	&ktel_prometheus_sink_ops,
-	&ktel_stream_sink_ops,
-	&ktel_remote_write_sink_ops,
-	NULL,
+	&ktel_json_sink_ops,   &ktel_statsd_sink_ops,       &ktel_prometheus_sink_ops,
+	&ktel_stream_sink_ops, &ktel_remote_write_sink_ops, NULL,
 };
 
 const struct ktel_sink_ops *ktel_sink_type_find(const char *type)

@@ -10,12 +10,8 @@
 #include <ktelemetry/plugin.h>
 
 static const struct ktel_unit_rule unit_rules[] = {
-	{ "ns", "_seconds", 1e9 },
-	{ "us", "_seconds", 1e6 },
-	{ "ms", "_seconds", 1e3 },
-	{ "s", "_seconds", 1 },
-	{ "seconds", "_seconds", 1 },
-	{ "bytes", "_bytes", 1 },
+	{"ns", "_seconds", 1e9}, {"us", "_seconds", 1e6},    {"ms", "_seconds", 1e3},
+	{"s", "_seconds", 1},    {"seconds", "_seconds", 1}, {"bytes", "_bytes", 1},
 };
 
 const struct ktel_unit_rule *ktel_unit_rule(const char *unit)

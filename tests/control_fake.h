@@ -30,10 +30,10 @@ struct ctl_fake {
 	const char *metrics[CTL_FAKE_METRICS]; /* known names; NULL ends them */
 	bool enabled[CTL_FAKE_METRICS];
 	uint64_t lease_ms[CTL_FAKE_METRICS];
-	const char *reload_errors[3];          /* reload appends these and fails */
-	int fail;            /* >0: the next operation fails with -fail */
-	unsigned calls;      /* operations run */
-	unsigned pulls;      /* of them, pulls */
+	const char *reload_errors[3]; /* reload appends these and fails */
+	int fail;                     /* >0: the next operation fails with -fail */
+	unsigned calls;               /* operations run */
+	unsigned pulls;               /* of them, pulls */
 	char last_op[16];
 	char last_name[128]; /* "" with last_name_null when the name was absent */
 	bool last_name_null;
@@ -80,12 +80,12 @@ static inline json_t *ctl_fake_metrics(const struct ctl_fake *f)
 	json_t *a = json_array();
 
 	for (int i = 0; i < CTL_FAKE_METRICS && f->metrics[i]; i++)
-		json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:s, s:I, s:I, s:n}",
-						   "name", f->metrics[i], "plugin", "fake",
-						   "enabled", f->enabled[i], "model",
-						   "accumulator", "unit", "ns", "interval_ms",
-						   (json_int_t)1000, "lease_ms",
-						   (json_int_t)f->lease_ms[i], "problem"));
+		json_array_append_new(a,
+				      json_pack("{s:s, s:s, s:b, s:s, s:s, s:I, s:I, s:n}", "name",
+						f->metrics[i], "plugin", "fake", "enabled",
+						f->enabled[i], "model", "accumulator", "unit", "ns",
+						"interval_ms", (json_int_t)1000, "lease_ms",
+						(json_int_t)f->lease_ms[i], "problem"));
 	return a;
 }
 
@@ -96,8 +96,9 @@ static inline int ctl_fake_status(void *ctx, json_t *resp, struct ktel_err *err)
 
 	if (r)
 		return r;
-	json_object_set_new(resp, "daemon", json_pack("{s:i, s:s, s:s}", "pid", 1, "config",
-						      "fake", "control_socket", "configured"));
+	json_object_set_new(resp, "daemon",
+			    json_pack("{s:i, s:s, s:s}", "pid", 1, "config", "fake",
+				      "control_socket", "configured"));
 	json_object_set_new(resp, "plugins", json_array());
 	json_object_set_new(resp, "refused", json_array());
 	json_object_set_new(resp, "metrics", ctl_fake_metrics(f));
@@ -144,8 +145,7 @@ static inline int ctl_fake_enable(void *ctx, const char *name, uint64_t lease_ms
 	return ctl_fake_toggle(ctx, "enable", name, true, lease_ms, resp, err);
 }
 
-static inline int ctl_fake_disable(void *ctx, const char *name, json_t *resp,
-				   struct ktel_err *err)
+static inline int ctl_fake_disable(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
 {
 	return ctl_fake_toggle(ctx, "disable", name, false, 0, resp, err);
 }
@@ -225,8 +225,10 @@ static inline int ctl_fake_reload(void *ctx, json_t *errors, struct ktel_err *er
 	for (; n < 3 && f->reload_errors[n]; n++)
 		json_array_append_new(errors, json_string(f->reload_errors[n]));
 	if (n)
-		return ktel_err_set(err, EINVAL, "%zu error(s) in the new config; the running "
-				    "configuration is kept", n);
+		return ktel_err_set(err, EINVAL,
+				    "%zu error(s) in the new config; the running "
+				    "configuration is kept",
+				    n);
 	return 0;
 }
 
@@ -238,7 +240,8 @@ static inline int ctl_fake_watch(void *ctx, json_t *resp, struct ktel_err *err)
 	json_object_set_new(resp, "sockets", json_array());
 	if (r)
 		return r;
-	return ktel_err_set(err, ENOENT, "no sink of type \"stream\" with a \"socket\" in the "
+	return ktel_err_set(err, ENOENT,
+			    "no sink of type \"stream\" with a \"socket\" in the "
 			    "config (fake)");
 }
 

@@ -31,9 +31,9 @@ struct sandbox {
 	char dir[512];      /* under the build tree */
 	char pin_root[256]; /* under /sys/fs/bpf */
 	char config[600];
-	char out[600];      /* JSON sink output */
+	char out[600]; /* JSON sink output */
 	char state[600];
-	char log[600];      /* daemon stderr */
+	char log[600]; /* daemon stderr */
 };
 
 static inline int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -263,8 +263,8 @@ static inline int sum_metric(const struct sandbox *sb, const char *metric, uint6
 		}
 		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
 			counts = json_object_get(json_object_get(rec, "histogram"), "counts");
-			json_array_foreach(counts, i, c)
-				*ret_sum += (uint64_t)json_integer_value(c);
+			json_array_foreach(counts, i,
+					   c) *ret_sum += (uint64_t)json_integer_value(c);
 			(*ret_records)++;
 		}
 		json_decref(rec);

@@ -58,8 +58,8 @@ static inline struct hist_bounds hist_bounds_of(const uint64_t *counts, uint32_t
  * 0 with counts above bucket 0 fails the lower bound: a histogram that
  * counted values of 2 or more cannot sum to nothing.
  */
-static inline bool hist_sum_consistent(const uint64_t *counts, uint32_t n, uint64_t sum,
-				       char *buf, size_t len)
+static inline bool hist_sum_consistent(const uint64_t *counts, uint32_t n, uint64_t sum, char *buf,
+				       size_t len)
 {
 	struct hist_bounds b = hist_bounds_of(counts, n);
 

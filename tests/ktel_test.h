@@ -37,8 +37,7 @@ static inline void ktel_test_require_root(const char *test)
  * Run a shell command built like printf; returns its exit status (-1 when
  * it did not exit), and prints the command when that is not 0.
  */
-__attribute__((format(printf, 1, 2)))
-static inline int ktel_test_run(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static inline int ktel_test_run(const char *fmt, ...)
 {
 	char cmd[4096];
 	va_list ap;

@@ -34,8 +34,8 @@ static inline uint64_t ktel_test_map_total(int fd)
 	while (bpf_map_get_next_key(fd, prev, next) == 0) {
 		memset(value, 0, sizeof(value));
 		if (bpf_map_lookup_elem(fd, next, value) == 0)
-			for (unsigned i = 0; i < info.value_size / 8 &&
-					     i < KTEL_TEST_MAP_TOTAL_WORDS; i++)
+			for (unsigned i = 0;
+			     i < info.value_size / 8 && i < KTEL_TEST_MAP_TOTAL_WORDS; i++)
 				total += value[i];
 		memcpy(key, next, info.key_size);
 		prev = key;

@@ -23,7 +23,7 @@
 /* A free TCP port on 127.0.0.1 (bound to 0, then released). */
 static inline unsigned prom_free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t len = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	unsigned port;
@@ -57,8 +57,10 @@ static inline void prom_server_start(const struct sandbox *sb, unsigned web_port
 	assert_non_null(f);
 	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n");
 	if (target)
-		fprintf(f, "scrape_configs:\n  - job_name: ktel\n    static_configs:\n"
-			   "      - targets: ['127.0.0.1:%u']\n", target);
+		fprintf(f,
+			"scrape_configs:\n  - job_name: ktel\n    static_configs:\n"
+			"      - targets: ['127.0.0.1:%u']\n",
+			target);
 	fclose(f);
 	snprintf(flag_cfg, sizeof(flag_cfg), "--config.file=%s", cfg);
 	snprintf(flag_tsdb, sizeof(flag_tsdb), "--storage.tsdb.path=%s", tsdb);
@@ -75,7 +77,8 @@ static inline void prom_server_start(const struct sandbox *sb, unsigned web_port
 		_exit(127);
 	}
 	for (int i = 0; i < 300; i++) {
-		if (ktel_test_run("curl -sf -o /dev/null http://127.0.0.1:%u/-/ready", web_port) == 0)
+		if (ktel_test_run("curl -sf -o /dev/null http://127.0.0.1:%u/-/ready", web_port) ==
+		    0)
 			return;
 		usleep(100000);
 	}
@@ -90,7 +93,9 @@ static inline json_t *prom_query(const struct sandbox *sb, unsigned web_port, co
 
 	snprintf(path, sizeof(path), "%s/query.json", sb->dir);
 	assert_int_equal(ktel_test_run("curl -sf -o '%s' --data-urlencode 'query=%s' "
-			     "http://127.0.0.1:%u/api/v1/query", path, query, web_port), 0);
+				       "http://127.0.0.1:%u/api/v1/query",
+				       path, query, web_port),
+			 0);
 	reply = json_load_file(path, 0, NULL);
 	assert_non_null(reply);
 	assert_string_equal(json_string_value(json_object_get(reply, "status")), "success");
@@ -108,8 +113,10 @@ static inline double prom_query_value(const struct sandbox *sb, unsigned web_por
 	double v = -1;
 
 	if (json_array_size(res) == 1)
-		v = strtod(json_string_value(json_array_get(json_object_get(json_array_get(res, 0),
-									    "value"), 1)) ?: "-1",
+		v = strtod(json_string_value(
+				   json_array_get(json_object_get(json_array_get(res, 0), "value"),
+						  1))
+				   ?: "-1",
 			   NULL);
 	json_decref(res);
 	return v;

@@ -37,10 +37,10 @@
 #define STATSD_JS STATSD_NPM_DIR "/node_modules/statsd/stats.js"
 
 struct statsd_server {
-	char dir[512];  /* config, logs and flush files of every generation */
-	pid_t pid;      /* the running generation, -1 when none */
+	char dir[512]; /* config, logs and flush files of every generation */
+	pid_t pid;     /* the running generation, -1 when none */
 	uint16_t udp_port, mgmt_port;
-	bool tcp;       /* listen with servers/tcp (on udp_port's number) */
+	bool tcp; /* listen with servers/tcp (on udp_port's number) */
 };
 
 static inline int statsd_run(const char *cmd)
@@ -67,15 +67,17 @@ static inline void statsd_ensure_installed(const char *test)
 					  "(apt-get install nodejs npm)");
 		if (statsd_run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
 			       "--no-install-recommends nodejs npm >/dev/null 2>&1") != 0)
-			statsd_skip(test, "node/npm are missing and apt-get install nodejs npm failed");
+			statsd_skip(test,
+				    "node/npm are missing and apt-get install nodejs npm failed");
 	}
 	if (access(STATSD_JS, R_OK) == 0)
 		return;
 	if (statsd_run("npm install --prefix '" STATSD_NPM_DIR "' --no-audit --no-fund "
 		       "--ignore-scripts statsd@0.9.0 >'" STATSD_NPM_DIR ".log' 2>&1") != 0 ||
 	    access(STATSD_JS, R_OK) != 0)
-		statsd_skip(test, "npm install statsd@0.9.0 failed (no registry?), see "
-				  STATSD_NPM_DIR ".log");
+		statsd_skip(test,
+			    "npm install statsd@0.9.0 failed (no registry?), see " STATSD_NPM_DIR
+			    ".log");
 }
 
 /* A port on 127.0.0.1 that was free a moment ago (type SOCK_DGRAM/STREAM). */
@@ -127,8 +129,7 @@ static inline void statsd_server_init(struct statsd_server *sv, const char *dir)
 	sv->mgmt_port = statsd_free_port(SOCK_STREAM);
 }
 
-static inline void statsd_flush_path(const struct statsd_server *sv, char *buf, size_t len,
-				     int gen)
+static inline void statsd_flush_path(const struct statsd_server *sv, char *buf, size_t len, int gen)
 {
 	snprintf(buf, len, "%s/flushes-%d.jsonl", sv->dir, gen);
 }
@@ -183,8 +184,8 @@ static inline void statsd_server_start(struct statsd_server *sv, int gen)
 		 "  mgmt_port: %u, mgmt_address: \"127.0.0.1\",\n"
 		 "  flushInterval: 100, automaticConfigReload: false,%s\n"
 		 "  backends: [\"%s/backend.js\"],\n  ktelOut: \"%s\"\n}\n",
-		 sv->udp_port, sv->mgmt_port, sv->tcp ? " server: \"./servers/tcp\"," : "",
-		 sv->dir, out);
+		 sv->udp_port, sv->mgmt_port, sv->tcp ? " server: \"./servers/tcp\"," : "", sv->dir,
+		 out);
 	statsd_write_file(config, text);
 	sv->pid = fork();
 	assert_true(sv->pid >= 0);
@@ -254,7 +255,8 @@ static inline json_t *statsd_server_totals(const struct statsd_server *sv, int g
 		const char *key;
 
 		assert_non_null(flush);
-		json_object_foreach(json_object_get(flush, "counters"), key, v) {
+		json_object_foreach(json_object_get(flush, "counters"), key, v)
+		{
 			json_t *old = json_object_get(sum, key);
 			double prev = old ? json_number_value(old) : 0;
 
@@ -284,7 +286,8 @@ static inline json_t *statsd_counters_under(const json_t *totals, const char *co
 	json_t *out = json_object(), *v;
 	const char *key;
 
-	json_object_foreach((json_t *)totals, key, v) {
+	json_object_foreach((json_t *)totals, key, v)
+	{
 		for (size_t i = 0; prefixes[i]; i++)
 			if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0 &&
 			    json_number_value(v) != 0) {

@@ -90,8 +90,8 @@ static inline uint64_t tracefs_stop(struct tracefs_counter *tc, const char *even
  * to compact_memory compacts in the writer's context) or another task (a
  * kernel thread, another test). 0, or -errno when the trace cannot be read.
  */
-static inline int tracefs_stop_by_pid(struct tracefs_counter *tc, const char *event_name,
-				      pid_t pid, uint64_t *ret_own, uint64_t *ret_other)
+static inline int tracefs_stop_by_pid(struct tracefs_counter *tc, const char *event_name, pid_t pid,
+				      uint64_t *ret_own, uint64_t *ret_other)
 {
 	char path[512], suffix[32], *line = NULL;
 	size_t cap = 0, n_suffix;

@@ -47,52 +47,46 @@ char _ktel_android_license[] SEC("license") = "Dual BSD/GPL";
  * A map plus Android's typed accessors bpf_<name>_{lookup,update,delete}_elem.
  * TYPE is the suffix of BPF_MAP_TYPE_<TYPE> (HASH, ARRAY, PERCPU_HASH, ...).
  */
-#define DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries,    \
-			   usr, grp, md)                                       \
-	struct {                                                               \
-		__uint(type, BPF_MAP_TYPE_##TYPE);                             \
-		__uint(max_entries, (num_entries));                            \
-		__type(key, KeyType);                                          \
-		__type(value, ValueType);                                      \
-	} the_map SEC(".maps");                                                \
-	static inline __attribute__((unused)) ValueType *                      \
-		bpf_##the_map##_lookup_elem(const KeyType *k)                  \
-	{                                                                      \
-		return bpf_map_lookup_elem(&the_map, k);                       \
-	}                                                                      \
-	static inline __attribute__((unused)) int bpf_##the_map##_update_elem( \
-		const KeyType *k, const ValueType *v, unsigned long long flags) \
-	{                                                                      \
-		return bpf_map_update_elem(&the_map, k, v, flags);             \
-	}                                                                      \
-	static inline __attribute__((unused)) int bpf_##the_map##_delete_elem( \
-		const KeyType *k)                                              \
-	{                                                                      \
-		return bpf_map_delete_elem(&the_map, k);                       \
+#define DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, usr, grp, md)          \
+	struct {                                                                                  \
+		__uint(type, BPF_MAP_TYPE_##TYPE);                                                \
+		__uint(max_entries, (num_entries));                                               \
+		__type(key, KeyType);                                                             \
+		__type(value, ValueType);                                                         \
+	} the_map SEC(".maps");                                                                   \
+	static inline __attribute__((unused))                                                     \
+	ValueType *bpf_##the_map##_lookup_elem(const KeyType *k)                                  \
+	{                                                                                         \
+		return bpf_map_lookup_elem(&the_map, k);                                          \
+	}                                                                                         \
+	static inline                                                                             \
+		__attribute__((unused)) int bpf_##the_map##_update_elem(const KeyType *k,         \
+									const ValueType *v,       \
+									unsigned long long flags) \
+	{                                                                                         \
+		return bpf_map_update_elem(&the_map, k, v, flags);                                \
+	}                                                                                         \
+	static inline __attribute__((unused)) int bpf_##the_map##_delete_elem(const KeyType *k)   \
+	{                                                                                         \
+		return bpf_map_delete_elem(&the_map, k);                                          \
 	}
 
 #define DEFINE_BPF_MAP_GRO(the_map, TYPE, KeyType, ValueType, num_entries, gid) \
-	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries,     \
-			   AID_ROOT, gid, 0440)
+	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, AID_ROOT, gid, 0440)
 #define DEFINE_BPF_MAP_GRW(the_map, TYPE, KeyType, ValueType, num_entries, gid) \
-	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries,     \
-			   AID_ROOT, gid, 0660)
+	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, AID_ROOT, gid, 0660)
 #define DEFINE_BPF_MAP_GWO(the_map, TYPE, KeyType, ValueType, num_entries, gid) \
-	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries,     \
-			   AID_ROOT, gid, 0220)
-#define DEFINE_BPF_MAP(the_map, TYPE, KeyType, ValueType, num_entries)         \
-	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries,     \
-			   AID_ROOT, AID_ROOT, 0600)
+	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, AID_ROOT, gid, 0220)
+#define DEFINE_BPF_MAP(the_map, TYPE, KeyType, ValueType, num_entries) \
+	DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, AID_ROOT, AID_ROOT, 0600)
 
 /* A program in section SECTION_NAME; the parameter list follows the macro. */
-#define DEFINE_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog)            \
-	SEC(SECTION_NAME) int the_prog
-#define DEFINE_OPTIONAL_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog)   \
+#define DEFINE_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog) SEC(SECTION_NAME) int the_prog
+#define DEFINE_OPTIONAL_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog) \
 	DEFINE_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog)
 #define DEFINE_BPF_PROG_KVER(SECTION_NAME, prog_uid, prog_gid, the_prog, min_kv) \
 	DEFINE_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog)
-#define DEFINE_BPF_PROG_KVER_RANGE(SECTION_NAME, prog_uid, prog_gid, the_prog, \
-				   min_kv, max_kv)                             \
+#define DEFINE_BPF_PROG_KVER_RANGE(SECTION_NAME, prog_uid, prog_gid, the_prog, min_kv, max_kv) \
 	DEFINE_BPF_PROG(SECTION_NAME, prog_uid, prog_gid, the_prog)
 
 #endif /* ANDROID_BPF_DEFS_H */

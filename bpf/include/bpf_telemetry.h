@@ -52,7 +52,7 @@ __u64 ktel_invalid_durations = 0;
  * so the daemon can name it in a descriptor (for example the enum that labels
  * a dimension whose key member is a plain u32). libbpf skips the section.
  */
-#define KTEL_EXPORT_TYPE(type, name)                                           \
+#define KTEL_EXPORT_TYPE(type, name) \
 	type *__ktel_type_##name __attribute__((section(".ktel.types"), used))
 
 /* Bucket index of v under the convention above. Bounded, no loops. */
@@ -67,22 +67,35 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 		return BPF_TELEMETRY_OVERFLOW_BUCKET;
 	/* v in [2, 2^30]: bucket = floor(log2(v - 1)) + 1 = ceil(log2(v)). */
 	x = v - 1;
-	if (x >= (1ULL << 16)) { x >>= 16; k += 16; }
-	if (x >= (1ULL << 8)) { x >>= 8; k += 8; }
-	if (x >= (1ULL << 4)) { x >>= 4; k += 4; }
-	if (x >= (1ULL << 2)) { x >>= 2; k += 2; }
-	if (x >= (1ULL << 1)) { k += 1; }
+	if (x >= (1ULL << 16)) {
+		x >>= 16;
+		k += 16;
+	}
+	if (x >= (1ULL << 8)) {
+		x >>= 8;
+		k += 8;
+	}
+	if (x >= (1ULL << 4)) {
+		x >>= 4;
+		k += 4;
+	}
+	if (x >= (1ULL << 2)) {
+		x >>= 2;
+		k += 2;
+	}
+	if (x >= (1ULL << 1)) {
+		k += 1;
+	}
 	return k + 1;
 }
 
 #define GET_BUCKET(value) ktel_log2_bucket((__u64)(value))
 
 /* Remember the start time for key unless one is already there. */
-#define SAVE_FIRST_START_TIME(start_map, key)                                  \
-	({                                                                     \
-		__u64 __ktel_now = bpf_ktime_get_ns();                         \
-		bpf_map_update_elem(&(start_map), (key), &__ktel_now,          \
-				    BPF_NOEXIST);                              \
+#define SAVE_FIRST_START_TIME(start_map, key)                                       \
+	({                                                                          \
+		__u64 __ktel_now = bpf_ktime_get_ns();                              \
+		bpf_map_update_elem(&(start_map), (key), &__ktel_now, BPF_NOEXIST); \
 	})
 
 /*
@@ -91,9 +104,9 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
  * attached later, a detach in between) is stale, and the next begin must
  * replace it rather than be measured from it.
  */
-#define SAVE_START_TIME(start_map, key)                                        \
-	({                                                                     \
-		__u64 __ktel_now = bpf_ktime_get_ns();                         \
+#define SAVE_START_TIME(start_map, key)                                         \
+	({                                                                      \
+		__u64 __ktel_now = bpf_ktime_get_ns();                          \
 		bpf_map_update_elem(&(start_map), (key), &__ktel_now, BPF_ANY); \
 	})
 
@@ -138,17 +151,17 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * ktel_invalid_durations). Pass the result to INCREMENT_ACCUMULATOR_SUM to
  * bucket it and add it to the histogram's sum.
  */
-#define GET_LATENCY_US(start_map, key)                                         \
-	({                                                                     \
-		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;              \
+#define GET_LATENCY_US(start_map, key)                                          \
+	({                                                                      \
+		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;               \
 		__u64 *__ktel_start = bpf_map_lookup_elem(&(start_map), (key)); \
-		if (__ktel_start) {                                            \
-			__u64 __ktel_begin = *__ktel_start;                    \
-			__u64 __ktel_end = bpf_ktime_get_ns();                 \
-			bpf_map_delete_elem(&(start_map), (key));              \
+		if (__ktel_start) {                                             \
+			__u64 __ktel_begin = *__ktel_start;                     \
+			__u64 __ktel_end = bpf_ktime_get_ns();                  \
+			bpf_map_delete_elem(&(start_map), (key));               \
 			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
-		}                                                              \
-		__ktel_us;                                                     \
+		}                                                               \
+		__ktel_us;                                                      \
 	})
 
 /*
@@ -158,8 +171,7 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * Android's macro: it loses the duration, so a histogram filled from it has
  * no sum; prefer GET_LATENCY_US.
  */
-#define GET_LATENCY_BUCKET(start_map, key)                                     \
-	ktel_duration_bucket_of(GET_LATENCY_US(start_map, key))
+#define GET_LATENCY_BUCKET(start_map, key) ktel_duration_bucket_of(GET_LATENCY_US(start_map, key))
 
 /*
  * Starts kept in task local storage, for start/end pairs that belong to one
@@ -173,18 +185,17 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * available to tp_btf programs on every kernel we support (6.1+); task is a
  * BTF task_struct pointer (a tp_btf argument or bpf_get_current_task_btf()).
  */
-#define KTEL_DEFINE_TASK_START_MAP(name)                                       \
-	struct {                                                               \
-		__uint(type, BPF_MAP_TYPE_TASK_STORAGE);                       \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
-		__type(key, int);                                              \
-		__type(value, __u64);                                          \
+#define KTEL_DEFINE_TASK_START_MAP(name)                 \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_TASK_STORAGE); \
+		__uint(map_flags, BPF_F_NO_PREALLOC);    \
+		__type(key, int);                        \
+		__type(value, __u64);                    \
 	} name SEC(".maps")
 
 /* task's start slot, created when missing; NULL when it cannot be. */
-#define ktel_task_start_slot(map, task)                                        \
-	((__u64 *)bpf_task_storage_get(&(map), (task), NULL,                   \
-				       BPF_LOCAL_STORAGE_GET_F_CREATE))
+#define ktel_task_start_slot(map, task) \
+	((__u64 *)bpf_task_storage_get(&(map), (task), NULL, BPF_LOCAL_STORAGE_GET_F_CREATE))
 
 /*
  * Save the current time as task's start, replacing any saved one (the
@@ -192,21 +203,21 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * kernel could not give the task a slot (no memory, or a task storage call
  * already running on this CPU).
  */
-#define KTEL_TASK_SAVE_START(map, task)                                        \
-	({                                                                     \
-		__u64 *__ktel_slot = ktel_task_start_slot(map, task);          \
-		if (__ktel_slot)                                               \
-			*__ktel_slot = bpf_ktime_get_ns();                     \
-		__ktel_slot ? 0 : -1;                                          \
+#define KTEL_TASK_SAVE_START(map, task)                               \
+	({                                                            \
+		__u64 *__ktel_slot = ktel_task_start_slot(map, task); \
+		if (__ktel_slot)                                      \
+			*__ktel_slot = bpf_ktime_get_ns();            \
+		__ktel_slot ? 0 : -1;                                 \
 	})
 
 /* Save task's start unless one is saved (the SAVE_FIRST_START_TIME rule). */
-#define KTEL_TASK_SAVE_FIRST_START(map, task)                                  \
-	({                                                                     \
-		__u64 *__ktel_slot = ktel_task_start_slot(map, task);          \
-		if (__ktel_slot && !*__ktel_slot)                              \
-			*__ktel_slot = bpf_ktime_get_ns();                     \
-		__ktel_slot ? 0 : -1;                                          \
+#define KTEL_TASK_SAVE_FIRST_START(map, task)                         \
+	({                                                            \
+		__u64 *__ktel_slot = ktel_task_start_slot(map, task); \
+		if (__ktel_slot && !*__ktel_slot)                     \
+			*__ktel_slot = bpf_ktime_get_ns();            \
+		__ktel_slot ? 0 : -1;                                 \
 	})
 
 /*
@@ -215,48 +226,45 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * BPF_TELEMETRY_INVALID_DURATION when no start is saved (never creates a
  * slot) or the clock went backwards (counted in ktel_invalid_durations).
  */
-#define KTEL_TASK_LATENCY_US(map, task)                                        \
-	({                                                                     \
-		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;              \
-		__u64 *__ktel_slot = (__u64 *)bpf_task_storage_get(            \
-			&(map), (task), NULL, 0);                              \
-		if (__ktel_slot && *__ktel_slot) {                             \
-			__u64 __ktel_begin = *__ktel_slot;                     \
-			__u64 __ktel_end = bpf_ktime_get_ns();                 \
-			*__ktel_slot = 0;                                      \
-			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
-		}                                                              \
-		__ktel_us;                                                     \
+#define KTEL_TASK_LATENCY_US(map, task)                                                      \
+	({                                                                                   \
+		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;                            \
+		__u64 *__ktel_slot = (__u64 *)bpf_task_storage_get(&(map), (task), NULL, 0); \
+		if (__ktel_slot && *__ktel_slot) {                                           \
+			__u64 __ktel_begin = *__ktel_slot;                                   \
+			__u64 __ktel_end = bpf_ktime_get_ns();                               \
+			*__ktel_slot = 0;                                                    \
+			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end);              \
+		}                                                                            \
+		__ktel_us;                                                                   \
 	})
 
 /* KTEL_TASK_LATENCY_US as a bucket (BPF_TELEMETRY_INVALID_BUCKET for none). */
-#define KTEL_TASK_LATENCY_BUCKET(map, task)                                    \
-	ktel_duration_bucket_of(KTEL_TASK_LATENCY_US(map, task))
+#define KTEL_TASK_LATENCY_BUCKET(map, task) ktel_duration_bucket_of(KTEL_TASK_LATENCY_US(map, task))
 
 /*
  * Return the histogram for key, creating a zeroed one when missing. Works for
  * any value type whose first member is the bucket array.
  */
-#define ktel_get_or_create(map, key, value_type)                               \
-	({                                                                     \
-		value_type *__ktel_v = bpf_map_lookup_elem(&(map), (key));     \
-		if (!__ktel_v) {                                               \
-			value_type __ktel_zero = {};                           \
-			bpf_map_update_elem(&(map), (key), &__ktel_zero,       \
-					    BPF_NOEXIST);                      \
-			__ktel_v = bpf_map_lookup_elem(&(map), (key));         \
-		}                                                              \
-		__ktel_v;                                                      \
+#define ktel_get_or_create(map, key, value_type)                                       \
+	({                                                                             \
+		value_type *__ktel_v = bpf_map_lookup_elem(&(map), (key));             \
+		if (!__ktel_v) {                                                       \
+			value_type __ktel_zero = {};                                   \
+			bpf_map_update_elem(&(map), (key), &__ktel_zero, BPF_NOEXIST); \
+			__ktel_v = bpf_map_lookup_elem(&(map), (key));                 \
+		}                                                                      \
+		__ktel_v;                                                              \
 	})
 
 /* Add one to bucket of the histogram at key, creating it when missing. */
-#define INCREMENT_ACCUMULATOR(map, key, bucket)                                \
-	({                                                                     \
-		__u32 __ktel_b = (bucket);                                     \
-		struct accumulator_value *__ktel_acc =                         \
-			ktel_get_or_create(map, key, struct accumulator_value); \
-		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS)        \
-			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1); \
+#define INCREMENT_ACCUMULATOR(map, key, bucket)                                               \
+	({                                                                                    \
+		__u32 __ktel_b = (bucket);                                                    \
+		struct accumulator_value                                                      \
+			*__ktel_acc = ktel_get_or_create(map, key, struct accumulator_value); \
+		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS)                       \
+			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1);              \
 	})
 
 /*
@@ -267,21 +275,18 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * the duration macros give for no duration) is ignored, so their result can
  * be passed straight in.
  */
-#define INCREMENT_ACCUMULATOR_SUM(map, key, value)                             \
-	({                                                                     \
-		__u64 __ktel_val = (value);                                    \
-		__u32 __ktel_b = GET_BUCKET(__ktel_val);                       \
-		struct accumulator_value_sum *__ktel_acc;                      \
-		if (__ktel_val != BPF_TELEMETRY_INVALID_DURATION) {            \
-			__ktel_acc = ktel_get_or_create(                       \
-				map, key, struct accumulator_value_sum);       \
-			if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) { \
-				__sync_fetch_and_add(                          \
-					&__ktel_acc->buckets[__ktel_b], 1);    \
-				__sync_fetch_and_add(&__ktel_acc->sum,         \
-						     __ktel_val);              \
-			}                                                      \
-		}                                                              \
+#define INCREMENT_ACCUMULATOR_SUM(map, key, value)                                               \
+	({                                                                                       \
+		__u64 __ktel_val = (value);                                                      \
+		__u32 __ktel_b = GET_BUCKET(__ktel_val);                                         \
+		struct accumulator_value_sum *__ktel_acc;                                        \
+		if (__ktel_val != BPF_TELEMETRY_INVALID_DURATION) {                              \
+			__ktel_acc = ktel_get_or_create(map, key, struct accumulator_value_sum); \
+			if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {                \
+				__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1);         \
+				__sync_fetch_and_add(&__ktel_acc->sum, __ktel_val);              \
+			}                                                                        \
+		}                                                                                \
 	})
 
 /*

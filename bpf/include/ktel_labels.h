@@ -40,30 +40,31 @@ struct ktel_label {
 	char name[KTEL_LABEL_LEN];
 } __attribute__((aligned(8)));
 
-static __always_inline bool ktel_label_eq(const struct ktel_label *a,
-					  const struct ktel_label *b)
+static __always_inline bool ktel_label_eq(const struct ktel_label *a, const struct ktel_label *b)
 {
 	const __u64 *x = (const __u64 *)a->name, *y = (const __u64 *)b->name;
 
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
 }
 
-#define KTEL_DEFINE_LABEL_MAPS(prefix, max)                                    \
-	struct {                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                               \
-		__uint(max_entries, 2 * (max));                                \
-		__type(key, struct ktel_label);                                \
-		__type(value, __u32);                                          \
-	} prefix##_ids SEC(".maps");                                           \
-	struct {                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                               \
-		__uint(max_entries, (max));                                    \
-		__type(key, __u32);                                            \
-		__type(value, struct ktel_label);                              \
-	} prefix##_names SEC(".maps");                                         \
-	/* Set once every id is taken; see ktel_label_id(). */                 \
-	__u32 prefix##_ids_full = 0;                                           \
-	enum { prefix##_label_max = (max) }
+#define KTEL_DEFINE_LABEL_MAPS(prefix, max)                    \
+	struct {                                               \
+		__uint(type, BPF_MAP_TYPE_HASH);               \
+		__uint(max_entries, 2 * (max));                \
+		__type(key, struct ktel_label);                \
+		__type(value, __u32);                          \
+	} prefix##_ids SEC(".maps");                           \
+	struct {                                               \
+		__uint(type, BPF_MAP_TYPE_HASH);               \
+		__uint(max_entries, (max));                    \
+		__type(key, __u32);                            \
+		__type(value, struct ktel_label);              \
+	} prefix##_names SEC(".maps");                         \
+	/* Set once every id is taken; see ktel_label_id(). */ \
+	__u32 prefix##_ids_full = 0;                           \
+	enum {                                                 \
+		prefix##_label_max = (max)                     \
+	}
 
 /* Read a kernel string into l (zeroed by the caller); "?" when unreadable. */
 static __always_inline void ktel_label_read(struct ktel_label *l, const void *kstr)
@@ -132,8 +133,7 @@ claimed:
 	return found ? *found : KTEL_LABEL_OTHER_ID;
 }
 
-#define KTEL_LABEL_ID(prefix, l)                                               \
-	ktel_label_id(&prefix##_ids, &prefix##_names, &prefix##_ids_full, (l), \
-		      prefix##_label_max)
+#define KTEL_LABEL_ID(prefix, l) \
+	ktel_label_id(&prefix##_ids, &prefix##_names, &prefix##_ids_full, (l), prefix##_label_max)
 
 #endif /* KTEL_LABELS_H */

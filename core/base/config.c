@@ -29,10 +29,10 @@
  * path long; keys with a tighter bound name it in a rule (RULE_MAX_LEN,
  * RULE_HOSTNAME, RULE_UNIX_PATH) or in their type (KTEL_CFG_GROUP).
  */
-#define MAX_STRING_LEN (PATH_MAX - 1)    /* any string, paths included */
+#define MAX_STRING_LEN (PATH_MAX - 1)      /* any string, paths included */
 #define MAX_GROUP_LEN (LOGIN_NAME_MAX - 1) /* group names, as glibc bounds logins */
-#define MAX_NAME_LEN 255                 /* a member name: metric, sink, param */
-#define MAX_HOST_LEN 253                 /* a DNS name (RFC 1035) */
+#define MAX_NAME_LEN 255                   /* a member name: metric, sink, param */
+#define MAX_HOST_LEN 253                   /* a DNS name (RFC 1035) */
 #define MAX_UNIX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
 static const struct ktel_cfg_key metric_keys[] = {
@@ -166,31 +166,45 @@ struct cfg_rule {
 
 /* sinks/json/json_sink.c parse_opts() */
 static const struct cfg_rule json_rules[] = {
-	{.kind = RULE_EXCLUDES, .key = "path", .equals = "-",
+	{.kind = RULE_EXCLUDES,
+	 .key = "path",
+	 .equals = "-",
 	 .others = KEYS("rotate_bytes", "keep", "compress"),
 	 .why = "rotation needs a file path, not \"-\""},
-	{.kind = RULE_REQUIRES, .key = "keep", .others = KEYS("rotate_bytes"),
+	{.kind = RULE_REQUIRES,
+	 .key = "keep",
+	 .others = KEYS("rotate_bytes"),
 	 .why = "keep and compress apply to rotation"},
-	{.kind = RULE_REQUIRES, .key = "compress", .others = KEYS("rotate_bytes"),
+	{.kind = RULE_REQUIRES,
+	 .key = "compress",
+	 .others = KEYS("rotate_bytes"),
 	 .why = "keep and compress apply to rotation"},
 	{0},
 };
 
 /* sinks/statsd/statsd_sink.c check_combinations(), parse_options() */
 static const struct cfg_rule statsd_rules[] = {
-	{.kind = RULE_EXCLUDES, .key = "socket", .others = KEYS("host", "port"),
+	{.kind = RULE_EXCLUDES,
+	 .key = "socket",
+	 .others = KEYS("host", "port"),
 	 .why = "choose UDP or a unix socket"},
-	{.kind = RULE_EXCLUDES, .key = "format", .equals = "android",
-	 .others = KEYS("host", "port"), .why = "it writes to a unix socket; set socket"},
-	{.kind = RULE_EXCLUDES, .key = "format", .equals = "android",
+	{.kind = RULE_EXCLUDES,
+	 .key = "format",
+	 .equals = "android",
+	 .others = KEYS("host", "port"),
+	 .why = "it writes to a unix socket; set socket"},
+	{.kind = RULE_EXCLUDES,
+	 .key = "format",
+	 .equals = "android",
 	 .others = KEYS("tags", "prefix", "max_packet"),
 	 .why = "applies to format \"statsd\" only"},
 	{.kind = RULE_UNIX_PATH, .key = "socket"},
 	{.kind = RULE_HOSTNAME, .key = "host"},
-	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255,
-	 .why = "a metric name prefix"},
+	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255, .why = "a metric name prefix"},
 	{.kind = RULE_NOT_BELOW, .key = "reconnect_max", .others = KEYS("reconnect_min")},
-	{.kind = RULE_NOT_BELOW, .key = "max_queue", .others = KEYS("max_packet"),
+	{.kind = RULE_NOT_BELOW,
+	 .key = "max_queue",
+	 .others = KEYS("max_packet"),
 	 .why = "it must hold one datagram"},
 	{0},
 };
@@ -371,10 +385,10 @@ int ktel_parse_duration(const char *text, uint64_t *ret_ms)
 int ktel_parse_size(const char *text, uint64_t *ret_bytes)
 {
 	/* K/M/G alone are binary, as in dd(1) and most daemons' configs. */
-	static const char *const units[] = {"", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB",
-					    "K", "M", "G", NULL};
-	static const uint64_t scale[] = {1, 1, 1ULL << 10, 1ULL << 20, 1ULL << 30,
-					 1000, 1000000, 1000000000,
+	static const char *const units[] = {"",   "B",  "KiB", "MiB", "GiB", "KB",
+					    "MB", "GB", "K",   "M",   "G",   NULL};
+	static const uint64_t scale[] = {1,          1,          1ULL << 10, 1ULL << 20,
+					 1ULL << 30, 1000,       1000000,    1000000000,
 					 1ULL << 10, 1ULL << 20, 1ULL << 30};
 
 	return parse_scaled(text, units, scale, ret_bytes);
@@ -421,26 +435,35 @@ static int parse_group(const json_t *v, gid_t *ret)
 static const char *type_expectation(const struct ktel_cfg_key *k, char *buf, size_t len)
 {
 	switch (k->type) {
-	case KTEL_CFG_STRING: return "non-empty string";
-	case KTEL_CFG_BOOL: return "true or false";
+	case KTEL_CFG_STRING:
+		return "non-empty string";
+	case KTEL_CFG_BOOL:
+		return "true or false";
 	case KTEL_CFG_INT:
 		snprintf(buf, len, "integer %lld..%lld", (long long)k->min, (long long)k->max);
 		return buf;
-	case KTEL_CFG_DURATION: return "duration string such as \"10s\", \"5m\", \"24h\"";
-	case KTEL_CFG_SIZE: return "size such as \"512KiB\", \"10MiB\" or bytes";
-	case KTEL_CFG_STRING_ARRAY: return "array of strings";
-	case KTEL_CFG_GROUP: return "group name or numeric gid";
+	case KTEL_CFG_DURATION:
+		return "duration string such as \"10s\", \"5m\", \"24h\"";
+	case KTEL_CFG_SIZE:
+		return "size such as \"512KiB\", \"10MiB\" or bytes";
+	case KTEL_CFG_STRING_ARRAY:
+		return "array of strings";
+	case KTEL_CFG_GROUP:
+		return "group name or numeric gid";
 	case KTEL_CFG_OBJECT:
-	case KTEL_CFG_MAP: return "object";
-	case KTEL_CFG_INT_MAP: return "object of integers";
-	case KTEL_CFG_STRING_MAP: return "object of strings";
+	case KTEL_CFG_MAP:
+		return "object";
+	case KTEL_CFG_INT_MAP:
+		return "object of integers";
+	case KTEL_CFG_STRING_MAP:
+		return "object of strings";
 	case KTEL_CFG_ENUM: {
 		const char *const *c = k->choices ? k->choices : sink_type_names;
 		size_t off = (size_t)snprintf(buf, len, "one of");
 
 		for (size_t i = 0; c[i] && off < len; i++)
-			off += (size_t)snprintf(buf + off, len - off, "%s \"%s\"",
-						i ? "," : "", c[i]);
+			off += (size_t)snprintf(buf + off, len - off, "%s \"%s\"", i ? "," : "",
+						c[i]);
 		return buf;
 	}
 	}
@@ -501,8 +524,8 @@ static bool in_range(const struct ktel_cfg_key *k, uint64_t v)
 	return !(k->min || k->max) || (v >= (uint64_t)k->min && v <= (uint64_t)k->max);
 }
 
-static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
-			    const char *path, struct ktel_config_errors *errs);
+static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys, const char *path,
+			    struct ktel_config_errors *errs);
 
 /* A DURATION or SIZE of the right form outside the key's range: the message
  * states the range, in the units the user writes. */
@@ -549,7 +572,8 @@ static bool validate_string_array(const json_t *v, const char *path,
 
 	if (!json_is_array(v))
 		return false;
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		char sub[512];
 
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
@@ -569,7 +593,7 @@ static bool validate_string_array(const json_t *v, const char *path,
  * "metrics.m.params.depth: expected integer, got 1.5".
  */
 static bool validate_typed_map(const json_t *v, const char *path, json_type want,
-			 struct ktel_config_errors *errs)
+			       struct ktel_config_errors *errs)
 {
 	char sub[512], got[80];
 	const char *name;
@@ -577,7 +601,8 @@ static bool validate_typed_map(const json_t *v, const char *path, json_type want
 
 	if (!json_is_object(v))
 		return false;
-	json_object_foreach((json_t *)v, name, member) {
+	json_object_foreach((json_t *)v, name, member)
+	{
 		if (!name_fits(name, path, errs))
 			continue;
 		join_path(sub, sizeof(sub), path, name);
@@ -600,7 +625,8 @@ static void validate_map(const json_t *v, const struct ktel_cfg_key *k, const ch
 	const char *name;
 	json_t *member;
 
-	json_object_foreach((json_t *)v, name, member) {
+	json_object_foreach((json_t *)v, name, member)
+	{
 		if (!name_fits(name, path, errs))
 			continue;
 		join_path(sub, sizeof(sub), path, name);
@@ -664,7 +690,8 @@ static void validate_value(const json_t *v, const struct ktel_cfg_key *k, const 
 			return;
 		}
 		if (r == -ENAMETOOLONG) {
-			add_error(errs, "%s: group name of %zu bytes: at most %d bytes (LOGIN_NAME_MAX)",
+			add_error(errs,
+				  "%s: group name of %zu bytes: at most %d bytes (LOGIN_NAME_MAX)",
 				  path, json_string_length(v), MAX_GROUP_LEN);
 			return;
 		}
@@ -710,8 +737,8 @@ static bool is_required(const struct ktel_cfg_key *k)
 	return k->default_text && strcmp(k->default_text, KTEL_CFG_REQUIRED) == 0;
 }
 
-static void check_required(const json_t *obj, const struct ktel_cfg_key *keys,
-			   const char *path, struct ktel_config_errors *errs)
+static void check_required(const json_t *obj, const struct ktel_cfg_key *keys, const char *path,
+			   struct ktel_config_errors *errs)
 {
 	char sub[512], exp[256];
 
@@ -791,8 +818,8 @@ static void check_not_below(const json_t *obj, const struct ktel_cfg_key *keys,
 	/* Name the key the user set: the other one may be at its default. */
 	if (json_object_get(obj, r->key)) {
 		join_path(sub, sizeof(sub), path, r->key);
-		add_error(errs, "%s: must not be below %s (%s < %s)%s%s", sub, r->others[0],
-			  a_text, b_text, r->why ? ": " : "", r->why ? r->why : "");
+		add_error(errs, "%s: must not be below %s (%s < %s)%s%s", sub, r->others[0], a_text,
+			  b_text, r->why ? ": " : "", r->why ? r->why : "");
 	} else {
 		join_path(sub, sizeof(sub), path, r->others[0]);
 		add_error(errs, "%s: must not be above %s (%s > %s)%s%s", sub, r->key, b_text,
@@ -811,8 +838,8 @@ static void check_relation(const json_t *obj, const struct ktel_cfg_key *keys,
 	if (!v || (r->equals && strcmp(json_string_value(v), r->equals) != 0))
 		return;
 	for (size_t i = 0; r->others[i]; i++) {
-		bool set = json_object_get(obj, r->others[i]) && !json_is_false(
-					json_object_get(obj, r->others[i]));
+		bool set = json_object_get(obj, r->others[i]) &&
+			   !json_is_false(json_object_get(obj, r->others[i]));
 
 		if (r->kind == RULE_REQUIRES && !set) {
 			join_path(sub, sizeof(sub), path, r->key);
@@ -903,8 +930,13 @@ static bool header_value_ok(const char *s, size_t len)
 static bool header_reserved(const char *s)
 {
 	static const char *const fixed[] = {
-		"Content-Encoding", "Content-Type", "Content-Length",
-		"X-Prometheus-Remote-Write-Version", "Expect", "Host", "Transfer-Encoding",
+		"Content-Encoding",
+		"Content-Type",
+		"Content-Length",
+		"X-Prometheus-Remote-Write-Version",
+		"Expect",
+		"Host",
+		"Transfer-Encoding",
 	};
 
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
@@ -925,9 +957,8 @@ static bool label_name_ok(const char *s)
 }
 
 /* The string forms: address literal, unix socket path, URL path, lengths. */
-static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
-		       const struct cfg_rule *r, const char *path,
-		       struct ktel_config_errors *errs)
+static void check_form(const json_t *obj, const struct ktel_cfg_key *keys, const struct cfg_rule *r,
+		       const char *path, struct ktel_config_errors *errs)
 {
 	const json_t *v = valid_value(obj, keys, r->key);
 	const char *s = json_string_value(v);
@@ -940,8 +971,10 @@ static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 	join_path(sub, sizeof(sub), path, r->key);
 	if (r->kind == RULE_IP_LITERAL && inet_pton(AF_INET, s, addr) != 1 &&
 	    inet_pton(AF_INET6, s, addr) != 1)
-		add_error(errs, "%s: \"%.60s\" is not an IPv4 or IPv6 address (a literal, not a "
-			  "host name)", sub, s);
+		add_error(errs,
+			  "%s: \"%.60s\" is not an IPv4 or IPv6 address (a literal, not a "
+			  "host name)",
+			  sub, s);
 	else if (r->kind == RULE_UNIX_PATH && strlen(s) > max_unix)
 		add_error(errs, "%s: unix socket path longer than %zu bytes", sub, max_unix);
 	else if (r->kind == RULE_URL_PATH && s[0] != '/')
@@ -950,15 +983,20 @@ static void check_form(const json_t *obj, const struct ktel_cfg_key *keys,
 		add_error(errs, "%s: %zu bytes: at most %zu bytes (%s)", sub, strlen(s), r->max,
 			  r->why);
 	else if (r->kind == RULE_HOSTNAME && !host_ok(s))
-		add_error(errs, "%s: \"%.60s\" is not a host name (at most %d bytes, labels of "
+		add_error(errs,
+			  "%s: \"%.60s\" is not a host name (at most %d bytes, labels of "
 			  "1..63 letters, digits, '-' and '_', dot-separated) or an IP address",
 			  sub, s, MAX_HOST_LEN);
 	else if (r->kind == RULE_HTTP_URL && !http_url_ok(s))
-		add_error(errs, "%s: \"%.60s\" is not an http:// or https:// URL with a host "
-			  "(no spaces or control characters)", sub, s);
+		add_error(errs,
+			  "%s: \"%.60s\" is not an http:// or https:// URL with a host "
+			  "(no spaces or control characters)",
+			  sub, s);
 	else if (r->kind == RULE_HTTP_URL && url_has_userinfo(s))
-		add_error(errs, "%s: no user or password in the URL (the URL is logged): put "
-			  "them in an Authorization header", sub);
+		add_error(errs,
+			  "%s: no user or password in the URL (the URL is logged): put "
+			  "them in an Authorization header",
+			  sub);
 }
 
 /* The members of an object-valued key: header names and values, label names. */
@@ -971,23 +1009,29 @@ static void check_members(const json_t *obj, const struct ktel_cfg_key *keys,
 	json_t *member;
 	char sub[512];
 
-	json_object_foreach((json_t *)v, name, member) {
+	json_object_foreach((json_t *)v, name, member)
+	{
 		const char *val = json_string_value(member);
 
 		snprintf(sub, sizeof(sub), "%s%s%s.%s", path, *path ? "." : "", r->key, name);
 		if (r->kind == RULE_LABEL_NAMES && !label_name_ok(name))
-			add_error(errs, "%s: \"%.60s\" is not a label name a config may set "
+			add_error(errs,
+				  "%s: \"%.60s\" is not a label name a config may set "
 				  "([a-zA-Z_][a-zA-Z0-9_]*, not \"le\", not starting with \"__\")",
 				  sub, name);
 		else if (r->kind == RULE_HTTP_HEADERS && !header_name_ok(name))
-			add_error(errs, "%s: not an HTTP header name (letters, digits and "
-				  "!#$%%&'*+-.^_`|~)", sub);
+			add_error(errs,
+				  "%s: not an HTTP header name (letters, digits and "
+				  "!#$%%&'*+-.^_`|~)",
+				  sub);
 		else if (r->kind == RULE_HTTP_HEADERS && header_reserved(name))
 			add_error(errs, "%s: the sink sets this header itself", sub);
 		else if (r->kind == RULE_HTTP_HEADERS &&
 			 !header_value_ok(val, json_string_length(member)))
-			add_error(errs, "%s: a header value may not hold CR, LF or other control "
-				  "characters", sub);
+			add_error(errs,
+				  "%s: a header value may not hold CR, LF or other control "
+				  "characters",
+				  sub);
 	}
 }
 
@@ -1039,8 +1083,8 @@ static void report_unknown(const char *sub, const struct ktel_cfg_key *keys,
  * Every key of obj against keys (and, for a sink, its type's keys), then the
  * keys that must be present, then the relations between the sink's keys.
  */
-static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
-			    const char *path, struct ktel_config_errors *errs)
+static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys, const char *path,
+			    struct ktel_config_errors *errs)
 {
 	const struct ktel_cfg_key *extra = NULL;
 	const char *name;
@@ -1054,7 +1098,8 @@ static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
 		if (json_is_string(type))
 			extra = sink_keys_for(json_string_value(type));
 	}
-	json_object_foreach((json_t *)obj, name, v) {
+	json_object_foreach((json_t *)obj, name, v)
+	{
 		const struct ktel_cfg_key *k = find_key(keys, name);
 
 		if (!k)
@@ -1071,8 +1116,8 @@ static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys,
 	check_rules(obj, extra, rules_for_keys(extra), path, errs);
 }
 
-int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys,
-			      const char *path, struct ktel_err *err)
+int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys, const char *path,
+			      struct ktel_err *err)
 {
 	struct ktel_config_errors errs = {0};
 	json_t *copy;
@@ -1089,7 +1134,8 @@ int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys
 	json_decref(copy);
 	if (errs.n)
 		r = ktel_err_set(err, EINVAL, "%s%s", errs.msgs[0],
-				 errs.n > 1 ? " (and more: ktelemetryd --check-config lists all)" : "");
+				 errs.n > 1 ? " (and more: ktelemetryd --check-config lists all)"
+					    : "");
 	ktel_config_errors__clear(&errs);
 	return r;
 }
@@ -1106,7 +1152,8 @@ static void check_sink_list(const json_t *list, const char *path, const json_t *
 	size_t i;
 	json_t *e;
 
-	json_array_foreach(list, i, e) {
+	json_array_foreach(list, i, e)
+	{
 		if (!json_is_string(e))
 			continue;
 		name = json_string_value(e);
@@ -1132,7 +1179,8 @@ static void validate_references(const json_t *root, struct ktel_config_errors *e
 
 	if (!json_is_object(sinks))
 		sinks = NULL; /* wrong type reported already; only "stdout" exists */
-	json_object_foreach((json_t *)metrics, mname, m) {
+	json_object_foreach((json_t *)metrics, mname, m)
+	{
 		snprintf(path, sizeof(path), "metrics.%s.sinks", mname);
 		check_sink_list(json_object_get(m, "sinks"), path, sinks, errs);
 	}
@@ -1190,8 +1238,9 @@ static size_t push_key(struct dup_scan *s, const char *key)
 {
 	size_t old = s->len;
 
-	return grow_path(s, old, snprintf(s->path + old, sizeof(s->path) - old, "%s%s",
-					  old ? "." : "", key));
+	return grow_path(s, old,
+			 snprintf(s->path + old, sizeof(s->path) - old, "%s%s", old ? "." : "",
+				  key));
 }
 
 /* Append "[index]"; returns the length to cut back to. */
@@ -1316,7 +1365,8 @@ static int copy_strings(const json_t *arr, const struct ktel_config_vars *vars, 
 	out = calloc(n + 1, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
-	json_array_foreach(arr, i, e) {
+	json_array_foreach(arr, i, e)
+	{
 		out[i] = expand(json_string_value(e), vars);
 		if (!out[i]) {
 			while (i--)
@@ -1408,7 +1458,8 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 	cfg->metrics = calloc(json_object_size(metrics) + 1, sizeof(*cfg->metrics));
 	if (!cfg->metrics)
 		return -ENOMEM;
-	json_object_foreach((json_t *)metrics, name, m) {
+	json_object_foreach((json_t *)metrics, name, m)
+	{
 		struct ktel_metric_cfg *mc = &cfg->metrics[i++];
 
 		cfg->n_metrics = i;
@@ -1436,7 +1487,8 @@ static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
 	cfg->sinks = calloc(json_object_size(sinks) + 1, sizeof(*cfg->sinks));
 	if (!cfg->sinks)
 		return -ENOMEM;
-	json_object_foreach((json_t *)sinks, name, s) {
+	json_object_foreach((json_t *)sinks, name, s)
+	{
 		struct ktel_sink_cfg *sc = &cfg->sinks[i++];
 
 		cfg->n_sinks = i;
@@ -1449,8 +1501,8 @@ static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
 	return 0;
 }
 
-static int build_model(const json_t *root, const char *source,
-		       const struct ktel_config_vars *vars, struct ktel_config **ret)
+static int build_model(const json_t *root, const char *source, const struct ktel_config_vars *vars,
+		       struct ktel_config **ret)
 {
 	const json_t *self = json_object_get(root, "self_telemetry");
 	json_t *default_sinks = NULL;
@@ -1543,8 +1595,8 @@ static void claim(struct claims *c, const char *key, const char *who, const char
 }
 
 /* A unix socket or file path, resolved: "a//b" and "a/./b" are one path. */
-static void claim_path(struct claims *c, const char *kind, const char *path,
-		       const char *who, const char *what)
+static void claim_path(struct claims *c, const char *kind, const char *path, const char *who,
+		       const char *what)
 {
 	char *real = ktel_path_resolve(path), *key, msg[160];
 
@@ -1652,10 +1704,19 @@ static void check_exclusive(const struct ktel_config *cfg, struct ktel_config_er
  * installed.
  */
 static const char *const builtin_metrics[] = {
-	"block_io_latency", "cma_allocation_latency", "compaction_duration",
-	"direct_reclaim_latency", "dmabuf_request_sizes", "kswapd_latency",
-	"memcg_reclaim_latency", "oom_events", "oom_kills", "runq_latency",
-	"runq_stall_events", "suspend_resume_latency", NULL,
+	"block_io_latency",
+	"cma_allocation_latency",
+	"compaction_duration",
+	"direct_reclaim_latency",
+	"dmabuf_request_sizes",
+	"kswapd_latency",
+	"memcg_reclaim_latency",
+	"oom_events",
+	"oom_kills",
+	"runq_latency",
+	"runq_stall_events",
+	"suspend_resume_latency",
+	NULL,
 };
 
 static const char *const *installed_metrics;
@@ -1742,11 +1803,11 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
 {
 	const char *closest;
 
-	if (in_list(installed_metrics, n_installed_metrics, name) ||
-	    plugin_file_present(cfg, name))
+	if (in_list(installed_metrics, n_installed_metrics, name) || plugin_file_present(cfg, name))
 		return;
 	if (in_list(builtin_metrics, 0, name)) {
-		add_warning(errs, "metrics.%s: no installed plugin provides this metric (no %s.so "
+		add_warning(errs,
+			    "metrics.%s: no installed plugin provides this metric (no %s.so "
 			    "in plugin_dirs): its settings apply once the plugin is installed",
 			    name, name);
 		return;
@@ -1755,9 +1816,11 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
 	if (closest)
 		add_error(errs, "metrics.%s: unknown metric (did you mean %s?)", name, closest);
 	else
-		add_warning(errs, "metrics.%s: no installed plugin provides this metric and it is "
+		add_warning(errs,
+			    "metrics.%s: no installed plugin provides this metric and it is "
 			    "not one of ktelemetry's own: its settings apply once a plugin "
-			    "providing it is installed", name);
+			    "providing it is installed",
+			    name);
 }
 
 /* The model's paths as bind(2) and open(2) will see them. */
@@ -1857,8 +1920,10 @@ int ktel_config__load_file(const char *path, const struct ktel_config_vars *vars
 	}
 	/* The parser would stop at a NUL byte and ignore the rest of the file. */
 	if (strlen(text) != len) {
-		add_error(errs, "byte %zu: NUL byte (a config is text; what follows it would "
-			  "be ignored)", strlen(text));
+		add_error(errs,
+			  "byte %zu: NUL byte (a config is text; what follows it would "
+			  "be ignored)",
+			  strlen(text));
 		free(text);
 		return ktel_err_set(err, EINVAL, "%s: 1 configuration error", path);
 	}
@@ -1892,8 +1957,7 @@ void ktel_config__free(struct ktel_config *cfg)
 	free(cfg);
 }
 
-const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg,
-						  const char *name)
+const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg, const char *name)
 {
 	for (size_t i = 0; i < cfg->n_metrics; i++)
 		if (strcmp(cfg->metrics[i].name, name) == 0)
@@ -1982,22 +2046,27 @@ static void write_rules(FILE *out, const struct cfg_rule *rules)
 			fprintf(out, " must be at most %zu bytes", r->max);
 			break;
 		case RULE_HOSTNAME:
-			fprintf(out, " must be an IP address or a host name of at most %d bytes "
-				"(labels of 1..63 letters, digits, `-`, `_`)", MAX_HOST_LEN);
+			fprintf(out,
+				" must be an IP address or a host name of at most %d bytes "
+				"(labels of 1..63 letters, digits, `-`, `_`)",
+				MAX_HOST_LEN);
 			break;
 		case RULE_HTTP_URL:
 			fputs(" must be an `http://` or `https://` URL with a host and no "
-			      "user or password (the URL is logged; use a header)", out);
+			      "user or password (the URL is logged; use a header)",
+			      out);
 			break;
 		case RULE_HTTP_HEADERS:
 			fputs(" names must be HTTP header names (not Content-Type, Content-Encoding, "
 			      "Content-Length, X-Prometheus-Remote-Write-Version, Expect, Host, "
 			      "Transfer-Encoding: the sink sets those), values without CR, LF "
-			      "or control characters", out);
+			      "or control characters",
+			      out);
 			break;
 		case RULE_LABEL_NAMES:
 			fputs(" names must be label names (`[a-zA-Z_][a-zA-Z0-9_]*`, not `le`, not "
-			      "starting with `__`)", out);
+			      "starting with `__`)",
+			      out);
 			break;
 		}
 		fprintf(out, "%s%s.\n", r->why ? ": " : "", r->why ? r->why : "");
@@ -2011,14 +2080,18 @@ int ktel_config__write_doc(FILE *out)
 	for (size_t i = 0; sink_schemas && sink_schemas[i].type; i++) {
 		char prefix[128];
 
-		fprintf(out, "\n#### Sink type `%s`\n\n| key | type | default | effect |\n"
-			     "|---|---|---|---|\n", sink_schemas[i].type);
+		fprintf(out,
+			"\n#### Sink type `%s`\n\n| key | type | default | effect |\n"
+			"|---|---|---|---|\n",
+			sink_schemas[i].type);
 		snprintf(prefix, sizeof(prefix), "sinks.<name>.");
 		write_keys(out, sink_schemas[i].keys, prefix);
 		if (rules_for_type(sink_schemas[i].type)) {
-			fprintf(out, "\nBesides each key's own form, `--check-config` and the "
-				     "sink when it opens check (a key whose default is `%s` "
-				     "must be set):\n\n", KTEL_CFG_REQUIRED);
+			fprintf(out,
+				"\nBesides each key's own form, `--check-config` and the "
+				"sink when it opens check (a key whose default is `%s` "
+				"must be set):\n\n",
+				KTEL_CFG_REQUIRED);
 			write_rules(out, rules_for_type(sink_schemas[i].type));
 		}
 	}

@@ -31,10 +31,10 @@ struct ktel_metric_cfg {
 	bool enabled;
 	uint64_t interval_ms;
 	bool emit_zero;
-	uint64_t lease_ms;  /* 0: no lease; else disable again after this long */
-	char **sinks;       /* NULL: every sink */
+	uint64_t lease_ms; /* 0: no lease; else disable again after this long */
+	char **sinks;      /* NULL: every sink */
 	size_t n_sinks;
-	json_t *params;     /* plugin run-time settings (BPF .rodata), or NULL */
+	json_t *params; /* plugin run-time settings (BPF .rodata), or NULL */
 };
 
 struct ktel_sink_cfg {
@@ -44,7 +44,7 @@ struct ktel_sink_cfg {
 };
 
 struct ktel_config {
-	char *source;         /* file path, or "<embedded default>" */
+	char *source; /* file path, or "<embedded default>" */
 	char **plugin_dirs;
 	size_t n_plugin_dirs;
 	char *pin_root;
@@ -115,8 +115,7 @@ void ktel_config_set_installed_metrics(const char *const *names, size_t n);
 const char *ktel_config_closest_metric(const char *name);
 
 /* The settings for a metric, or NULL when the config does not name it. */
-const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg,
-						  const char *name);
+const struct ktel_metric_cfg *ktel_config__metric(const struct ktel_config *cfg, const char *name);
 
 /* Is the metric enabled: its own setting, else enable_new_plugins. */
 bool ktel_config__metric_enabled(const struct ktel_config *cfg, const char *name);
@@ -143,11 +142,11 @@ enum ktel_cfg_type {
 	KTEL_CFG_DURATION,
 	KTEL_CFG_SIZE,
 	KTEL_CFG_STRING_ARRAY,
-	KTEL_CFG_GROUP,   /* group name or numeric gid */
-	KTEL_CFG_OBJECT,  /* nested keys in .children */
-	KTEL_CFG_MAP,     /* object of user-named objects, each per .children */
-	KTEL_CFG_INT_MAP, /* object of integers under free-form names */
-	KTEL_CFG_ENUM,    /* string out of .choices */
+	KTEL_CFG_GROUP,      /* group name or numeric gid */
+	KTEL_CFG_OBJECT,     /* nested keys in .children */
+	KTEL_CFG_MAP,        /* object of user-named objects, each per .children */
+	KTEL_CFG_INT_MAP,    /* object of integers under free-form names */
+	KTEL_CFG_ENUM,       /* string out of .choices */
 	KTEL_CFG_STRING_MAP, /* object of strings under free-form names */
 };
 
@@ -160,10 +159,10 @@ enum ktel_cfg_type {
 struct ktel_cfg_key {
 	const char *name;
 	enum ktel_cfg_type type;
-	int64_t min, max;            /* KTEL_CFG_INT, DURATION(ms), SIZE; both 0: any */
-	const char *const *choices;  /* KTEL_CFG_ENUM, NULL-terminated */
+	int64_t min, max;                    /* KTEL_CFG_INT, DURATION(ms), SIZE; both 0: any */
+	const char *const *choices;          /* KTEL_CFG_ENUM, NULL-terminated */
 	const struct ktel_cfg_key *children; /* OBJECT / MAP, {NULL}-terminated */
-	const char *default_text;    /* for the docs */
+	const char *default_text;            /* for the docs */
 	const char *doc;
 };
 
@@ -183,8 +182,8 @@ void ktel_config_set_sink_schemas(const struct ktel_cfg_sink_schema *schemas);
  * path prefixes the messages ("sinks.out"). 0, or -EINVAL with the first
  * error in err.
  */
-int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys,
-			      const char *path, struct ktel_err *err);
+int ktel_config_check_options(const json_t *obj, const struct ktel_cfg_key *keys, const char *path,
+			      struct ktel_err *err);
 
 /*
  * Typed reads of an option already checked against its key table: the value

@@ -10,8 +10,8 @@
 #include "json_format.h"
 #include "utf8.h"
 
-int ktel_control_split_lines(char *buf, size_t *len, size_t max,
-			     int (*fn)(char *line, void *ctx), void *ctx)
+int ktel_control_split_lines(char *buf, size_t *len, size_t max, int (*fn)(char *line, void *ctx),
+			     void *ctx)
 {
 	size_t start = 0;
 	char *nl;
@@ -60,7 +60,8 @@ json_t *ktel_control_error_string(const char *msg)
 
 json_t *ktel_control_error(const char *code, const char *msg)
 {
-	return json_pack("{s:b, s:o, s:s}", "ok", 0, "error", ktel_control_error_string(msg), "code", code);
+	return json_pack("{s:b, s:o, s:s}", "ok", 0, "error", ktel_control_error_string(msg),
+			 "code", code);
 }
 
 char *ktel_control_dump_line(const json_t *resp, size_t *ret_len)

@@ -16,13 +16,13 @@
 #include "record.h"
 
 /* Error classes in answers ("code"); ktelemetryctl maps them to exit codes. */
-#define KTEL_CTL_E_REQUEST "bad_request"       /* not JSON, unknown cmd/arg, wrong type */
-#define KTEL_CTL_E_NOT_FOUND "not_found"       /* no such metric */
-#define KTEL_CTL_E_FAILED "failed"             /* the daemon tried and failed */
-#define KTEL_CTL_E_DENIED "permission_denied"  /* peer is neither root nor in the group */
-#define KTEL_CTL_E_BUSY "busy"                 /* too many clients */
-#define KTEL_CTL_E_TOO_LONG "too_long"         /* request line over the limit */
-#define KTEL_CTL_E_IDLE "idle_timeout"         /* no complete request for too long */
+#define KTEL_CTL_E_REQUEST "bad_request"      /* not JSON, unknown cmd/arg, wrong type */
+#define KTEL_CTL_E_NOT_FOUND "not_found"      /* no such metric */
+#define KTEL_CTL_E_FAILED "failed"            /* the daemon tried and failed */
+#define KTEL_CTL_E_DENIED "permission_denied" /* peer is neither root nor in the group */
+#define KTEL_CTL_E_BUSY "busy"                /* too many clients */
+#define KTEL_CTL_E_TOO_LONG "too_long"        /* request line over the limit */
+#define KTEL_CTL_E_IDLE "idle_timeout"        /* no complete request for too long */
 
 
 /*
@@ -35,8 +35,8 @@
  * -EAGAIN leaves the line fn was given in buf too, unchanged, so that a
  * later call hands it over again).
  */
-int ktel_control_split_lines(char *buf, size_t *len, size_t max,
-			     int (*fn)(char *line, void *ctx), void *ctx);
+int ktel_control_split_lines(char *buf, size_t *len, size_t max, int (*fn)(char *line, void *ctx),
+			     void *ctx);
 
 
 /* msg as a JSON string that always exists: invalid UTF-8 bytes become '?'.

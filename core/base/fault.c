@@ -55,12 +55,16 @@ bool ktel_fault__init(void)
 		return false;
 	fault.armed = parse(v);
 	if (!fault.armed)
-		ktel_log(KTEL_LOG_ERROR, "%s=\"%s\" ignored: expected <routed|written|synced|saved>"
-			 ":<n>:kill or :<n>:delay=<ms>", KTEL_FAULT_ENV, v);
+		ktel_log(KTEL_LOG_ERROR,
+			 "%s=\"%s\" ignored: expected <routed|written|synced|saved>"
+			 ":<n>:kill or :<n>:delay=<ms>",
+			 KTEL_FAULT_ENV, v);
 	else
-		ktel_log(KTEL_LOG_WARN, "%s=\"%s\": TEST FAULT INJECTION ARMED: this daemon will "
-			 "%s at point %s, hit %lu; never set this in production", KTEL_FAULT_ENV,
-			 v, fault.kill ? "kill itself (SIGKILL)" : "stall", fault.point, fault.n);
+		ktel_log(KTEL_LOG_WARN,
+			 "%s=\"%s\": TEST FAULT INJECTION ARMED: this daemon will "
+			 "%s at point %s, hit %lu; never set this in production",
+			 KTEL_FAULT_ENV, v, fault.kill ? "kill itself (SIGKILL)" : "stall",
+			 fault.point, fault.n);
 	return fault.armed;
 }
 

@@ -104,16 +104,22 @@ int ktel_pin_root_check(const char *pin_root, const char *mount_point, struct kt
 	if (!on_bpffs(ancestor)) {
 		if (below(pin_root, mount_point) && !on_bpffs(mount_point))
 			return 0; /* the daemon mounts bpffs at mount_point */
-		return ktel_err_set(err, ENOTSUP, "pin_root %s: not on a bpf file system (%s is on "
+		return ktel_err_set(err, ENOTSUP,
+				    "pin_root %s: not on a bpf file system (%s is on "
 				    "another file system; pins live below a bpffs mount such as %s)",
 				    pin_root, ancestor, mount_point);
 	}
 	if (strcmp(ancestor, pin_root) != 0 || !S_ISDIR(st.st_mode))
-		return S_ISDIR(st.st_mode) ? 0 : ktel_err_set(err, ENOTDIR, "pin_root %s: %s is "
-							      "not a directory", pin_root, ancestor);
+		return S_ISDIR(st.st_mode) ? 0
+					   : ktel_err_set(err, ENOTDIR,
+							  "pin_root %s: %s is "
+							  "not a directory",
+							  pin_root, ancestor);
 	snprintf(parent, sizeof(parent), "%s/..", pin_root);
 	if (stat(parent, &pst) == 0 && (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino))
-		return ktel_err_set(err, EINVAL, "pin_root %s: the root of a bpf filesystem, "
-				    "shared by every BPF user: use a directory below it", pin_root);
+		return ktel_err_set(err, EINVAL,
+				    "pin_root %s: the root of a bpf filesystem, "
+				    "shared by every BPF user: use a directory below it",
+				    pin_root);
 	return 0;
 }

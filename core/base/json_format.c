@@ -23,8 +23,10 @@
  * refuses), no sequence the NUL cuts short. */
 static int utf8_len(const unsigned char *s)
 {
-	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-		: s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : 0;
+	int n = s[0] >= 0xf0 && s[0] <= 0xf4   ? 4
+		: s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		: s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+					       : 0;
 
 	for (int i = 1; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
@@ -125,7 +127,8 @@ static char *fb_str_at(char *p, const char *str, size_t len)
 /* The slot a string's pointer is kept in (a multiplicative hash). */
 static unsigned strs_slot(const char *str)
 {
-	return (unsigned)(((uintptr_t)str * 0x9e3779b97f4a7c15ULL) >> 32) & (KTEL_JSON_STRS_SLOTS - 1);
+	return (unsigned)(((uintptr_t)str * 0x9e3779b97f4a7c15ULL) >> 32) &
+	       (KTEL_JSON_STRS_SLOTS - 1);
 }
 
 /* The kept escaped text of str in c, or NULL (c may be NULL). */
@@ -260,8 +263,8 @@ static void fb_wall(struct ktel_textbuf *b, int64_t ns)
 	if (!cache.valid || cache.sec != sec) {
 		t = (time_t)sec;
 		cache.valid = false;
-		if (!gmtime_r(&t, &tm) ||
-		    !(cache.len = strftime(cache.text, sizeof(cache.text), "%Y-%m-%dT%H:%M:%S", &tm))) {
+		if (!gmtime_r(&t, &tm) || !(cache.len = strftime(cache.text, sizeof(cache.text),
+								 "%Y-%m-%dT%H:%M:%S", &tm))) {
 			ktel_textbuf_puts(b, "null");
 			return;
 		}
@@ -323,7 +326,7 @@ static void fb_histogram(struct ktel_textbuf *b, const struct ktel_histogram *h)
 	ktel_textbuf_printf(b, ",\"histogram\":{\"scheme\":\"%s\"", scheme_names[scheme]);
 	if (h->scheme == KTEL_HIST_LINEAR)
 		ktel_textbuf_printf(b, ",\"linear_min\":%" PRId64 ",\"linear_step\":%" PRId64,
-			  h->linear_min, h->linear_step);
+				    h->linear_min, h->linear_step);
 	ktel_textbuf_puts(b, ",\"counts\":[");
 	for (uint32_t k = 0; k < n; k++)
 		ktel_textbuf_printf(b, "%s%" PRIu64, k ? "," : "", h->counts[k]);
@@ -472,7 +475,8 @@ static void fb_window(struct ktel_textbuf *b, const char *start_key, const char 
 		put(b, end);
 }
 
-bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c, const struct ktel_record *r)
+bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c,
+		       const struct ktel_record *r)
 {
 	if (r->type < KTEL_RECORD_HISTOGRAM || r->type > KTEL_RECORD_EVENT)
 		return false;
@@ -487,8 +491,8 @@ bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c, const s
 	ktel_textbuf_puts(b, ",\"type\":\"");
 	ktel_textbuf_puts(b, type_names[r->type]);
 	ktel_textbuf_puts(b, "\"");
-	fb_window(b, ",\"start_ns\":", ",\"end_ns\":", r->start_boottime_ns,
-		  r->end_boottime_ns, ktel_textbuf_put_u64);
+	fb_window(b, ",\"start_ns\":", ",\"end_ns\":", r->start_boottime_ns, r->end_boottime_ns,
+		  ktel_textbuf_put_u64);
 	ktel_textbuf_puts(b, ",\"start\":");
 	fb_wall(b, r->start_wall_ns);
 	ktel_textbuf_puts(b, ",\"end\":");
@@ -507,8 +511,8 @@ bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c, const s
 		fb_histogram(b, &r->hist.delta);
 		break;
 	case KTEL_RECORD_COUNTER:
-		ktel_textbuf_printf(b, ",\"value\":%" PRIu64 ",\"total\":%" PRIu64, r->counter.delta,
-			  r->counter.total);
+		ktel_textbuf_printf(b, ",\"value\":%" PRIu64 ",\"total\":%" PRIu64,
+				    r->counter.delta, r->counter.total);
 		break;
 	case KTEL_RECORD_GAUGE:
 		ktel_textbuf_printf(b, ",\"value\":%" PRId64, r->gauge);
@@ -524,7 +528,7 @@ bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c, const s
 /* The same line, no batch: every string escaped. */
 int ktel_json__format_line(const struct ktel_record *r, char **buf, size_t *len, size_t *cap)
 {
-	struct ktel_textbuf b = { .p = *buf, .len = *len, .cap = *cap };
+	struct ktel_textbuf b = {.p = *buf, .len = *len, .cap = *cap};
 	int ret = 0;
 
 	if (!ktel_json__append(&b, NULL, r))

@@ -46,5 +46,5 @@ const char *ktel_hist_scheme_name(enum ktel_hist_scheme scheme)
 	};
 
 	return (unsigned)scheme < KTEL_ARRAY_SIZE(names) && names[scheme] ? names[scheme]
-									   : "unknown";
+									  : "unknown";
 }

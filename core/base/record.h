@@ -42,7 +42,7 @@ struct ktel_dim {
 };
 
 enum ktel_field_type {
-	KTEL_FIELD_VALUE_INT = 1,  /* signed */
+	KTEL_FIELD_VALUE_INT = 1, /* signed */
 	KTEL_FIELD_VALUE_UINT = 2,
 	KTEL_FIELD_VALUE_STRING = 3,
 };
@@ -76,8 +76,8 @@ struct ktel_histogram {
 struct ktel_record {
 	enum ktel_record_type type;
 	const char *metric;
-	const char *atom;   /* atom name, or NULL */
-	uint32_t atom_id;   /* 0 when none */
+	const char *atom; /* atom name, or NULL */
+	uint32_t atom_id; /* 0 when none */
 	const char *unit;
 	/* Window this record covers; for events start == end == event time. */
 	uint64_t start_boottime_ns, end_boottime_ns;

@@ -49,8 +49,8 @@ struct ktel_sink_ops {
 	const char *type; /* the "type" in config: "json", "statsd", ... */
 	/* Create an instance. opts is the sink's config object (validated by
 	 * the config module); ret_priv receives the instance. */
-	int (*create)(uv_loop_t *loop, const char *name, const json_t *opts,
-		      void **ret_priv, struct ktel_err *err);
+	int (*create)(uv_loop_t *loop, const char *name, const json_t *opts, void **ret_priv,
+		      struct ktel_err *err);
 	/* Queue records for output; never blocks. */
 	void (*submit)(void *priv, const struct ktel_record *recs, size_t n);
 	/*

@@ -49,8 +49,8 @@ struct ktel_job {
 	struct ktel_job *next;
 	ktel_work_fn work;
 	ktel_job_fn done;
-	void *data;       /* the owner's */
-	bool urgent;      /* guarded by the worker's lock while queued */
+	void *data;  /* the owner's */
+	bool urgent; /* guarded by the worker's lock while queued */
 };
 
 /* Lanes: one thread each. */

@@ -42,24 +42,24 @@ struct client {
 	uv_shutdown_t shutdown;
 	struct ktel_control *c;
 	struct client *next, **pprev;
-	char *buf;            /* KTEL_CONTROL_MAX_LINE bytes once admitted */
+	char *buf; /* KTEL_CONTROL_MAX_LINE bytes once admitted */
 	size_t len;
-	size_t pending;       /* answer bytes not yet written */
-	bool closing;         /* uv_close called by us */
-	bool draining;        /* last answer queued, shutting down */
-	bool admitted;        /* passed the checks, holds a slot */
-	bool root;            /* peer uid 0 */
-	bool paused;          /* reads stopped: complete lines wait in buf */
+	size_t pending;        /* answer bytes not yet written */
+	bool closing;          /* uv_close called by us */
+	bool draining;         /* last answer queued, shutting down */
+	bool admitted;         /* passed the checks, holds a slot */
+	bool root;             /* peer uid 0 */
+	bool paused;           /* reads stopped: complete lines wait in buf */
 	uint64_t last_request; /* uv_now of admission or the last complete request */
-	size_t pull_owed;     /* pull answers waiting for the pending pull */
-	char *pull_name;      /* its metric (NULL: every enabled one) */
-	unsigned int budget;  /* requests this turn may still answer */
+	size_t pull_owed;      /* pull answers waiting for the pending pull */
+	char *pull_name;       /* its metric (NULL: every enabled one) */
+	unsigned int budget;   /* requests this turn may still answer */
 };
 
 struct ktel_control {
 	uv_loop_t *loop;
 	const struct ktel_control_ops *ops;
-	void *ctx;            /* the ops' */
+	void *ctx; /* the ops' */
 	uv_pipe_t server;
 	bool server_open;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -67,9 +67,9 @@ struct ktel_control {
 	dev_t dev;
 	ino_t ino;
 	struct client *clients;
-	size_t admitted;      /* clients holding a slot */
-	uv_timer_t sweep;     /* closes idle clients */
-	uv_idle_t resume;     /* runs pending pulls, resumes paused clients */
+	size_t admitted;  /* clients holding a slot */
+	uv_timer_t sweep; /* closes idle clients */
+	uv_idle_t resume; /* runs pending pulls, resumes paused clients */
 	bool handles_open;
 	size_t pending_closes;
 	bool closing;
@@ -108,7 +108,8 @@ static int check_args(const struct ktel_control_cmd *cmd, const json_t *req, str
 	const char *key;
 	json_t *v;
 
-	json_object_foreach((json_t *)req, key, v) {
+	json_object_foreach((json_t *)req, key, v)
+	{
 		const struct ktel_ctl_arg *a;
 
 		if (strcmp(key, "cmd") == 0)
@@ -219,8 +220,8 @@ static bool gid_in(const gid_t *groups, int n, gid_t group)
 	return false;
 }
 
-int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_groups,
-			    gid_t group, struct ktel_err *err)
+int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_groups, gid_t group,
+			    struct ktel_err *err)
 {
 	char name[256];
 	bool member;
@@ -231,7 +232,8 @@ int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_gro
 	if (group != (gid_t)-1 && (gid == group || member))
 		return 0;
 	group_label(group, name, sizeof(name));
-	return ktel_err_set(err, EACCES, "permission denied: uid %u is neither root nor in group %s",
+	return ktel_err_set(err, EACCES,
+			    "permission denied: uid %u is neither root nor in group %s",
 			    (unsigned)uid, name);
 }
 
@@ -252,10 +254,11 @@ static int cmd_help(struct ktel_control *c, const json_t *req, json_t *resp, str
 		json_t *args = json_array();
 
 		for (const struct ktel_ctl_arg *a = cmd->args; a && a->name; a++)
-			json_array_append_new(args, json_pack("{s:s, s:s, s:b}", "name", a->name,
-							      "type", a->type == KTEL_CTL_ARG_UINT
-									      ? "uint" : "string",
-							      "required", a->required));
+			json_array_append_new(args,
+					      json_pack("{s:s, s:s, s:b}", "name", a->name, "type",
+							a->type == KTEL_CTL_ARG_UINT ? "uint"
+										     : "string",
+							"required", a->required));
 		json_array_append_new(cmds, json_pack("{s:s, s:s, s:o}", "name", cmd->name, "help",
 						      cmd->help, "args", args));
 	}
@@ -276,8 +279,7 @@ static json_t *control_json(const struct ktel_control *c)
 			 "idle_closed", (json_int_t)st->idle_closed);
 }
 
-static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp,
-		      struct ktel_err *err)
+static int cmd_status(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
 	json_t *d;
 	int r = c->ops->status(c->ctx, resp, err);
@@ -297,13 +299,12 @@ static int cmd_list(struct ktel_control *c, const json_t *req, json_t *resp, str
 	return c->ops->list(c->ctx, resp, err);
 }
 
-static int cmd_enable(struct ktel_control *c, const json_t *req, json_t *resp,
-		      struct ktel_err *err)
+static int cmd_enable(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
 	json_t *v = json_object_get(req, "for_ms");
 
-	return c->ops->enable(c->ctx, arg_name(req), v ? (uint64_t)json_integer_value(v) : 0,
-			      resp, err);
+	return c->ops->enable(c->ctx, arg_name(req), v ? (uint64_t)json_integer_value(v) : 0, resp,
+			      err);
 }
 
 static int cmd_disable(struct ktel_control *c, const json_t *req, json_t *resp,
@@ -322,8 +323,7 @@ static int cmd_show(struct ktel_control *c, const json_t *req, json_t *resp, str
 	return c->ops->show(c->ctx, arg_name(req), resp, err);
 }
 
-static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp,
-		      struct ktel_err *err)
+static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
 	json_t *a = json_array(), *e;
 	size_t i;
@@ -334,22 +334,19 @@ static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp,
 	r = c->ops->reload(c->ctx, a, err);
 	/* The daemon's message says what runs now (the old config, or the new
 	 * one without some metrics); the log has what the reply has. */
-	json_array_foreach(a, i, e)
-		ktel_log(KTEL_LOG_ERROR, "reload: %s", json_string_value(e));
+	json_array_foreach(a, i, e) ktel_log(KTEL_LOG_ERROR, "reload: %s", json_string_value(e));
 	if (r)
 		ktel_log(KTEL_LOG_ERROR, "reload: %s", err->msg);
 	return r;
 }
 
-static int cmd_watch(struct ktel_control *c, const json_t *req, json_t *resp,
-		     struct ktel_err *err)
+static int cmd_watch(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
 	return c->ops->watch(c->ctx, resp, err);
 }
 
 /* logrotate's postrotate (as SIGUSR1): the file sinks reopen their path. */
-static int cmd_reopen(struct ktel_control *c, const json_t *req, json_t *resp,
-		      struct ktel_err *err)
+static int cmd_reopen(struct ktel_control *c, const json_t *req, json_t *resp, struct ktel_err *err)
 {
 	json_object_set_new(resp, "sinks", json_integer((json_int_t)c->ops->reopen(c->ctx)));
 	return 0;
@@ -372,22 +369,24 @@ static const struct ktel_ctl_arg args_enable[] = {
 
 const struct ktel_control_cmd ktel_control_cmds[] = {
 	{"help", "the commands and their arguments", args_none, cmd_help},
-	{"status", "daemon, plugins, programs (run count/time, recursion misses), last pulls, "
-		   "sinks", args_none, cmd_status},
+	{"status",
+	 "daemon, plugins, programs (run count/time, recursion misses), last pulls, "
+	 "sinks",
+	 args_none, cmd_status},
 	{"list", "metrics: plugin, enabled, unit, atom, interval, problem", args_none, cmd_list},
-	{"enable", "attach a metric's programs and start pulling it (for_ms: lease)",
-	 args_enable, cmd_enable},
+	{"enable", "attach a metric's programs and start pulling it (for_ms: lease)", args_enable,
+	 cmd_enable},
 	{"disable", "pull once more, then detach a metric's programs (maps and deltas kept)",
 	 args_name, cmd_disable},
 	{"pull", "pull one metric (name) or every enabled one now; returns the records",
 	 args_opt_name, cmd_pull},
-	{"show", "cumulative values per key as of the last pull, and the last window",
-	 args_name, cmd_show},
+	{"show", "cumulative values per key as of the last pull, and the last window", args_name,
+	 cmd_show},
 	{"reload", "re-read the config file; applied only when all of it is valid", args_none,
 	 cmd_reload},
 	{"watch", "the sockets of the stream sinks", args_none, cmd_watch},
-	{"reopen", "file sinks reopen their path (logrotate postrotate; as SIGUSR1)",
-	 args_none, cmd_reopen},
+	{"reopen", "file sinks reopen their path (logrotate postrotate; as SIGUSR1)", args_none,
+	 cmd_reopen},
 	{NULL},
 };
 
@@ -427,8 +426,8 @@ static json_t *run(struct ktel_control *c, const json_t *req, const struct ktel_
 		/* Keep what the command filled in (reload's errors, pull's
 		 * partial records): it explains the failure. */
 		ktel_json_set_bool(resp, "ok", false);
-		json_object_set_new(resp, "error", ktel_control_error_string(err.msg[0] ? err.msg
-								     : strerror(-r)));
+		json_object_set_new(resp, "error",
+				    ktel_control_error_string(err.msg[0] ? err.msg : strerror(-r)));
 		ktel_json_set_str(resp, "code", code_of(r));
 	}
 	return resp;
@@ -848,9 +847,10 @@ static void admit(struct ktel_control *c, struct client *cl)
 	/* The last slot is root's: idle or hostile members cannot lock it out. */
 	if (c->admitted >= KTEL_CONTROL_MAX_CLIENTS - (cred.uid != 0)) {
 		c->stats.busy++;
-		snprintf(err.msg, sizeof(err.msg), "busy: %zu clients are connected already "
-			 "(the last of %d slots is kept for root)", c->admitted,
-			 KTEL_CONTROL_MAX_CLIENTS);
+		snprintf(err.msg, sizeof(err.msg),
+			 "busy: %zu clients are connected already "
+			 "(the last of %d slots is kept for root)",
+			 c->admitted, KTEL_CONTROL_MAX_CLIENTS);
 		refuse(cl, KTEL_CTL_E_BUSY, err.msg);
 		return;
 	}
@@ -912,8 +912,10 @@ static int clear_path(const char *path, struct ktel_err *err)
 				       : ktel_err_set(err, errno, "control socket %s: %s", path,
 						      strerror(errno));
 	if (!S_ISSOCK(st.st_mode))
-		return ktel_err_set(err, EEXIST, "control socket %s: exists and is not a socket; "
-				    "not replacing it", path);
+		return ktel_err_set(err, EEXIST,
+				    "control socket %s: exists and is not a socket; "
+				    "not replacing it",
+				    path);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -923,15 +925,19 @@ static int clear_path(const char *path, struct ktel_err *err)
 	/* EAGAIN: its backlog is full, so something does listen. */
 	if (r == 0 || errno == EAGAIN || errno == EINPROGRESS) {
 		close(fd);
-		return ktel_err_set(err, EADDRINUSE, "control socket %s: another daemon is "
+		return ktel_err_set(err, EADDRINUSE,
+				    "control socket %s: another daemon is "
 				    "listening on it; stop it or configure another "
-				    "control_socket", path);
+				    "control_socket",
+				    path);
 	}
 	r = errno;
 	close(fd);
 	if (r != ECONNREFUSED)
-		return ktel_err_set(err, r, "control socket %s: cannot tell whether it is in use: "
-				    "%s", path, strerror(r));
+		return ktel_err_set(err, r,
+				    "control socket %s: cannot tell whether it is in use: "
+				    "%s",
+				    path, strerror(r));
 	if (unlink(path) != 0 && errno != ENOENT)
 		return ktel_err_set(err, errno, "control socket %s: removing the stale socket: %s",
 				    path, strerror(errno));
@@ -987,15 +993,17 @@ static int make_socket_dir(const char *path, gid_t gid, struct ktel_err *err)
 		return 0;
 	if (!existed) {
 		if (chown(dir, (uid_t)-1, gid) != 0)
-			return ktel_err_set(err, errno, "control socket %s: chown %s to group %u: %s",
-					    path, dir, (unsigned)gid, strerror(errno));
+			return ktel_err_set(err, errno,
+					    "control socket %s: chown %s to group %u: %s", path,
+					    dir, (unsigned)gid, strerror(errno));
 		return 0;
 	}
 	if (!(st.st_mode & S_IXOTH) && !(st.st_gid == gid && (st.st_mode & S_IXGRP))) {
 		group_label(gid, name, sizeof(name));
-		ktel_log(KTEL_LOG_WARN, "control socket %s: group %s cannot search %s (mode %04o, "
-			 "group %u): its members cannot connect", path, name, dir,
-			 (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
+		ktel_log(KTEL_LOG_WARN,
+			 "control socket %s: group %s cannot search %s (mode %04o, "
+			 "group %u): its members cannot connect",
+			 path, name, dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
 	}
 	return 0;
 }
@@ -1008,8 +1016,7 @@ static uint64_t sweep_interval(void)
 }
 
 int ktel_control__new(uv_loop_t *loop, const struct ktel_control_ops *ops, void *ctx,
-		      const char *path, gid_t gid, struct ktel_control **ret,
-		      struct ktel_err *err)
+		      const char *path, gid_t gid, struct ktel_control **ret, struct ktel_err *err)
 {
 	struct ktel_control *c;
 	int r;
@@ -1018,9 +1025,10 @@ int ktel_control__new(uv_loop_t *loop, const struct ktel_control_ops *ops, void 
 		return ktel_err_set(err, EINVAL, "control socket \"%s\": no daemon operations",
 				    path ? path : "");
 	if (!path || !path[0] || strlen(path) >= sizeof(c->path))
-		return ktel_err_set(err, ENAMETOOLONG, "control socket \"%s\": path empty or "
-				    "longer than %zu bytes", path ? path : "",
-				    sizeof(c->path) - 1);
+		return ktel_err_set(err, ENAMETOOLONG,
+				    "control socket \"%s\": path empty or "
+				    "longer than %zu bytes",
+				    path ? path : "", sizeof(c->path) - 1);
 	r = make_socket_dir(path, gid, err);
 	if (r)
 		return r;
@@ -1124,4 +1132,3 @@ const char *ktel_control__path(const struct ktel_control *c)
 {
 	return c->path;
 }
-

@@ -51,15 +51,15 @@ struct ktel_control;
 #define KTEL_CONTROL_BUDGET 256
 
 struct ktel_control_stats {
-	uint64_t accepted;     /* clients served */
-	uint64_t denied;       /* refused by the credential check */
-	uint64_t busy;         /* refused: KTEL_CONTROL_MAX_CLIENTS reached */
-	uint64_t requests;     /* request lines answered */
-	uint64_t errors;       /* answers with ok: false */
-	uint64_t too_long;     /* clients closed for an over-long line */
-	uint64_t overflows;    /* clients closed for not reading their answers */
-	uint64_t idle_closed;  /* clients closed for KTEL_CONTROL_IDLE_TIMEOUT_MS idle */
-	size_t clients;        /* connected now */
+	uint64_t accepted;    /* clients served */
+	uint64_t denied;      /* refused by the credential check */
+	uint64_t busy;        /* refused: KTEL_CONTROL_MAX_CLIENTS reached */
+	uint64_t requests;    /* request lines answered */
+	uint64_t errors;      /* answers with ok: false */
+	uint64_t too_long;    /* clients closed for an over-long line */
+	uint64_t overflows;   /* clients closed for not reading their answers */
+	uint64_t idle_closed; /* clients closed for KTEL_CONTROL_IDLE_TIMEOUT_MS idle */
+	size_t clients;       /* connected now */
 };
 
 /*
@@ -109,8 +109,7 @@ struct ktel_control_ops {
  * Returns 0 and the server in *ret, or -errno with err naming the path.
  */
 int ktel_control__new(uv_loop_t *loop, const struct ktel_control_ops *ops, void *ctx,
-		      const char *path, gid_t gid, struct ktel_control **ret,
-		      struct ktel_err *err);
+		      const char *path, gid_t gid, struct ktel_control **ret, struct ktel_err *err);
 
 /*
  * Stop listening, remove the socket file, close every client. The handles
@@ -138,7 +137,7 @@ const char *ktel_control__path(const struct ktel_control *c);
 /* One command of the protocol, as requests and help see it. */
 enum ktel_ctl_arg_type {
 	KTEL_CTL_ARG_STRING = 1,
-	KTEL_CTL_ARG_UINT = 2,    /* integer >= 0 */
+	KTEL_CTL_ARG_UINT = 2, /* integer >= 0 */
 };
 
 struct ktel_ctl_arg {
@@ -185,7 +184,7 @@ json_t *ktel_control_answer_line(const struct ktel_control_ops *ops, void *ctx, 
  * process's own (SO_PEERGROUPS); n_groups < 0 means the kernel could not
  * say, and the user database (getgrouplist of uid's name) is asked instead.
  */
-int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_groups,
-			    gid_t group, struct ktel_err *err);
+int ktel_control_peer_check(uid_t uid, gid_t gid, const gid_t *groups, int n_groups, gid_t group,
+			    struct ktel_err *err);
 
 #endif /* KTEL_CONTROL_H */

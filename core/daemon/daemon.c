@@ -88,13 +88,15 @@ static int pull_stream(struct ktel_daemon *d, struct ktel_metric *m, struct ktel
 	}
 	m->last_pull_wall_ns = (uint64_t)tmpl.end_wall_ns;
 	if (recs[1].counter.delta)
-		ktel_complain(&m->complaint, KTEL_LOG_WARN, "metric %s: %llu events lost in the "
-			      "kernel (ring buffer full) since the last pull", m->md->name,
-			      (unsigned long long)recs[1].counter.delta);
+		ktel_complain(&m->complaint, KTEL_LOG_WARN,
+			      "metric %s: %llu events lost in the "
+			      "kernel (ring buffer full) since the last pull",
+			      m->md->name, (unsigned long long)recs[1].counter.delta);
 	if (recs[2].counter.delta)
-		ktel_complain(&m->complaint, KTEL_LOG_WARN, "metric %s: %llu events dropped "
-			      "(shorter than the event type)", m->md->name,
-			      (unsigned long long)recs[2].counter.delta);
+		ktel_complain(&m->complaint, KTEL_LOG_WARN,
+			      "metric %s: %llu events dropped "
+			      "(shorter than the event type)",
+			      m->md->name, (unsigned long long)recs[2].counter.delta);
 	/* Self-telemetry: it follows self_telemetry's switch and sinks. */
 	if (d->cfg->self_enabled)
 		ktel_router__route(d->router, recs, n, (const char *const *)d->cfg->self_sinks,
@@ -128,8 +130,7 @@ static int pull_accumulator(struct ktel_daemon *d, struct ktel_metric *m,
 
 	ktel_router__batch_begin(d->router, mc ? (const char *const *)mc->sinks : NULL,
 				 mc ? mc->n_sinks : 0);
-	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m, ret_info,
-				  err);
+	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m, ret_info, err);
 	ktel_router__batch_end(d->router);
 	m->pulls++;
 	if (m->records > before)
@@ -161,18 +162,22 @@ int ktel_daemon__pull(struct ktel_daemon *d, struct ktel_metric *m, struct ktel_
 	m->last = info;
 	m->last_pull_wall_ns = (uint64_t)ktel_now_wall_ns();
 	if (info.start == KTEL_DELTA_START_BASELINE && m->pulls == 1)
-		ktel_log(KTEL_LOG_INFO, "metric %s: reused pinned map %u has no saved state: "
-			 "this window only sets the baseline, nothing emitted", m->md->name,
-			 ktel_metric_pull__map_id(m->mp));
-	ktel_log(KTEL_LOG_DEBUG, "metric %s: pulled %zu keys with %s (%u syscalls), %zu records "
-		 "in %llu us", m->md->name, info.keys, info.method, info.syscalls, info.records,
+		ktel_log(KTEL_LOG_INFO,
+			 "metric %s: reused pinned map %u has no saved state: "
+			 "this window only sets the baseline, nothing emitted",
+			 m->md->name, ktel_metric_pull__map_id(m->mp));
+	ktel_log(KTEL_LOG_DEBUG,
+		 "metric %s: pulled %zu keys with %s (%u syscalls), %zu records "
+		 "in %llu us",
+		 m->md->name, info.keys, info.method, info.syscalls, info.records,
 		 (unsigned long long)(info.duration_ns / 1000));
 	/* The whole pull blocks the loop: reading, routing and the state save. */
 	took_ms = (ktel_now_boottime_ns() - t0) / 1000000;
 	if (m->interval_ms && took_ms > m->interval_ms)
-		ktel_log(KTEL_LOG_WARN, "metric %s: pull took %llu ms (%llu ms reading the map), "
-			 "longer than its %llu ms interval", m->md->name,
-			 (unsigned long long)took_ms,
+		ktel_log(KTEL_LOG_WARN,
+			 "metric %s: pull took %llu ms (%llu ms reading the map), "
+			 "longer than its %llu ms interval",
+			 m->md->name, (unsigned long long)took_ms,
 			 (unsigned long long)(info.duration_ns / 1000000),
 			 (unsigned long long)m->interval_ms);
 	return 0;
@@ -193,7 +198,7 @@ int ktel_daemon__pull_all(struct ktel_daemon *d)
 	struct ktel_err err;
 	int failed = 0;
 
-	for_each_metric(&d->plugins, m) {
+	for_each_metric (&d->plugins, m) {
 		if (!m->enabled || (!m->mp && !m->sr))
 			continue;
 		if (ktel_daemon__pull(d, m, &err)) {
@@ -244,7 +249,7 @@ static void on_totals_timer(uv_timer_t *t)
 	/* --once pulls exactly once; without a cumulative sink nobody needs it. */
 	if (d->opts.once || !ktel_router__any_cumulative(d->router))
 		return;
-	for_each_metric(&d->plugins, m)
+	for_each_metric (&d->plugins, m)
 		if (m->enabled && m->mp)
 			route_metric_totals(d, m);
 }
@@ -351,7 +356,8 @@ int ktel_daemon__disable(struct ktel_daemon *d, struct ktel_metric *m, struct kt
 	for (size_t i = 0; bp && i < bp->n_progs; i++) {
 		struct ktel_bpf_prog *p = &bp->progs[i];
 
-		if (p->attached && ktel_metric__uses_prog(m, p->name) && !prog_needed(m->lp, p->name, m))
+		if (p->attached && ktel_metric__uses_prog(m, p->name) &&
+		    !prog_needed(m->lp, p->name, m))
 			ktel_bpf_plugin__detach_prog(bp, p->name);
 	}
 	/* After the detach: what the ring still holds is delivered now. */
@@ -383,10 +389,11 @@ static void on_sink_close_report(const char *sink, const struct ktel_sink_stats 
 {
 	enum ktel_log_level level = dropped_at_close ? KTEL_LOG_WARN : KTEL_LOG_INFO;
 
-	ktel_log(level, "sink %s: closed: %llu records sent, %llu dropped in all, %llu of them "
-		 "not flushed before the close timeout, %llu errors", sink,
-		 (unsigned long long)final->sent, (unsigned long long)final->dropped,
-		 (unsigned long long)dropped_at_close, (unsigned long long)final->errors);
+	ktel_log(level,
+		 "sink %s: closed: %llu records sent, %llu dropped in all, %llu of them "
+		 "not flushed before the close timeout, %llu errors",
+		 sink, (unsigned long long) final->sent, (unsigned long long) final->dropped,
+		 (unsigned long long)dropped_at_close, (unsigned long long) final->errors);
 }
 
 /* One line per sink saying where records go (a bound port 0 shows here). */
@@ -453,13 +460,14 @@ static void recover_sinks(struct ktel_daemon *d)
 	 * appear twice, which a consumer detects by its seq; refusing to start
 	 * would lose every window instead. */
 	if (ktel_router__recover(d->router, window_of, d, &err))
-		ktel_log(KTEL_LOG_ERROR, "%s; windows written after the last saved state may "
-			 "appear twice", err.msg);
+		ktel_log(KTEL_LOG_ERROR,
+			 "%s; windows written after the last saved state may "
+			 "appear twice",
+			 err.msg);
 }
 
-int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
-		     const struct ktel_daemon_opts *opts, struct ktel_daemon **ret,
-		     struct ktel_err *err)
+int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg, const struct ktel_daemon_opts *opts,
+		     struct ktel_daemon **ret, struct ktel_err *err)
 {
 	struct ktel_daemon *d = calloc(1, sizeof(*d));
 

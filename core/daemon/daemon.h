@@ -30,22 +30,22 @@ struct ktel_metric {
 	struct ktel_daemon *daemon;
 	struct ktel_loaded_plugin *lp;
 	const struct ktel_metric_desc *md;
-	struct ktel_metric_pull *mp;  /* NULL when unsupported or broken */
+	struct ktel_metric_pull *mp; /* NULL when unsupported or broken */
 	/* Stream metrics: the ring buffer reader instead of mp; NULL when
 	 * unsupported or broken. A metric has at most one of mp and sr. */
 	struct ktel_stream_reader *sr;
 	bool enabled;
 	bool attached;
 	uint64_t interval_ms;
-	uint64_t lease_ms;            /* >0: disable when the lease ends */
-	uv_timer_t timer;             /* pull timer */
+	uint64_t lease_ms; /* >0: disable when the lease ends */
+	uv_timer_t timer;  /* pull timer */
 	uv_timer_t lease_timer;
 	bool timers_init;
-	bool started_once;            /* start-up decision taken */
+	bool started_once;              /* start-up decision taken */
 	char problem[KTEL_ERR_MSG_MAX]; /* why it cannot be pulled, or "" */
 	/* Last pull. */
 	uint64_t pulls, pull_errors, records;
-	uint64_t self_pull_errors;    /* pull_errors at the last self-telemetry */
+	uint64_t self_pull_errors; /* pull_errors at the last self-telemetry */
 	uint64_t last_pull_wall_ns;
 	struct ktel_pull_info last;
 	struct ktel_complaint complaint;
@@ -84,7 +84,7 @@ struct ktel_refusal {
 };
 
 struct ktel_daemon_opts {
-	bool once;             /* pull once after once_wait_ms, then exit */
+	bool once; /* pull once after once_wait_ms, then exit */
 	uint64_t once_wait_ms;
 	/* Where the config came from, for reload: a file, else this text. */
 	const char *config_path;
@@ -93,9 +93,8 @@ struct ktel_daemon_opts {
 };
 
 /* The daemon takes ownership of cfg (a reload replaces it). */
-int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg,
-		     const struct ktel_daemon_opts *opts, struct ktel_daemon **ret,
-		     struct ktel_err *err);
+int ktel_daemon__new(uv_loop_t *loop, struct ktel_config *cfg, const struct ktel_daemon_opts *opts,
+		     struct ktel_daemon **ret, struct ktel_err *err);
 
 /*
  * Open sinks, load state, discover and load plugins, attach enabled metrics

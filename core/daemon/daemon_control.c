@@ -50,8 +50,10 @@ static double uptime_s(void)
 		fclose(f);
 	buf[n] = '\0';
 	p = strrchr(buf, ')'); /* the command name may hold spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-			 "%*d %*d %*d %*d %llu", &start) != 1)
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu",
+			 &start) != 1)
 		return 0;
 	clock_gettime(CLOCK_BOOTTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9 - (double)start / sysconf(_SC_CLK_TCK);
@@ -175,9 +177,8 @@ static json_t *sinks_json(struct ktel_daemon *d)
 		ktel_router__sink_where(r, name, where, sizeof(where));
 		json_array_append_new(a, json_pack("{s:s, s:s?, s:s, s:I, s:I, s:I, s:I, s:I}",
 						   "name", name, "type",
-						   sink_type(ktel_daemon__config(d), name),
-						   "where", where,
-						   "sent", (json_int_t)st.sent, "dropped",
+						   sink_type(ktel_daemon__config(d), name), "where",
+						   where, "sent", (json_int_t)st.sent, "dropped",
 						   (json_int_t)st.dropped, "errors",
 						   (json_int_t)st.errors, "reconnects",
 						   (json_int_t)st.reconnects, "queued",
@@ -232,23 +233,22 @@ static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
 	json_object_set_new(resp, "refused", refused_json(d));
 	json_object_set_new(resp, "metrics", metrics);
 	json_object_set_new(resp, "sinks", sinks_json(d));
-	json_object_set_new(resp, "router", json_pack("{s:I, s:I}", "batches",
-						      (json_int_t)rs.batches, "unrouted",
-						      (json_int_t)rs.unrouted));
+	json_object_set_new(resp, "router",
+			    json_pack("{s:I, s:I}", "batches", (json_int_t)rs.batches, "unrouted",
+				      (json_int_t)rs.unrouted));
 	return 0;
 }
 
 static json_t *metric_list_json(const struct ktel_metric *m)
 {
 	const struct ktel_metric_desc *md = m->md;
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:s, s:s, s:s?, s:I, s:I, s:I, s:s?}",
-			      "name", md->name, "plugin", m->lp->plugin->desc.name, "enabled",
-			      m->enabled, "attached", m->attached, "model",
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:s, s:s, s:s?, s:I, s:I, s:I, s:s?}", "name",
+			      md->name, "plugin", m->lp->plugin->desc.name, "enabled", m->enabled,
+			      "attached", m->attached, "model",
 			      md->model == KTEL_MODEL_STREAM ? "stream" : "accumulator", "unit",
 			      md->unit ?: "", "atom", md->atom_name, "atom_id",
 			      (json_int_t)md->atom_id, "interval_ms", (json_int_t)m->interval_ms,
-			      "lease_ms", (json_int_t)m->lease_ms, "description",
-			      md->description);
+			      "lease_ms", (json_int_t)m->lease_ms, "description", md->description);
 
 	if (o)
 		ktel_json_set_str(o, "problem", m->problem[0] ? m->problem : NULL);
@@ -280,9 +280,9 @@ static json_t *metric_progs_json(const struct ktel_metric *m)
 
 		if (!p->selected || !ktel_metric__uses_prog(m, p->name))
 			continue;
-		json_array_append_new(a, json_pack("{s:s, s:I, s:b}", "name", p->name, "prog_id",
-						   (json_int_t)p->prog_id, "attached",
-						   p->attached));
+		json_array_append_new(a,
+				      json_pack("{s:s, s:I, s:b}", "name", p->name, "prog_id",
+						(json_int_t)p->prog_id, "attached", p->attached));
 	}
 	return a;
 }
@@ -446,9 +446,11 @@ static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 	if (!m)
 		return -ENOENT;
 	if (m->sr)
-		return ktel_err_set(err, EINVAL, "metric %s: a stream of events, not a histogram: "
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: a stream of events, not a histogram: "
 				    "its events reach the sinks as they happen (ktelemetryctl watch "
-				    "shows them live)", m->md->name);
+				    "shows them live)",
+				    m->md->name);
 	if (!m->mp)
 		return ktel_err_set(err, ENODEV, "metric %s: %s", m->md->name,
 				    m->problem[0] ? m->problem : "not loaded");
@@ -485,16 +487,18 @@ static int op_watch(void *ctx, json_t *resp, struct ktel_err *err)
 
 	json_object_set_new(resp, "sockets", a);
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
-		const char *path = json_string_value(json_object_get(cfg->sinks[i].options,
-								     "socket"));
+		const char *path = json_string_value(
+			json_object_get(cfg->sinks[i].options, "socket"));
 
 		if (strcmp(cfg->sinks[i].type, "stream") == 0 && path)
-			json_array_append_new(a, json_pack("{s:s, s:s}", "sink",
-							   cfg->sinks[i].name, "socket", path));
+			json_array_append_new(a, json_pack("{s:s, s:s}", "sink", cfg->sinks[i].name,
+							   "socket", path));
 	}
 	if (!json_array_size(a))
-		return ktel_err_set(err, ENOENT, "no sink of type \"stream\" with a \"socket\" in "
-				    "the config (%s)", cfg->source);
+		return ktel_err_set(err, ENOENT,
+				    "no sink of type \"stream\" with a \"socket\" in "
+				    "the config (%s)",
+				    cfg->source);
 	return 0;
 }
 

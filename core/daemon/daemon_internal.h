@@ -103,8 +103,8 @@ struct ktel_metric *daemon_plugins__next_metric(const struct daemon_plugins *p,
 						struct ktel_metric_iter *it);
 
 /* Every metric of every loaded plugin, in load order; m is the caller's. */
-#define for_each_metric(p, m)                                                           \
-	for (struct ktel_metric_iter m##_it_ = {0};                                     \
+#define for_each_metric(p, m)                       \
+	for (struct ktel_metric_iter m##_it_ = {0}; \
 	     ((m) = daemon_plugins__next_metric((p), &m##_it_)) != NULL;)
 
 /* ---- the state saver (daemon_state.c) ------------------------------------- */
@@ -180,7 +180,7 @@ void daemon_self__plugin_freed(struct ktel_loaded_plugin *lp);
 
 struct ktel_daemon {
 	uv_loop_t *loop;
-	bool started;       /* daemon__start succeeded: a shutdown pulls */
+	bool started; /* daemon__start succeeded: a shutdown pulls */
 	bool shutting_down;
 	int exit_code;
 	struct ktel_config *cfg;

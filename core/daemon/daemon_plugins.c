@@ -160,8 +160,7 @@ static void param_names(const struct ktel_plugin_desc *desc, char *buf, size_t l
  * not an integer refuses the plugin: a setting silently ignored would leave
  * the metric measuring something else than the config says.
  */
-static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugin,
-		       int64_t *values)
+static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugin, int64_t *values)
 {
 	const struct ktel_plugin_desc *desc = &plugin->desc;
 	char names[512];
@@ -169,13 +168,15 @@ static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugi
 	for (uint32_t i = 0; i < desc->n_params; i++)
 		values[i] = desc->params[i].default_value;
 	for (uint32_t j = 0; j < desc->n_metrics; j++) {
-		const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg, desc->metrics[j].name);
+		const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg,
+								       desc->metrics[j].name);
 		const char *key;
 		json_t *v;
 
 		if (!mc || !mc->params)
 			continue;
-		json_object_foreach(mc->params, key, v) {
+		json_object_foreach(mc->params, key, v)
+		{
 			int k = param_index(desc, key);
 
 			if (k >= 0 && json_is_integer(v)) {
@@ -183,8 +184,10 @@ static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugi
 				continue;
 			}
 			param_names(desc, names, sizeof(names));
-			refuse(p, plugin->path, "plugin %s: refused: metrics.%s.params.%s: %s "
-			       "(plugin %s has params: %s)", plugin->path, desc->metrics[j].name, key,
+			refuse(p, plugin->path,
+			       "plugin %s: refused: metrics.%s.params.%s: %s "
+			       "(plugin %s has params: %s)",
+			       plugin->path, desc->metrics[j].name, key,
 			       k < 0 ? "no such param" : "expected an integer", desc->name, names);
 			return -EINVAL;
 		}
@@ -217,15 +220,18 @@ static void baseline_at_open(struct daemon_plugins *p, struct ktel_metric *m)
 	bool taken;
 
 	if (ktel_metric_pull__baseline(m->mp, p->d->delta, &taken, &err)) {
-		ktel_log(KTEL_LOG_WARN, "metric %s: baseline at start: %s (the first pull "
-			 "sets it instead)", m->md->name, err.msg);
+		ktel_log(KTEL_LOG_WARN,
+			 "metric %s: baseline at start: %s (the first pull "
+			 "sets it instead)",
+			 m->md->name, err.msg);
 		return;
 	}
 	if (taken)
-		ktel_log(KTEL_LOG_INFO, "metric %s: reused pinned map %u has no saved state: "
+		ktel_log(KTEL_LOG_INFO,
+			 "metric %s: reused pinned map %u has no saved state: "
 			 "what it counted before this start is not reported (baseline taken "
-			 "before attaching); everything from now on is", m->md->name,
-			 ktel_metric_pull__map_id(m->mp));
+			 "before attaching); everything from now on is",
+			 m->md->name, ktel_metric_pull__map_id(m->mp));
 }
 
 /* Resolve every metric of a loaded plugin: a pull for accumulators, a ring
@@ -274,8 +280,9 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 	}
 	for (size_t i = 0; i < bp->n_maps; i++)
 		if (bp->maps[i].pinned)
-			ktel_log(KTEL_LOG_INFO, "plugin %s: map %s %s %s%s%s", lp->plugin->desc.name,
-				 bp->maps[i].name, bp->maps[i].reused ? "reuses pin" : "pinned at",
+			ktel_log(KTEL_LOG_INFO, "plugin %s: map %s %s %s%s%s",
+				 lp->plugin->desc.name, bp->maps[i].name,
+				 bp->maps[i].reused ? "reuses pin" : "pinned at",
 				 bp->maps[i].pin_path, bp->maps[i].note[0] ? ": " : "",
 				 bp->maps[i].note);
 	for (size_t i = 0; i < bp->n_progs; i++)
@@ -422,7 +429,7 @@ static void unload_plugin(struct daemon_plugins *p, size_t i, const char *why)
 }
 
 static struct ktel_loaded_plugin *plugin_by_path(struct daemon_plugins *p, const char *path,
-						  size_t *ret_index)
+						 size_t *ret_index)
 {
 	for (size_t i = 0; i < p->n; i++)
 		if (strcmp(p->items[i]->path, path) == 0) {
@@ -464,14 +471,17 @@ static int check_collisions(struct daemon_plugins *p, const struct ktel_plugin *
 		const struct ktel_loaded_plugin *lp = p->items[i];
 
 		if (strcmp(lp->plugin->desc.name, desc->name) == 0) {
-			refuse(p, plugin->path, "%s: refused: plugin name %s is taken by %s "
-			       "(loaded first; plugin names must be unique)", plugin->path,
-			       desc->name, lp->path);
+			refuse(p, plugin->path,
+			       "%s: refused: plugin name %s is taken by %s "
+			       "(loaded first; plugin names must be unique)",
+			       plugin->path, desc->name, lp->path);
 			return -EEXIST;
 		}
 		if (ktel_bpf_pins_collide(plugin, lp->plugin, pin, sizeof(pin))) {
-			refuse(p, plugin->path, "%s: refused: its pin %s/%s would be that of %s "
-			       "(plugin %s)", plugin->path, p->d->cfg->pin_root, pin, lp->path,
+			refuse(p, plugin->path,
+			       "%s: refused: its pin %s/%s would be that of %s "
+			       "(plugin %s)",
+			       plugin->path, p->d->cfg->pin_root, pin, lp->path,
 			       lp->plugin->desc.name);
 			return -EEXIST;
 		}
@@ -480,8 +490,10 @@ static int check_collisions(struct daemon_plugins *p, const struct ktel_plugin *
 		struct ktel_metric *m = daemon_plugins__metric(p, desc->metrics[j].name);
 
 		if (m) {
-			refuse(p, plugin->path, "%s: refused: duplicate metric name %s (already "
-			       "provided by %s)", plugin->path, desc->metrics[j].name, m->lp->path);
+			refuse(p, plugin->path,
+			       "%s: refused: duplicate metric name %s (already "
+			       "provided by %s)",
+			       plugin->path, desc->metrics[j].name, m->lp->path);
 			return -EEXIST;
 		}
 	}
@@ -700,7 +712,7 @@ static int rescan(struct daemon_plugins *p, int *ret_changes, struct ktel_err *e
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
 	/* Start the metrics of plugins that arrived with this scan. */
-	for_each_metric(p, m)
+	for_each_metric (p, m)
 		if (!m->enabled && !m->started_once)
 			start_metric(p, m);
 	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
@@ -817,7 +829,7 @@ void daemon_plugins__stop_counting(struct daemon_plugins *p)
 	for (size_t i = 0; i < p->n; i++)
 		if (p->items[i]->bpf)
 			ktel_bpf_plugin__detach_all(p->items[i]->bpf);
-	for_each_metric(p, m)
+	for_each_metric (p, m)
 		if (m->enabled)
 			ktel_stream_reader__stop(m->sr);
 }
@@ -842,7 +854,7 @@ void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
 {
 	struct ktel_metric *m;
 
-	for_each_metric(p, m)
+	for_each_metric (p, m)
 		close_metric(m, flush_streams);
 	if (p->rescan_timer_init) {
 		uv_close((uv_handle_t *)&p->rescan_timer, NULL);
@@ -883,7 +895,7 @@ struct ktel_metric *daemon_plugins__metric(const struct daemon_plugins *p, const
 {
 	struct ktel_metric *m;
 
-	for_each_metric(p, m)
+	for_each_metric (p, m)
 		if (strcmp(m->md->name, name) == 0)
 			return m;
 	return NULL;

@@ -24,8 +24,10 @@
 static void refuse_change(struct ktel_config_errors *errs, const char *key, const char *why,
 			  const char *from, const char *to)
 {
-	ktel_config_errors__add(errs, "%s: cannot change while the daemon runs (%s): %s -> %s: "
-				"restart ktelemetryd to apply it", key, why, from, to);
+	ktel_config_errors__add(errs,
+				"%s: cannot change while the daemon runs (%s): %s -> %s: "
+				"restart ktelemetryd to apply it",
+				key, why, from, to);
 }
 
 static void check_string(struct ktel_config_errors *errs, const char *key, const char *why,
@@ -58,7 +60,7 @@ static void check_params(struct ktel_daemon *d, const struct ktel_config *old,
 {
 	struct ktel_metric *m;
 
-	for_each_metric(&d->plugins, m) {
+	for_each_metric (&d->plugins, m) {
 		const char *name = m->md->name;
 		const struct ktel_metric_cfg *a = ktel_config__metric(old, name);
 		const struct ktel_metric_cfg *b = ktel_config__metric(cfg, name);
@@ -87,8 +89,7 @@ static void check_immutable(struct ktel_daemon *d, const struct ktel_config *old
 			    const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
 	check_string(errs, "pin_root", "maps are pinned there", old->pin_root, cfg->pin_root);
-	check_gid(errs, "pin_group", "the pins were created with it", old->pin_gid,
-		  cfg->pin_gid);
+	check_gid(errs, "pin_group", "the pins were created with it", old->pin_gid, cfg->pin_gid);
 	check_string(errs, "state_file", "the delta state lives there", old->state_file,
 		     cfg->state_file);
 	check_string(errs, "control_socket", "clients are connected to it", old->control_socket,
@@ -256,8 +257,10 @@ static void close_blocking(struct ktel_daemon *d, const struct ktel_config *cfg,
 			continue;
 		ktel_router__remove_sink(d->router, was->name, old->sink_close_timeout_ms, NULL,
 					 NULL);
-		ktel_log(KTEL_LOG_INFO, "sink %s: closed first: its successor needs its port or "
-			 "socket", was->name);
+		ktel_log(KTEL_LOG_INFO,
+			 "sink %s: closed first: its successor needs its port or "
+			 "socket",
+			 was->name);
 		p->closed[p->n_closed++] = was;
 	}
 }
@@ -275,16 +278,16 @@ static void restore_closed(struct ktel_daemon *d, struct sink_plan *p,
 			continue;
 		}
 		p->n_lost++;
-		ktel_config_errors__add(errs, "sinks.%s: closed so that its new instance could "
+		ktel_config_errors__add(errs,
+					"sinks.%s: closed so that its new instance could "
 					"take its port or socket, and cannot open again with its "
-					"previous options: %s: it is not running", was->name,
-					err.msg);
+					"previous options: %s: it is not running",
+					was->name, err.msg);
 	}
 }
 
 /* Route to the new instances and close what the new config dropped. */
-static void install_steps(struct ktel_daemon *d, const struct ktel_config *cfg,
-			  struct sink_plan *p)
+static void install_steps(struct ktel_daemon *d, const struct ktel_config *cfg, struct sink_plan *p)
 {
 	const struct ktel_config *old = d->cfg;
 
@@ -403,7 +406,7 @@ static size_t apply_metrics(struct ktel_daemon *d, const struct ktel_config *old
 	struct ktel_metric *m;
 	size_t failed = 0;
 
-	for_each_metric(&d->plugins, m) {
+	for_each_metric (&d->plugins, m) {
 		struct metric_setting was, now;
 		struct ktel_err err;
 
@@ -454,13 +457,13 @@ static const char **loaded_metric_names(const struct ktel_daemon *d, size_t *ret
 	const char **names;
 	size_t n = 0;
 
-	for_each_metric(&d->plugins, m)
+	for_each_metric (&d->plugins, m)
 		n++;
 	names = calloc(n + 1, sizeof(*names));
 	if (!names)
 		return NULL;
 	n = 0;
-	for_each_metric(&d->plugins, m)
+	for_each_metric (&d->plugins, m)
 		names[n++] = m->md->name;
 	*ret_n = n;
 	return names;
@@ -478,8 +481,8 @@ static int load_config(struct ktel_daemon *d, const char *path, const char *sour
 	ktel_config_set_installed_metrics(names, n);
 	errs->want_warnings = true; /* logged below; the caller clears errs */
 	rc = path ? ktel_config__load_file(path, &d->opts.vars, ret, errs, err)
-		  : ktel_config__load_string(d->opts.config_text, source, &d->opts.vars, ret,
-					     errs, err);
+		  : ktel_config__load_string(d->opts.config_text, source, &d->opts.vars, ret, errs,
+					     err);
 	ktel_config_set_installed_metrics(NULL, 0);
 	free(names);
 	return rc;
@@ -504,20 +507,24 @@ int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_con
 	if (rc || errs->n) {
 		ktel_config__free(cfg);
 		if (rc == -EIO)
-			return ktel_err_set(err, EIO, "%s: %zu error%s: the old configuration runs, "
+			return ktel_err_set(err, EIO,
+					    "%s: %zu error%s: the old configuration runs, "
 					    "but a sink closed for the reload could not open again "
-					    "(named in the errors)", source, errs->n,
-					    errs->n == 1 ? "" : "s");
-		return ktel_err_set(err, EINVAL, "%s: %zu error%s: the running configuration is "
-				    "unchanged", source, errs->n, errs->n == 1 ? "" : "s");
+					    "(named in the errors)",
+					    source, errs->n, errs->n == 1 ? "" : "s");
+		return ktel_err_set(err, EINVAL,
+				    "%s: %zu error%s: the running configuration is "
+				    "unchanged",
+				    source, errs->n, errs->n == 1 ? "" : "s");
 	}
 	for (size_t i = 0; i < errs->n_warnings; i++)
 		ktel_log(KTEL_LOG_WARN, "reload: %s: %s", source, errs->warnings[i]);
 	failed = install_config(d, cfg, errs);
 	if (failed)
-		return ktel_err_set(err, EIO, "%s: applied, but %zu metric%s could not follow it "
-				    "(named in the errors)", source, failed,
-				    failed == 1 ? "" : "s");
+		return ktel_err_set(err, EIO,
+				    "%s: applied, but %zu metric%s could not follow it "
+				    "(named in the errors)",
+				    source, failed, failed == 1 ? "" : "s");
 	ktel_log(KTEL_LOG_INFO, "configuration reloaded from %s", source);
 	return 0;
 }

@@ -112,7 +112,8 @@ static size_t self_prog_records(const struct daemon_plugins *p, const struct kte
 				 bp->progs[j].name);
 			out[n].type = KTEL_RECORD_GAUGE;
 			out[n].unit = "ns";
-			out[n++].gauge = info.run_cnt ? (int64_t)(info.run_time_ns / info.run_cnt) : 0;
+			out[n++].gauge = info.run_cnt ? (int64_t)(info.run_time_ns / info.run_cnt)
+						      : 0;
 		}
 	}
 	return n;
@@ -126,7 +127,7 @@ static size_t self_metric_records(const struct daemon_plugins *p, const struct k
 	size_t n = 0;
 	int64_t idx = -1;
 
-	for_each_metric(p, m) {
+	for_each_metric (p, m) {
 		const char *name = m->md->name;
 
 		idx++;

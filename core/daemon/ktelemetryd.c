@@ -92,8 +92,7 @@ static int load_config(const char *path, struct ktel_config **ret)
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "%s: %s\n", path ? path : "<embedded>", errs.msgs[i]);
 	for (size_t i = 0; !r && i < errs.n_warnings; i++)
-		fprintf(stderr, "%s: warning: %s\n", path ? path : "<embedded>",
-			errs.warnings[i]);
+		fprintf(stderr, "%s: warning: %s\n", path ? path : "<embedded>", errs.warnings[i]);
 	if (r && !errs.n)
 		fprintf(stderr, "ktelemetryd: %s\n", err.msg);
 	ktel_config_errors__clear(&errs);
@@ -141,9 +140,11 @@ static void on_signal(uv_signal_t *h, int signum)
 	 * with the default action, throwing the queued lines away: the flush
 	 * is bounded by the sinks' close timeout, so finish it, and say so. */
 	if (st->stopping) {
-		ktel_log(KTEL_LOG_WARN, "%s again: still flushing the sinks (bounded by their "
+		ktel_log(KTEL_LOG_WARN,
+			 "%s again: still flushing the sinks (bounded by their "
 			 "close timeout; what is not written by then is counted dropped and "
-			 "logged); SIGKILL abandons the flush and loses it", strsignal(signum));
+			 "logged); SIGKILL abandons the flush and loses it",
+			 strsignal(signum));
 		return;
 	}
 	st->stopping = true;
@@ -219,7 +220,11 @@ static int run(struct ktel_config *cfg, const struct ktel_daemon_opts *opts)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CHECK = 256, OPT_ONCE, OPT_DOC };
+	enum {
+		OPT_CHECK = 256,
+		OPT_ONCE,
+		OPT_DOC
+	};
 	static const struct option long_opts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"check-config", required_argument, NULL, OPT_CHECK},
@@ -261,8 +266,10 @@ int main(int argc, char **argv)
 			double s = strtod(optarg, &end);
 
 			if (*end || s < 0 || s > 86400) {
-				fprintf(stderr, "ktelemetryd: --once: expected seconds 0..86400, "
-					"got \"%s\"\n", optarg);
+				fprintf(stderr,
+					"ktelemetryd: --once: expected seconds 0..86400, "
+					"got \"%s\"\n",
+					optarg);
 				return EXIT_BAD_INPUT;
 			}
 			opts.once = true;
@@ -274,8 +281,10 @@ int main(int argc, char **argv)
 		case 'l':
 			r = ktel_log_parse_level(optarg);
 			if (r < 0) {
-				fprintf(stderr, "ktelemetryd: --log-level: expected error, warn, info "
-					"or debug, got \"%s\"\n", optarg);
+				fprintf(stderr,
+					"ktelemetryd: --log-level: expected error, warn, info "
+					"or debug, got \"%s\"\n",
+					optarg);
 				return EXIT_BAD_INPUT;
 			}
 			ktel_log_set_level(r);
@@ -313,7 +322,7 @@ int main(int argc, char **argv)
 	/* One kernel BTF parse per plugin scan, lent to each load. */
 	if (ktel_vmlinux_btf__interpose())
 		ktel_log(KTEL_LOG_DEBUG, "libbpf's btf__free() does not reach the daemon: "
-			 "each plugin load parses the kernel BTF itself");
+					 "each plugin load parses the kernel BTF itself");
 	opts.config_path = config_path;
 	opts.config_text = (const char *)ktel_default_config;
 	config_vars(&opts.vars);

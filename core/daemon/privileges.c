@@ -33,19 +33,46 @@
 
 #define CAP_NAME(c) [c] = #c
 static const char *const cap_names[] = {
-	CAP_NAME(CAP_CHOWN), CAP_NAME(CAP_DAC_OVERRIDE), CAP_NAME(CAP_DAC_READ_SEARCH),
-	CAP_NAME(CAP_FOWNER), CAP_NAME(CAP_FSETID), CAP_NAME(CAP_KILL), CAP_NAME(CAP_SETGID),
-	CAP_NAME(CAP_SETUID), CAP_NAME(CAP_SETPCAP), CAP_NAME(CAP_LINUX_IMMUTABLE),
-	CAP_NAME(CAP_NET_BIND_SERVICE), CAP_NAME(CAP_NET_BROADCAST), CAP_NAME(CAP_NET_ADMIN),
-	CAP_NAME(CAP_NET_RAW), CAP_NAME(CAP_IPC_LOCK), CAP_NAME(CAP_IPC_OWNER),
-	CAP_NAME(CAP_SYS_MODULE), CAP_NAME(CAP_SYS_RAWIO), CAP_NAME(CAP_SYS_CHROOT),
-	CAP_NAME(CAP_SYS_PTRACE), CAP_NAME(CAP_SYS_PACCT), CAP_NAME(CAP_SYS_ADMIN),
-	CAP_NAME(CAP_SYS_BOOT), CAP_NAME(CAP_SYS_NICE), CAP_NAME(CAP_SYS_RESOURCE),
-	CAP_NAME(CAP_SYS_TIME), CAP_NAME(CAP_SYS_TTY_CONFIG), CAP_NAME(CAP_MKNOD),
-	CAP_NAME(CAP_LEASE), CAP_NAME(CAP_AUDIT_WRITE), CAP_NAME(CAP_AUDIT_CONTROL),
-	CAP_NAME(CAP_SETFCAP), CAP_NAME(CAP_MAC_OVERRIDE), CAP_NAME(CAP_MAC_ADMIN),
-	CAP_NAME(CAP_SYSLOG), CAP_NAME(CAP_WAKE_ALARM), CAP_NAME(CAP_BLOCK_SUSPEND),
-	CAP_NAME(CAP_AUDIT_READ), CAP_NAME(CAP_PERFMON), CAP_NAME(CAP_BPF),
+	CAP_NAME(CAP_CHOWN),
+	CAP_NAME(CAP_DAC_OVERRIDE),
+	CAP_NAME(CAP_DAC_READ_SEARCH),
+	CAP_NAME(CAP_FOWNER),
+	CAP_NAME(CAP_FSETID),
+	CAP_NAME(CAP_KILL),
+	CAP_NAME(CAP_SETGID),
+	CAP_NAME(CAP_SETUID),
+	CAP_NAME(CAP_SETPCAP),
+	CAP_NAME(CAP_LINUX_IMMUTABLE),
+	CAP_NAME(CAP_NET_BIND_SERVICE),
+	CAP_NAME(CAP_NET_BROADCAST),
+	CAP_NAME(CAP_NET_ADMIN),
+	CAP_NAME(CAP_NET_RAW),
+	CAP_NAME(CAP_IPC_LOCK),
+	CAP_NAME(CAP_IPC_OWNER),
+	CAP_NAME(CAP_SYS_MODULE),
+	CAP_NAME(CAP_SYS_RAWIO),
+	CAP_NAME(CAP_SYS_CHROOT),
+	CAP_NAME(CAP_SYS_PTRACE),
+	CAP_NAME(CAP_SYS_PACCT),
+	CAP_NAME(CAP_SYS_ADMIN),
+	CAP_NAME(CAP_SYS_BOOT),
+	CAP_NAME(CAP_SYS_NICE),
+	CAP_NAME(CAP_SYS_RESOURCE),
+	CAP_NAME(CAP_SYS_TIME),
+	CAP_NAME(CAP_SYS_TTY_CONFIG),
+	CAP_NAME(CAP_MKNOD),
+	CAP_NAME(CAP_LEASE),
+	CAP_NAME(CAP_AUDIT_WRITE),
+	CAP_NAME(CAP_AUDIT_CONTROL),
+	CAP_NAME(CAP_SETFCAP),
+	CAP_NAME(CAP_MAC_OVERRIDE),
+	CAP_NAME(CAP_MAC_ADMIN),
+	CAP_NAME(CAP_SYSLOG),
+	CAP_NAME(CAP_WAKE_ALARM),
+	CAP_NAME(CAP_BLOCK_SUSPEND),
+	CAP_NAME(CAP_AUDIT_READ),
+	CAP_NAME(CAP_PERFMON),
+	CAP_NAME(CAP_BPF),
 	CAP_NAME(CAP_CHECKPOINT_RESTORE),
 };
 
@@ -247,8 +274,10 @@ static int apply_to_thread(pid_t tid, int sig, struct ktel_err *err)
 	if (task_status(tid, "SigBlk", &blocked, name, sizeof(name)) == -ENOENT)
 		return 0; /* it exited */
 	if (blocked & (1ULL << (sig - 1)))
-		return ktel_err_set(err, EBUSY, "drop_privileges: thread %d (%s) blocks signal %d, "
-				    "its capabilities cannot be changed", (int)tid, name, sig);
+		return ktel_err_set(err, EBUSY,
+				    "drop_privileges: thread %d (%s) blocks signal %d, "
+				    "its capabilities cannot be changed",
+				    (int)tid, name, sig);
 	if (syscall(SYS_tgkill, getpid(), tid, sig)) {
 		if (errno == ESRCH)
 			return 0;
@@ -257,9 +286,10 @@ static int apply_to_thread(pid_t tid, int sig, struct ktel_err *err)
 	}
 	for (int waited = 0; atomic_load(&plan.acks) == before; waited++) {
 		if (waited == ACK_WAIT_MS)
-			return ktel_err_set(err, ETIMEDOUT, "drop_privileges: thread %d (%s) did "
-					    "not take the change within %d ms", (int)tid, name,
-					    ACK_WAIT_MS);
+			return ktel_err_set(err, ETIMEDOUT,
+					    "drop_privileges: thread %d (%s) did "
+					    "not take the change within %d ms",
+					    (int)tid, name, ACK_WAIT_MS);
 		sleep_ms(1);
 	}
 	e = atomic_load(&plan.error);
@@ -293,7 +323,8 @@ static int apply_to_others(int sig, struct ktel_err *err)
 			if (contains(done, n_done, now[i]))
 				continue;
 			if (n_done == KTEL_PRIVILEGES_MAX_THREADS)
-				return ktel_err_set(err, E2BIG, "drop_privileges: more than %d threads",
+				return ktel_err_set(err, E2BIG,
+						    "drop_privileges: more than %d threads",
 						    KTEL_PRIVILEGES_MAX_THREADS);
 			r = apply_to_thread(now[i], sig, err);
 			if (r)
@@ -341,9 +372,10 @@ static int raise_memlock(struct ktel_err *err)
 	if (uname(&u) == 0 && !ktel_privileges_memlock_charged(u.release))
 		return 0;
 	if (setrlimit(RLIMIT_MEMLOCK, &inf))
-		return ktel_err_set(err, errno, "drop_privileges: kernel %s charges BPF memory to "
-				    "RLIMIT_MEMLOCK and raising it failed: %s", u.release,
-				    strerror(errno));
+		return ktel_err_set(err, errno,
+				    "drop_privileges: kernel %s charges BPF memory to "
+				    "RLIMIT_MEMLOCK and raising it failed: %s",
+				    u.release, strerror(errno));
 	return 0;
 }
 

@@ -32,8 +32,8 @@
 #define KTEL_PRIVILEGES_MAX_THREADS 256
 
 struct ktel_privileges_opts {
-	bool drop;       /* the config's drop_privileges; false: do nothing */
-	gid_t pin_gid;   /* group of new pins: other than 0 and -1 keeps CAP_CHOWN */
+	bool drop;     /* the config's drop_privileges; false: do nothing */
+	gid_t pin_gid; /* group of new pins: other than 0 and -1 keeps CAP_CHOWN */
 	/* Keep exactly `keep` instead of the computed set (tests, odd setups);
 	 * without exact, `keep` is added to the computed set. */
 	bool exact;

@@ -458,8 +458,8 @@ void ktel_router__discard_sink(struct ktel_router_staged *s)
 	e->ops->close(e->priv, 0, entry_closed, e);
 }
 
-int ktel_router__check_names(const struct ktel_router *r, const char *const *names,
-			     size_t n_names, struct ktel_err *err)
+int ktel_router__check_names(const struct ktel_router *r, const char *const *names, size_t n_names,
+			     struct ktel_err *err)
 {
 	for (size_t i = 0; i < n_names; i++)
 		if (!names[i] || find(r, names[i]) < 0)
@@ -473,7 +473,7 @@ int ktel_router__check_names(const struct ktel_router *r, const char *const *nam
 static size_t targets(struct ktel_router *r, const char *const *sink_names, size_t n_names,
 		      bool cumulative_only, struct sink_entry **to)
 {
-	bool done[KTEL_ROUTER_MAX_SINKS] = { false };
+	bool done[KTEL_ROUTER_MAX_SINKS] = {false};
 	size_t n = 0;
 
 	if (cumulative_only)
@@ -514,8 +514,7 @@ static void route(struct ktel_router *r, const struct ktel_record *recs, size_t 
 		to[i]->ops->submit(to[i]->priv, recs, n);
 }
 
-void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names,
-			      size_t n_names)
+void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names, size_t n_names)
 {
 	r->batch = (struct batch){.open = true, .names = sink_names, .n_names = n_names};
 }
@@ -614,8 +613,7 @@ size_t ktel_router__reopen(struct ktel_router *r)
 	return n;
 }
 
-int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf,
-			    size_t len)
+int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf, size_t len)
 {
 	ssize_t i = find(r, name);
 
@@ -637,11 +635,11 @@ static const struct self_counter {
 	const char *unit; /* what it counts */
 	size_t offset;
 } self_counters[] = {
-	{ "ktel_sink_sent", "records", offsetof(struct ktel_sink_stats, sent) },
-	{ "ktel_sink_dropped", "records", offsetof(struct ktel_sink_stats, dropped) },
-	{ "ktel_sink_errors", "errors", offsetof(struct ktel_sink_stats, errors) },
-	{ "ktel_sink_reconnects", "reconnects", offsetof(struct ktel_sink_stats, reconnects) },
-	{ "ktel_sink_skipped", "records", offsetof(struct ktel_sink_stats, skipped) },
+	{"ktel_sink_sent", "records", offsetof(struct ktel_sink_stats, sent)},
+	{"ktel_sink_dropped", "records", offsetof(struct ktel_sink_stats, dropped)},
+	{"ktel_sink_errors", "errors", offsetof(struct ktel_sink_stats, errors)},
+	{"ktel_sink_reconnects", "reconnects", offsetof(struct ktel_sink_stats, reconnects)},
+	{"ktel_sink_skipped", "records", offsetof(struct ktel_sink_stats, skipped)},
 };
 
 _Static_assert(KTEL_ARRAY_SIZE(self_counters) + 1 == KTEL_ROUTER_SELF_PER_SINK,
@@ -675,13 +673,14 @@ int ktel_router__self_records(struct ktel_router *r, const struct ktel_record *t
 		return -ENOSPC;
 	for (size_t i = 0; i < r->n_sinks; i++) {
 		struct sink_entry *e = r->sinks[i];
-		struct ktel_sink_stats st = { 0 };
+		struct ktel_sink_stats st = {0};
 
 		e->ops->stats(e->priv, &st);
 		for (size_t c = 0; c < KTEL_ARRAY_SIZE(self_counters); c++) {
 			struct ktel_record *rec = &recs[n++];
 			uint64_t cur = stat_at(&st, self_counters[c].offset);
-			uint64_t prev = e->reported ? stat_at(&e->last, self_counters[c].offset) : 0;
+			uint64_t prev = e->reported ? stat_at(&e->last, self_counters[c].offset)
+						    : 0;
 
 			self_record(rec, tmpl, e, i, self_counters[c].metric);
 			rec->unit = self_counters[c].unit;
@@ -701,8 +700,7 @@ int ktel_router__self_records(struct ktel_router *r, const struct ktel_record *t
 	return 0;
 }
 
-void ktel_router__on_close_report(struct ktel_router *r, ktel_router_close_report_fn fn,
-				  void *ctx)
+void ktel_router__on_close_report(struct ktel_router *r, ktel_router_close_report_fn fn, void *ctx)
 {
 	r->report = fn;
 	r->report_ctx = ctx;

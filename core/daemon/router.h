@@ -90,8 +90,8 @@ void ktel_router__discard_sink(struct ktel_router_staged *s);
 
 /* Every name in names must be a sink of r (config-time check): 0, or
  * -ENOENT with err naming the first unknown one. */
-int ktel_router__check_names(const struct ktel_router *r, const char *const *names,
-			     size_t n_names, struct ktel_err *err);
+int ktel_router__check_names(const struct ktel_router *r, const char *const *names, size_t n_names,
+			     struct ktel_err *err);
 
 /*
  * Hand n records to the sinks named in sink_names (NULL or n_names == 0:
@@ -113,8 +113,7 @@ void ktel_router__route(struct ktel_router *r, const struct ktel_record *recs, s
  * batch at a time, with no sink added or removed in between (a pull runs
  * in one go on the loop).
  */
-void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names,
-			      size_t n_names);
+void ktel_router__batch_begin(struct ktel_router *r, const char *const *sink_names, size_t n_names);
 /* A batch of totals, to the cumulative sinks among them only (as
  * ktel_router__route_totals). */
 void ktel_router__batch_begin_totals(struct ktel_router *r, const char *const *sink_names,
@@ -165,8 +164,7 @@ bool ktel_router__any_cumulative(const struct ktel_router *r);
  */
 typedef void (*ktel_router_close_report_fn)(const char *sink, const struct ktel_sink_stats *final,
 					    uint64_t dropped_at_close, void *ctx);
-void ktel_router__on_close_report(struct ktel_router *r, ktel_router_close_report_fn fn,
-				  void *ctx);
+void ktel_router__on_close_report(struct ktel_router *r, ktel_router_close_report_fn fn, void *ctx);
 
 void ktel_router__close(struct ktel_router *r, uint64_t timeout_ms, ktel_sink_closed_cb done,
 			void *ctx);
@@ -184,8 +182,7 @@ void ktel_router__stats(const struct ktel_router *r, struct ktel_router_stats *r
 size_t ktel_router__reopen(struct ktel_router *r);
 
 /* Where sink name delivers (ktel_sink_ops.where), "" when it does not say. */
-int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf,
-			    size_t len);
+int ktel_router__sink_where(const struct ktel_router *r, const char *name, char *buf, size_t len);
 
 /*
  * Self-telemetry: KTEL_ROUTER_SELF_PER_SINK records per sink, built from the

@@ -30,7 +30,7 @@ static unsigned int frees_seen; /* calls of btf__free(), for the check */
 static bool resolve(void)
 {
 	if (!real_load)
-		real_load = (struct btf *(*)(void))dlsym(RTLD_NEXT, "btf__load_vmlinux_btf");
+		real_load = (struct btf * (*)(void)) dlsym(RTLD_NEXT, "btf__load_vmlinux_btf");
 	if (!real_free)
 		real_free = (ktel_btf_free_fn)dlsym(RTLD_NEXT, "btf__free");
 	return real_load && real_free;

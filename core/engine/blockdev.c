@@ -12,10 +12,10 @@
 
 struct entry {
 	uint32_t major, minor;
-	bool used;          /* holds a device */
-	bool named;         /* name is valid */
-	uint64_t read_ns;   /* when sysfs was read */
-	uint64_t last_ns;   /* last lookup */
+	bool used;        /* holds a device */
+	bool named;       /* name is valid */
+	uint64_t read_ns; /* when sysfs was read */
+	uint64_t last_ns; /* last lookup */
 	char name[KTEL_BLOCKDEV_NAME_MAX];
 };
 
@@ -204,8 +204,8 @@ static struct entry *find_slot(struct ktel_blockdev_cache *c, uint32_t major, ui
 		if (!e->used) {
 			if (!victim || victim->used)
 				victim = e;
-		} else if (e->last_ns != now_ns && (!victim || (victim->used &&
-								e->last_ns < victim->last_ns))) {
+		} else if (e->last_ns != now_ns &&
+			   (!victim || (victim->used && e->last_ns < victim->last_ns))) {
 			victim = e;
 		}
 	}
@@ -224,8 +224,8 @@ static void refresh(struct ktel_blockdev_cache *c, struct entry *e, uint64_t now
 	e->read_ns = now_ns;
 }
 
-const char *ktel_blockdev_cache__name(struct ktel_blockdev_cache *c, uint32_t major,
-				      uint32_t minor, uint64_t now_ns)
+const char *ktel_blockdev_cache__name(struct ktel_blockdev_cache *c, uint32_t major, uint32_t minor,
+				      uint64_t now_ns)
 {
 	bool hit;
 	struct entry *e = c ? find_slot(c, major, minor, now_ns, &hit) : NULL;

@@ -59,8 +59,8 @@ void ktel_blockdev_cache__free(struct ktel_blockdev_cache *c);
  * lookups of one pull), or NULL when it does not resolve. The string lives
  * in the cache until a lookup at a later time replaces the entry.
  */
-const char *ktel_blockdev_cache__name(struct ktel_blockdev_cache *c, uint32_t major,
-				      uint32_t minor, uint64_t now_ns);
+const char *ktel_blockdev_cache__name(struct ktel_blockdev_cache *c, uint32_t major, uint32_t minor,
+				      uint64_t now_ns);
 
 const struct ktel_blockdev_stats *ktel_blockdev_cache__stats(const struct ktel_blockdev_cache *c);
 

@@ -47,7 +47,8 @@ static bool verifier_noise(const char *s, const char *e)
 	if (s == e)
 		return true;
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(noise); i++)
-		if ((size_t)(e - s) >= strlen(noise[i]) && strncmp(s, noise[i], strlen(noise[i])) == 0)
+		if ((size_t)(e - s) >= strlen(noise[i]) &&
+		    strncmp(s, noise[i], strlen(noise[i])) == 0)
 			return true;
 	return false;
 }
@@ -196,14 +197,14 @@ static bool under_bpffs_mount(const char *path)
 {
 	size_t len = strlen(KTEL_BPFFS_MOUNT);
 
-	return strncmp(path, KTEL_BPFFS_MOUNT, len) == 0 &&
-	       (path[len] == '/' || path[len] == '\0');
+	return strncmp(path, KTEL_BPFFS_MOUNT, len) == 0 && (path[len] == '/' || path[len] == '\0');
 }
 
 static int mount_bpffs(const char *pin_root, struct ktel_err *err)
 {
 	if (!under_bpffs_mount(pin_root))
-		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem", pin_root);
+		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem",
+				    pin_root);
 	if (geteuid() != 0)
 		return ktel_err_set(err, EPERM,
 				    "pin root %s: bpffs is not mounted at %s and only root can mount it "
@@ -215,8 +216,8 @@ static int mount_bpffs(const char *pin_root, struct ktel_err *err)
 	 * pin root, whose own mode (0750) and the pins' (0640) restrict access.
 	 */
 	if (mount("bpf", KTEL_BPFFS_MOUNT, "bpf", 0, "mode=0755") != 0)
-		return ktel_err_set(err, errno, "pin root %s: cannot mount bpffs at %s: %s", pin_root,
-				    KTEL_BPFFS_MOUNT, strerror(errno));
+		return ktel_err_set(err, errno, "pin root %s: cannot mount bpffs at %s: %s",
+				    pin_root, KTEL_BPFFS_MOUNT, strerror(errno));
 	return 0;
 }
 
@@ -234,8 +235,8 @@ static int make_dirs(const char *pin_root, size_t from, struct ktel_err *err)
 		memcpy(path, pin_root, i);
 		path[i] = '\0';
 		if (mkdir(path, KTEL_PIN_DIR_MODE) != 0 && errno != EEXIST)
-			return ktel_err_set(err, errno, "pin root %s: cannot create %s: %s", pin_root,
-					    path, strerror(errno));
+			return ktel_err_set(err, errno, "pin root %s: cannot create %s: %s",
+					    pin_root, path, strerror(errno));
 	}
 	return 0;
 }
@@ -274,14 +275,16 @@ int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err)
 	if (stat(pin_root, &st) != 0 || !S_ISDIR(st.st_mode))
 		return ktel_err_set(err, ENOTDIR, "pin root %s: not a directory", pin_root);
 	if (!on_bpffs(pin_root))
-		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem", pin_root);
+		return ktel_err_set(err, ENOTSUP, "pin root %s is not on a bpf filesystem",
+				    pin_root);
 	/* The mount's own root is every BPF user's: its mode and group are
 	 * not ours to set. */
 	if (is_mount_root(pin_root))
-		return ktel_err_set(err, EINVAL, "pin root %s is the root of a bpf filesystem, "
+		return ktel_err_set(err, EINVAL,
+				    "pin root %s is the root of a bpf filesystem, "
 				    "shared with every other BPF user: use a directory below it "
-				    "(such as %s/kernelstats)", pin_root,
-				    strcmp(pin_root, "/") ? pin_root : "");
+				    "(such as %s/kernelstats)",
+				    pin_root, strcmp(pin_root, "/") ? pin_root : "");
 	/* An existing pin root is ours too: mkdir's mode is subject to umask. */
 	if (chmod(pin_root, KTEL_PIN_DIR_MODE) != 0)
 		return ktel_err_set(err, errno, "pin root %s: chmod 0750: %s", pin_root,
@@ -333,7 +336,7 @@ static struct bpf_map *rodata_map(struct bpf_object *obj)
 	size_t len;
 
 	/* libbpf names internal maps "<obj prefix>.rodata". */
-	bpf_object__for_each_map(map, obj) {
+	bpf_object__for_each_map (map, obj) {
 		name = bpf_map__name(map);
 		len = strlen(name);
 		if (len >= 7 && strcmp(name + len - 7, ".rodata") == 0)
@@ -365,7 +368,8 @@ static int set_params(struct ktel_bpf_plugin *p, const int64_t *values, struct k
 	map = rodata_map(p->obj);
 	init = map ? bpf_map__initial_value(map, &size) : NULL;
 	if (!init)
-		return ktel_err_set(err, ENOENT, "plugin %s: params declared but no .rodata", d->name);
+		return ktel_err_set(err, ENOENT, "plugin %s: params declared but no .rodata",
+				    d->name);
 	data = malloc(size);
 	if (!data)
 		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
@@ -374,12 +378,13 @@ static int set_params(struct ktel_bpf_plugin *p, const int64_t *values, struct k
 		value = values ? values[i] : d->params[i].default_value;
 		if (ktel_bpf_rodata_var(p->obj, d->params[i].name, &off, &vsize) != 0 ||
 		    off + vsize > size) {
-			rc = ktel_err_set(err, ENOENT, "plugin %s: param %s not in .rodata", d->name,
-					  d->params[i].name);
+			rc = ktel_err_set(err, ENOENT, "plugin %s: param %s not in .rodata",
+					  d->name, d->params[i].name);
 			goto out;
 		}
 		if (!fits(value, vsize)) {
-			rc = ktel_err_set(err, ERANGE, "plugin %s: param %s: %lld does not fit in %zu bytes",
+			rc = ktel_err_set(err, ERANGE,
+					  "plugin %s: param %s: %lld does not fit in %zu bytes",
 					  d->name, d->params[i].name, (long long)value, vsize);
 			goto out;
 		}
@@ -482,7 +487,7 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 	size_t n = 0, i;
 	int rc = 0;
 
-	bpf_object__for_each_program(prog, p->obj)
+	bpf_object__for_each_program (prog, p->obj)
 		n++;
 	p->progs = calloc(n ? n : 1, sizeof(*p->progs));
 	choices = calloc(n ? n : 1, sizeof(*choices));
@@ -490,7 +495,7 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		rc = ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
 		goto out;
 	}
-	bpf_object__for_each_program(prog, p->obj) {
+	bpf_object__for_each_program (prog, p->obj) {
 		p->progs[p->n_progs].prog = prog;
 		/* Own copies: an unsupported plugin closes its object but keeps
 		 * the list (status and inspect show why each was skipped). */
@@ -535,7 +540,8 @@ static int add_map(struct ktel_bpf_plugin *p, const char *name, uint32_t metric,
 	m = &p->maps[p->n_maps];
 	m->map = bpf_object__find_map_by_name(p->obj, name);
 	if (!m->map)
-		return ktel_err_set(err, ENOENT, "plugin %s: metric %s names map %s, absent from the object",
+		return ktel_err_set(err, ENOENT,
+				    "plugin %s: metric %s names map %s, absent from the object",
 				    d->name, d->metrics[metric].name, name);
 	/*
 	 * The descriptor's string, not bpf_map__name(): libbpf 1.1's
@@ -601,7 +607,9 @@ static size_t pinned_maps(const struct ktel_plugin_desc *d, const char **names)
 bool ktel_bpf_pins_collide(const struct ktel_plugin *a, const struct ktel_plugin *b, char *buf,
 			   size_t len)
 {
-	enum { MAX = KTEL_PLUGIN_MAX_METRICS * (1 + KTEL_PLUGIN_MAX_DIMS) };
+	enum {
+		MAX = KTEL_PLUGIN_MAX_METRICS * (1 + KTEL_PLUGIN_MAX_DIMS)
+	};
 	char pa[2 * KTEL_PLUGIN_NAME_MAX + 8], pb[sizeof(pa)];
 	const char *na[MAX], *nb[MAX];
 	size_t n_a, n_b;
@@ -662,8 +670,7 @@ static const char *incompatible(const struct bpf_map_info *info, const struct bp
 }
 
 /* Reuse a compatible pin at m->pin_path, or mark an incompatible one for replacement. */
-static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m,
-			    struct ktel_err *err)
+static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m, struct ktel_err *err)
 {
 	const char *name = p->plugin->desc.name;
 	struct bpf_map_info info = {};
@@ -690,8 +697,9 @@ static int reuse_or_replace(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m,
 	if (!bad) {
 		rc = bpf_map__reuse_fd(m->map, fd);
 		if (rc)
-			rc = ktel_err_set(err, rc, "plugin %s: map %s: cannot reuse pin %s: %s", name,
-					  m->name, m->pin_path, strerror(-rc < 4000 ? -rc : EINVAL));
+			rc = ktel_err_set(err, rc, "plugin %s: map %s: cannot reuse pin %s: %s",
+					  name, m->name, m->pin_path,
+					  strerror(-rc < 4000 ? -rc : EINVAL));
 		else
 			m->reused = true;
 		goto out;
@@ -720,8 +728,8 @@ static int prepare_pins(struct ktel_bpf_plugin *p, const char *pin_root, struct 
 		n = snprintf(m->pin_path, sizeof(m->pin_path), "%s/map_%s_%s", pin_root, name,
 			     m->name);
 		if (n < 0 || (size_t)n >= sizeof(m->pin_path))
-			return ktel_err_set(err, ENAMETOOLONG, "plugin %s: map %s: pin path too long",
-					    name, m->name);
+			return ktel_err_set(err, ENAMETOOLONG,
+					    "plugin %s: map %s: pin path too long", name, m->name);
 		rc = reuse_or_replace(p, m, err);
 		if (rc)
 			return rc;
@@ -737,7 +745,8 @@ static int pin_map(struct ktel_bpf_plugin *p, struct ktel_bpf_map *m, gid_t gid,
 	int rc;
 
 	if (m->replace_pin && unlink(m->pin_path) != 0 && errno != ENOENT)
-		return ktel_err_set(err, errno, "plugin %s: map %s: cannot remove incompatible pin %s: %s",
+		return ktel_err_set(err, errno,
+				    "plugin %s: map %s: cannot remove incompatible pin %s: %s",
 				    name, m->name, m->pin_path, strerror(errno));
 	m->replace_pin = false;
 	if (bpf_obj_pin(m->fd, m->pin_path) != 0)
@@ -849,9 +858,10 @@ static void refusal_init(struct refusal *r, const char *name, int rc, char *log)
 	log[KTEL_VERIFIER_LOG_SIZE - 1] = '\0';
 	snprintf(r->prog, sizeof(r->prog), "%s", name);
 	if (strlen(log) == KTEL_VERIFIER_LOG_SIZE - 1) {
-		snprintf(r->reason, sizeof(r->reason), "load refused by this kernel: prog '%s': "
-			 "refused by the verifier (log over %d KiB: ENOSPC)", name,
-			 KTEL_VERIFIER_LOG_SIZE / 1024);
+		snprintf(r->reason, sizeof(r->reason),
+			 "load refused by this kernel: prog '%s': "
+			 "refused by the verifier (log over %d KiB: ENOSPC)",
+			 name, KTEL_VERIFIER_LOG_SIZE / 1024);
 	} else {
 		ktel_libbpf_strerror(rc, msg, sizeof(msg));
 		snprintf(r->reason, sizeof(r->reason), "load refused by this kernel: prog '%s': %s",
@@ -901,7 +911,7 @@ static int load_alone(const struct ktel_bpf_plugin *p, const int64_t *param_valu
 	rc = rc ?: set_params(&alone, param_values, NULL);
 	if (rc)
 		goto out;
-	bpf_object__for_each_program(prog, alone.obj) {
+	bpf_object__for_each_program (prog, alone.obj) {
 		it = name && strcmp(bpf_program__name(prog), name) == 0;
 		bpf_program__set_autoload(prog, it);
 		if (it)
@@ -976,7 +986,8 @@ static struct attempt load_object(struct ktel_bpf_plugin *p, const int64_t *para
 						   p->plugin->desc.name));
 	for (size_t i = 0; i < p->n_progs; i++)
 		if (p->progs[i].selected)
-			bpf_program__set_log_buf(p->progs[i].prog, logs + i * KTEL_VERIFIER_LOG_SIZE,
+			bpf_program__set_log_buf(p->progs[i].prog,
+						 logs + i * KTEL_VERIFIER_LOG_SIZE,
 						 KTEL_VERIFIER_LOG_SIZE);
 	ktel_libbpf_log__reset();
 	rc = bpf_object__load(p->obj);
@@ -1035,8 +1046,8 @@ static void reset_attempt(struct ktel_bpf_plugin *p)
  * and the refusal) when every program is excluded already, which only a
  * bug can do: an excluded program is never selected, so never refused.
  */
-static int exclude(struct exclusions *ex, const struct ktel_bpf_plugin *p,
-		   const struct refusal *r, struct ktel_err *err)
+static int exclude(struct exclusions *ex, const struct ktel_bpf_plugin *p, const struct refusal *r,
+		   struct ktel_err *err)
 {
 	if (ex->n >= KTEL_PLUGIN_MAX_PROGRAMS)
 		return ktel_err_set(err, E2BIG, "plugin %s: program %s: %s", p->plugin->desc.name,
@@ -1242,8 +1253,7 @@ static int attach_one(struct ktel_bpf_plugin *p, struct ktel_bpf_prog *bp, struc
 	return 0;
 }
 
-int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name,
-				 struct ktel_err *err)
+int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name, struct ktel_err *err)
 {
 	struct ktel_bpf_prog *bp = ktel_bpf_plugin__prog(p, name);
 
@@ -1282,8 +1292,8 @@ static const char *group_of(const struct ktel_plugin_desc *d, const char *prog)
 }
 
 /* Does md use a variant of group g? */
-static bool metric_uses_group(const struct ktel_plugin_desc *d,
-			      const struct ktel_metric_desc *md, const char *group)
+static bool metric_uses_group(const struct ktel_plugin_desc *d, const struct ktel_metric_desc *md,
+			      const char *group)
 {
 	for (uint32_t v = 0; v < d->n_variants; v++)
 		if (d->variants[v].group && strcmp(d->variants[v].group, group) == 0 &&
@@ -1299,8 +1309,9 @@ static int group_incomplete(const struct ktel_bpf_plugin *p, const struct ktel_m
 	case KTEL_GROUP_ATTACHED:
 		return 0;
 	case KTEL_GROUP_UNUSABLE:
-		return ktel_err_set(err, ENODEV, "metric %s: variant group %s: no usable variant: %s",
-				    md->name, g->name, p->unsupported_reason);
+		return ktel_err_set(err, ENODEV,
+				    "metric %s: variant group %s: no usable variant: %s", md->name,
+				    g->name, p->unsupported_reason);
 	case KTEL_GROUP_ATTACH_FAILED:
 		return ktel_err_set(err, ENODEV, "metric %s: variant group %s: %s: %s", md->name,
 				    g->name, g->winner->name, g->winner->attach_error);
@@ -1334,8 +1345,9 @@ int ktel_bpf_plugin__metric_complete(const struct ktel_bpf_plugin *p,
 			continue;
 		return ktel_err_set(err, ENODEV, "metric %s: program %s is not attached%s%s",
 				    md->name, bp->name, bp->attach_error[0] ? ": " : "",
-				    bp->attach_error[0] ? bp->attach_error
-							: bp->skip_reason[0] ? bp->skip_reason : "");
+				    bp->attach_error[0]  ? bp->attach_error
+				    : bp->skip_reason[0] ? bp->skip_reason
+							 : "");
 	}
 	return 0;
 }

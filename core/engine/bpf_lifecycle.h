@@ -93,25 +93,25 @@ int ktel_bpf_rodata_var(const struct bpf_object *obj, const char *name, size_t *
 int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err);
 
 struct ktel_bpf_opts {
-	const char *pin_root;         /* NULL: KTEL_PIN_ROOT_DEFAULT; must exist */
-	gid_t pin_gid;                /* group of new pins; (gid_t)-1: leave it */
+	const char *pin_root;               /* NULL: KTEL_PIN_ROOT_DEFAULT; must exist */
+	gid_t pin_gid;                      /* group of new pins; (gid_t)-1: leave it */
 	const struct ktel_targets *targets; /* the running kernel's; required */
-	const int64_t *param_values;  /* desc.n_params values, NULL: defaults */
-	bool no_attach;               /* load and pin only */
-	bool load_only;               /* load only: no pin is reused or made,
+	const int64_t *param_values;        /* desc.n_params values, NULL: defaults */
+	bool no_attach;                     /* load and pin only */
+	bool load_only;                     /* load only: no pin is reused or made,
 				       * nothing attached (inspect's check) */
 };
 
 /* One program of the object. */
 struct ktel_bpf_prog {
-	const char *name;     /* function name */
-	const char *section;  /* ELF section, e.g. "tp_btf/mm_compaction_begin" */
+	const char *name;    /* function name */
+	const char *section; /* ELF section, e.g. "tp_btf/mm_compaction_begin" */
 	struct bpf_program *prog;
-	bool selected;        /* loaded (its target exists and it won its group) */
+	bool selected; /* loaded (its target exists and it won its group) */
 	char skip_reason[KTEL_TARGET_REASON_MAX]; /* why not selected */
-	int nr_args;          /* of its target, -1 unknown */
-	uint32_t prog_id;     /* kernel id once loaded */
-	struct bpf_link *link; /* non-NULL while attached */
+	int nr_args;                              /* of its target, -1 unknown */
+	uint32_t prog_id;                         /* kernel id once loaded */
+	struct bpf_link *link;                    /* non-NULL while attached */
 	bool attached;
 	char attach_error[KTEL_LIFECYCLE_MSG_MAX]; /* last attach failure, or "" */
 	/* When the kernel refused to load it: the verifier's last lines. */
@@ -126,18 +126,18 @@ enum ktel_bpf_map_role {
 
 /* One map a metric names. */
 struct ktel_bpf_map {
-	const char *name;         /* BPF map name, as the descriptor spells it */
-	const char *metric;       /* name of the first metric naming it */
-	uint32_t metric_index;    /* its index in desc.metrics */
+	const char *name;      /* BPF map name, as the descriptor spells it */
+	const char *metric;    /* name of the first metric naming it */
+	uint32_t metric_index; /* its index in desc.metrics */
 	enum ktel_bpf_map_role role;
 	struct bpf_map *map;
-	int fd;                   /* owned by the bpf_object */
-	uint32_t map_id;          /* kernel id */
-	bool pinned;              /* kept at pin_path */
-	bool reused;              /* an existing compatible pin was reused */
-	bool replace_pin;         /* an incompatible pin is at pin_path: it is
+	int fd;                            /* owned by the bpf_object */
+	uint32_t map_id;                   /* kernel id */
+	bool pinned;                       /* kept at pin_path */
+	bool reused;                       /* an existing compatible pin was reused */
+	bool replace_pin;                  /* an incompatible pin is at pin_path: it is
 				   * removed only once the object has loaded */
-	char pin_path[PATH_MAX];  /* "" when not pinned */
+	char pin_path[PATH_MAX];           /* "" when not pinned */
 	char note[KTEL_LIFECYCLE_MSG_MAX]; /* "replaced incompatible pin: ..." or "" */
 };
 
@@ -158,7 +158,7 @@ enum ktel_bpf_group_state {
 struct ktel_bpf_plugin {
 	const struct ktel_plugin *plugin;
 	struct bpf_object *obj;
-	bool unsupported;         /* some hook cannot run on this kernel: nothing loaded */
+	bool unsupported; /* some hook cannot run on this kernel: nothing loaded */
 	char unsupported_reason[KTEL_ERR_MSG_MAX]; /* shown as "unsupported: <reason>" */
 	struct ktel_bpf_prog *progs;
 	size_t n_progs;
@@ -213,8 +213,7 @@ struct ktel_bpf_map *ktel_bpf_plugin__map(struct ktel_bpf_plugin *p, const char 
  * when no such program, -EINVAL when it was not loaded, or the attach error,
  * also kept in attach_error.
  */
-int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name,
-				 struct ktel_err *err);
+int ktel_bpf_plugin__attach_prog(struct ktel_bpf_plugin *p, const char *name, struct ktel_err *err);
 
 /* State of a group of p, from its winner. */
 enum ktel_bpf_group_state ktel_bpf_plugin__group_state(const struct ktel_bpf_group *g);

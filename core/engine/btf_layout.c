@@ -22,26 +22,16 @@
 #define NO_SIZE UINT64_MAX
 
 static const char *const kind_names[] = {
-	[BTF_KIND_UNKN] = "void",
-	[BTF_KIND_INT] = "int",
-	[BTF_KIND_PTR] = "pointer",
-	[BTF_KIND_ARRAY] = "array",
-	[BTF_KIND_STRUCT] = "struct",
-	[BTF_KIND_UNION] = "union",
-	[BTF_KIND_ENUM] = "enum",
-	[BTF_KIND_FWD] = "forward declaration",
-	[BTF_KIND_TYPEDEF] = "typedef",
-	[BTF_KIND_VOLATILE] = "volatile",
-	[BTF_KIND_CONST] = "const",
-	[BTF_KIND_RESTRICT] = "restrict",
-	[BTF_KIND_FUNC] = "function",
-	[BTF_KIND_FUNC_PROTO] = "function prototype",
-	[BTF_KIND_VAR] = "variable",
-	[BTF_KIND_DATASEC] = "data section",
-	[BTF_KIND_FLOAT] = "float",
-	[BTF_KIND_DECL_TAG] = "decl tag",
-	[BTF_KIND_TYPE_TAG] = "type tag",
-	[BTF_KIND_ENUM64] = "enum64",
+	[BTF_KIND_UNKN] = "void",         [BTF_KIND_INT] = "int",
+	[BTF_KIND_PTR] = "pointer",       [BTF_KIND_ARRAY] = "array",
+	[BTF_KIND_STRUCT] = "struct",     [BTF_KIND_UNION] = "union",
+	[BTF_KIND_ENUM] = "enum",         [BTF_KIND_FWD] = "forward declaration",
+	[BTF_KIND_TYPEDEF] = "typedef",   [BTF_KIND_VOLATILE] = "volatile",
+	[BTF_KIND_CONST] = "const",       [BTF_KIND_RESTRICT] = "restrict",
+	[BTF_KIND_FUNC] = "function",     [BTF_KIND_FUNC_PROTO] = "function prototype",
+	[BTF_KIND_VAR] = "variable",      [BTF_KIND_DATASEC] = "data section",
+	[BTF_KIND_FLOAT] = "float",       [BTF_KIND_DECL_TAG] = "decl tag",
+	[BTF_KIND_TYPE_TAG] = "type tag", [BTF_KIND_ENUM64] = "enum64",
 };
 
 static const char *kind_name(__u16 kind)
@@ -53,9 +43,8 @@ static const char *kind_name(__u16 kind)
 
 static bool is_mod(__u16 kind)
 {
-	return kind == BTF_KIND_TYPEDEF || kind == BTF_KIND_CONST ||
-	       kind == BTF_KIND_VOLATILE || kind == BTF_KIND_RESTRICT ||
-	       kind == BTF_KIND_TYPE_TAG;
+	return kind == BTF_KIND_TYPEDEF || kind == BTF_KIND_CONST || kind == BTF_KIND_VOLATILE ||
+	       kind == BTF_KIND_RESTRICT || kind == BTF_KIND_TYPE_TAG;
 }
 
 static bool is_pow2_upto8(__u32 n)
@@ -65,7 +54,11 @@ static bool is_pow2_upto8(__u32 n)
 
 /* ---- validation ------------------------------------------------------- */
 
-enum { MARK_NEW = 0, MARK_BUSY = 1, MARK_DONE = 2 };
+enum {
+	MARK_NEW = 0,
+	MARK_BUSY = 1,
+	MARK_DONE = 2
+};
 
 struct vstate {
 	const struct btf *btf;
@@ -102,8 +95,7 @@ static int check_ref(struct vstate *v, __u32 id, __u32 ref, const char *what)
 {
 	if (ref < v->cnt)
 		return 0;
-	return vfail(v, id, "%s refers to type id %u, out of range (%u types)",
-		     what, ref, v->cnt);
+	return vfail(v, id, "%s refers to type id %u, out of range (%u types)", what, ref, v->cnt);
 }
 
 static int check_int(struct vstate *v, __u32 id, const struct btf_type *t)
@@ -148,8 +140,8 @@ _Static_assert(offsetof(struct btf_member, name_off) == 0 &&
 		       offsetof(struct btf_param, type) == sizeof(__u32),
 	       "btf_member and btf_param start with name_off and type");
 
-static int check_entries(struct vstate *v, __u32 id, const struct btf_type *t,
-			 const void *first, size_t stride, const char *what)
+static int check_entries(struct vstate *v, __u32 id, const struct btf_type *t, const void *first,
+			 size_t stride, const char *what)
 {
 	const char *e = first;
 	__u32 i;
@@ -210,14 +202,12 @@ static int check_type(struct vstate *v, __u32 id, const struct btf_type *t)
 		return err;
 	case BTF_KIND_STRUCT:
 	case BTF_KIND_UNION:
-		return check_entries(v, id, t, btf_members(t), sizeof(struct btf_member),
-				     "member");
+		return check_entries(v, id, t, btf_members(t), sizeof(struct btf_member), "member");
 	case BTF_KIND_ENUM:
 	case BTF_KIND_ENUM64:
 		return check_enum(v, id, t);
 	case BTF_KIND_FUNC_PROTO:
-		err = check_entries(v, id, t, btf_params(t), sizeof(struct btf_param),
-				    "parameter");
+		err = check_entries(v, id, t, btf_params(t), sizeof(struct btf_param), "parameter");
 		return err ? err : check_ref(v, id, t->type, "return type");
 	case BTF_KIND_DATASEC:
 		return check_datasec(v, id, t);
@@ -330,9 +320,10 @@ static int check_composite(struct vstate *v, __u32 id, const struct btf_type *t)
 			return vfail(v, id, "member #%u (type id %u) has no size", i, m[i].type);
 		bit_off = btf_member_bit_offset(t, i);
 		if (bit_off + member_bits(v, t, i, msize) > (__u64)t->size * 8)
-			return vfail(v, id, "member #%u at bit %llu (%llu bytes) lies outside %u bytes",
-				     i, (unsigned long long)bit_off,
-				     (unsigned long long)msize, t->size);
+			return vfail(v, id,
+				     "member #%u at bit %llu (%llu bytes) lies outside %u bytes", i,
+				     (unsigned long long)bit_off, (unsigned long long)msize,
+				     t->size);
 	}
 	return 0;
 }
@@ -529,7 +520,8 @@ int ktel_btf_validate_elf(const void *elf_bytes, size_t size, struct ktel_err *e
 	}
 	btf = btf__new(data->d_buf, data->d_size);
 	if (!btf) {
-		ret = ktel_err_set(err, EINVAL, "BPF object: .BTF does not parse (%s)", strerror(errno));
+		ret = ktel_err_set(err, EINVAL, "BPF object: .BTF does not parse (%s)",
+				   strerror(errno));
 		goto out;
 	}
 	ret = ktel_btf_validate(btf, err);
@@ -574,8 +566,8 @@ static int refuse(struct walk *w, const char *path, const char *fmt, ...)
  * name. Sets *ret_typedef when a typedef was crossed (arrays of a typedef'd
  * byte are bytes, not strings). Bounded, and safe on out-of-range ids.
  */
-static int skip_mods(struct walk *w, const char *path, __u32 id,
-		     const struct btf_type **ret_t, __u32 *ret_id, bool *ret_typedef)
+static int skip_mods(struct walk *w, const char *path, __u32 id, const struct btf_type **ret_t,
+		     __u32 *ret_id, bool *ret_typedef)
 {
 	const struct btf_type *t;
 	bool td = false;
@@ -638,11 +630,11 @@ static bool is_char_name(const char *name)
 			!strcmp(name, "unsigned char"));
 }
 
-static int walk_type(struct walk *w, __u32 id, __u64 off, const char *path,
-		     int depth, __u64 *ret_size);
+static int walk_type(struct walk *w, __u32 id, __u64 off, const char *path, int depth,
+		     __u64 *ret_size);
 
-static int walk_array(struct walk *w, const struct btf_type *t, __u64 off,
-		      const char *path, __u64 *ret_size)
+static int walk_array(struct walk *w, const struct btf_type *t, __u64 off, const char *path,
+		      __u64 *ret_size)
 {
 	const struct btf_array *a = btf_array(t);
 	const struct btf_type *et;
@@ -663,8 +655,8 @@ static int walk_array(struct walk *w, const struct btf_type *t, __u64 off,
 	if (!a->nelems)
 		return refuse(w, path, "is a zero-length array, not supported");
 	if ((__u64)a->nelems * et->size > UINT32_MAX)
-		return refuse(w, path, "is an array of %u x %u bytes, too large",
-			      a->nelems, et->size);
+		return refuse(w, path, "is an array of %u x %u bytes, too large", a->nelems,
+			      et->size);
 	err = add_field(w, path, &f);
 	if (err)
 		return err;
@@ -757,7 +749,8 @@ static int walk_member(struct walk *w, const struct btf_type *t, __u32 i, __u64 
 		if (err)
 			return err;
 		if (!btf_is_composite(mt))
-			return refuse(w, path, "has unnamed member #%u that is no struct or union", i);
+			return refuse(w, path, "has unnamed member #%u that is no struct or union",
+				      i);
 	}
 	err = walk_type(w, m->type, off + bit_off / 8, sub, depth + 1, &msize);
 	if (err)
@@ -768,8 +761,8 @@ static int walk_member(struct walk *w, const struct btf_type *t, __u32 i, __u64 
 	return 0;
 }
 
-static int walk_composite(struct walk *w, const struct btf_type *t, __u64 off,
-			  const char *path, int depth, __u64 *ret_size)
+static int walk_composite(struct walk *w, const struct btf_type *t, __u64 off, const char *path,
+			  int depth, __u64 *ret_size)
 {
 	__u32 i;
 	int err;
@@ -788,8 +781,8 @@ static int walk_composite(struct walk *w, const struct btf_type *t, __u64 off,
 }
 
 /* Append the fields of type id, placed at byte off, named under path. */
-static int walk_type(struct walk *w, __u32 id, __u64 off, const char *path,
-		     int depth, __u64 *ret_size)
+static int walk_type(struct walk *w, __u32 id, __u64 off, const char *path, int depth,
+		     __u64 *ret_size)
 {
 	const struct btf_type *t;
 	int err;
@@ -953,11 +946,20 @@ uint64_t ktel_field_read_elem_u64(const struct ktel_field *f, const void *data, 
 		return 0;
 	/* memcpy: packed structs put members at any alignment. */
 	switch (f->elem_size) {
-	case 1: memcpy(&u8, p, 1); return u8;
-	case 2: memcpy(&u16, p, 2); return u16;
-	case 4: memcpy(&u32, p, 4); return u32;
-	case 8: memcpy(&u64, p, 8); return u64;
-	default: return 0;
+	case 1:
+		memcpy(&u8, p, 1);
+		return u8;
+	case 2:
+		memcpy(&u16, p, 2);
+		return u16;
+	case 4:
+		memcpy(&u32, p, 4);
+		return u32;
+	case 8:
+		memcpy(&u64, p, 8);
+		return u64;
+	default:
+		return 0;
 	}
 }
 
@@ -968,10 +970,14 @@ int64_t ktel_field_read_elem_s64(const struct ktel_field *f, const void *data, _
 	if (!f || !f->is_signed)
 		return (int64_t)u;
 	switch (f->elem_size) {
-	case 1: return (int8_t)u;
-	case 2: return (int16_t)u;
-	case 4: return (int32_t)u;
-	default: return (int64_t)u;
+	case 1:
+		return (int8_t)u;
+	case 2:
+		return (int16_t)u;
+	case 4:
+		return (int32_t)u;
+	default:
+		return (int64_t)u;
 	}
 }
 
@@ -1089,11 +1095,13 @@ static int check_percpu_member(const struct ktel_layout *vl, const struct ktel_f
 {
 	if (f->elem_size == 8 && f->offset % 8 == 0)
 		return 0;
-	return ktel_err_set(err, EINVAL, "value %s has member %s of %u bytes at offset %u: "
+	return ktel_err_set(err, EINVAL,
+			    "value %s has member %s of %u bytes at offset %u: "
 			    "per-CPU values are summed per 8-byte word, so it would carry into "
 			    "its neighbours; declare every value member __u64 or __s64 at an "
-			    "8-byte offset", vl->type_name, f->name[0] ? f->name : "(the whole value)",
-			    f->elem_size, f->offset);
+			    "8-byte offset",
+			    vl->type_name, f->name[0] ? f->name : "(the whole value)", f->elem_size,
+			    f->offset);
 }
 
 int ktel_layout__check_percpu_sum(const struct ktel_layout *vl, struct ktel_err *err)

@@ -68,24 +68,24 @@ enum ktel_field_kind {
 struct ktel_field {
 	char name[KTEL_FIELD_NAME_MAX]; /* dotted path; "" for a scalar type */
 	enum ktel_field_kind kind;
-	__u32 offset;       /* bytes from the start of the key/value */
-	__u32 size;         /* bytes in total (elem_size * count) */
-	__u32 elem_size;    /* bytes per element; == size for scalars */
-	__u32 count;        /* array elements; 1 for scalars */
-	bool is_signed;     /* of the (element) integer or enum */
+	__u32 offset;    /* bytes from the start of the key/value */
+	__u32 size;      /* bytes in total (elem_size * count) */
+	__u32 elem_size; /* bytes per element; == size for scalars */
+	__u32 count;     /* array elements; 1 for scalars */
+	bool is_signed;  /* of the (element) integer or enum */
 	bool is_bool;
 	__u32 enum_type_id; /* KTEL_FIELD_ENUM: the enum's BTF id, else 0 */
 };
 
 struct ktel_layout {
-	__u32 type_id;  /* the type asked for */
-	__u32 size;     /* its resolved size in bytes */
+	__u32 type_id;                       /* the type asked for */
+	__u32 size;                          /* its resolved size in bytes */
 	char type_name[KTEL_FIELD_NAME_MAX]; /* "struct foo", for messages */
 	__u32 n_fields;
 	struct ktel_field *fields;
 	int hist_field; /* index of the u64 "buckets" array, or -1 */
 	__u32 n_buckets;
-	int sum_field;  /* index of the u64 "sum" member, or -1 */
+	int sum_field; /* index of the u64 "sum" member, or -1 */
 };
 
 /*

@@ -23,11 +23,11 @@
 struct entry {
 	struct entry *next;
 	uint64_t hash;
-	uint64_t gen;     /* pull generation that last touched it */
+	uint64_t gen; /* pull generation that last touched it */
 	uint32_t map_id;
 	uint16_t n;
 	uint16_t key_size;
-	uint64_t vals[];  /* n values, then key_size key bytes */
+	uint64_t vals[]; /* n values, then key_size key bytes */
 };
 
 struct ktel_delta_metric {
@@ -292,8 +292,8 @@ static bool limit_refuses(struct ktel_delta_metric *m)
 /* Add key (not in m, room checked) with n zero values: a key first seen now
  * appeared after the start of the known history (zero, or the state), so
  * all of it is new. 0 with *ret_e, or -ENOMEM with m unchanged. */
-static int entry_insert(struct ktel_delta_metric *m, uint64_t h, const void *key,
-			size_t key_size, size_t n, struct entry **ret_e)
+static int entry_insert(struct ktel_delta_metric *m, uint64_t h, const void *key, size_t key_size,
+			size_t n, struct entry **ret_e)
 {
 	struct entry *e;
 
@@ -471,8 +471,7 @@ uint64_t ktel_delta__peek_seq(const struct ktel_delta *d, const char *metric)
 	return m ? m->seq + 1 : 0;
 }
 
-int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
-		      struct ktel_delta_stats *ret)
+int ktel_delta__stats(const struct ktel_delta *d, const char *metric, struct ktel_delta_stats *ret)
 {
 	const struct ktel_delta_metric *m = metric_find(d, metric);
 
@@ -528,8 +527,8 @@ static uint32_t crc32_update(uint32_t crc, const void *data, size_t len)
 	pthread_once(&crc_once, crc_table_init);
 	crc = ~crc;
 	for (; len >= 8; p += 8, len -= 8) {
-		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
-				     (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				     (uint32_t)p[3] << 24);
 		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
 			      (uint32_t)p[7] << 24;
 
@@ -623,7 +622,7 @@ static void serialize_metric(struct wbuf *b, const struct ktel_delta_metric *m)
 	PUT(b, n_entries);
 	for (size_t i = 0; i < m->n_buckets; i++) {
 		for (const struct entry *e = m->buckets[i]; e; e = e->next) {
-			uint32_t head[3] = { e->map_id, e->key_size, e->n };
+			uint32_t head[3] = {e->map_id, e->key_size, e->n};
 
 			PUT(b, head);
 			put(b, entry_key(e), e->key_size);
@@ -637,7 +636,7 @@ static void serialize_metric(struct wbuf *b, const struct ktel_delta_metric *m)
 
 static struct file_header file_header(const struct ktel_delta *d)
 {
-	struct file_header h = { .version = STATE_VERSION };
+	struct file_header h = {.version = STATE_VERSION};
 
 	memcpy(h.magic, STATE_MAGIC, sizeof(h.magic));
 	h.boot_id_len = strlen(d->boot_id);
@@ -700,15 +699,17 @@ int ktel_delta__snapshot(const struct ktel_delta *d, struct ktel_delta_snapshot 
 {
 	struct file_header h = file_header(d);
 	size_t size = sizeof(h) + h.payload_len + sizeof(uint32_t);
-	struct wbuf b = { .cap = size };
+	struct wbuf b = {.cap = size};
 	int r;
 
 	b.p = malloc(size);
 	ret->data = b.p;
 	ret->len = size;
 	if (!b.p)
-		return ktel_err_set(err, ENOMEM, "cannot build delta state: out of memory "
-				    "(%zu bytes)", size);
+		return ktel_err_set(err, ENOMEM,
+				    "cannot build delta state: out of memory "
+				    "(%zu bytes)",
+				    size);
 	r = serialize(d, &h, &b);
 	if (r) {
 		ktel_delta_snapshot__clear(ret);
@@ -776,7 +777,7 @@ int ktel_delta__save(const struct ktel_delta *d, const char *path, struct ktel_e
 }
 
 enum ktel_window_standing ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
-					  const char *metric, uint32_t map_id, uint64_t seq)
+					     const char *metric, uint32_t map_id, uint64_t seq)
 {
 	const struct ktel_delta_metric *m;
 
@@ -863,8 +864,7 @@ static int parse_metric(struct ktel_delta *parsed, struct rd *r)
 	char name[256];
 	int err;
 
-	if (GET(r, name_len) || !name_len || name_len >= sizeof(name) ||
-	    get(r, name, name_len))
+	if (GET(r, name_len) || !name_len || name_len >= sizeof(name) || get(r, name, name_len))
 		return -EBADMSG;
 	name[name_len] = '\0';
 	if (strlen(name) != name_len || metric_find(parsed, name))
@@ -889,7 +889,7 @@ static int parse_metric(struct ktel_delta *parsed, struct rd *r)
  * 0, -EBADMSG, -ENOMEM. */
 static int parse_payload(struct ktel_delta *parsed, const uint8_t *p, size_t len)
 {
-	struct rd r = { .p = p, .left = len };
+	struct rd r = {.p = p, .left = len};
 	uint32_t n_metrics;
 	int err;
 
@@ -1126,11 +1126,13 @@ static int set_aside(const char *path, const char *why, int code, struct ktel_er
 	char *aside;
 
 	if (asprintf(&aside, "%s.corrupt-%lld", path, (long long)time(NULL)) < 0)
-		return ktel_err_set(err, -code, "%s: %s; not trusted (out of memory to move it "
-				    "aside)", path, why);
+		return ktel_err_set(err, -code,
+				    "%s: %s; not trusted (out of memory to move it "
+				    "aside)",
+				    path, why);
 	if (rename(path, aside))
-		ktel_err_set(err, -code, "%s: %s; not trusted, cannot move it to %s: %s", path,
-			     why, aside, strerror(errno));
+		ktel_err_set(err, -code, "%s: %s; not trusted, cannot move it to %s: %s", path, why,
+			     aside, strerror(errno));
 	else
 		ktel_err_set(err, -code, "%s: %s; not trusted, moved to %s, starting empty", path,
 			     why, aside);
@@ -1145,10 +1147,11 @@ static int no_image(const char *path, int code, struct ktel_err *err)
 	case -ENOENT:
 		return 0; /* no state yet: start empty */
 	case -EEXIST:
-		return ktel_err_set(err, EEXIST, "%s: exists and is not a delta state file (it "
+		return ktel_err_set(err, EEXIST,
+				    "%s: exists and is not a delta state file (it "
 				    "does not start with the %s header): refusing to use, move or "
-				    "overwrite it; point state_file at a path of its own", path,
-				    STATE_MAGIC);
+				    "overwrite it; point state_file at a path of its own",
+				    path, STATE_MAGIC);
 	case -EFBIG:
 		return set_aside(path, "larger than any state file", -EBADMSG, err);
 	default:
@@ -1165,7 +1168,7 @@ static int no_image(const char *path, int code, struct ktel_err *err)
 int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err)
 {
 	struct ktel_delta *parsed = NULL;
-	struct image img = { 0 };
+	struct image img = {0};
 	char why[160];
 	int ret;
 

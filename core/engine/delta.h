@@ -112,9 +112,9 @@ int ktel_delta__begin(struct ktel_delta *d, const char *metric, uint32_t map_id,
 /* One key as read from the map, the input of apply. */
 struct ktel_delta_reading {
 	const void *key;
-	size_t key_size;        /* 1..KTEL_DELTA_MAX_KEY_SIZE */
-	const uint64_t *vals;   /* current cumulative values, n of them */
-	size_t n;               /* 1..KTEL_DELTA_MAX_VALUES */
+	size_t key_size;      /* 1..KTEL_DELTA_MAX_KEY_SIZE */
+	const uint64_t *vals; /* current cumulative values, n of them */
+	size_t n;             /* 1..KTEL_DELTA_MAX_VALUES */
 };
 
 /* What apply did with one key. Each outcome that emits nothing has its own
@@ -167,8 +167,7 @@ uint64_t ktel_delta__peek_seq(const struct ktel_delta *d, const char *metric);
 /* Does the engine hold state (loaded or pulled) for metric's map map_id? */
 bool ktel_delta__knows_map(const struct ktel_delta *d, const char *metric, uint32_t map_id);
 
-int ktel_delta__stats(const struct ktel_delta *d, const char *metric,
-		      struct ktel_delta_stats *ret);
+int ktel_delta__stats(const struct ktel_delta *d, const char *metric, struct ktel_delta_stats *ret);
 
 /*
  * Write the whole state to path atomically: a temp file in the same
@@ -206,7 +205,7 @@ void ktel_delta_snapshot__clear(struct ktel_delta_snapshot *s);
  * UNKNOWN otherwise (another boot, metric or map, or not a pulled window).
  */
 enum ktel_window_standing ktel_delta__window(const struct ktel_delta *d, const char *boot_id,
-					  const char *metric, uint32_t map_id, uint64_t seq);
+					     const char *metric, uint32_t map_id, uint64_t seq);
 
 /* Has the state changed since ktel_delta__mark_saved()? A pull that read
  * the same values as the last one changes nothing worth an fsync. */

@@ -29,8 +29,8 @@ struct target_entry {
 struct target_index {
 	struct target_entry *v; /* sorted by name, the first in the BTF first */
 	size_t n;
-	size_t skip;   /* prefix the name is looked up without */
-	char *names;   /* NULL: keys are type ids of t->btf */
+	size_t skip; /* prefix the name is looked up without */
+	char *names; /* NULL: keys are type ids of t->btf */
 };
 
 struct ktel_targets {
@@ -38,15 +38,15 @@ struct ktel_targets {
 	struct btf *own;           /* btf when it is not the shared parse */
 	struct target_index funcs; /* FUNC <name> */
 	struct target_index tps;   /* typedef btf_trace_<name>, by <name> */
-	char *kprobe_pmu; /* NULL: KTEL_KPROBE_PMU_PATH */
-	char *tracefs;    /* NULL: probe the usual mount points; "": none */
+	char *kprobe_pmu;          /* NULL: KTEL_KPROBE_PMU_PATH */
+	char *tracefs;             /* NULL: probe the usual mount points; "": none */
 };
 
 enum target_kind {
-	TARGET_BTF_TP,    /* typedef btf_trace_<X> */
-	TARGET_FUNC,      /* FUNC <X> */
-	TARGET_KPROBE,    /* FUNC <X> and kprobe support */
-	TARGET_TRACEFS,   /* events/<cat>/<name> or btf_trace_<name> */
+	TARGET_BTF_TP,  /* typedef btf_trace_<X> */
+	TARGET_FUNC,    /* FUNC <X> */
+	TARGET_KPROBE,  /* FUNC <X> and kprobe support */
+	TARGET_TRACEFS, /* events/<cat>/<name> or btf_trace_<name> */
 };
 
 static const struct {
@@ -153,7 +153,7 @@ static int entry_cmp(const void *a, const void *b, void *arg)
 /* Sort by name and drop later duplicates. */
 static void index_seal(const struct ktel_targets *t, struct target_index *x)
 {
-	struct sort_ctx ctx = { t, x };
+	struct sort_ctx ctx = {t, x};
 	size_t out = 0;
 
 	qsort_r(x->v, x->n, sizeof(*x->v), entry_cmp, &ctx);
@@ -198,7 +198,7 @@ static int build_index(struct ktel_targets *t)
 	t->funcs.n = t->tps.n = 0;
 	for (__u32 id = 1; id < n; id++)
 		if ((x = index_of(t, id)))
-			x->v[x->n++] = (struct target_entry){ id, entry_nargs(t, x, id) };
+			x->v[x->n++] = (struct target_entry){id, entry_nargs(t, x, id)};
 	index_seal(t, &t->funcs);
 	index_seal(t, &t->tps);
 	return 0;
@@ -451,8 +451,8 @@ static int check_kind(const struct ktel_targets *t, enum target_kind kind, const
 	return 0;
 }
 
-int ktel_targets__check(const struct ktel_targets *t, const char *section_name,
-			int *ret_nr_args, char *reason, size_t reason_len)
+int ktel_targets__check(const struct ktel_targets *t, const char *section_name, int *ret_nr_args,
+			char *reason, size_t reason_len)
 {
 	char scratch[KTEL_TARGET_REASON_MAX];
 	const char *target;
@@ -678,8 +678,7 @@ size_t ktel_targets__choose_why(const struct ktel_targets *t,
 		ktel_targets__check(t, progs[i].section, &progs[i].nr_args, progs[i].reason,
 				    sizeof(progs[i].reason));
 		if (progs[i].excluded && !progs[i].reason[0])
-			snprintf(progs[i].reason, sizeof(progs[i].reason), "%s",
-				 progs[i].excluded);
+			snprintf(progs[i].reason, sizeof(progs[i].reason), "%s", progs[i].excluded);
 		progs[i].selected = !progs[i].reason[0] &&
 				    variant_of(variants, n_variants, &progs[i]) < 0;
 	}
@@ -701,9 +700,8 @@ size_t ktel_targets__choose_why(const struct ktel_targets *t,
 	return n_selected;
 }
 
-size_t ktel_targets__choose(const struct ktel_targets *t,
-			    const struct ktel_prog_variant *variants, uint32_t n_variants,
-			    struct ktel_prog_choice *progs, size_t n_progs)
+size_t ktel_targets__choose(const struct ktel_targets *t, const struct ktel_prog_variant *variants,
+			    uint32_t n_variants, struct ktel_prog_choice *progs, size_t n_progs)
 {
 	return ktel_targets__choose_why(t, variants, n_variants, progs, n_progs, NULL, 0);
 }

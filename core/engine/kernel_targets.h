@@ -77,17 +77,17 @@ int ktel_targets__set_probe_paths(struct ktel_targets *t, const char *kprobe_pmu
  * Returns -ENOENT when the target is missing and writes a one-line reason
  * ("tracepoint cma_alloc_start not in this kernel") to reason (may be NULL).
  */
-int ktel_targets__check(const struct ktel_targets *t, const char *section_name,
-			int *ret_nr_args, char *reason, size_t reason_len);
+int ktel_targets__check(const struct ktel_targets *t, const char *section_name, int *ret_nr_args,
+			char *reason, size_t reason_len);
 
 /* One program of a BPF object, as ktel_targets__choose() sees it. */
 struct ktel_prog_choice {
-	const char *name;    /* in: program (function) name */
-	const char *section; /* in: ELF section name */
-	const char *excluded; /* in: non-NULL: never select, this is why (a
+	const char *name;                    /* in: program (function) name */
+	const char *section;                 /* in: ELF section name */
+	const char *excluded;                /* in: non-NULL: never select, this is why (a
 			       * program the kernel refused to load) */
-	bool selected;       /* out: keep autoload on */
-	int nr_args;         /* out: target's argument count, -1 unknown */
+	bool selected;                       /* out: keep autoload on */
+	int nr_args;                         /* out: target's argument count, -1 unknown */
 	char reason[KTEL_TARGET_REASON_MAX]; /* out: why not selected, else "" */
 };
 
@@ -106,9 +106,8 @@ struct ktel_prog_choice {
  * usable variant" (or "program P cannot run"). Returns the number of
  * selected programs.
  */
-size_t ktel_targets__choose(const struct ktel_targets *t,
-			    const struct ktel_prog_variant *variants, uint32_t n_variants,
-			    struct ktel_prog_choice *progs, size_t n_progs);
+size_t ktel_targets__choose(const struct ktel_targets *t, const struct ktel_prog_variant *variants,
+			    uint32_t n_variants, struct ktel_prog_choice *progs, size_t n_progs);
 
 /*
  * ktel_targets__choose() that also says why nothing was selected: writes to

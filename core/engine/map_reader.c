@@ -29,21 +29,21 @@ struct ktel_map_reader {
 	__u32 id, type, key_size, value_size, max_entries;
 	char name[BPF_OBJ_NAME_LEN];
 	bool percpu;
-	unsigned int ncpus;        /* 1 for maps that are not per-CPU */
-	size_t raw_value_size;     /* bytes per entry as the kernel returns it */
+	unsigned int ncpus;    /* 1 for maps that are not per-CPU */
+	size_t raw_value_size; /* bytes per entry as the kernel returns it */
 	unsigned int max_retries;
-	bool iterate;              /* batch unsupported or forced off */
+	bool iterate; /* batch unsupported or forced off */
 	char fallback_reason[160];
 
 	const struct ktel_map_reader_sys *sys;
 	void *sys_ctx;
 
-	void *keys;                /* max_entries * key_size */
-	void *raw;                 /* max_entries * raw_value_size */
-	void *values;              /* summed per-CPU values, or == raw */
-	void *cursor;              /* max(key_size, 4): hashtab's cursor is a u32 */
-	__u32 *seen;               /* iteration: open-addressing set of key indexes */
-	size_t seen_slots;         /* power of two >= 2 * max_entries, sized in _new */
+	void *keys;        /* max_entries * key_size */
+	void *raw;         /* max_entries * raw_value_size */
+	void *values;      /* summed per-CPU values, or == raw */
+	void *cursor;      /* max(key_size, 4): hashtab's cursor is a u32 */
+	__u32 *seen;       /* iteration: open-addressing set of key indexes */
+	size_t seen_slots; /* power of two >= 2 * max_entries, sized in _new */
 };
 
 /* ---- real syscalls ---- */
@@ -61,8 +61,8 @@ static int sys_num_possible_cpus(void *ctx)
 	return libbpf_num_possible_cpus();
 }
 
-static int sys_lookup_batch(void *ctx, int fd, void *in_batch, void *out_batch,
-			    void *keys, void *values, __u32 *count)
+static int sys_lookup_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *keys,
+			    void *values, __u32 *count)
 {
 	return bpf_map_lookup_batch(fd, in_batch, out_batch, keys, values, count, NULL);
 }
@@ -108,8 +108,7 @@ static const char *type_name(__u32 type)
 	return s ? s : "unknown";
 }
 
-void ktel_map_reader_sum_percpu(void *out, const void *raw, size_t value_size,
-				unsigned int ncpus)
+void ktel_map_reader_sum_percpu(void *out, const void *raw, size_t value_size, unsigned int ncpus)
 {
 	size_t stride = ROUND_UP8(value_size), w, words = value_size / 8;
 	const unsigned char *src = raw;
@@ -135,14 +134,16 @@ static int size_buffers(struct ktel_map_reader *r, size_t *keys_len, size_t *raw
 	size_t total;
 
 	if (!r->key_size || !r->value_size || !r->max_entries)
-		return ktel_err_set(err, EINVAL,
-				    "map %s (id %u, %s): key_size %u, value_size %u, max_entries %u: a map without keys, values or entries cannot be read",
-				    r->name, r->id, type_name(r->type), r->key_size,
-				    r->value_size, r->max_entries);
+		return ktel_err_set(
+			err, EINVAL,
+			"map %s (id %u, %s): key_size %u, value_size %u, max_entries %u: a map without keys, values or entries cannot be read",
+			r->name, r->id, type_name(r->type), r->key_size, r->value_size,
+			r->max_entries);
 	if (r->percpu && r->value_size % 8)
-		return ktel_err_set(err, EINVAL,
-				    "map %s (id %u, %s): value_size %u is not a multiple of 8: per-CPU values are summed per u64 word and must be made of u64 members",
-				    r->name, r->id, type_name(r->type), r->value_size);
+		return ktel_err_set(
+			err, EINVAL,
+			"map %s (id %u, %s): value_size %u is not a multiple of 8: per-CPU values are summed per u64 word and must be made of u64 members",
+			r->name, r->id, type_name(r->type), r->value_size);
 	r->raw_value_size = r->percpu ? ROUND_UP8(r->value_size) * r->ncpus : r->value_size;
 	*keys_len = (size_t)r->max_entries * r->key_size;
 	*values_len = r->percpu ? (size_t)r->max_entries * r->value_size : 0;
@@ -155,10 +156,11 @@ static int size_buffers(struct ktel_map_reader *r, size_t *keys_len, size_t *raw
 	    __builtin_add_overflow(total, *values_len, &total) ||
 	    __builtin_add_overflow(total, r->seen_slots * sizeof(*r->seen), &total) ||
 	    total > KTEL_MAP_READER_MAX_BYTES)
-		return ktel_err_set(err, EFBIG,
-				    "map %s (id %u): %u entries of %u+%zu bytes need more than the reader's limit of %lu MiB",
-				    r->name, r->id, r->max_entries, r->key_size,
-				    r->raw_value_size, KTEL_MAP_READER_MAX_BYTES >> 20);
+		return ktel_err_set(
+			err, EFBIG,
+			"map %s (id %u): %u entries of %u+%zu bytes need more than the reader's limit of %lu MiB",
+			r->name, r->id, r->max_entries, r->key_size, r->raw_value_size,
+			KTEL_MAP_READER_MAX_BYTES >> 20);
 	return 0;
 }
 
@@ -166,8 +168,9 @@ static int alloc_seen(struct ktel_map_reader *r, struct ktel_err *err)
 {
 	r->seen = malloc(r->seen_slots * sizeof(*r->seen));
 	if (!r->seen)
-		return ktel_err_set(err, ENOMEM, "map %s (id %u): no memory for the iteration key set",
-				    r->name, r->id);
+		return ktel_err_set(err, ENOMEM,
+				    "map %s (id %u): no memory for the iteration key set", r->name,
+				    r->id);
 	return 0;
 }
 
@@ -196,7 +199,8 @@ int ktel_map_reader__new(int map_fd, const struct ktel_map_reader_opts *opts,
 
 	rc = r->sys->get_info(r->sys_ctx, map_fd, &info);
 	if (rc) {
-		ktel_err_set(err, -rc, "map fd %d: cannot read map info: %s", map_fd, strerror(-rc));
+		ktel_err_set(err, -rc, "map fd %d: cannot read map info: %s", map_fd,
+			     strerror(-rc));
 		goto free_reader;
 	}
 	r->id = info.id;
@@ -267,7 +271,11 @@ static bool batch_unsupported(int rc)
  * error. Entries reported with -ENOENT or a lock error are valid: the kernel
  * zeroes count before it walks and reports what it copied.
  */
-enum batch_step { BATCH_NEXT, BATCH_END, BATCH_FULL };
+enum batch_step {
+	BATCH_NEXT,
+	BATCH_END,
+	BATCH_FULL
+};
 
 static int batch_step(struct ktel_map_reader *r, int rc, __u32 count, size_t room,
 		      struct ktel_map_read_stats *st, struct ktel_err *err)
@@ -286,26 +294,29 @@ static int batch_step(struct ktel_map_reader *r, int rc, __u32 count, size_t roo
 		 * may get: keep what was read and say it is truncated.
 		 */
 		if (room == r->max_entries)
-			return ktel_err_set(err, ENOSPC,
-					    "map %s (id %u): a hash bucket holds more than max_entries (%u) entries",
-					    r->name, r->id, r->max_entries);
+			return ktel_err_set(
+				err, ENOSPC,
+				"map %s (id %u): a hash bucket holds more than max_entries (%u) entries",
+				r->name, r->id, r->max_entries);
 		st->truncated = true;
 		return BATCH_FULL;
 	}
 	if (retryable(rc)) {
 		if (st->retries++ >= r->max_retries)
-			return ktel_err_set(err, -rc,
-					    "map %s (id %u): batch lookup still failing after %u retries: %s",
-					    r->name, r->id, r->max_retries, strerror(-rc));
+			return ktel_err_set(
+				err, -rc,
+				"map %s (id %u): batch lookup still failing after %u retries: %s",
+				r->name, r->id, r->max_retries, strerror(-rc));
 		return count == room ? BATCH_FULL : BATCH_NEXT;
 	}
 	if (rc)
-		return ktel_err_set(err, -rc, "map %s (id %u): batch lookup: %s",
-				    r->name, r->id, strerror(-rc));
+		return ktel_err_set(err, -rc, "map %s (id %u): batch lookup: %s", r->name, r->id,
+				    strerror(-rc));
 	if (!count)
-		return ktel_err_set(err, EIO,
-				    "map %s (id %u): batch lookup returned no entries and no error: stopped, it would never advance",
-				    r->name, r->id);
+		return ktel_err_set(
+			err, EIO,
+			"map %s (id %u): batch lookup returned no entries and no error: stopped, it would never advance",
+			r->name, r->id);
 	return count == room ? BATCH_FULL : BATCH_NEXT;
 }
 
@@ -333,9 +344,9 @@ static int read_batch(struct ktel_map_reader *r, struct ktel_map_read_stats *st,
 	for (calls = 0; calls < cap + r->max_retries + 2; calls++) {
 		count = cap - n;
 		st->syscalls++;
-		rc = r->sys->lookup_batch(r->sys_ctx, r->fd, started ? r->cursor : NULL,
-					  r->cursor, keys + n * r->key_size,
-					  raw + n * r->raw_value_size, &count);
+		rc = r->sys->lookup_batch(r->sys_ctx, r->fd, started ? r->cursor : NULL, r->cursor,
+					  keys + n * r->key_size, raw + n * r->raw_value_size,
+					  &count);
 		if (!started && batch_unsupported(rc))
 			return 1;
 		rc = batch_step(r, rc, count, cap - n, st, err);
@@ -370,8 +381,8 @@ static size_t seen_slot(const struct ktel_map_reader *r, const void *key)
 	size_t mask = r->seen_slots - 1, s = key_hash(key, r->key_size) & mask;
 
 	for (; r->seen[s] != UINT32_MAX; s = (s + 1) & mask)
-		if (!memcmp((const unsigned char *)r->keys + (size_t)r->seen[s] * r->key_size,
-			    key, r->key_size))
+		if (!memcmp((const unsigned char *)r->keys + (size_t)r->seen[s] * r->key_size, key,
+			    r->key_size))
 			break;
 	return s;
 }
@@ -425,8 +436,8 @@ static int read_iterate(struct ktel_map_reader *r, struct ktel_map_read_stats *s
 		if (rc == -ENOENT)
 			break;
 		if (rc)
-			return ktel_err_set(err, -rc, "map %s (id %u): get_next_key: %s",
-					    r->name, r->id, strerror(-rc));
+			return ktel_err_set(err, -rc, "map %s (id %u): get_next_key: %s", r->name,
+					    r->id, strerror(-rc));
 		memcpy(r->cursor, slot, r->key_size);
 		started = true;
 		s = seen_slot(r, slot);
@@ -446,8 +457,8 @@ static int read_iterate(struct ktel_map_reader *r, struct ktel_map_read_stats *s
 			continue;
 		}
 		if (rc)
-			return ktel_err_set(err, -rc, "map %s (id %u): lookup: %s",
-					    r->name, r->id, strerror(-rc));
+			return ktel_err_set(err, -rc, "map %s (id %u): lookup: %s", r->name, r->id,
+					    strerror(-rc));
 		r->seen[s] = n++;
 	}
 	st->entries = n;
@@ -481,7 +492,7 @@ static int read_walk(struct ktel_map_reader *r, struct ktel_map_read_stats *st,
 int ktel_map_reader__read(struct ktel_map_reader *r, struct ktel_map_snapshot *ret,
 			  struct ktel_err *err)
 {
-	struct ktel_map_read_stats st = { 0 };
+	struct ktel_map_read_stats st = {0};
 	size_t i;
 	int rc;
 
@@ -503,7 +514,8 @@ int ktel_map_reader__read(struct ktel_map_reader *r, struct ktel_map_snapshot *r
 	if (r->percpu)
 		for (i = 0; i < st.entries; i++)
 			ktel_map_reader_sum_percpu((unsigned char *)r->values + i * r->value_size,
-						   (const unsigned char *)r->raw + i * r->raw_value_size,
+						   (const unsigned char *)r->raw +
+							   i * r->raw_value_size,
 						   r->value_size, r->ncpus);
 	ret->keys = r->keys;
 	ret->values = r->values;

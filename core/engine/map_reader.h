@@ -47,8 +47,8 @@
 struct ktel_map_reader_sys {
 	int (*get_info)(void *ctx, int fd, struct bpf_map_info *info);
 	int (*num_possible_cpus)(void *ctx);
-	int (*lookup_batch)(void *ctx, int fd, void *in_batch, void *out_batch,
-			    void *keys, void *values, __u32 *count);
+	int (*lookup_batch)(void *ctx, int fd, void *in_batch, void *out_batch, void *keys,
+			    void *values, __u32 *count);
 	int (*get_next_key)(void *ctx, int fd, const void *key, void *next_key);
 	int (*lookup_elem)(void *ctx, int fd, const void *key, void *value);
 };
@@ -64,15 +64,15 @@ struct ktel_map_reader_opts {
 };
 
 struct ktel_map_read_stats {
-	const char *method;     /* "batch" or "iterate" */
-	unsigned int syscalls;  /* bpf() calls made by this read */
-	size_t entries;         /* == snapshot count */
-	unsigned int retries;   /* retryable errors met and retried */
-	size_t skipped;         /* keys gone between get_next_key and lookup,
+	const char *method;    /* "batch" or "iterate" */
+	unsigned int syscalls; /* bpf() calls made by this read */
+	size_t entries;        /* == snapshot count */
+	unsigned int retries;  /* retryable errors met and retried */
+	size_t skipped;        /* keys gone between get_next_key and lookup,
 				 * or seen again after an iteration restart */
-	unsigned int rewalks;   /* walks started over because the one
+	unsigned int rewalks;  /* walks started over because the one
 				 * before was truncated (at most 1) */
-	bool truncated;         /* a bound (the room left or the walk step
+	bool truncated;        /* a bound (the room left or the walk step
 				 * limit) stopped the last walk before its
 				 * end: the snapshot is INCOMPLETE, keys
 				 * that exist may be missing from it */
@@ -134,7 +134,6 @@ void ktel_map_reader__free(struct ktel_map_reader *r);
  * at a stride of round_up(value_size, 8)) into out, per u64 word.
  * value_size must be a multiple of 8. Exposed for unit tests.
  */
-void ktel_map_reader_sum_percpu(void *out, const void *raw, size_t value_size,
-				unsigned int ncpus);
+void ktel_map_reader_sum_percpu(void *out, const void *raw, size_t value_size, unsigned int ncpus);
 
 #endif /* KTEL_MAP_READER_H */

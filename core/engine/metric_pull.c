@@ -35,9 +35,9 @@ struct label_map {
 struct dim {
 	const char *name;
 	const struct ktel_field *field;
-	__s32 enum_id;        /* label from this BTF enum, or 0 */
+	__s32 enum_id;                         /* label from this BTF enum, or 0 */
 	struct ktel_enum_labels *short_labels; /* KTEL_DIM_ENUM_SHORT, or NULL */
-	struct label_map *lm; /* label from this id -> name map, or NULL */
+	struct label_map *lm;                  /* label from this id -> name map, or NULL */
 };
 
 /* The "device" dimension (KTEL_DIM_DEV_*): which dims hold the numbers. */
@@ -173,7 +173,8 @@ static int map_layouts(const struct btf *btf, const struct bpf_map *map,
 	int r;
 
 	if (!kid || !vid)
-		return ktel_err_set(err, EINVAL, "map %s: no BTF key/value types "
+		return ktel_err_set(err, EINVAL,
+				    "map %s: no BTF key/value types "
 				    "(declare it with __type(key, ...) and __type(value, ...))",
 				    bpf_map__name(map));
 	r = ktel_layout__new(btf, kid, bpf_map__key_size(map), ret_key, err);
@@ -220,8 +221,10 @@ static int label_map_new(struct bpf_object *obj, const char *name, struct label_
 		if (lm->value_layout->fields[i].kind == KTEL_FIELD_CHAR_ARRAY)
 			lm->name_field = &lm->value_layout->fields[i];
 	if (!lm->id_field || !lm->name_field) {
-		r = ktel_err_set(err, EINVAL, "label map %s: expected an integer key and a "
-				 "char array in the value", name);
+		r = ktel_err_set(err, EINVAL,
+				 "label map %s: expected an integer key and a "
+				 "char array in the value",
+				 name);
 		goto err_free;
 	}
 	r = ktel_map_reader__new(bpf_map__fd(map), NULL, &lm->reader, err);
@@ -229,7 +232,8 @@ static int label_map_new(struct bpf_object *obj, const char *name, struct label_
 		goto err_free;
 	if (ktel_map_reader__is_percpu(lm->reader)) {
 		/* Its names would be summed across CPUs word by word. */
-		r = ktel_err_set(err, EINVAL, "label map %s: a per-CPU map cannot hold names", name);
+		r = ktel_err_set(err, EINVAL, "label map %s: a per-CPU map cannot hold names",
+				 name);
 		goto err_free;
 	}
 	*ret = lm;
@@ -297,17 +301,17 @@ static int resolve_short(struct ktel_metric_pull *mp, uint32_t i, struct ktel_er
 	if (!(dim_flags(mp->md, i) & KTEL_DIM_ENUM_SHORT))
 		return 0;
 	if (d->enum_id <= 0)
-		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: KTEL_DIM_ENUM_SHORT "
-				    "but no enum labels it (set label_enum)", mp->md->name,
-				    d->name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: dimension %s: KTEL_DIM_ENUM_SHORT "
+				    "but no enum labels it (set label_enum)",
+				    mp->md->name, d->name);
 	r = ktel_enum_labels__new(mp->btf, (__u32)d->enum_id, &d->short_labels, err);
 	return r ? ktel_err_prefix(err, "metric %s: dimension %s: ", mp->md->name, d->name) : 0;
 }
 
 /* KTEL_DIM_DEV_*: where the device numbers are, and the name cache. The
  * loader checked the flags are consistent (plugin_loader.c). */
-static int resolve_device(struct ktel_metric_pull *mp, const char *sysfs_root,
-			  struct ktel_err *err)
+static int resolve_device(struct ktel_metric_pull *mp, const char *sysfs_root, struct ktel_err *err)
 {
 	struct dev_dim *dv = &mp->dev;
 
@@ -334,8 +338,7 @@ static int resolve_device(struct ktel_metric_pull *mp, const char *sysfs_root,
 	return 0;
 }
 
-static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj,
-			struct ktel_err *err)
+static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj, struct ktel_err *err)
 {
 	const struct ktel_metric_desc *md = mp->md;
 
@@ -350,18 +353,20 @@ static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj,
 
 		d->name = dd->name;
 		d->field = ktel_layout__find(mp->key_layout, member);
-		if (!d->field || (d->field->kind != KTEL_FIELD_INT &&
-				  d->field->kind != KTEL_FIELD_ENUM))
-			return ktel_err_set(err, EINVAL, "metric %s: dimension %s: key %s has no "
-					    "integer or enum member %s", md->name, dd->name,
-					    mp->key_layout->type_name, member);
+		if (!d->field ||
+		    (d->field->kind != KTEL_FIELD_INT && d->field->kind != KTEL_FIELD_ENUM))
+			return ktel_err_set(err, EINVAL,
+					    "metric %s: dimension %s: key %s has no "
+					    "integer or enum member %s",
+					    md->name, dd->name, mp->key_layout->type_name, member);
 		if (dd->label_enum) {
 			d->enum_id = ktel_btf_find_enum(mp->btf, dd->label_enum);
 			if (d->enum_id <= 0)
-				return ktel_err_set(err, ENOENT, "metric %s: dimension %s: enum %s "
+				return ktel_err_set(err, ENOENT,
+						    "metric %s: dimension %s: enum %s "
 						    "not in the object's BTF (export it with "
-						    "KTEL_EXPORT_TYPE)", md->name, dd->name,
-						    dd->label_enum);
+						    "KTEL_EXPORT_TYPE)",
+						    md->name, dd->name, dd->label_enum);
 		} else if (d->field->kind == KTEL_FIELD_ENUM) {
 			d->enum_id = (__s32)d->field->enum_type_id;
 		}
@@ -402,8 +407,10 @@ static int resolve_values(struct ktel_metric_pull *mp, struct ktel_err *err)
 		mp->scalars[mp->n_scalars++] = f;
 	}
 	if (!mp->n_scalars)
-		return ktel_err_set(err, EINVAL, "metric %s: value %s has neither a u64 buckets "
-				    "array nor integer members", mp->md->name, vl->type_name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: value %s has neither a u64 buckets "
+				    "array nor integer members",
+				    mp->md->name, vl->type_name);
 	for (size_t i = 0; i < mp->n_scalars; i++) {
 		int n = mp->n_scalars == 1 || !mp->scalars[i]->name[0]
 				? asprintf(&mp->scalar_names[i], "%s", mp->md->name)
@@ -469,8 +476,7 @@ static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries,
 		mp->lp.deltas = calloc(mp->keys_cap * mp->n_values, sizeof(*mp->lp.deltas));
 	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
 	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
-	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur ||
-	    !mp->delta)
+	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur || !mp->delta)
 		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
 				    mp->md->name, max_entries);
 	return 0;
@@ -494,8 +500,10 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 		return ktel_err_set(err, ENOENT, "metric %s: map %s not in the object", md->name,
 				    md->map_name);
 	if (!bpf_object__btf(obj))
-		return ktel_err_set(err, EINVAL, "metric %s: the BPF object has no BTF "
-				    "(compile with clang -g)", md->name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: the BPF object has no BTF "
+				    "(compile with clang -g)",
+				    md->name);
 	mp = calloc(1, sizeof(*mp));
 	if (!mp)
 		return ktel_err_set(err, ENOMEM, "out of memory");
@@ -811,7 +819,9 @@ static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *d
 			struct ktel_err *err)
 {
 	struct ktel_delta_reading in = {
-		.key_size = s->key_size, .vals = mp->cur, .n = mp->n_values,
+		.key_size = s->key_size,
+		.vals = mp->cur,
+		.n = mp->n_values,
 	};
 	bool gauge = is_gauge(mp);
 
@@ -826,7 +836,8 @@ static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *d
 			r = ktel_delta__apply(dm, &in, delta);
 			if (r < 0) {
 				emit_flush(mp, e);
-				return ktel_err_set(err, -r, "metric %s: delta engine: %s (the "
+				return ktel_err_set(err, -r,
+						    "metric %s: delta engine: %s (the "
 						    "%zu records of the keys before it were "
 						    "emitted; the rest keep their state)",
 						    mp->md->name, strerror(-r), e->total);
@@ -856,18 +867,18 @@ static int incomplete_pull(struct ktel_metric_pull *mp, const struct ktel_map_sn
 {
 	mp->last = *s;
 	mp->have_last = true;
-	return ktel_err_set(err, EAGAIN, "metric %s: map %s (id %u): incomplete pull: the %s walk "
+	return ktel_err_set(err, EAGAIN,
+			    "metric %s: map %s (id %u): incomplete pull: the %s walk "
 			    "stopped at a bound twice (%zu of at most %u entries read); nothing "
-			    "emitted, every key keeps its state for the next pull", mp->md->name,
-			    ktel_map_reader__map_name(mp->reader),
+			    "emitted, every key keeps its state for the next pull",
+			    mp->md->name, ktel_map_reader__map_name(mp->reader),
 			    ktel_map_reader__map_id(mp->reader), s->stats.method, s->count,
 			    ktel_map_reader__max_entries(mp->reader));
 }
 
 /* Read the map and the label maps; the last pull's records go, since
  * the read overwrites the snapshot they are rebuilt from. */
-static int read_all(struct ktel_metric_pull *mp, struct ktel_map_snapshot *s,
-		    struct ktel_err *err)
+static int read_all(struct ktel_metric_pull *mp, struct ktel_map_snapshot *s, struct ktel_err *err)
 {
 	const char *name = mp->md->name;
 	int r;
@@ -896,8 +907,8 @@ static int delta_round(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	struct ktel_delta_metric *dm;
 	int r;
 
-	r = ktel_delta__begin(d, name, ktel_map_reader__map_id(mp->reader), mp->map_created,
-			      &dm, ret_start);
+	r = ktel_delta__begin(d, name, ktel_map_reader__map_id(mp->reader), mp->map_created, &dm,
+			      ret_start);
 	if (r)
 		return ktel_err_set(err, -r, "metric %s: delta engine: %s", name, strerror(-r));
 	w->seq = ktel_delta__peek_seq(d, name);
@@ -913,14 +924,16 @@ static int delta_round(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	return r;
 }
 
-int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			  const char *boot_id, ktel_pull_records_fn fn, void *ctx,
-			  struct ktel_pull_info *ret_info, struct ktel_err *err)
+int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
+			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			  struct ktel_err *err)
 {
 	uint64_t t0 = ktel_now_boottime_ns();
 	int64_t wall = ktel_now_wall_ns();
 	struct ktel_pull_info info = {0};
-	struct window w = {.boot_id = boot_id, .end_boot = t0, .end_wall = wall,
+	struct window w = {.boot_id = boot_id,
+			   .end_boot = t0,
+			   .end_wall = wall,
 			   .start_boot = mp->window_start_boot,
 			   .start_wall = mp->window_start_wall};
 	struct emit e = {.fn = fn, .ctx = ctx};
@@ -949,8 +962,8 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	return 0;
 }
 
-int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			       bool *ret_taken, struct ktel_err *err)
+int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d, bool *ret_taken,
+			       struct ktel_err *err)
 {
 	struct ktel_pull_info info;
 	int r;

@@ -126,12 +126,12 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp);
  * baseline was taken (nothing to do for a map this daemon created or one
  * the state knows).
  */
-int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			       bool *ret_taken, struct ktel_err *err);
+int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d, bool *ret_taken,
+			       struct ktel_err *err);
 
-int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			  const char *boot_id, ktel_pull_records_fn fn, void *ctx,
-			  struct ktel_pull_info *ret_info, struct ktel_err *err);
+int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
+			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			  struct ktel_err *err);
 
 /* Cumulative state as of the last pull (for show and the cumulative sinks'
  * start-up totals): a record with the totals for every key read, to fn

@@ -21,10 +21,12 @@ static const struct {
 	unsigned int machine;
 	const char *name;
 } machines[] = {
-	{EM_X86_64, "x86_64"},   {EM_AARCH64, "aarch64"}, {EM_386, "i386"},
-	{EM_ARM, "arm"},         {EM_RISCV, "riscv"},     {EM_PPC64, "ppc64"},
-	{EM_PPC, "ppc"},         {EM_S390, "s390"},       {EM_MIPS, "mips"},
-	{EM_LOONGARCH, "loongarch"}, {EM_BPF, "bpf"},     {EM_SPARCV9, "sparc64"},
+	{EM_X86_64, "x86_64"}, {EM_AARCH64, "aarch64"},
+	{EM_386, "i386"},      {EM_ARM, "arm"},
+	{EM_RISCV, "riscv"},   {EM_PPC64, "ppc64"},
+	{EM_PPC, "ppc"},       {EM_S390, "s390"},
+	{EM_MIPS, "mips"},     {EM_LOONGARCH, "loongarch"},
+	{EM_BPF, "bpf"},       {EM_SPARCV9, "sparc64"},
 };
 
 const char *ktel_elf_machine_name(unsigned int machine)
@@ -76,8 +78,10 @@ static int copy_into(const char *path, int fd, int memfd, size_t size, struct kt
 			return ktel_err_set(err, errno, "%s: refused: cannot read: %s", path,
 					    strerror(errno));
 		if (n == 0)
-			return ktel_err_set(err, EAGAIN, "%s: not yet quiet: file shrank while "
-					    "it was read", path);
+			return ktel_err_set(err, EAGAIN,
+					    "%s: not yet quiet: file shrank while "
+					    "it was read",
+					    path);
 		if (write(memfd, buf, (size_t)n) != n)
 			return ktel_err_set(err, errno ? errno : EIO, "%s: cannot copy: %s", path,
 					    strerror(errno ? errno : EIO));
@@ -173,8 +177,8 @@ static int refuse(const struct elf_check *c, int code, const char *fmt, va_list 
 }
 
 /* Refuse with ENOEXEC "<path>: refused: <rule>": the ELF is malformed. */
-__attribute__((format(printf, 2, 3)))
-static int bad(const struct elf_check *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int bad(const struct elf_check *c, const char *fmt,
+						     ...)
 {
 	va_list ap;
 	int rc;
@@ -186,8 +190,8 @@ static int bad(const struct elf_check *c, const char *fmt, ...)
 }
 
 /* Refuse with ENODATA: the file ends before what the ELF describes. */
-__attribute__((format(printf, 2, 3)))
-static int short_file(const struct elf_check *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int short_file(const struct elf_check *c,
+							    const char *fmt, ...)
 {
 	va_list ap;
 	int rc;
@@ -210,25 +214,35 @@ static int check_ident(const struct elf_check *c)
 		return short_file(c, "ELF header truncated (%zu of %zu bytes)", c->size,
 				  sizeof(Elf64_Ehdr));
 	if (c->size < EI_NIDENT + 4 || memcmp(id, ELFMAG, SELFMAG) != 0)
-		return ktel_err_set(c->err, ENOEXEC, "%s: refused: not a shared object (no ELF "
-				    "header)", c->path);
+		return ktel_err_set(c->err, ENOEXEC,
+				    "%s: refused: not a shared object (no ELF "
+				    "header)",
+				    c->path);
 	/* e_machine is at offset 18 in both classes, in the file's byte order. */
 	machine = id[EI_DATA] == ELFDATA2MSB ? (unsigned int)id[18] << 8 | id[19]
 					     : (unsigned int)id[19] << 8 | id[18];
 	if (machine != host) {
 		name = ktel_elf_machine_name(machine);
 		if (name)
-			return ktel_err_set(c->err, ENOEXEC, "%s: refused: built for %s, this "
-					    "daemon is %s", c->path, name, host_name);
-		return ktel_err_set(c->err, ENOEXEC, "%s: refused: built for ELF machine %u, "
-				    "this daemon is %s", c->path, machine, host_name);
+			return ktel_err_set(c->err, ENOEXEC,
+					    "%s: refused: built for %s, this "
+					    "daemon is %s",
+					    c->path, name, host_name);
+		return ktel_err_set(c->err, ENOEXEC,
+				    "%s: refused: built for ELF machine %u, "
+				    "this daemon is %s",
+				    c->path, machine, host_name);
 	}
 	if (id[EI_CLASS] != ELFCLASS64)
-		return ktel_err_set(c->err, ENOEXEC, "%s: refused: not a 64-bit ELF (class %u), "
-				    "this daemon is %s", c->path, id[EI_CLASS], host_name);
+		return ktel_err_set(c->err, ENOEXEC,
+				    "%s: refused: not a 64-bit ELF (class %u), "
+				    "this daemon is %s",
+				    c->path, id[EI_CLASS], host_name);
 	if (id[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB))
-		return ktel_err_set(c->err, ENOEXEC, "%s: refused: ELF byte order %u is not this "
-				    "daemon's", c->path, id[EI_DATA]);
+		return ktel_err_set(c->err, ENOEXEC,
+				    "%s: refused: ELF byte order %u is not this "
+				    "daemon's",
+				    c->path, id[EI_DATA]);
 	return 0;
 }
 
@@ -243,20 +257,26 @@ static int check_header(struct elf_check *c)
 		return short_file(c, "ELF header truncated (%zu of %zu bytes)", c->size,
 				  sizeof(*eh));
 	if (eh->e_type != ET_DYN)
-		return ktel_err_set(c->err, ENOEXEC, "%s: refused: not a shared object (ELF type "
-				    "%u)", c->path, eh->e_type);
+		return ktel_err_set(c->err, ENOEXEC,
+				    "%s: refused: not a shared object (ELF type "
+				    "%u)",
+				    c->path, eh->e_type);
 	if (eh->e_phnum == 0 || eh->e_phentsize != sizeof(Elf64_Phdr))
 		return bad(c, "program header table malformed (%u entries of %u bytes)",
 			   eh->e_phnum, eh->e_phentsize);
 	if (!in_file(c, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr)))
-		return short_file(c, "program header table (%u entries at offset %llu) outside the "
-			   "file", eh->e_phnum, (unsigned long long)eh->e_phoff);
+		return short_file(c,
+				  "program header table (%u entries at offset %llu) outside the "
+				  "file",
+				  eh->e_phnum, (unsigned long long)eh->e_phoff);
 	if (eh->e_shnum == 0 || eh->e_shentsize != sizeof(Elf64_Shdr))
 		return bad(c, "section header table malformed (%u entries of %u bytes)",
 			   eh->e_shnum, eh->e_shentsize);
 	if (!in_file(c, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
-		return short_file(c, "section header table (%u entries at offset %llu) outside the "
-			   "file", eh->e_shnum, (unsigned long long)eh->e_shoff);
+		return short_file(c,
+				  "section header table (%u entries at offset %llu) outside the "
+				  "file",
+				  eh->e_shnum, (unsigned long long)eh->e_shoff);
 	if (eh->e_shoff % 8 || eh->e_phoff % 8)
 		return bad(c, "header tables not 8-byte aligned");
 	if (eh->e_shstrndx == SHN_UNDEF || eh->e_shstrndx >= eh->e_shnum)
@@ -274,15 +294,15 @@ static int check_segments(const struct elf_check *c)
 
 	for (unsigned int i = 0; i < eh->e_phnum; i++) {
 		if (!in_file(c, ph[i].p_offset, ph[i].p_filesz))
-			return short_file(c, "segment %u (offset %llu, %llu bytes) lies outside the file", i,
-				   (unsigned long long)ph[i].p_offset,
-				   (unsigned long long)ph[i].p_filesz);
+			return short_file(c,
+					  "segment %u (offset %llu, %llu bytes) lies outside the file",
+					  i, (unsigned long long)ph[i].p_offset,
+					  (unsigned long long)ph[i].p_filesz);
 		if (ph[i].p_type != PT_LOAD)
 			continue;
 		load = true;
 		if (ph[i].p_filesz > ph[i].p_memsz)
-			return bad(c, "PT_LOAD segment %u is larger in the file than in memory",
-				   i);
+			return bad(c, "PT_LOAD segment %u is larger in the file than in memory", i);
 	}
 	return load ? 0 : bad(c, "no PT_LOAD segment");
 }
@@ -308,8 +328,10 @@ static int check_symtab(const struct elf_check *c, const Elf64_Shdr *s, const ch
 	str = &c->shdrs[s->sh_link];
 	for (uint64_t k = 0; k < s->sh_size / sizeof(Elf64_Sym); k++)
 		if (syms[k].st_name >= str->sh_size)
-			return bad(c, "symbol table %s (section %u) names a symbol outside its "
-				   "string table", name, i);
+			return bad(c,
+				   "symbol table %s (section %u) names a symbol outside its "
+				   "string table",
+				   name, i);
 	return 0;
 }
 
@@ -323,13 +345,16 @@ static int check_sections(const struct elf_check *c)
 		const Elf64_Shdr *s = &c->shdrs[i];
 
 		if (s->sh_type != SHT_NOBITS && !in_file(c, s->sh_offset, s->sh_size))
-			return short_file(c, "section %u (offset %llu, %llu bytes) lies outside the file", i,
-				   (unsigned long long)s->sh_offset,
-				   (unsigned long long)s->sh_size);
+			return short_file(c,
+					  "section %u (offset %llu, %llu bytes) lies outside the file",
+					  i, (unsigned long long)s->sh_offset,
+					  (unsigned long long)s->sh_size);
 	}
 	if (!strtab_ok(c, names))
-		return bad(c, "section name table (section %u) is not a terminated string "
-			   "table", eh->e_shstrndx);
+		return bad(c,
+			   "section name table (section %u) is not a terminated string "
+			   "table",
+			   eh->e_shstrndx);
 	for (unsigned int i = 1; i < c->shnum; i++) {
 		const Elf64_Shdr *s = &c->shdrs[i];
 		const char *name;
@@ -338,7 +363,8 @@ static int check_sections(const struct elf_check *c)
 			return bad(c, "section %u has a name outside the name table", i);
 		name = (const char *)c->data + names->sh_offset + s->sh_name;
 		if (s->sh_type == SHT_STRTAB && !strtab_ok(c, s))
-			return bad(c, "string table %s (section %u) is not NUL-terminated", name, i);
+			return bad(c, "string table %s (section %u) is not NUL-terminated", name,
+				   i);
 		if (s->sh_type == SHT_SYMTAB || s->sh_type == SHT_DYNSYM) {
 			rc = check_symtab(c, s, name, i);
 			if (rc)
@@ -435,8 +461,8 @@ static const char *sym_name(const struct elf_check *c, const Elf64_Shdr *symtab,
 }
 
 /* Apply one relocation to the view, or mark its slot as not applied. */
-static int view_reloc(const struct elf_check *c, struct ktel_elf_view *v,
-		      const Elf64_Shdr *symtab, const Elf64_Rela *r)
+static int view_reloc(const struct elf_check *c, struct ktel_elf_view *v, const Elf64_Shdr *symtab,
+		      const Elf64_Rela *r)
 {
 	const Elf64_Sym *syms = (const void *)(c->data + symtab->sh_offset);
 	uint64_t nsyms = symtab->sh_size / sizeof(Elf64_Sym), idx = ELF64_R_SYM(r->r_info);
@@ -454,7 +480,8 @@ static int view_reloc(const struct elf_check *c, struct ktel_elf_view *v,
 				   (unsigned long long)r->r_offset, (unsigned long long)idx,
 				   (unsigned long long)nsyms);
 		if (syms[idx].st_shndx == SHN_UNDEF || syms[idx].st_shndx >= SHN_LORESERVE)
-			return view_mark_bad(c, v, r->r_offset, "import of %s (relocation at 0x%llx)",
+			return view_mark_bad(c, v, r->r_offset,
+					     "import of %s (relocation at 0x%llx)",
 					     sym_name(c, symtab, &syms[idx]),
 					     (unsigned long long)r->r_offset);
 		val = base + (uintptr_t)syms[idx].st_value + (uintptr_t)r->r_addend;
@@ -513,18 +540,23 @@ static int view_find(const struct elf_check *c, struct ktel_elf_view *v, const c
 			if (strcmp(sym_name(c, s, sym), name) != 0)
 				continue;
 			if (sym->st_shndx == SHN_UNDEF || sym->st_shndx >= SHN_LORESERVE)
-				return ktel_err_set(c->err, ENOENT, "%s: refused: exports no %s symbol "
-						    "(not a ktelemetry plugin)", c->path, name);
+				return ktel_err_set(c->err, ENOENT,
+						    "%s: refused: exports no %s symbol "
+						    "(not a ktelemetry plugin)",
+						    c->path, name);
 			if (ELF64_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_value > v->span ||
 			    sym->st_size > v->span - sym->st_value)
-				return bad(c, "symbol %s is not a data object inside the image", name);
+				return bad(c, "symbol %s is not a data object inside the image",
+					   name);
 			v->sym = v->mem + sym->st_value;
 			v->sym_size = (size_t)sym->st_size;
 			return 0;
 		}
 	}
-	return ktel_err_set(c->err, ENOENT, "%s: refused: exports no %s symbol (not a ktelemetry "
-			    "plugin)", c->path, name);
+	return ktel_err_set(c->err, ENOENT,
+			    "%s: refused: exports no %s symbol (not a ktelemetry "
+			    "plugin)",
+			    c->path, name);
 }
 
 int ktel_elf_view__new(const struct ktel_elf_image *img, const char *symbol, const char *path,

@@ -80,8 +80,8 @@ struct ktel_elf_bad_reloc {
  */
 struct ktel_elf_view {
 	unsigned char *mem;
-	size_t span;            /* bytes of mem: the PT_LOAD address span */
-	const void *sym;        /* the symbol asked for */
+	size_t span;     /* bytes of mem: the PT_LOAD address span */
+	const void *sym; /* the symbol asked for */
 	size_t sym_size;
 	struct ktel_elf_bad_reloc *bad;
 	size_t n_bad;

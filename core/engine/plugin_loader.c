@@ -42,8 +42,8 @@ static const char *owner_rule(uid_t owner, char *buf, size_t len)
  * Check one node's owner and mode. what is "" for the file itself or
  * "parent directory <dir> " for a directory on its path.
  */
-static int check_owner_mode(const char *path, const char *what, const struct stat *st,
-			    uid_t owner, struct ktel_err *err)
+static int check_owner_mode(const char *path, const char *what, const struct stat *st, uid_t owner,
+			    struct ktel_err *err)
 {
 	char buf[32];
 
@@ -52,8 +52,9 @@ static int check_owner_mode(const char *path, const char *what, const struct sta
 				    what, owner_rule(owner, buf, sizeof(buf)),
 				    (unsigned)st->st_uid);
 	if (st->st_mode & (S_IWGRP | S_IWOTH))
-		return ktel_err_set(err, EPERM, "%s: refused: %sgroup- or world-writable (mode %04o)",
-				    path, what, (unsigned)(st->st_mode & 07777));
+		return ktel_err_set(err, EPERM,
+				    "%s: refused: %sgroup- or world-writable (mode %04o)", path,
+				    what, (unsigned)(st->st_mode & 07777));
 	return 0;
 }
 
@@ -159,9 +160,10 @@ static int open_safe(const char *path, uid_t owner, int *ret_fd, struct stat *re
 		return rc;
 	fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
-		rc = errno == ELOOP ? ktel_err_set(err, EPERM, "%s: refused: is a symbolic link", path)
-				    : ktel_err_set(err, errno, "%s: refused: cannot open: %s", path,
-						   strerror(errno));
+		rc = errno == ELOOP
+			     ? ktel_err_set(err, EPERM, "%s: refused: is a symbolic link", path)
+			     : ktel_err_set(err, errno, "%s: refused: cannot open: %s", path,
+					    strerror(errno));
 		goto fail;
 	}
 	if (fstat(fd, &st) != 0) {
@@ -237,8 +239,7 @@ static bool in_plugin(const struct validator *v, const void *ptr, size_t size)
  * a misaligned struct read is undefined behaviour). The view's buffer is
  * malloc'd, so alignment in it is alignment of the file's addresses.
  */
-static bool in_plugin_aligned(const struct validator *v, const void *ptr, size_t size,
-			      size_t align)
+static bool in_plugin_aligned(const struct validator *v, const void *ptr, size_t size, size_t align)
 {
 	if (align > 1 && (uintptr_t)ptr % align) {
 		((struct validator *)v)->misaligned = true;
@@ -259,7 +260,11 @@ static bool name_char(char c, bool ident)
  * and when charset is set made of [a-z0-9_] (or C identifier characters and
  * dots for BPF names). field is for the message.
  */
-enum charset { ANY, METRIC_NAME, BPF_NAME };
+enum charset {
+	ANY,
+	METRIC_NAME,
+	BPF_NAME
+};
 
 static int check_str(const struct validator *v, const char *field, const char *s, bool optional,
 		     enum charset cs)
@@ -277,8 +282,10 @@ static int check_str(const struct validator *v, const char *field, const char *s
 	room = ktel_elf_view__room(v->view, s);
 	len = strnlen(s, room < max + 1 ? room : max + 1);
 	if (len == room)
-		return ktel_err_set(v->err, EINVAL, "%s: refused: %s is not NUL-terminated inside "
-				    "the plugin", v->path, field);
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: %s is not NUL-terminated inside "
+				    "the plugin",
+				    v->path, field);
 	if (!in_plugin(v, s, len + 1))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points outside the plugin",
 				    v->path, field);
@@ -297,15 +304,16 @@ static int check_str(const struct validator *v, const char *field, const char *s
 	return 0;
 }
 
-static int check_array(const struct validator *v, const char *field, const void *arr,
-		       uint32_t n, uint32_t max, size_t elem)
+static int check_array(const struct validator *v, const char *field, const void *arr, uint32_t n,
+		       uint32_t max, size_t elem)
 {
 	if (n > max)
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s: %u entries, at most %u",
 				    v->path, field, n, max);
 	if (n && !in_plugin_aligned(v, arr, (size_t)n * elem, elem % 8 ? (elem % 4 ? 1 : 4) : 8))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: %s points %s", v->path, field,
-				    v->misaligned ? "to a misaligned address" : "outside the plugin");
+				    v->misaligned ? "to a misaligned address"
+						  : "outside the plugin");
 	return 0;
 }
 
@@ -332,28 +340,34 @@ static int check_dev_dims(const struct validator *v, const struct ktel_metric_de
 		n_minor += !!(f & KTEL_DIM_DEV_MINOR);
 		n_devt += !!(f & KTEL_DIM_DEV_T);
 		if (dev && (dev & (dev - 1)))
-			return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s dimension %s: "
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %s dimension %s: "
 					    "more than one of KTEL_DIM_DEV_MAJOR, _MINOR, _T",
 					    v->path, m->name, m->dims[i].name);
-		if (dev && (m->dims[i].label_enum || m->dims[i].label_map ||
-			    (f & KTEL_DIM_ENUM_SHORT)))
-			return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s dimension %s: "
+		if (dev &&
+		    (m->dims[i].label_enum || m->dims[i].label_map || (f & KTEL_DIM_ENUM_SHORT)))
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %s dimension %s: "
 					    "a block-device number has no enum or map label",
 					    v->path, m->name, m->dims[i].name);
 	}
 	if (!n_major && !n_minor && !n_devt)
 		return 0;
-	if (n_major > 1 || n_minor > 1 || n_devt > 1 || n_major != n_minor ||
-	    (n_devt && n_major))
-		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: block-device "
+	if (n_major > 1 || n_minor > 1 || n_devt > 1 || n_major != n_minor || (n_devt && n_major))
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: metric %s: block-device "
 				    "dimensions need one KTEL_DIM_DEV_MAJOR and one "
-				    "KTEL_DIM_DEV_MINOR, or one KTEL_DIM_DEV_T", v->path, m->name);
+				    "KTEL_DIM_DEV_MINOR, or one KTEL_DIM_DEV_T",
+				    v->path, m->name);
 	if (m->model != KTEL_MODEL_ACCUMULATOR)
-		return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: block-device "
-				    "dimensions are for accumulator metrics only", v->path, m->name);
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: metric %s: block-device "
+				    "dimensions are for accumulator metrics only",
+				    v->path, m->name);
 	for (i = 0; i < m->n_dims; i++)
 		if (strcmp(m->dims[i].name, KTEL_DEVICE_DIM) == 0)
-			return ktel_err_set(v->err, EINVAL, "%s: refused: metric %s: dimension "
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %s: dimension "
 					    "\"%s\" is the one block-device dimensions add",
 					    v->path, m->name, KTEL_DEVICE_DIM);
 	return 0;
@@ -367,8 +381,10 @@ static int check_dims(const struct validator *v, const struct ktel_metric_desc *
 
 	rc = check_array(v, "metric dims", m->dims, m->n_dims, KTEL_PLUGIN_MAX_DIMS,
 			 sizeof(*m->dims));
-	rc = rc ?: check_array(v, "metric dim_flags", m->dim_flags, m->dim_flags ? m->n_dims : 0,
-			       KTEL_PLUGIN_MAX_DIMS, sizeof(*m->dim_flags));
+	rc = rc
+		     ?: check_array(v, "metric dim_flags", m->dim_flags,
+				    m->dim_flags ? m->n_dims : 0, KTEL_PLUGIN_MAX_DIMS,
+				    sizeof(*m->dim_flags));
 	for (i = 0; !rc && i < m->n_dims; i++) {
 		const struct ktel_dimension_desc *d = &m->dims[i];
 
@@ -384,8 +400,7 @@ static int check_dims(const struct validator *v, const struct ktel_metric_desc *
 	return rc ?: check_dev_dims(v, m);
 }
 
-static int check_metric(const struct validator *v, const struct ktel_metric_desc *m,
-			uint32_t index)
+static int check_metric(const struct validator *v, const struct ktel_metric_desc *m, uint32_t index)
 {
 	char field[160];
 	uint32_t i;
@@ -418,8 +433,9 @@ static int check_metric(const struct validator *v, const struct ktel_metric_desc
 				    "%s: refused: metric %s: linear scheme needs linear_step > 0",
 				    v->path, m->name);
 	rc = check_dims(v, m);
-	rc = rc ?: check_array(v, "metric programs", m->programs, m->n_programs,
-			       KTEL_PLUGIN_MAX_PROGRAMS, sizeof(*m->programs));
+	rc = rc
+		     ?: check_array(v, "metric programs", m->programs, m->n_programs,
+				    KTEL_PLUGIN_MAX_PROGRAMS, sizeof(*m->programs));
 	for (i = 0; !rc && i < m->n_programs; i++)
 		rc = check_str(v, "metric program", m->programs[i], false, BPF_NAME);
 	return rc;
@@ -440,8 +456,8 @@ static int check_ring_shared(const struct validator *v, const struct ktel_metric
 			return ktel_err_set(v->err, EINVAL,
 					    "%s: refused: stream metrics %s and %s both read ring "
 					    "buffer %s (a ring has one reader: each would get part "
-					    "of its events)", v->path, m[j].name, m[i].name,
-					    m[i].map_name);
+					    "of its events)",
+					    v->path, m[j].name, m[i].name, m[i].map_name);
 	return 0;
 }
 
@@ -460,7 +476,8 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 				    d->n_metrics, KTEL_PLUGIN_MAX_METRICS);
 	if (!in_plugin_aligned(v, raw, sizeof(uint32_t), 8))
 		return ktel_err_set(v->err, EINVAL, "%s: refused: metrics points %s", v->path,
-				    v->misaligned ? "to a misaligned address" : "outside the plugin");
+				    v->misaligned ? "to a misaligned address"
+						  : "outside the plugin");
 	/* Metrics of a newer minor are larger: the array's stride is their size. */
 	stride = *(const uint32_t *)raw;
 	if (stride < KTEL_METRIC_DESC_MIN_SIZE || stride > METRIC_DESC_MAX_SIZE)
@@ -468,8 +485,8 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 				    "%s: refused: metric struct_size %u (ABI 1.0 needs at least %zu)",
 				    v->path, stride, (size_t)KTEL_METRIC_DESC_MIN_SIZE);
 	if (!in_plugin(v, raw, (size_t)stride * d->n_metrics))
-		return ktel_err_set(v->err, EINVAL, "%s: refused: metrics points outside the plugin",
-				    v->path);
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: metrics points outside the plugin", v->path);
 	p->metrics = calloc(d->n_metrics, sizeof(*p->metrics));
 	if (!p->metrics)
 		return ktel_err_set(v->err, ENOMEM, "%s: out of memory", v->path);
@@ -477,12 +494,13 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 		const unsigned char *m = raw + (size_t)i * stride;
 
 		if (*(const uint32_t *)m != stride)
-			return ktel_err_set(v->err, EINVAL,
-					    "%s: refused: metric %u struct_size %u differs from metric 0's %u",
-					    v->path, i, *(const uint32_t *)m, stride);
+			return ktel_err_set(
+				v->err, EINVAL,
+				"%s: refused: metric %u struct_size %u differs from metric 0's %u",
+				v->path, i, *(const uint32_t *)m, stride);
 		/* An older minor's metric is shorter: the rest stays zero. */
-		memcpy(&p->metrics[i], m, stride < sizeof(p->metrics[i]) ? stride
-									  : sizeof(p->metrics[i]));
+		memcpy(&p->metrics[i], m,
+		       stride < sizeof(p->metrics[i]) ? stride : sizeof(p->metrics[i]));
 		/* ABI 1.0 had no dim_flags: whatever lies there is not one. */
 		if (d->abi_minor < 1)
 			p->metrics[i].dim_flags = NULL;
@@ -491,9 +509,10 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 			return rc;
 		for (j = 0; j < i; j++)
 			if (strcmp(p->metrics[j].name, p->metrics[i].name) == 0)
-				return ktel_err_set(v->err, EINVAL,
-						    "%s: refused: duplicate metric name %s within the plugin",
-						    v->path, p->metrics[i].name);
+				return ktel_err_set(
+					v->err, EINVAL,
+					"%s: refused: duplicate metric name %s within the plugin",
+					v->path, p->metrics[i].name);
 		rc = check_ring_shared(v, p->metrics, i);
 		if (rc)
 			return rc;
@@ -513,8 +532,9 @@ static int check_variants_params(const struct validator *v, const struct ktel_pl
 		rc = check_str(v, "variant group", d->variants[i].group, false, BPF_NAME);
 		rc = rc ?: check_str(v, "variant prog", d->variants[i].prog, false, BPF_NAME);
 	}
-	rc = rc ?: check_array(v, "params", d->params, d->n_params, KTEL_PLUGIN_MAX_PARAMS,
-			       sizeof(*d->params));
+	rc = rc
+		     ?: check_array(v, "params", d->params, d->n_params, KTEL_PLUGIN_MAX_PARAMS,
+				    sizeof(*d->params));
 	for (i = 0; !rc && i < d->n_params; i++) {
 		rc = check_str(v, "param name", d->params[i].name, false, BPF_NAME);
 		rc = rc ?: check_str(v, "param description", d->params[i].description, true, ANY);
@@ -533,11 +553,12 @@ static int check_elf_header(const struct validator *v, const struct ktel_plugin_
 				    "%s: refused: embedded BPF object missing or too small (%zu bytes)",
 				    v->path, d->bpf_object_size);
 	if (d->bpf_object_size > KTEL_PLUGIN_BPF_MAX)
-		return ktel_err_set(v->err, EINVAL, "%s: refused: embedded BPF object of %zu bytes, at most %u",
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: embedded BPF object of %zu bytes, at most %u",
 				    v->path, d->bpf_object_size, KTEL_PLUGIN_BPF_MAX);
 	if (!in_plugin(v, d->bpf_object, d->bpf_object_size))
-		return ktel_err_set(v->err, EINVAL, "%s: refused: bpf_object points outside the plugin",
-				    v->path);
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: bpf_object points outside the plugin", v->path);
 	memcpy(&ehdr, d->bpf_object, sizeof(ehdr));
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
 		return ktel_err_set(v->err, EINVAL,
@@ -545,16 +566,19 @@ static int check_elf_header(const struct validator *v, const struct ktel_plugin_
 				    v->path);
 	if (eh->e_ident[EI_CLASS] != ELFCLASS64)
 		return ktel_err_set(v->err, EINVAL,
-				    "%s: refused: embedded BPF object is not a 64-bit ELF", v->path);
+				    "%s: refused: embedded BPF object is not a 64-bit ELF",
+				    v->path);
 	machine = eh->e_machine;
-	if (eh->e_ident[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB))
+	if (eh->e_ident[EI_DATA] !=
+	    (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB))
 		return ktel_err_set(v->err, EINVAL,
 				    "%s: refused: embedded BPF object has the wrong byte order",
 				    v->path);
 	if (machine != EM_BPF)
-		return ktel_err_set(v->err, EINVAL,
-				    "%s: refused: embedded object is an ELF for machine %u, not BPF (%u)",
-				    v->path, machine, EM_BPF);
+		return ktel_err_set(
+			v->err, EINVAL,
+			"%s: refused: embedded object is an ELF for machine %u, not BPF (%u)",
+			v->path, machine, EM_BPF);
 	return 0;
 }
 
@@ -564,8 +588,8 @@ static int check_map(const struct validator *v, struct bpf_object *obj, const ch
 	if (!map || bpf_object__find_map_by_name(obj, map))
 		return 0;
 	return ktel_err_set(v->err, ENOENT,
-			    "%s: refused: metric %s names %s %s, absent from the BPF object", v->path,
-			    metric, field, map);
+			    "%s: refused: metric %s names %s %s, absent from the BPF object",
+			    v->path, metric, field, map);
 }
 
 static int check_prog(const struct validator *v, struct bpf_object *obj, const char *who,
@@ -601,9 +625,10 @@ static int check_object_names(const struct validator *v, const struct ktel_plugi
 		rc = check_prog(v, obj, "variant", d->variants[i].prog);
 	for (i = 0; !rc && i < d->n_params; i++) {
 		if (ktel_bpf_rodata_var(obj, d->params[i].name, &off, &size) != 0)
-			rc = ktel_err_set(v->err, ENOENT,
-					  "%s: refused: param %s is not a 1/2/4/8-byte .rodata variable of the BPF object",
-					  v->path, d->params[i].name);
+			rc = ktel_err_set(
+				v->err, ENOENT,
+				"%s: refused: param %s is not a 1/2/4/8-byte .rodata variable of the BPF object",
+				v->path, d->params[i].name);
 	}
 	return rc;
 }
@@ -629,7 +654,8 @@ static int open_and_check_names(void *ctx, struct ktel_err *err)
 	obj = bpf_object__open_mem(c->p->desc.bpf_object, c->p->desc.bpf_object_size, &opts);
 	if (!obj) {
 		rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
-		return ktel_err_set(err, rc, "%s: refused: embedded BPF object does not open: %s%s%s",
+		return ktel_err_set(err, rc,
+				    "%s: refused: embedded BPF object does not open: %s%s%s",
 				    v.path, msg, ktel_libbpf_log__last()[0] ? ": " : "",
 				    ktel_libbpf_log__last());
 	}
@@ -656,8 +682,10 @@ static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
 		return rc;
 	rc = ktel_btf_validate_elf(p->desc.bpf_object, p->desc.bpf_object_size, &btf_err);
 	if (rc && rc != -ENOENT)
-		return ktel_err_set(v->err, -rc, "%s: refused: embedded BPF object has invalid "
-				    "BTF: %s", v->path, btf_err.msg);
+		return ktel_err_set(v->err, -rc,
+				    "%s: refused: embedded BPF object has invalid "
+				    "BTF: %s",
+				    v->path, btf_err.msg);
 	snprintf(what, sizeof(what), "%s: refused: libbpf's parse of the embedded BPF object",
 		 v->path);
 	return ktel_contain__run(what, open_and_check_names, &c, KTEL_CONTAIN_TIMEOUT_MS, v->err);
@@ -684,8 +712,8 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 				    v->path, raw->struct_size, (size_t)KTEL_PLUGIN_DESC_MIN_SIZE);
 	len = raw->struct_size < sizeof(p->desc) ? raw->struct_size : sizeof(p->desc);
 	if (!in_plugin(v, raw, len))
-		return ktel_err_set(v->err, EINVAL, "%s: refused: descriptor extends outside the plugin",
-				    v->path);
+		return ktel_err_set(v->err, EINVAL,
+				    "%s: refused: descriptor extends outside the plugin", v->path);
 	memcpy(&p->desc, raw, len);
 	rc = check_str(v, "plugin name", p->desc.name, false, METRIC_NAME);
 	rc = rc ?: check_str(v, "plugin version", p->desc.version, false, ANY);
@@ -726,8 +754,10 @@ static int not_quiet(const char *path, long long age, struct ktel_err *err)
 	if (strncmp(r, path, len) == 0 && strncmp(r + len, ": refused: ", 11) == 0)
 		r += len + 11;
 	snprintf(rule, sizeof(rule), "%s", r);
-	return ktel_err_set(err, EAGAIN, "%s: not yet quiet (modified %lld ms ago, retried "
-			    "later): %s", path, age, rule);
+	return ktel_err_set(err, EAGAIN,
+			    "%s: not yet quiet (modified %lld ms ago, retried "
+			    "later): %s",
+			    path, age, rule);
 }
 
 /*
@@ -856,8 +886,8 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 	d->bpf_object = copy_mem(p, d->bpf_object, d->bpf_object_size, &oom);
 	for (uint32_t i = 0; i < d->n_metrics; i++)
 		copy_metric(p, &p->metrics[i], &oom);
-	variants = d->n_variants ? copy_mem(p, d->variants, d->n_variants * sizeof(*variants),
-					    &oom) : NULL;
+	variants = d->n_variants ? copy_mem(p, d->variants, d->n_variants * sizeof(*variants), &oom)
+				 : NULL;
 	for (uint32_t i = 0; variants && i < d->n_variants; i++) {
 		variants[i].group = copy_str(p, variants[i].group, &oom);
 		variants[i].prog = copy_str(p, variants[i].prog, &oom);
@@ -893,9 +923,10 @@ static int load_descriptor(struct ktel_plugin *p, const struct ktel_elf_image *i
 	v.view = view;
 	rc = validate(&v, view->sym, p);
 	if (rc && v.bad_reloc)
-		rc = ktel_err_set(err, ENOEXEC, "%s: refused: the descriptor reaches data the "
-				  "daemon cannot relocate without running the plugin: %s", p->path,
-				  v.bad_reloc);
+		rc = ktel_err_set(err, ENOEXEC,
+				  "%s: refused: the descriptor reaches data the "
+				  "daemon cannot relocate without running the plugin: %s",
+				  p->path, v.bad_reloc);
 	rc = rc ?: copy_descriptor(p, err);
 	ktel_elf_view__free(view);
 	return rc;

@@ -43,10 +43,8 @@
 #define KTEL_PLUGIN_BPF_MAX (64u << 20)
 
 /* Size of the descriptor structs as ABI 1.0 defined them: the least accepted. */
-#define KTEL_PLUGIN_DESC_MIN_SIZE                                                    \
-	(offsetof(struct ktel_plugin_desc, n_params) + sizeof(uint32_t))
-#define KTEL_METRIC_DESC_MIN_SIZE                                                    \
-	(offsetof(struct ktel_metric_desc, n_programs) + sizeof(uint32_t))
+#define KTEL_PLUGIN_DESC_MIN_SIZE (offsetof(struct ktel_plugin_desc, n_params) + sizeof(uint32_t))
+#define KTEL_METRIC_DESC_MIN_SIZE (offsetof(struct ktel_metric_desc, n_programs) + sizeof(uint32_t))
 
 /*
  * A validated plugin. desc is a copy of the plugin's descriptor in this
@@ -60,9 +58,9 @@
  * current content.
  */
 struct ktel_plugin {
-	char *path;                  /* as given to ktel_plugin__open() */
-	char *real_path;             /* canonical path of the file */
-	struct stat st;              /* fstat of the file that was loaded */
+	char *path;      /* as given to ktel_plugin__open() */
+	char *real_path; /* canonical path of the file */
+	struct stat st;  /* fstat of the file that was loaded */
 	struct ktel_plugin_desc desc;
 	struct ktel_metric_desc *metrics;
 	/* Every copy desc reaches, freed with the plugin. */
@@ -114,8 +112,8 @@ void ktel_plugin__free(struct ktel_plugin *plugin);
 typedef void (*ktel_plugin_refusal_fn)(const char *path, const struct ktel_err *err, void *ctx);
 
 struct ktel_plugin_scan_opts {
-	uid_t owner;                   /* extra trusted owner, 0: root only */
-	size_t max_plugins;            /* 0: KTEL_PLUGIN_SCAN_MAX */
+	uid_t owner;                       /* extra trusted owner, 0: root only */
+	size_t max_plugins;                /* 0: KTEL_PLUGIN_SCAN_MAX */
 	ktel_plugin_refusal_fn on_refusal; /* may be NULL */
 	/* Optional, for a caller that rescans: true leaves path out of the
 	 * scan (the caller holds it, unchanged): not opened, not counted. */
@@ -123,7 +121,7 @@ struct ktel_plugin_scan_opts {
 	/* Optional: the path of a plugin outside this scan that provides
 	 * metric, or NULL. A plugin repeating such a name is refused too. */
 	const char *(*metric_owner)(const char *metric, void *ctx);
-	void *ctx;                     /* for the callbacks */
+	void *ctx; /* for the callbacks */
 };
 
 /* The plugins a scan accepted, in file name order. */

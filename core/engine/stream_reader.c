@@ -37,15 +37,15 @@ struct label_cache {
 
 struct dec_field {
 	const struct ktel_field *f;
-	__s32 enum_id;    /* label from this BTF enum, or 0 */
+	__s32 enum_id;                         /* label from this BTF enum, or 0 */
 	struct ktel_enum_labels *short_labels; /* KTEL_DIM_ENUM_SHORT, or NULL */
-	int label_dim;    /* label from this dimension's label map, or -1 */
-	size_t str_off;   /* strings: offset of its text in the record's strbuf */
+	int label_dim;                         /* label from this dimension's label map, or -1 */
+	size_t str_off; /* strings: offset of its text in the record's strbuf */
 };
 
 struct dec_dim {
 	const char *name;
-	uint32_t field;   /* index in dec->fields */
+	uint32_t field; /* index in dec->fields */
 	struct label_cache *lc;
 };
 
@@ -110,8 +110,10 @@ static size_t string_room(const struct ktel_field *f)
 	if (f->kind == KTEL_FIELD_CHAR_ARRAY)
 		return (size_t)f->size + 1;
 	if (f->kind == KTEL_FIELD_INT_ARRAY)
-		return (size_t)(f->count < KTEL_STREAM_ARRAY_MAX ? f->count : KTEL_STREAM_ARRAY_MAX) *
-			       ELEM_TEXT_MAX + sizeof(ARRAY_ELLIPSIS);
+		return (size_t)(f->count < KTEL_STREAM_ARRAY_MAX ? f->count
+								 : KTEL_STREAM_ARRAY_MAX) *
+			       ELEM_TEXT_MAX +
+		       sizeof(ARRAY_ELLIPSIS);
 	return 0;
 }
 
@@ -126,8 +128,10 @@ static int resolve_fields(struct ktel_stream_decoder *dec, struct ktel_err *err)
 	const struct ktel_layout *l = dec->layout;
 
 	if (l->n_fields > KTEL_MAX_EVENT_FIELDS)
-		return ktel_err_set(err, E2BIG, "metric %s: event type %s has %u fields, a record "
-				    "holds at most %d", dec->md->name, l->type_name, l->n_fields,
+		return ktel_err_set(err, E2BIG,
+				    "metric %s: event type %s has %u fields, a record "
+				    "holds at most %d",
+				    dec->md->name, l->type_name, l->n_fields,
 				    KTEL_MAX_EVENT_FIELDS);
 	if (!l->n_fields)
 		return ktel_err_set(err, EINVAL, "metric %s: event type %s has no members",
@@ -152,14 +156,16 @@ static int resolve_fields(struct ktel_stream_decoder *dec, struct ktel_err *err)
 static int short_labels(struct ktel_stream_decoder *dec, const struct ktel_dimension_desc *dd,
 			struct dec_field *df, struct ktel_err *err)
 {
-	__s32 id = df->enum_id > 0 ? df->enum_id
-				   : (df->f->kind == KTEL_FIELD_ENUM ? (__s32)df->f->enum_type_id : 0);
+	__s32 id = df->enum_id > 0
+			   ? df->enum_id
+			   : (df->f->kind == KTEL_FIELD_ENUM ? (__s32)df->f->enum_type_id : 0);
 	int r;
 
 	if (id <= 0)
-		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: KTEL_DIM_ENUM_SHORT "
-				    "but no enum labels it (set label_enum)", dec->md->name,
-				    dd->name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: dimension %s: KTEL_DIM_ENUM_SHORT "
+				    "but no enum labels it (set label_enum)",
+				    dec->md->name, dd->name);
 	ktel_enum_labels__free(df->short_labels);
 	df->short_labels = NULL;
 	r = ktel_enum_labels__new(dec->btf, (__u32)id, &df->short_labels, err);
@@ -176,16 +182,18 @@ static int resolve_dim(struct ktel_stream_decoder *dec, uint32_t i, struct ktel_
 	int r;
 
 	if (!f || !ktel_field__is_number(f))
-		return ktel_err_set(err, EINVAL, "metric %s: dimension %s: event type %s has no "
-				    "integer or enum member %s", dec->md->name, dd->name,
-				    dec->layout->type_name, member);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: dimension %s: event type %s has no "
+				    "integer or enum member %s",
+				    dec->md->name, dd->name, dec->layout->type_name, member);
 	dim->name = dd->name;
 	dim->field = (uint32_t)(f - dec->layout->fields);
 	df = &dec->fields[dim->field];
 	if (dd->label_enum) {
 		df->enum_id = ktel_btf_find_enum(dec->btf, dd->label_enum);
 		if (df->enum_id <= 0)
-			return ktel_err_set(err, ENOENT, "metric %s: dimension %s: enum %s not in "
+			return ktel_err_set(err, ENOENT,
+					    "metric %s: dimension %s: enum %s not in "
 					    "the object's BTF (export it with KTEL_EXPORT_TYPE)",
 					    dec->md->name, dd->name, dd->label_enum);
 	}
@@ -196,9 +204,10 @@ static int resolve_dim(struct ktel_stream_decoder *dec, uint32_t i, struct ktel_
 	}
 	if (dd->label_map) {
 		if (!dec->label_fn)
-			return ktel_err_set(err, EINVAL, "metric %s: dimension %s: label map %s "
-					    "but no way to read it", dec->md->name, dd->name,
-					    dd->label_map);
+			return ktel_err_set(err, EINVAL,
+					    "metric %s: dimension %s: label map %s "
+					    "but no way to read it",
+					    dec->md->name, dd->name, dd->label_map);
 		dim->lc = calloc(1, sizeof(*dim->lc));
 		if (!dim->lc)
 			return ktel_err_set(err, ENOMEM, "out of memory");
@@ -227,9 +236,10 @@ int ktel_stream_decoder__new(const struct ktel_metric_desc *md, const struct btf
 		return ktel_err_prefix(err, "metric %s: ", md->name);
 	id = ktel_btf_find_struct(btf, md->event_type);
 	if (id <= 0)
-		return ktel_err_set(err, ENOENT, "metric %s: event type struct %s not in the "
-				    "object's BTF (export it with KTEL_EXPORT_TYPE)", md->name,
-				    md->event_type);
+		return ktel_err_set(err, ENOENT,
+				    "metric %s: event type struct %s not in the "
+				    "object's BTF (export it with KTEL_EXPORT_TYPE)",
+				    md->name, md->event_type);
 	dec = calloc(1, sizeof(*dec));
 	if (!dec)
 		return ktel_err_set(err, ENOMEM, "out of memory");
@@ -295,7 +305,8 @@ static const char *map_label(struct ktel_stream_decoder *dec, uint32_t dim, int6
 	if (lc->absent_gen[id] == dec->gen)
 		return NULL;
 	if (dec->label_fn(dec->label_ctx, dim, (uint64_t)id, lc->names[id],
-			  KTEL_STREAM_LABEL_LEN) == 0 && lc->names[id][0]) {
+			  KTEL_STREAM_LABEL_LEN) == 0 &&
+	    lc->names[id][0]) {
 		lc->known[id] = true;
 		return lc->names[id];
 	}
@@ -455,7 +466,7 @@ struct ktel_stream_reader {
 	const struct ktel_metric_desc *md;
 	struct ring_buffer *rb;
 	uint32_t map_id;
-	uint32_t ring_bytes;      /* the ring's size: bounds a drain */
+	uint32_t ring_bytes; /* the ring's size: bounds a drain */
 	struct ktel_stream_decoder *dec;
 	struct label_src labels[KTEL_MAX_DIMS];
 	int lost_fd;
@@ -463,9 +474,9 @@ struct ktel_stream_reader {
 	int n_cpus;
 	ktel_stream_records_fn fn;
 	void *ctx;
-	struct ktel_record *recs; /* KTEL_STREAM_BATCH */
+	struct ktel_record *recs;        /* KTEL_STREAM_BATCH */
 	struct ktel_event_field *fields; /* KTEL_MAX_EVENT_FIELDS per record */
-	char *strbuf;             /* KTEL_STREAM_BATCH * str_per_rec */
+	char *strbuf;                    /* KTEL_STREAM_BATCH * str_per_rec */
 	size_t str_per_rec;
 	size_t n;
 	unsigned int budget;
@@ -487,7 +498,7 @@ static struct bpf_map *find_map(struct bpf_object *obj, const char *name)
 
 	if (map || strlen(name) <= KERNEL_MAP_NAME_LEN)
 		return map;
-	bpf_object__for_each_map(map, obj) {
+	bpf_object__for_each_map (map, obj) {
 		const char *n = bpf_map__name(map);
 
 		if (strlen(n) == KERNEL_MAP_NAME_LEN && !strncmp(n, name, KERNEL_MAP_NAME_LEN))
@@ -515,10 +526,24 @@ static int label_lookup(void *ctx, uint32_t dim, uint64_t id, char *buf, size_t 
 	memset(ls->key, 0, ls->key_layout->size);
 	/* The id at the key member's width, in host byte order as BPF wrote it. */
 	switch (ls->id_field->size) {
-	case 1: { uint8_t v = (uint8_t)id; memcpy(ls->key + ls->id_field->offset, &v, 1); break; }
-	case 2: { uint16_t v = (uint16_t)id; memcpy(ls->key + ls->id_field->offset, &v, 2); break; }
-	case 4: { uint32_t v = (uint32_t)id; memcpy(ls->key + ls->id_field->offset, &v, 4); break; }
-	default: memcpy(ls->key + ls->id_field->offset, &id, 8); break;
+	case 1: {
+		uint8_t v = (uint8_t)id;
+		memcpy(ls->key + ls->id_field->offset, &v, 1);
+		break;
+	}
+	case 2: {
+		uint16_t v = (uint16_t)id;
+		memcpy(ls->key + ls->id_field->offset, &v, 2);
+		break;
+	}
+	case 4: {
+		uint32_t v = (uint32_t)id;
+		memcpy(ls->key + ls->id_field->offset, &v, 4);
+		break;
+	}
+	default:
+		memcpy(ls->key + ls->id_field->offset, &id, 8);
+		break;
 	}
 	if (bpf_map_lookup_elem(ls->fd, ls->key, ls->value) != 0)
 		return -errno;
@@ -556,8 +581,9 @@ static int label_src_init(struct ktel_stream_reader *sr, struct bpf_object *obj,
 		return ktel_err_set(err, EINVAL, "label map %s: no BTF key/value types", name);
 	r = ktel_layout__new(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map),
 			     &ls->key_layout, err);
-	r = r ?: ktel_layout__new(btf, bpf_map__btf_value_type_id(map), bpf_map__value_size(map),
-				  &ls->value_layout, err);
+	r = r
+		    ?: ktel_layout__new(btf, bpf_map__btf_value_type_id(map),
+					bpf_map__value_size(map), &ls->value_layout, err);
 	if (r)
 		return ktel_err_prefix(err, "label map %s: ", name);
 	if (ls->key_layout->n_fields == 1 && ls->key_layout->fields[0].kind == KTEL_FIELD_INT)
@@ -566,8 +592,10 @@ static int label_src_init(struct ktel_stream_reader *sr, struct bpf_object *obj,
 		if (ls->value_layout->fields[i].kind == KTEL_FIELD_CHAR_ARRAY)
 			ls->name_field = &ls->value_layout->fields[i];
 	if (!ls->id_field || !ls->name_field)
-		return ktel_err_set(err, EINVAL, "label map %s: expected an integer key and a "
-				    "char array in the value", name);
+		return ktel_err_set(err, EINVAL,
+				    "label map %s: expected an integer key and a "
+				    "char array in the value",
+				    name);
 	ls->key = calloc(1, ls->key_layout->size);
 	ls->value = calloc(1, ls->value_layout->size);
 	if (!ls->key || !ls->value)
@@ -590,8 +618,10 @@ static int lost_init(struct ktel_stream_reader *sr, struct bpf_object *obj, stru
 				    sr->md->name, name);
 	if (bpf_map__type(map) != BPF_MAP_TYPE_PERCPU_ARRAY || bpf_map__key_size(map) != 4 ||
 	    bpf_map__value_size(map) != 8)
-		return ktel_err_set(err, EINVAL, "metric %s: lost map %s must be a per-CPU array "
-				    "of u32 -> u64", sr->md->name, name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: lost map %s must be a per-CPU array "
+				    "of u32 -> u64",
+				    sr->md->name, name);
 	r = map_fd(sr->md, map, name, err);
 	if (r < 0)
 		return r;
@@ -697,15 +727,19 @@ int ktel_stream_reader__new(uv_loop_t *loop, const struct ktel_metric_desc *md,
 	if (md->model != KTEL_MODEL_STREAM)
 		return ktel_err_set(err, EINVAL, "metric %s: not a stream metric", md->name);
 	if (!bpf_object__btf(obj))
-		return ktel_err_set(err, EINVAL, "metric %s: the BPF object has no BTF (compile "
-				    "with clang -g)", md->name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: the BPF object has no BTF (compile "
+				    "with clang -g)",
+				    md->name);
 	map = find_map(obj, md->map_name);
 	if (!map)
 		return ktel_err_set(err, ENOENT, "metric %s: map %s not in the object", md->name,
 				    md->map_name);
 	if (bpf_map__type(map) != BPF_MAP_TYPE_RINGBUF)
-		return ktel_err_set(err, EINVAL, "metric %s: map %s is not a ring buffer "
-				    "(BPF_MAP_TYPE_RINGBUF)", md->name, md->map_name);
+		return ktel_err_set(err, EINVAL,
+				    "metric %s: map %s is not a ring buffer "
+				    "(BPF_MAP_TYPE_RINGBUF)",
+				    md->name, md->map_name);
 	fd = map_fd(md, map, md->map_name, err);
 	if (fd < 0)
 		return fd;
@@ -727,7 +761,8 @@ int ktel_stream_reader__new(uv_loop_t *loop, const struct ktel_metric_desc *md,
 		labels = true;
 		r = label_src_init(sr, obj, i, err);
 		if (r) {
-			ktel_err_prefix(err, "metric %s: dimension %s: ", md->name, md->dims[i].name);
+			ktel_err_prefix(err, "metric %s: dimension %s: ", md->name,
+					md->dims[i].name);
 			goto err_free;
 		}
 	}
@@ -749,8 +784,8 @@ int ktel_stream_reader__new(uv_loop_t *loop, const struct ktel_metric_desc *md,
 	}
 	sr->rb = ring_buffer__new(fd, on_sample, sr, NULL);
 	if (!sr->rb) {
-		r = ktel_err_set(err, errno, "metric %s: ring buffer %s: %s", md->name, md->map_name,
-				 strerror(errno));
+		r = ktel_err_set(err, errno, "metric %s: ring buffer %s: %s", md->name,
+				 md->map_name, strerror(errno));
 		goto err_free;
 	}
 	*ret = sr;
@@ -815,7 +850,9 @@ int ktel_stream_reader__self_records(struct ktel_stream_reader *sr, const struct
 				     struct ktel_record *recs, size_t max, size_t *ret_n)
 {
 	static const char *const names[KTEL_STREAM_SELF_RECORDS] = {
-		"ktel_stream_delivered", "ktel_stream_lost_kernel", "ktel_stream_dropped_daemon",
+		"ktel_stream_delivered",
+		"ktel_stream_lost_kernel",
+		"ktel_stream_dropped_daemon",
 	};
 	struct ktel_stream_stats s;
 	uint64_t now[KTEL_STREAM_SELF_RECORDS], prev[KTEL_STREAM_SELF_RECORDS];

@@ -25,13 +25,13 @@
  */
 static struct {
 	pthread_mutex_t lock;
-	struct btf *btf;    /* the shared parse, NULL when unused */
-	unsigned int holds; /* ktel_vmlinux_btf__hold() not yet released */
-	unsigned int lent;  /* loans to libbpf not yet given back */
+	struct btf *btf;           /* the shared parse, NULL when unused */
+	unsigned int holds;        /* ktel_vmlinux_btf__hold() not yet released */
+	unsigned int lent;         /* loans to libbpf not yet given back */
 	ktel_btf_free_fn free_btf; /* libbpf's btf__free() while lending, else NULL */
-	char *path;         /* NULL: KTEL_VMLINUX_BTF_PATH */
+	char *path;                /* NULL: KTEL_VMLINUX_BTF_PATH */
 	struct ktel_vmlinux_btf_stats stats;
-} shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} shared = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /*
  * Map fd (a sysfs file of size bytes) and let libbpf copy it: the copy is

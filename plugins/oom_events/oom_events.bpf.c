@@ -86,15 +86,15 @@ struct task_struct___oom {
 
 /* One OOM victim (the daemon decodes it from this BTF type). */
 struct oom_event {
-	__u64 ts_ns;                       /* bpf_ktime_get_ns() */
-	__s32 pid;                         /* process (thread group) id */
-	__s32 tid;                         /* the marked thread */
-	__u32 uid;                         /* OOM_UID_UNKNOWN when not known */
+	__u64 ts_ns; /* bpf_ktime_get_ns() */
+	__s32 pid;   /* process (thread group) id */
+	__s32 tid;   /* the marked thread */
+	__u32 uid;   /* OOM_UID_UNKNOWN when not known */
 	__s16 oom_score_adj;
-	enum process_state process_state;  /* oom_score_adj as Android buckets it */
-	__u64 memcg_ino;                   /* inode of the victim's memory cgroup, 0 unknown */
+	enum process_state process_state; /* oom_score_adj as Android buckets it */
+	__u64 memcg_ino;                  /* inode of the victim's memory cgroup, 0 unknown */
 	__u64 total_vm_pages;
-	__u64 rss_pages;                   /* file + anon + shmem */
+	__u64 rss_pages; /* file + anon + shmem */
 	char comm[16];
 };
 KTEL_EXPORT_TYPE(struct oom_event, oom_event);

@@ -42,8 +42,7 @@ struct {
 static __always_inline void oom_count(__u32 state)
 {
 	struct oom_kill_key key = {.process_state = state};
-	struct oom_kill_value *v = ktel_get_or_create(oom_kills_map, &key,
-						      struct oom_kill_value);
+	struct oom_kill_value *v = ktel_get_or_create(oom_kills_map, &key, struct oom_kill_value);
 
 	if (v)
 		__sync_fetch_and_add(&v->count, 1);

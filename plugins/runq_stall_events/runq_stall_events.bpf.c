@@ -23,12 +23,12 @@ const volatile __u64 threshold_us = 10000;
 
 /* One stall (the daemon decodes it from this BTF type). */
 struct runq_stall_event {
-	__u64 ts_ns;      /* when the task got the CPU (bpf_ktime_get_ns) */
-	__u64 wait_us;    /* how long it was runnable without running */
-	__s32 pid;        /* process (thread group) id of the task */
+	__u64 ts_ns;   /* when the task got the CPU (bpf_ktime_get_ns) */
+	__u64 wait_us; /* how long it was runnable without running */
+	__s32 pid;     /* process (thread group) id of the task */
 	__s32 tid;
-	__u32 cpu;        /* the CPU it then ran on */
-	__s32 prev_tid;   /* the task switched out for it */
+	__u32 cpu;      /* the CPU it then ran on */
+	__s32 prev_tid; /* the task switched out for it */
 	char comm[16];
 	char prev_comm[16];
 };

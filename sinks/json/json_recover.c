@@ -22,8 +22,8 @@
 
 struct tail {
 	char *p;
-	size_t len;   /* bytes read: the file's last len bytes */
-	off_t base;   /* file offset of p[0] */
+	size_t len; /* bytes read: the file's last len bytes */
+	off_t base; /* file offset of p[0] */
 };
 
 /* Read the last KTEL_JSON_RECOVER_MAX_BYTES (or all) of the file. */
@@ -36,7 +36,7 @@ static int tail_read(const char *path, struct tail *t)
 	if (fd < 0 || fstat(fd, &st))
 		goto fail;
 	t->len = st.st_size > KTEL_JSON_RECOVER_MAX_BYTES ? KTEL_JSON_RECOVER_MAX_BYTES
-							   : (size_t)st.st_size;
+							  : (size_t)st.st_size;
 	t->base = st.st_size - (off_t)t->len;
 	t->p = malloc(t->len + 1);
 	if (!t->p) {
@@ -95,8 +95,7 @@ static size_t line_start(const char *p, size_t end)
  * state, or t->len when there is none. *ret_complete: the walk met a saved
  * window or the start of the file (not the read limit).
  */
-static size_t find_cut(const struct tail *t, ktel_sink_window_fn fn, void *ctx,
-		       bool *ret_complete)
+static size_t find_cut(const struct tail *t, ktel_sink_window_fn fn, void *ctx, bool *ret_complete)
 {
 	size_t end = t->len, cut = t->len;
 
@@ -121,8 +120,8 @@ static size_t find_cut(const struct tail *t, ktel_sink_window_fn fn, void *ctx,
 
 /* Cut the file at t->base + cut and append back the lines of t->p[cut..)
  * that are not past the state; count the removed ones. */
-static int rewrite(const struct tail *t, size_t cut, int wfd, ktel_sink_window_fn fn,
-		   void *ctx, size_t *ret_removed, size_t *ret_kept_bytes)
+static int rewrite(const struct tail *t, size_t cut, int wfd, ktel_sink_window_fn fn, void *ctx,
+		   size_t *ret_removed, size_t *ret_kept_bytes)
 {
 	size_t pos = cut, keep = cut, removed = 0;
 
@@ -166,27 +165,32 @@ int ktel_json__recover(const char *sink, const char *path, int wfd, ktel_sink_wi
 	int ret = tail_read(path, &t);
 
 	if (ret) {
-		ktel_err_set(err, -ret, "sinks.%s.path: cannot read %s back to recover: %s",
-			     sink, path, strerror(-ret));
+		ktel_err_set(err, -ret, "sinks.%s.path: cannot read %s back to recover: %s", sink,
+			     path, strerror(-ret));
 		goto out;
 	}
 	cut = find_cut(&t, fn, ctx, &complete);
 	if (!complete)
-		ktel_log(KTEL_LOG_WARN, "sink %s: %s: no saved window in its last %zu bytes: "
-			 "windows before them are not checked and may appear twice", sink, path,
-			 t.len);
+		ktel_log(KTEL_LOG_WARN,
+			 "sink %s: %s: no saved window in its last %zu bytes: "
+			 "windows before them are not checked and may appear twice",
+			 sink, path, t.len);
 	if (cut == t.len)
 		goto out;
 	ret = rewrite(&t, cut, wfd, fn, ctx, &removed, &kept);
 	if (ret) {
-		ktel_err_set(err, -ret, "sinks.%s.path: cannot cut the windows past the saved "
-			     "state off %s: %s", sink, path, strerror(-ret));
+		ktel_err_set(err, -ret,
+			     "sinks.%s.path: cannot cut the windows past the saved "
+			     "state off %s: %s",
+			     sink, path, strerror(-ret));
 		goto out;
 	}
 	*size = (uint64_t)(t.base + (off_t)(cut + kept));
-	ktel_log(KTEL_LOG_WARN, "sink %s: %s: removed %zu line%s of windows written after the "
+	ktel_log(KTEL_LOG_WARN,
+		 "sink %s: %s: removed %zu line%s of windows written after the "
 		 "last saved state (the daemon stopped before saving it): the next pull reports "
-		 "them again", sink, path, removed, removed == 1 ? "" : "s");
+		 "them again",
+		 sink, path, removed, removed == 1 ? "" : "s");
 out:
 	free(t.p);
 	return ret;

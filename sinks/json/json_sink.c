@@ -158,11 +158,11 @@ struct json_sink {
 	struct ktel_job io_job;
 	struct iovec iov[MAX_IOV];
 	unsigned n_iov;
-	size_t write_bytes; /* what the write in flight asked for */
+	size_t write_bytes;    /* what the write in flight asked for */
 	unsigned plan_batches; /* batches it completes when whole */
-	bool plan_acks; /* and makes a mark durable that is not yet acked */
-	ssize_t write_res; /* bytes, or -errno */
-	int sync_res; /* fsync: 0, -errno, or 1 when not tried */
+	bool plan_acks;        /* and makes a mark durable that is not yet acked */
+	ssize_t write_res;     /* bytes, or -errno */
+	int sync_res;          /* fsync: 0, -errno, or 1 when not tried */
 	uv_timer_t retry_timer;
 	/* Submits start no write: the queue is written once per loop turn,
 	 * just before the loop sleeps, so the batches one round of pulls
@@ -429,7 +429,7 @@ static size_t line_len(const char *p, size_t left)
  * is the rest of it. */
 static void put_iov(struct json_sink *s, unsigned i, const struct chunk *c, size_t take)
 {
-	s->iov[i] = (struct iovec){ .iov_base = (char *)c->data + c->off, .iov_len = take };
+	s->iov[i] = (struct iovec){.iov_base = (char *)c->data + c->off, .iov_len = take};
 	if (take != c->len - c->off)
 		return;
 	s->plan_batches++;
@@ -508,8 +508,8 @@ static bool ensure_path(struct json_sink *s)
 
 	if (s->to_stdout)
 		return true;
-	if (!s->reopen_wanted && !s->open_err && stat(s->path, &st) == 0 &&
-	    st.st_dev == s->dev && st.st_ino == s->ino)
+	if (!s->reopen_wanted && !s->open_err && stat(s->path, &st) == 0 && st.st_dev == s->dev &&
+	    st.st_ino == s->ino)
 		return true;
 	fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 	if (fd < 0 || fstat(fd, &st)) {
@@ -518,7 +518,8 @@ static bool ensure_path(struct json_sink *s)
 			close(fd);
 		s->st.errors++;
 		if (s->open_err != e)
-			ktel_log(KTEL_LOG_ERROR, "sink %s: cannot open %s: %s; lines are kept "
+			ktel_log(KTEL_LOG_ERROR,
+				 "sink %s: cannot open %s: %s; lines are kept "
 				 "up to max_queue_bytes, then dropped and counted, until it can",
 				 s->name, s->path, strerror(e));
 		s->open_err = e;
@@ -529,8 +530,10 @@ static bool ensure_path(struct json_sink *s)
 	else if (s->reopen_wanted)
 		ktel_log(KTEL_LOG_INFO, "sink %s: reopened %s", s->name, s->path);
 	else
-		ktel_log(KTEL_LOG_INFO, "sink %s: %s was moved or deleted: writing to a new "
-			 "file at that path", s->name, s->path);
+		ktel_log(KTEL_LOG_INFO,
+			 "sink %s: %s was moved or deleted: writing to a new "
+			 "file at that path",
+			 s->name, s->path);
 	close(s->fd);
 	s->fd = fd;
 	remember_file(s, &st);
@@ -673,7 +676,7 @@ static bool rotate_work(struct ktel_job *job)
 {
 	struct json_sink *s = job->data;
 	char from[PATH_MAX], to[PATH_MAX];
-	static const char *const exts[] = { "", ".gz" };
+	static const char *const exts[] = {"", ".gz"};
 	int ret = 0;
 
 	s->new_fd = -1;
@@ -815,8 +818,7 @@ static void rotate_done(struct ktel_job *job)
 		return;
 	}
 	s->backoff_ms = 0;
-	if (s->compress &&
-	    uv_queue_work(s->loop, &s->gz_work, gz_work, gz_done) == 0)
+	if (s->compress && uv_queue_work(s->loop, &s->gz_work, gz_work, gz_done) == 0)
 		s->compressing = true;
 	kick(s);
 }
@@ -1029,7 +1031,8 @@ static int parse_opts(struct json_sink *s, const json_t *opts, struct ktel_err *
 	if (s->to_stdout && (s->rotate_bytes || s->compress || s->keep))
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s: rotate_bytes, keep and compress need a file path, "
-				    "not \"-\"", s->name);
+				    "not \"-\"",
+				    s->name);
 	if (!s->rotate_bytes && (s->compress || s->keep))
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s: keep and compress apply to rotation: set rotate_bytes",
@@ -1079,21 +1082,28 @@ static int drop_torn_tail(struct json_sink *s, off_t *size, struct ktel_err *err
 		return 0;
 	fd = open(s->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return ktel_err_set(err, errno, "sinks.%s.path: cannot read %s to check that "
-				    "it ends in a whole line: %s", s->name, s->path, strerror(errno));
+		return ktel_err_set(err, errno,
+				    "sinks.%s.path: cannot read %s to check that "
+				    "it ends in a whole line: %s",
+				    s->name, s->path, strerror(errno));
 	ret = last_line_end(fd, *size, &end);
 	close(fd);
 	if (ret)
-		return ktel_err_set(err, -ret, "sinks.%s.path: cannot read %s to check that "
-				    "it ends in a whole line: %s", s->name, s->path, strerror(-ret));
+		return ktel_err_set(err, -ret,
+				    "sinks.%s.path: cannot read %s to check that "
+				    "it ends in a whole line: %s",
+				    s->name, s->path, strerror(-ret));
 	if (end == *size)
 		return 0;
 	if (ftruncate(s->fd, end))
-		return ktel_err_set(err, errno, "sinks.%s.path: %s ends in a partial line that "
-				    "cannot be cut off: %s", s->name, s->path, strerror(errno));
-	ktel_log(KTEL_LOG_WARN, "sink %s: %s ended in a partial line (a previous writer "
-		 "stopped mid-line): removed its last %lld bytes", s->name, s->path,
-		 (long long)(*size - end));
+		return ktel_err_set(err, errno,
+				    "sinks.%s.path: %s ends in a partial line that "
+				    "cannot be cut off: %s",
+				    s->name, s->path, strerror(errno));
+	ktel_log(KTEL_LOG_WARN,
+		 "sink %s: %s ended in a partial line (a previous writer "
+		 "stopped mid-line): removed its last %lld bytes",
+		 s->name, s->path, (long long)(*size - end));
 	*size = end;
 	return 0;
 }
@@ -1137,8 +1147,8 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	}
 	s->worker = ktel_worker__get(loop, KTEL_LANE_FILES);
 	if (!s->worker) {
-		ret = ktel_err_set(err, errno, "sinks.%s: cannot start the writer thread: %s",
-				   name, strerror(errno));
+		ret = ktel_err_set(err, errno, "sinks.%s: cannot start the writer thread: %s", name,
+				   strerror(errno));
 		goto fail;
 	}
 	uv_timer_init(loop, &s->retry_timer);

@@ -30,13 +30,13 @@ static struct {
 	struct MHD_Daemon *(*start_daemon_va)(unsigned int, uint16_t, MHD_AcceptPolicyCallback,
 					      void *, MHD_AccessHandlerCallback, void *, va_list);
 	void (*stop_daemon)(struct MHD_Daemon *);
-	const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *,
-							enum MHD_DaemonInfoType, ...);
+	const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *, enum MHD_DaemonInfoType,
+						       ...);
 	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *,
-								enum MHD_ConnectionInfoType, ...);
+							       enum MHD_ConnectionInfoType, ...);
 	struct MHD_Response *(*from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
-	struct MHD_Response *(*from_buffer_free_cls)(size_t, void *,
-						      MHD_ContentReaderFreeCallback, void *);
+	struct MHD_Response *(*from_buffer_free_cls)(size_t, void *, MHD_ContentReaderFreeCallback,
+						     void *);
 	enum MHD_Result (*add_header)(struct MHD_Response *, const char *, const char *);
 	void (*destroy_response)(struct MHD_Response *);
 	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
@@ -78,9 +78,8 @@ static int mhd_load(void)
 	return 0;
 }
 
-struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port,
-				    MHD_AcceptPolicyCallback apc, void *apc_cls,
-				    MHD_AccessHandlerCallback dh, void *dh_cls, ...)
+struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc,
+				    void *apc_cls, MHD_AccessHandlerCallback dh, void *dh_cls, ...)
 {
 	struct MHD_Daemon *daemon;
 	va_list ap;
@@ -120,10 +119,8 @@ struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,
 	return mhd.from_buffer(size, buffer, mode);
 }
 
-struct MHD_Response *
-MHD_create_response_from_buffer_with_free_callback_cls(size_t size, void *buffer,
-						       MHD_ContentReaderFreeCallback crfc,
-						       void *crfc_cls)
+struct MHD_Response *MHD_create_response_from_buffer_with_free_callback_cls(
+	size_t size, void *buffer, MHD_ContentReaderFreeCallback crfc, void *crfc_cls)
 {
 	return mhd.from_buffer_free_cls(size, buffer, crfc, crfc_cls);
 }

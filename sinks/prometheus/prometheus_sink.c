@@ -113,14 +113,14 @@ struct prom_sink {
 	uv_timer_t closer;
 	pthread_mutex_t conn_lock; /* guards conns: MHD's thread and the loop */
 	struct conn *conns;
-	uint64_t deadline_cuts;    /* under conn_lock */
+	uint64_t deadline_cuts; /* under conn_lock */
 
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
 	pthread_mutex_t lock;
-	uint64_t gen;      /* bumped by every batch */
-	bool in_batch;     /* between begin and end: the lock is held */
-	uint64_t skipped;  /* records with no Prometheus form (events) */
+	uint64_t gen;     /* bumped by every batch */
+	bool in_batch;    /* between begin and end: the lock is held */
+	uint64_t skipped; /* records with no Prometheus form (events) */
 
 	pthread_mutex_t render_lock; /* guards cur; taken by scrapes only */
 	struct text *cur;
@@ -210,7 +210,7 @@ static void render_sample(void *ctx, const struct ktel_prom_sample *sm)
 static void render_family(struct ktel_textbuf *b, const struct ktel_prom_family *f,
 			  const struct ktel_prom_series *copies, size_t n)
 {
-	struct render_ctx rc = { .b = b, .f = f };
+	struct render_ctx rc = {.b = b, .f = f};
 
 	render_header(b, f);
 	for (rc.se = copies; rc.se < copies + n; rc.se++)
@@ -280,8 +280,10 @@ static double process_start_time(void)
 		fclose(f);
 	buf[n] = '\0';
 	p = strrchr(buf, ')'); /* the command name may hold spaces */
-	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
-			"%*d %*d %*d %*d %*d %llu", &start) != 1)
+	if (p && sscanf(p + 2,
+			"%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
+			"%*d %*d %*d %*d %*d %llu",
+			&start) != 1)
 		start = 0;
 	f = fopen("/proc/stat", "r");
 	while (f && fgets(buf, sizeof(buf), f))
@@ -301,34 +303,36 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		const char *name, *type, *help;
 		uint64_t value;
 	} self[] = {
-		{ "series", "gauge", "Series this sink exposes.", snap->n_series },
-		{ "series_dropped_total", "counter",
-		  "Records dropped because they would add a series beyond max_series.",
-		  snap->series_dropped },
-		{ "records_total", "counter", "Records applied to the exposed state.", snap->sent },
-		{ "records_dropped_total", "counter",
-		  "Records not exposed (series limit, type changes, no memory).", snap->dropped },
-		{ "records_skipped_total", "counter",
-		  "Records with no Prometheus form (events), not counted as dropped.",
-		  snap->skipped },
-		{ "errors_total", "counter", "Failures to render the exposition.",
-		  atomic_load(&s->render_errors) },
-		{ "scrapes_total", "counter", "Scrapes served.", atomic_load(&s->scrapes) },
-		{ "connections_cut_total", "counter",
-		  "Connections shut down because a request took longer than the deadline.",
-		  snap->deadline_cuts },
+		{"series", "gauge", "Series this sink exposes.", snap->n_series},
+		{"series_dropped_total", "counter",
+		 "Records dropped because they would add a series beyond max_series.",
+		 snap->series_dropped},
+		{"records_total", "counter", "Records applied to the exposed state.", snap->sent},
+		{"records_dropped_total", "counter",
+		 "Records not exposed (series limit, type changes, no memory).", snap->dropped},
+		{"records_skipped_total", "counter",
+		 "Records with no Prometheus form (events), not counted as dropped.",
+		 snap->skipped},
+		{"errors_total", "counter", "Failures to render the exposition.",
+		 atomic_load(&s->render_errors)},
+		{"scrapes_total", "counter", "Scrapes served.", atomic_load(&s->scrapes)},
+		{"connections_cut_total", "counter",
+		 "Connections shut down because a request took longer than the deadline.",
+		 snap->deadline_cuts},
 	};
 
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(self); i++) {
-		ktel_textbuf_printf(b, "# HELP ktel_prometheus_sink_%s %s\n", self[i].name, self[i].help);
-		ktel_textbuf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name, self[i].type);
+		ktel_textbuf_printf(b, "# HELP ktel_prometheus_sink_%s %s\n", self[i].name,
+				    self[i].help);
+		ktel_textbuf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name,
+				    self[i].type);
 		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
 		ktel_prom_put_escaped(b, s->name, true);
 		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
 	}
 	ktel_textbuf_puts(b, "# HELP process_start_time_seconds Start time of the process since "
-			  "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
-			  "process_start_time_seconds ");
+			     "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
+			     "process_start_time_seconds ");
 	ktel_prom_put_double(b, s->start_time);
 	ktel_textbuf_put(b, "\n", 1);
 }
@@ -347,7 +351,7 @@ static void text_unref(void *cls)
  */
 static struct text *render(struct prom_sink *s)
 {
-	struct ktel_textbuf b = { 0 };
+	struct ktel_textbuf b = {0};
 	struct snapshot snap;
 	const struct ktel_prom_series *copies;
 	struct text *t = NULL;
@@ -361,7 +365,8 @@ static struct text *render(struct prom_sink *s)
 	for (size_t i = 0; i < snap.n_families; i++) {
 		size_t n = 0;
 
-		while (copies + n < snap.series + snap.n_series && copies[n].fam == snap.families[i])
+		while (copies + n < snap.series + snap.n_series &&
+		       copies[n].fam == snap.families[i])
 			n++;
 		render_family(&b, snap.families[i], copies, n);
 		copies += n;
@@ -437,9 +442,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 
 /* Runs on the server thread: renders or reuses the text (current_text). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_data_size,
-				  void **con_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
 {
 	struct prom_sink *s = cls;
 	struct MHD_Response *resp;
@@ -458,8 +462,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!t)
 		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 			     "cannot render the exposition: out of memory\n");
-	resp = MHD_create_response_from_buffer_with_free_callback_cls(t->len, t->data,
-								      text_unref, t);
+	resp = MHD_create_response_from_buffer_with_free_callback_cls(t->len, t->data, text_unref,
+								      t);
 	if (!resp) {
 		text_unref(t);
 		return MHD_NO;
@@ -551,8 +555,8 @@ static void on_watchdog(uv_timer_t *t)
 
 static int start_server(struct prom_sink *s, struct ktel_err *err)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(s->port) };
-	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(s->port) };
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(s->port)};
+	struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6, .sin6_port = htons(s->port)};
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
 	const struct sockaddr *sa = (const struct sockaddr *)&sin;
 	const union MHD_DaemonInfo *info;
@@ -566,13 +570,12 @@ static int start_server(struct prom_sink *s, struct ktel_err *err)
 				    s->name, s->listen);
 	}
 	errno = 0;
-	s->mhd = MHD_start_daemon(flags, s->port, NULL, NULL, on_request, s,
-				  MHD_OPTION_SOCK_ADDR, sa,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_PEER_CONNECTIONS,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	s->mhd = MHD_start_daemon(flags, s->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+				  sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				  (unsigned)PER_PEER_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+				  (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
+				  on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		int e = errno ? errno : EADDRINUSE;
@@ -734,11 +737,14 @@ static int take_string(struct prom_sink *s, const json_t *opts, const char *key,
 static int check_opts(const struct prom_sink *s, struct ktel_err *err)
 {
 	if (s->path[0] != '/')
-		return ktel_err_set(err, EINVAL, "sinks.%s.path: expected a URL path starting "
-				    "with '/'", s->name);
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s.path: expected a URL path starting "
+				    "with '/'",
+				    s->name);
 	for (const char *p = s->prefix; *p; p++)
 		if (!ktel_prom_name_char(*p, p == s->prefix, true))
-			return ktel_err_set(err, EINVAL, "sinks.%s.prefix: \"%s\" is not a "
+			return ktel_err_set(err, EINVAL,
+					    "sinks.%s.prefix: \"%s\" is not a "
 					    "Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)",
 					    s->name, s->prefix);
 	return 0;

@@ -90,7 +90,7 @@ struct rw_sink {
 	uv_loop_t *loop;
 	char *name, *url;
 	uint64_t interval_ms, timeout_ms, max_queue_bytes;
-	char *extra;      /* constant labels, name\0value\0... */
+	char *extra; /* constant labels, name\0value\0... */
 	uint32_t n_extra;
 	struct curl_slist *headers;
 	struct ktel_prom_set set;
@@ -150,8 +150,8 @@ static void make_room(struct rw_sink *s, size_t len)
 	while (*link && s->queued_bytes + len > s->max_queue_bytes) {
 		ktel_complain(&s->overflow_c, KTEL_LOG_WARN,
 			      "sink %s: queue full (%" PRIu64 " bytes): dropping the oldest "
-			      "request (%" PRIu64 " samples)", s->name, s->max_queue_bytes,
-			      (*link)->samples);
+			      "request (%" PRIu64 " samples)",
+			      s->name, s->max_queue_bytes, (*link)->samples);
 		push_drop(s, *link, link);
 	}
 }
@@ -185,8 +185,10 @@ static void enqueue_state(struct rw_sink *s)
 	p->next = NULL;
 	s->pending_records = 0;
 	if (len > s->max_queue_bytes) {
-		ktel_complain(&s->overflow_c, KTEL_LOG_WARN, "sink %s: a request of %zu bytes is "
-			      "larger than max_queue_bytes: dropped", s->name, len);
+		ktel_complain(&s->overflow_c, KTEL_LOG_WARN,
+			      "sink %s: a request of %zu bytes is "
+			      "larger than max_queue_bytes: dropped",
+			      s->name, len);
 		s->st.dropped += p->records;
 		free(p);
 		return;
@@ -197,9 +199,11 @@ static void enqueue_state(struct rw_sink *s)
 	 * max_queue_bytes (a slow connect kept the head in flight on qemu's
 	 * arm64 and the queue went over). */
 	if (s->queued_bytes + len > s->max_queue_bytes) {
-		ktel_complain(&s->overflow_c, KTEL_LOG_WARN, "sink %s: queue full (%" PRIu64
-			      " bytes) with a request in flight: dropping the new request (%"
-			      PRIu64 " samples)", s->name, s->max_queue_bytes, p->samples);
+		ktel_complain(&s->overflow_c, KTEL_LOG_WARN,
+			      "sink %s: queue full (%" PRIu64
+			      " bytes) with a request in flight: dropping the new request (%" PRIu64
+			      " samples)",
+			      s->name, s->max_queue_bytes, p->samples);
 		s->st.dropped += p->records;
 		free(p);
 		return;
@@ -320,8 +324,9 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
 	size_t len = size * n;
 
 	if (s->body.len < REASON_BYTES)
-		ktel_textbuf_put(&s->body, data, len < REASON_BYTES - s->body.len ?
-				 len : REASON_BYTES - s->body.len);
+		ktel_textbuf_put(&s->body, data,
+				 len < REASON_BYTES - s->body.len ? len
+								  : REASON_BYTES - s->body.len);
 	return len;
 }
 
@@ -351,8 +356,9 @@ static void retry_later(struct rw_sink *s, const char *why)
 	uint64_t delay = jittered(s);
 
 	s->st.errors++;
-	ktel_complain(&s->fail_c, KTEL_LOG_WARN, "sink %s: POST %s: %s; retrying in %" PRIu64
-		      " ms (%zu bytes queued)", s->name, s->url, why, delay, s->queued_bytes);
+	ktel_complain(&s->fail_c, KTEL_LOG_WARN,
+		      "sink %s: POST %s: %s; retrying in %" PRIu64 " ms (%zu bytes queued)",
+		      s->name, s->url, why, delay, s->queued_bytes);
 	s->backoff = s->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff * 2;
 	s->backing_off = true;
 	uv_timer_start(&s->retry, on_retry, delay, 0);
@@ -387,9 +393,11 @@ static void request_done(struct rw_sink *s, CURLcode result, long status)
 			 s->body.p ? s->body.p : "");
 		retry_later(s, why);
 	} else {
-		ktel_complain(&s->refused_c, KTEL_LOG_WARN, "sink %s: POST %s: HTTP %ld %.*s: "
-			      "refused, %" PRIu64 " samples dropped", s->name, s->url, status,
-			      (int)s->body.len, s->body.p ? s->body.p : "", s->head->samples);
+		ktel_complain(&s->refused_c, KTEL_LOG_WARN,
+			      "sink %s: POST %s: HTTP %ld %.*s: "
+			      "refused, %" PRIu64 " samples dropped",
+			      s->name, s->url, status, (int)s->body.len, s->body.p ? s->body.p : "",
+			      s->head->samples);
 		s->st.errors++;
 		push_drop(s, s->head, &s->head);
 	}
@@ -477,8 +485,10 @@ static int curl_setup(struct rw_sink *s, struct ktel_err *err)
 	curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
 	curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
 	if (easy_setup(s))
-		return ktel_err_set(err, EINVAL, "sinks.%s: libcurl refuses the request options "
-				    "(url \"%s\")", s->name, s->url);
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s: libcurl refuses the request options "
+				    "(url \"%s\")",
+				    s->name, s->url);
 	return 0;
 }
 
@@ -486,8 +496,7 @@ static int curl_setup(struct rw_sink *s, struct ktel_err *err)
 static int headers_setup(struct rw_sink *s, const json_t *opts)
 {
 	static const char *const fixed[] = {
-		"Content-Encoding: snappy",
-		"Content-Type: application/x-protobuf",
+		"Content-Encoding: snappy", "Content-Type: application/x-protobuf",
 		"X-Prometheus-Remote-Write-Version: 0.1.0",
 		"Expect:", /* no 100-continue round trip */
 	};
@@ -503,7 +512,8 @@ static int headers_setup(struct rw_sink *s, const json_t *opts)
 			return -ENOMEM;
 		s->headers = l;
 	}
-	json_object_foreach((json_t *)h, key, v) {
+	json_object_foreach((json_t *)h, key, v)
+	{
 		struct curl_slist *l;
 
 		/* The config rules refuse these too; a header line must never
@@ -523,12 +533,13 @@ static int headers_setup(struct rw_sink *s, const json_t *opts)
 static int extra_setup(struct rw_sink *s, const json_t *opts)
 {
 	const json_t *labels = json_object_get(opts, "labels");
-	struct ktel_textbuf b = { 0 };
+	struct ktel_textbuf b = {0};
 	const char *key;
 	json_t *v;
 
 	ktel_textbuf_put(&b, "", 0);
-	json_object_foreach((json_t *)labels, key, v) {
+	json_object_foreach((json_t *)labels, key, v)
+	{
 		ktel_textbuf_put(&b, key, strlen(key) + 1);
 		ktel_textbuf_put(&b, json_string_value(v), json_string_length(v) + 1);
 		s->n_extra++;
@@ -585,7 +596,8 @@ static int parse_opts(struct rw_sink *s, const json_t *opts, struct ktel_err *er
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
 	for (const char *p = s->set.prefix; *p; p++)
 		if (!ktel_prom_name_char(*p, p == s->set.prefix, true))
-			return ktel_err_set(err, EINVAL, "sinks.%s.prefix: \"%s\" is not a "
+			return ktel_err_set(err, EINVAL,
+					    "sinks.%s.prefix: \"%s\" is not a "
 					    "Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)",
 					    s->name, s->set.prefix);
 	return 0;
@@ -635,8 +647,10 @@ static int rw_create(uv_loop_t *loop, const char *name, const json_t *opts, void
 	if (!ret && (ret = curl_setup(s, err)) == -ELIBACC)
 		ktel_err_prefix(err, "sinks.%s: ", name);
 	if (!ret && (ret = headers_setup(s, opts)) == -EINVAL)
-		ret = ktel_err_set(err, EINVAL, "sinks.%s.headers: a name or value holds CR, LF "
-				   "or another header", name);
+		ret = ktel_err_set(err, EINVAL,
+				   "sinks.%s.headers: a name or value holds CR, LF "
+				   "or another header",
+				   name);
 	else if (ret == -ENOMEM)
 		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
 	if (!ret && curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers) != CURLE_OK)
@@ -736,8 +750,10 @@ static void on_close_deadline(void *owner)
 	struct rw_sink *s = owner;
 
 	if (s->head)
-		ktel_log(KTEL_LOG_WARN, "sink %s: close timeout: %zu bytes of requests not "
-			 "delivered, dropped", s->name, s->queued_bytes);
+		ktel_log(KTEL_LOG_WARN,
+			 "sink %s: close timeout: %zu bytes of requests not "
+			 "delivered, dropped",
+			 s->name, s->queued_bytes);
 	finish(s);
 }
 

@@ -63,26 +63,26 @@ struct sym {
 };
 
 static const struct sym syms[] = {
-	{ (void **)&lib.global_init, "curl_global_init", false },
-	{ (void **)&lib.easy_init, "curl_easy_init", false },
-	{ (void **)&lib.easy_setopt, "curl_easy_setopt", false },
-	{ (void **)&lib.easy_getinfo, "curl_easy_getinfo", false },
-	{ (void **)&lib.easy_cleanup, "curl_easy_cleanup", false },
-	{ (void **)&lib.easy_strerror, "curl_easy_strerror", false },
-	{ (void **)&lib.multi_init, "curl_multi_init", false },
-	{ (void **)&lib.multi_setopt, "curl_multi_setopt", false },
-	{ (void **)&lib.multi_add_handle, "curl_multi_add_handle", false },
-	{ (void **)&lib.multi_remove_handle, "curl_multi_remove_handle", false },
-	{ (void **)&lib.multi_socket_action, "curl_multi_socket_action", false },
-	{ (void **)&lib.multi_info_read, "curl_multi_info_read", false },
-	{ (void **)&lib.multi_cleanup, "curl_multi_cleanup", false },
-	{ (void **)&lib.multi_assign, "curl_multi_assign", false },
-	{ (void **)&lib.slist_append, "curl_slist_append", false },
-	{ (void **)&lib.slist_free_all, "curl_slist_free_all", false },
-	{ (void **)&lib.compress, "snappy_compress", true },
-	{ (void **)&lib.uncompress, "snappy_uncompress", true },
-	{ (void **)&lib.uncompressed_length, "snappy_uncompressed_length", true },
-	{ (void **)&lib.max_compressed_length, "snappy_max_compressed_length", true },
+	{(void **)&lib.global_init, "curl_global_init", false},
+	{(void **)&lib.easy_init, "curl_easy_init", false},
+	{(void **)&lib.easy_setopt, "curl_easy_setopt", false},
+	{(void **)&lib.easy_getinfo, "curl_easy_getinfo", false},
+	{(void **)&lib.easy_cleanup, "curl_easy_cleanup", false},
+	{(void **)&lib.easy_strerror, "curl_easy_strerror", false},
+	{(void **)&lib.multi_init, "curl_multi_init", false},
+	{(void **)&lib.multi_setopt, "curl_multi_setopt", false},
+	{(void **)&lib.multi_add_handle, "curl_multi_add_handle", false},
+	{(void **)&lib.multi_remove_handle, "curl_multi_remove_handle", false},
+	{(void **)&lib.multi_socket_action, "curl_multi_socket_action", false},
+	{(void **)&lib.multi_info_read, "curl_multi_info_read", false},
+	{(void **)&lib.multi_cleanup, "curl_multi_cleanup", false},
+	{(void **)&lib.multi_assign, "curl_multi_assign", false},
+	{(void **)&lib.slist_append, "curl_slist_append", false},
+	{(void **)&lib.slist_free_all, "curl_slist_free_all", false},
+	{(void **)&lib.compress, "snappy_compress", true},
+	{(void **)&lib.uncompress, "snappy_uncompress", true},
+	{(void **)&lib.uncompressed_length, "snappy_uncompressed_length", true},
+	{(void **)&lib.max_compressed_length, "snappy_max_compressed_length", true},
 };
 
 static void unload(void)
@@ -99,8 +99,10 @@ static int open_lib(void **ret, const char *soname, const char *what, struct kte
 	*ret = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	if (*ret)
 		return 0;
-	return ktel_err_set(err, ELIBACC, "the remote_write sink needs %s (%s): %s (Debian: "
-			    "apt-get install libcurl4 libsnappy1v5)", what, soname, dlerror());
+	return ktel_err_set(err, ELIBACC,
+			    "the remote_write sink needs %s (%s): %s (Debian: "
+			    "apt-get install libcurl4 libsnappy1v5)",
+			    what, soname, dlerror());
 }
 
 int ktel_rw_libs_load(struct ktel_err *err)

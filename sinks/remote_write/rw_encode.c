@@ -34,8 +34,7 @@ static int label_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void add_label(struct enc *e, KtelPrompb__TimeSeries *t, const char *name,
-		      const char *value)
+static void add_label(struct enc *e, KtelPrompb__TimeSeries *t, const char *name, const char *value)
 {
 	KtelPrompb__Label *l = &e->lab_arr[e->i_lab];
 
@@ -159,7 +158,7 @@ int ktel_rw_encode(const struct ktel_prom_set *set, const char *extra, uint32_t 
 		   int64_t timestamp_ms, char **ret_body, size_t *ret_len, uint64_t *ret_samples)
 {
 	KtelPrompb__WriteRequest req = KTEL_PROMPB__WRITE_REQUEST__INIT;
-	struct enc e = { .extra = extra, .n_extra = n_extra, .ts = timestamp_ms };
+	struct enc e = {.extra = extra, .n_extra = n_extra, .ts = timestamp_ms};
 	int ret;
 
 	walk(&e, set);

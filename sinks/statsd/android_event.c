@@ -192,8 +192,8 @@ int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uin
 	ktel_android_event__begin(&ev, rec->atom_id, rec->end_boottime_ns);
 	/* An event's dims are some of its fields: the fields alone, in order,
 	 * are its atom. */
-	for (uint32_t i = 0; rec->type != KTEL_RECORD_EVENT && i < rec->n_dims &&
-			     i < KTEL_MAX_DIMS; i++)
+	for (uint32_t i = 0; rec->type != KTEL_RECORD_EVENT && i < rec->n_dims && i < KTEL_MAX_DIMS;
+	     i++)
 		if (!rec->dims[i].derived) /* not a field of the atom (atoms.proto) */
 			encode_dim(&ev, &rec->dims[i]);
 	switch (rec->type) {

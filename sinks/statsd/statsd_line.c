@@ -89,10 +89,10 @@ static void put_base_name(struct ktel_textbuf *b, const struct ktel_statsd_style
 
 /* What varies between the lines of one record. */
 struct line_spec {
-	const char *part;  /* "bucket", "count", "sum", or NULL for the value itself */
-	const char *le;    /* bucket bound ("0.001", "+Inf"), or NULL */
+	const char *part; /* "bucket", "count", "sum", or NULL for the value itself */
+	const char *le;   /* bucket bound ("0.001", "+Inf"), or NULL */
 	const char *value;
-	const char *type;  /* "c" or "g" */
+	const char *type; /* "c" or "g" */
 };
 
 /*

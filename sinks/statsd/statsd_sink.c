@@ -93,7 +93,7 @@ struct statsd_sink {
 	uv_loop_t *loop;
 	char *name;
 	bool android;
-	bool tcp;        /* host/port over a TCP stream instead of UDP */
+	bool tcp; /* host/port over a TCP stream instead of UDP */
 	struct ktel_statsd_style style;
 	char *prefix, *host, *socket_path;
 	int port;
@@ -105,18 +105,18 @@ struct statsd_sink {
 	enum state state;
 	struct ktel_sink_close close;
 	bool finishing;
-	bool failed;        /* a failure since the last delivery */
-	uint64_t last_try;  /* now_ms() of the last open attempt */
+	bool failed;       /* a failure since the last delivery */
+	uint64_t last_try; /* now_ms() of the last open attempt */
 	struct sockaddr_storage addr;
 	uv_getaddrinfo_t gai;
 	bool gai_pending;
 	uv_udp_t *udp;
-	int fd;          /* unix or TCP socket, -1 when closed */
-	bool connecting; /* TCP connect() in progress */
+	int fd;            /* unix or TCP socket, -1 when closed */
+	bool connecting;   /* TCP connect() in progress */
 	uint32_t sent_off; /* TCP: bytes of the head datagram already written */
-	uv_poll_t *poll; /* watches fd for writability after EAGAIN */
+	uv_poll_t *poll;   /* watches fd for writability after EAGAIN */
 	bool poll_active;
-	char rxbuf[64];  /* anything the UDP peer sends us is discarded */
+	char rxbuf[64]; /* anything the UDP peer sends us is discarded */
 	uv_timer_t kick, retry;
 	unsigned open_handles;
 
@@ -171,9 +171,10 @@ static int check_combinations(const char *name, const json_t *opts, bool android
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s.%s: not used by format \"android\", which writes to a "
 				    "unix socket (set socket)",
-				    name, json_object_get(opts, "host")   ? "host"
-					  : json_object_get(opts, "port") ? "port"
-									  : "transport");
+				    name,
+				    json_object_get(opts, "host")   ? "host"
+				    : json_object_get(opts, "port") ? "port"
+								    : "transport");
 	if (udp && json_object_get(opts, "socket"))
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s.socket: conflicts with host/port/transport (choose "
@@ -190,8 +191,9 @@ static int check_combinations(const char *name, const json_t *opts, bool android
 	if (json_object_get(opts, "socket") &&
 	    strlen(json_string_value(json_object_get(opts, "socket"))) >=
 		    sizeof(((struct sockaddr_un *)0)->sun_path))
-		return ktel_err_set(err, ENAMETOOLONG, "sinks.%s.socket: path longer than %zu bytes",
-				    name, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		return ktel_err_set(err, ENAMETOOLONG,
+				    "sinks.%s.socket: path longer than %zu bytes", name,
+				    sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	return 0;
 }
 
@@ -224,7 +226,8 @@ static int parse_options(struct statsd_sink *s, const json_t *opts, struct ktel_
 	s->backoff_max = ktel_cfg_duration(opts, "reconnect_max", DEFAULT_RECONNECT_MAX_MS);
 	if (s->backoff_max < s->backoff_min)
 		return ktel_err_set(err, EINVAL,
-				    "sinks.%s.reconnect_max: must not be below reconnect_min", s->name);
+				    "sinks.%s.reconnect_max: must not be below reconnect_min",
+				    s->name);
 	if (s->max_queue < (s->android ? KTEL_ANDROID_MAX_DATAGRAM : s->max_packet))
 		return ktel_err_set(err, EINVAL,
 				    "sinks.%s.max_queue: must hold at least one datagram (%zu bytes)",

@@ -121,9 +121,9 @@ struct stream_sink {
 	bool has_gid;
 	uint64_t backlog, ring_cap, max_subs;
 
-	struct slot *ring;    /* slot seq % ring_cap */
-	uint64_t head_seq;    /* sequence of the next record */
-	uint64_t oldest_seq;  /* oldest record still in the ring */
+	struct slot *ring;   /* slot seq % ring_cap */
+	uint64_t head_seq;   /* sequence of the next record */
+	uint64_t oldest_seq; /* oldest record still in the ring */
 
 	uv_pipe_t server;
 	struct sub *subs;
@@ -612,8 +612,10 @@ static int clear_stale(const struct stream_sink *s, const struct sockaddr_un *su
 	r = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
 	close(fd);
 	if (r == 0)
-		return ktel_err_set(err, EADDRINUSE, "sinks.%s.socket: %s is served by another "
-				    "process", s->name, s->path);
+		return ktel_err_set(err, EADDRINUSE,
+				    "sinks.%s.socket: %s is served by another "
+				    "process",
+				    s->name, s->path);
 	if (unlink(s->path) && errno != ENOENT)
 		return ktel_err_set(err, errno, "sinks.%s.socket: cannot remove stale %s: %s",
 				    s->name, s->path, strerror(errno));
@@ -624,7 +626,7 @@ static int clear_stale(const struct stream_sink *s, const struct sockaddr_un *su
  * fd in *ret_fd. */
 static int bind_socket(struct stream_sink *s, int *ret_fd, struct ktel_err *err)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	int fd, ret;
 
 	if (strlen(s->path) >= sizeof(sun.sun_path))
@@ -646,13 +648,15 @@ static int bind_socket(struct stream_sink *s, int *ret_fd, struct ktel_err *err)
 		goto close_fd;
 	}
 	if (chmod(s->path, 0660) || (s->has_gid && chown(s->path, (uid_t)-1, s->gid))) {
-		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot set mode 0660 and group "
-				   "of %s: %s", s->name, s->path, strerror(errno));
+		ret = ktel_err_set(err, errno,
+				   "sinks.%s.socket: cannot set mode 0660 and group "
+				   "of %s: %s",
+				   s->name, s->path, strerror(errno));
 		goto unlink;
 	}
 	if (listen(fd, LISTEN_BACKLOG)) {
-		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot listen on %s: %s",
-				   s->name, s->path, strerror(errno));
+		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot listen on %s: %s", s->name,
+				   s->path, strerror(errno));
 		goto unlink;
 	}
 	*ret_fd = fd;
@@ -702,15 +706,16 @@ static int parse_opts(struct stream_sink *s, const json_t *opts, struct ktel_err
 	s->ring_cap = (uint64_t)ktel_cfg_int(opts, "ring_records", DEFAULT_RING);
 	s->max_subs = (uint64_t)ktel_cfg_int(opts, "max_subscribers", DEFAULT_MAX_SUBS);
 	if (s->ring_cap < s->backlog)
-		return ktel_err_set(err, EINVAL, "sinks.%s: ring_records (%llu) must be at least "
-				    "backlog_records (%llu)", s->name,
-				    (unsigned long long)s->ring_cap,
+		return ktel_err_set(err, EINVAL,
+				    "sinks.%s: ring_records (%llu) must be at least "
+				    "backlog_records (%llu)",
+				    s->name, (unsigned long long)s->ring_cap,
 				    (unsigned long long)s->backlog);
 	return 0;
 }
 
-static int stream_create(uv_loop_t *loop, const char *name, const json_t *opts,
-			 void **ret_priv, struct ktel_err *err)
+static int stream_create(uv_loop_t *loop, const char *name, const json_t *opts, void **ret_priv,
+			 struct ktel_err *err)
 {
 	struct stream_sink *s = calloc(1, sizeof(*s));
 	int fd = -1, ret;

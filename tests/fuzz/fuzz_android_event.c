@@ -16,13 +16,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "round trip: %s failed at %s:%d\n", #cond,   \
-				__FILE__, __LINE__);                                 \
-			abort();                                                     \
-		}                                                                    \
+#define CHECK(cond)                                                                          \
+	do {                                                                                 \
+		if (!(cond)) {                                                               \
+			fprintf(stderr, "round trip: %s failed at %s:%d\n", #cond, __FILE__, \
+				__LINE__);                                                   \
+			abort();                                                             \
+		}                                                                            \
 	} while (0)
 
 static struct ktel_android_decoded dec;
@@ -39,8 +39,9 @@ static void check_dim(const struct ktel_android_field *f, const struct ktel_dim 
 	char num[24];
 
 	if (!d->id_label) {
-		int64_t v = d->value > INT32_MAX ? INT32_MAX : d->value < INT32_MIN ? INT32_MIN :
-			    d->value;
+		int64_t v = d->value > INT32_MAX   ? INT32_MAX
+			    : d->value < INT32_MIN ? INT32_MIN
+						   : d->value;
 
 		CHECK(f->type == KTEL_ANDROID_INT32);
 		CHECK(f->i == v);

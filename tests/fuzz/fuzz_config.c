@@ -17,7 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct ktel_config_vars vars = {
-		.plugin_dir = "/fuzz/plugins", .state_dir = "/fuzz/state", .run_dir = "/fuzz/run",
+		.plugin_dir = "/fuzz/plugins",
+		.state_dir = "/fuzz/state",
+		.run_dir = "/fuzz/run",
 	};
 	static bool registered;
 	struct ktel_config_errors errs = {0};

@@ -65,8 +65,8 @@ static void check_batch(size_t n)
 			abort();
 		if (ok) {
 			json_error_t jerr;
-			json_t *j = json_loadb(want.p + at, want.len - at,
-					       JSON_DECODE_INT_AS_REAL, &jerr);
+			json_t *j = json_loadb(want.p + at, want.len - at, JSON_DECODE_INT_AS_REAL,
+					       &jerr);
 
 			if (!j) {
 				fprintf(stderr, "line does not parse (%s): %.*s\n", jerr.text,

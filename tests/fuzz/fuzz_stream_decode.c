@@ -73,8 +73,10 @@ static void decode_all(struct ktel_stream_decoder *dec, const uint8_t *ev, size_
 {
 	static struct ktel_event_field fields[KTEL_MAX_EVENT_FIELDS];
 	struct ktel_stream_clock clk = {
-		.mono_to_boot_ns = 1000, .mono_to_wall_ns = 1700000000000000000LL,
-		.now_boot_ns = 5000000000ULL, .now_wall_ns = 1700000005000000000LL,
+		.mono_to_boot_ns = 1000,
+		.mono_to_wall_ns = 1700000000000000000LL,
+		.now_boot_ns = 5000000000ULL,
+		.now_wall_ns = 1700000005000000000LL,
 	};
 	size_t esize = ktel_stream_decoder__event_size(dec);
 	size_t ssize = ktel_stream_decoder__strbuf_size(dec);
@@ -97,7 +99,8 @@ static void decode_all(struct ktel_stream_decoder *dec, const uint8_t *ev, size_
 		memset(&rec, 0, sizeof(rec));
 		r = ktel_stream_decoder__decode(dec, sample, n, &clk, &rec, fields, strbuf);
 		if (r == 0) {
-			if (rec.event.n_fields > KTEL_MAX_EVENT_FIELDS || rec.n_dims > KTEL_MAX_DIMS)
+			if (rec.event.n_fields > KTEL_MAX_EVENT_FIELDS ||
+			    rec.n_dims > KTEL_MAX_DIMS)
 				abort();
 			for (uint32_t k = 0; k < rec.event.n_fields; k++)
 				if (fields[k].type == KTEL_FIELD_VALUE_STRING &&
@@ -120,8 +123,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ktel_dimension_desc dims[FUZZ_MAX_DIMS] = {0};
 	char dim_names[FUZZ_MAX_DIMS][64];
 	struct ktel_metric_desc md = {
-		.struct_size = sizeof(md), .name = "fuzz_events", .atom_id = 100000,
-		.model = KTEL_MODEL_STREAM, .unit = "events", .dims = dims,
+		.struct_size = sizeof(md),
+		.name = "fuzz_events",
+		.atom_id = 100000,
+		.model = KTEL_MODEL_STREAM,
+		.unit = "events",
+		.dims = dims,
 	};
 	struct ktel_stream_decoder *dec;
 	const struct btf_member *m;

@@ -60,7 +60,7 @@ struct rig {
 	pthread_t thread;
 	int runs;
 	char *out, *err; /* of the last ctl run */
-	uv_timer_t tick;  /* a 10 ms timer: how late the loop runs its timers */
+	uv_timer_t tick; /* a 10 ms timer: how late the loop runs its timers */
 	uint64_t last_tick;
 	volatile uint64_t max_gap_ms;
 };
@@ -105,8 +105,8 @@ static void *loop_thread(void *arg)
 }
 
 /* The daemon with plugin (METRIC's when NULL) on a loop thread. */
-static void rig_start_plugin(struct rig *r, const char *name, const char *plugin,
-			     const char *extra, bool second)
+static void rig_start_plugin(struct rig *r, const char *name, const char *plugin, const char *extra,
+			     bool second)
 {
 	struct ktel_config_errors errs = {0};
 	struct ktel_config_vars vars;
@@ -269,9 +269,8 @@ static size_t answer_prog_ids(const json_t *resp, uint32_t *ids, size_t max)
 	size_t i, n = 0;
 	json_t *p;
 
-	json_array_foreach(json_object_get(resp, "programs"), i, p)
-		if (n < max)
-			ids[n++] = (uint32_t)json_integer_value(json_object_get(p, "prog_id"));
+	json_array_foreach(json_object_get(resp, "programs"), i, p) if (n < max)
+		ids[n++] = (uint32_t)json_integer_value(json_object_get(p, "prog_id"));
 	return n;
 }
 
@@ -288,9 +287,9 @@ static const json_t *list_entry(const json_t *list, const char *name)
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(list, "metrics"), i, m)
-		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
-			return m;
+	json_array_foreach(json_object_get(list, "metrics"), i,
+			   m) if (strcmp(json_string_value(json_object_get(m, "name")), name) ==
+				  0) return m;
 	return NULL;
 }
 
@@ -381,10 +380,12 @@ static void test_lease_expires(void **state)
 	assert_false(metric_enabled(&r));
 	/* Usage errors are exit 2 and ask nothing of the daemon. */
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "enable", METRIC, "--for", "soon",
-			     NULL), 2);
+			     NULL),
+			 2);
 	assert_non_null(strstr(r.err, "--for"));
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "--json", "enable", METRIC, "--for",
-			     "2s", NULL), 0);
+			     "2s", NULL),
+			 0);
 	j = json_loads(r.out, 0, NULL);
 	assert_non_null(j);
 	assert_int_equal(json_integer_value(json_object_get(j, "lease_ms")), 2000);
@@ -529,12 +530,13 @@ static void test_show_and_pull(void **state)
 	json_decref(j);
 	/* show: the totals are the pinned map's. */
 	j = ctl_json_ok(&r, "show", METRIC);
-	json_array_foreach(json_object_get(j, "totals"), i, rec) {
+	json_array_foreach(json_object_get(j, "totals"), i, rec)
+	{
 		json_t *c;
 		size_t k;
 
-		json_array_foreach(json_object_get(json_object_get(rec, "histogram"), "counts"), k, c)
-			total += (uint64_t)json_integer_value(c);
+		json_array_foreach(json_object_get(json_object_get(rec, "histogram"), "counts"), k,
+				   c) total += (uint64_t)json_integer_value(c);
 	}
 	assert_true(total >= 1);
 	assert_int_equal(total, ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN));
@@ -552,11 +554,14 @@ static void test_show_and_pull(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "daemon"), "pid")),
 			 getpid());
 	rec = json_array_get(json_object_get(json_array_get(json_object_get(j, "plugins"), 0),
-					     "programs"), 0);
+					     "programs"),
+			     0);
 	assert_true(json_integer_value(json_object_get(rec, "prog_id")) > 0);
 	assert_non_null(json_object_get(rec, "recursion_misses"));
-	assert_string_equal(json_string_value(json_object_get(json_array_get(
-				    json_object_get(j, "sinks"), 0), "name")), "file");
+	assert_string_equal(json_string_value(
+				    json_object_get(json_array_get(json_object_get(j, "sinks"), 0),
+						    "name")),
+			    "file");
 	json_decref(j);
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "status", NULL), 0);
 	printf("%s", r.out);
@@ -567,7 +572,7 @@ static void test_show_and_pull(void **state)
 
 #define BLOCK_METRIC "block_io_latency"
 #define BLOCK_PIN "map_block_io_latency_block_io_latency_map"
-#define MANY_KEYS 600 /* more than two windows (KTEL_PULL_WINDOW) */
+#define MANY_KEYS 600   /* more than two windows (KTEL_PULL_WINDOW) */
 #define FAKE_MAJOR 4000 /* no such block device: no "device" dimension */
 
 /* MANY_KEYS keys of a device nobody has in the pinned block_io_latency map
@@ -637,7 +642,8 @@ static void test_pull_in_windows(void **state)
 	recs = json_object_get(pulled, "records");
 	seq = json_integer_value(json_object_get(json_array_get(recs, 0), "seq"));
 	assert_true(seq > 0);
-	json_array_foreach(recs, i, rec) {
+	json_array_foreach(recs, i, rec)
+	{
 		assert_int_equal(json_integer_value(json_object_get(rec, "seq")), seq);
 		fake += fake_device(rec);
 	}
@@ -766,8 +772,8 @@ static void test_protocol_limits(void **state)
 /* daemon.control.<key> and the sum of the sinks' drops, from a status answer. */
 static json_int_t control_stat(const json_t *st, const char *key)
 {
-	return json_integer_value(json_object_get(json_object_get(json_object_get(st, "daemon"),
-								    "control"), key));
+	return json_integer_value(
+		json_object_get(json_object_get(json_object_get(st, "daemon"), "control"), key));
 }
 
 static json_int_t sinks_dropped(const json_t *st)
@@ -925,8 +931,8 @@ static void test_pull_flood(void **state)
 	pulls1 = metric_pulls(st);
 	req1 = control_stat(st, "requests");
 	printf("%d pulls in one write: answered in %.0f ms, %lld pulls ran, longest gap of a "
-	       "10 ms timer %llu ms, sinks dropped %lld\n", FLOOD,
-	       (uv_hrtime() - t0) / 1e6, (long long)(pulls1 - pulls0),
+	       "10 ms timer %llu ms, sinks dropped %lld\n",
+	       FLOOD, (uv_hrtime() - t0) / 1e6, (long long)(pulls1 - pulls0),
 	       (unsigned long long)r.max_gap_ms, (long long)sinks_dropped(st));
 	assert_int_equal(req1 - req0, FLOOD + 1);
 	assert_true(pulls1 - pulls0 >= 1);
@@ -953,11 +959,11 @@ static void test_socket_path_rules(void **state)
 	ctl_fake_init(&fake);
 	uv_loop_init(&loop);
 	snprintf(path, sizeof(path), "%s/run/sub/control.sock", sb.dir);
-	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
-					   &a, &err), 0);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1, &a, &err),
+			 0);
 	/* A second daemon on the same path is refused, and says why. */
-	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
-					   &b, &err), -EADDRINUSE);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1, &b, &err),
+			 -EADDRINUSE);
 	assert_non_null(strstr(err.msg, "another daemon is listening on it"));
 	ktel_control__close(a);
 	uv_run(&loop, UV_RUN_DEFAULT);
@@ -968,15 +974,15 @@ static void test_socket_path_rules(void **state)
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	close(fd);
-	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
-					   &a, &err), 0);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1, &a, &err),
+			 0);
 	ktel_control__close(a);
 	uv_run(&loop, UV_RUN_DEFAULT);
 
 	/* A regular file there is never replaced. */
 	close(open(path, O_WRONLY | O_CREAT, 0600));
-	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1,
-					   &a, &err), -EEXIST);
+	assert_int_equal(ktel_control__new(&loop, &ctl_fake_ops, &fake, path, (gid_t)-1, &a, &err),
+			 -EEXIST);
 	assert_non_null(strstr(err.msg, "exists and is not a socket"));
 	assert_int_equal(access(path, F_OK), 0);
 	assert_int_equal(uv_loop_close(&loop), 0);
@@ -1012,8 +1018,8 @@ static void test_inspect_plugins(void **state)
 	assert_non_null(strstr(r.err, "member flags is a bitfield"));
 	assert_non_null(strstr(r.out, "UNREADABLE"));
 	/* A char array as a dimension: the daemon refuses it, so must inspect. */
-	assert_int_equal(ctl(&r, false, "inspect", KTEL_TEST_PLUGIN_DIR "/fx_string_key.so",
-			     NULL), 1);
+	assert_int_equal(ctl(&r, false, "inspect", KTEL_TEST_PLUGIN_DIR "/fx_string_key.so", NULL),
+			 1);
 	assert_non_null(strstr(r.err, "key struct fx_string_key member heap is a char_array"));
 	assert_int_equal(ctl(&r, false, "inspect", NULL), 2);
 	free(r.out);

@@ -124,8 +124,8 @@ static void test_pins_without_state_report_from_start(void **state)
 	oracle = compact_then_stop(&sb, pid, proactive, old_proactive);
 	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
 	printf("pins without state: before %llu, daemon counted %llu after the start, "
-	       "tracefs %llu\n", (unsigned long long)before, (unsigned long long)sum,
-	       (unsigned long long)oracle);
+	       "tracefs %llu\n",
+	       (unsigned long long)before, (unsigned long long)sum, (unsigned long long)oracle);
 	assert_true(oracle >= 1);
 	/* Every event of the tracefs window is reported (more when others
 	 * compact between the start and the window: the machine is shared);
@@ -200,8 +200,9 @@ static void test_unwritable_state_exit_2(void **state)
 		/* rewrite with the impossible state path */
 		FILE *f = fopen(sb.config, "w");
 
-		fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": "
-			   "\"%s\", \"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
+		fprintf(f,
+			"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": "
+			"\"%s\", \"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
 			KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.out);
 		fclose(f);
 	}
@@ -287,8 +288,10 @@ static json_t *ctl_status(const struct sandbox *sb)
 	json_t *st;
 
 	snprintf(out, sizeof(out), "%s/status.json", sb->dir);
-	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
-		 "> %s", KTEL_BINARY_DIR, sb->dir, out);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
+		 "> %s",
+		 KTEL_BINARY_DIR, sb->dir, out);
 	assert_int_equal(system(cmd), 0);
 	st = json_load_file(out, 0, NULL);
 	assert_non_null(st);
@@ -300,9 +303,9 @@ static json_t *sink_status(json_t *st, const char *name)
 	size_t i;
 	json_t *e;
 
-	json_array_foreach(json_object_get(st, "sinks"), i, e)
-		if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
-			return e;
+	json_array_foreach(json_object_get(st, "sinks"), i,
+			   e) if (strcmp(json_string_value(json_object_get(e, "name")), name) ==
+				  0) return e;
 	fail_msg("no sink %s in status", name);
 	return NULL;
 }
@@ -329,11 +332,12 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 	snprintf(sb.out, sizeof(sb.out), "%s/k.jsonl", logs);
 	f = fopen(sb.config, "w");
 	assert_non_null(f);
-	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
-		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
-		   " \"emit_zero\": true,\n"
-		   " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\", "
-		   "\"max_queue_bytes\": \"8K\"}}}\n",
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
+		" \"emit_zero\": true,\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\", "
+		"\"max_queue_bytes\": \"8K\"}}}\n",
 		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out);
 	fclose(f);
 	live_pid = pid = daemon_start(&sb, NULL);
@@ -363,7 +367,8 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 	assert_true(log_wait_for(&sb, "SIGUSR1: reopening sink files", 10));
 	assert_true(log_wait_for(&sb, "sink file: reopened", 10));
 	assert_int_equal(rename(sb.out, moved), 0);
-	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock reopen >/dev/null",
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock reopen >/dev/null",
 		 KTEL_BINARY_DIR, sb.dir);
 	assert_int_equal(system(cmd), 0);
 	assert_true(wait_lines(sb.out, 0, 10));
@@ -425,10 +430,11 @@ static void test_second_sigterm_during_flush(void **state)
 	assert_true(reader >= 0);
 	f = fopen(sb.config, "w");
 	assert_non_null(f);
-	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
-		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
-		   " \"emit_zero\": true, \"sink_close_timeout\": \"3s\",\n"
-		   " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"100ms\",\n"
+		" \"emit_zero\": true, \"sink_close_timeout\": \"3s\",\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
 		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, sb.out);
 	fclose(f);
 	live_pid = pid = daemon_start(&sb, NULL);
@@ -472,11 +478,12 @@ static void test_failed_start_writes_nothing(void **state)
 	f = fopen(sb.config, "w");
 	assert_non_null(f);
 	/* A socket under a regular file (the config) can never be created. */
-	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
-		   " \"control_socket\": \"%s/c.sock\", \"emit_zero\": true,\n"
-		   /* a stream with events in its ring before the start fails */
-		   " \"metrics\": {\"runq_stall_events\": {\"params\": {\"threshold_us\": 0}}},\n"
-		   " \"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/c.sock\", \"emit_zero\": true,\n"
+		/* a stream with events in its ring before the start fails */
+		" \"metrics\": {\"runq_stall_events\": {\"params\": {\"threshold_us\": 0}}},\n"
+		" \"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"%s\"}}}\n",
 		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.config, sb.out);
 	fclose(f);
 	pid = daemon_start(&sb, NULL);
@@ -623,15 +630,14 @@ static void test_self_telemetry(void **state)
 	/* Sink counters, per sink; pull cost and errors, per metric. */
 	assert_true(count_lines(&sb, "ktel_sink_sent", "\"sink\":\"file\"") >= 2);
 	assert_true(count_lines(&sb, "ktel_sink_dropped", NULL) >= 2);
-	assert_true(count_lines(&sb, "ktel_pull_duration",
-				"\"metric\":\"compaction_duration\"") >= 2);
+	assert_true(count_lines(&sb, "ktel_pull_duration", "\"metric\":\"compaction_duration\"") >=
+		    2);
 	/* Units are declared, not spelled into the name (sinks/units.h). */
 	assert_true(count_lines(&sb, "ktel_pull_duration", "\"unit\":\"ns\"") >= 2);
 	assert_int_equal(count_lines(&sb, "ktel_pull_duration_us", NULL), 0);
 	assert_true(count_lines(&sb, "ktel_pull_errors", "\"value\":0") >= 2);
 	/* Running totals are counters. */
-	assert_true(count_lines(&sb, "ktel_prog_recursion_misses",
-				"\"type\":\"counter\"") >= 1);
+	assert_true(count_lines(&sb, "ktel_prog_recursion_misses", "\"type\":\"counter\"") >= 1);
 	assert_int_equal(count_lines(&sb, "ktel_prog_recursion_misses", "\"type\":\"gauge\""), 0);
 	assert_int_equal(count_lines(&sb, "ktel_invalid_durations", "\"type\":\"gauge\""), 0);
 	assert_true(count_lines(&sb, "ktel_sink_errors", "\"unit\":\"errors\"") >= 2);
@@ -661,13 +667,15 @@ static void test_self_telemetry_only_enabled(void **state)
 	invalid = count_lines(&sb, "ktel_invalid_durations", NULL);
 	assert_true(invalid >= 1);
 	assert_int_equal(count_lines(&sb, "ktel_invalid_durations",
-				     "\"plugin\":\"compaction_duration\""), invalid);
+				     "\"plugin\":\"compaction_duration\""),
+			 invalid);
 	progs = count_lines(&sb, "ktel_prog_recursion_misses", NULL);
 	assert_true(progs >= 1);
 	assert_int_equal(count_lines(&sb, "ktel_prog_recursion_misses",
 				     "\"program\":\"compaction_begin\"") +
-			 count_lines(&sb, "ktel_prog_recursion_misses",
-				     "\"program\":\"compaction_end\""), progs);
+				 count_lines(&sb, "ktel_prog_recursion_misses",
+					     "\"program\":\"compaction_end\""),
+			 progs);
 	assert_int_equal(count_lines(&sb, "ktel_pull_duration", "\"metric\":\"runq_latency\""), 0);
 	sandbox_cleanup(&sb);
 }
@@ -688,8 +696,10 @@ static void test_top_live_view(void **state)
 	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
 	trigger_compaction();
 	snprintf(out, sizeof(out), "%s/top.txt", sb.dir);
-	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock top --count 1 "
-		 "compaction_duration > %s", KTEL_BINARY_DIR, sb.dir, out);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock top --count 1 "
+		 "compaction_duration > %s",
+		 KTEL_BINARY_DIR, sb.dir, out);
 	assert_int_equal(system(cmd), 0);
 	f = fopen(out, "r");
 	assert_non_null(f);
@@ -701,8 +711,10 @@ static void test_top_live_view(void **state)
 	free(text);
 	text = NULL;
 	/* show on a stream metric says what it is instead of "not loaded". */
-	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock show oom_events "
-		 "> %s 2>&1", KTEL_BINARY_DIR, sb.dir, out);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock show oom_events "
+		 "> %s 2>&1",
+		 KTEL_BINARY_DIR, sb.dir, out);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 1);
 	f = fopen(out, "r");
 	assert_non_null(f);
@@ -794,8 +806,10 @@ static void test_reload_failure_undoes_sinks(void **state)
 
 	/* The daemon's own view: exactly the old two sinks, prom on a free port. */
 	snprintf(out, sizeof(out), "%s/status.json", sb.dir);
-	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
-		 "> %s", KTEL_BINARY_DIR, sb.dir, out);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
+		 "> %s",
+		 KTEL_BINARY_DIR, sb.dir, out);
 	assert_int_equal(system(cmd), 0);
 	f = fopen(out, "r");
 	assert_non_null(f);
@@ -809,7 +823,8 @@ static void test_reload_failure_undoes_sinks(void **state)
 		assert_non_null(st);
 		assert_int_equal(json_array_size(sinks), 2);
 		snprintf(taken, sizeof(taken), ":%u/", ntohs(sin.sin_port));
-		json_array_foreach(sinks, i, e) {
+		json_array_foreach(sinks, i, e)
+		{
 			const char *name = json_string_value(json_object_get(e, "name"));
 
 			assert_true(strcmp(name, "file") == 0 || strcmp(name, "prom") == 0);
@@ -880,8 +895,8 @@ static void test_plugin_overwritten_in_place_runs_new_code(void **state)
 		fail_msg("fx_replace v1 did not start");
 	}
 	assert_false(log_wait_for(&sb, "fx_replace_new", 0));
-	snprintf(cmd, sizeof(cmd), "cp %s/fx_replace_v2.so %s/fx_replace.so",
-		 KTEL_TEST_PLUGIN_DIR, plugdir);
+	snprintf(cmd, sizeof(cmd), "cp %s/fx_replace_v2.so %s/fx_replace.so", KTEL_TEST_PLUGIN_DIR,
+		 plugdir);
 	assert_int_equal(system(cmd), 0);
 	if (!log_wait_for(&sb, "fx_replace.so: unloading: file replaced", 10) ||
 	    !log_wait_for(&sb, "metric fx_replace_new: collecting", 10)) {
@@ -958,9 +973,10 @@ static void test_duplicate_metric_drop_in_refused(void **state)
 	pid = daemon_start(&sb, NULL);
 	assert_true(log_wait_for(&sb, "metric compaction_duration: collecting", 20));
 	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_dup_metric.so", plugdir, 0644);
-	snprintf(want, sizeof(want), "%s/fx_dup_metric.so: refused: duplicate metric name "
-		 "compaction_duration (already provided by %s/compaction_duration.so)", plugdir,
-		 plugdir);
+	snprintf(want, sizeof(want),
+		 "%s/fx_dup_metric.so: refused: duplicate metric name "
+		 "compaction_duration (already provided by %s/compaction_duration.so)",
+		 plugdir, plugdir);
 	if (!log_wait_for(&sb, want, 10)) {
 		dump_log(&sb);
 		fail_msg("no refusal line: %s", want);
@@ -1025,8 +1041,10 @@ static void test_plugin_params_checked(void **state)
 
 		sandbox_init(&sb, "daemon-params");
 		sandbox_plugin_dir(&sb, plugdir, sizeof(plugdir), srcs, 1);
-		snprintf(extra, sizeof(extra), "\"metrics\": {\"runq_stall_events\": "
-			 "{\"params\": %s}}", cases[i].params);
+		snprintf(extra, sizeof(extra),
+			 "\"metrics\": {\"runq_stall_events\": "
+			 "{\"params\": %s}}",
+			 cases[i].params);
 		sandbox_write_config(&sb, plugdir, "1s", extra);
 		pid = daemon_start(&sb, "--once", "0", NULL);
 		rc = daemon_wait(pid, 30);
@@ -1159,10 +1177,11 @@ static void test_round_wakes_loop_once(void **state)
 	one_plugin_dir(&sb, "runq_latency", dir, sizeof(dir));
 	f = fopen(sb.config, "w");
 	assert_non_null(f);
-	fprintf(f, "{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
-		   " \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
-		   " \"self_telemetry\": {\"enabled\": false},\n"
-		   " \"sinks\": {\"stdout\": {\"type\": \"json\", \"path\": \"-\"}}}\n",
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"self_telemetry\": {\"enabled\": false},\n"
+		" \"sinks\": {\"stdout\": {\"type\": \"json\", \"path\": \"-\"}}}\n",
 		dir, sb.pin_root, sb.state, sb.dir);
 	fclose(f);
 	live_pid = pid = daemon_start_stdout_to_out(&sb);
@@ -1280,11 +1299,11 @@ static void test_start_reads_kernel_btf_once(void **state)
 	assert_int_equal(ktel_test_run("ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "
 				       "strace -f -qq -e trace=open,openat -o %s %s --config %s "
 				       "--once 0 --log-level info 2>>%s",
-				       trace, KTEL_DAEMON_BIN, sb.config, sb.log), 0);
+				       trace, KTEL_DAEMON_BIN, sb.config, sb.log),
+			 0);
 	opens = file_count(trace, "\"/sys/kernel/btf/vmlinux\"");
 	loaded = log_count(&sb, ": collecting every");
-	printf("%zu plugins collecting; /sys/kernel/btf/vmlinux opened %zu times\n", loaded,
-	       opens);
+	printf("%zu plugins collecting; /sys/kernel/btf/vmlinux opened %zu times\n", loaded, opens);
 	if (loaded < 2 || opens != 1) {
 		dump_log(&sb);
 		fail_msg("%zu plugins loaded, kernel BTF opened %zu times (want 1)", loaded, opens);

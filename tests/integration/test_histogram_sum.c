@@ -83,9 +83,8 @@ static void json_collect(const char *metric, struct json_view *v)
 		sum = json_object_get(h, "sum");
 		if (!json_is_integer(sum))
 			fail_msg("%s: a record without an integer sum: %s", metric, line);
-		json_array_foreach(json_object_get(h, "counts"), k, c)
-			if (k < HIST_BOUNDS_BUCKETS)
-				counts[k] = (uint64_t)json_integer_value(c);
+		json_array_foreach(json_object_get(h, "counts"), k, c) if (k < HIST_BOUNDS_BUCKETS)
+			counts[k] = (uint64_t)json_integer_value(c);
 		if (!hist_sum_consistent(counts, HIST_BOUNDS_BUCKETS,
 					 (uint64_t)json_integer_value(sum), why, sizeof(why)))
 			fail_msg("%s: %s: %s", metric, why, line);
@@ -261,8 +260,9 @@ static void make_plugin_dir(void)
 	assert_int_equal(mkdir(plugin_dir, 0755), 0);
 	assert_int_equal(chmod(plugin_dir, 0755), 0);
 	assert_int_equal(ktel_test_run("cp %s/compaction_duration.so %s/runq_latency.so %s/ && "
-				       "chmod 0644 %s/*.so", KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR,
-				       plugin_dir, plugin_dir), 0);
+				       "chmod 0644 %s/*.so",
+				       KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
+			 0);
 }
 
 /*
@@ -367,12 +367,13 @@ static void test_latency_sums(void **state)
 			 "prometheus %zu series, _count %llu, _sum %.17g s",
 			 js.records, (unsigned long long)js.count, (unsigned long long)js.sum,
 			 (unsigned long long)pinned, compaction_prom.n,
-			 (unsigned long long)(compaction_prom.n ? compaction_prom.series[0].count : 0),
+			 (unsigned long long)(compaction_prom.n ? compaction_prom.series[0].count
+								: 0),
 			 compaction_prom.n ? compaction_prom.series[0].sum_s : 0.0);
 	}
 	printf("compaction: %llu events (tracefs %llu), %llu us in all; prometheus _sum %.17g s\n",
-	       (unsigned long long)js.count, (unsigned long long)oracle,
-	       (unsigned long long)js.sum, compaction_prom.series[0].sum_s);
+	       (unsigned long long)js.count, (unsigned long long)oracle, (unsigned long long)js.sum,
+	       compaction_prom.series[0].sum_s);
 	/* The old counts were neither decoded nor a baseline: the map is new. */
 	assert_true(js.count >= oracle);
 	assert_true(js.count < OLD_COUNTS);

@@ -70,7 +70,7 @@ static void make_rec(struct ktel_record *r, uint64_t seq)
 	r->map_id = 1;
 	r->seq = seq;
 	r->n_dims = 1;
-	r->dims[0] = (struct ktel_dim){ .name = "state", .value = 4, .label = "STATE_X" };
+	r->dims[0] = (struct ktel_dim){.name = "state", .value = 4, .label = "STATE_X"};
 	r->hist.delta.scheme = KTEL_HIST_LOG2;
 	r->hist.delta.n_buckets = KTEL_HIST_BUCKETS;
 	for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
@@ -159,8 +159,8 @@ static void closed_full(void *ctx)
 static void disk_full(unsigned keep, size_t rotate_bytes, size_t leave, bool close_full)
 {
 	char path[700], filler[700], name[800];
-	struct ktel_sink_stats st = { 0 };
-	struct ktel_err err = { 0 };
+	struct ktel_sink_stats st = {0};
+	struct ktel_err err = {0};
 	uint64_t seqs[4096], next = 1;
 	uv_loop_t loop;
 	json_t *o;
@@ -207,7 +207,7 @@ static void disk_full(unsigned keep, size_t rotate_bytes, size_t leave, bool clo
 	assert_true(last_byte(path) == '\n' || (keep && last_byte(path) == 0));
 
 	if (close_full) {
-		struct close_full_ctx c = { .sink = s };
+		struct close_full_ctx c = {.sink = s};
 
 		ops()->close(s, 300, closed_full, &c);
 		uv_run(&loop, UV_RUN_DEFAULT);

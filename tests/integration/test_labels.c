@@ -109,8 +109,8 @@ static void direct_io(const struct loopdev *ld, bool write, int n)
  * folds them into: rwbs "R..." reads, "W..." writes; a leading 'F' is a
  * preflush, not the operation ("FWS" is a write).
  */
-static void tracefs_count(struct tracefs_counter *tc, const struct loopdev *ld,
-			  uint64_t *ret_reads, uint64_t *ret_writes)
+static void tracefs_count(struct tracefs_counter *tc, const struct loopdev *ld, uint64_t *ret_reads,
+			  uint64_t *ret_writes)
 {
 	char path[512], *line = NULL, want[32];
 	size_t cap = 0;
@@ -164,7 +164,8 @@ static long long prom_count(const char *text, const struct loopdev *ld, const ch
 
 	snprintf(want, sizeof(want),
 		 "ktel_block_io_latency_seconds_count{major=\"%u\",minor=\"%u\","
-		 "operation=\"%s\",device=\"%s\"} ", ld->major, ld->minor, op, ld->name);
+		 "operation=\"%s\",device=\"%s\"} ",
+		 ld->major, ld->minor, op, ld->name);
 	p = strstr(text, want);
 	return p ? strtoll(p + strlen(want), NULL, 10) : -1;
 }
@@ -207,8 +208,7 @@ static void json_count(const struct sandbox *sb, struct json_tally *t)
 		/* dims_raw: the integers, as before labels were shortened. */
 		assert_true(json_is_integer(json_object_get(raw, "operation")));
 		json_array_foreach(json_object_get(json_object_get(rec, "histogram"), "counts"), i,
-				   c)
-			n += (uint64_t)json_integer_value(c);
+				   c) n += (uint64_t)json_integer_value(c);
 		if (op && strcmp(op, "read") == 0)
 			t->reads += n;
 		else if (op && strcmp(op, "write") == 0)
@@ -248,10 +248,14 @@ static void test_device_and_operation_labels(void **state)
 	sleep(3);
 	tracefs_count(&tc, &ld, &k_reads, &k_writes);
 	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s/scrape.txt' "
-				       "http://127.0.0.1:%u/metrics", sb.dir, port), 0);
+				       "http://127.0.0.1:%u/metrics",
+				       sb.dir, port),
+			 0);
 	snprintf(out, sizeof(out), "%s/show.txt", sb.dir);
 	assert_int_equal(ktel_test_run("'%s' --socket '%s/control.sock' show block_io_latency "
-				       "> '%s' 2>&1", CTL_BIN, sb.dir, out), 0);
+				       "> '%s' 2>&1",
+				       CTL_BIN, sb.dir, out),
+			 0);
 	kill(pid, SIGTERM);
 	assert_int_equal(daemon_wait(pid, 30), 0);
 	detach();
@@ -263,13 +267,14 @@ static void test_device_and_operation_labels(void **state)
 	t.ld = &ld;
 	json_count(&sb, &t);
 	printf("%s: kernel %" PRIu64 " reads %" PRIu64 " writes; prometheus %lld / %lld; "
-	       "json %" PRIu64 " / %" PRIu64 " in %zu records\n", ld.name, k_reads, k_writes,
-	       p_reads, p_writes, t.reads, t.writes, t.records);
+	       "json %" PRIu64 " / %" PRIu64 " in %zu records\n",
+	       ld.name, k_reads, k_writes, p_reads, p_writes, t.reads, t.writes, t.records);
 	if (p_reads < 0 || p_writes < 0) {
 		char *grep = strstr(text, "ktel_block_io_latency_seconds_count");
 
 		fail_msg("no series with device=\"%s\" and operation=\"read\"/\"write\"; first "
-			 "block_io_latency count line: %.300s", ld.name, grep ? grep : "(none)");
+			 "block_io_latency count line: %.300s",
+			 ld.name, grep ? grep : "(none)");
 	}
 	/* Every request we issued, and as many as the kernel completed. */
 	assert_true(k_reads >= N_READS && k_writes >= N_WRITES);

@@ -58,7 +58,7 @@ static struct ktel_plugin *open_plugin(const char *dir, const char *name)
 }
 
 static struct ktel_bpf_plugin *load_with(const struct ktel_plugin *plugin, const int64_t *params,
-					  const struct ktel_targets *targets, bool no_attach)
+					 const struct ktel_targets *targets, bool no_attach)
 {
 	struct ktel_bpf_opts opts = {
 		.pin_root = pins.path,
@@ -416,8 +416,9 @@ static void test_attach_fallback(void **state)
 			assert_int_equal(ktel_bpf_plugin__group_state(&bp->groups[0]),
 					 KTEL_GROUP_LOADED);
 			assert_int_equal(ktel_bpf_plugin__metric_complete(bp, md, &err), -ENODEV);
-			assert_string_equal(err.msg, "metric fx_attach_fallback: variant group read: "
-						     "fx_attach_tp is not attached");
+			assert_string_equal(err.msg,
+					    "metric fx_attach_fallback: variant group read: "
+					    "fx_attach_tp is not attached");
 			assert_int_equal(ktel_bpf_plugin__attach_prog(bp, "fx_attach_tp", &err), 0);
 		}
 		assert_true(tp->attached);
@@ -465,8 +466,10 @@ static void test_attach_failed_unsupported(void **state)
 		assert_int_equal(ktel_bpf_plugin__group_state(&bp->groups[1]), KTEL_GROUP_UNUSABLE);
 		assert_int_equal(ktel_bpf_plugin__metric_complete(bp, &p->desc.metrics[0], &err),
 				 -ENODEV);
-		assert_non_null(strstr(err.msg, "metric fx_attach_failed: unsupported: variant group end"));
-		snprintf(path, sizeof(path), "%s/map_fx_attach_failed_fx_attach_failed_map", pins.path);
+		assert_non_null(
+			strstr(err.msg, "metric fx_attach_failed: unsupported: variant group end"));
+		snprintf(path, sizeof(path), "%s/map_fx_attach_failed_fx_attach_failed_map",
+			 pins.path);
 		assert_int_equal(access(path, F_OK), -1);
 		ktel_bpf_plugin__free(bp);
 	}
@@ -480,9 +483,11 @@ static void test_attach_failed_unsupported(void **state)
 /* In a child with CAP_BPF alone (the kernel refuses tp_btf): load plugin. */
 static int load_refused_child(const struct ktel_plugin *plugin)
 {
-	struct ktel_privileges_opts po = {.drop = true, .exact = true,
+	struct ktel_privileges_opts po = {.drop = true,
+					  .exact = true,
 					  .keep = KTEL_CAP_BIT(CAP_BPF)};
-	struct ktel_bpf_opts opts = {.pin_root = pins.path, .pin_gid = (gid_t)-1,
+	struct ktel_bpf_opts opts = {.pin_root = pins.path,
+				     .pin_gid = (gid_t)-1,
 				     .targets = pins.targets};
 	struct ktel_bpf_plugin *bp = NULL;
 	struct ktel_err err = {0};
@@ -533,7 +538,8 @@ static void test_incompatible_pin_kept_on_failed_load(void **state)
 	/* A load that works replaces it, and says so. */
 	bp = load(p, NULL);
 	expect_all_attached(bp);
-	assert_string_equal(bp->maps[0].note, "replaced incompatible pin: map type 2, object wants 1");
+	assert_string_equal(bp->maps[0].note,
+			    "replaced incompatible pin: map type 2, object wants 1");
 	expect_pin(&bp->maps[0], "compaction_duration");
 	assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
 	ktel_bpf_plugin__free(bp);
@@ -544,7 +550,8 @@ static void test_incompatible_pin_kept_on_failed_load(void **state)
 static void test_pin_failure_unpins(void **state)
 {
 	struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, "suspend_resume_latency");
-	struct ktel_bpf_opts opts = {.pin_root = pins.path, .pin_gid = TEST_GID,
+	struct ktel_bpf_opts opts = {.pin_root = pins.path,
+				     .pin_gid = TEST_GID,
 				     .targets = pins.targets};
 	struct ktel_bpf_plugin *bp = NULL;
 	struct ktel_err err = {0};
@@ -562,8 +569,10 @@ static void test_pin_failure_unpins(void **state)
 	assert_int_equal(symlink("ktel-no-such-pin", labels), 0);
 
 	assert_int_equal(ktel_bpf_plugin__load(p, &opts, &bp, &err), -EEXIST);
-	snprintf(want, sizeof(want), "plugin suspend_resume_latency: map suspend_phase_names: "
-		 "cannot pin at %s: %s", labels, strerror(EEXIST));
+	snprintf(want, sizeof(want),
+		 "plugin suspend_resume_latency: map suspend_phase_names: "
+		 "cannot pin at %s: %s",
+		 labels, strerror(EEXIST));
 	assert_string_equal(err.msg, want);
 	assert_null(bp);
 	if (access(metric, F_OK) == 0) {

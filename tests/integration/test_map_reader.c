@@ -67,8 +67,8 @@ static __u64 summed_word(__u32 key, unsigned int w, __u64 gen)
 	return s;
 }
 
-static int create_map(enum bpf_map_type type, __u32 key_size, __u32 value_size,
-		      __u32 max_entries, __u32 flags)
+static int create_map(enum bpf_map_type type, __u32 key_size, __u32 value_size, __u32 max_entries,
+		      __u32 flags)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = flags);
 	int fd = bpf_map_create(type, "ktel_test_rd", key_size, value_size, max_entries, &o);
@@ -113,8 +113,8 @@ static void fill_percpu(int fd, __u32 n, bool index_keys)
  * Check a snapshot of u32 keys and struct hist_value values: exactly the n
  * expected keys, each once, each with its value. expect(key, w) gives a word.
  */
-static void check_snapshot(const struct ktel_map_snapshot *s, __u32 n, bool index_keys,
-			   bool percpu, __u64 gen)
+static void check_snapshot(const struct ktel_map_snapshot *s, __u32 n, bool index_keys, bool percpu,
+			   __u64 gen)
 {
 	unsigned char *seen = calloc(n, 1);
 	const struct hist_value *vals = s->values;
@@ -137,7 +137,8 @@ static void check_snapshot(const struct ktel_map_snapshot *s, __u32 n, bool inde
 
 			if (vals[e].w[w] != want)
 				fail_msg("key %u word %d: got %llu, want %llu", key, w,
-					 (unsigned long long)vals[e].w[w], (unsigned long long)want);
+					 (unsigned long long)vals[e].w[w],
+					 (unsigned long long)want);
 		}
 	}
 	free(seen);
@@ -145,9 +146,9 @@ static void check_snapshot(const struct ktel_map_snapshot *s, __u32 n, bool inde
 
 static struct ktel_map_reader *new_reader(int fd, bool fallback)
 {
-	struct ktel_map_reader_opts opts = { .force_fallback = fallback };
+	struct ktel_map_reader_opts opts = {.force_fallback = fallback};
 	struct ktel_map_reader *r = NULL;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	if (ktel_map_reader__new(fd, &opts, &r, &err))
 		fail_msg("reader: %s", err.msg);
@@ -156,7 +157,7 @@ static struct ktel_map_reader *new_reader(int fd, bool fallback)
 
 static void read_ok(struct ktel_map_reader *r, struct ktel_map_snapshot *s)
 {
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	if (ktel_map_reader__read(r, s, &err))
 		fail_msg("read: %s", err.msg);
@@ -167,7 +168,7 @@ static void test_hash_10k(void **state)
 	int fd = create_map(BPF_MAP_TYPE_HASH, 4, sizeof(struct hist_value), BIG_KEYS, 0);
 	struct ktel_map_snapshot b, f;
 	struct ktel_map_reader *rb, *rf;
-	struct bpf_map_info info = { 0 };
+	struct bpf_map_info info = {0};
 	__u32 len = sizeof(info);
 
 	fill_plain(fd, BIG_KEYS, 0, false);
@@ -194,8 +195,8 @@ static void test_hash_10k(void **state)
 	 */
 	assert_int_equal(f.stats.syscalls, 2 * BIG_KEYS);
 	assert_int_equal(f.stats.skipped, 0);
-	printf("# %d keys: batch %u syscalls, iterate %u syscalls\n", BIG_KEYS,
-	       b.stats.syscalls, f.stats.syscalls);
+	printf("# %d keys: batch %u syscalls, iterate %u syscalls\n", BIG_KEYS, b.stats.syscalls,
+	       f.stats.syscalls);
 
 	ktel_map_reader__free(rb);
 	ktel_map_reader__free(rf);
@@ -216,7 +217,8 @@ static void percpu_case(enum bpf_map_type type, __u32 n, __u32 max_entries, bool
 		check_snapshot(&s, n, index_keys, true, 0);
 		assert_string_equal(s.stats.method, fallback ? "iterate" : "batch");
 		if (!fallback && s.stats.syscalls > 10)
-			fail_msg("batch read of %u per-CPU keys took %u syscalls", n, s.stats.syscalls);
+			fail_msg("batch read of %u per-CPU keys took %u syscalls", n,
+				 s.stats.syscalls);
 		ktel_map_reader__free(r);
 	}
 	close(fd);
@@ -259,7 +261,7 @@ static void test_array(void **state)
 
 static void test_empty(void **state)
 {
-	enum bpf_map_type types[] = { BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_HASH };
+	enum bpf_map_type types[] = {BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_HASH};
 	struct ktel_map_reader *r;
 	struct ktel_map_snapshot s;
 
@@ -325,7 +327,7 @@ static void test_small_keys(void **state)
 	int fd = create_map(BPF_MAP_TYPE_HASH, 2, 8, 2048, 0);
 	struct ktel_map_reader *r;
 	struct ktel_map_snapshot s;
-	unsigned char seen[2048] = { 0 };
+	unsigned char seen[2048] = {0};
 
 	for (__u16 k = 0; k < 2000; k++) {
 		__u64 v = k * 3ull + 1;
@@ -365,7 +367,7 @@ static void test_auto_fallback(void **state)
 	int fd = create_map(BPF_MAP_TYPE_DEVMAP_HASH, 4, 4, 256, 0);
 	struct ktel_map_reader *r = new_reader(fd, false);
 	__u32 cursor = 0, count = 1, k = 0, v = 1;
-	unsigned char seen[100] = { 0 };
+	unsigned char seen[100] = {0};
 	struct ktel_map_snapshot s;
 	int probe;
 
@@ -428,7 +430,7 @@ static void test_refuse_odd_percpu_value(void **state)
 {
 	int fd = create_map(BPF_MAP_TYPE_PERCPU_HASH, 4, 12, 16, 0);
 	struct ktel_map_reader *r = NULL;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	assert_int_equal(ktel_map_reader__new(fd, NULL, &r, &err), -EINVAL);
 	assert_null(r);
@@ -469,10 +471,10 @@ static void *churn_thread(void *arg)
 static void test_churn(void **state)
 {
 	int fd = create_map(BPF_MAP_TYPE_HASH, 4, sizeof(struct hist_value), 4096, 0);
-	struct churn c = { .fd = fd };
+	struct churn c = {.fd = fd};
 	struct ktel_map_snapshot s;
 	struct ktel_map_reader *r;
-	size_t skipped = 0, truncated = 0, min_count[2] = { 4096, 4096 };
+	size_t skipped = 0, truncated = 0, min_count[2] = {4096, 4096};
 	pthread_t th;
 
 	fill_plain(fd, 4000, 0, false);
@@ -480,7 +482,7 @@ static void test_churn(void **state)
 	for (int fallback = 0; fallback < 2; fallback++) {
 		r = new_reader(fd, fallback);
 		for (int rep = 0; rep < 30; rep++) {
-			unsigned char seen[4000] = { 0 };
+			unsigned char seen[4000] = {0};
 			const struct hist_value *vals;
 
 			read_ok(r, &s);
@@ -495,7 +497,8 @@ static void test_churn(void **state)
 			}
 			skipped += s.stats.skipped;
 			truncated += s.stats.truncated;
-			min_count[fallback] = s.count < min_count[fallback] ? s.count : min_count[fallback];
+			min_count[fallback] = s.count < min_count[fallback] ? s.count
+									    : min_count[fallback];
 		}
 		ktel_map_reader__free(r);
 	}
@@ -525,13 +528,17 @@ static void test_churn(void **state)
 static void test_pull_refuses_narrow_percpu(void **state)
 {
 	struct bpf_object *obj = bpf_object__open_file(PULL_OBJ, NULL);
-	struct ktel_metric_desc md = KTEL_METRIC(.name = "fx_narrow", .map_name = "fx_narrow_percpu",
+	struct ktel_metric_desc md = KTEL_METRIC(.name = "fx_narrow",
+						 .map_name = "fx_narrow_percpu",
 						 .model = KTEL_MODEL_ACCUMULATOR);
-	struct { __s32 a; __u32 b; } *vals = calloc(ncpus, sizeof(*vals)), sum;
+	struct {
+		__s32 a;
+		__u32 b;
+	} *vals = calloc(ncpus, sizeof(*vals)), sum;
 	struct ktel_metric_pull *mp = NULL;
 	struct ktel_map_reader *r;
 	struct ktel_map_snapshot s;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	__u32 key = 1;
 	int fd;
 
@@ -576,7 +583,7 @@ static void got_records(void *ctx, const struct ktel_record *recs, size_t n)
  * falling, with the real reader (batch) in between. */
 static void test_pull_gauge_levels(void **state)
 {
-	static const __s64 levels[] = { 5, 5, -2 };
+	static const __s64 levels[] = {5, 5, -2};
 	struct bpf_object *obj = bpf_object__open_file(PULL_OBJ, NULL);
 	struct ktel_metric_desc md = KTEL_METRIC(.name = "fx_gauge", .map_name = "fx_gauges",
 						 .model = KTEL_MODEL_ACCUMULATOR,
@@ -584,7 +591,7 @@ static void test_pull_gauge_levels(void **state)
 	struct ktel_delta *d = ktel_delta__new(ktel_boot_id());
 	struct ktel_metric_pull *mp = NULL;
 	struct ktel_pull_info info;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	__u32 key = 3;
 	int fd;
 
@@ -595,7 +602,7 @@ static void test_pull_gauge_levels(void **state)
 	if (ktel_metric_pull__new(&md, obj, true, &mp, &err))
 		fail_msg("%s", err.msg);
 	for (size_t p = 0; p < sizeof(levels) / sizeof(levels[0]); p++) {
-		struct got_records g = { 0 };
+		struct got_records g = {0};
 
 		assert_int_equal(bpf_map_update_elem(fd, &key, &levels[p], BPF_ANY), 0);
 		if (ktel_metric_pull__run(mp, d, ktel_boot_id(), got_records, &g, &info, &err))
@@ -617,8 +624,8 @@ static int helper_read(int fd, const char *method)
 {
 	struct ktel_map_reader *r = NULL;
 	struct ktel_map_snapshot s;
-	struct ktel_err err = { 0 };
-	struct ktel_map_reader_opts opts = { .force_fallback = !strcmp(method, "iterate") };
+	struct ktel_err err = {0};
+	struct ktel_map_reader_opts opts = {.force_fallback = !strcmp(method, "iterate")};
 
 	if (ktel_map_reader__new(fd, &opts, &r, &err) || ktel_map_reader__read(r, &s, &err)) {
 		fprintf(stderr, "helper: %s\n", err.msg);
@@ -694,8 +701,8 @@ static void test_syscalls_by_strace(void **state)
 	assert_true(inherit >= 0);
 	strace_case(inherit, "batch", &batch);
 	strace_case(inherit, "iterate", &iterate);
-	printf("# strace: batch %u bpf() calls, iterate %u bpf() calls for %d keys\n",
-	       batch, iterate, BIG_KEYS);
+	printf("# strace: batch %u bpf() calls, iterate %u bpf() calls for %d keys\n", batch,
+	       iterate, BIG_KEYS);
 	assert_true(batch <= 10);
 	assert_true(iterate >= BIG_KEYS);
 	close(inherit);

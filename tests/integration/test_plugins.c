@@ -152,54 +152,86 @@ struct expect {
 	struct fact facts[MAX_FACTS];
 };
 
-#define TP(name, n) {.kind = FACT_TARGET, .section = "tp_btf/" name, .present = true, .nr_args = n}
-#define NO_TP(name) {.kind = FACT_TARGET, .section = "tp_btf/" name, .present = false}
-#define FN(name) {.kind = FACT_TARGET, .section = "fentry/" name, .present = true, .nr_args = -1}
-#define NO_KPROBE(name) {.kind = FACT_TARGET, .section = "kprobe/" name, .present = false}
-#define NO_FENTRY {.kind = FACT_FENTRY, .present = false}
+#define TP(name, n)                                                                           \
+	{                                                                                     \
+		.kind = FACT_TARGET, .section = "tp_btf/" name, .present = true, .nr_args = n \
+	}
+#define NO_TP(name)                                                              \
+	{                                                                        \
+		.kind = FACT_TARGET, .section = "tp_btf/" name, .present = false \
+	}
+#define FN(name)                                                                               \
+	{                                                                                      \
+		.kind = FACT_TARGET, .section = "fentry/" name, .present = true, .nr_args = -1 \
+	}
+#define NO_KPROBE(name)                                                          \
+	{                                                                        \
+		.kind = FACT_TARGET, .section = "kprobe/" name, .present = false \
+	}
+#define NO_FENTRY                                     \
+	{                                             \
+		.kind = FACT_FENTRY, .present = false \
+	}
 
 /*
  * What this host (kernel 6.18, x86_64, no kprobes, no CMA, fentry refused)
  * gives. A new built-in plugin must get an entry here.
  */
 static const struct expect builtins[] = {
-	{"block_io_latency", COLLECTING, {NULL},
+	{"block_io_latency",
+	 COLLECTING,
+	 {NULL},
 	 {TP("block_rq_issue", 1), TP("block_rq_complete", 3)}},
-	{"cma_allocation_latency", UNSUPPORTED,
+	{"cma_allocation_latency",
+	 UNSUPPORTED,
 	 {"tracepoint cma_alloc_start not in this kernel",
 	  "tracepoint cma_alloc_finish not in this kernel",
 	  "android_vh_cma_alloc_start not in this kernel"},
 	 {NO_TP("cma_alloc_start"), NO_TP("cma_alloc_finish"), NO_TP("android_vh_cma_alloc_start"),
 	  NO_TP("android_vh_cma_alloc_finish")}},
-	{"compaction_duration", COLLECTING, {NULL},
+	{"compaction_duration",
+	 COLLECTING,
+	 {NULL},
 	 {TP("mm_compaction_begin", -1), TP("mm_compaction_end", -1)}},
-	{"direct_reclaim_latency", COLLECTING, {NULL},
+	{"direct_reclaim_latency",
+	 COLLECTING,
+	 {NULL},
 	 {TP("mm_vmscan_direct_reclaim_begin", -1), TP("mm_vmscan_direct_reclaim_end", -1)}},
-	{"dmabuf_request_sizes", UNSUPPORTED,
+	{"dmabuf_request_sizes",
+	 UNSUPPORTED,
 	 {"tracepoint dma_buf_export not in this kernel",
 	  "load refused by this kernel: prog 'dmabuf_export_fexit'",
 	  "kprobes not supported by this kernel"},
 	 {NO_TP("dma_buf_export"), FN("dma_buf_export"), NO_FENTRY, NO_KPROBE("dma_buf_export")}},
-	{"kswapd_latency", COLLECTING,
+	{"kswapd_latency",
+	 COLLECTING,
 	 {"program kswapd_balance_enter skipped: kprobes not supported",
 	  "program kswapd_balance_exit skipped: kprobes not supported"},
 	 {TP("mm_vmscan_kswapd_wake", 3), TP("mm_vmscan_kswapd_sleep", 1),
 	  NO_KPROBE("balance_pgdat")}},
-	{"memcg_reclaim_latency", COLLECTING, {NULL},
+	{"memcg_reclaim_latency",
+	 COLLECTING,
+	 {NULL},
 	 {TP("mm_vmscan_memcg_reclaim_begin", -1), TP("mm_vmscan_memcg_reclaim_end", -1)}},
-	{"oom_kills", COLLECTING,
+	{"oom_kills",
+	 COLLECTING,
 	 {"program oom_mark_victim_pid skipped: variant group oom_victim: oom_mark_victim_task",
 	  "program oom_mark_victim_fentry skipped: variant group oom_victim: oom_mark_victim_task",
 	  "program oom_mark_victim_kprobe skipped: kprobes not supported"},
 	 {TP("mark_victim", 2), NO_KPROBE("mark_oom_victim")}},
-	{"oom_events", LOADED,
+	{"oom_events",
+	 LOADED,
 	 {"program oom_event_pid skipped: variant group oom_victim: oom_event_task",
 	  "program oom_event_fentry skipped: variant group oom_victim: oom_event_task",
 	  "program oom_event_kprobe skipped: kprobes not supported"},
 	 {TP("mark_victim", 2), NO_KPROBE("mark_oom_victim")}},
-	{"runq_latency", COLLECTING, {NULL},
+	{"runq_latency",
+	 COLLECTING,
+	 {NULL},
 	 {TP("sched_wakeup", -1), TP("sched_wakeup_new", -1), TP("sched_switch", 4)}},
-	{"runq_stall_events", LOADED, {NULL},
+	{"runq_stall_events",
+	 LOADED,
+	 {NULL},
 	 {TP("sched_wakeup", -1), TP("sched_wakeup_new", -1), TP("sched_switch", 4)}},
 	/* The tracepoint exists without suspend support: loads, never fires. */
 	{"suspend_resume_latency", COLLECTING, {NULL}, {TP("suspend_resume", 3)}},
@@ -374,7 +406,8 @@ static void test_host_facts(void **state)
 		}
 	if (bad)
 		fail_msg("this kernel differs from the host the outcome table was written for "
-			 "(update the table if the new outcomes are right):%s", all);
+			 "(update the table if the new outcomes are right):%s",
+			 all);
 }
 
 /* -------------------------------------------------------------------------
@@ -416,9 +449,7 @@ static uint64_t counts_from(json_t *rec, size_t from)
 	uint64_t sum = 0;
 	size_t i;
 
-	json_array_foreach(counts, i, c)
-		if (i >= from)
-			sum += (uint64_t)json_integer_value(c);
+	json_array_foreach(counts, i, c) if (i >= from) sum += (uint64_t)json_integer_value(c);
 	return sum;
 }
 
@@ -472,16 +503,15 @@ static void stop_collecting(struct sandbox *sb, pid_t pid)
  * sandbox; return its stdout's first line in out. Fails the test when the
  * trigger fails: every trigger here works on this kind of machine.
  */
-static void run_trigger(const struct sandbox *sb, const char *args, int adj, char *out,
-			size_t len)
+static void run_trigger(const struct sandbox *sb, const char *args, int adj, char *out, size_t len)
 {
 	char cmd[1024], buf[256] = "";
 	FILE *p;
 	int rc;
 
 	snprintf(cmd, sizeof(cmd),
-		 "echo %d >/proc/self/oom_score_adj && KTEL_TRIGGER_DIR='%s' exec %s %s",
-		 adj, sb->dir, TRIGGER, args);
+		 "echo %d >/proc/self/oom_score_adj && KTEL_TRIGGER_DIR='%s' exec %s %s", adj,
+		 sb->dir, TRIGGER, args);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	if (!fgets(buf, sizeof(buf), p))
@@ -524,9 +554,8 @@ static uint64_t record_sum(json_t *rec)
 		fail_msg("%s: a histogram record without a sum",
 			 json_string_value(json_object_get(rec, "metric")));
 	}
-	json_array_foreach(json_object_get(h, "counts"), k, c)
-		if (k < HIST_BOUNDS_BUCKETS)
-			counts[k] = (uint64_t)json_integer_value(c);
+	json_array_foreach(json_object_get(h, "counts"), k, c) if (k < HIST_BOUNDS_BUCKETS)
+		counts[k] = (uint64_t)json_integer_value(c);
 	if (!hist_sum_consistent(counts, HIST_BOUNDS_BUCKETS, (uint64_t)json_integer_value(sum),
 				 why, sizeof(why))) {
 		print_record(rec, NULL);
@@ -536,11 +565,11 @@ static uint64_t record_sum(json_t *rec)
 }
 
 struct hist_sum {
-	const char *label_dim;   /* only records whose dim has this label ... */
-	const char *label;       /* ... (NULL: all records) */
-	size_t from;             /* high: buckets summed from here */
+	const char *label_dim;        /* only records whose dim has this label ... */
+	const char *label;            /* ... (NULL: all records) */
+	size_t from;                  /* high: buckets summed from here */
 	uint64_t total, above0, high; /* all counts, in buckets >= 1, >= from */
-	uint64_t sum;            /* the records' sums */
+	uint64_t sum;                 /* the records' sums */
 };
 
 static bool add_hist(json_t *rec, void *ctx)
@@ -874,9 +903,12 @@ static void test_example_plugin(void **state)
 
 	/* The SDK alone, into a fresh prefix. */
 	assert_int_equal(ktel_test_run("cmake --install '%s' --prefix '%s' --component dev >/dev/null",
-			     KTEL_BINARY_DIR, prefix), 0);
-	assert_int_equal(ktel_test_run("cmake -S '%s' -B '%s' -DCMAKE_PREFIX_PATH='%s' >'%s/configure.log'",
-			     EXAMPLE_SRC, ex, prefix, sb.dir), 0);
+				       KTEL_BINARY_DIR, prefix),
+			 0);
+	assert_int_equal(
+		ktel_test_run("cmake -S '%s' -B '%s' -DCMAKE_PREFIX_PATH='%s' >'%s/configure.log'",
+			      EXAMPLE_SRC, ex, prefix, sb.dir),
+		0);
 	assert_int_equal(ktel_test_run("cmake --build '%s' >'%s/build.log'", ex, sb.dir), 0);
 
 	/* It was built from the installed files, not from this source tree. */
@@ -893,7 +925,8 @@ static void test_example_plugin(void **state)
 	/* Dropped into a root-owned plugin directory, as the guide says. */
 	assert_int_equal(mkdir(plugins, 0755), 0);
 	assert_int_equal(chmod(plugins, 0755), 0);
-	assert_int_equal(ktel_test_run("install -m 0644 '%s/" EXAMPLE ".so' '%s/'", ex, plugins), 0);
+	assert_int_equal(ktel_test_run("install -m 0644 '%s/" EXAMPLE ".so' '%s/'", ex, plugins),
+			 0);
 
 	pid = start_collecting(&sb, plugins, EXAMPLE);
 	send_held_signals();
@@ -929,12 +962,14 @@ static void test_constructor_never_runs(void **state)
 	snprintf(so, sizeof(so), "%s/fx_constructor.so", plugins);
 	assert_int_equal(mkdir(plugins, 0755), 0);
 	assert_int_equal(chmod(plugins, 0755), 0);
-	assert_int_equal(ktel_test_run("install -m 0644 '%s/fx_constructor.so' '%s/'", KTEL_TEST_PLUGIN_DIR,
-			     plugins), 0);
+	assert_int_equal(ktel_test_run("install -m 0644 '%s/fx_constructor.so' '%s/'",
+				       KTEL_TEST_PLUGIN_DIR, plugins),
+			 0);
 	assert_int_equal(setenv("KTEL_FX_CONSTRUCTOR_MARKER", marker, 1), 0);
 
 	assert_int_equal(ktel_test_run("'%s/tools/ktelemetryctl' inspect '%s' >'%s/inspect.json'",
-			     KTEL_BINARY_DIR, so, sb.dir), 0);
+				       KTEL_BINARY_DIR, so, sb.dir),
+			 0);
 	assert_int_equal(access(marker, F_OK), -1);
 
 	pid = start_collecting(&sb, plugins, "fx_constructor");
@@ -964,7 +999,7 @@ static void check_invalid_durations_global(const struct bpf_object *obj)
 	struct bpf_map *map, *bss = NULL;
 	uint32_t zero = 0;
 
-	bpf_object__for_each_map(map, obj) {
+	bpf_object__for_each_map (map, obj) {
 		const char *name = bpf_map__name(map);
 
 		if (bpf_map__is_internal(map) && strstr(name, ".bss"))
@@ -1035,7 +1070,8 @@ static void test_refused_variant(void **state)
 	close(fd);
 	assert_non_null(ktel_bpf_plugin__map(bp, "fx_refused_map"));
 	assert_int_equal(bpf_map_lookup_elem(ktel_bpf_plugin__map(bp, "fx_refused_map")->fd, &key,
-					     &v), 0);
+					     &v),
+			 0);
 	printf("fx_refused_map: %llu reads counted\n", (unsigned long long)v.buckets[0]);
 	assert_true(v.buckets[0] >= 10);
 	check_invalid_durations_global(bp->obj);
@@ -1095,9 +1131,10 @@ static const char *refusal_of(json_t *resp, const char *path)
 	json_t *r;
 	size_t i;
 
-	json_array_foreach(json_object_get(resp, "refused"), i, r)
-		if (strcmp(json_string_value(json_object_get(r, "path")) ?: "", path) == 0)
-			return json_string_value(json_object_get(r, "reason"));
+	json_array_foreach(json_object_get(resp, "refused"), i,
+			   r) if (strcmp(json_string_value(json_object_get(r, "path")) ?: "",
+					 path) ==
+				  0) return json_string_value(json_object_get(r, "reason"));
 	return NULL;
 }
 
@@ -1108,7 +1145,8 @@ static const char *loaded_path(json_t *status, const char *name)
 	json_t *p;
 	size_t i;
 
-	json_array_foreach(json_object_get(status, "plugins"), i, p) {
+	json_array_foreach(json_object_get(status, "plugins"), i, p)
+	{
 		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", name) != 0)
 			continue;
 		if (path)
@@ -1154,8 +1192,8 @@ static void test_name_copy_refused(void **state)
 	section_daemon = pid;
 
 	drop_in(KTEL_TEST_PLUGIN_DIR "/fx_name_copy.so", copy);
-	snprintf(taken, sizeof(taken), "%s: refused: plugin name compaction_duration is taken by %s",
-		 copy, builtin);
+	snprintf(taken, sizeof(taken),
+		 "%s: refused: plugin name compaction_duration is taken by %s", copy, builtin);
 	/* Checked after the counts, which show what a loaded copy does. */
 	refused = log_wait_for(&sb, taken, 10);
 	/* A new version of the built-in: the rescan sees both files. */
@@ -1184,8 +1222,7 @@ static void test_name_copy_refused(void **state)
 	if (old[0])
 		sysctl_set(proactive, old, NULL, 0);
 	assert_int_equal(sum_metric(&sb, "compaction_duration", &sum, &records), 0);
-	assert_int_equal(sum_metric(&sb, "compaction_copy", &pinned,
-				    &copy_records), 0);
+	assert_int_equal(sum_metric(&sb, "compaction_copy", &pinned, &copy_records), 0);
 	pinned = ktel_test_pinned_total(sb.pin_root, COMPACTION_PIN);
 	printf("compaction: in the window the pin counted %llu, tracefs %llu; the daemon emitted "
 	       "%llu in %zu record(s), the pin holds %llu; %zu compaction_copy records\n",
@@ -1260,9 +1297,10 @@ static void test_verifier_refusal_reason(void **state)
 	free(log);
 	st = json_loads(status, 0, NULL);
 	assert_non_null(st);
-	json_array_foreach(json_object_get(st, "plugins"), i, p)
-		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", "fx_verifier_reject") == 0)
-			reason = json_string_value(json_object_get(p, "reason"));
+	json_array_foreach(json_object_get(st, "plugins"), i,
+			   p) if (strcmp(json_string_value(json_object_get(p, "name")) ?: "",
+					 "fx_verifier_reject") == 0)
+		reason = json_string_value(json_object_get(p, "reason"));
 	printf("status reason: %s\n", reason ?: "(none)");
 	assert_non_null(reason);
 	assert_non_null(strstr(reason, complaint));
@@ -1274,8 +1312,8 @@ static void test_verifier_refusal_reason(void **state)
 	free(list);
 
 	/* inspect loads (as root) before it says whether the programs load. */
-	snprintf(cmd, sizeof(cmd), "%s inspect %s " KTEL_PLUGIN_DIR "/compaction_duration.so", CTL_BIN,
-		 plugin);
+	snprintf(cmd, sizeof(cmd), "%s inspect %s " KTEL_PLUGIN_DIR "/compaction_duration.so",
+		 CTL_BIN, plugin);
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	out = calloc(1, 1 << 16);
@@ -1287,7 +1325,8 @@ static void test_verifier_refusal_reason(void **state)
 	assert_non_null(strstr(strstr(out, "fx_verifier_prog "), "would not load"));
 	assert_non_null(strstr(strstr(out, "fx_verifier_prog "), complaint));
 	assert_non_null(strstr(out, "load checked: this kernel refused the programs"));
-	assert_non_null(strstr(strstr(out, "compaction_end "), "would load (loaded by this kernel)"));
+	assert_non_null(
+		strstr(strstr(out, "compaction_end "), "would load (loaded by this kernel)"));
 	free(out);
 	sandbox_cleanup(&sb);
 }
@@ -1348,9 +1387,11 @@ static void test_refusals_logged_once(void **state)
 	}
 	for (int i = 0; i < 3; i++) {
 		drop_in(KTEL_PLUGIN_DIR "/compaction_duration.so", valid);
-		assert_true(log_wait_count(&sb, "plugin directories: 1 change applied", 2 * i + 1, 10));
+		assert_true(
+			log_wait_count(&sb, "plugin directories: 1 change applied", 2 * i + 1, 10));
 		unlink(valid);
-		assert_true(log_wait_count(&sb, "plugin directories: 1 change applied", 2 * i + 2, 10));
+		assert_true(
+			log_wait_count(&sb, "plugin directories: 1 change applied", 2 * i + 2, 10));
 	}
 	status = ctl_out(&sb, "--json status");
 	for (int i = 0; i < 3; i++)

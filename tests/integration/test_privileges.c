@@ -46,17 +46,17 @@ static struct ktel_targets *targets;
 struct outcome {
 	int drop_rc;
 	char drop_msg[KTEL_ERR_MSG_MAX];
-	uint64_t eff, prm;            /* main thread, after the drop */
-	uint64_t helper_eff;          /* the second thread, from /proc */
-	int attach_rc;                /* first attach failure, or 0 */
+	uint64_t eff, prm;   /* main thread, after the drop */
+	uint64_t helper_eff; /* the second thread, from /proc */
+	int attach_rc;       /* first attach failure, or 0 */
 	char attach_msg[KTEL_ERR_MSG_MAX];
 	size_t attached;
-	bool counted;                 /* the map holds events after attach */
+	bool counted; /* the map holds events after attach */
 	int read_rc;
-	size_t still_attached;        /* after detach */
-	int load_rc;                  /* loading a second plugin; 1: unsupported */
+	size_t still_attached; /* after detach */
+	int load_rc;           /* loading a second plugin; 1: unsupported */
 	char load_msg[KTEL_ERR_MSG_MAX];
-	gid_t pin_group;              /* group of the second plugin's pin */
+	gid_t pin_group; /* group of the second plugin's pin */
 };
 
 static struct ktel_plugin *open_plugin(const char *name)
@@ -286,7 +286,9 @@ static void test_pin_group_keeps_chown(void **state)
 static void test_pin_group_without_chown_fails(void **state)
 {
 	struct ktel_privileges_opts po = {
-		.drop = true, .pin_gid = TEST_GID, .exact = true,
+		.drop = true,
+		.pin_gid = TEST_GID,
+		.exact = true,
 		.keep = KTEL_CAP_BIT(CAP_BPF) | KTEL_CAP_BIT(CAP_PERFMON),
 	};
 	struct outcome o;
@@ -333,7 +335,9 @@ static void test_load_needs_bpf_and_perfmon(void **state)
 
 	for (size_t i = 0; i < 2; i++) {
 		struct ktel_privileges_opts po = {
-			.drop = true, .exact = true, .keep = KTEL_CAP_BIT(cases[i].cap),
+			.drop = true,
+			.exact = true,
+			.keep = KTEL_CAP_BIT(cases[i].cap),
 		};
 		struct outcome o;
 

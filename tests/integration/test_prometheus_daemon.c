@@ -56,7 +56,7 @@ static void write_config_port(const struct sandbox *sb, unsigned port)
 static int scrape(const struct sandbox *sb, unsigned port, const char *name, int max_s)
 {
 	return ktel_test_run("curl -sS -f --max-time %d -o '%s/%s.txt' http://127.0.0.1:%u/metrics",
-		   max_s, sb->dir, name, port);
+			     max_s, sb->dir, name, port);
 }
 
 /* promtool check metrics on dir/name.txt must say nothing and exit 0. */
@@ -77,13 +77,15 @@ static char *check_promtool(const struct sandbox *sb, const char *name)
 
 static void require_tools(void)
 {
-	static const char *const tools[] = { "curl --version", "promtool --version" };
+	static const char *const tools[] = {"curl --version", "promtool --version"};
 
 	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
 		if (ktel_test_run("%s > /dev/null 2>&1", tools[i]) == 0)
 			continue;
-		fprintf(stderr, "FAIL: `%s` does not run (tools/test installs curl and "
-			"prometheus)\n", tools[i]);
+		fprintf(stderr,
+			"FAIL: `%s` does not run (tools/test installs curl and "
+			"prometheus)\n",
+			tools[i]);
 		exit(1);
 	}
 }
@@ -173,7 +175,7 @@ static void test_real_daemon_passes_promtool(void **state)
 /* A TCP connection from src (a 127/8 address: each is its own peer) to port. */
 static int slow_client(const char *src, unsigned port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	assert_true(fd >= 0);
@@ -230,8 +232,9 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 		if (t == 3) {
 			/* A scrape from a third peer, while every slow client sends. */
 			assert_int_equal(ktel_test_run("curl -sS -f --interface 127.0.0.2 --max-time 5 "
-					     "-o '%s/slow.txt' http://127.0.0.1:%u/metrics",
-					     sb.dir, port), 0);
+						       "-o '%s/slow.txt' http://127.0.0.1:%u/metrics",
+						       sb.dir, port),
+					 0);
 			for (int i = 0; i < N_SLOW + 8; i++)
 				open_after_scrape += closed_at[i] < 0 && !server_closed(fds[i]);
 		}
@@ -241,7 +244,8 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 		if (closed_at[i] < 0 && server_closed(fds[i]))
 			closed_at[i] = 14;
 		if (closed_at[i] < 0)
-			fail_msg("slow client %d still connected after 14 s of one byte a second", i);
+			fail_msg("slow client %d still connected after 14 s of one byte a second",
+				 i);
 		close(fds[i]);
 	}
 	/* 8 per peer were served (and then cut by the deadline), the rest refused. */
@@ -253,7 +257,9 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 
 		snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
 		after = file_slurp(path);
-		assert_non_null(strstr(after, "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 16\n"));
+		assert_non_null(
+			strstr(after,
+			       "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 16\n"));
 		free(after);
 	}
 	kill(daemon_pid, SIGTERM);
@@ -326,8 +332,11 @@ static void test_real_prometheus_across_restart(void **state)
 	values = json_object_get(json_array_get(res, 0), "values");
 	assert_true(json_array_size(values) >= 5);
 	for (i = 1; i < json_array_size(values); i++) {
-		double a = strtod(json_string_value(json_array_get(json_array_get(values, i - 1), 1)), NULL);
-		double b = strtod(json_string_value(json_array_get(json_array_get(values, i), 1)), NULL);
+		double a = strtod(json_string_value(
+					  json_array_get(json_array_get(values, i - 1), 1)),
+				  NULL);
+		double b = strtod(json_string_value(json_array_get(json_array_get(values, i), 1)),
+				  NULL);
 
 		if (b < a)
 			fail_msg("sample %zu went back: %.0f after %.0f", i, b, a);
@@ -336,10 +345,12 @@ static void test_real_prometheus_across_restart(void **state)
 	assert_true(prom_query_value(&sb, web, "sum(resets(" COUNT "[5m]))") == 0);
 	assert_true(prom_query_value(&sb, web, "sum(increase(" COUNT "[5m]))") > 0);
 	/* docs/sinks.md, "as your tools see it". */
-	assert_true(prom_query_value(&sb, web, "histogram_quantile(0.9, sum by (le) "
-				 "(rate(ktel_compaction_duration_seconds_bucket[1m])))") > 0);
+	assert_true(prom_query_value(&sb, web,
+				     "histogram_quantile(0.9, sum by (le) "
+				     "(rate(ktel_compaction_duration_seconds_bucket[1m])))") > 0);
 	assert_true(prom_query_value(&sb, web, "sum(rate(" COUNT "[1m]))") > 0);
-	assert_true(prom_query_value(&sb, web, "max(process_start_time_seconds{job=\"ktel\"})") > 0);
+	assert_true(prom_query_value(&sb, web, "max(process_start_time_seconds{job=\"ktel\"})") >
+		    0);
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
 	daemon_pid = 0;

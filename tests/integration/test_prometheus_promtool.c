@@ -46,18 +46,21 @@ static bool in_path(const char *prog)
 
 static void require_tools(void)
 {
-	static const char *const tools[] = { "curl", "promtool" };
+	static const char *const tools[] = {"curl", "promtool"};
 
 	for (size_t i = 0; i < 2; i++) {
 		if (in_path(tools[i]))
 			continue;
 		if (geteuid() == 0) {
-			fprintf(stderr, "FAIL: %s not installed (tools/test installs curl and "
-				"prometheus; run it, or apt-get install them)\n", tools[i]);
+			fprintf(stderr,
+				"FAIL: %s not installed (tools/test installs curl and "
+				"prometheus; run it, or apt-get install them)\n",
+				tools[i]);
 			exit(1);
 		}
 		printf("SKIP test_prometheus_promtool: %s not installed and not root to "
-		       "install it (apt-get install curl prometheus)\n", tools[i]);
+		       "install it (apt-get install curl prometheus)\n",
+		       tools[i]);
 		fflush(stdout);
 		exit(KTEL_TEST_SKIP);
 	}
@@ -101,7 +104,7 @@ static char *slurp(const char *path)
 static void submit_window(void *priv, uint64_t k, uint64_t tot, bool reset)
 {
 	static uint64_t sent;
-	static const char *const states[] = { "STATE_TOP", "STATE_FOREGROUND", "weird \"x\"\\" };
+	static const char *const states[] = {"STATE_TOP", "STATE_FOREGROUND", "weird \"x\"\\"};
 	struct ktel_record r[12];
 	size_t n = 0;
 
@@ -111,8 +114,10 @@ static void submit_window(void *priv, uint64_t k, uint64_t tot, bool reset)
 		r[n].metric = "direct_reclaim_latency";
 		r[n].unit = "us";
 		r[n].n_dims = 2;
-		r[n].dims[0] = (struct ktel_dim){ .name = "process_state", .value = s, .label = states[s] };
-		r[n].dims[1] = (struct ktel_dim){ .name = "uid", .value = 1000 + s };
+		r[n].dims[0] = (struct ktel_dim){.name = "process_state",
+						 .value = s,
+						 .label = states[s]};
+		r[n].dims[1] = (struct ktel_dim){.name = "uid", .value = 1000 + s};
 		r[n].hist.delta.scheme = KTEL_HIST_LOG2;
 		r[n].hist.delta.n_buckets = 32;
 		for (int b = 0; b < 32; b++)
@@ -152,7 +157,7 @@ static void submit_window(void *priv, uint64_t k, uint64_t tot, bool reset)
 	r[n].metric = "ktel_sink_sent";
 	r[n].unit = "records";
 	r[n].n_dims = 1;
-	r[n].dims[0] = (struct ktel_dim){ .name = "sink", .label = "prom" };
+	r[n].dims[0] = (struct ktel_dim){.name = "sink", .label = "prom"};
 	r[n].counter.delta = 3 * k;
 	sent += 3 * k;
 	r[n++].counter.total = sent;
@@ -181,7 +186,8 @@ static char *scrape_and_check(unsigned port, const char *name)
 	snprintf(path, sizeof(path), "%s/%s.txt", dir, name);
 	snprintf(out, sizeof(out), "%s/%s.promtool", dir, name);
 	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s' http://127.0.0.1:%u/metrics",
-			     path, port), 0);
+				       path, port),
+			 0);
 	if (ktel_test_run("promtool check metrics < '%s' > '%s' 2>&1", path, out) != 0) {
 		msgs = slurp(out);
 		fail_msg("promtool check metrics rejected %s:\n%s", path, msgs);
@@ -212,7 +218,7 @@ static uint64_t value_of(const char *text, const char *series)
 static void test_promtool_accepts_scrapes(void **state)
 {
 	struct json_t *opts = json_pack("{s:s, s:i}", "type", "prometheus", "port", 0);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	uint64_t count1, count2, kills1, kills2;
 	uv_loop_t loop;
 	char *t1, *t2;
@@ -276,7 +282,8 @@ static void test_promtool_rejects_bad_text(void **state)
 		assert_non_null(f);
 		fputs(bad[i], f);
 		fclose(f);
-		assert_int_not_equal(ktel_test_run("promtool check metrics < '%s' > /dev/null 2>&1", path),
+		assert_int_not_equal(ktel_test_run("promtool check metrics < '%s' > /dev/null 2>&1",
+						   path),
 				     0);
 	}
 }

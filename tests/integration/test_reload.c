@@ -140,9 +140,10 @@ static void sink_where(struct rig *r, const char *name, char *buf, size_t len)
 	assert_int_equal(ctl(r, "--json", "status", NULL), 0);
 	j = json_loads(r->out, 0, NULL);
 	assert_non_null(j);
-	json_array_foreach(json_object_get(j, "sinks"), i, s)
-		if (strcmp(json_string_value(json_object_get(s, "name")) ?: "", name) == 0)
-			snprintf(buf, len, "%s", json_string_value(json_object_get(s, "where")) ?: "");
+	json_array_foreach(json_object_get(j, "sinks"), i,
+			   s) if (strcmp(json_string_value(json_object_get(s, "name")) ?: "",
+					 name) == 0)
+		snprintf(buf, len, "%s", json_string_value(json_object_get(s, "where")) ?: "");
 	json_decref(j);
 }
 
@@ -176,8 +177,10 @@ static void test_disabled_metric_survives_sink_reload(void **state)
 	assert_false(metric_enabled(r, "compaction_duration"));
 	assert_false(metric_enabled(r, "runq_latency"));
 
-	snprintf(second, sizeof(second), "\"second\": {\"type\": \"json\", \"path\": "
-		 "\"%s/second.jsonl\"}", r->sb.dir);
+	snprintf(second, sizeof(second),
+		 "\"second\": {\"type\": \"json\", \"path\": "
+		 "\"%s/second.jsonl\"}",
+		 r->sb.dir);
 	write_config(r, second, "");
 	if (ctl(r, "reload", NULL) != 0)
 		fail_msg("reload: %s", r->out);
@@ -185,14 +188,16 @@ static void test_disabled_metric_survives_sink_reload(void **state)
 	assert_false(metric_enabled(r, "compaction_duration"));
 	assert_false(metric_enabled(r, "runq_latency"));
 	/* A metric whose entry changes does follow the new file. */
-	write_config(r, second, "\"metrics\": {\"runq_latency\": {\"interval\": \"2s\", "
+	write_config(r, second,
+		     "\"metrics\": {\"runq_latency\": {\"interval\": \"2s\", "
 		     "\"enabled\": true}}");
 	if (ctl(r, "reload", NULL) != 0)
 		fail_msg("reload: %s", r->out);
 	assert_false(metric_enabled(r, "compaction_duration"));
 	/* enabled was already true (the default): only the interval changed. */
 	assert_false(metric_enabled(r, "runq_latency"));
-	write_config(r, second, "\"metrics\": {\"runq_latency\": {\"interval\": \"2s\", "
+	write_config(r, second,
+		     "\"metrics\": {\"runq_latency\": {\"interval\": \"2s\", "
 		     "\"enabled\": true, \"lease\": \"1h\"}}");
 	if (ctl(r, "reload", NULL) != 0)
 		fail_msg("reload: %s", r->out);
@@ -233,14 +238,18 @@ static void test_refuses_what_needs_a_restart(void **state)
 
 	rig_start(r, "reload-refuse", "");
 	assert_true(log_wait_for(&r->sb, "metric runq_stall_events: collecting", 10));
-	assert_refused(r, "\"metrics\": {\"runq_stall_events\": {\"params\": "
-		       "{\"threshold_us\": 5}}}", "metrics.runq_stall_events.params");
+	assert_refused(r,
+		       "\"metrics\": {\"runq_stall_events\": {\"params\": "
+		       "{\"threshold_us\": 5}}}",
+		       "metrics.runq_stall_events.params");
 	assert_refused(r, "\"control_group\": \"nogroup\"", "control_group");
 	assert_refused(r, "\"pin_group\": \"nogroup\"", "pin_group");
 	assert_refused(r, "\"drop_privileges\": true", "drop_privileges");
 	/* Refused means refused: the metric the refused file disabled still runs. */
-	assert_refused(r, "\"control_group\": \"nogroup\", \"metrics\": {\"runq_latency\": "
-		       "{\"enabled\": false}}", "control_group");
+	assert_refused(r,
+		       "\"control_group\": \"nogroup\", \"metrics\": {\"runq_latency\": "
+		       "{\"enabled\": false}}",
+		       "control_group");
 	assert_true(metric_enabled(r, "runq_latency"));
 	assert_false(log_wait_for(&r->sb, "configuration reloaded", 0));
 	rig_stop(r);
@@ -320,8 +329,10 @@ static void test_same_socket_close_then_open(void **state)
 	snprintf(sock, sizeof(sock), "%s/test-tmp/reload-sock-%d.sock", KTEL_BINARY_DIR, getpid());
 	snprintf(sinks, sizeof(sinks), "\"s\": {\"type\": \"stream\", \"socket\": \"%s\"}", sock);
 	rig_start(r, "reload-sock", sinks);
-	snprintf(sinks, sizeof(sinks), "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", "
-		 "\"backlog_records\": 10}", sock);
+	snprintf(sinks, sizeof(sinks),
+		 "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", "
+		 "\"backlog_records\": 10}",
+		 sock);
 	write_config(r, sinks, "");
 	if (ctl(r, "reload", NULL) != 0)
 		fail_msg("reload: %s", r->out);
@@ -357,8 +368,10 @@ static void test_sighup_huge_group_name_keeps_running(void **state)
 	free(extra);
 	free(name);
 	assert_int_equal(kill(r->pid, SIGHUP), 0);
-	if (!log_wait_for(&r->sb, "reload: pin_group: group name of 4194304 bytes: at most 255 "
-			  "bytes (LOGIN_NAME_MAX)", 10)) {
+	if (!log_wait_for(&r->sb,
+			  "reload: pin_group: group name of 4194304 bytes: at most 255 "
+			  "bytes (LOGIN_NAME_MAX)",
+			  10)) {
 		dump_log(&r->sb);
 		fail_msg("the refused reload was not logged with its reason");
 	}
@@ -388,8 +401,10 @@ static void test_metric_names_on_reload(void **state)
 	write_config(r, "", "\"metrics\": {\"vendor_gpu_latency\": {\"enabled\": false}}");
 	if (ctl(r, "reload", NULL) != 0)
 		fail_msg("reload: %s", r->out);
-	assert_true(log_wait_for(&r->sb, "metrics.vendor_gpu_latency: no installed plugin "
-				 "provides this metric", 1));
+	assert_true(log_wait_for(&r->sb,
+				 "metrics.vendor_gpu_latency: no installed plugin "
+				 "provides this metric",
+				 1));
 	rig_stop(r);
 }
 

@@ -101,7 +101,9 @@ static int compare_once(const struct sandbox *sb, unsigned web, unsigned port, b
 
 	snprintf(path, sizeof(path), "%s/scrape.txt", sb->dir);
 	assert_int_equal(ktel_test_run("curl -sS -f --max-time 5 -o '%s' "
-				       "http://127.0.0.1:%u/metrics", path, port), 0);
+				       "http://127.0.0.1:%u/metrics",
+				       path, port),
+			 0);
 	text = file_slurp(path);
 	a = prom_query_value(sb, web, "sum(" METRIC "_count{device=\"" DEVICE "\"})");
 	b = text_sum(text, METRIC "_count", NULL);
@@ -123,7 +125,8 @@ static int compare_once(const struct sandbox *sb, unsigned web, unsigned port, b
 		bad++;
 	for (size_t i = 0; i < json_array_size(res); i++) {
 		json_t *e = json_array_get(res, i);
-		const char *le = json_string_value(json_object_get(json_object_get(e, "metric"), "le"));
+		const char *le = json_string_value(
+			json_object_get(json_object_get(e, "metric"), "le"));
 		double v = strtod(json_string_value(json_array_get(json_object_get(e, "value"), 1)),
 				  NULL);
 
@@ -184,8 +187,10 @@ static double samples_between(const struct sandbox *sb, unsigned web, time_t fro
 {
 	char q[256];
 
-	snprintf(q, sizeof(q), "count_over_time(" METRIC "_count{device=\"" DEVICE "\"}[%llds] "
-		 "@ %lld)", (long long)(to - from), (long long)to);
+	snprintf(q, sizeof(q),
+		 "count_over_time(" METRIC "_count{device=\"" DEVICE "\"}[%llds] "
+		 "@ %lld)",
+		 (long long)(to - from), (long long)to);
 	return prom_query_value(sb, web, q);
 }
 
@@ -218,7 +223,8 @@ static void test_push_matches_scrape_and_survives_receiver_restart(void **state)
 	during = samples_between(&sb, web, down, up);
 	if (during < (double)(up - down) - 1)
 		fail_msg("%.0f pushed samples from the %llds Prometheus was down, expected one a "
-			 "second", during, (long long)(up - down));
+			 "second",
+			 during, (long long)(up - down));
 	after = expect_agreement(&sb, web, port);
 	assert_true(after > before);
 	/* The sink says so too: failed attempts, nothing dropped. */
@@ -226,10 +232,11 @@ static void test_push_matches_scrape_and_survives_receiver_restart(void **state)
 	dropped = prom_query_value(&sb, web, "max(ktel_sink_dropped_total{sink=\"rw\"})");
 	assert_true(dropped == 0 || dropped == -1); /* -1: never dropped, so never emitted */
 	/* docs/sinks.md, "as your tools see it". */
-	assert_true(prom_query_value(&sb, web, "histogram_quantile(0.9, sum by (le) (rate("
-				     METRIC "_bucket{device=\"" DEVICE "\"}[1m])))") > 0);
-	assert_true(prom_query_value(&sb, web, "sum by (device) (increase(" METRIC
-				     "_count[1m]))") > 0);
+	assert_true(prom_query_value(&sb, web,
+				     "histogram_quantile(0.9, sum by (le) (rate(" METRIC
+				     "_bucket{device=\"" DEVICE "\"}[1m])))") > 0);
+	assert_true(prom_query_value(&sb, web, "sum by (device) (increase(" METRIC "_count[1m]))") >
+		    0);
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
 	daemon_pid = 0;

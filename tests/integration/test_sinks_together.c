@@ -73,8 +73,8 @@ struct view {
 	uint64_t counts[KTEL_HIST_BUCKETS];
 	uint32_t n_buckets;
 	bool has_sum;
-	uint64_t sum;  /* us: JSON lines */
-	double sum_s;  /* seconds: the Prometheus _sum as exposed */
+	uint64_t sum; /* us: JSON lines */
+	double sum_s; /* seconds: the Prometheus _sum as exposed */
 	size_t records;
 	char le[KTEL_HIST_BUCKETS][32]; /* bucket bounds as the JSON line prints them */
 };
@@ -95,8 +95,8 @@ static char stream_sock[700], ctl_sock[700], plugin_dir[700];
 static bool is_metric_line(const char *line)
 {
 	json_t *rec = json_loads(line, 0, NULL);
-	bool yes = rec && strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
-				 METRIC) == 0;
+	bool yes = rec &&
+		   strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", METRIC) == 0;
 
 	json_decref(rec);
 	return yes;
@@ -115,7 +115,8 @@ static void view_add_line(struct view *v, const char *line)
 	assert_true(v->n_buckets > 0 && v->n_buckets <= KTEL_HIST_BUCKETS);
 	json_array_foreach(json_object_get(h, "counts"), k, c)
 		v->counts[k] += (uint64_t)json_integer_value(c);
-	json_array_foreach(json_object_get(h, "le"), k, c) {
+	json_array_foreach(json_object_get(h, "le"), k, c)
+	{
 		if (k >= KTEL_HIST_BUCKETS)
 			break;
 		if (json_is_string(c))
@@ -303,10 +304,12 @@ static void rw_view(struct view *v)
 	memset(v, 0, sizeof(*v));
 	for (size_t i = 0; i < json_array_size(res) && n < KTEL_HIST_BUCKETS; i++, n++) {
 		json_t *e = json_array_get(res, i);
-		const char *le = json_string_value(json_object_get(json_object_get(e, "metric"), "le"));
+		const char *le = json_string_value(
+			json_object_get(json_object_get(e, "metric"), "le"));
 
 		pairs[n][0] = strcmp(le, "+Inf") == 0 ? INFINITY : strtod(le, NULL);
-		pairs[n][1] = strtod(json_string_value(json_array_get(json_object_get(e, "value"), 1)),
+		pairs[n][1] = strtod(json_string_value(
+					     json_array_get(json_object_get(e, "value"), 1)),
 				     NULL);
 	}
 	json_decref(res);
@@ -442,7 +445,8 @@ static struct ktel_sink_stats ctl_sink_stats(const char *name)
 	resp = json_loads(out, 0, NULL);
 	if (!resp)
 		fail_msg("ktelemetryctl --json status: not JSON: %s", out);
-	json_array_foreach(json_object_get(resp, "sinks"), i, s) {
+	json_array_foreach(json_object_get(resp, "sinks"), i, s)
+	{
 		if (strcmp(json_string_value(json_object_get(s, "name")) ?: "", name))
 			continue;
 		st.sent = (uint64_t)json_integer_value(json_object_get(s, "sent"));
@@ -481,8 +485,9 @@ static struct ktel_sink_stats statsd_stats_settled(size_t *ret_records)
 		usleep(100000);
 	}
 	fail_msg("statsd sink: sent %llu + dropped %llu (queued %llu) never matched the %zu "
-		 "records of the JSON file", (unsigned long long)st.sent,
-		 (unsigned long long)st.dropped, (unsigned long long)st.queued, after);
+		 "records of the JSON file",
+		 (unsigned long long)st.sent, (unsigned long long)st.dropped,
+		 (unsigned long long)st.queued, after);
 	return st;
 }
 
@@ -522,9 +527,8 @@ static bool snapshot_take(struct snapshot *s, int statsd_gen)
 		view_add_line(&s->json, s->file[i]);
 	for (size_t i = 0; i < sub.n_lines; i++)
 		view_add_line(&s->stream, sub.lines[i]);
-	ok = s->json.records > 0 && view_count(&s->json) == s->pinned &&
-	     sub.n_lines == s->n_file && prom_matches(&s->prom, &s->json) &&
-	     prom_matches(&s->rw, &s->json);
+	ok = s->json.records > 0 && view_count(&s->json) == s->pinned && sub.n_lines == s->n_file &&
+	     prom_matches(&s->prom, &s->json) && prom_matches(&s->rw, &s->json);
 	for (size_t i = 0; ok && i < s->n_file; i++)
 		ok = strcmp(s->file[i], sub.lines[i]) == 0;
 	if (statsd_gen > 0) {
@@ -694,8 +698,8 @@ static void test_five_sinks_same_counts(void **state)
 	assert_true(s1.json.records >= 2);
 	st1 = statsd_stats_settled(&records);
 	printf("phase 1: %zu records (all metrics), %llu events; statsd sent %llu dropped %llu\n",
-	       records, (unsigned long long)view_count(&s1.json),
-	       (unsigned long long)st1.sent, (unsigned long long)st1.dropped);
+	       records, (unsigned long long)view_count(&s1.json), (unsigned long long)st1.sent,
+	       (unsigned long long)st1.dropped);
 	assert_int_equal(st1.dropped, 0);
 	assert_int_equal(st1.errors, 0);
 
@@ -708,7 +712,8 @@ static void test_five_sinks_same_counts(void **state)
 		if (i + 1 == SETTLE_S * 5) {
 			snapshot_explain(&s2);
 			fail_msg("without statsd: json, stream, prometheus and remote_write did not settle on "
-				 "new events within %ds", SETTLE_S);
+				 "new events within %ds",
+				 SETTLE_S);
 		}
 		snapshot_release(&s2);
 		usleep(200000);
@@ -718,9 +723,10 @@ static void test_five_sinks_same_counts(void **state)
 	 * kill were dropped. */
 	st2 = statsd_stats_settled(&records);
 	printf("phase 2: %zu records (all metrics), %llu events; statsd sent %llu dropped %llu errors %llu "
-	       "reconnects %llu\n", records, (unsigned long long)view_count(&s2.json),
-	       (unsigned long long)st2.sent, (unsigned long long)st2.dropped,
-	       (unsigned long long)st2.errors, (unsigned long long)st2.reconnects);
+	       "reconnects %llu\n",
+	       records, (unsigned long long)view_count(&s2.json), (unsigned long long)st2.sent,
+	       (unsigned long long)st2.dropped, (unsigned long long)st2.errors,
+	       (unsigned long long)st2.reconnects);
 	assert_true(s2.json.records >= s1.json.records + 2);
 	assert_true(st2.dropped >= s2.json.records - s1.json.records);
 	assert_true(st2.errors >= 1);

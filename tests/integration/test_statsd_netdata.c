@@ -101,8 +101,10 @@ static void netdata_start(struct netdata *n)
 
 	snprintf(n->dir, sizeof(n->dir), "%s/netdata-XXXXXX", KTEL_BINARY_DIR);
 	assert_non_null(mkdtemp(n->dir));
-	snprintf(cmd, sizeof(cmd), "mkdir -p %1$s/conf/statsd.d %1$s/cache %1$s/lib %1$s/log "
-		 "%1$s/run && cp '%2$s' %1$s/conf/statsd.d/", n->dir, CHART_CONF);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p %1$s/conf/statsd.d %1$s/cache %1$s/lib %1$s/log "
+		 "%1$s/run && cp '%2$s' %1$s/conf/statsd.d/",
+		 n->dir, CHART_CONF);
 	assert_int_equal(statsd_run(cmd), 0);
 	n->udp_port = statsd_free_port(SOCK_DGRAM);
 	n->web_port = statsd_free_port(SOCK_STREAM);
@@ -244,7 +246,8 @@ static void check_chart(const struct ktel_record *r)
 			}
 			if (fabs(got - want) > 0.02 * want + 1e-9)
 				fail_msg("dimension %s: netdata shows %g, want %g (%llu of a window, "
-					 "netdata's scale %g)", name, got, want,
+					 "netdata's scale %g)",
+					 name, got, want,
 					 (unsigned long long)expected_value(name, r), scale);
 		}
 		/* At least half a window in the busiest second. */

@@ -79,7 +79,9 @@ static void make_window(struct ktel_record *recs, unsigned seed)
 		r->hist.delta.scheme = KTEL_HIST_LOG2;
 		r->hist.delta.n_buckets = KTEL_HIST_BUCKETS;
 		for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
-			r->hist.delta.counts[k] = (uint64_t)(rand_r(&seed) % 4 ? 0 : rand_r(&seed) % 50);
+			r->hist.delta.counts[k] = (uint64_t)(rand_r(&seed) % 4
+								     ? 0
+								     : rand_r(&seed) % 50);
 		r->hist.delta.counts[31] += i; /* overflow bucket in most records */
 		r->hist.delta.has_sum = true;
 		r->hist.delta.sum = 1000 + (uint64_t)i;
@@ -208,8 +210,7 @@ static json_t *wait_counts(int gen, const json_t *want)
 
 /* ---- the sinks --------------------------------------------------------------- */
 
-static void *make_sink_with(uv_loop_t *loop, const char *tags, const char *prefix,
-			    const char *more)
+static void *make_sink_with(uv_loop_t *loop, const char *tags, const char *prefix, const char *more)
 {
 	char json[512];
 	struct ktel_err err = {0};
@@ -257,10 +258,10 @@ static void run_until(uv_loop_t *loop, void *sink, size_t off, uint64_t n)
 		struct ktel_sink_stats s = st(sink);
 
 		fail_msg("sink counter at offset %zu never reached %llu (sent %llu dropped %llu "
-			 "errors %llu reconnects %llu queued %llu)", off, (unsigned long long)n,
-			 (unsigned long long)s.sent, (unsigned long long)s.dropped,
-			 (unsigned long long)s.errors, (unsigned long long)s.reconnects,
-			 (unsigned long long)s.queued);
+			 "errors %llu reconnects %llu queued %llu)",
+			 off, (unsigned long long)n, (unsigned long long)s.sent,
+			 (unsigned long long)s.dropped, (unsigned long long)s.errors,
+			 (unsigned long long)s.reconnects, (unsigned long long)s.queued);
 	}
 }
 
@@ -289,7 +290,9 @@ static void test_etsy_statsd_restart(void **state)
 	make_window(w2, 2);
 	make_window(w3, 3);
 	/* A negative level: StatsD needs "0|g" then "-42|g" in one packet. */
-	w3[N_RECS] = (struct ktel_record){.type = KTEL_RECORD_GAUGE, .metric = "level", .gauge = -42};
+	w3[N_RECS] = (struct ktel_record){.type = KTEL_RECORD_GAUGE,
+					  .metric = "level",
+					  .gauge = -42};
 
 	statsd_server_start(&server, 1);
 	assert_int_equal(uv_loop_init(&loop), 0);
@@ -329,10 +332,12 @@ static void test_etsy_statsd_restart(void **state)
 	json_object_clear(want);
 	expect(want, w3);
 	totals = wait_counts(2, want);
-	assert_int_equal(json_number_value(json_object_get(json_object_get(totals, "gauges"),
-							   "dot.level")), -42);
-	assert_int_equal(json_number_value(json_object_get(json_object_get(totals, "gauges"),
-							   "dog.level")), -42);
+	assert_int_equal(json_number_value(
+				 json_object_get(json_object_get(totals, "gauges"), "dot.level")),
+			 -42);
+	assert_int_equal(json_number_value(
+				 json_object_get(json_object_get(totals, "gauges"), "dog.level")),
+			 -42);
 	json_decref(totals);
 	for (int i = 0; i < 2; i++) {
 		struct ktel_sink_stats s = st(sinks[i]);
@@ -430,9 +435,8 @@ static void keep_under(json_t *want, const char *prefix)
 	json_t *v;
 	void *tmp;
 
-	json_object_foreach_safe(want, tmp, key, v)
-		if (strncmp(key, prefix, strlen(prefix)) != 0)
-			json_object_del(want, key);
+	json_object_foreach_safe(want, tmp, key, v) if (strncmp(key, prefix, strlen(prefix)) != 0)
+		json_object_del(want, key);
 }
 
 /*

@@ -67,7 +67,7 @@ static struct test_pin_root pins;
 
 /* Records kept with their strings copied (they are borrowed in the call). */
 struct kept {
-	size_t n;             /* records received */
+	size_t n; /* records received */
 	size_t batches;
 	size_t max_batch;
 	struct ktel_record recs[MAX_KEPT];
@@ -258,7 +258,7 @@ static uint64_t bss_u64(struct bpf_object *obj, const char *name)
 	uint64_t v = 0;
 	char *buf;
 
-	bpf_object__for_each_map(map, obj) {
+	bpf_object__for_each_map (map, obj) {
 		const char *n = bpf_map__name(map);
 
 		if (strlen(n) >= 4 && !strcmp(n + strlen(n) - 4, ".bss"))
@@ -356,8 +356,8 @@ static void flood_start(struct flood *f, bool big, int64_t burst)
 	assert_non_null(f->k);
 	f->k->seq_in_order = true;
 	uv_loop_init(&f->loop);
-	f->sr = reader(&f->loop, f->p, f->bp, big ? "fx_stream_big" : "fx_stream_small",
-		       on_records, f->k);
+	f->sr = reader(&f->loop, f->p, f->bp, big ? "fx_stream_big" : "fx_stream_small", on_records,
+		       f->k);
 	start(f->sr);
 }
 
@@ -452,7 +452,7 @@ static void on_closed(void *ctx)
 static const char *const colors[] = {"FX_RED", "FX_GREEN", "FX_BLUE"};
 
 static void check_record(const struct ktel_record *r, uint64_t t0_mono, uint64_t t1_mono,
-			  int64_t t0_wall, int64_t t1_wall)
+			 int64_t t0_wall, int64_t t1_wall)
 {
 	uint64_t seq = field_u(r, "seq"), ts = field_u(r, "ts_ns");
 	const struct ktel_event_field *f;
@@ -505,7 +505,8 @@ static void check_json(const char *path, int n)
 		if (!j)
 			fail_msg("%s: line %d: %s", path, lines + 1, jerr.text);
 		assert_string_equal(json_string_value(json_object_get(j, "type")), "event");
-		assert_string_equal(json_string_value(json_object_get(j, "metric")), "fx_stream_big");
+		assert_string_equal(json_string_value(json_object_get(j, "metric")),
+				    "fx_stream_big");
 		fields = json_object_get(j, "fields");
 		raw = json_object_get(j, "fields_raw");
 		seq = (uint64_t)json_integer_value(json_object_get(fields, "seq"));
@@ -514,7 +515,8 @@ static void check_json(const char *path, int n)
 		assert_string_equal(json_string_value(json_object_get(fields, "color")),
 				    colors[seq % 3]);
 		assert_int_equal(json_integer_value(json_object_get(raw, "color")), seq % 3);
-		assert_string_equal(json_string_value(json_object_get(fields, "label_id")), TEST_COMM);
+		assert_string_equal(json_string_value(json_object_get(fields, "label_id")),
+				    TEST_COMM);
 		assert_int_equal(json_integer_value(json_object_get(fields, "inner.b")), -1);
 		assert_true(json_is_string(json_object_get(fields, "bytes")));
 		assert_null(json_object_get(raw, "comm"));
@@ -680,9 +682,9 @@ static void test_budget_yields(void **state)
 	run_until(&loop, sr, FLOOD_EVENTS, false);
 	ktel_stream_reader__stats(sr, &s);
 	printf("%d queued events: %zu loop iterations with events, at most %zu per iteration, "
-	       "%zu batches of at most %zu; probe timer ran after %zu events\n", FLOOD_EVENTS,
-	       k->iterations_with_events, k->max_per_iteration, k->batches, k->max_batch,
-	       k->delivered_when_probe_fired);
+	       "%zu batches of at most %zu; probe timer ran after %zu events\n",
+	       FLOOD_EVENTS, k->iterations_with_events, k->max_per_iteration, k->batches,
+	       k->max_batch, k->delivered_when_probe_fired);
 	assert_int_equal(s.delivered, FLOOD_EVENTS);
 	assert_int_equal(s.lost_kernel, 0);
 	assert_int_equal(k->n, FLOOD_EVENTS);
@@ -859,7 +861,8 @@ static void test_oom_event(void **state)
 	for (size_t i = 0; i < k->n && i < MAX_KEPT; i++) {
 		if (field_i(&k->recs[i], "pid") != pid) {
 			printf("other OOM victim meanwhile: pid %lld (%s)\n",
-			       (long long)field_i(&k->recs[i], "pid"), field_s(&k->recs[i], "comm"));
+			       (long long)field_i(&k->recs[i], "pid"),
+			       field_s(&k->recs[i], "comm"));
 			continue;
 		}
 		found++;
@@ -867,8 +870,8 @@ static void test_oom_event(void **state)
 	}
 	assert_int_equal(found, 1);
 	printf("OOM event: pid %lld tid %lld comm %s uid %llu adj %lld state %s memcg_ino %llu "
-	       "total_vm %llu rss %llu pages\n", (long long)field_i(r, "pid"),
-	       (long long)field_i(r, "tid"), field_s(r, "comm"),
+	       "total_vm %llu rss %llu pages\n",
+	       (long long)field_i(r, "pid"), (long long)field_i(r, "tid"), field_s(r, "comm"),
 	       (unsigned long long)field_u(r, "uid"), (long long)field_i(r, "oom_score_adj"),
 	       field(r, "process_state")->label, (unsigned long long)field_u(r, "memcg_ino"),
 	       (unsigned long long)field_u(r, "total_vm_pages"),
@@ -970,7 +973,8 @@ static void test_runq_threshold_param(void **state)
 			if (field_u(&k->recs[i], "wait_us") < min_wait)
 				min_wait = field_u(&k->recs[i], "wait_us");
 		printf("threshold_us %lld: %zu stall events, %zu of the spinning threads, shortest "
-		       "%llu us\n", (long long)thresholds[t], k->n, ours,
+		       "%llu us\n",
+		       (long long)thresholds[t], k->n, ours,
 		       (unsigned long long)(k->n ? min_wait : 0));
 		if (t == 0) {
 			assert_true(ours > 0);

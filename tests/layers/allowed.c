@@ -7,4 +7,7 @@
 #include "router.h"
 
 int layer_probe(void);
-int layer_probe(void) { return 0; }
+int layer_probe(void)
+{
+	return 0;
+}

@@ -4,4 +4,7 @@
 #include "control.h"
 
 int layer_probe(void);
-int layer_probe(void) { return 0; }
+int layer_probe(void)
+{
+	return 0;
+}

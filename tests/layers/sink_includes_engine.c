@@ -4,4 +4,7 @@
 #include "delta.h"
 
 int layer_probe(void);
-int layer_probe(void) { return 0; }
+int layer_probe(void)
+{
+	return 0;
+}

@@ -32,13 +32,9 @@
 static void test_worked_example(void **state)
 {
 	static const uint8_t want[40] = {
-		0x07, 0x04,
-		0x01, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,
-		0x00, 0xf7, 0x2a, 0x00, 0x00,
-		0x00, 0x02, 0x00, 0x00, 0x00,
-		0x03, 0x02, 0x01,
-		0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+		0x07, 0x04, 0x01, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x00, 0xf7, 0x2a,
+		0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x03, 0x02, 0x01, 0x03, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 	};
 	static const int64_t list[] = {3, 0};
 	struct ktel_android_event ev;
@@ -54,8 +50,8 @@ static void test_worked_example(void **state)
 /* Log header and tag around the event. */
 static void test_datagram_header(void **state)
 {
-	static const uint8_t want_head[15] = {0x05, 0x34, 0x12, 0x07, 0x00, 0x00, 0x00,
-					      0x09, 0x00, 0x00, 0x00, 0x74, 0x61, 0x74, 0x73};
+	static const uint8_t want_head[15] = {0x05, 0x34, 0x12, 0x07, 0x00, 0x00, 0x00, 0x09,
+					      0x00, 0x00, 0x00, 0x74, 0x61, 0x74, 0x73};
 	struct ktel_android_event ev;
 	uint8_t out[64];
 	int n;
@@ -160,7 +156,8 @@ static void test_oversized_record_refused(void **state)
 	r.event.n_fields = KTEL_MAX_EVENT_FIELDS;
 	r.event.fields = fields;
 	for (int i = 0; i < KTEL_MAX_EVENT_FIELDS; i++)
-		fields[i] = (struct ktel_event_field){.name = "f", .type = KTEL_FIELD_VALUE_STRING,
+		fields[i] = (struct ktel_event_field){.name = "f",
+						      .type = KTEL_FIELD_VALUE_STRING,
 						      .s = s};
 	assert_int_equal(ktel_android__encode_record(&r, 1, out, sizeof(out)), -EMSGSIZE);
 	/* No atom id: cannot be an Android atom. */
@@ -257,8 +254,8 @@ static uint32_t proto_message(const char *proto, const char *atom_name, struct p
 		if (n == PROTO_MAX_FIELDS)
 			fail_msg("docs/atoms.proto: message %s: over %d fields", atom_name,
 				 PROTO_MAX_FIELDS);
-		if (sscanf(line, " %15s %63s %63s = %d ;", label, f->type, f->name,
-			   &f->number) != 4 ||
+		if (sscanf(line, " %15s %63s %63s = %d ;", label, f->type, f->name, &f->number) !=
+			    4 ||
 		    (strcmp(label, "optional") && strcmp(label, "repeated")))
 			fail_msg("docs/atoms.proto: message %s: cannot read \"%s\"", atom_name,
 				 line);
@@ -351,8 +348,7 @@ static enum ktel_record_type metric_record_type(const struct ktel_metric_desc *m
  * label_map dims carry a run-time id and (when named) its label, label_enum
  * dims an enum value and its name, the others a bare integer.
  */
-static void accumulator_record(const struct ktel_metric_desc *md, bool named,
-			       struct ktel_record *r)
+static void accumulator_record(const struct ktel_metric_desc *md, bool named, struct ktel_record *r)
 {
 	static char labels[KTEL_MAX_DIMS][32];
 
@@ -380,9 +376,10 @@ static void accumulator_record(const struct ktel_metric_desc *md, bool named,
 	 * not a field of the atom (the round trip counts the fields). */
 	for (uint32_t i = 0; md->dim_flags && i < md->n_dims; i++)
 		if (md->dim_flags[i] & (KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_T)) {
-			r->dims[r->n_dims++] = (struct ktel_dim){
-				.name = KTEL_DEVICE_DIM, .value = 7 << 20, .label = "loop0",
-				.derived = true};
+			r->dims[r->n_dims++] = (struct ktel_dim){.name = KTEL_DEVICE_DIM,
+								 .value = 7 << 20,
+								 .label = "loop0",
+								 .derived = true};
 			break;
 		}
 }
@@ -417,7 +414,8 @@ static void check_accumulator_atom(const char *proto, const struct ktel_metric_d
 		if (dd->label_map) {
 			if (strcmp(pf[i].type, "string"))
 				fail_msg("docs/atoms.proto: %s.%s is %s; a label_map dimension "
-					 "is a string", md->atom_name, dd->name, pf[i].type);
+					 "is a string",
+					 md->atom_name, dd->name, pf[i].type);
 			snprintf(num, sizeof(num), "%" PRId64, r->dims[i].value);
 			check_string_field(f, r->dims[i].label ? r->dims[i].label : num);
 			continue;
@@ -449,12 +447,11 @@ static void check_accumulator_atom(const char *proto, const struct ktel_metric_d
 	assert_int_equal(proto_wire_type(proto, md->atom_name, &pf[md->n_dims]),
 			 KTEL_ANDROID_INT64);
 	assert_int_equal(v->type, KTEL_ANDROID_INT64);
-	assert_int_equal(v->i, r->type == KTEL_RECORD_COUNTER ? (int64_t)r->counter.delta
-							      : r->gauge);
+	assert_int_equal(v->i,
+			 r->type == KTEL_RECORD_COUNTER ? (int64_t)r->counter.delta : r->gauge);
 }
 
-static void round_trip_accumulator(const char *proto, const struct ktel_metric_desc *md,
-				   bool named)
+static void round_trip_accumulator(const char *proto, const struct ktel_metric_desc *md, bool named)
 {
 	static struct ktel_android_decoded d;
 	uint8_t out[KTEL_ANDROID_MAX_DATAGRAM];
@@ -510,8 +507,8 @@ static void check_stream_atom(const char *proto, const struct ktel_metric_desc *
 			want = KTEL_ANDROID_INT64;
 		if (proto_wire_type(proto, md->atom_name, &pf[i]) != want)
 			fail_msg("docs/atoms.proto: %s.%s is %s; the event member (%u bytes) is "
-				 "written as StatsEvent type %u", md->atom_name, ef->name,
-				 pf[i].type, ef->size, want);
+				 "written as StatsEvent type %u",
+				 md->atom_name, ef->name, pf[i].type, ef->size, want);
 		assert_int_equal(f->type, want);
 		if (ef->type == KTEL_FIELD_VALUE_STRING) {
 			check_string_field(f, ef->s ? ef->s : "");
@@ -703,9 +700,10 @@ struct oomish {
 	char comm[8];
 };
 
-#define OOMISH_FIELD(b, member, type_id)                                       \
-	assert_int_equal(btf__add_field((b), #member, (type_id),               \
-					offsetof(struct oomish, member) * 8, 0), 0)
+#define OOMISH_FIELD(b, member, type_id)                                         \
+	assert_int_equal(btf__add_field((b), #member, (type_id),                 \
+					offsetof(struct oomish, member) * 8, 0), \
+			 0)
 
 /* The types of struct oomish, as clang would emit them. */
 static struct btf *oomish_btf(void)
@@ -794,8 +792,13 @@ static void check_oomish(struct ktel_stream_decoder *dec, char *strbuf, uint32_t
 	static const struct ktel_stream_clock clk = {.mono_to_boot_ns = 5000,
 						     .mono_to_wall_ns = 1700000000000000000LL};
 	static struct ktel_android_decoded d;
-	struct oomish e = {.ts_ns = 123456789, .pid = -5, .uid = 0xfffffffeu, .adj = -900,
-			   .state = 8, .heap_id = heap_id, .rss = 1ULL << 40};
+	struct oomish e = {.ts_ns = 123456789,
+			   .pid = -5,
+			   .uid = 0xfffffffeu,
+			   .adj = -900,
+			   .state = 8,
+			   .heap_id = heap_id,
+			   .rss = 1ULL << 40};
 	uint8_t out[KTEL_ANDROID_MAX_DATAGRAM];
 	struct ktel_event_field fields[KTEL_MAX_EVENT_FIELDS];
 	struct ktel_record rec;
@@ -804,7 +807,8 @@ static void check_oomish(struct ktel_stream_decoder *dec, char *strbuf, uint32_t
 
 	memcpy(e.comm, "kwork", 6);
 	memset(&rec, 0xff, sizeof(rec));
-	assert_int_equal(ktel_stream_decoder__decode(dec, &e, sizeof(e), &clk, &rec, fields, strbuf),
+	assert_int_equal(ktel_stream_decoder__decode(dec, &e, sizeof(e), &clk, &rec, fields,
+						     strbuf),
 			 0);
 	assert_int_equal(rec.n_dims, 2);
 	n = ktel_android__encode_record(&rec, 7, out, sizeof(out));
@@ -826,10 +830,10 @@ static void check_oomish(struct ktel_stream_decoder *dec, char *strbuf, uint32_t
 	put_le(&want, 0xfffffc7cu, 4);
 	want.b[want.len++] = KTEL_ANDROID_INT32; /* state: the enum's value */
 	put_le(&want, 8, 4);
-	put_str(&want, heap_text);                /* heap_id */
+	put_str(&want, heap_text);               /* heap_id */
 	want.b[want.len++] = KTEL_ANDROID_INT64; /* rss */
 	put_le(&want, e.rss, 8);
-	put_str(&want, "kwork");                  /* comm */
+	put_str(&want, "kwork"); /* comm */
 	assert_int_equal((size_t)n, 15 + want.len);
 	assert_memory_equal(out + 15, want.b, want.len);
 
@@ -899,13 +903,12 @@ static void test_decoder_annotations_and_error(void **state)
 {
 	static struct ktel_android_decoded d;
 	static const uint8_t annotated[] = {
-		0x07, 0x03,
-		0x01, 1, 0, 0, 0, 0, 0, 0, 0,
+		0x07, 0x03, 0x01, 1,    0,    0,    0,    0,    0,    0,    0,
 		0x10, 0x05, 0x00, 0x00, 0x00, 0x02, 0x05, 0x01, /* atom 5, TRUNCATE_TIMESTAMP */
 		0x20, 0x2a, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x03, 0x05, 0x01, /* int32 42 +2 */
 	};
 	static const uint8_t error_event[] = {
-		0x07, 0x03, 0x01, 1, 0, 0, 0, 0, 0, 0, 0,
+		0x07, 0x03, 0x01, 1,    0,    0,    0,    0,    0,    0,    0,
 		0x00, 0x05, 0x00, 0x00, 0x00, 0x0f, 0x01, 0x00, 0x00, 0x00,
 	};
 

@@ -36,7 +36,9 @@ static void test_parse_real_shapes(void **state)
 
 	(void)state;
 	assert_int_equal(parse(S("MAJOR=259\nMINOR=0\nDEVNAME=nvme0n1\nDEVTYPE=disk\n"
-				 "DISKSEQ=1\n"), 259, 0, name), 0);
+				 "DISKSEQ=1\n"),
+			       259, 0, name),
+			 0);
 	assert_string_equal(name, "nvme0n1");
 	/* No final newline; MAJOR/MINOR absent are not required. */
 	assert_int_equal(parse(S("DEVNAME=loop0"), 7, 0, name), 0);
@@ -55,18 +57,18 @@ static void test_parse_hostile(void **state)
 		size_t len;
 	} bad[] = {
 		{S("")},
-		{S("MAJOR=7\nMINOR=0\n")},                   /* no DEVNAME */
-		{S("DEVNAME=\n")},                           /* empty */
-		{S("DEVNAME=loop0\nDEVNAME=sda\n")},         /* two names */
-		{S("DEVNAME=lo\"op0\n")},                    /* quote */
-		{S("DEVNAME=loop0 x\n")},                    /* space */
-		{S("DEVNAME=l\xc3\xa9\n")},                  /* non-ASCII */
-		{S("DEVNAME=loop0\r\n")},                    /* CR */
-		{S("DEVNAME=lo\0op0\n")},                    /* NUL */
-		{S("DEVNAME=loop0\nMAJOR=8\n")},             /* not the device asked for */
+		{S("MAJOR=7\nMINOR=0\n")},           /* no DEVNAME */
+		{S("DEVNAME=\n")},                   /* empty */
+		{S("DEVNAME=loop0\nDEVNAME=sda\n")}, /* two names */
+		{S("DEVNAME=lo\"op0\n")},            /* quote */
+		{S("DEVNAME=loop0 x\n")},            /* space */
+		{S("DEVNAME=l\xc3\xa9\n")},          /* non-ASCII */
+		{S("DEVNAME=loop0\r\n")},            /* CR */
+		{S("DEVNAME=lo\0op0\n")},            /* NUL */
+		{S("DEVNAME=loop0\nMAJOR=8\n")},     /* not the device asked for */
 		{S("MINOR=1\nDEVNAME=loop0\n")},
-		{S("MAJOR=00000000007x\nDEVNAME=loop0\n")},  /* not a number */
-		{S("MAJOR=4294967303\nDEVNAME=loop0\n")},    /* 2^32 + 7 */
+		{S("MAJOR=00000000007x\nDEVNAME=loop0\n")},        /* not a number */
+		{S("MAJOR=4294967303\nDEVNAME=loop0\n")},          /* 2^32 + 7 */
 		{S("DEVNAME=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n")}, /* 32 bytes */
 	};
 	char name[KTEL_BLOCKDEV_NAME_MAX] = "untouched";
@@ -141,8 +143,8 @@ static void test_read_files(void **state)
 	/* uevent a symlink (to a file with a good name): not followed. */
 	put_dev(r, 7, 2, S("DEVNAME=loop2\n"));
 	snprintf(path, sizeof(path), "%s/dev/block/7:3", r->dir);
-	assert_int_equal(ktel_test_run("mkdir -p %s && ln -s ../7:2/uevent %s/uevent", path,
-				       path), 0);
+	assert_int_equal(ktel_test_run("mkdir -p %s && ln -s ../7:2/uevent %s/uevent", path, path),
+			 0);
 	assert_int_equal(ktel_blockdev_read(r->dir, 7, 3, name), -ELOOP);
 	/* A FIFO nobody writes: refused without blocking. */
 	snprintf(path, sizeof(path), "%s/dev/block/7:4", r->dir);
@@ -155,7 +157,9 @@ static void test_read_files(void **state)
 	/* Endless content (a big file): bounded read, refused. */
 	snprintf(path, sizeof(path), "%s/dev/block/7:6", r->dir);
 	assert_int_equal(ktel_test_run("mkdir -p %s && (echo DEVNAME=loop6; head -c 1000000 "
-				       "/dev/zero | tr '\\0' A) > %s/uevent", path, path), 0);
+				       "/dev/zero | tr '\\0' A) > %s/uevent",
+				       path, path),
+			 0);
 	assert_int_equal(ktel_blockdev_read(r->dir, 7, 6, name), -EFBIG);
 	/* Hostile text in a file. */
 	put_dev(r, 7, 7, S("DEVNAME=../../etc\n"));

@@ -38,8 +38,7 @@ static __u64 fake_now;
 static __u64 last_get_flags;
 static bool storage_unavailable; /* bpf_task_storage_get returns NULL */
 
-static void *fake_task_storage_get(void *map, struct task_struct *task, void *value,
-				   __u64 flags)
+static void *fake_task_storage_get(void *map, struct task_struct *task, void *value, __u64 flags)
 {
 	struct fake_task *t = (struct fake_task *)task;
 
@@ -167,16 +166,16 @@ static void test_process_state(void **state)
 		int adj;
 		enum process_state want;
 	} cases[] = {
-		{-1000, STATE_NATIVE},     /* NATIVE_ADJ */
+		{-1000, STATE_NATIVE}, /* NATIVE_ADJ */
 		{-901, STATE_NATIVE},
-		{-900, STATE_SYSTEM},      /* SYSTEM_ADJ */
-		{-800, STATE_PERSISTENT},  /* PERSISTENT_PROC_ADJ */
-		{-700, STATE_PERSISTENT},  /* PERSISTENT_SERVICE_ADJ */
+		{-900, STATE_SYSTEM},     /* SYSTEM_ADJ */
+		{-800, STATE_PERSISTENT}, /* PERSISTENT_PROC_ADJ */
+		{-700, STATE_PERSISTENT}, /* PERSISTENT_SERVICE_ADJ */
 		{-1, STATE_PERSISTENT},
-		{0, STATE_FOREGROUND},     /* FOREGROUND_APP_ADJ */
-		{100, STATE_VISIBLE},      /* VISIBLE_APP_ADJ */
-		{200, STATE_PERCEPTIBLE},  /* PERCEPTIBLE_APP_ADJ */
-		{250, STATE_PERCEPTIBLE},  /* PERCEPTIBLE_LOW_APP_ADJ */
+		{0, STATE_FOREGROUND},           /* FOREGROUND_APP_ADJ */
+		{100, STATE_VISIBLE},            /* VISIBLE_APP_ADJ */
+		{200, STATE_PERCEPTIBLE},        /* PERCEPTIBLE_APP_ADJ */
+		{250, STATE_PERCEPTIBLE},        /* PERCEPTIBLE_LOW_APP_ADJ */
 		{300, STATE_SERVICE_BACKGROUND}, /* BACKUP_APP_ADJ */
 		{400, STATE_SERVICE_BACKGROUND}, /* HEAVY_WEIGHT_APP_ADJ */
 		{500, STATE_SERVICE_BACKGROUND}, /* SERVICE_ADJ */
@@ -184,8 +183,8 @@ static void test_process_state(void **state)
 		{700, STATE_SERVICE_BACKGROUND}, /* PREVIOUS_APP_ADJ */
 		{800, STATE_SERVICE_BACKGROUND}, /* SERVICE_B_ADJ */
 		{899, STATE_SERVICE_BACKGROUND},
-		{900, STATE_CACHED},       /* CACHED_APP_MIN_ADJ */
-		{999, STATE_CACHED},       /* CACHED_APP_MAX_ADJ */
+		{900, STATE_CACHED}, /* CACHED_APP_MIN_ADJ */
+		{999, STATE_CACHED}, /* CACHED_APP_MAX_ADJ */
 		{1000, STATE_CACHED},
 	};
 

@@ -28,16 +28,17 @@
 
 #define PLUGIN_OBJ KTEL_BINARY_DIR "/plugins/direct_reclaim_latency/direct_reclaim_latency.bpf.o"
 
-#define assert_msg_has(err, sub)                                               \
-	do {                                                                   \
-		if (!strstr((err)->msg, (sub)))                                \
+#define assert_msg_has(err, sub)                                                  \
+	do {                                                                      \
+		if (!strstr((err)->msg, (sub)))                                   \
 			fail_msg("error \"%s\" lacks \"%s\"", (err)->msg, (sub)); \
 	} while (0)
 
 /* Add a member of a C struct at the offset the compiler gave it. */
-#define FIELD(b, cstruct, member, type_id)                                     \
-	assert_int_equal(btf__add_field((b), #member, (type_id),               \
-					offsetof(cstruct, member) * 8, 0), 0)
+#define FIELD(b, cstruct, member, type_id)                                                      \
+	assert_int_equal(btf__add_field((b), #member, (type_id), offsetof(cstruct, member) * 8, \
+					0),                                                     \
+			 0)
 
 struct ids {
 	int s8, u8, s16, u16, s32, u32, s64, u64, boolean, s128;
@@ -63,9 +64,9 @@ static struct btf *new_btf(struct ids *id)
 	id->chr = btf__add_int(b, "char", 1, BTF_INT_SIGNED); /* as clang emits it */
 	id->uchar = id->u8;
 	id->schar = id->s8;
-	assert_true(id->s8 > 0 && id->u8 > 0 && id->s16 > 0 && id->u16 > 0 &&
-		    id->s32 > 0 && id->u32 > 0 && id->s64 > 0 && id->u64 > 0 &&
-		    id->boolean > 0 && id->s128 > 0 && id->chr > 0);
+	assert_true(id->s8 > 0 && id->u8 > 0 && id->s16 > 0 && id->u16 > 0 && id->s32 > 0 &&
+		    id->u32 > 0 && id->s64 > 0 && id->u64 > 0 && id->boolean > 0 && id->s128 > 0 &&
+		    id->chr > 0);
 	return b;
 }
 
@@ -124,9 +125,15 @@ static void test_ints(void **state)
 	struct btf *b = new_btf(&id);
 	struct ktel_layout *l;
 	const struct ktel_field *f;
-	struct ints v = {.s8 = -5, .u8 = 250, .s16 = -300, .u16 = 65000,
-			 .s32 = -70000, .u32 = 4000000000u, .s64 = -5000000000000LL,
-			 .u64 = UINT64_MAX - 1, .flag = true};
+	struct ints v = {.s8 = -5,
+			 .u8 = 250,
+			 .s16 = -300,
+			 .u16 = 65000,
+			 .s32 = -70000,
+			 .u32 = 4000000000u,
+			 .s64 = -5000000000000LL,
+			 .u64 = UINT64_MAX - 1,
+			 .flag = true};
 	int s;
 
 	s = btf__add_struct(b, "ints", sizeof(struct ints));
@@ -254,7 +261,10 @@ static void test_nested_and_anonymous(void **state)
 	struct ids id;
 	struct btf *b = new_btf(&id);
 	struct ktel_layout *l;
-	struct outer v = {.a = 1, .in = {.x = 2, .y = -3}, .z = 4, .w = 5,
+	struct outer v = {.a = 1,
+			  .in = {.x = 2, .y = -3},
+			  .z = 4,
+			  .w = 5,
 			  .mid.deep = {.x = 6, .y = -7}};
 	int in, u, anon, mid, o;
 	size_t anon_off = offsetof(struct outer, z);
@@ -266,7 +276,8 @@ static void test_nested_and_anonymous(void **state)
 	assert_int_equal(btf__add_field(b, "w", id.u32, 0, 0), 0);
 	anon = btf__add_struct(b, NULL, offsetof(struct outer, mid) - anon_off);
 	assert_int_equal(btf__add_field(b, "z", id.u64, 0, 0), 0);
-	assert_int_equal(btf__add_field(b, NULL, u, (offsetof(struct outer, w) - anon_off) * 8, 0), 0);
+	assert_int_equal(btf__add_field(b, NULL, u, (offsetof(struct outer, w) - anon_off) * 8, 0),
+			 0);
 	mid = btf__add_struct(b, NULL, sizeof(struct inner));
 	assert_int_equal(btf__add_field(b, "deep", in, 0, 0), 0);
 	o = btf__add_struct(b, "outer", sizeof(struct outer));
@@ -308,8 +319,10 @@ static void test_arrays(void **state)
 	struct btf *b = new_btf(&id);
 	struct ktel_layout *l;
 	const struct ktel_field *f;
-	struct arrays v = {.comm = "kswapd0", .bytes = {1, 2, 3, 250},
-			   .counts = {10, 20, 30, 4000000000u}, .deltas = {-1, 2}};
+	struct arrays v = {.comm = "kswapd0",
+			   .bytes = {1, 2, 3, 250},
+			   .counts = {10, 20, 30, 4000000000u},
+			   .deltas = {-1, 2}};
 	int ix, a_comm, a_uc, a_sc, u8t, a_bytes, a_cc, a_counts, a_deltas, s;
 
 	ix = btf__add_int(b, "__ARRAY_SIZE_TYPE__", 4, 0);
@@ -396,7 +409,8 @@ static void test_arrays_refused(void **state)
 	assert_int_equal(ktel_btf_validate(b, NULL), 0);
 
 	err = must_refuse(b, s1, 16);
-	assert_string_equal(err.msg, "struct has_structs: member points is an array of structs, not supported");
+	assert_string_equal(err.msg,
+			    "struct has_structs: member points is an array of structs, not supported");
 	err = must_refuse(b, s2, 32);
 	assert_msg_has(&err, "member m is an array of array");
 	err = must_refuse(b, s3, 4);
@@ -449,13 +463,16 @@ static void test_enums(void **state)
 	assert_int_equal(f->kind, KTEL_FIELD_ENUM);
 	assert_int_equal(f->size, 1);
 	assert_int_equal(f->enum_type_id, e1);
-	assert_string_equal(ktel_layout_enum_label(b, f->enum_type_id, ktel_field_read_s64(f, &v)), "TINY_B");
+	assert_string_equal(ktel_layout_enum_label(b, f->enum_type_id, ktel_field_read_s64(f, &v)),
+			    "TINY_B");
 	f = must_find(l, "e2");
 	assert_int_equal(f->size, 2);
-	assert_string_equal(ktel_layout_enum_label(b, f->enum_type_id, ktel_field_read_s64(f, &v)), "SMALL_MAX");
+	assert_string_equal(ktel_layout_enum_label(b, f->enum_type_id, ktel_field_read_s64(f, &v)),
+			    "SMALL_MAX");
 	f = must_find(l, "e4");
 	assert_int_equal(f->size, 4);
-	assert_string_equal(ktel_layout_enum_label(b, f->enum_type_id, ktel_field_read_s64(f, &v)), "STATE_PERSISTENT");
+	assert_string_equal(ktel_layout_enum_label(b, f->enum_type_id, ktel_field_read_s64(f, &v)),
+			    "STATE_PERSISTENT");
 	assert_null(ktel_layout_enum_label(b, f->enum_type_id, 2));
 	f = must_find(l, "e8");
 	assert_int_equal(f->kind, KTEL_FIELD_ENUM);
@@ -492,8 +509,8 @@ static void test_enums(void **state)
 
 /* ---- histograms ---------------------------------------------------------- */
 
-static int hist_struct(struct btf *b, const struct ids *id, const char *name,
-		       int elem, __u32 n, bool with_sum)
+static int hist_struct(struct btf *b, const struct ids *id, const char *name, int elem, __u32 n,
+		       bool with_sum)
 {
 	int ix = btf__add_int(b, "__ARRAY_SIZE_TYPE__", 4, 0);
 	int arr = btf__add_array(b, ix, elem, n);
@@ -612,7 +629,8 @@ static void test_unsupported_kinds(void **state)
 	err = must_refuse(b, s_fwdp, 8);
 	assert_msg_has(&err, "member o is a pointer");
 	err = must_refuse(b, s_u2, 4);
-	assert_string_equal(err.msg, "struct with_union: member e is a union of 2 members, not supported");
+	assert_string_equal(err.msg,
+			    "struct with_union: member e is a union of 2 members, not supported");
 	err = must_refuse(b, fwd, 0);
 	assert_msg_has(&err, "is a forward declaration, not supported");
 	err = must_refuse(b, fn, 0);
@@ -951,8 +969,10 @@ static void test_bad_name_offsets(void **state)
 	btf__free(nb);
 
 	/* Member b's name far outside. */
-	nb = patched(b, s, sizeof(struct btf_type) + sizeof(struct btf_member) +
-			    offsetof(struct btf_member, name_off), 0xfffffff0u);
+	nb = patched(b, s,
+		     sizeof(struct btf_type) + sizeof(struct btf_member) +
+			     offsetof(struct btf_member, name_off),
+		     0xfffffff0u);
 	assert_non_null(nb);
 	must_be_invalid(nb, "member name offset 4294967280 is outside the string section");
 	struct ktel_err err = must_refuse(nb, s, 8);
@@ -968,7 +988,8 @@ static void test_bad_name_offsets(void **state)
 	btf__free(nb);
 
 	/* A member's type id patched out of range in the raw bytes. */
-	nb = patched(b, s, sizeof(struct btf_type) + offsetof(struct btf_member, type), 0x7ffffff0u);
+	nb = patched(b, s, sizeof(struct btf_type) + offsetof(struct btf_member, type),
+		     0x7ffffff0u);
 	assert_non_null(nb);
 	must_be_invalid(nb, "refers to type id 2147483632");
 	layouts_survive(nb);
@@ -995,7 +1016,8 @@ static void test_real_plugin(void **state)
 	__s32 key_id, val_id, enum_id;
 
 	if (!b)
-		fail_msg("cannot parse %s: %s (build the plugins first)", PLUGIN_OBJ, strerror(errno));
+		fail_msg("cannot parse %s: %s (build the plugins first)", PLUGIN_OBJ,
+			 strerror(errno));
 	if (ktel_btf_validate(b, &err))
 		fail_msg("validate %s: %s", PLUGIN_OBJ, err.msg);
 
@@ -1076,7 +1098,8 @@ static void test_validate_elf(void **state)
 	h = btf__raw_data(b, &raw_size);
 	at = memmem(obj, size, h, raw_size);
 	assert_non_null(at);
-	var = btf__type_by_id(b, btf__find_by_name_kind(b, "direct_reclaim_latency_map", BTF_KIND_VAR));
+	var = btf__type_by_id(b, btf__find_by_name_kind(b, "direct_reclaim_latency_map",
+							BTF_KIND_VAR));
 	assert_non_null(var);
 	off = h->hdr_len + h->type_off + offsetof(struct btf_type, type) +
 	      ((const char *)var - (const char *)btf__type_by_id(b, 1));
@@ -1132,7 +1155,7 @@ static void test_fuzz_real_btf(void **state)
 		memcpy(copy, raw, size);
 		for (j = 0; j < 1 + i % 4; j++)
 			copy[h->hdr_len + rand() % body] ^= (uint8_t)(1u << (rand() % 8)) |
-							  (uint8_t)(i % 7 ? 0 : 0xff);
+							    (uint8_t)(i % 7 ? 0 : 0xff);
 		nb = btf__new(copy, size);
 		if (!nb)
 			continue;
@@ -1147,8 +1170,8 @@ static void test_fuzz_real_btf(void **state)
 	libbpf_set_print(old_print);
 	free(copy);
 	btf__free(b);
-	print_message("fuzz: %d parsed by libbpf, %d refused, %d passed validation\n",
-		      parsed, refused, passed);
+	print_message("fuzz: %d parsed by libbpf, %d refused, %d passed validation\n", parsed,
+		      refused, passed);
 	assert_true(parsed > 100);
 	assert_true(refused > 0);
 }

@@ -148,7 +148,8 @@ static void test_out_of_range_states_the_range(void **state)
 	expect_errors("{\"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"2GiB\"}}}",
 		      "sinks.f.max_queue: must be between 1KiB and 1GiB, got \"2GiB\"\n");
 	expect_errors("{\"interval\": \"100ms\", \"sink_close_timeout\": \"0s\","
-		      " \"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"1GiB\"}}}", "");
+		      " \"sinks\": {\"f\": {\"type\": \"json\", \"max_queue\": \"1GiB\"}}}",
+		      "");
 }
 
 static void test_unknown_sink_and_type(void **state)
@@ -250,14 +251,13 @@ static void test_model(void **state)
 	struct ktel_config_errors errs = {0};
 	struct ktel_config *cfg = NULL;
 	struct ktel_err err;
-	const char *text =
-		"{\"interval\": \"2m\", \"state_file\": \"${state_dir}/st\","
-		" \"control_socket\": \"${run_dir}/c.sock\","
-		" \"enable_new_plugins\": false,"
-		" \"sinks\": {\"a\": {\"type\": \"json\", \"path\": \"-\"},"
-		"             \"b\": {\"type\": \"statsd\", \"port\": 8125}},"
-		" \"metrics\": {\"m\": {\"enabled\": true, \"interval\": \"10s\","
-		"                       \"sinks\": [\"b\"], \"lease\": \"1h\"}}}";
+	const char *text = "{\"interval\": \"2m\", \"state_file\": \"${state_dir}/st\","
+			   " \"control_socket\": \"${run_dir}/c.sock\","
+			   " \"enable_new_plugins\": false,"
+			   " \"sinks\": {\"a\": {\"type\": \"json\", \"path\": \"-\"},"
+			   "             \"b\": {\"type\": \"statsd\", \"port\": 8125}},"
+			   " \"metrics\": {\"m\": {\"enabled\": true, \"interval\": \"10s\","
+			   "                       \"sinks\": [\"b\"], \"lease\": \"1h\"}}}";
 
 	assert_int_equal(ktel_config__load_string(text, "t", &vars, &cfg, &errs, &err), 0);
 	assert_string_equal(cfg->plugin_dirs[0], "/p");
@@ -300,11 +300,18 @@ static void test_durations_and_sizes(void **state)
  * wrapped to 100ms through strtoull). */
 static void test_durations_and_sizes_are_strict(void **state)
 {
-	static const char *const bad[] = {" -18446744073709551516ms", "-18446744073709551516ms",
-					  " 5s", "+5s", "\t5s", "-0s", "5 s", "18446744073709551616ms",
+	static const char *const bad[] = {" -18446744073709551516ms",
+					  "-18446744073709551516ms",
+					  " 5s",
+					  "+5s",
+					  "\t5s",
+					  "-0s",
+					  "5 s",
+					  "18446744073709551616ms",
 					  NULL};
-	static const char *const bad_sizes[] = {" -1", "-1KiB", "+1MiB", " 1MiB", "-0",
-						"18446744073709551616", NULL};
+	static const char *const bad_sizes[] = {" -1",   "-1KiB", "+1MiB",
+						" 1MiB", "-0",    "18446744073709551616",
+						NULL};
 	uint64_t v = 7;
 
 	for (size_t i = 0; bad[i]; i++) {
@@ -370,7 +377,9 @@ static void test_nul_byte_is_an_error(void **state)
  */
 static void test_long_sink_list(void **state)
 {
-	enum { N = 60000 };
+	enum {
+		N = 60000
+	};
 	size_t cap = (size_t)N * 64 + 256, off = 0;
 	char *text = malloc(cap);
 	struct timespec t0, t1;
@@ -379,15 +388,19 @@ static void test_long_sink_list(void **state)
 	assert_non_null(text);
 	off += (size_t)snprintf(text + off, cap - off, "{\"sinks\": {");
 	for (int i = 0; i < N; i++)
-		off += (size_t)snprintf(text + off, cap - off, "%s\"s%d\": {\"type\": \"json\", "
-					"\"path\": \"-\"}", i ? ", " : "", i);
+		off += (size_t)snprintf(text + off, cap - off,
+					"%s\"s%d\": {\"type\": \"json\", "
+					"\"path\": \"-\"}",
+					i ? ", " : "", i);
 	off += (size_t)snprintf(text + off, cap - off, "}, \"self_telemetry\": {\"sinks\": [");
 	for (int i = 0; i < N; i++)
 		off += (size_t)snprintf(text + off, cap - off, "\"s%d\", ", i);
 	snprintf(text + off, cap - off, "\"s17\", \"nosuch\"]}}");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	snprintf(want, sizeof(want), "self_telemetry.sinks[%d]: duplicate sink \"s17\"\n"
-		 "self_telemetry.sinks[%d]: unknown sink \"nosuch\"\n", N, N + 1);
+	snprintf(want, sizeof(want),
+		 "self_telemetry.sinks[%d]: duplicate sink \"s17\"\n"
+		 "self_telemetry.sinks[%d]: unknown sink \"nosuch\"\n",
+		 N, N + 1);
 	expect_errors(text, want);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	print_message("%d sinks and a list of %d names validated in %.3f s\n", N, N + 2,
@@ -481,9 +494,8 @@ static void test_strings_and_paths_are_bounded(void **state)
 		       "control_socket: \"/ccccccccccccccccccccccccccccccccccccccccccccccccccc"
 		       "cccccccc...\" is 108 bytes: at most 107 bytes (the sun_path of a unix "
 		       "socket address)");
-	expect_bounded("{\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"/%s\"}}}",
-		       'j', 4094, 4095,
-		       "sinks.j.path: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
+	expect_bounded("{\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"/%s\"}}}", 'j', 4094,
+		       4095, "sinks.j.path: string of 4096 bytes: at most 4095 bytes (PATH_MAX)");
 	text = doc_with("{\"self_telemetry\": {\"sinks\": [\"stdout\", \"%s\"]}}", 'x', 4096);
 	expect_error(text, "self_telemetry.sinks[1]: string of 4096 bytes: at most 4095 bytes "
 			   "(PATH_MAX)");
@@ -502,7 +514,8 @@ static void test_expanded_socket_path_is_bounded(void **state)
 	run[0] = '/';
 	vars.run_dir = run;
 	assert_int_equal(ktel_config__load_string("{\"control_socket\": \"${run_dir}/c.sock\"}",
-						  "t.json", &vars, &cfg, &errs, &err), -EINVAL);
+						  "t.json", &vars, &cfg, &errs, &err),
+			 -EINVAL);
 	assert_null(cfg);
 	assert_int_equal(errs.n, 1);
 	assert_non_null(strstr(errs.msgs[0], "control_socket: "));
@@ -510,7 +523,8 @@ static void test_expanded_socket_path_is_bounded(void **state)
 	ktel_config_errors__clear(&errs);
 	run[94] = '\0';
 	assert_int_equal(ktel_config__load_string("{\"control_socket\": \"${run_dir}/c.sock\"}",
-						  "t.json", &vars, &cfg, &errs, &err), 0);
+						  "t.json", &vars, &cfg, &errs, &err),
+			 0);
 	ktel_config__free(cfg);
 	free(run);
 }
@@ -588,8 +602,10 @@ static void test_metric_names(void **state)
 	f = fopen(path, "w");
 	assert_non_null(f);
 	fclose(f);
-	snprintf(text, sizeof(text), "{\"plugin_dirs\": [\"%s\"], \"metrics\": "
-		 "{\"runq_latency\": {}}}", dir);
+	snprintf(text, sizeof(text),
+		 "{\"plugin_dirs\": [\"%s\"], \"metrics\": "
+		 "{\"runq_latency\": {}}}",
+		 dir);
 	expect_warnings(text, "");
 	unlink(path);
 	rmdir(dir);
@@ -605,7 +621,8 @@ static void test_exclusive_ports_and_paths(void **state)
 	char dir[] = "/tmp/ktel-test-claims-XXXXXX", text[2048];
 
 	assert_non_null(mkdtemp(dir));
-	snprintf(text, sizeof(text), "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
+	snprintf(text, sizeof(text),
+		 "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
 		 "\"a\": {\"type\": \"stream\", \"socket\": \"%s//c.sock\"},"
 		 "\"b\": {\"type\": \"stream\", \"socket\": \"%s/./s.sock\"},"
 		 "\"c\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"},"
@@ -631,11 +648,13 @@ static void test_exclusive_ports_and_paths(void **state)
 			 "sinks.j2.path: same file %s/o.jsonl as sinks.j1.path: only one can bind "
 			 "or write it\n"
 			 "sinks.p2.port: same TCP port 9464 as sinks.p1.port: only one can listen "
-			 "on it\n", dir, dir, dir);
+			 "on it\n",
+			 dir, dir, dir);
 		expect_errors(text, want);
 	}
 	/* Different ports, "-" twice, port 0 twice, two addresses: fine. */
-	snprintf(text, sizeof(text), "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
+	snprintf(text, sizeof(text),
+		 "{\"control_socket\": \"%s/c.sock\", \"sinks\": {"
 		 "\"b\": {\"type\": \"stream\", \"socket\": \"%s/s.sock\"},"
 		 "\"o1\": {\"type\": \"json\", \"path\": \"-\"},"
 		 "\"o2\": {\"type\": \"json\", \"path\": \"-\"},"
@@ -700,17 +719,20 @@ static void test_sink_excludes(void **state)
 {
 	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"::1\", \"socket\": \"/x\"}",
 			   "sinks.d.host: not allowed with socket (choose UDP or a unix socket)\n");
-	expect_sink_errors("d", "{\"type\": \"statsd\", \"socket\": \"/x\", \"port\": 9,"
+	expect_sink_errors("d",
+			   "{\"type\": \"statsd\", \"socket\": \"/x\", \"port\": 9,"
 			   " \"host\": \"h\"}",
 			   "sinks.d.host: not allowed with socket (choose UDP or a unix socket)\n"
 			   "sinks.d.port: not allowed with socket (choose UDP or a unix socket)\n");
-	expect_sink_errors("d", "{\"type\": \"statsd\", \"format\": \"android\", \"port\": 9,"
+	expect_sink_errors("d",
+			   "{\"type\": \"statsd\", \"format\": \"android\", \"port\": 9,"
 			   " \"tags\": \"dotted\"}",
 			   "sinks.d.port: not allowed when format is \"android\" (it writes to a "
 			   "unix socket; set socket)\n"
 			   "sinks.d.tags: not allowed when format is \"android\" (applies to format "
 			   "\"statsd\" only)\n");
-	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"-\", \"rotate_bytes\": \"1MiB\","
+	expect_sink_errors("j",
+			   "{\"type\": \"json\", \"path\": \"-\", \"rotate_bytes\": \"1MiB\","
 			   " \"keep\": 2}",
 			   "sinks.j.rotate_bytes: not allowed when path is \"-\" (rotation needs a "
 			   "file path, not \"-\")\n"
@@ -723,7 +745,8 @@ static void test_sink_excludes(void **state)
 
 static void test_sink_requires(void **state)
 {
-	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"/l\", \"keep\": 3,"
+	expect_sink_errors("j",
+			   "{\"type\": \"json\", \"path\": \"/l\", \"keep\": 3,"
 			   " \"compress\": true}",
 			   "sinks.j.keep: requires rotate_bytes (keep and compress apply to "
 			   "rotation)\n"
@@ -731,30 +754,37 @@ static void test_sink_requires(void **state)
 			   "rotation)\n");
 	/* compress false asks for nothing, as in the sink. */
 	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"/l\", \"compress\": false}", "");
-	expect_sink_errors("j", "{\"type\": \"json\", \"path\": \"/l\", \"keep\": 3,"
-			   " \"compress\": true, \"rotate_bytes\": \"10MiB\"}", "");
+	expect_sink_errors("j",
+			   "{\"type\": \"json\", \"path\": \"/l\", \"keep\": 3,"
+			   " \"compress\": true, \"rotate_bytes\": \"10MiB\"}",
+			   "");
 }
 
 /* Orders between two keys, either of them at its documented default. */
 static void test_sink_not_below(void **state)
 {
-	expect_sink_errors("d", "{\"type\": \"statsd\", \"reconnect_min\": \"2s\","
+	expect_sink_errors("d",
+			   "{\"type\": \"statsd\", \"reconnect_min\": \"2s\","
 			   " \"reconnect_max\": \"1s\"}",
 			   "sinks.d.reconnect_max: must not be below reconnect_min "
 			   "(\"1s\" < \"2s\")\n");
 	expect_sink_errors("d", "{\"type\": \"statsd\", \"reconnect_min\": \"1m\"}",
 			   "sinks.d.reconnect_min: must not be above reconnect_max "
 			   "(\"1m\" > default 30s)\n");
-	expect_sink_errors("d", "{\"type\": \"statsd\", \"max_packet\": 8192,"
+	expect_sink_errors("d",
+			   "{\"type\": \"statsd\", \"max_packet\": 8192,"
 			   " \"max_queue\": \"4KiB\"}",
 			   "sinks.d.max_queue: must not be below max_packet (\"4KiB\" < 8192): "
 			   "it must hold one datagram\n");
-	expect_sink_errors("r", "{\"type\": \"stream\", \"socket\": \"/k\","
+	expect_sink_errors("r",
+			   "{\"type\": \"stream\", \"socket\": \"/k\","
 			   " \"backlog_records\": 5000}",
 			   "sinks.r.backlog_records: must not be above ring_records "
 			   "(5000 > default 4096)\n");
-	expect_sink_errors("r", "{\"type\": \"stream\", \"socket\": \"/k\","
-			   " \"backlog_records\": 5000, \"ring_records\": 5000}", "");
+	expect_sink_errors("r",
+			   "{\"type\": \"stream\", \"socket\": \"/k\","
+			   " \"backlog_records\": 5000, \"ring_records\": 5000}",
+			   "");
 	/* A malformed value has its own error and no second one. */
 	expect_sink_errors("d", "{\"type\": \"statsd\", \"reconnect_max\": \"soon\"}",
 			   "sinks.d.reconnect_max: expected duration string such as \"10s\", "
@@ -787,7 +817,8 @@ static void test_sink_string_forms(void **state)
 static void test_sink_strings_are_bounded(void **state)
 {
 	expect_bounded("{\"sinks\": {\"s\": {\"type\": \"stream\", \"socket\": \"/k\","
-		       " \"group\": \"0%s\"}}}", '0', 3, 4u << 20,
+		       " \"group\": \"0%s\"}}}",
+		       '0', 3, 4u << 20,
 		       "sinks.s.group: group name of 4194305 bytes: at most 255 bytes "
 		       "(LOGIN_NAME_MAX)");
 	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"host\": \"%s.example\"}}}",
@@ -799,14 +830,16 @@ static void test_sink_strings_are_bounded(void **state)
 	expect_sink_errors("d", "{\"type\": \"statsd\", \"host\": \"a..b\"}",
 			   "sinks.d.host: \"a..b\" is not a host name (at most 253 bytes, labels "
 			   "of 1..63 letters, digits, '-' and '_', dot-separated) or an IP address\n");
-	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"prefix\": \"%s\"}}}",
-		       'p', 255, 256, "sinks.d.prefix: 256 bytes: at most 255 bytes (a metric "
+	expect_bounded("{\"sinks\": {\"d\": {\"type\": \"statsd\", \"prefix\": \"%s\"}}}", 'p', 255,
+		       256,
+		       "sinks.d.prefix: 256 bytes: at most 255 bytes (a metric "
 		       "name prefix)");
-	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"prefix\": \"%s\"}}}",
-		       'p', 255, 256, "sinks.p.prefix: 256 bytes: at most 255 bytes (a metric "
+	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"prefix\": \"%s\"}}}", 'p',
+		       255, 256,
+		       "sinks.p.prefix: 256 bytes: at most 255 bytes (a metric "
 		       "name prefix)");
-	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"path\": \"/%s\"}}}",
-		       'u', 1023, 1024, "sinks.p.path: 1025 bytes: at most 1024 bytes (a URL path)");
+	expect_bounded("{\"sinks\": {\"p\": {\"type\": \"prometheus\", \"path\": \"/%s\"}}}", 'u',
+		       1023, 1024, "sinks.p.path: 1025 bytes: at most 1024 bytes (a URL path)");
 }
 
 /* A sink checks its options at open with the same rules and messages. */
@@ -816,13 +849,15 @@ static void test_sink_open_uses_the_same_rules(void **state)
 	struct ktel_err err;
 
 	assert_int_equal(ktel_config_check_options(opts, ktel_sink_type_find("statsd")->options,
-						   "sinks.d", &err), -EINVAL);
+						   "sinks.d", &err),
+			 -EINVAL);
 	assert_string_equal(err.msg, "sinks.d.host: not allowed with socket (choose UDP or a "
 				     "unix socket)");
 	json_decref(opts);
 	opts = json_pack("{ss}", "type", "json");
 	assert_int_equal(ktel_config_check_options(opts, ktel_sink_type_find("json")->options,
-						   "sinks.j", &err), -EINVAL);
+						   "sinks.j", &err),
+			 -EINVAL);
 	assert_string_equal(err.msg, "sinks.j.path: required");
 	json_decref(opts);
 }

@@ -43,7 +43,8 @@ static void test_rows_have_four_cells(void **state)
 
 		if (len && l[0] == '|') {
 			if (separators(l, len) != 5)
-				fail_msg("row with %d separators: %.*s", separators(l, len), (int)len, l);
+				fail_msg("row with %d separators: %.*s", separators(l, len),
+					 (int)len, l);
 			rows++;
 		}
 		l += len + (end ? 1 : 0);
@@ -58,7 +59,8 @@ static void test_every_sink_type_has_a_table(void **state)
 	char heading[128];
 
 	for (size_t i = 0; ktel_sink_types[i]; i++) {
-		snprintf(heading, sizeof(heading), "#### Sink type `%s`\n", ktel_sink_types[i]->type);
+		snprintf(heading, sizeof(heading), "#### Sink type `%s`\n",
+			 ktel_sink_types[i]->type);
 		if (!strstr(doc, heading))
 			fail_msg("no table for sink type %s", ktel_sink_types[i]->type);
 	}

@@ -32,7 +32,14 @@ static int job_answers(void *ctx, struct ktel_err *err)
 	return ktel_err_set(err, ENOENT, "job: map %s absent", "fx_counters");
 }
 
-enum act { SUCCEED, SEGFAULT, ABORT, EXIT_3, HANG, RAISE_TERM };
+enum act {
+	SUCCEED,
+	SEGFAULT,
+	ABORT,
+	EXIT_3,
+	HANG,
+	RAISE_TERM
+};
 
 /*
  * One job, told what to do by ctx. A fault is raised as libbpf's would

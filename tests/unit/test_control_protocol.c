@@ -119,8 +119,7 @@ static void test_split_lines_stop(void **state)
 	struct lines l = {.stop_after = 2};
 	size_t len = strlen(buf);
 
-	assert_int_equal(ktel_control_split_lines(buf, &len, sizeof(buf), collect, &l),
-			 -ECANCELED);
+	assert_int_equal(ktel_control_split_lines(buf, &len, sizeof(buf), collect, &l), -ECANCELED);
 	assert_int_equal(l.n, 2);
 	assert_int_equal(len, 2); /* "c\n" left */
 }
@@ -175,7 +174,9 @@ static void test_request_accepted(void **state)
 	json_t *req = NULL;
 
 	assert_int_equal(ktel_control_parse_request("{\"cmd\":\"enable\",\"name\":\"runq_latency\","
-						    "\"for_ms\":2000}", &req, &cmd, &err), 0);
+						    "\"for_ms\":2000}",
+						    &req, &cmd, &err),
+			 0);
 	assert_string_equal(cmd->name, "enable");
 	assert_int_equal(json_integer_value(json_object_get(req, "for_ms")), 2000);
 	json_decref(req);
@@ -331,7 +332,8 @@ static void test_ops_errors(void **state)
 	resp = answer(&f, "{\"cmd\":\"show\",\"name\":\"nope\"}");
 	assert_true(json_is_false(json_object_get(resp, "ok")));
 	assert_string_equal(jstr_of(resp, "code"), KTEL_CTL_E_NOT_FOUND);
-	assert_string_equal(jstr_of(resp, "error"), "no metric named \"nope\" (\"list\" shows them)");
+	assert_string_equal(jstr_of(resp, "error"),
+			    "no metric named \"nope\" (\"list\" shows them)");
 	json_decref(resp);
 	f.reload_errors[0] = "sinks[0].type: expected one of ...";
 	f.reload_errors[1] = "metrics.x: unknown key";
@@ -365,9 +367,11 @@ static void test_ops_status(void **state)
 	/* The path the answer came through replaces the configured one, in
 	 * its place; no socket here, so "". */
 	assert_string_equal(jstr_of(d, "control_socket"), "");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "control"),
-							    "requests")), 0);
-	json_object_foreach(d, key, v) {
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_object_get(d, "control"), "requests")),
+			 0);
+	json_object_foreach(d, key, v)
+	{
 		if (strcmp(key, "control_socket") == 0)
 			at_socket = i;
 		if (strcmp(key, "control") == 0)
@@ -413,8 +417,9 @@ static void test_server_needs_ops(void **state)
 	uv_loop_t loop;
 
 	uv_loop_init(&loop);
-	assert_int_equal(ktel_control__new(&loop, NULL, NULL, "/nonexistent/c.sock", (gid_t)-1,
-					   &c, &err), -EINVAL);
+	assert_int_equal(ktel_control__new(&loop, NULL, NULL, "/nonexistent/c.sock", (gid_t)-1, &c,
+					   &err),
+			 -EINVAL);
 	assert_null(c);
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
@@ -528,7 +533,8 @@ static void test_peer_check_supplementary(void **state)
 			if (!pw || pw->pw_uid == 0 || pw->pw_gid == g->gr_gid)
 				continue;
 			assert_int_equal(ktel_control_peer_check(pw->pw_uid, pw->pw_gid, NULL, -1,
-								 g->gr_gid, &err), 0);
+								 g->gr_gid, &err),
+					 0);
 			tested = true;
 		}
 	}
@@ -545,7 +551,8 @@ static void test_inspect_builtin(void **state)
 	json_t *report = NULL, *m, *value, *f;
 
 	assert_int_equal(ktel_inspect_plugin(KTEL_PLUGIN_DIR "/compaction_duration.so", getuid(),
-					     NULL, &report, &err), 0);
+					     NULL, &report, &err),
+			 0);
 	assert_true(json_is_true(json_object_get(report, "readable")));
 	m = json_array_get(json_object_get(report, "metrics"), 0);
 	assert_string_equal(json_string_value(json_object_get(m, "name")), "compaction_duration");
@@ -558,8 +565,9 @@ static void test_inspect_builtin(void **state)
 	f = json_array_get(json_object_get(value, "fields"), 1);
 	assert_string_equal(json_string_value(json_object_get(f, "name")), "sum");
 	assert_int_equal(json_integer_value(json_object_get(f, "offset")), 256);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(m, "histogram"),
-							      "scheme")), "log2");
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(m, "histogram"), "scheme")),
+			    "log2");
 	assert_int_equal(json_array_size(json_object_get(report, "programs")), 2);
 	json_decref(report);
 }
@@ -570,7 +578,8 @@ static void test_inspect_unreadable(void **state)
 	json_t *report = NULL, *m;
 
 	assert_int_equal(ktel_inspect_plugin(KTEL_TEST_PLUGIN_DIR "/fx_unreadable.so", getuid(),
-					     NULL, &report, &err), -EINVAL);
+					     NULL, &report, &err),
+			 -EINVAL);
 	assert_non_null(report);
 	assert_non_null(strstr(err.msg, "metric fx_unreadable: map fx_unreadable_map value: "
 					"struct fx_unreadable_value: member flags is a bitfield"));
@@ -686,10 +695,9 @@ static void test_render_list(void **state)
 {
 	json_t *resp = json_pack("{s:b, s:[{s:s, s:s, s:b, s:s, s:i, s:s, s:i, s:n},"
 				 " {s:s, s:s, s:b, s:s, s:i, s:n, s:i, s:s}]}",
-				 "ok", 1, "metrics",
-				 "name", "compaction_duration", "plugin", "compaction_duration",
-				 "enabled", 1, "unit", "us", "interval_ms", 10000, "atom",
-				 "CompactionDuration", "lease_ms", 0, "problem",
+				 "ok", 1, "metrics", "name", "compaction_duration", "plugin",
+				 "compaction_duration", "enabled", 1, "unit", "us", "interval_ms",
+				 10000, "atom", "CompactionDuration", "lease_ms", 0, "problem",
 				 "name", "x", "plugin", "long_plugin_name", "enabled", 0, "unit",
 				 "bytes", "interval_ms", 250, "atom", "lease_ms", 0, "problem",
 				 "unsupported: tracepoint foo not in this kernel");

@@ -46,9 +46,12 @@ static int teardown_dir(void **state)
 static void apply(struct ktel_delta_metric *m, uint32_t state, const uint64_t *cur,
 		  const uint64_t *want, enum ktel_delta_outcome want_outcome)
 {
-	struct key k = { .state = state, .uid = 1000 };
+	struct key k = {.state = state, .uid = 1000};
 	const struct ktel_delta_reading in = {
-		.key = &k, .key_size = sizeof(k), .vals = cur, .n = N,
+		.key = &k,
+		.key_size = sizeof(k),
+		.vals = cur,
+		.n = N,
 	};
 	uint64_t delta[N];
 
@@ -72,7 +75,7 @@ static struct ktel_delta_metric *begin(struct ktel_delta *d, uint32_t map_id, bo
 static void test_created_map_emits_full(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 0, 3 };
+	uint64_t c1[N] = {1, 2, 0, 3};
 	struct ktel_delta_metric *m;
 
 	assert_non_null(d);
@@ -85,8 +88,8 @@ static void test_created_map_emits_full(void **state)
 static void test_reused_map_without_state_is_baseline(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 10, 20, 0, 30 }, c2[N] = { 11, 20, 5, 30 };
-	uint64_t z[N] = { 0 }, w2[N] = { 1, 0, 5, 0 };
+	uint64_t c1[N] = {10, 20, 0, 30}, c2[N] = {11, 20, 5, 30};
+	uint64_t z[N] = {0}, w2[N] = {1, 0, 5, 0};
 	struct ktel_delta_metric *m;
 
 	m = begin(d, 7, false, KTEL_DELTA_START_BASELINE);
@@ -104,8 +107,8 @@ static void test_reused_map_without_state_is_baseline(void **state)
 static void test_steady_state_and_reset_by_decrease(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 2, 4, 6, 8 }, c3[N] = { 2, 1, 6, 9 };
-	uint64_t w2[N] = { 1, 2, 3, 4 };
+	uint64_t c1[N] = {1, 2, 3, 4}, c2[N] = {2, 4, 6, 8}, c3[N] = {2, 1, 6, 9};
+	uint64_t w2[N] = {1, 2, 3, 4};
 	struct ktel_delta_stats st;
 	struct ktel_delta_metric *m;
 
@@ -129,31 +132,31 @@ static void test_steady_state_and_reset_by_decrease(void **state)
 static void test_dirty_only_on_change(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 1, 2, 3, 5 }, z[N] = { 0 }, w[N] = { 0, 0, 0, 1 };
+	uint64_t c1[N] = {1, 2, 3, 4}, c2[N] = {1, 2, 3, 5}, z[N] = {0}, w[N] = {0, 0, 0, 1};
 	struct ktel_delta_metric *m;
 
 	assert_false(ktel_delta__dirty(d));
 	m = begin(d, 3, true, KTEL_DELTA_START_ZERO);
-	apply(m, 1, c1, c1, KTEL_DELTA_EMIT);   /* a new key */
+	apply(m, 1, c1, c1, KTEL_DELTA_EMIT); /* a new key */
 	ktel_delta__end(d, M);
 	assert_true(ktel_delta__dirty(d));
 	ktel_delta__mark_saved(d);
 	m = begin(d, 3, true, KTEL_DELTA_START_STATE);
-	apply(m, 1, c1, z, KTEL_DELTA_ZERO);   /* same values: nothing new */
+	apply(m, 1, c1, z, KTEL_DELTA_ZERO); /* same values: nothing new */
 	ktel_delta__end(d, M);
 	assert_false(ktel_delta__dirty(d));
 	m = begin(d, 3, true, KTEL_DELTA_START_STATE);
-	apply(m, 1, c2, w, KTEL_DELTA_EMIT);    /* one bucket moved */
+	apply(m, 1, c2, w, KTEL_DELTA_EMIT); /* one bucket moved */
 	ktel_delta__end(d, M);
 	assert_true(ktel_delta__dirty(d));
 	ktel_delta__mark_saved(d);
 	m = begin(d, 4, true, KTEL_DELTA_START_ZERO);
-	apply(m, 1, c2, c2, KTEL_DELTA_RESET);    /* same values from a new map */
+	apply(m, 1, c2, c2, KTEL_DELTA_RESET); /* same values from a new map */
 	ktel_delta__end(d, M);
 	assert_true(ktel_delta__dirty(d));
 	ktel_delta__mark_saved(d);
 	m = begin(d, 4, true, KTEL_DELTA_START_STATE);
-	ktel_delta__end(d, M);                 /* the key vanished */
+	ktel_delta__end(d, M); /* the key vanished */
 	assert_true(ktel_delta__dirty(d));
 	ktel_delta__free(d);
 }
@@ -161,7 +164,7 @@ static void test_dirty_only_on_change(void **state)
 static void test_reset_by_map_id_change(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 5, 5, 5, 5 }, c2[N] = { 6, 6, 6, 6 };
+	uint64_t c1[N] = {5, 5, 5, 5}, c2[N] = {6, 6, 6, 6};
 	struct ktel_delta_metric *m;
 
 	m = begin(d, 3, true, KTEL_DELTA_START_ZERO);
@@ -177,7 +180,7 @@ static void test_reset_by_map_id_change(void **state)
 static void test_zero_skip_and_zero_emit(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 0, 0, 0 }, z[N] = { 0 };
+	uint64_t c1[N] = {1, 0, 0, 0}, z[N] = {0};
 	struct ktel_delta_metric *m;
 
 	m = begin(d, 3, true, KTEL_DELTA_START_ZERO);
@@ -196,7 +199,7 @@ static void test_zero_skip_and_zero_emit(void **state)
 static void test_vanished_key_forgotten(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 1, 1, 1 };
+	uint64_t c1[N] = {1, 1, 1, 1};
 	struct ktel_delta_stats st;
 	struct ktel_delta_metric *m;
 
@@ -230,7 +233,7 @@ static void test_vanished_key_forgotten(void **state)
 static void test_entry_limit_counted(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 2, 3, 4, 5 }, z[N] = { 0 };
+	uint64_t c1[N] = {1, 2, 3, 4}, c2[N] = {2, 3, 4, 5}, z[N] = {0};
 	struct ktel_delta_stats st;
 	struct ktel_delta_metric *m;
 
@@ -266,9 +269,12 @@ static void test_many_keys_rehash(void **state)
 	for (int pull = 1; pull <= 2; pull++) {
 		m = begin(d, 9, true, pull == 1 ? KTEL_DELTA_START_ZERO : KTEL_DELTA_START_STATE);
 		for (uint32_t i = 0; i < 5000; i++) {
-			struct key k = { .state = i, .uid = i * 7 };
+			struct key k = {.state = i, .uid = i * 7};
 			const struct ktel_delta_reading in = {
-				.key = &k, .key_size = sizeof(k), .vals = c, .n = N,
+				.key = &k,
+				.key_size = sizeof(k),
+				.vals = c,
+				.n = N,
 			};
 
 			for (int j = 0; j < N; j++)
@@ -319,8 +325,8 @@ static void path_in_dir(char *buf, size_t size, const char *name)
 static void test_state_round_trip(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT), *d2;
-	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 3, 2, 3, 10 }, w2[N] = { 2, 0, 0, 6 };
-	struct ktel_err err = { 0 };
+	uint64_t c1[N] = {1, 2, 3, 4}, c2[N] = {3, 2, 3, 10}, w2[N] = {2, 0, 0, 6};
+	struct ktel_err err = {0};
 	struct ktel_delta_stats st;
 	char path[600];
 	struct ktel_delta_metric *m;
@@ -354,9 +360,9 @@ static void test_state_round_trip(void **state)
 static void test_snapshot_and_window(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT), *d2;
-	uint64_t c1[N] = { 1, 2, 3, 4 };
+	uint64_t c1[N] = {1, 2, 3, 4};
 	struct ktel_delta_snapshot snap;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char path[600];
 	struct ktel_delta_metric *m;
 
@@ -386,7 +392,7 @@ static void test_snapshot_and_window(void **state)
 static void test_missing_state_is_empty(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char path[600];
 
 	path_in_dir(path, sizeof(path), "none.state");
@@ -419,12 +425,12 @@ static void write_file(const char *path, const void *p, size_t len)
 }
 
 /* Save a valid state under boot, then mangle it with fn and load it. */
-static void check_corrupt(const char *name, const char *save_boot,
-			  void (*mangle)(const char *path), int want)
+static void check_corrupt(const char *name, const char *save_boot, void (*mangle)(const char *path),
+			  int want)
 {
 	struct ktel_delta *d = ktel_delta__new(save_boot), *d2;
-	uint64_t c1[N] = { 1, 2, 3, 4 };
-	struct ktel_err err = { 0 };
+	uint64_t c1[N] = {1, 2, 3, 4};
+	struct ktel_err err = {0};
 	char path[600], prefix[64];
 	struct ktel_delta_metric *m;
 
@@ -504,7 +510,7 @@ static void test_corrupt_garbage(void **state)
 static void check_not_state(const char *name, const char *content, bool is_dir)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char path[600], prefix[64];
 	struct stat st;
 
@@ -527,13 +533,17 @@ static void check_not_state(const char *name, const char *content, bool is_dir)
 
 static void test_not_a_state_file_refused(void **state)
 {
-	check_not_state("sink-output.jsonl", "{\"metric\":\"runq_latency\",\"seq\":1}\n"
-			"{\"metric\":\"runq_latency\",\"seq\":2}\n", false);
+	check_not_state("sink-output.jsonl",
+			"{\"metric\":\"runq_latency\",\"seq\":1}\n"
+			"{\"metric\":\"runq_latency\",\"seq\":2}\n",
+			false);
 	check_not_state("empty.state", "", false);
 	check_not_state("short.state", "KTEL", false);
 	check_not_state("dir.state", "", true);
-	check_not_state("text.state", "this is not a state file, but it is long enough to "
-			"have a header and a checksum and everything else", false);
+	check_not_state("text.state",
+			"this is not a state file, but it is long enough to "
+			"have a header and a checksum and everything else",
+			false);
 }
 
 /* A symlink is never followed, even to a good state file, and a FIFO does
@@ -541,7 +551,7 @@ static void test_not_a_state_file_refused(void **state)
 static void test_symlink_and_fifo_refused(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char target[600], link[600], fifo[600];
 
 	path_in_dir(target, sizeof(target), "target.state");
@@ -565,7 +575,7 @@ static void test_symlink_and_fifo_refused(void **state)
 static void test_oversized_state_set_aside(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char path[600];
 
 	path_in_dir(path, sizeof(path), "huge.state");
@@ -603,8 +613,8 @@ static void test_foreign_boot(void **state)
 static void test_atomic_save_leaves_no_temp(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 3, 4 };
-	struct ktel_err err = { 0 };
+	uint64_t c1[N] = {1, 2, 3, 4};
+	struct ktel_err err = {0};
 	char path[600], bad[700];
 	struct ktel_delta_metric *m;
 
@@ -643,9 +653,12 @@ static void apply_range(struct ktel_delta_metric *m, uint32_t from, uint32_t to,
 	uint64_t c[8], delta[8];
 
 	for (uint32_t i = from; i < to; i++) {
-		struct key k = { .state = i, .uid = i ^ 0x5a5a };
+		struct key k = {.state = i, .uid = i ^ 0x5a5a};
 		const struct ktel_delta_reading in = {
-			.key = &k, .key_size = sizeof(k), .vals = c, .n = n_vals,
+			.key = &k,
+			.key_size = sizeof(k),
+			.vals = c,
+			.n = n_vals,
 		};
 
 		for (size_t j = 0; j < n_vals; j++)
@@ -663,7 +676,7 @@ static void apply_range(struct ktel_delta_metric *m, uint32_t from, uint32_t to,
 static void test_large_state_round_trip(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT), *d2;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	struct ktel_delta_stats st;
 	struct ktel_delta_metric *m;
 	uint8_t *img;
@@ -692,7 +705,7 @@ static void test_large_state_round_trip(void **state)
 	 * + seq 8 + n_entries 8) + per entry (12 + key 8 + values) + crc 4 */
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_size, 88 + 4 + 2 * 25 + 1000 * (20 + 64) + 3000 * (20 + 32) +
-				     2500 * (20 + 16) + 4);
+					     2500 * (20 + 16) + 4);
 	img = malloc(sb.st_size);
 	assert_non_null(img);
 	fd = open(path, O_RDONLY);
@@ -712,10 +725,13 @@ static void test_large_state_round_trip(void **state)
 	/* The same values again: nothing changed, so no key emits. */
 	assert_int_equal(ktel_delta__begin(d2, "a", 7, false, &m, NULL), 0);
 	for (uint32_t i = 0; i < 4000; i++) {
-		struct key k = { .state = i, .uid = i ^ 0x5a5a };
+		struct key k = {.state = i, .uid = i ^ 0x5a5a};
 		uint64_t c[8], delta[8];
 		const struct ktel_delta_reading in = {
-			.key = &k, .key_size = sizeof(k), .vals = c, .n = i < 1000 ? 8 : 4,
+			.key = &k,
+			.key_size = sizeof(k),
+			.vals = c,
+			.n = i < 1000 ? 8 : 4,
 		};
 
 		for (size_t j = 0; j < in.n; j++)
@@ -731,12 +747,15 @@ static void test_large_state_round_trip(void **state)
 
 /* Apply key state with n values into delta (prefilled with a marker, so
  * that what apply wrote shows); returns the outcome. */
-static int apply_into(struct ktel_delta_metric *m, uint32_t state, const uint64_t *cur,
-		      size_t n, uint64_t *delta)
+static int apply_into(struct ktel_delta_metric *m, uint32_t state, const uint64_t *cur, size_t n,
+		      uint64_t *delta)
 {
-	struct key k = { .state = state, .uid = 1000 };
+	struct key k = {.state = state, .uid = 1000};
 	const struct ktel_delta_reading in = {
-		.key = &k, .key_size = sizeof(k), .vals = cur, .n = n,
+		.key = &k,
+		.key_size = sizeof(k),
+		.vals = cur,
+		.n = n,
 	};
 
 	if (delta != cur)
@@ -750,8 +769,8 @@ static int apply_into(struct ktel_delta_metric *m, uint32_t state, const uint64_
 static void test_outcome_emit(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 0, 3 }, c2[N] = { 4, 2, 1, 3 }, w2[N] = { 3, 0, 1, 0 };
-	uint64_t z[N] = { 0 }, delta[N], inplace[N];
+	uint64_t c1[N] = {1, 2, 0, 3}, c2[N] = {4, 2, 1, 3}, w2[N] = {3, 0, 1, 0};
+	uint64_t z[N] = {0}, delta[N], inplace[N];
 	struct ktel_delta_metric *m;
 	struct ktel_delta_stats st;
 
@@ -780,8 +799,8 @@ static void test_outcome_emit(void **state)
 static void test_outcome_reset(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 5, 5, 5, 5 }, c2[N] = { 5, 4, 5, 5 }, c3[N] = { 6, 6, 6, 6 };
-	uint64_t c4[N - 1] = { 7, 7, 7 }, z[N] = { 0 }, delta[N];
+	uint64_t c1[N] = {5, 5, 5, 5}, c2[N] = {5, 4, 5, 5}, c3[N] = {6, 6, 6, 6};
+	uint64_t c4[N - 1] = {7, 7, 7}, z[N] = {0}, delta[N];
 	struct ktel_delta_metric *m;
 	struct ktel_delta_stats st;
 
@@ -815,7 +834,7 @@ static void test_outcome_reset(void **state)
 static void test_outcome_zero(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 3, 4 }, z[N] = { 0 }, delta[N];
+	uint64_t c1[N] = {1, 2, 3, 4}, z[N] = {0}, delta[N];
 	struct ktel_delta_metric *m;
 
 	m = begin(d, 3, true, KTEL_DELTA_START_ZERO);
@@ -836,8 +855,8 @@ static void test_outcome_zero(void **state)
 static void test_outcome_baseline(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 10, 20, 0, 30 }, c2[N] = { 12, 20, 1, 30 };
-	uint64_t w2[N] = { 2, 0, 1, 0 }, z[N] = { 0 }, delta[N];
+	uint64_t c1[N] = {10, 20, 0, 30}, c2[N] = {12, 20, 1, 30};
+	uint64_t w2[N] = {2, 0, 1, 0}, z[N] = {0}, delta[N];
 	struct ktel_delta_metric *m;
 	struct ktel_delta_stats st;
 
@@ -864,8 +883,8 @@ static void test_outcome_baseline(void **state)
 static void test_outcome_refused(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	uint64_t c1[N] = { 1, 2, 3, 4 }, c2[N] = { 2, 3, 4, 5 }, w2[N] = { 1, 1, 1, 1 };
-	uint64_t z[N] = { 0 }, delta[N];
+	uint64_t c1[N] = {1, 2, 3, 4}, c2[N] = {2, 3, 4, 5}, w2[N] = {1, 1, 1, 1};
+	uint64_t z[N] = {0}, delta[N];
 	struct ktel_delta_metric *m;
 	struct ktel_delta_stats st;
 
@@ -899,9 +918,9 @@ static void test_bad_args(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
 	struct ktel_delta_metric *m = NULL;
-	uint64_t c[N] = { 0 }, delta[N];
-	struct key k = { 0 };
-	struct ktel_delta_reading in = { .key = &k, .key_size = sizeof(k), .vals = c, .n = N };
+	uint64_t c[N] = {0}, delta[N];
+	struct key k = {0};
+	struct ktel_delta_reading in = {.key = &k, .key_size = sizeof(k), .vals = c, .n = N};
 
 	assert_null(ktel_delta__new(NULL));
 	assert_int_equal(ktel_delta__begin(d, M, 0, true, &m, NULL), -EINVAL);

@@ -97,8 +97,9 @@ static void test_enumerator_equal_to_prefix(void **state)
 static void test_hostile_names(void **state)
 {
 	char longname[KTEL_ENUM_LABEL_MAX + 8];
-	const char *const names[] = {"BLOCK_OP_READ", "X\xc3\xa9t\xc3\xa9", "BLOCK_OP_WRITE",
-				     "", NULL, "BLOCK_OP_a\"b", "BLOCK_OP_\n", longname};
+	const char *const names[] =
+		{"BLOCK_OP_READ", "X\xc3\xa9t\xc3\xa9", "BLOCK_OP_WRITE", "", NULL,
+		 "BLOCK_OP_a\"b", "BLOCK_OP_\n",        longname};
 	char buf[KTEL_ENUM_LABEL_MAX];
 
 	(void)state;
@@ -142,8 +143,8 @@ static void test_btf_enum(void **state)
 	assert_int_equal(ktel_enum_labels__new(btf, (__u32)id, &el, &err), 0);
 	assert_string_equal(ktel_enum_labels__find(el, 0), "read");
 	assert_string_equal(ktel_enum_labels__find(el, 1), "write"); /* first of the value */
-	assert_null(ktel_enum_labels__find(el, 2));                   /* hostile: a number */
-	assert_null(ktel_enum_labels__find(el, 7));                   /* no enumerator */
+	assert_null(ktel_enum_labels__find(el, 2));                  /* hostile: a number */
+	assert_null(ktel_enum_labels__find(el, 7));                  /* no enumerator */
 	/* The same value match as ktel_layout_enum_label: a 4-byte enum's -1. */
 	assert_string_equal(ktel_enum_labels__find(el, -1), "neg");
 	assert_string_equal(ktel_enum_labels__find(el, 0xffffffffLL), "neg");

@@ -90,9 +90,9 @@ static json_t *metric_named(const json_t *report, const char *name)
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(report, "metrics"), i, m)
-		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
-			return m;
+	json_array_foreach(json_object_get(report, "metrics"), i,
+			   m) if (strcmp(json_string_value(json_object_get(m, "name")), name) ==
+				  0) return m;
 	fail_msg("no metric %s in the report", name);
 	return NULL;
 }
@@ -124,7 +124,8 @@ static void test_string_dimension_refused(void **state)
 	m = metric_named(report, "fx_string_key");
 	assert_contains(json_string_value(json_object_get(m, "error")), "member heap");
 	text = render(report);
-	assert_line_contains(text, "UNREADABLE: metric fx_string_key:", "member heap is a char_array");
+	assert_line_contains(text,
+			     "UNREADABLE: metric fx_string_key:", "member heap is a char_array");
 	free(text);
 	json_decref(report);
 }
@@ -208,8 +209,10 @@ static void test_label_enum_enumerators(void **state)
 				 "short_labels");
 	assert_string_equal(json_string_value(json_object_get(labels, "0")), "read");
 	assert_string_equal(json_string_value(json_object_get(labels, "4")), "other");
-	assert_string_equal(json_string_value(json_object_get(
-				    dim_of(metric_named(report, "block_io_latency"), 0), "device")),
+	assert_string_equal(json_string_value(
+				    json_object_get(dim_of(metric_named(report, "block_io_latency"),
+							   0),
+						    "device")),
 			    "major");
 	text = render(report);
 	assert_contains(text, "dimension operation = key.op, labels from enum block_op, "
@@ -296,8 +299,7 @@ static void test_skip_reason_printed(void **state)
 	assert_line_contains(text, "cma_alloc_finish_v6 ",
 			     "target present, would not load: variant group cma_alloc_finish: "
 			     "tp_btf/cma_alloc_finish has 7 arguments, variant wants 6");
-	assert_line_contains(text, "cma_alloc_finish_v5 ",
-			     "has 7 arguments, variant wants 5");
+	assert_line_contains(text, "cma_alloc_finish_v5 ", "has 7 arguments, variant wants 5");
 	assert_line_contains(text, "cma_alloc_finish_vh ", "target present, would load");
 	assert_line_contains(text, "cma_alloc_start_v3 ",
 			     "would not load: variant group cma_alloc_start: "
@@ -410,8 +412,11 @@ static void test_load_not_verified_unprivileged(void **state)
 static bool valid_utf8(const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		int more = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2
-			 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+		int more = *p < 0x80             ? 0
+			   : (*p & 0xe0) == 0xc0 ? 1
+			   : (*p & 0xf0) == 0xe0 ? 2
+			   : (*p & 0xf8) == 0xf0 ? 3
+						 : -1;
 
 		if (more < 0)
 			return false;

@@ -145,9 +145,10 @@ static void make_hist(struct ktel_record *r, uint64_t seq)
 	r->map_id = 42;
 	r->seq = seq;
 	r->n_dims = 2;
-	r->dims[0] = (struct ktel_dim){ .name = "process_state", .value = 4,
-					.label = "STATE_FOREGROUND" };
-	r->dims[1] = (struct ktel_dim){ .name = "uid", .value = 1000 };
+	r->dims[0] = (struct ktel_dim){.name = "process_state",
+				       .value = 4,
+				       .label = "STATE_FOREGROUND"};
+	r->dims[1] = (struct ktel_dim){.name = "uid", .value = 1000};
 	r->hist.delta.scheme = KTEL_HIST_LOG2;
 	r->hist.delta.n_buckets = KTEL_HIST_BUCKETS;
 	for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
@@ -168,9 +169,11 @@ static void check_with_jq(const char *path)
 
 	if (system("command -v jq >/dev/null 2>&1") != 0)
 		fail_msg("jq is not installed (tools/lib.sh KTEL_PACKAGES has it)");
-	snprintf(cmd, sizeof(cmd), "jq -r 'select(.metric == \"direct_reclaim_latency\") | "
+	snprintf(cmd, sizeof(cmd),
+		 "jq -r 'select(.metric == \"direct_reclaim_latency\") | "
 		 "\"\\(.start_s | todate) \\(.end_s | todate) "
-		 "\\(.start | sub(\"\\\\.[0-9]+Z$\"; \"Z\") | fromdateiso8601)\"' '%s'", path);
+		 "\\(.start | sub(\"\\\\.[0-9]+Z$\"; \"Z\") | fromdateiso8601)\"' '%s'",
+		 path);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	assert_non_null(fgets(out, sizeof(out), p));
@@ -195,15 +198,17 @@ static void test_line_format(void **state)
 	uv_loop_init(&loop);
 	{
 		json_t *o = json_pack("{s:s,s:s}", "type", "json", "path", path);
-		struct ktel_err err = { 0 };
+		struct ktel_err err = {0};
 
 		assert_int_equal(ops()->create(&loop, "j", o, &s, &err), 0);
 		json_decref(o);
 	}
 	make_hist(&recs[0], 5);
 	/* As metric_pull adds it (KTEL_DIM_DEV_*): a label, no raw value. */
-	recs[0].dims[recs[0].n_dims++] = (struct ktel_dim){
-		.name = "device", .value = 7 << 20, .label = "loop0", .derived = true};
+	recs[0].dims[recs[0].n_dims++] = (struct ktel_dim){.name = "device",
+							   .value = 7 << 20,
+							   .label = "loop0",
+							   .derived = true};
 	memset(&recs[1], 0, sizeof(recs[1]));
 	recs[1].type = KTEL_RECORD_COUNTER;
 	recs[1].metric = "oom_kills";
@@ -219,7 +224,10 @@ static void test_line_format(void **state)
 	recs[3].metric = "oom_event";
 	recs[3].event.n_fields = 3;
 	recs[3].event.fields = (const struct ktel_event_field[]){
-		{.name = "comm", .type = KTEL_FIELD_VALUE_STRING, .s = "bad\xff" "utf8"},
+		{.name = "comm",
+		 .type = KTEL_FIELD_VALUE_STRING,
+		 .s = "bad\xff"
+		      "utf8"},
 		{.name = "pid", .type = KTEL_FIELD_VALUE_INT, .i = -12},
 		{.name = "state", .type = KTEL_FIELD_VALUE_UINT, .u = 2, .label = "RUNNING"},
 	};
@@ -248,18 +256,20 @@ static void test_line_format(void **state)
 	assert_int_equal(json_integer_value(json_object_get(l, "map_id")), 42);
 	assert_int_equal(json_integer_value(json_object_get(l, "seq")), 5);
 	/* Labelled dims carry the label in dims and the integer in dims_raw. */
-	assert_string_equal(json_string_value(json_object_get(json_object_get(l, "dims"),
-							      "process_state")),
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(l, "dims"), "process_state")),
 			    "STATE_FOREGROUND");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims_raw"),
-							    "process_state")), 4);
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_object_get(l, "dims_raw"), "process_state")),
+			 4);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims"), "uid")),
 			 1000);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims_raw"),
-							    "uid")), 1000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "dims_raw"), "uid")),
+			 1000);
 	/* A derived dim is in dims only: dims_raw keeps the raw numbers. */
-	assert_string_equal(json_string_value(json_object_get(json_object_get(l, "dims"),
-							      "device")), "loop0");
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(l, "dims"), "device")),
+			    "loop0");
 	assert_null(json_object_get(json_object_get(l, "dims_raw"), "device"));
 	assert_int_equal(json_object_size(json_object_get(l, "dims_raw")), 2);
 	h = json_object_get(l, "histogram");
@@ -339,8 +349,7 @@ static void test_other_schemes(void **state)
 	assert_int_equal(json_array_size(json_object_get(h, "counts")), 4);
 	assert_int_equal(json_integer_value(json_array_get(json_object_get(h, "le"), 0)), 9);
 	assert_int_equal(json_integer_value(json_array_get(json_object_get(h, "le"), 2)), 29);
-	assert_string_equal(json_string_value(json_array_get(json_object_get(h, "le"), 3)),
-			    "+Inf");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(h, "le"), 3)), "+Inf");
 	assert_null(json_object_get(h, "sum"));
 	json_decref(lines);
 }
@@ -380,8 +389,9 @@ static void test_queue_bound_drops_newest(void **state)
 	assert_int_equal(json_array_size(lines), 100 - st.dropped);
 	/* The kept ones are the oldest, in order. */
 	for (size_t i = 0; i < json_array_size(lines); i++)
-		assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, i),
-								    "seq")), i + 1);
+		assert_int_equal(json_integer_value(
+					 json_object_get(json_array_get(lines, i), "seq")),
+				 i + 1);
 	json_decref(lines);
 }
 
@@ -404,8 +414,8 @@ static void test_sizes_as_config(void **state)
 		make_hist(&recs[i], i + 1);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		path_in_dir(path, sizeof(path), "sizes.jsonl");
-		snprintf(opts, sizeof(opts), "{\"path\":\"%s\",\"max_queue_bytes\":\"%s\"}",
-			 path, sizes[i].text);
+		snprintf(opts, sizeof(opts), "{\"path\":\"%s\",\"max_queue_bytes\":\"%s\"}", path,
+			 sizes[i].text);
 		uv_loop_init(&loop);
 		s = create(&loop, opts);
 		ops()->submit(s, recs, 50);
@@ -457,7 +467,7 @@ static void test_stdout_mode(void **state)
 static void expect_create_error(const char *opts_json, const char *want)
 {
 	json_t *opts = json_loads(opts_json, 0, NULL);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	uv_loop_t loop;
 	void *priv = NULL;
 
@@ -474,17 +484,17 @@ static void test_option_errors(void **state)
 {
 	char opts[800], bad[700];
 
-	expect_create_error("{\"path\":\"-\",\"bogus\":1}", "sinks.j.bogus: unknown key (known keys: path,");
+	expect_create_error("{\"path\":\"-\",\"bogus\":1}",
+			    "sinks.j.bogus: unknown key (known keys: path,");
 	expect_create_error("{\"fsync\":true}", "sinks.j.path: required");
-	expect_create_error("{\"path\":\"-\",\"fsync\":1}", "sinks.j.fsync: expected true or false, got 1");
+	expect_create_error("{\"path\":\"-\",\"fsync\":1}",
+			    "sinks.j.fsync: expected true or false, got 1");
 	expect_create_error("{\"path\":\"-\",\"max_queue_bytes\":\"12X\"}",
 			    "sinks.j.max_queue_bytes: expected size such as");
-	expect_create_error("{\"path\":\"-\",\"max_queue_bytes\":0}",
-			    "sinks.j.max_queue_bytes");
+	expect_create_error("{\"path\":\"-\",\"max_queue_bytes\":0}", "sinks.j.max_queue_bytes");
 	expect_create_error("{\"path\":\"-\",\"rotate_bytes\":1000}", "not \"-\"");
 	expect_create_error("{\"path\":\"/tmp/x\",\"keep\":3}", "set rotate_bytes");
-	expect_create_error("{\"path\":\"/tmp/x\",\"rotate_bytes\":10,\"keep\":0}",
-			    "sinks.j.keep");
+	expect_create_error("{\"path\":\"/tmp/x\",\"rotate_bytes\":10,\"keep\":0}", "sinks.j.keep");
 	expect_create_error("[1]", "sinks.j: expected object");
 	snprintf(bad, sizeof(bad), "%s/no-such-dir/out.jsonl", dir);
 	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", bad);
@@ -526,7 +536,9 @@ static void test_write_errors_retried(void **state)
  * has 4 or 5, about half of them 5. */
 static void test_retry_backoff_jittered(void **state)
 {
-	enum { N_SINKS = 20 };
+	enum {
+		N_SINKS = 20
+	};
 	uv_loop_t loop;
 	struct ktel_record rec;
 	struct ktel_sink_stats st;
@@ -605,7 +617,7 @@ static void test_short_write_cut_back(void **state)
 {
 	uv_loop_t loop;
 	struct ktel_record recs[10];
-	struct ktel_sink_stats st = { 0 };
+	struct ktel_sink_stats st = {0};
 	char path[600], opts[700];
 	json_t *lines;
 	void *s;
@@ -646,8 +658,9 @@ static void test_short_write_cut_back(void **state)
 	lines = read_lines(path);
 	assert_int_equal(json_array_size(lines), 10);
 	for (size_t i = 0; i < 10; i++)
-		assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, i),
-								    "seq")), i + 1);
+		assert_int_equal(json_integer_value(
+					 json_object_get(json_array_get(lines, i), "seq")),
+				 i + 1);
 	json_decref(lines);
 }
 
@@ -684,11 +697,12 @@ static void check_torn_file(const char *name, const char *head, size_t head_len,
 	lines = read_lines(path);
 	assert_int_equal(json_array_size(lines), want_old_lines + 2);
 	if (want_old_lines)
-		assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 0),
-								    "old")), 1);
-	assert_int_equal(json_integer_value(json_object_get(json_array_get(lines,
-									   want_old_lines + 1),
-							    "seq")), 2);
+		assert_int_equal(json_integer_value(
+					 json_object_get(json_array_get(lines, 0), "old")),
+				 1);
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_array_get(lines, want_old_lines + 1), "seq")),
+			 2);
 	json_decref(lines);
 }
 
@@ -762,7 +776,7 @@ static void start_bounded_close(uv_loop_t *loop, struct bounded_close *b, uint64
  * counted dropped and the file still ends in a whole line. */
 static void test_short_write_then_close(void **state)
 {
-	struct bounded_close b = { .rfd = -1 };
+	struct bounded_close b = {.rfd = -1};
 	struct ktel_record recs[10];
 	char path[600], opts[700];
 	json_t *lines;
@@ -790,7 +804,7 @@ static void test_short_write_then_close(void **state)
 
 static void test_close_bounded_write_in_flight(void **state)
 {
-	struct bounded_close b = { .rfd = -1 };
+	struct bounded_close b = {.rfd = -1};
 	struct ktel_record recs[200];
 	char path[600], opts[700];
 	uv_loop_t loop;
@@ -816,8 +830,8 @@ static void test_close_bounded_write_in_flight(void **state)
 
 static void test_close_bounded_while_compressing(void **state)
 {
-	struct bounded_close b = { .rfd = -1 };
-	struct ktel_sink_stats st = { 0 };
+	struct bounded_close b = {.rfd = -1};
+	struct ktel_sink_stats st = {0};
 	struct ktel_record rec;
 	char path[600], opts[800], plain[700], gz[700], line[128];
 	uv_loop_t loop;
@@ -871,7 +885,7 @@ static void test_router_creates_json(void **state)
 	struct ktel_router *r;
 	struct ktel_record rec;
 	struct ktel_sink_stats st;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char path[600];
 	json_t *opts, *lines;
 	int closed = 0;
@@ -1022,7 +1036,11 @@ static void ref_str(char **p, const char *str)
 	}
 	*(*p)++ = '"';
 	while (*s) {
-		int n = s[0] >= 0xf5 ? 0 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+		int n = s[0] >= 0xf5   ? 0
+			: s[0] >= 0xf0 ? 4
+			: s[0] >= 0xe0 ? 3
+			: s[0] >= 0xc2 ? 2
+				       : 0;
 		int ok = n;
 
 		for (int i = 1; i < n; i++)
@@ -1086,15 +1104,18 @@ static void ref_event_line(const struct ktel_record *r, char *out)
 	ref_str(&p, r->atom);
 	p += sprintf(p, ",\"atom_id\":%" PRIu32 ",\"unit\":", r->atom_id);
 	ref_str(&p, r->unit);
-	p += sprintf(p, ",\"type\":\"event\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
-		     ",\"start\":", r->start_boottime_ns, r->end_boottime_ns);
+	p += sprintf(p,
+		     ",\"type\":\"event\",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64
+		     ",\"start\":",
+		     r->start_boottime_ns, r->end_boottime_ns);
 	ref_wall(&p, r->start_wall_ns);
 	p += sprintf(p, ",\"end\":");
 	ref_wall(&p, r->end_wall_ns);
 	p += sprintf(p, ",\"start_s\":%" PRId64 ",\"end_s\":%" PRId64 ",\"boot_id\":",
 		     ref_floor_s(r->start_wall_ns), ref_floor_s(r->end_wall_ns));
 	ref_str(&p, r->boot_id);
-	p += sprintf(p, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64 ",\"dims\":{", r->map_id, r->seq);
+	p += sprintf(p, ",\"map_id\":%" PRIu32 ",\"seq\":%" PRIu64 ",\"dims\":{", r->map_id,
+		     r->seq);
 	for (uint32_t i = 0; i < r->n_dims; i++) {
 		p += sprintf(p, "%s", i ? "," : "");
 		ref_str(&p, r->dims[i].name);
@@ -1193,19 +1214,57 @@ static void test_format_matches_reference(void **state)
 	 * of every length around the 8-byte scan with the hostile byte at
 	 * every position. */
 	static const char *const hostile[] = {
-		"", "a", "\"", "\\", "\x01", "\x1f", "\x7f", " ", "~", "\t\n\r\b\f",
-		"caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf",
-		"\xc3", "\xe2\x82", "\xf0\x9f\x98", "\xc0\xaf", "\xc1\xbf", "\xf5\x80\x80\x80",
-		"\xff", "\xfe\xff", "\x80", "\xbf\xbf", "\xed\xa0\x80", "\xe0\x80\x80",
-		"\xed\x9f\xbf", "\xe0\xa0\x80", "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80",
-		"a\"b\\c\x01" "d\x7f" "e\xc3\xa9" "f\xff" "g",
-		"0123456789abcdef0123456789abcdef\"", "\"0123456789abcdef0123456789abcdef",
+		"",
+		"a",
+		"\"",
+		"\\",
+		"\x01",
+		"\x1f",
+		"\x7f",
+		" ",
+		"~",
+		"\t\n\r\b\f",
+		"caf\xc3\xa9",
+		"\xe2\x82\xac",
+		"\xf0\x9f\x98\x80",
+		"\xf4\x8f\xbf\xbf",
+		"\xc3",
+		"\xe2\x82",
+		"\xf0\x9f\x98",
+		"\xc0\xaf",
+		"\xc1\xbf",
+		"\xf5\x80\x80\x80",
+		"\xff",
+		"\xfe\xff",
+		"\x80",
+		"\xbf\xbf",
+		"\xed\xa0\x80",
+		"\xe0\x80\x80",
+		"\xed\x9f\xbf",
+		"\xe0\xa0\x80",
+		"\xf0\x8f\xbf\xbf",
+		"\xf4\x90\x80\x80",
+		"a\"b\\c\x01"
+		"d\x7f"
+		"e\xc3\xa9"
+		"f\xff"
+		"g",
+		"0123456789abcdef0123456789abcdef\"",
+		"\"0123456789abcdef0123456789abcdef",
 	};
-	static const int64_t ints[] = {0, -1, 1, INT64_MIN, INT64_MIN + 1, INT64_MAX, -9, 10,
-				       -1000000000, 999999999};
-	static const int64_t walls[] = {0, 1, -1, 999999999, 1000000000, -1000000000,
-					-1000000001, 1700000000123456789LL, INT64_MAX,
-					INT64_MIN + 1, 4102444800000000001LL};
+	static const int64_t ints[] = {0,         -1, 1,  INT64_MIN,   INT64_MIN + 1,
+				       INT64_MAX, -9, 10, -1000000000, 999999999};
+	static const int64_t walls[] = {0,
+					1,
+					-1,
+					999999999,
+					1000000000,
+					-1000000000,
+					-1000000001,
+					1700000000123456789LL,
+					INT64_MAX,
+					INT64_MIN + 1,
+					4102444800000000001LL};
 	char str[64];
 	struct ktel_event_field fields[5];
 	struct ktel_record r;
@@ -1224,8 +1283,10 @@ static void test_format_matches_reference(void **state)
 	fields[0] = (struct ktel_event_field){.name = "s", .type = KTEL_FIELD_VALUE_STRING};
 	fields[1] = (struct ktel_event_field){.name = "i", .type = KTEL_FIELD_VALUE_INT};
 	fields[2] = (struct ktel_event_field){.name = "u", .type = KTEL_FIELD_VALUE_UINT};
-	fields[3] = (struct ktel_event_field){.name = "l", .type = KTEL_FIELD_VALUE_UINT,
-					      .u = 3, .label = "LABEL"};
+	fields[3] = (struct ktel_event_field){.name = "l",
+					      .type = KTEL_FIELD_VALUE_UINT,
+					      .u = 3,
+					      .label = "LABEL"};
 	fields[4] = (struct ktel_event_field){.name = "z", .type = KTEL_FIELD_VALUE_INT};
 	for (size_t k = 0; k < sizeof(hostile) / sizeof(hostile[0]); k++) {
 		/* Every string as a value, a key, a label, metric, unit, atom. */
@@ -1239,7 +1300,8 @@ static void test_format_matches_reference(void **state)
 		r.unit = hostile[k];
 		expect_like_reference(&r);
 		/* ... and at every offset of a longer plain string. */
-		for (size_t len = 0; len + strlen(hostile[k]) < sizeof(str) - 1 && len < 40; len++) {
+		for (size_t len = 0; len + strlen(hostile[k]) < sizeof(str) - 1 && len < 40;
+		     len++) {
 			memset(str, 'x', len);
 			strcpy(str + len, hostile[k]);
 			strcat(str, "yyyyyyyyy" + (len % 10));
@@ -1435,8 +1497,9 @@ static void check_recover(const char *name, const char *before, const char *afte
 	free(text);
 }
 
-#define L(boot, metric, map, seq) \
-	"{\"metric\":\"" metric "\",\"boot_id\":\"" boot "\",\"map_id\":" #map ",\"seq\":" #seq "}\n"
+#define L(boot, metric, map, seq)                                                               \
+	"{\"metric\":\"" metric "\",\"boot_id\":\"" boot "\",\"map_id\":" #map ",\"seq\":" #seq \
+	"}\n"
 
 static void test_recover_cuts_windows_past_state(void **state)
 {
@@ -1444,7 +1507,7 @@ static void test_recover_cuts_windows_past_state(void **state)
 	 * them (another metric) and a line that does not parse are kept. */
 	check_recover("rec1.jsonl",
 		      L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "m", 7, 3)
-		      L("B", "ev", 9, 1) "not json\n" L("B", "m", 7, 4),
+			      L("B", "ev", 9, 1) "not json\n" L("B", "m", 7, 4),
 		      L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "ev", 9, 1) "not json\n");
 	/* Nothing past the state: untouched. */
 	check_recover("rec2.jsonl", L("B", "m", 7, 1) L("B", "m", 7, 2) L("B", "ev", 9, 5),

@@ -30,8 +30,7 @@
 static char tmp_dir[PATH_MAX];
 
 /* typedef btf_trace_<name>: pointer to void (*)(void *, int x nr_args). */
-static void add_tracepoint(struct btf *btf, const char *name, int nr_args, int int_id,
-			   int void_ptr)
+static void add_tracepoint(struct btf *btf, const char *name, int nr_args, int int_id, int void_ptr)
 {
 	char tname[128];
 	int proto, ptr, i;
@@ -115,7 +114,8 @@ static void test_tp_btf(void **state)
 	expect_present(t, "tp_btf/sched_switch", 3);
 	expect_present(t, "raw_tp/mm_foo_begin", 2);
 	expect_present(t, "raw_tracepoint/sched_switch", 3);
-	expect_missing(t, "tp_btf/cma_alloc_start", "tracepoint cma_alloc_start not in this kernel");
+	expect_missing(t, "tp_btf/cma_alloc_start",
+		       "tracepoint cma_alloc_start not in this kernel");
 	expect_missing(t, "raw_tp/mm_foo_end", "tracepoint mm_foo_end not in this kernel");
 	/* A FUNC of the same name is not a tracepoint. */
 	expect_missing(t, "tp_btf/do_foo", "tracepoint do_foo not in this kernel");
@@ -210,7 +210,10 @@ static void test_new_missing_file(void **state)
 	ktel_targets__free(NULL);
 }
 
-#define PROG(n, s) {.name = (n), .section = (s)}
+#define PROG(n, s)                          \
+	{                                   \
+		.name = (n), .section = (s) \
+	}
 
 /* A vendor hook listed first is used where it exists, skipped elsewhere. */
 static void test_vendor_hook_variant(void **state)
@@ -391,7 +394,7 @@ static void open_real(struct real_plugin *rp, const char *name)
 	rp->obj = bpf_object__open_mem(rp->plugin->desc.bpf_object,
 				       rp->plugin->desc.bpf_object_size, &opts);
 	assert_non_null(rp->obj);
-	bpf_object__for_each_program(prog, rp->obj) {
+	bpf_object__for_each_program (prog, rp->obj) {
 		assert_true(rp->n_progs < KTEL_PLUGIN_MAX_PROGRAMS);
 		rp->progs[rp->n_progs].name = bpf_program__name(prog);
 		rp->progs[rp->n_progs].section = bpf_program__section_name(prog);

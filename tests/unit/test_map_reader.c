@@ -36,20 +36,20 @@ struct step {
 	__u32 force_count; /* non-zero: report this count whatever was copied */
 };
 
-#define STEP(r, t) ((struct step){ .rc = (r), .take = (t) })
+#define STEP(r, t) ((struct step){.rc = (r), .take = (t)})
 
 struct fake {
 	struct bpf_map_info info;
 	int ncpus;
-	__u32 n;                       /* live entries, in walk order */
-	__u16 keys[MAXN];              /* keys are u16 ... */
-	__u64 vals[MAXN][MAXCPU][2];   /* ... values up to 2 u64 per CPU */
+	__u32 n;                     /* live entries, in walk order */
+	__u16 keys[MAXN];            /* keys are u16 ... */
+	__u64 vals[MAXN][MAXCPU][2]; /* ... values up to 2 u64 per CPU */
 	struct step script[NSCRIPT];
 	int nscript, batch_calls, gnk_calls, lookup_calls;
 	bool saw_null_first, cursor_ok;
 	__u32 last_cursor;
-	int delete_at_gnk;             /* delete the returned key after this gnk call */
-	bool cycle;                    /* get_next_key never ends: 0,1,0,1... */
+	int delete_at_gnk; /* delete the returned key after this gnk call */
+	bool cycle;        /* get_next_key never ends: 0,1,0,1... */
 };
 
 static int fake_info(void *ctx, int fd, struct bpf_map_info *info)
@@ -79,11 +79,11 @@ static void copy_value(const struct fake *f, __u32 i, unsigned char *dst)
 		memcpy(dst + c * stride, f->vals[i][c], f->info.value_size);
 }
 
-static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *keys,
-		      void *values, __u32 *count)
+static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *keys, void *values,
+		      __u32 *count)
 {
 	struct fake *f = ctx;
-	struct step st = { .rc = 0, .take = -1 };
+	struct step st = {.rc = 0, .take = -1};
 	__u32 pos = 0, room = *count, take, i;
 
 	if (f->batch_calls < f->nscript)
@@ -101,7 +101,8 @@ static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *
 	if (st.take >= 0 && (__u32)st.take < take)
 		take = st.take;
 	for (i = 0; i < take; i++) {
-		memcpy((unsigned char *)keys + i * f->info.key_size, &f->keys[pos + i], f->info.key_size);
+		memcpy((unsigned char *)keys + i * f->info.key_size, &f->keys[pos + i],
+		       f->info.key_size);
 		copy_value(f, pos + i, (unsigned char *)values + i * raw_size(f));
 	}
 	pos += take;
@@ -193,11 +194,13 @@ static struct fake *fake_new(__u32 type, __u32 n, __u32 max_entries, int ncpus)
 static struct ktel_map_reader *reader(struct fake *f, bool fallback, unsigned int retries)
 {
 	struct ktel_map_reader_opts o = {
-		.force_fallback = fallback, .max_retries = retries,
-		.sys = &fake_sys, .sys_ctx = f,
+		.force_fallback = fallback,
+		.max_retries = retries,
+		.sys = &fake_sys,
+		.sys_ctx = f,
 	};
 	struct ktel_map_reader *r = NULL;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	if (ktel_map_reader__new(3, &o, &r, &err))
 		fail_msg("new: %s", err.msg);
@@ -207,7 +210,7 @@ static struct ktel_map_reader *reader(struct fake *f, bool fallback, unsigned in
 /* Every key of the fake (first n of the original fill) exactly once, right value. */
 static void check(const struct ktel_map_snapshot *s, __u32 n, int ncpus)
 {
-	bool seen[MAXN * 5 + 2] = { 0 };
+	bool seen[MAXN * 5 + 2] = {0};
 
 	assert_int_equal(s->count, n);
 	for (size_t e = 0; e < s->count; e++) {
@@ -227,7 +230,7 @@ static void check(const struct ktel_map_snapshot *s, __u32 n, int ncpus)
 
 static void test_sum_percpu(void **state)
 {
-	__u64 raw[3][2] = { { 1, 10 }, { 2, 20 }, { 4, UINT64_MAX - 30 } }, out[2];
+	__u64 raw[3][2] = {{1, 10}, {2, 20}, {4, UINT64_MAX - 30}}, out[2];
 
 	ktel_map_reader_sum_percpu(out, raw, 16, 3);
 	assert_int_equal(out[0], 7);
@@ -295,8 +298,8 @@ static void test_busy_bounded(void **state)
 {
 	struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 40, 64, 1);
 	struct ktel_map_reader *r = reader(f, false, 3);
-	struct ktel_map_snapshot s = { .count = 777 };
-	struct ktel_err err = { 0 };
+	struct ktel_map_snapshot s = {.count = 777};
+	struct ktel_err err = {0};
 
 	for (int i = 0; i < NSCRIPT; i++)
 		f->script[i] = STEP(-EBUSY, 0);
@@ -315,7 +318,7 @@ static void test_zero_count_never_spins(void **state)
 	struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 40, 64, 1);
 	struct ktel_map_reader *r = reader(f, false, 0);
 	struct ktel_map_snapshot s;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	for (int i = 0; i < NSCRIPT; i++)
 		f->script[i] = STEP(0, 0);
@@ -332,7 +335,7 @@ static void test_enospc(void **state)
 	struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 40, 64, 1);
 	struct ktel_map_reader *r = reader(f, false, 0);
 	struct ktel_map_snapshot s;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	/* With the whole room, a bucket that does not fit is impossible: error. */
 	f->script[0] = STEP(-ENOSPC, 0);
@@ -373,9 +376,9 @@ static void test_count_beyond_room_refused(void **state)
 	struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 40, 64, 1);
 	struct ktel_map_reader *r = reader(f, false, 0);
 	struct ktel_map_snapshot s;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
-	f->script[0] = (struct step){ .rc = 0, .take = 10, .force_count = 65 };
+	f->script[0] = (struct step){.rc = 0, .take = 10, .force_count = 65};
 	f->nscript = 1;
 	assert_int_equal(ktel_map_reader__read(r, &s, &err), -EOVERFLOW);
 	ktel_map_reader__free(r);
@@ -399,7 +402,7 @@ static void test_full_room_stops(void **state)
 
 static void test_unsupported_switches_once(void **state)
 {
-	int codes[] = { -EINVAL, -ENOTSUPP, -EOPNOTSUPP };
+	int codes[] = {-EINVAL, -ENOTSUPP, -EOPNOTSUPP};
 
 	for (size_t c = 0; c < 3; c++) {
 		struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 20, 64, 1);
@@ -425,7 +428,7 @@ static void test_einval_later_is_an_error(void **state)
 	struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 20, 64, 1);
 	struct ktel_map_reader *r = reader(f, false, 0);
 	struct ktel_map_snapshot s;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	f->script[0] = STEP(0, 5);
 	f->script[1] = STEP(-EINVAL, 0);
@@ -454,9 +457,9 @@ static void test_percpu_summed(void **state)
 static void test_refusals(void **state)
 {
 	struct fake *f = fake_new(BPF_MAP_TYPE_PERCPU_HASH, 0, 64, 2);
-	struct ktel_map_reader_opts o = { .sys = &fake_sys, .sys_ctx = f };
+	struct ktel_map_reader_opts o = {.sys = &fake_sys, .sys_ctx = f};
 	struct ktel_map_reader *r = NULL;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	f->info.value_size = 12;
 	assert_int_equal(ktel_map_reader__new(3, &o, &r, &err), -EINVAL);
@@ -491,7 +494,7 @@ static void test_iterate_restart(void **state)
 	struct fake *f = fake_new(BPF_MAP_TYPE_HASH, 40, 64, 1);
 	struct ktel_map_reader *r = reader(f, true, 0);
 	struct ktel_map_snapshot s;
-	bool seen[MAXN * 5 + 2] = { 0 };
+	bool seen[MAXN * 5 + 2] = {0};
 
 	/* The 10th key returned is deleted before its lookup. */
 	f->delete_at_gnk = 10;

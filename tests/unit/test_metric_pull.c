@@ -42,7 +42,7 @@ struct fake {
 	__u32 n;
 	__u32 keys[MAXN];
 	unsigned char vals[MAXN][MAXCPU][MAXVAL]; /* each CPU's copy */
-	int truncate_walks; /* this many walks stop part-way with -ENOSPC */
+	int truncate_walks;                       /* this many walks stop part-way with -ENOSPC */
 	bool batch_unsupported;
 	int walks, batch_calls;
 };
@@ -78,8 +78,8 @@ static size_t raw_size(const struct fake *f)
 	return fake_percpu(f) ? stride * f->ncpus : f->info.value_size;
 }
 
-static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *keys,
-		      void *values, __u32 *count)
+static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *keys, void *values,
+		      __u32 *count)
 {
 	struct fake *f = ctx;
 	__u32 pos = 0, take;
@@ -199,8 +199,7 @@ static void assert_hist_equal(const struct ktel_histogram *a, const struct ktel_
 
 /* Every member a sink reads (record.h: what n_dims, n_buckets and the type
  * say; the rest of a record is left as it was). */
-static void assert_record_same(const struct ktel_record *a, const struct ktel_record *b,
-			       bool times)
+static void assert_record_same(const struct ktel_record *a, const struct ktel_record *b, bool times)
 {
 	assert_int_equal(a->type, b->type);
 	assert_string_equal(a->metric, b->metric);
@@ -307,8 +306,8 @@ static void set_u64(struct ctx *c, __u32 i, int cpu, size_t off, __u64 v)
 static int pull_new_window(struct ctx *c, const char *metric, enum ktel_value_kind kind,
 			   size_t window, struct ktel_metric_pull **ret, struct ktel_err *err)
 {
-	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
-	struct ktel_metric_pull_opts po = { .reader = &ro, .window = window };
+	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
+	struct ktel_metric_pull_opts po = {.reader = &ro, .window = window};
 
 	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = metric, .map_name = c->map_name,
 						     .model = KTEL_MODEL_ACCUMULATOR,
@@ -316,11 +315,11 @@ static int pull_new_window(struct ctx *c, const char *metric, enum ktel_value_ki
 	return ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, ret, err);
 }
 
-static int pull_new(struct ctx *c, const char *metric, enum ktel_value_kind kind,
-		    bool map_created, struct ktel_err *err)
+static int pull_new(struct ctx *c, const char *metric, enum ktel_value_kind kind, bool map_created,
+		    struct ktel_err *err)
 {
-	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
-	struct ktel_metric_pull_opts po = { .reader = &ro };
+	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
+	struct ktel_metric_pull_opts po = {.reader = &ro};
 
 	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = metric, .map_name = c->map_name,
 						     .model = KTEL_MODEL_ACCUMULATOR,
@@ -394,8 +393,8 @@ static int pull(struct ctx *c, uint64_t *deltas, size_t *ret_n, struct ktel_err 
 static void test_truncated_walk_never_reemits(void **state)
 {
 	struct ctx *c = *state;
-	uint64_t emitted[MAXN] = { 0 }, deltas[MAXN];
-	struct ktel_err err = { 0 };
+	uint64_t emitted[MAXN] = {0}, deltas[MAXN];
+	struct ktel_err err = {0};
 	size_t n;
 
 	fake_init(c, "fx_counters", 4, 1);
@@ -435,7 +434,7 @@ static void test_seq_per_emitting_pull(void **state)
 	struct ctx *c = *state;
 	const struct ktel_record *recs, *last_recs;
 	struct ktel_delta_stats st;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	size_t n, n_last;
 
 	fake_init(c, "fx_counters", 4, 1);
@@ -467,11 +466,11 @@ static void test_seq_per_emitting_pull(void **state)
  * as read on every pull, also in a reused map's first window. */
 static void test_gauge_levels_bypass_delta(void **state)
 {
-	static const int64_t levels[][2] = { { 5, -3 }, { 5, -3 }, { 2, 0 }, { 2, 0 } };
+	static const int64_t levels[][2] = {{5, -3}, {5, -3}, {2, 0}, {2, 0}};
 	struct ctx *c = *state;
 	const struct ktel_record *recs;
 	struct ktel_pull_info info;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	uint64_t last_seq = 0;
 	size_t n;
 
@@ -480,8 +479,7 @@ static void test_gauge_levels_bypass_delta(void **state)
 	for (size_t p = 0; p < 4; p++) {
 		for (__u32 i = 0; i < 2; i++)
 			set_u64(c, i, 0, 0, (uint64_t)levels[p][i]);
-		assert_int_equal(run(c, &recs, &n, &info, &err),
-				 0);
+		assert_int_equal(run(c, &recs, &n, &info, &err), 0);
 		assert_int_equal(n, 2);
 		assert_int_equal(info.start, 0);
 		for (size_t i = 0; i < n; i++) {
@@ -498,7 +496,7 @@ static void test_gauge_levels_bypass_delta(void **state)
 static void test_percpu_narrow_member_refused(void **state)
 {
 	struct ctx *c = *state;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	fake_init(c, "fx_narrow_percpu", 1, 2);
 	assert_int_equal(pull_new(c, "fx_narrow", KTEL_VALUE_COUNTER, true, &err), -EINVAL);
@@ -512,7 +510,7 @@ static void test_percpu_wide_members_summed(void **state)
 {
 	struct ctx *c = *state;
 	const struct ktel_record *recs;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	size_t n;
 
 	fake_init(c, "fx_wide_percpu", 1, 2);
@@ -572,9 +570,10 @@ static void check_hist(const struct ktel_histogram *h, const uint64_t *want, boo
 static void hist_records(struct ctx *c, const char *map, bool has_sum)
 {
 	const struct ktel_record *recs, *tot;
-	struct ktel_err err = { 0 };
-	uint64_t want_tot[4][KTEL_HIST_BUCKETS], prev[4][KTEL_HIST_BUCKETS], want[KTEL_HIST_BUCKETS];
-	uint64_t prev_sum[4] = { 0 }, last_end = 0;
+	struct ktel_err err = {0};
+	uint64_t want_tot[4][KTEL_HIST_BUCKETS], prev[4][KTEL_HIST_BUCKETS],
+		want[KTEL_HIST_BUCKETS];
+	uint64_t prev_sum[4] = {0}, last_end = 0;
 	size_t n, n_tot;
 
 	fake_init(c, map, 4, 1);
@@ -663,7 +662,7 @@ static void capture_stderr(void (*fn)(struct ctx *), struct ctx *c, char *buf, s
 
 static void pull_three_times(struct ctx *c)
 {
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	size_t n;
 
 	for (int i = 0; i < 3; i++) {
@@ -678,7 +677,7 @@ static void pull_three_times(struct ctx *c)
 static void test_fallback_logged_once(void **state)
 {
 	struct ctx *c = *state;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	const char *want = "ktelemetryd info: metric fx_counters: map fx_counters (id 7) is read "
 			   "by iteration: batch unsupported for map type hash";
 	const char *first;
@@ -717,8 +716,10 @@ static void test_device_dim_from_sysfs(void **state)
 	size_t n = 0;
 
 	assert_non_null(mkdtemp(root));
-	snprintf(cmd, sizeof(cmd), "mkdir -p %s/dev/block/7:3 && printf 'MAJOR=7\\nMINOR=3\\n"
-		 "DEVNAME=loop3\\n' > %s/dev/block/7:3/uevent", root, root);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p %s/dev/block/7:3 && printf 'MAJOR=7\\nMINOR=3\\n"
+		 "DEVNAME=loop3\\n' > %s/dev/block/7:3/uevent",
+		 root, root);
 	assert_int_equal(system(cmd), 0);
 	fake_init(c, "fx_counters", 2, 1);
 	c->f.keys[0] = 7u << 20 | 3;  /* loop3 */
@@ -765,8 +766,8 @@ static void windows_same_records(struct ctx *c, const char *map, int n_members, 
 {
 	struct ktel_delta *d1 = ktel_delta__new(BOOT);
 	struct ktel_metric_pull *one = NULL;
-	struct collected whole = { 0 };
-	struct ktel_err err = { 0 };
+	struct collected whole = {0};
+	struct ktel_err err = {0};
 	size_t per_key = n_members > 1 ? (size_t)n_members : 1;
 
 	assert_non_null(d1);
@@ -785,8 +786,8 @@ static void windows_same_records(struct ctx *c, const char *map, int n_members, 
 		assert_int_equal(c->got.n, (r < 2 ? MAXN : MAXN / 2) * per_key);
 		assert_int_equal(whole.n, c->got.n);
 		assert_int_equal(whole.windows, 1);
-		assert_int_equal(c->got.windows, (c->got.n / per_key + 3 / per_key - 1) /
-						    (3 / per_key));
+		assert_int_equal(c->got.windows,
+				 (c->got.n / per_key + 3 / per_key - 1) / (3 / per_key));
 		assert_true(c->got.max_part <= 3);
 		for (size_t j = 0; j < whole.n; j++) {
 			assert_int_equal(c->got.recs[j].seq, r + 1);
@@ -823,10 +824,11 @@ static void test_windows_same_records(void **state)
 static void test_last_records_kept_bounded(void **state)
 {
 	struct ctx *c = *state;
-	struct ktel_map_reader_opts ro = { .sys = &fake_sys, .sys_ctx = &c->f };
-	struct ktel_metric_pull_opts po = { .reader = &ro, .window = 4,
-					    .keep_values = 5 * (KTEL_HIST_BUCKETS + 1) };
-	struct ktel_err err = { 0 };
+	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
+	struct ktel_metric_pull_opts po = {.reader = &ro,
+					   .window = 4,
+					   .keep_values = 5 * (KTEL_HIST_BUCKETS + 1)};
+	struct ktel_err err = {0};
 
 	fake_init(c, "fx_hist_percpu", MAXN, 1);
 	for (__u32 i = 0; i < MAXN; i++)
@@ -870,16 +872,16 @@ static void fail_after_first(void *ctx, const struct ktel_record *recs, size_t n
 static void test_delta_failure_mid_pull(void **state)
 {
 	struct ctx *c = *state;
-	struct failing f = { .d = c->d };
+	struct failing f = {.d = c->d};
 	struct ktel_delta_stats st;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	fake_init(c, "fx_counters", MAXN, 1);
 	for (__u32 i = 0; i < MAXN; i++)
 		set_u64(c, i, 0, 0, (i + 1) * 10);
 	assert_int_equal(pull_new_window(c, "fx_win", KTEL_VALUE_COUNTER, 3, &c->mp, &err), 0);
-	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, fail_after_first, &f, NULL,
-					       &err), -ENOENT);
+	assert_int_equal(ktel_metric_pull__run(c->mp, c->d, BOOT, fail_after_first, &f, NULL, &err),
+			 -ENOENT);
 	assert_non_null(strstr(err.msg, "records of the keys before it were emitted"));
 	/* The window flushed before the key that failed, then the one key
 	 * applied after that flush. */

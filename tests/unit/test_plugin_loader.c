@@ -141,8 +141,9 @@ static void test_struct_too_small(void **state)
 	char path[PATH_MAX], msg[PATH_MAX + 128];
 
 	fixture(path, sizeof(path), "fx_small_struct");
-	snprintf(msg, sizeof(msg), "%s: refused: descriptor struct_size 16, ABI 1.0 needs at least %zu",
-		 path, (size_t)KTEL_PLUGIN_DESC_MIN_SIZE);
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: descriptor struct_size 16, ABI 1.0 needs at least %zu", path,
+		 (size_t)KTEL_PLUGIN_DESC_MIN_SIZE);
 	expect_refusal(path, msg);
 }
 
@@ -152,9 +153,11 @@ static void test_dim_flags_bad(void **state)
 	char path[PATH_MAX], msg[PATH_MAX + 256];
 
 	fixture(path, sizeof(path), "fx_dim_flags_bad");
-	snprintf(msg, sizeof(msg), "%s: refused: metric fx_dim_flags_bad: block-device "
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: metric fx_dim_flags_bad: block-device "
 		 "dimensions need one KTEL_DIM_DEV_MAJOR and one KTEL_DIM_DEV_MINOR, or one "
-		 "KTEL_DIM_DEV_T", path);
+		 "KTEL_DIM_DEV_T",
+		 path);
 	expect_refusal(path, msg);
 }
 
@@ -462,8 +465,8 @@ static void test_scan_duplicate(void **state)
 	assert_int_equal(r.n, 2);
 	assert_string_equal(r.paths[0], b);
 	snprintf(msg, sizeof(msg),
-		 "%s: refused: duplicate metric name compaction_duration (already provided by %s)", b,
-		 a);
+		 "%s: refused: duplicate metric name compaction_duration (already provided by %s)",
+		 b, a);
 	assert_string_equal(r.msgs[0], msg);
 	assert_string_equal(r.paths[1], c);
 	snprintf(msg, sizeof(msg), "%s: refused: not a shared object (no ELF header)", c);
@@ -766,8 +769,8 @@ static void test_constructor_not_run(void **state)
 }
 
 /* Write a crafted image (freed here) as name in the sandbox and open it. */
-static int open_crafted(const char *name, unsigned char *img, size_t size,
-			struct ktel_plugin **p, struct ktel_err *err)
+static int open_crafted(const char *name, unsigned char *img, size_t size, struct ktel_plugin **p,
+			struct ktel_err *err)
 {
 	char path[PATH_MAX];
 
@@ -923,8 +926,10 @@ static void test_foreign_architecture(void **state)
 	assert_non_null(f);
 	fputs("const int ktel_plugin_abi_probe = 1;\n", f);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "aarch64-linux-gnu-gcc -shared -fPIC -nostdlib -o '%s' '%s' "
-		 "2>/dev/null", so, src);
+	snprintf(cmd, sizeof(cmd),
+		 "aarch64-linux-gnu-gcc -shared -fPIC -nostdlib -o '%s' '%s' "
+		 "2>/dev/null",
+		 so, src);
 	if (system(cmd) != 0) {
 		img = slurp(KTEL_TEST_PLUGIN_DIR "/fx_replace_v1.so", &size);
 		eh = (void *)img;
@@ -968,7 +973,8 @@ static void test_stream_metrics_share_ring(void **state)
 	fixture(path, sizeof(path), "fx_shared_ring");
 	snprintf(msg, sizeof(msg),
 		 "%s: refused: stream metrics fx_ring_a and fx_ring_b both read ring buffer "
-		 "fx_shared_rb (a ring has one reader: each would get part of its events)", path);
+		 "fx_shared_rb (a ring has one reader: each would get part of its events)",
+		 path);
 	expect_refusal(path, msg);
 }
 
@@ -1006,9 +1012,12 @@ static void test_scan_skip_and_held_metrics(void **state)
 	char dir[PATH_MAX], a[PATH_MAX], b[PATH_MAX], c[PATH_MAX], msg[3 * PATH_MAX];
 	struct held h = {.metric = "fx_replace_old", .owner = "/elsewhere/fx_replace.so"};
 	struct refusals r = {.held = &h};
-	struct ktel_plugin_scan_opts opts = {.owner = owner, .max_plugins = 1,
-					     .on_refusal = on_refusal, .skip = skip_held,
-					     .metric_owner = held_owner, .ctx = &r};
+	struct ktel_plugin_scan_opts opts = {.owner = owner,
+					     .max_plugins = 1,
+					     .on_refusal = on_refusal,
+					     .skip = skip_held,
+					     .metric_owner = held_owner,
+					     .ctx = &r};
 	struct ktel_plugin_list *list = NULL;
 	struct ktel_err err = {0};
 
@@ -1026,8 +1035,10 @@ static void test_scan_skip_and_held_metrics(void **state)
 		fail_msg("%s", err.msg);
 	assert_int_equal(h.skipped, 1);
 	assert_int_equal(r.n, 2);
-	snprintf(msg, sizeof(msg), "%s: refused: duplicate metric name fx_replace_old (already "
-		 "provided by /elsewhere/fx_replace.so)", b);
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: duplicate metric name fx_replace_old (already "
+		 "provided by /elsewhere/fx_replace.so)",
+		 b);
 	assert_string_equal(r.msgs[0], msg);
 	/* The held file did not count: b was examined first, so c is the one over. */
 	snprintf(msg, sizeof(msg), "%s: refused: more than 1 plugins in %s", c, dir);

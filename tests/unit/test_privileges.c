@@ -36,8 +36,7 @@ static void test_keep_set_modern_kernel(void **state)
 	o.pin_gid = (gid_t)-1; /* "leave the group" needs no chown */
 	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON);
 	o.pin_gid = 1234;
-	assert_int_equal(ktel_privileges_keep_set(&o, 40),
-			 BPF_PERFMON | KTEL_CAP_BIT(CAP_CHOWN));
+	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON | KTEL_CAP_BIT(CAP_CHOWN));
 }
 
 static void test_keep_set_old_kernel(void **state)
@@ -45,8 +44,7 @@ static void test_keep_set_old_kernel(void **state)
 	struct ktel_privileges_opts o = {.drop = true};
 
 	/* 5.7 and older: cap_last_cap is CAP_AUDIT_READ (37). */
-	assert_int_equal(ktel_privileges_keep_set(&o, CAP_AUDIT_READ),
-			 KTEL_CAP_BIT(CAP_SYS_ADMIN));
+	assert_int_equal(ktel_privileges_keep_set(&o, CAP_AUDIT_READ), KTEL_CAP_BIT(CAP_SYS_ADMIN));
 }
 
 static void test_keep_set_extra_and_exact(void **state)
@@ -185,7 +183,8 @@ static void in_child(int (*fn)(void))
 /* Every thread, the helper included, ends with nothing beyond the kept set. */
 static int child_drop_all_threads(void)
 {
-	struct ktel_privileges_opts o = {.drop = true, .exact = true,
+	struct ktel_privileges_opts o = {.drop = true,
+					 .exact = true,
 					 .keep = KTEL_CAP_BIT(CAP_CHOWN)};
 	uint64_t eff, prm, before;
 	struct ktel_err err = {0};

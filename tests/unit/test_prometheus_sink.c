@@ -53,8 +53,11 @@ static struct ktel_record hist(const char *metric, const char *unit, uint32_t n_
 			       const uint64_t *counts, bool has_sum, uint64_t sum)
 {
 	struct ktel_record r = {
-		.type = KTEL_RECORD_HISTOGRAM, .metric = metric, .unit = unit,
-		.boot_id = "b", .map_id = 1,
+		.type = KTEL_RECORD_HISTOGRAM,
+		.metric = metric,
+		.unit = unit,
+		.boot_id = "b",
+		.map_id = 1,
 	};
 
 	r.hist.delta.scheme = KTEL_HIST_LOG2;
@@ -70,7 +73,10 @@ static struct ktel_record counter(const char *metric, const char *unit, uint64_t
 				  uint64_t total)
 {
 	struct ktel_record r = {
-		.type = KTEL_RECORD_COUNTER, .metric = metric, .unit = unit, .boot_id = "b",
+		.type = KTEL_RECORD_COUNTER,
+		.metric = metric,
+		.unit = unit,
+		.boot_id = "b",
 	};
 
 	r.counter.delta = delta;
@@ -155,16 +161,18 @@ static char *self_text(int series, int series_dropped, int sent, int dropped, in
  * shows the new totals (a counter reset, as Prometheus sees a new map). */
 static void submit_mixed(void *priv)
 {
-	static const uint64_t c1[] = { 1, 2, 0, 1 }, c2[] = { 0, 1, 1, 0 }, c3[] = { 0, 0, 0, 2 };
+	static const uint64_t c1[] = {1, 2, 0, 1}, c2[] = {0, 1, 1, 0}, c3[] = {0, 0, 0, 2};
 	struct ktel_record a[4], b[4];
 
 	a[0] = hist("runq_latency", "us", 4, c1, true, 10);
 	ktel_test_add_dim(&a[0], "cpu", 3, NULL);
 	a[1] = counter("oom_kills", "kills", 5, 5);
-	a[2] = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "ktel_sink_queued",
-				     .unit = "items", .gauge = -5 };
+	a[2] = (struct ktel_record){.type = KTEL_RECORD_GAUGE,
+				    .metric = "ktel_sink_queued",
+				    .unit = "items",
+				    .gauge = -5};
 	ktel_test_add_dim(&a[2], "sink", 0, "prom");
-	a[3] = (struct ktel_record){ .type = KTEL_RECORD_EVENT, .metric = "oom_kill_events" };
+	a[3] = (struct ktel_record){.type = KTEL_RECORD_EVENT, .metric = "oom_kill_events"};
 	ops()->submit(priv, a, 4);
 
 	b[0] = hist("runq_latency", "us", 4, c2, true, 5);
@@ -231,7 +239,7 @@ static void test_exact_text(void **state)
  * submitted interleaved. */
 static void submit_bounds(void *priv)
 {
-	uint64_t c32[32], c6[6] = { 1, 0, 2, 0, 0, 3 };
+	uint64_t c32[32], c6[6] = {1, 0, 2, 0, 0, 3};
 	struct ktel_record r[5];
 
 	for (int k = 0; k < 32; k++)
@@ -244,8 +252,10 @@ static void submit_bounds(void *priv)
 	r[1].hist.delta.linear_min = -5;
 	r[1].hist.delta.linear_step = 3;
 	r[2] = counter("busy", "ns", 1500, 1500);
-	r[3] = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "lag", .unit = "us",
-				     .gauge = -2500 };
+	r[3] = (struct ktel_record){.type = KTEL_RECORD_GAUGE,
+				    .metric = "lag",
+				    .unit = "us",
+				    .gauge = -2500};
 	r[4] = r[0];
 	r[4].dims[0].value = 1;
 	ops()->submit(priv, r, 5);
@@ -253,7 +263,7 @@ static void submit_bounds(void *priv)
 	for (int k = 0; k < 32; k++)
 		r[0].hist.total.counts[k] *= 2;
 	r[0].hist.delta.has_sum = false;
-	r[1].dims[0] = (struct ktel_dim){ .name = "dev", .label = "sda" };
+	r[1].dims[0] = (struct ktel_dim){.name = "dev", .label = "sda"};
 	r[1].n_dims = 1;
 	ops()->submit(priv, r, 2);
 }
@@ -286,7 +296,7 @@ static void test_exact_bounds_text(void **state)
  * with a '-' renamed; a prefix already present is not doubled. */
 static void test_full_histogram_and_names(void **state)
 {
-	uint64_t c[32] = { 0 };
+	uint64_t c[32] = {0};
 	struct ktel_record r;
 	uv_loop_t loop;
 	void *priv;
@@ -337,7 +347,7 @@ struct http_reply {
 
 static void http(unsigned port, const char *method, const char *path, struct http_reply *ret)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
 	char req[256], *buf = NULL, *sep;
 	size_t len = 0, cap = 0;
 	ssize_t n;
@@ -347,8 +357,10 @@ static void http(unsigned port, const char *method, const char *path, struct htt
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-		 "Content-Length: 0\r\n\r\n", method, path);
+	snprintf(req, sizeof(req),
+		 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+		 "Content-Length: 0\r\n\r\n",
+		 method, path);
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	do {
 		if (len + 4096 + 1 > cap) {
@@ -399,8 +411,8 @@ static void test_http_scrape(void **state)
 	ktel_test_run_for(&loop, 20);
 	http(port, "GET", "/metrics", &r);
 	assert_int_equal(r.status, 200);
-	assert_non_null(strcasestr(r.head,
-				   "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"));
+	assert_non_null(
+		strcasestr(r.head, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"));
 	self = self_text(4, 0, 7, 0, 1, 1); /* rendered after the first scrape */
 	assert_true(asprintf(&want, "%s%s", mixed_text, self) > 0);
 	assert_string_equal(r.body, want);
@@ -428,7 +440,7 @@ static void test_http_scrape(void **state)
 	/* A custom path; after close nothing listens any more. */
 	close_and_run(&loop, priv);
 	{
-		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+		struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 		inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
@@ -477,7 +489,7 @@ static void test_scrape_renders_without_loop(void **state)
 
 static void test_custom_path_and_ipv6(void **state)
 {
-	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 	struct http_reply r;
 	uv_loop_t loop;
 	void *priv;
@@ -507,7 +519,7 @@ static void test_custom_path_and_ipv6(void **state)
 	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"listen\":\"::1\"}");
 	{
 		struct sockaddr_in6 to = sin6;
-		char req[] = "GET /metrics HTTP/1.0\r\n\r\n", buf[32] = { 0 };
+		char req[] = "GET /metrics HTTP/1.0\r\n\r\n", buf[32] = {0};
 
 		to.sin6_port = htons(ktel_prometheus_sink__port(priv));
 		fd = socket(AF_INET6, SOCK_STREAM, 0);
@@ -541,7 +553,7 @@ static void test_series_limit_and_type_change(void **state)
 		r[i].counter.total = 2;
 	ops()->submit(priv, r, 3);
 	/* Same metric as a gauge: refused, the counter family stays. */
-	g = (struct ktel_record){ .type = KTEL_RECORD_GAUGE, .metric = "c", .gauge = 1 };
+	g = (struct ktel_record){.type = KTEL_RECORD_GAUGE, .metric = "c", .gauge = 1};
 	ktel_test_add_dim(&g, "i", 0, NULL);
 	ops()->submit(priv, &g, 1);
 	t = text(priv);
@@ -549,9 +561,10 @@ static void test_series_limit_and_type_change(void **state)
 	{
 		char *want;
 
-		assert_true(asprintf(&want, "# HELP ktel_c_total ktelemetry metric c\n"
-					    "# TYPE ktel_c_total counter\n"
-					    "ktel_c_total{i=\"0\"} 2\nktel_c_total{i=\"1\"} 2\n%s",
+		assert_true(asprintf(&want,
+				     "# HELP ktel_c_total ktelemetry metric c\n"
+				     "# TYPE ktel_c_total counter\n"
+				     "ktel_c_total{i=\"0\"} 2\nktel_c_total{i=\"1\"} 2\n%s",
 				     self) > 0);
 		assert_string_equal(t, want);
 		free(want);
@@ -568,7 +581,7 @@ static void test_series_limit_and_type_change(void **state)
  * sanitizes to another's name is refused. */
 static void test_shape_and_name_collisions(void **state)
 {
-	static const uint64_t c[32] = { 1 };
+	static const uint64_t c[32] = {1};
 	struct ktel_record r[3];
 	struct ktel_sink_stats st;
 	uv_loop_t loop;
@@ -592,7 +605,7 @@ static void test_shape_and_name_collisions(void **state)
 static void expect_create_error(const char *opts_json, int code, const char *msg)
 {
 	json_t *opts = json_loads(opts_json, 0, NULL);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	void *priv = NULL;
 	uv_loop_t loop;
 
@@ -641,8 +654,8 @@ static void test_option_errors(void **state)
 
 	/* Every option the code takes is in the table the validator uses. */
 	{
-		static const char *const names[] = { "listen", "port", "path", "prefix",
-						     "max_series" };
+		static const char *const names[] = {"listen", "port", "path", "prefix",
+						    "max_series"};
 		const struct ktel_cfg_key *k = ops()->options;
 		size_t n = 0;
 

@@ -19,7 +19,9 @@
 
 static void test_linear_bounds_exact(void **state)
 {
-	struct ktel_histogram h = {.scheme = KTEL_HIST_LINEAR, .linear_min = 0, .linear_step = 10,
+	struct ktel_histogram h = {.scheme = KTEL_HIST_LINEAR,
+				   .linear_min = 0,
+				   .linear_step = 10,
 				   .n_buckets = 4};
 	bool inf;
 
@@ -36,8 +38,10 @@ static void test_linear_bounds_exact(void **state)
 /* A descriptor's extreme min and step: the bounds keep growing, no wrap. */
 static void test_linear_bounds_no_overflow(void **state)
 {
-	struct ktel_histogram h = {.scheme = KTEL_HIST_LINEAR, .linear_min = INT64_MAX - 10,
-				   .linear_step = INT64_MAX / 2, .n_buckets = KTEL_HIST_BUCKETS};
+	struct ktel_histogram h = {.scheme = KTEL_HIST_LINEAR,
+				   .linear_min = INT64_MAX - 10,
+				   .linear_step = INT64_MAX / 2,
+				   .n_buckets = KTEL_HIST_BUCKETS};
 	double prev = -INFINITY;
 	bool inf;
 

@@ -43,7 +43,7 @@ static const struct ktel_sink_ops *ops(void)
 
 static struct ktel_record counter(const char *metric, uint64_t total)
 {
-	struct ktel_record r = { .type = KTEL_RECORD_COUNTER, .metric = metric, .boot_id = "b" };
+	struct ktel_record r = {.type = KTEL_RECORD_COUNTER, .metric = metric, .boot_id = "b"};
 
 	r.counter.delta = total;
 	r.counter.total = total;
@@ -98,10 +98,10 @@ static void test_encode_decodes(void **state)
 	};
 	static const char extra[] = "zone\0cold\0device\0d1\0";
 	struct ktel_prom_set set;
-	struct ktel_record r[3] = { { .type = KTEL_RECORD_HISTOGRAM, .metric = "lat", .unit = "ns" },
-				    counter("oom_kills", 3),
-				    { .type = KTEL_RECORD_GAUGE, .metric = "temp", .gauge = -5 } };
-	struct ktel_err err = { 0 };
+	struct ktel_record r[3] = {{.type = KTEL_RECORD_HISTOGRAM, .metric = "lat", .unit = "ns"},
+				   counter("oom_kills", 3),
+				   {.type = KTEL_RECORD_GAUGE, .metric = "temp", .gauge = -5}};
+	struct ktel_err err = {0};
 	KtelPrompb__WriteRequest *req;
 	uint64_t samples;
 	size_t len;
@@ -109,9 +109,11 @@ static void test_encode_decodes(void **state)
 
 	(void)state;
 	assert_int_equal(ktel_rw_libs_load(&err), 0);
-	r[0].hist.delta = (struct ktel_histogram){ .scheme = KTEL_HIST_LOG2, .n_buckets = 4,
-						   .counts = { 1, 0, 3, 5 }, .has_sum = true,
-						   .sum = 2000 };
+	r[0].hist.delta = (struct ktel_histogram){.scheme = KTEL_HIST_LOG2,
+						  .n_buckets = 4,
+						  .counts = {1, 0, 3, 5},
+						  .has_sum = true,
+						  .sum = 2000};
 	r[0].hist.total = r[0].hist.delta;
 	ktel_test_add_dim(&r[0], "cpu", 0, NULL);
 	ktel_test_add_dim(&r[2], "zone", 1, "hot");   /* wins over the constant zone=cold */
@@ -217,8 +219,10 @@ static void *serve(void *arg)
 				free(body);
 			}
 			pthread_mutex_unlock(&sv->lock);
-			snprintf(reply, sizeof(reply), "HTTP/1.1 %d X\r\nContent-Length: 10\r\n\r\n"
-				 "bad sample", status);
+			snprintf(reply, sizeof(reply),
+				 "HTTP/1.1 %d X\r\nContent-Length: 10\r\n\r\n"
+				 "bad sample",
+				 status);
 			send(c, reply, strlen(reply), MSG_NOSIGNAL);
 		}
 		close(c);
@@ -228,7 +232,7 @@ static void *serve(void *arg)
 
 static void server_start(struct server *sv, const int *statuses, size_t n)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t alen = sizeof(a);
 
 	memset(sv, 0, sizeof(*sv));
@@ -322,7 +326,7 @@ static void on_final(void *ctx)
  */
 static void test_retry_refuse_deliver(void **state)
 {
-	static const int statuses[] = { 503, 400, 204 };
+	static const int statuses[] = {503, 400, 204};
 	struct ktel_record r = counter("c", 7);
 	struct ktel_sink_stats st;
 	struct server sv;
@@ -333,7 +337,8 @@ static void test_retry_refuse_deliver(void **state)
 	(void)state;
 	server_start(&sv, statuses, 3);
 	uv_loop_init(&loop);
-	priv = create(&loop, "{\"url\":\"http://127.0.0.1:%u/api/v1/write\",\"interval\":\"100ms\","
+	priv = create(&loop,
+		      "{\"url\":\"http://127.0.0.1:%u/api/v1/write\",\"interval\":\"100ms\","
 		      "\"headers\":{\"X-Scope-OrgID\":\"t1\"},\"labels\":{\"device\":\"d1\"}}",
 		      sv.port);
 	ops()->submit(priv, &r, 1);
@@ -380,19 +385,21 @@ static void test_full_queue_drops_oldest(void **state)
 {
 	struct ktel_record r[40];
 	char names[40][16];
-	struct final f = { 0 };
+	struct final f = {0};
 	struct ktel_sink_stats st;
 	struct server sv;
 	uv_loop_t loop;
 	unsigned port;
 
 	(void)state;
-	server_start(&sv, (const int[]){ 204 }, 1);
+	server_start(&sv, (const int[]){204}, 1);
 	port = sv.port;
 	server_stop(&sv); /* the port is free again: connections are refused */
 	uv_loop_init(&loop);
-	f.priv = create(&loop, "{\"url\":\"http://127.0.0.1:%u/w\",\"interval\":\"100ms\","
-			"\"max_queue_bytes\":1024}", port);
+	f.priv = create(&loop,
+			"{\"url\":\"http://127.0.0.1:%u/w\",\"interval\":\"100ms\","
+			"\"max_queue_bytes\":1024}",
+			port);
 	for (int i = 0; i < 40; i++) {
 		snprintf(names[i], sizeof(names[i]), "metric_%d", i);
 		r[i] = counter(names[i], (uint64_t)i * 1000003);
@@ -420,12 +427,12 @@ static void test_full_queue_drops_oldest(void **state)
 static void test_close_flushes(void **state)
 {
 	struct ktel_record r = counter("c", 1);
-	struct final f = { 0 };
+	struct final f = {0};
 	struct server sv;
 	uv_loop_t loop;
 
 	(void)state;
-	server_start(&sv, (const int[]){ 200 }, 1);
+	server_start(&sv, (const int[]){200}, 1);
 	uv_loop_init(&loop);
 	f.priv = create(&loop, "{\"url\":\"http://127.0.0.1:%u/w\",\"interval\":\"1h\"}", sv.port);
 	ops()->submit(f.priv, &r, 1);
@@ -442,7 +449,7 @@ static void test_close_flushes(void **state)
 static void expect_create_error(const char *opts_json, const char *msg)
 {
 	json_t *opts = json_loads(opts_json, 0, NULL);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	uv_loop_t loop;
 	void *priv = NULL;
 
@@ -460,11 +467,14 @@ static void test_option_errors(void **state)
 {
 	(void)state;
 	expect_create_error("{}", "sinks.rw.url: required");
-	expect_create_error("{\"url\":\"ftp://h/w\"}", "sinks.rw.url: \"ftp://h/w\" is not an "
+	expect_create_error("{\"url\":\"ftp://h/w\"}",
+			    "sinks.rw.url: \"ftp://h/w\" is not an "
 			    "http:// or https:// URL with a host (no spaces or control characters)");
-	expect_create_error("{\"url\":\"http:///w\"}", "sinks.rw.url: \"http:///w\" is not an "
+	expect_create_error("{\"url\":\"http:///w\"}",
+			    "sinks.rw.url: \"http:///w\" is not an "
 			    "http:// or https:// URL with a host (no spaces or control characters)");
-	expect_create_error("{\"url\":\"https://u:secret@h/w\"}", "sinks.rw.url: no user or "
+	expect_create_error("{\"url\":\"https://u:secret@h/w\"}",
+			    "sinks.rw.url: no user or "
 			    "password in the URL (the URL is logged): put them in an Authorization "
 			    "header");
 	expect_create_error("{\"url\":\"http://h/w\",\"headers\":{\"X-A\":\"a\\r\\nX-B: b\"}}",

@@ -169,7 +169,7 @@ struct env {
 static int setup(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 
 	memset(fakes, 0, sizeof(fakes));
 	n_fakes = 0;
@@ -202,7 +202,7 @@ static int teardown(void **state)
 static void test_route_all_and_subset(void **state)
 {
 	struct env *e = *state;
-	const char *only_b[] = { "b" }, *twice[] = { "b", "b", "a" }, *bad[] = { "zz" };
+	const char *only_b[] = {"b"}, *twice[] = {"b", "b", "a"}, *bad[] = {"zz"};
 	struct ktel_router_stats rs;
 
 	ktel_router__route(e->r, e->recs, 3, NULL, 0);
@@ -235,9 +235,9 @@ static void test_route_all_and_subset(void **state)
 static void test_batch_in_parts(void **state)
 {
 	struct env *e = *state;
-	const char *names[] = { "c", "a", "zz" };
+	const char *names[] = {"c", "a", "zz"};
 	struct ktel_router_stats rs;
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	struct fake *a, *b, *c;
 
 	assert_int_equal(ktel_router__add_sink_ops(e->r, "c", &fake_batch_ops, NULL, &err), 0);
@@ -275,8 +275,7 @@ static void test_batch_in_parts(void **state)
 	assert_int_equal(b->records, 1);
 
 	/* Totals go to the cumulative sinks only. */
-	assert_int_equal(ktel_router__add_sink_ops(e->r, "t", &fake_cumulative_ops, NULL, &err),
-			 0);
+	assert_int_equal(ktel_router__add_sink_ops(e->r, "t", &fake_cumulative_ops, NULL, &err), 0);
 	ktel_router__batch_begin_totals(e->r, NULL, 0);
 	ktel_router__batch_add(e->r, e->recs, 3);
 	ktel_router__batch_add(e->r, e->recs, 1);
@@ -290,8 +289,8 @@ static void test_batch_in_parts(void **state)
 static void test_config_errors(void **state)
 {
 	struct env *e = *state;
-	const char *names[] = { "a", "nope" };
-	struct ktel_err err = { 0 };
+	const char *names[] = {"a", "nope"};
+	struct ktel_err err = {0};
 	json_t *fail = json_pack("{s:b}", "fail", 1);
 
 	assert_int_equal(ktel_router__check_names(e->r, names, 1, &err), 0);
@@ -310,7 +309,7 @@ static void test_config_errors(void **state)
 static void test_stats_and_self_records(void **state)
 {
 	struct env *e = *state;
-	struct ktel_record tmpl = { .boot_id = "boot", .seq = 9, .end_boottime_ns = 123 };
+	struct ktel_record tmpl = {.boot_id = "boot", .seq = 9, .end_boottime_ns = 123};
 	struct ktel_record out[2 * KTEL_ROUTER_SELF_PER_SINK];
 	struct ktel_sink_stats st;
 	size_t n = 0;
@@ -367,7 +366,7 @@ static void on_closed(void *ctx)
 static void test_remove_sink(void **state)
 {
 	struct env *e = *state;
-	const char *only_a[] = { "a" };
+	const char *only_a[] = {"a"};
 	struct ktel_router_stats rs;
 
 	closed_calls = 0;

@@ -175,7 +175,8 @@ static void test_prefix_not_repeated(void **state)
 	static const char *const want_other[] = {"acme.ktel_pull_duration_seconds:0.00025|c"};
 	static const char *const want_only[] = {"ktel.ktel_:3|c"};
 	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED};
-	struct ktel_record r = {.type = KTEL_RECORD_COUNTER, .metric = "ktel_pull_duration",
+	struct ktel_record r = {.type = KTEL_RECORD_COUNTER,
+				.metric = "ktel_pull_duration",
 				.unit = "us"};
 
 	r.counter.delta = 250;
@@ -404,7 +405,10 @@ static void test_packer_oversize_dropped(void **state)
  */
 static void test_packer_never_splits(void **state)
 {
-	enum { N = 150, MAX = 64 };
+	enum {
+		N = 150,
+		MAX = 64
+	};
 	struct ktel_statsd_packer p;
 	struct packets ps = {0};
 	char *units[N], joined[N * MAX + N], *cat;

@@ -394,7 +394,8 @@ static void test_udp_oversize_line(void **state)
 	uint16_t port = 0;
 	int fd = bind_udp(AF_INET, &port);
 	struct ktel_record recs[3] = {hist("a", 0, 1), hist("b", 0, 1), hist("c", 0, 1)};
-	static const char label[] = "a_label_long_enough_to_push_every_line_of_its_record_past_max_packet_bytes";
+	static const char label[] =
+		"a_label_long_enough_to_push_every_line_of_its_record_past_max_packet_bytes";
 	struct ktel_sink_stats s;
 	char json[256];
 	size_t n;
@@ -535,12 +536,13 @@ static void test_android_unix(void **state)
 	recs[3].event.n_fields = 20; /* 20 x 305 bytes: over 4064, refused */
 	recs[3].event.fields = big_fields;
 	for (int i = 0; i < 20; i++)
-		big_fields[i] = (struct ktel_event_field){.type = KTEL_FIELD_VALUE_STRING, .s = big};
+		big_fields[i] = (struct ktel_event_field){.type = KTEL_FIELD_VALUE_STRING,
+							  .s = big};
 	path_in_tmp(path, sizeof(path), "statsdw");
 	fd = bind_unix(path);
 	assert_int_equal(uv_loop_init(&loop), 0);
-	snprintf(json, sizeof(json), "{\"type\":\"statsd\",\"format\":\"android\",\"socket\":\"%s\"}",
-		 path);
+	snprintf(json, sizeof(json),
+		 "{\"type\":\"statsd\",\"format\":\"android\",\"socket\":\"%s\"}", path);
 	sink = create(&loop, json);
 	ops->submit(sink, recs, 4);
 	wait_stats(&loop, sink, sent_at_least, 2);
@@ -619,7 +621,9 @@ static void test_android_peer_missing_then_restarted(void **state)
  */
 static void test_backpressure_bounded(void **state)
 {
-	enum { N = 200 };
+	enum {
+		N = 200
+	};
 	uv_loop_t loop;
 	char path[300], json[512];
 	static struct ktel_record recs[N];
@@ -663,7 +667,9 @@ static void test_backpressure_bounded(void **state)
 /* close() gives up after its timeout and counts what it could not send. */
 static void test_close_timeout_counts_leftovers(void **state)
 {
-	enum { N = 100 };
+	enum {
+		N = 100
+	};
 	uv_loop_t loop;
 	char path[300], json[512];
 	static struct ktel_record recs[N];
@@ -678,8 +684,8 @@ static void test_close_timeout_counts_leftovers(void **state)
 	path_in_tmp(path, sizeof(path), "stuck.sock");
 	fd = bind_unix(path);
 	assert_int_equal(uv_loop_init(&loop), 0);
-	snprintf(json, sizeof(json), "{\"type\":\"statsd\",\"format\":\"android\",\"socket\":\"%s\"}",
-		 path);
+	snprintf(json, sizeof(json),
+		 "{\"type\":\"statsd\",\"format\":\"android\",\"socket\":\"%s\"}", path);
 	sink = create(&loop, json);
 	ops->submit(sink, recs, N);
 	t0 = uv_hrtime();
@@ -715,8 +721,9 @@ static void expect_error(const char *json, const char *msg)
 
 static void test_options(void **state)
 {
-	expect_error("{\"type\":\"statsd\",\"bogus\":1}", "sinks.s.bogus: unknown key (known keys: format, host, port, transport, socket, prefix, tags, "
-			  "max_packet, max_queue, reconnect_min, reconnect_max)");
+	expect_error("{\"type\":\"statsd\",\"bogus\":1}",
+		     "sinks.s.bogus: unknown key (known keys: format, host, port, transport, socket, prefix, tags, "
+		     "max_packet, max_queue, reconnect_min, reconnect_max)");
 	expect_error("{\"type\":\"statsd\",\"port\":\"abc\"}",
 		     "sinks.s.port: expected integer 1..65535, got \"abc\"");
 	expect_error("{\"type\":\"statsd\",\"max_packet\":65507}",

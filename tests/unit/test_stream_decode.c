@@ -29,18 +29,26 @@
 
 #include "stream_reader.h"
 
-#define assert_msg_has(err, sub)                                               \
-	do {                                                                   \
-		if (!strstr((err)->msg, (sub)))                                \
+#define assert_msg_has(err, sub)                                                  \
+	do {                                                                      \
+		if (!strstr((err)->msg, (sub)))                                   \
 			fail_msg("error \"%s\" lacks \"%s\"", (err)->msg, (sub)); \
 	} while (0)
 
-#define FIELD(b, cstruct, member, type_id)                                     \
-	assert_int_equal(btf__add_field((b), #member, (type_id),               \
-					offsetof(cstruct, member) * 8, 0), 0)
+#define FIELD(b, cstruct, member, type_id)                                                      \
+	assert_int_equal(btf__add_field((b), #member, (type_id), offsetof(cstruct, member) * 8, \
+					0),                                                     \
+			 0)
 
-enum color { RED = 0, GREEN = 1, BLUE = 2 };
-enum level { LOW = -2, HIGH = 7 };
+enum color {
+	RED = 0,
+	GREEN = 1,
+	BLUE = 2
+};
+enum level {
+	LOW = -2,
+	HIGH = 7
+};
 
 struct ev_inner {
 	uint16_t a;
@@ -55,14 +63,14 @@ struct ev {
 	uint8_t u8;
 	int16_t s16;
 	uint16_t u16;
-	int32_t s32;         /* through typedef + const + volatile */
+	int32_t s32; /* through typedef + const + volatile */
 	uint32_t u32;
 	int64_t s64;
 	uint64_t u64;
 	bool flag;
 	enum color color;
 	enum level level;
-	uint64_t big;        /* an ENUM64 */
+	uint64_t big; /* an ENUM64 */
 	struct ev_inner inner;
 	struct {
 		uint32_t anon_x;
@@ -71,11 +79,11 @@ struct ev {
 		uint32_t only;
 	} un;
 	char name[8];
-	uint8_t ubytes[4];   /* typedef __u8: bytes, not a string */
+	uint8_t ubytes[4]; /* typedef __u8: bytes, not a string */
 	int32_t sarr[3];
 	uint16_t long_arr[LONG_ARR];
 	uint32_t label_id;
-	uint32_t state;      /* labelled by label_enum "color" */
+	uint32_t state; /* labelled by label_enum "color" */
 };
 
 #define N_EV_FIELDS 23
@@ -252,7 +260,8 @@ static void assert_canaries(struct fixture *f)
 {
 	for (int i = 0; i < 2; i++)
 		for (int j = 0; j < 16; j++)
-			assert_int_equal((unsigned char)strbuf_of(f, i)[f->strbuf_size + j], CANARY);
+			assert_int_equal((unsigned char)strbuf_of(f, i)[f->strbuf_size + j],
+					 CANARY);
 }
 
 static void fill(struct ev *e)
@@ -353,7 +362,8 @@ static void test_every_kind(void **state)
 	fill(&e);
 	memset(&rec, 0xff, sizeof(rec));
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_int_equal(rec.type, KTEL_RECORD_EVENT);
 	assert_string_equal(rec.metric, "ev_stream");
 	assert_string_equal(rec.atom, "EvStream");
@@ -410,9 +420,10 @@ static void test_every_kind(void **state)
 
 	/* A value no enumerator has: no label. */
 	e.color = (enum color)7;
-	e.level = (enum level)-9;
+	e.level = (enum level) - 9;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	expect_uint(&rec, "color", 7, NULL);
 	expect_int(&rec, "level", -9, NULL);
 	assert_canaries(f);
@@ -438,7 +449,8 @@ static void test_short_enum_labels(void **state)
 	fill(&e);
 	e.level = HIGH;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_string_equal(rec.dims[1].label, "green");
 	assert_string_equal(rec.dims[2].label, "high");
 	assert_string_equal(field(&rec, "state")->label, "green");
@@ -462,12 +474,14 @@ static void test_strings(void **state)
 		e.long_arr[i] = 65535; /* the widest text */
 	e.sarr[0] = e.sarr[1] = e.sarr[2] = INT32_MIN;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &r0,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	/* An empty one, decoded into another record's storage. */
 	fill(&e);
 	memset(e.name, 0, sizeof(e.name));
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &r1,
-						     fields_of(1), strbuf_of(f, 1)), 0);
+						     fields_of(1), strbuf_of(f, 1)),
+			 0);
 	expect_str(&r0, "name", "12345678");
 	expect_str(&r1, "name", "");
 	for (int i = 0; i < KTEL_STREAM_ARRAY_MAX; i++)
@@ -505,7 +519,8 @@ static void test_timestamps(void **state)
 	/* ts_ns: bpf_ktime_get_ns() moved to boottime and to the wall clock. */
 	fill(&e);
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_int_equal(rec.start_boottime_ns, 1000000000ULL + 5000);
 	assert_int_equal(rec.end_boottime_ns, rec.start_boottime_ns);
 	assert_int_equal(rec.start_wall_ns, 1000000000LL + 1700000000000000000LL);
@@ -515,12 +530,14 @@ static void test_timestamps(void **state)
 	 * wrapping (found by tests/fuzz/fuzz_stream_decode: signed overflow). */
 	e.ts_ns = UINT64_MAX - 1000;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_true(rec.start_boottime_ns == UINT64_MAX);
 	assert_true(rec.start_wall_ns == INT64_MAX);
 	e.ts_ns = (uint64_t)INT64_MAX - 1000;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_true(rec.start_boottime_ns == (uint64_t)INT64_MAX + 4000);
 	assert_true(rec.start_wall_ns == INT64_MAX);
 
@@ -533,11 +550,13 @@ static void test_timestamps(void **state)
 		neg.mono_to_boot_ns = -7;
 		e.ts_ns = 1000;
 		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &neg, &rec,
-							     fields_of(0), strbuf_of(f, 0)), 0);
+							     fields_of(0), strbuf_of(f, 0)),
+				 0);
 		assert_true(rec.start_boottime_ns == 993);
 		e.ts_ns = 3;
 		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &neg, &rec,
-							     fields_of(0), strbuf_of(f, 0)), 0);
+							     fields_of(0), strbuf_of(f, 0)),
+				 0);
 		assert_true(rec.start_boottime_ns == 0);
 	}
 
@@ -545,7 +564,8 @@ static void test_timestamps(void **state)
 	id = btf__add_struct(f->btf, "ev2", sizeof(ev2));
 	assert_int_equal(btf__add_field(f->btf, "ts_ns", f->id.u32, 0, 0), 0);
 	assert_int_equal(btf__add_field(f->btf, "timestamp_ns", f->id.u64,
-					offsetof(typeof(ev2), timestamp_ns) * 8, 0), 0);
+					offsetof(typeof(ev2), timestamp_ns) * 8, 0),
+			 0);
 	assert_true(id > 0);
 	md.dims = NULL;
 	md.n_dims = 0;
@@ -553,7 +573,8 @@ static void test_timestamps(void **state)
 	if (ktel_stream_decoder__new(&md, f->btf, NULL, NULL, &dec, &err))
 		fail_msg("%s", err.msg);
 	assert_int_equal(ktel_stream_decoder__decode(dec, &ev2, sizeof(ev2), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_int_equal(rec.start_boottime_ns, 2000 + 5000);
 	assert_int_equal(rec.n_dims, 0);
 	ktel_stream_decoder__free(dec);
@@ -566,7 +587,8 @@ static void test_timestamps(void **state)
 	if (ktel_stream_decoder__new(&md, f->btf, NULL, NULL, &dec, &err))
 		fail_msg("%s", err.msg);
 	assert_int_equal(ktel_stream_decoder__decode(dec, &ev3, sizeof(ev3), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_int_equal(rec.start_boottime_ns, 42);
 	assert_int_equal(rec.start_wall_ns, 43);
 	assert_int_equal(rec.event.n_fields, 1);
@@ -602,7 +624,8 @@ static void test_label_cache(void **state)
 	for (int i = 0; i < 5; i++) {
 		ktel_stream_decoder__new_batch(f->dec);
 		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock,
-							     &rec, fields_of(0), strbuf_of(f, 0)), 0);
+							     &rec, fields_of(0), strbuf_of(f, 0)),
+				 0);
 		expect_uint(&rec, "label_id", 2, "two");
 	}
 	assert_int_equal(f->res.calls_for[2], 1);
@@ -611,7 +634,8 @@ static void test_label_cache(void **state)
 	ktel_stream_decoder__new_batch(f->dec);
 	for (int i = 0; i < 5; i++) {
 		assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock,
-							     &rec, fields_of(0), strbuf_of(f, 0)), 0);
+							     &rec, fields_of(0), strbuf_of(f, 0)),
+				 0);
 		expect_uint(&rec, "label_id", 3, NULL);
 		assert_null(rec.dims[0].label);
 		assert_true(rec.dims[0].id_label);
@@ -620,18 +644,21 @@ static void test_label_cache(void **state)
 	/* The kernel side names it later: the next batch finds it. */
 	f->res.three_known = true;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	assert_null(field(&rec, "label_id")->label);
 	ktel_stream_decoder__new_batch(f->dec);
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	expect_uint(&rec, "label_id", 3, "three");
 	assert_int_equal(f->res.calls_for[3], 2);
 	/* Ids past the cache are never looked up, and have no label. */
 	e.label_id = KTEL_STREAM_LABEL_IDS;
 	f->res.calls = 0;
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, &e, sizeof(e), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	expect_uint(&rec, "label_id", KTEL_STREAM_LABEL_IDS, NULL);
 	assert_int_equal(f->res.calls, 0);
 	fixture_free(f);
@@ -644,12 +671,16 @@ static void test_short_sample(void **state)
 	struct ktel_record rec;
 
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, buf, sizeof(struct ev) - 1,
-						     &test_clock, &rec, fields_of(0), strbuf_of(f, 0)), -EMSGSIZE);
+						     &test_clock, &rec, fields_of(0),
+						     strbuf_of(f, 0)),
+			 -EMSGSIZE);
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, buf, 0, &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), -EMSGSIZE);
+						     fields_of(0), strbuf_of(f, 0)),
+			 -EMSGSIZE);
 	/* Ring buffer samples are rounded up: a longer one decodes. */
 	assert_int_equal(ktel_stream_decoder__decode(f->dec, buf, sizeof(buf), &test_clock, &rec,
-						     fields_of(0), strbuf_of(f, 0)), 0);
+						     fields_of(0), strbuf_of(f, 0)),
+			 0);
 	expect_str(&rec, "name", "");
 	fixture_free(f);
 }
@@ -734,14 +765,10 @@ static void test_free_null(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_kind),
-		cmocka_unit_test(test_short_enum_labels),
-		cmocka_unit_test(test_strings),
-		cmocka_unit_test(test_timestamps),
-		cmocka_unit_test(test_clock_read),
-		cmocka_unit_test(test_label_cache),
-		cmocka_unit_test(test_short_sample),
-		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_every_kind),   cmocka_unit_test(test_short_enum_labels),
+		cmocka_unit_test(test_strings),      cmocka_unit_test(test_timestamps),
+		cmocka_unit_test(test_clock_read),   cmocka_unit_test(test_label_cache),
+		cmocka_unit_test(test_short_sample), cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_free_null),
 	};
 

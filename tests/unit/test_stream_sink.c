@@ -60,10 +60,9 @@ static const struct ktel_sink_ops *ops(void)
 	return o;
 }
 
-__attribute__((format(printf, 2, 3)))
-static void *create(uv_loop_t *loop, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void *create(uv_loop_t *loop, const char *fmt, ...)
 {
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	char buf[1024];
 	void *priv = NULL;
 	va_list ap;
@@ -234,13 +233,18 @@ static void submit_range(void *priv, uint64_t from, uint64_t n)
 	assert_true(n <= 64);
 	for (uint64_t i = 0; i < n; i++) {
 		r[i] = (struct ktel_record){
-			.type = KTEL_RECORD_COUNTER, .metric = "stream_test", .unit = "events",
-			.boot_id = "0123456789abcdef0123456789abcdef", .map_id = 7,
-			.seq = from + i, .n_dims = 2,
+			.type = KTEL_RECORD_COUNTER,
+			.metric = "stream_test",
+			.unit = "events",
+			.boot_id = "0123456789abcdef0123456789abcdef",
+			.map_id = 7,
+			.seq = from + i,
+			.n_dims = 2,
 		};
-		r[i].dims[0] = (struct ktel_dim){ .name = "process_state", .value = 2,
-						  .label = "STATE_FOREGROUND" };
-		r[i].dims[1] = (struct ktel_dim){ .name = "uid", .value = 10000 + i };
+		r[i].dims[0] = (struct ktel_dim){.name = "process_state",
+						 .value = 2,
+						 .label = "STATE_FOREGROUND"};
+		r[i].dims[1] = (struct ktel_dim){.name = "uid", .value = 10000 + i};
 		r[i].counter.delta = i;
 		r[i].counter.total = from + i;
 	}
@@ -261,7 +265,7 @@ static bool have_subs(void *ctx)
 
 static void wait_subscribers(uv_loop_t *loop, void *priv, unsigned n)
 {
-	struct wait_subs w = { priv, n };
+	struct wait_subs w = {priv, n};
 
 	run_until(loop, have_subs, &w, 5000);
 }
@@ -323,13 +327,13 @@ static void test_slow_subscriber_loses_oldest(void **state)
 	client_read(&c[0]);
 
 	for (uint64_t i = 0; i < total; i += 20) {
-		struct wait_lines w = { &c[0], i + 20 };
+		struct wait_lines w = {&c[0], i + 20};
 
 		submit_range(priv, i, 20);
 		run_until(&loop, have_lines, &w, 5000);
 	}
 	ops()->stats(priv, &st);
-	assert_true(st.dropped > 0); /* the slow one is already losing */
+	assert_true(st.dropped > 0);            /* the slow one is already losing */
 	assert_true(st.queued <= backlog + 64); /* its backlog plus one write */
 
 	/* Now it reads; close flushes what it still has coming, then EOF. */
@@ -378,7 +382,7 @@ static void test_stats_match_subscribers(void **state)
 	wait_subscribers(&loop, priv, 2);
 	client_read(&c[0]);
 	for (uint64_t i = 0; i < 3000; i += 50) {
-		struct wait_lines w = { &c[0], i + 50 };
+		struct wait_lines w = {&c[0], i + 50};
 
 		submit_range(priv, i, 50);
 		run_until(&loop, have_lines, &w, 5000);
@@ -430,9 +434,10 @@ static void test_mode_group_and_replay(void **state)
 		uv_loop_init(&loop);
 		if (named) {
 			assert_non_null(gr);
-			priv = create(&loop, "{\"socket\":\"%s\",\"group\":\"%s\","
-				      "\"backlog_records\":4,\"ring_records\":8}", sock_path,
-				      gr->gr_name);
+			priv = create(&loop,
+				      "{\"socket\":\"%s\",\"group\":\"%s\","
+				      "\"backlog_records\":4,\"ring_records\":8}",
+				      sock_path, gr->gr_name);
 		} else {
 			priv = create(&loop, "{\"socket\":\"%s\",\"group\":%u}", sock_path,
 				      (unsigned)getegid());
@@ -446,7 +451,7 @@ static void test_mode_group_and_replay(void **state)
 		client_connect(&loop, &c);
 		client_read(&c);
 		{
-			struct wait_lines w = { &c, named ? 4 : 10 };
+			struct wait_lines w = {&c, named ? 4 : 10};
 
 			run_until(&loop, have_lines, &w, 5000);
 		}
@@ -478,8 +483,10 @@ static void test_close_flushes(void **state)
 	int closed = 0;
 
 	uv_loop_init(&loop);
-	priv = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":2000,"
-		      "\"ring_records\":2000}", sock_path);
+	priv = create(&loop,
+		      "{\"socket\":\"%s\",\"backlog_records\":2000,"
+		      "\"ring_records\":2000}",
+		      sock_path);
 	client_connect(&loop, &c);
 	wait_subscribers(&loop, priv, 1);
 	client_read(&c);
@@ -508,8 +515,11 @@ static void test_lines_across_blocks(void **state)
 {
 	static char big[200000];
 	struct ktel_record r = {
-		.type = KTEL_RECORD_COUNTER, .metric = "stream_test", .unit = "events",
-		.boot_id = "b", .n_dims = 1,
+		.type = KTEL_RECORD_COUNTER,
+		.metric = "stream_test",
+		.unit = "events",
+		.boot_id = "b",
+		.n_dims = 1,
 	};
 	struct ktel_sink_stats st;
 	struct client c;
@@ -520,8 +530,10 @@ static void test_lines_across_blocks(void **state)
 
 	memset(big, 'L', sizeof(big) - 1);
 	uv_loop_init(&loop);
-	priv = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":3000,"
-		      "\"ring_records\":3000}", sock_path);
+	priv = create(&loop,
+		      "{\"socket\":\"%s\",\"backlog_records\":3000,"
+		      "\"ring_records\":3000}",
+		      sock_path);
 	client_connect(&loop, &c);
 	wait_subscribers(&loop, priv, 1);
 	client_read(&c);
@@ -563,8 +575,11 @@ static void test_long_lines_cut_to_size(void **state)
 {
 	static char label[11000];
 	struct ktel_record r = {
-		.type = KTEL_RECORD_COUNTER, .metric = "stream_test", .unit = "events",
-		.boot_id = "b", .n_dims = 1,
+		.type = KTEL_RECORD_COUNTER,
+		.metric = "stream_test",
+		.unit = "events",
+		.boot_id = "b",
+		.n_dims = 1,
 	};
 	struct ktel_sink_stats st;
 	struct mallinfo2 before, after;
@@ -575,8 +590,10 @@ static void test_long_lines_cut_to_size(void **state)
 
 	memset(label, 'x', sizeof(label) - 1);
 	uv_loop_init(&loop);
-	priv = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":500,"
-		      "\"ring_records\":500}", sock_path);
+	priv = create(&loop,
+		      "{\"socket\":\"%s\",\"backlog_records\":500,"
+		      "\"ring_records\":500}",
+		      sock_path);
 	before = mallinfo2();
 	for (uint64_t i = 0; i < 500; i++) {
 		r.seq = i;
@@ -610,8 +627,10 @@ static void test_close_timeout(void **state)
 	int closed = 0;
 
 	uv_loop_init(&loop);
-	priv = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":4000,"
-			"\"ring_records\":4000}", sock_path);
+	priv = create(&loop,
+		      "{\"socket\":\"%s\",\"backlog_records\":4000,"
+		      "\"ring_records\":4000}",
+		      sock_path);
 	client_connect(&loop, &c);
 	wait_subscribers(&loop, priv, 1);
 	for (uint64_t i = 0; i < 4000; i += 50)
@@ -634,7 +653,7 @@ static void test_close_timeout(void **state)
 static void expect_create_error(const char *opts_json, int code, const char *msg)
 {
 	json_t *opts = json_loads(opts_json, 0, NULL);
-	struct ktel_err err = { 0 };
+	struct ktel_err err = {0};
 	void *priv = NULL;
 	uv_loop_t loop;
 
@@ -650,7 +669,7 @@ static void expect_create_error(const char *opts_json, int code, const char *msg
 static void test_socket_path_rules(void **state)
 {
 	char opts[800], msg[900];
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	uv_loop_t loop;
 	void *priv;
 	int fd, closed = 0;
@@ -689,12 +708,14 @@ static void test_option_errors(void **state)
 	expect_create_error("{\"socket\":\"\"}", EINVAL,
 			    "sinks.s.socket: expected non-empty string, got \"\"");
 	expect_create_error("{\"socket\":\"/x\",\"backlog_records\":100,\"ring_records\":10}",
-			    EINVAL, "sinks.s: ring_records (10) must be at least backlog_records "
-				    "(100)");
+			    EINVAL,
+			    "sinks.s: ring_records (10) must be at least backlog_records "
+			    "(100)");
 	expect_create_error("{\"socket\":\"/x\",\"backlog_records\":0}", EINVAL,
 			    "sinks.s.backlog_records: expected integer 1..1048576, got 0");
-	expect_create_error("{\"socket\":\"/x\",\"group\":\"no-such-group-ktel\"}", EINVAL,
-			    "sinks.s.group: group \"no-such-group-ktel\" does not exist on this system");
+	expect_create_error(
+		"{\"socket\":\"/x\",\"group\":\"no-such-group-ktel\"}", EINVAL,
+		"sinks.s.group: group \"no-such-group-ktel\" does not exist on this system");
 	expect_create_error("{\"socket\":\"/x\",\"group\":true}", EINVAL,
 			    "sinks.s.group: expected group name or numeric gid, got true");
 	expect_create_error("{\"socket\":\"/x\",\"max_subscribers\":0}", EINVAL,
@@ -711,8 +732,8 @@ static void test_option_errors(void **state)
 		expect_create_error(opts, ENAMETOOLONG, msg);
 	}
 	{
-		static const char *const names[] = { "socket", "group", "backlog_records",
-						     "ring_records", "max_subscribers" };
+		static const char *const names[] = {"socket", "group", "backlog_records",
+						    "ring_records", "max_subscribers"};
 		const struct ktel_cfg_key *k = ops()->options;
 		size_t n = 0;
 
@@ -745,7 +766,7 @@ static void test_max_subscribers(void **state)
 	assert_int_equal(ktel_stream_sink__subscribers(priv), 1);
 	submit_range(priv, 0, 1);
 	{
-		struct wait_lines w = { &c[0], 1 };
+		struct wait_lines w = {&c[0], 1};
 
 		run_until(&loop, have_lines, &w, 5000);
 	}

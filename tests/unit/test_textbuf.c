@@ -20,8 +20,17 @@ static void expect_text(struct ktel_textbuf *b, const char *want)
 
 static void test_integers_match_printf(void **state)
 {
-	static const uint64_t u[] = {0, 1, 9, 10, 99, 100, 4294967295u, 4294967296u,
-				     UINT64_MAX / 10, UINT64_MAX - 1, UINT64_MAX};
+	static const uint64_t u[] = {0,
+				     1,
+				     9,
+				     10,
+				     99,
+				     100,
+				     4294967295u,
+				     4294967296u,
+				     UINT64_MAX / 10,
+				     UINT64_MAX - 1,
+				     UINT64_MAX};
 	static const int64_t i[] = {0, -1, 1, -9, -10, INT64_MIN, INT64_MIN + 1, INT64_MAX};
 	struct ktel_textbuf b = {0};
 	char want[64];

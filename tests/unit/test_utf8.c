@@ -22,7 +22,8 @@
 #include "utf8.h"
 
 /* "a" é (2) € (3) 😀 (4) "b", repeated. */
-static const char text[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" "b"
+static const char text[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"
+			   "b"
 			   "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
 
 static bool valid(const char *s, size_t n)
@@ -74,7 +75,8 @@ static void test_err_set_cuts_on_boundary(void **state)
 			assert_true(valid(err.msg, strlen(err.msg)));
 			j = ktel_control_error("not_found", err.msg);
 			assert_non_null(j);
-			assert_string_equal(json_string_value(json_object_get(j, "error")), err.msg);
+			assert_string_equal(json_string_value(json_object_get(j, "error")),
+					    err.msg);
 			json_decref(j);
 		}
 	}

@@ -265,7 +265,7 @@ static void test_loan_outlives_hold(void **state)
 	ktel_vmlinux_btf__release();
 	assert_ptr_equal(ktel_vmlinux_btf__get(), btf);
 	assert_null(ktel_vmlinux_btf__lend()); /* no hold: no new loan */
-	btf__free(lent); /* what libbpf does at the end of a load */
+	btf__free(lent);                       /* what libbpf does at the end of a load */
 	assert_null(ktel_vmlinux_btf__get());
 }
 

@@ -134,7 +134,7 @@ static int threads(void)
  */
 static int threads_become(int expected)
 {
-	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	struct timespec tick = {0, 10 * 1000 * 1000};
 	int n = threads();
 
 	for (int i = 0; i < 500 && n != expected; i++) {
@@ -147,7 +147,7 @@ static int threads_become(int expected)
 /* The count once the previous test's joined threads have left /proc. */
 static int threads_settled(void)
 {
-	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	struct timespec tick = {0, 10 * 1000 * 1000};
 	int n = threads(), stable = 0;
 
 	for (int i = 0; i < 500 && stable < 20; i++) {
@@ -209,7 +209,11 @@ static void stop_after_done(struct ktel_job *job)
 	uv_stop(&p->loop);
 }
 
-enum prompt_case { URGENT, FAILED, HURRIED };
+enum prompt_case {
+	URGENT,
+	FAILED,
+	HURRIED
+};
 
 /* One job on a warm worker, a 10 s timer: its done must come first. */
 static void expect_prompt(enum prompt_case how)

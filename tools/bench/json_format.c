@@ -35,8 +35,8 @@ static struct ktel_record recs[BATCH];
 static char comms[BATCH][16];
 
 static const char *const field_names[N_FIELDS] = {
-	"ts_ns", "seq", "tid", "color", "label_id", "odd", "neg", "inner.a", "inner.b", "comm",
-	"bytes",
+	"ts_ns", "seq",     "tid",     "color", "label_id", "odd",
+	"neg",   "inner.a", "inner.b", "comm",  "bytes",
 };
 
 static void make_batch(void)
@@ -143,7 +143,8 @@ int main(int argc, char **argv)
 	}
 	make_batch();
 	printf("ktel-bench-format: %u batches of %u fx_stream_flood-shaped events, %u runs, "
-	       "thread CPU time\n", batches, BATCH, runs);
+	       "thread CPU time\n",
+	       batches, BATCH, runs);
 	for (unsigned m = 0; m < 2; m++) {
 		uint64_t ns[99];
 		double bytes = 0;
@@ -152,8 +153,9 @@ int main(int argc, char **argv)
 			ns[r] = (uint64_t)(1000 * run(batches, m == 0 ? &strs : NULL, &bytes));
 		qsort(ns, runs, sizeof(ns[0]), cmp_u64);
 		printf("%-22s %7.1f ns/line (median; min %.1f, max %.1f)  %.0f lines per CPU "
-		       "second  %.0f bytes/line\n", modes[m], ns[runs / 2] / 1000.0, ns[0] / 1000.0,
-		       ns[runs - 1] / 1000.0, 1e12 / (double)ns[runs / 2], bytes);
+		       "second  %.0f bytes/line\n",
+		       modes[m], ns[runs / 2] / 1000.0, ns[0] / 1000.0, ns[runs - 1] / 1000.0,
+		       1e12 / (double)ns[runs / 2], bytes);
 	}
 	return 0;
 }

@@ -52,7 +52,10 @@
 #define MAX_PROGS 2
 #define STATS_SYSCTL "/proc/sys/kernel/bpf_stats_enabled"
 
-enum kind { K_PROGS, K_BPFTRACE };
+enum kind {
+	K_PROGS,
+	K_BPFTRACE
+};
 
 struct config {
 	const char *id;
@@ -65,42 +68,73 @@ struct config {
 	double added_ns[MAX_RUNS];
 	double base_ns[2 * MAX_RUNS];
 	int n_base;
-	uint64_t events; /* histogram counts recorded (sanity check) */
+	uint64_t events;   /* histogram counts recorded (sanity check) */
 	int attached_runs; /* loop runs made while attached */
 	uint64_t stat_time[MAX_PROGS], stat_cnt[MAX_PROGS];
 	bool done;
 };
 
 static struct config configs[] = {
-	{.id = "b1", .what = "empty tp_btf on sys_enter only", .kind = K_PROGS,
+	{.id = "b1",
+	 .what = "empty tp_btf on sys_enter only",
+	 .kind = K_PROGS,
 	 .progs = {"empty_btf_enter"}},
-	{.id = "b2", .what = "empty tp_btf on sys_enter + sys_exit (floor)", .kind = K_PROGS,
+	{.id = "b2",
+	 .what = "empty tp_btf on sys_enter + sys_exit (floor)",
+	 .kind = K_PROGS,
 	 .progs = {"empty_btf_enter", "empty_btf_exit"}},
-	{.id = "c", .what = "ours, tp_btf enter + exit", .kind = K_PROGS,
+	{.id = "c",
+	 .what = "ours, tp_btf enter + exit",
+	 .kind = K_PROGS,
 	 .progs = {"acc_btf_enter", "acc_btf_exit"}},
-	{.id = "e", .what = "ours, tp_btf enter + exit, bpf_stats on", .kind = K_PROGS,
-	 .progs = {"acc_btf_enter", "acc_btf_exit"}, .bpf_stats = true},
-	{.id = "t", .what = "ours, task storage start (KTEL_TASK_*), tp_btf", .kind = K_PROGS,
+	{.id = "e",
+	 .what = "ours, tp_btf enter + exit, bpf_stats on",
+	 .kind = K_PROGS,
+	 .progs = {"acc_btf_enter", "acc_btf_exit"},
+	 .bpf_stats = true},
+	{.id = "t",
+	 .what = "ours, task storage start (KTEL_TASK_*), tp_btf",
+	 .kind = K_PROGS,
 	 .progs = {"task_btf_enter", "task_btf_exit"}},
-	{.id = "te", .what = "t with bpf_stats on", .kind = K_PROGS,
-	 .progs = {"task_btf_enter", "task_btf_exit"}, .bpf_stats = true},
-	{.id = "ts", .what = "t keeping the sum too (KTEL_TASK_LATENCY_US)", .kind = K_PROGS,
+	{.id = "te",
+	 .what = "t with bpf_stats on",
+	 .kind = K_PROGS,
+	 .progs = {"task_btf_enter", "task_btf_exit"},
+	 .bpf_stats = true},
+	{.id = "ts",
+	 .what = "t keeping the sum too (KTEL_TASK_LATENCY_US)",
+	 .kind = K_PROGS,
 	 .progs = {"tsum_btf_enter", "tsum_btf_exit"}},
-	{.id = "tse", .what = "ts with bpf_stats on", .kind = K_PROGS,
-	 .progs = {"tsum_btf_enter", "tsum_btf_exit"}, .bpf_stats = true},
-	{.id = "b2tp", .what = "empty tracepoint enter + exit (floor)", .kind = K_PROGS,
+	{.id = "tse",
+	 .what = "ts with bpf_stats on",
+	 .kind = K_PROGS,
+	 .progs = {"tsum_btf_enter", "tsum_btf_exit"},
+	 .bpf_stats = true},
+	{.id = "b2tp",
+	 .what = "empty tracepoint enter + exit (floor)",
+	 .kind = K_PROGS,
 	 .progs = {"empty_tp_enter", "empty_tp_exit"}},
-	{.id = "ctp", .what = "ours, tracepoint enter + exit", .kind = K_PROGS,
+	{.id = "ctp",
+	 .what = "ours, tracepoint enter + exit",
+	 .kind = K_PROGS,
 	 .progs = {"acc_tp_enter", "acc_tp_exit"}},
 	{.id = "d", .what = "bpftrace hist(), tracepoint enter + exit", .kind = K_BPFTRACE},
 	/* Where c's time goes (tp_btf; see overhead.bpf.c). */
-	{.id = "xs", .what = "c without the histogram (start map only)", .kind = K_PROGS,
+	{.id = "xs",
+	 .what = "c without the histogram (start map only)",
+	 .kind = K_PROGS,
 	 .progs = {"x_start_enter", "x_start_exit"}},
-	{.id = "xi", .what = "c, start per tid kept in place (no delete)", .kind = K_PROGS,
+	{.id = "xi",
+	 .what = "c, start per tid kept in place (no delete)",
+	 .kind = K_PROGS,
 	 .progs = {"x_inpl_enter", "x_inpl_exit"}},
-	{.id = "xt", .what = "c, start in task local storage", .kind = K_PROGS,
+	{.id = "xt",
+	 .what = "c, start in task local storage",
+	 .kind = K_PROGS,
 	 .progs = {"x_task_enter", "x_task_exit"}},
-	{.id = "xc", .what = "tgid filter + 2 clock reads only", .kind = K_PROGS,
+	{.id = "xc",
+	 .what = "tgid filter + 2 clock reads only",
+	 .kind = K_PROGS,
 	 .progs = {"x_clock_enter", "x_clock_exit"}},
 };
 
@@ -471,8 +505,8 @@ static void print_machine(void)
 	if (f)
 		fclose(f);
 	uname(&u);
-	printf("machine: %ld CPUs online, %s, kernel %s\n", sysconf(_SC_NPROCESSORS_ONLN),
-	       model, u.release);
+	printf("machine: %ld CPUs online, %s, kernel %s\n", sysconf(_SC_NPROCESSORS_ONLN), model,
+	       u.release);
 }
 
 static void print_results(void)
@@ -525,8 +559,9 @@ static void print_results(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ktel-bench-overhead [-n ITERATIONS] [-r RUNS] [-c CPU] [-o OBJ]\n"
-		   "                           [-C CFG[,CFG...]] [--bpftrace PATH | --no-bpftrace]\n");
+	fprintf(f,
+		"usage: ktel-bench-overhead [-n ITERATIONS] [-r RUNS] [-c CPU] [-o OBJ]\n"
+		"                           [-C CFG[,CFG...]] [--bpftrace PATH | --no-bpftrace]\n");
 }
 
 static int parse_args(int argc, char **argv, bool *with_bpftrace)
@@ -546,19 +581,38 @@ static int parse_args(int argc, char **argv, bool *with_bpftrace)
 
 	while ((o = getopt_long(argc, argv, "n:r:c:o:C:h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'n': iters = atol(optarg); break;
-		case 'r': runs = atoi(optarg); break;
-		case 'c': cpu = atoi(optarg); break;
-		case 'o': obj_path = optarg; break;
-		case 'b': bpftrace_bin = optarg; break;
-		case 'B': *with_bpftrace = false; break;
-		case 'C': only = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -EINVAL;
+		case 'n':
+			iters = atol(optarg);
+			break;
+		case 'r':
+			runs = atoi(optarg);
+			break;
+		case 'c':
+			cpu = atoi(optarg);
+			break;
+		case 'o':
+			obj_path = optarg;
+			break;
+		case 'b':
+			bpftrace_bin = optarg;
+			break;
+		case 'B':
+			*with_bpftrace = false;
+			break;
+		case 'C':
+			only = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
 		}
 	}
 	if (iters < 1000 || runs < 1 || runs > MAX_RUNS) {
-		fprintf(stderr, "overhead: need ITERATIONS >= 1000 and 1 <= RUNS <= %d\n", MAX_RUNS);
+		fprintf(stderr, "overhead: need ITERATIONS >= 1000 and 1 <= RUNS <= %d\n",
+			MAX_RUNS);
 		return -EINVAL;
 	}
 	return 0;

@@ -65,7 +65,7 @@ static void record_for(struct ktel_record *r, int64_t key)
 /* GET /metrics; returns the body size, or -1. */
 static long scrape(unsigned port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
 	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
 	static char buf[1 << 16];
 	long total = 0, head = -1;
@@ -108,9 +108,9 @@ static void on_closed(void *ctx)
 static int bench(long n_series)
 {
 	const struct ktel_sink_ops *ops = &ktel_prometheus_sink_ops;
-	json_t *opts = json_pack("{s:s, s:i, s:i}", "type", "prometheus", "port", 0,
-				 "max_series", 1000000);
-	struct ktel_err err = { 0 };
+	json_t *opts = json_pack("{s:s, s:i, s:i}", "type", "prometheus", "port", 0, "max_series",
+				 1000000);
+	struct ktel_err err = {0};
 	uint64_t cost[ROUNDS], t0, t_scrape;
 	struct ktel_record *batch;
 	struct ktel_sink_stats st;
@@ -164,7 +164,7 @@ static int bench(long n_series)
 
 int main(int argc, char **argv)
 {
-	static const long defaults[] = { 1000, 10000, 100000 };
+	static const long defaults[] = {1000, 10000, 100000};
 
 	printf("prometheus sink: loop cost of a 1-record batch, %d rounds per size; one scrape\n",
 	       ROUNDS);

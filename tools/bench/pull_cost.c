@@ -127,7 +127,7 @@ static const char *obj_path = KTEL_BENCH_PULL_OBJ;
 static const char *bpftool_bin = "bpftool";
 static int reps_override;
 static unsigned int method_mask = ~0U; /* -m selects methods */
-static char state_path[64]; /* the save method's state file */
+static char state_path[64];            /* the save method's state file */
 
 static uint64_t now_ns(void)
 {
@@ -259,8 +259,10 @@ static int decode_apply(const struct bench *b, struct ktel_delta_metric *dm, con
 	const struct ktel_field *hist = &b->vlayout->fields[b->vlayout->hist_field];
 	uint64_t cur[NBUCKETS], delta[NBUCKETS], dims = 0;
 	const struct ktel_delta_reading in = {
-		.key = key, .key_size = sizeof(struct bench_key),
-		.vals = cur, .n = b->vlayout->n_buckets,
+		.key = key,
+		.key_size = sizeof(struct bench_key),
+		.vals = cur,
+		.n = b->vlayout->n_buckets,
 	};
 	int r;
 
@@ -324,7 +326,8 @@ static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *ro
 	json_t *el;
 	int r = ktel_delta__begin(d, METRIC, b->map_id, true, &dm, NULL);
 
-	json_array_foreach(root, i, el) {
+	json_array_foreach(root, i, el)
+	{
 		json_t *fk = json_object_get(json_object_get(el, "formatted"), "key");
 		json_t *fv = json_object_get(json_object_get(el, "formatted"), "value");
 		json_t *bk = json_object_get(fv, "buckets");
@@ -334,7 +337,10 @@ static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *ro
 		};
 		uint64_t cur[NBUCKETS], delta[NBUCKETS];
 		const struct ktel_delta_reading in = {
-			.key = &key, .key_size = sizeof(key), .vals = cur, .n = NBUCKETS,
+			.key = &key,
+			.key_size = sizeof(key),
+			.vals = cur,
+			.n = NBUCKETS,
 		};
 
 		if (r)
@@ -410,7 +416,8 @@ static unsigned int bpftool_syscalls(const struct bench *b)
 			double pct, secs;
 			unsigned long us;
 
-			if (sscanf(line, "%lf %lf %lu %u %*s %31s", &pct, &secs, &us, &c, name) >= 4 &&
+			if (sscanf(line, "%lf %lf %lu %u %*s %31s", &pct, &secs, &us, &c, name) >=
+				    4 &&
 			    (strstr(line, " bpf\n")))
 				calls = c;
 		}
@@ -438,11 +445,18 @@ static const struct ktel_metric_desc bench_md = {
 };
 
 enum method {
-	M_PULL, M_BATCH, M_ITERATE, M_BPFTOOL, M_READ_BATCH, M_READ_ITER, M_SAVE, M_SNAPSHOT,
+	M_PULL,
+	M_BATCH,
+	M_ITERATE,
+	M_BPFTOOL,
+	M_READ_BATCH,
+	M_READ_ITER,
+	M_SAVE,
+	M_SNAPSHOT,
 	M_COUNT
 };
 static const char *const method_names[M_COUNT] = {"pull",       "batch",     "iterate", "bpftool",
-						  "read-batch", "read-iter", "save",   "snapshot"};
+						  "read-batch", "read-iter", "save",    "snapshot"};
 
 static int reps_for(size_t n, enum method m)
 {
@@ -457,9 +471,8 @@ static int reps_for(size_t n, enum method m)
 
 /* One pull of method m; the heap allocations it made go to *ret_allocs. */
 static int pull_once(struct bench *b, enum method m, struct ktel_metric_pull *mp,
-		     struct ktel_map_reader *rd, struct ktel_delta *d,
-		     struct method_result *res, double *ret_ms, double *ret_cpu_ms,
-		     unsigned long *ret_allocs)
+		     struct ktel_map_reader *rd, struct ktel_delta *d, struct method_result *res,
+		     double *ret_ms, double *ret_cpu_ms, unsigned long *ret_allocs)
 {
 	struct ktel_pull_info info;
 	struct ktel_err err = {0};
@@ -549,7 +562,8 @@ static int method_open(struct bench *b, enum method m, struct method_state *ms,
 	else if (!r && m != M_BPFTOOL)
 		r = ktel_map_reader__new(b->fd, &opts, &ms->rd, &err);
 	if (r)
-		fprintf(stderr, "pull_cost: %s: %s\n", res->name, err.msg[0] ? err.msg : strerror(-r));
+		fprintf(stderr, "pull_cost: %s: %s\n", res->name,
+			err.msg[0] ? err.msg : strerror(-r));
 	return r;
 }
 
@@ -600,7 +614,9 @@ static int run_methods(struct bench *b, struct method_result *res)
 			continue;
 		res[m].reps = ms[m].reps;
 #ifdef KTEL_BENCH_COUNT_ALLOCS
-		res[m].allocs = m == M_BPFTOOL || m == M_SAVE || m == M_SNAPSHOT ? -1 : (long)ms[m].max_allocs;
+		res[m].allocs = m == M_BPFTOOL || m == M_SAVE || m == M_SNAPSHOT
+					? -1
+					: (long)ms[m].max_allocs;
 #else
 		res[m].allocs = -1;
 #endif
@@ -634,13 +650,14 @@ static void print_pull_batch(const struct method_result *p, const struct method_
 	pc = median(p->cpu_ms, p->reps, &mn);
 	bc = median(b->cpu_ms, b->reps, &mn);
 	printf("  pull / batch: %.3f (wall medians), %.3f (median of per-rep ratios), "
-	       "%.3f (CPU-time medians)\n", bw > 0 ? pw / bw : 0, median(ratio, n, &mn),
-	       bc > 0 ? pc / bc : 0);
+	       "%.3f (CPU-time medians)\n",
+	       bw > 0 ? pw / bw : 0, median(ratio, n, &mn), bc > 0 ? pc / bc : 0);
 }
 
 static void print_size(size_t n, struct method_result *res)
 {
-	double base_min, base = res[M_PULL].ok ? median(res[M_PULL].ms, res[M_PULL].reps, &base_min) : 0;
+	double base_min,
+		base = res[M_PULL].ok ? median(res[M_PULL].ms, res[M_PULL].reps, &base_min) : 0;
 
 	printf("\n%zu keys (value 256 bytes, key 8 bytes)\n", n);
 	printf("  %-8s %10s %10s %9s %10s %8s %7s %8s %8s\n", "method", "median ms", "min ms",
@@ -689,10 +706,19 @@ int main(int argc, char **argv)
 				if (!strcmp(optarg, method_names[m]))
 					method_mask |= 1U << m;
 			break;
-		case 's': if (n_sizes < 8) sizes[n_sizes++] = strtoul(optarg, NULL, 10); break;
-		case 'r': reps_override = atoi(optarg); break;
-		case 'o': obj_path = optarg; break;
-		case 'b': bpftool_bin = optarg; break;
+		case 's':
+			if (n_sizes < 8)
+				sizes[n_sizes++] = strtoul(optarg, NULL, 10);
+			break;
+		case 'r':
+			reps_override = atoi(optarg);
+			break;
+		case 'o':
+			obj_path = optarg;
+			break;
+		case 'b':
+			bpftool_bin = optarg;
+			break;
 		default:
 			fprintf(o == 'h' ? stdout : stderr,
 				"usage: ktel-bench-pull-cost [-s KEYS]... [-m METHOD]... [-r REPS] [-o OBJ]\n"

@@ -73,9 +73,9 @@
 struct producer {
 	pthread_t thread;
 	atomic_int tid;
-	atomic_bool run;     /* produce while set */
+	atomic_bool run; /* produce while set */
 	atomic_bool quit;
-	bool yield_cpu; /* nice 10: a subscriber shares its CPU */
+	bool yield_cpu;            /* nice 10: a subscriber shares its CPU */
 	atomic_uint_fast64_t rate; /* events/s, 0: flat out */
 	atomic_uint_fast64_t made;
 	unsigned burst; /* events per getppid() */
@@ -439,21 +439,24 @@ int main(int argc, char **argv)
 	if (r)
 		goto out;
 	printf("ktel_bench_stream: %s (1 MiB ring, 11-field events, %u per getppid()) -> stream "
-	       "reader -> router -> %s (%s)\n", so, b.prod.burst,
-	       b.sock_path ? "stream sink, one subscriber on CPU 1" : "JSON sink",
+	       "reader -> router -> %s (%s)\n",
+	       so, b.prod.burst, b.sock_path ? "stream sink, one subscriber on CPU 1" : "JSON sink",
 	       b.sock_path ? b.sock_path : json_path);
 	printf("consumer (loop + sink writer threads) on CPU %d%s, producer on CPU %d%s, %u s per "
-	       "phase, %ld CPUs online\n", CONSUMER_CPU, consumer_pinned ? "" : " (pin FAILED)",
-	       PRODUCER_CPU, b.prod.pinned ? "" : " (pin FAILED: shares a CPU)", secs,
+	       "phase, %ld CPUs online\n",
+	       CONSUMER_CPU, consumer_pinned ? "" : " (pin FAILED)", PRODUCER_CPU,
+	       b.prod.pinned ? "" : " (pin FAILED: shares a CPU)", secs,
 	       sysconf(_SC_NPROCESSORS_ONLN));
 	sat = phase(&b, "saturate", 0, secs);
 	sustained = (uint64_t)sat.sent_rate;
 	if (sat.lost > 0)
 		printf("sustained: %" PRIu64 " events/s from ring buffer to the sink on one core "
-		       "(the producer outran it: %.0f lost)\n", sustained, sat.lost);
+		       "(the producer outran it: %.0f lost)\n",
+		       sustained, sat.lost);
 	else
 		printf("sustained: >= %" PRIu64 " events/s (nothing lost: the producer was the "
-		       "limit, so this is a lower bound)\n", sustained);
+		       "limit, so this is a lower bound)\n",
+		       sustained);
 	if (!sustained)
 		goto out;
 	twice = phase(&b, "2x", 2 * sustained, secs);
@@ -461,8 +464,9 @@ int main(int argc, char **argv)
 	/* The producer may fall short of its target on a busy machine: say
 	 * what rate it reached, as a multiple of the sustained one. */
 	printf("lost at 2x the sustained rate (reached %.2fx): %.0f of %.0f (%.1f%%); at 0.5x "
-	       "(reached %.2fx): %.0f of %.0f\n", twice.produced / twice.secs / (double)sustained,
-	       twice.lost, twice.produced, twice.produced ? 100.0 * twice.lost / twice.produced : 0,
+	       "(reached %.2fx): %.0f of %.0f\n",
+	       twice.produced / twice.secs / (double)sustained, twice.lost, twice.produced,
+	       twice.produced ? 100.0 * twice.lost / twice.produced : 0,
 	       half.produced / half.secs / (double)sustained, half.lost, half.produced);
 out:
 	atomic_store(&b.prod.run, false);

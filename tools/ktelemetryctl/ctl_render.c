@@ -99,8 +99,8 @@ void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width)
 	char label[80];
 
 	for (size_t k = 0; k < n; k++) {
-		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
-											      k));
+		unsigned long long c = (unsigned long long)json_integer_value(
+			json_array_get(counts, k));
 
 		if (!c)
 			continue;
@@ -117,8 +117,8 @@ void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width)
 		    (int)strlen(label) + 1 > label_w)
 			label_w = (int)strlen(label) + 1;
 	for (size_t k = first; k <= last; k++) {
-		unsigned long long c = (unsigned long long)json_integer_value(json_array_get(counts,
-											      k));
+		unsigned long long c = (unsigned long long)json_integer_value(
+			json_array_get(counts, k));
 		int bar = (int)(c * (unsigned long long)width / max);
 
 		if (ktel_ctl_bucket_label(hist, k, label, sizeof(label)))
@@ -138,7 +138,8 @@ static void fmt_dims(const json_t *rec, char *buf, size_t len)
 	size_t off = 0;
 
 	buf[0] = '\0';
-	json_object_foreach((json_t *)dims, key, v) {
+	json_object_foreach((json_t *)dims, key, v)
+	{
 		char *s = json_is_string(v) ? strdup(json_string_value(v))
 					    : json_dumps(v, JSON_ENCODE_ANY);
 
@@ -196,12 +197,12 @@ static void render_show(FILE *out, const json_t *resp)
 	fprintf(out, "\ncumulative, as of the last pull (%s):\n", jstr(last, "time"));
 	if (!json_array_size(totals))
 		fprintf(out, "(no keys)\n");
-	json_array_foreach(totals, i, rec)
-		render_record(out, rec, true);
+	json_array_foreach(totals, i, rec) render_record(out, rec, true);
 	fprintf(out, "\nlast window:\n");
 	if (!json_array_size(window))
 		fprintf(out, "(nothing new in the last window)\n");
-	json_array_foreach(window, i, rec) {
+	json_array_foreach(window, i, rec)
+	{
 		fprintf(out, "%s .. %s\n", jstr(rec, "start"), jstr(rec, "end"));
 		render_record(out, rec, true);
 	}
@@ -216,8 +217,7 @@ static void render_pull(FILE *out, const json_t *resp)
 	size_t i;
 	json_t *rec;
 
-	json_array_foreach(records, i, rec)
-		render_record(out, rec, false);
+	json_array_foreach(records, i, rec) render_record(out, rec, false);
 	fprintf(out, "%lld metric(s) pulled, %zu record(s)\n", jint(resp, "pulled"),
 		json_array_size(records));
 	if (jint(resp, "records_not_kept"))
@@ -246,8 +246,8 @@ static void cell_state(const json_t *m, char *b, size_t l)
 	if (json_is_string(json_object_get(m, "problem")))
 		snprintf(b, l, "unavailable");
 	else
-		snprintf(b, l, "%s", json_is_true(json_object_get(m, "enabled")) ? "enabled"
-										  : "disabled");
+		snprintf(b, l, "%s",
+			 json_is_true(json_object_get(m, "enabled")) ? "enabled" : "disabled");
 }
 
 static void cell_unit(const json_t *m, char *b, size_t l)
@@ -281,8 +281,8 @@ static void cell_note(const json_t *m, char *b, size_t l)
 }
 
 static const struct column list_columns[] = {
-	{"NAME", cell_name},       {"PLUGIN", cell_plugin}, {"STATE", cell_state},
-	{"UNIT", cell_unit},       {"INTERVAL", cell_interval}, {"ATOM", cell_atom},
+	{"NAME", cell_name}, {"PLUGIN", cell_plugin},     {"STATE", cell_state},
+	{"UNIT", cell_unit}, {"INTERVAL", cell_interval}, {"ATOM", cell_atom},
 	{"NOTE", cell_note},
 };
 
@@ -295,8 +295,7 @@ static void render_refused(FILE *out, const json_t *resp)
 	if (!json_array_size(a))
 		return;
 	fprintf(out, "\nrefused plugin files\n");
-	json_array_foreach(a, i, r)
-		fprintf(out, "  %s\n", jstr(r, "reason"));
+	json_array_foreach(a, i, r) fprintf(out, "  %s\n", jstr(r, "reason"));
 }
 
 static void render_list(FILE *out, const json_t *resp)
@@ -309,21 +308,21 @@ static void render_list(FILE *out, const json_t *resp)
 
 	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
 		w[c] = (int)strlen(list_columns[c].header);
-	json_array_foreach(metrics, i, m)
-		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
-			list_columns[c].cell(m, cell, sizeof(cell));
-			if ((int)strlen(cell) > w[c])
-				w[c] = (int)strlen(cell);
-		}
+	json_array_foreach(metrics, i, m) for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
+	{
+		list_columns[c].cell(m, cell, sizeof(cell));
+		if ((int)strlen(cell) > w[c])
+			w[c] = (int)strlen(cell);
+	}
 	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
 		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
 			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, list_columns[c].header);
-	json_array_foreach(metrics, i, m)
-		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
-			list_columns[c].cell(m, cell, sizeof(cell));
-			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
-				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
-		}
+	json_array_foreach(metrics, i, m) for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
+	{
+		list_columns[c].cell(m, cell, sizeof(cell));
+		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
+			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
+	}
 	render_refused(out, resp);
 }
 
@@ -334,8 +333,8 @@ static void render_program(FILE *out, const json_t *p)
 		fprintf(out, "skipped: %s\n", jstr(p, "skip_reason"));
 		return;
 	}
-	fprintf(out, "%s id %lld", json_is_true(json_object_get(p, "attached")) ? "attached"
-										 : "detached",
+	fprintf(out, "%s id %lld",
+		json_is_true(json_object_get(p, "attached")) ? "attached" : "detached",
 		jint(p, "prog_id"));
 	if (json_object_get(p, "run_cnt"))
 		fprintf(out, ", %lld runs, %lld ns (%.0f ns/run)", jint(p, "run_cnt"),
@@ -354,15 +353,18 @@ static void render_status(FILE *out, const json_t *resp)
 	const json_t *d = json_object_get(resp, "daemon"), *p, *m, *s, *prog;
 	size_t i, j;
 
-	fprintf(out, "daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
-		"state %s\n  bpf_stats %s\n", jint(d, "pid"),
-		json_number_value(json_object_get(d, "uptime_s")), jstr(d, "config"),
-		jstr(d, "control_socket"), jstr(d, "pin_root"), jstr(d, "state_file"),
+	fprintf(out,
+		"daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
+		"state %s\n  bpf_stats %s\n",
+		jint(d, "pid"), json_number_value(json_object_get(d, "uptime_s")),
+		jstr(d, "config"), jstr(d, "control_socket"), jstr(d, "pin_root"),
+		jstr(d, "state_file"),
 		json_is_true(json_object_get(d, "bpf_stats"))
 			? "on: run counts and times are measured"
 			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
 	fprintf(out, "\nplugins\n");
-	json_array_foreach(json_object_get(resp, "plugins"), i, p) {
+	json_array_foreach(json_object_get(resp, "plugins"), i, p)
+	{
 		fprintf(out, "  %s %s  %s", jstr(p, "name"), jstr(p, "version"), jstr(p, "path"));
 		if (json_is_true(json_object_get(p, "unsupported")))
 			fprintf(out, "  unsupported: %s", jstr(p, "reason"));
@@ -372,17 +374,21 @@ static void render_status(FILE *out, const json_t *resp)
 	}
 	render_refused(out, resp);
 	fprintf(out, "\nmetrics\n");
-	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
+	json_array_foreach(json_object_get(resp, "metrics"), i, m)
+	{
 		const json_t *lp = json_object_get(m, "last_pull");
 
 		fprintf(out, "  %-28s %-8s ", jstr(m, "name"),
 			json_is_true(json_object_get(m, "enabled")) ? "enabled" : "disabled");
 		if (json_is_object(lp))
-			fprintf(out, "last pull %s: %lld keys, %s, %lld syscalls, %.1f us, %lld "
-				"records%s", jstr(lp, "time"), jint(lp, "keys"), jstr(lp, "method"),
+			fprintf(out,
+				"last pull %s: %lld keys, %s, %lld syscalls, %.1f us, %lld "
+				"records%s",
+				jstr(lp, "time"), jint(lp, "keys"), jstr(lp, "method"),
 				jint(lp, "syscalls"), jint(lp, "duration_ns") / 1000.0,
 				jint(lp, "records"),
-				json_is_true(json_object_get(lp, "truncated")) ? " (truncated)" : "");
+				json_is_true(json_object_get(lp, "truncated")) ? " (truncated)"
+									       : "");
 		else
 			fprintf(out, "never pulled");
 		fprintf(out, "; %lld pulls, %lld errors", jint(m, "pulls"), jint(m, "pull_errors"));
@@ -392,11 +398,12 @@ static void render_status(FILE *out, const json_t *resp)
 	}
 	fprintf(out, "\nsinks\n");
 	json_array_foreach(json_object_get(resp, "sinks"), i, s)
-		fprintf(out, "  %s (%s%s%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
-			"queued %lld\n", jstr(s, "name"), jstr(s, "type"),
-			jstr(s, "where")[0] ? ", " : "", jstr(s, "where"), jint(s, "sent"),
-			jint(s, "dropped"), jint(s, "errors"), jint(s, "reconnects"),
-			jint(s, "queued"));
+		fprintf(out,
+			"  %s (%s%s%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
+			"queued %lld\n",
+			jstr(s, "name"), jstr(s, "type"), jstr(s, "where")[0] ? ", " : "",
+			jstr(s, "where"), jint(s, "sent"), jint(s, "dropped"), jint(s, "errors"),
+			jint(s, "reconnects"), jint(s, "queued"));
 }
 
 static void render_toggle(FILE *out, const json_t *resp)
@@ -441,9 +448,9 @@ static const struct {
 	const char *cmd;
 	void (*fn)(FILE *out, const json_t *resp);
 } renderers[] = {
-	{"list", render_list},       {"status", render_status}, {"show", render_show},
-	{"pull", render_pull},       {"enable", render_toggle}, {"disable", render_toggle},
-	{"reload", render_reload},   {"help", render_help},     {"watch", render_watch},
+	{"list", render_list},     {"status", render_status}, {"show", render_show},
+	{"pull", render_pull},     {"enable", render_toggle}, {"disable", render_toggle},
+	{"reload", render_reload}, {"help", render_help},     {"watch", render_watch},
 };
 
 void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp)
@@ -477,7 +484,8 @@ static void render_layout(FILE *out, int indent, const char *what, const json_t 
 		return;
 	fprintf(out, "%*s%s: %s (%lld bytes)\n", indent, "", what, jstr(l, "type"),
 		jint(l, "size"));
-	json_array_foreach(json_object_get(l, "fields"), i, f) {
+	json_array_foreach(json_object_get(l, "fields"), i, f)
+	{
 		const json_t *labels = json_object_get(f, "labels");
 
 		fprintf(out, "%*s+%-4lld %-24s %-10s %lld byte%s", indent + 2, "",
@@ -499,7 +507,8 @@ static void render_short_labels(FILE *out, int indent, const json_t *labels,
 	const char *k;
 	json_t *v;
 
-	json_object_foreach((json_t *)labels, k, v) {
+	json_object_foreach((json_t *)labels, k, v)
+	{
 		const char *sl = json_string_value(json_object_get(short_labels, k));
 
 		fprintf(out, "%*s%s = %s -> %s\n", indent, "", json_string_value(v), k,
@@ -521,8 +530,7 @@ static void render_dim(FILE *out, const json_t *d)
 	if (json_is_string(json_object_get(d, "label_map")))
 		fprintf(out, ", labels from map %s", jstr(d, "label_map"));
 	if (json_is_string(json_object_get(d, "device")))
-		fprintf(out, ", block device %s (adds dimension \"device\")",
-			jstr(d, "device"));
+		fprintf(out, ", block device %s (adds dimension \"device\")", jstr(d, "device"));
 	fputc('\n', out);
 	if (json_is_object(sl))
 		render_short_labels(out, 8, json_object_get(d, "labels"), sl);
@@ -581,7 +589,8 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 
 	fprintf(out, "plugin %s %s: %s\n  %s, BPF object %lld bytes\n", jstr(r, "plugin"),
 		jstr(r, "version"), jstr(r, "description"), jstr(r, "path"), jint(r, "bpf_bytes"));
-	json_array_foreach(json_object_get(r, "metrics"), i, m) {
+	json_array_foreach(json_object_get(r, "metrics"), i, m)
+	{
 		const json_t *h = json_object_get(m, "histogram");
 		const json_t *map = json_object_get(m, "map");
 
@@ -597,18 +606,18 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		render_layout(out, 4, "value", json_object_get(m, "value"));
 		render_layout(out, 4, "event", json_object_get(m, "event"));
 		if (json_is_object(h))
-			fprintf(out, "    histogram: scheme %s, %lld buckets%s\n", jstr(h, "scheme"),
-				jint(h, "buckets"),
+			fprintf(out, "    histogram: scheme %s, %lld buckets%s\n",
+				jstr(h, "scheme"), jint(h, "buckets"),
 				json_is_true(json_object_get(h, "sum")) ? ", with sum" : "");
 		if (json_is_string(json_object_get(m, "values")))
 			fprintf(out, "    values: %s per integer member\n", jstr(m, "values"));
-		json_array_foreach(json_object_get(m, "dims"), j, d)
-			render_dim(out, d);
+		json_array_foreach(json_object_get(m, "dims"), j, d) render_dim(out, d);
 		if (json_is_string(json_object_get(m, "error")))
 			fprintf(out, "    UNREADABLE: %s\n", jstr(m, "error"));
 	}
 	fprintf(out, "\n  programs\n");
-	json_array_foreach(json_object_get(r, "programs"), i, p) {
+	json_array_foreach(json_object_get(r, "programs"), i, p)
+	{
 		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
 		if (json_is_string(json_object_get(p, "variant_group")))
 			fprintf(out, " variant of %s", jstr(p, "variant_group"));

@@ -77,11 +77,11 @@ static json_t *layout_json(const struct btf *btf, const struct ktel_layout *l)
 
 	for (__u32 i = 0; i < l->n_fields; i++) {
 		const struct ktel_field *f = &l->fields[i];
-		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "name", f->name, "kind",
-				      field_kind_name(f->kind), "offset", (json_int_t)f->offset,
-				      "size", (json_int_t)f->size, "elem_size",
-				      (json_int_t)f->elem_size, "count", (json_int_t)f->count,
-				      "signed", f->is_signed);
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "name", f->name,
+				      "kind", field_kind_name(f->kind), "offset",
+				      (json_int_t)f->offset, "size", (json_int_t)f->size,
+				      "elem_size", (json_int_t)f->elem_size, "count",
+				      (json_int_t)f->count, "signed", f->is_signed);
 
 		if (o && f->kind == KTEL_FIELD_ENUM)
 			json_object_set_new(o, "labels", enum_labels_json(btf, f->enum_type_id));
@@ -99,8 +99,10 @@ static int inspect_layout(const struct btf *btf, __u32 type_id, __u32 size, json
 	int r;
 
 	if (!type_id)
-		return ktel_err_set(err, EINVAL, "%s has no BTF type (declare the map with "
-				    "__type(key, ...) and __type(value, ...))", what);
+		return ktel_err_set(err, EINVAL,
+				    "%s has no BTF type (declare the map with "
+				    "__type(key, ...) and __type(value, ...))",
+				    what);
 	r = ktel_layout__new(btf, type_id, size, &l, err);
 	if (r)
 		return ktel_err_prefix(err, "%s: ", what);
@@ -110,8 +112,8 @@ static int inspect_layout(const struct btf *btf, __u32 type_id, __u32 size, json
 }
 
 /* Can the daemon turn this value into records? Same rules as metric_pull. */
-static int check_value(const struct ktel_metric_desc *md, const struct ktel_layout *vl,
-		       json_t *o, struct ktel_err *err)
+static int check_value(const struct ktel_metric_desc *md, const struct ktel_layout *vl, json_t *o,
+		       struct ktel_err *err)
 {
 	if (vl->hist_field >= 0) {
 		if (vl->n_buckets > KTEL_HIST_BUCKETS)
@@ -119,19 +121,22 @@ static int check_value(const struct ktel_metric_desc *md, const struct ktel_layo
 					    vl->type_name, vl->n_buckets, KTEL_HIST_BUCKETS);
 		json_object_set_new(o, "histogram",
 				    json_pack("{s:s, s:I, s:b}", "scheme",
-					      ktel_hist_scheme_name(md->scheme ? md->scheme : KTEL_HIST_LOG2),
+					      ktel_hist_scheme_name(md->scheme ? md->scheme
+									       : KTEL_HIST_LOG2),
 					      "buckets", (json_int_t)vl->n_buckets, "sum",
 					      vl->sum_field >= 0));
 		return 0;
 	}
 	for (__u32 i = 0; i < vl->n_fields; i++)
 		if (ktel_field__is_number(&vl->fields[i])) {
-			ktel_json_set_str(o, "values", md->value_kind == KTEL_VALUE_GAUGE ? "gauge"
-										: "counter");
+			ktel_json_set_str(o, "values",
+					  md->value_kind == KTEL_VALUE_GAUGE ? "gauge" : "counter");
 			return 0;
 		}
-	return ktel_err_set(err, EINVAL, "value %s has neither a u64 buckets array nor integer "
-			    "members", vl->type_name);
+	return ktel_err_set(err, EINVAL,
+			    "value %s has neither a u64 buckets array nor integer "
+			    "members",
+			    vl->type_name);
 }
 
 static bool map_is_percpu(const struct bpf_map *map)
@@ -183,8 +188,8 @@ static int check_label_map(const char *name, struct bpf_object *obj, json_t *o,
 	r = inspect_layout(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map), lm, "key",
 			   &kl, err);
 	if (!r)
-		r = inspect_layout(btf, bpf_map__btf_value_type_id(map),
-				   bpf_map__value_size(map), lm, "value", &vl, err);
+		r = inspect_layout(btf, bpf_map__btf_value_type_id(map), bpf_map__value_size(map),
+				   lm, "value", &vl, err);
 	if (r) {
 		ktel_err_prefix(err, "label map %s ", name);
 		goto out;
@@ -192,15 +197,19 @@ static int check_label_map(const char *name, struct bpf_object *obj, json_t *o,
 	id = first_field_of_kind(kl, KTEL_FIELD_INT);
 	label = first_field_of_kind(vl, KTEL_FIELD_CHAR_ARRAY);
 	if (!id || !label) {
-		r = ktel_err_set(err, EINVAL, "label map %s: expected an integer key and a char "
+		r = ktel_err_set(err, EINVAL,
+				 "label map %s: expected an integer key and a char "
 				 "array in the value, but key %s has %s integer member and value %s "
-				 "has %s char array member", name, kl->type_name, id ? "an" : "no",
-				 vl->type_name, label ? "a" : "no");
+				 "has %s char array member",
+				 name, kl->type_name, id ? "an" : "no", vl->type_name,
+				 label ? "a" : "no");
 		goto out;
 	}
 	if (map_is_percpu(map)) {
-		r = ktel_err_set(err, EINVAL, "label map %s: a per-CPU map cannot hold names "
-				 "(copies are summed across CPUs)", name);
+		r = ktel_err_set(err, EINVAL,
+				 "label map %s: a per-CPU map cannot hold names "
+				 "(copies are summed across CPUs)",
+				 name);
 		goto out;
 	}
 	ktel_json_set_str(lm, "id_member", id->name[0] ? id->name : "(scalar)");
@@ -228,7 +237,8 @@ static json_t *short_labels_json(const struct btf *btf, __u32 id, const json_t *
 		json_decref(o);
 		return NULL;
 	}
-	json_object_foreach((json_t *)labels, k, v) {
+	json_object_foreach((json_t *)labels, k, v)
+	{
 		const char *label = ktel_enum_labels__find(el, strtoll(k, NULL, 10));
 
 		if (label)
@@ -259,7 +269,8 @@ static int check_dim_flags(const struct btf *btf, uint32_t flags, __s32 enum_id,
 	if (!(flags & KTEL_DIM_ENUM_SHORT))
 		return 0;
 	if (enum_id <= 0)
-		return ktel_err_set(err, EINVAL, "KTEL_DIM_ENUM_SHORT but no enum labels it "
+		return ktel_err_set(err, EINVAL,
+				    "KTEL_DIM_ENUM_SHORT but no enum labels it "
 				    "(set label_enum)");
 	sl = short_labels_json(btf, (__u32)enum_id, json_object_get(o, "labels"), err);
 	if (!sl)
@@ -279,19 +290,21 @@ static int check_dim(const struct ktel_dimension_desc *dd, uint32_t flags, struc
 	int r;
 
 	if (!f)
-		return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s",
-				    dd->name, kl->type_name, member);
+		return ktel_err_set(err, EINVAL, "dimension %s: key %s has no member %s", dd->name,
+				    kl->type_name, member);
 	/* The daemon's rule (metric_pull.c resolve_dims): a dimension becomes
 	 * an integer; strings travel as ids through a label map. */
 	if (!ktel_field__is_number(f))
-		return ktel_err_set(err, EINVAL, "dimension %s: key %s member %s is a %s; a "
+		return ktel_err_set(err, EINVAL,
+				    "dimension %s: key %s member %s is a %s; a "
 				    "dimension must be an integer or enum member (carry strings "
-				    "as ids with a label map)", dd->name, kl->type_name, member,
-				    field_kind_name(f->kind));
+				    "as ids with a label map)",
+				    dd->name, kl->type_name, member, field_kind_name(f->kind));
 	if (dd->label_enum) {
 		enum_id = ktel_btf_find_enum(btf, dd->label_enum);
 		if (enum_id <= 0)
-			return ktel_err_set(err, ENOENT, "dimension %s: enum %s not in the "
+			return ktel_err_set(err, ENOENT,
+					    "dimension %s: enum %s not in the "
 					    "object's BTF (export it with KTEL_EXPORT_TYPE)",
 					    dd->name, dd->label_enum);
 	} else if (f->kind == KTEL_FIELD_ENUM) {
@@ -335,8 +348,8 @@ static int check_dims(const struct ktel_metric_desc *md, struct bpf_object *obj,
 	return 0;
 }
 
-static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_object *obj,
-			       json_t *o, struct ktel_err *err)
+static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_object *obj, json_t *o,
+			       struct ktel_err *err)
 {
 	const struct btf *btf = bpf_object__btf(obj);
 	struct bpf_map *map = bpf_object__find_map_by_name(obj, md->map_name);
@@ -345,10 +358,10 @@ static int inspect_accumulator(const struct ktel_metric_desc *md, struct bpf_obj
 
 	if (!map)
 		return ktel_err_set(err, ENOENT, "map %s not in the object", md->map_name);
-	json_object_set_new(o, "map", json_pack("{s:s, s:s, s:I}", "name", md->map_name, "type",
-						libbpf_bpf_map_type_str(bpf_map__type(map)) ?: "?",
-						"max_entries",
-						(json_int_t)bpf_map__max_entries(map)));
+	json_object_set_new(o, "map",
+			    json_pack("{s:s, s:s, s:I}", "name", md->map_name, "type",
+				      libbpf_bpf_map_type_str(bpf_map__type(map)) ?: "?",
+				      "max_entries", (json_int_t)bpf_map__max_entries(map)));
 	r = inspect_layout(btf, bpf_map__btf_key_type_id(map), bpf_map__key_size(map), o, "key",
 			   &kl, err);
 	if (!r)
@@ -410,8 +423,8 @@ static json_t *inspect_metric(const struct ktel_metric_desc *md, struct bpf_obje
  */
 static bool load_needs_trampoline(const char *section)
 {
-	static const char *const prefixes[] = {"fentry/", "fexit/", "fmod_ret/", "fentry.s/",
-					       "fexit.s/", "fmod_ret.s/"};
+	static const char *const prefixes[] = {"fentry/",   "fexit/",   "fmod_ret/",
+					       "fentry.s/", "fexit.s/", "fmod_ret.s/"};
 
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(prefixes); i++)
 		if (strncmp(section, prefixes[i], strlen(prefixes[i])) == 0)
@@ -434,7 +447,7 @@ static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_
 	size_t n = 0;
 
 	memset(choices, 0, sizeof(choices));
-	bpf_object__for_each_program(prog, obj) {
+	bpf_object__for_each_program (prog, obj) {
 		if (n == KTEL_PLUGIN_MAX_PROGRAMS)
 			break;
 		choices[n].name = bpf_program__name(prog);
@@ -537,9 +550,9 @@ static json_t *program_json(json_t *report, const char *name)
 	json_t *p;
 	size_t i;
 
-	json_array_foreach(json_object_get(report, "programs"), i, p)
-		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", name) == 0)
-			return p;
+	json_array_foreach(json_object_get(report, "programs"), i,
+			   p) if (strcmp(json_string_value(json_object_get(p, "name")) ?: "",
+					 name) == 0) return p;
 	return NULL;
 }
 
@@ -567,8 +580,8 @@ static void report_loaded(const struct ktel_bpf_plugin *bp, json_t *report)
 
 static void set_load(json_t *report, bool verified, const char *note)
 {
-	json_object_set_new(report, "load", json_pack("{s:b, s:s}", "verified", verified, "note",
-						      note));
+	json_object_set_new(report, "load",
+			    json_pack("{s:b, s:s}", "verified", verified, "note", note));
 }
 
 int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_targets *targets,
@@ -589,8 +602,9 @@ int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_
 		return r;
 	}
 	if (geteuid() != 0) {
-		set_load(report, false, "not root: could not verify that this kernel loads the "
-					"programs");
+		set_load(report, false,
+			 "not root: could not verify that this kernel loads the "
+			 "programs");
 		return r;
 	}
 	if (ktel_plugin__open_owner(path, owner, &p, &e)) {
@@ -602,8 +616,9 @@ int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_
 		ktel_json_set_str(report, "load_error", e.msg);
 	} else {
 		report_loaded(bp, report);
-		set_load(report, true, bp->unsupported ? "this kernel refused the programs"
-						       : "loaded by this kernel (not attached)");
+		set_load(report, true,
+			 bp->unsupported ? "this kernel refused the programs"
+					 : "loaded by this kernel (not attached)");
 	}
 	ktel_bpf_plugin__free(bp);
 	ktel_plugin__free(p);

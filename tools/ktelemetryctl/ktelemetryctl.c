@@ -91,8 +91,10 @@ static int copy_socket_path(char *buf, size_t len, const char *path, const char 
 		memcpy(buf, path, n + 1);
 		return 0;
 	}
-	fprintf(stderr, "ktelemetryctl: %s: the socket path is %zu bytes; a unix socket path "
-		"has at most %zu\n", what, n, max);
+	fprintf(stderr,
+		"ktelemetryctl: %s: the socket path is %zu bytes; a unix socket path "
+		"has at most %zu\n",
+		what, n, max);
 	return fail;
 }
 
@@ -228,8 +230,10 @@ static int request(const struct opts *o, const json_t *req, json_t **ret)
 		return r;
 	fd = connect_unix(path, o->timeout_ms);
 	if (fd < 0) {
-		fprintf(stderr, "ktelemetryctl: cannot connect to %s: %s (is ktelemetryd running? "
-			"see --socket, --config, KTELEMETRY_SOCKET)\n", path, strerror(errno));
+		fprintf(stderr,
+			"ktelemetryctl: cannot connect to %s: %s (is ktelemetryd running? "
+			"see --socket, --config, KTELEMETRY_SOCKET)\n",
+			path, strerror(errno));
 		return EXIT_CONNECT;
 	}
 	line = ktel_control_dump_line(req, &len);
@@ -315,8 +319,10 @@ static int build_enable(int argc, char **argv, json_t *req)
 	if (!dur)
 		return 0;
 	if (ktel_parse_duration(dur, &ms) || !ms) {
-		fprintf(stderr, "ktelemetryctl: enable --for: expected a duration like \"10s\", "
-			"\"250ms\", \"2m\", got \"%s\"\n", dur);
+		fprintf(stderr,
+			"ktelemetryctl: enable --for: expected a duration like \"10s\", "
+			"\"250ms\", \"2m\", got \"%s\"\n",
+			dur);
 		return EXIT_USAGE;
 	}
 	json_object_set_new(req, "for_ms", json_integer((json_int_t)ms));
@@ -337,8 +343,10 @@ static int run_inspect(const struct opts *o, int argc, char **argv)
 	}
 	t = ktel_targets__new(NULL, &err);
 	if (!t)
-		fprintf(stderr, "ktelemetryctl: kernel BTF unreadable, attach targets not checked: "
-			"%s\n", err.msg);
+		fprintf(stderr,
+			"ktelemetryctl: kernel BTF unreadable, attach targets not checked: "
+			"%s\n",
+			err.msg);
 	for (int i = 1; i < argc; i++) {
 		json_t *report = NULL;
 		int r = ktel_inspect_plugin_verify(argv[i], getuid(), t, &report, &err);
@@ -370,9 +378,8 @@ static int watch_socket(const struct opts *o, char *buf, size_t len)
 	if (r)
 		return r;
 	r = answer_exit_code(resp);
-	path = json_string_value(json_object_get(json_array_get(json_object_get(resp, "sockets"),
-								 0),
-						 "socket"));
+	path = json_string_value(
+		json_object_get(json_array_get(json_object_get(resp, "sockets"), 0), "socket"));
 	if (r || !path) {
 		fprintf(stderr, "ktelemetryctl: watch: %s\n",
 			json_string_value(json_object_get(resp, "error")) ?: "no stream socket");
@@ -440,8 +447,10 @@ static int run_watch(const struct opts *o, int argc, char **argv)
 		/* A notice is not a record: it neither counts nor mixes with
 		 * the records on stdout (unless --json asks for raw lines). */
 		if (dropped >= 0 && !o->json) {
-			fprintf(stderr, "ktelemetryctl: watch: %lld record%s dropped: this "
-				"subscriber fell behind\n", dropped, dropped == 1 ? "" : "s");
+			fprintf(stderr,
+				"ktelemetryctl: watch: %lld record%s dropped: this "
+				"subscriber fell behind\n",
+				dropped, dropped == 1 ? "" : "s");
 		} else {
 			printf("%s\n", line);
 			fflush(stdout);
@@ -466,10 +475,11 @@ static int enabled_metrics(const struct opts *o, json_t **ret_names)
 		return r;
 	r = answer_exit_code(resp);
 	names = json_array();
-	json_array_foreach(json_object_get(resp, "metrics"), i, m)
-		if (json_is_true(json_object_get(m, "enabled")) &&
-		    strcmp(json_string_value(json_object_get(m, "model")) ?: "", "accumulator") == 0)
-			json_array_append(names, json_object_get(m, "name"));
+	json_array_foreach(json_object_get(resp, "metrics"), i,
+			   m) if (json_is_true(json_object_get(m, "enabled")) &&
+				  strcmp(json_string_value(json_object_get(m, "model")) ?: "",
+					 "accumulator") == 0)
+		json_array_append(names, json_object_get(m, "name"));
 	json_decref(resp);
 	*ret_names = names;
 	return r;
@@ -481,7 +491,8 @@ static int top_screen(const struct opts *o, const json_t *names, FILE *out)
 	size_t i;
 	json_t *name;
 
-	json_array_foreach(names, i, name) {
+	json_array_foreach(names, i, name)
+	{
 		json_t *req = json_pack("{s:s, s:O}", "cmd", "show", "name", name), *resp = NULL;
 		int r = request(o, req, &resp);
 
@@ -492,7 +503,8 @@ static int top_screen(const struct opts *o, const json_t *names, FILE *out)
 		if (answer_exit_code(resp) == EXIT_OK)
 			ktel_ctl_render(out, "show", resp);
 		else
-			fprintf(out, "  %s\n", json_string_value(json_object_get(resp, "error")) ?: "?");
+			fprintf(out, "  %s\n",
+				json_string_value(json_object_get(resp, "error")) ?: "?");
 		fputc('\n', out);
 		json_decref(resp);
 	}
@@ -514,8 +526,10 @@ static int run_top(const struct opts *o, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
 			if (ktel_parse_duration(argv[++i], &interval_ms) || !interval_ms) {
-				fprintf(stderr, "ktelemetryctl: top: --interval: expected a duration "
-					"like \"2s\", got \"%s\"\n", argv[i]);
+				fprintf(stderr,
+					"ktelemetryctl: top: --interval: expected a duration "
+					"like \"2s\", got \"%s\"\n",
+					argv[i]);
 				json_decref(names);
 				return EXIT_USAGE;
 			}
@@ -549,8 +563,10 @@ static int run_top(const struct opts *o, int argc, char **argv)
 		if (!json_array_size(names))
 			r = enabled_metrics(o, &shown);
 		strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&now));
-		fprintf(mem, "ktelemetry  %s  cumulative since each map was created; "
-			"refreshed every %.1fs (Ctrl-C quits)\n\n", stamp, interval_ms / 1000.0);
+		fprintf(mem,
+			"ktelemetry  %s  cumulative since each map was created; "
+			"refreshed every %.1fs (Ctrl-C quits)\n\n",
+			stamp, interval_ms / 1000.0);
 		if (!r)
 			r = top_screen(o, shown, mem);
 		if (shown != names)
@@ -592,13 +608,14 @@ static void usage(FILE *out)
 		     "[--timeout DURATION] COMMAND [ARGS]\n\ncommands:\n");
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(commands); i++)
 		fprintf(out, "  %s\n", commands[i].usage);
-	fprintf(out, "\n  --socket PATH      control socket (default: $KTELEMETRY_SOCKET, else the\n"
-		     "                     config's control_socket, else <run_dir>/control.sock)\n"
-		     "  --config FILE      read control_socket from this daemon config\n"
-		     "  --json             print the daemon's answer as JSON (for scripts)\n"
-		     "  --timeout DURATION give up waiting for an answer (default 30s)\n"
-		     "\nexit status: 0 ok, 1 the daemon answered an error, 2 usage, "
-		     "3 cannot connect or permission denied\n");
+	fprintf(out,
+		"\n  --socket PATH      control socket (default: $KTELEMETRY_SOCKET, else the\n"
+		"                     config's control_socket, else <run_dir>/control.sock)\n"
+		"  --config FILE      read control_socket from this daemon config\n"
+		"  --json             print the daemon's answer as JSON (for scripts)\n"
+		"  --timeout DURATION give up waiting for an answer (default 30s)\n"
+		"\nexit status: 0 ok, 1 the daemon answered an error, 2 usage, "
+		"3 cannot connect or permission denied\n");
 }
 
 static int run_remote(const struct opts *o, const struct command *cmd, int argc, char **argv)
@@ -625,8 +642,7 @@ static int run_remote(const struct opts *o, const struct command *cmd, int argc,
 
 		fprintf(stderr, "ktelemetryctl: %s\n",
 			json_string_value(json_object_get(resp, "error")) ?: "failed");
-		json_array_foreach(errs, i, e)
-			fprintf(stderr, "  %s\n", json_string_value(e));
+		json_array_foreach(errs, i, e) fprintf(stderr, "  %s\n", json_string_value(e));
 	}
 	json_decref(resp);
 	return r;
@@ -635,12 +651,9 @@ static int run_remote(const struct opts *o, const struct command *cmd, int argc,
 int main(int argc, char **argv)
 {
 	static const struct option long_opts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"config", required_argument, NULL, 'c'},
-		{"json", no_argument, NULL, 'j'},
-		{"timeout", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"socket", required_argument, NULL, 's'}, {"config", required_argument, NULL, 'c'},
+		{"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
 	struct opts o = {.timeout_ms = 30000};
 	int c;
@@ -659,8 +672,10 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			if (ktel_parse_duration(optarg, &o.timeout_ms)) {
-				fprintf(stderr, "ktelemetryctl: --timeout: expected a duration like "
-					"\"30s\", got \"%s\"\n", optarg);
+				fprintf(stderr,
+					"ktelemetryctl: --timeout: expected a duration like "
+					"\"30s\", got \"%s\"\n",
+					optarg);
 				return EXIT_USAGE;
 			}
 			break;

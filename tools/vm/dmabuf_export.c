@@ -112,7 +112,8 @@ static int export_one(int card, unsigned long long size)
 	int r = 1;
 
 	if (size == 0 || size % 4096) {
-		fprintf(stderr, "dmabuf_export: size %llu is not a positive multiple of 4096\n", size);
+		fprintf(stderr, "dmabuf_export: size %llu is not a positive multiple of 4096\n",
+			size);
 		return 1;
 	}
 	if (ioctl(card, DRM_IOCTL_MODE_CREATE_DUMB, &c) < 0) {
@@ -121,7 +122,8 @@ static int export_one(int card, unsigned long long size)
 	}
 	p.handle = d.handle = c.handle;
 	if (ioctl(card, DRM_IOCTL_PRIME_HANDLE_TO_FD, &p) < 0) {
-		fprintf(stderr, "dmabuf_export: PRIME_HANDLE_TO_FD %llu: %s\n", size, strerror(errno));
+		fprintf(stderr, "dmabuf_export: PRIME_HANDLE_TO_FD %llu: %s\n", size,
+			strerror(errno));
 		goto destroy;
 	}
 	if (fdinfo_field(p.fd, "size", got_size, sizeof(got_size)) ||

@@ -37,8 +37,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (unsigned long i = 0; i < mib; i++) {
-		char *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		char *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
 
 		if (p == MAP_FAILED) {
 			perror("memhog: mmap");

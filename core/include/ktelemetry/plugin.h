@@ -38,11 +38,11 @@ enum ktel_metric_model {
 
 /* Bucket scheme of a histogram value (a struct with a `buckets` array). */
 enum ktel_hist_scheme {
-	KTEL_HIST_NONE = 0,        /* the value is not a histogram */
-	KTEL_HIST_LOG2 = 1,        /* project convention: upper-inclusive log2,
+	KTEL_HIST_NONE = 0,       /* the value is not a histogram */
+	KTEL_HIST_LOG2 = 1,       /* project convention: upper-inclusive log2,
 				    * bucket 0 <= 1, k: (2^(k-1), 2^k], last +Inf */
-	KTEL_HIST_LOG2_FLOOR = 2,  /* libbpf-tools: slot s = [2^s, 2^(s+1)) */
-	KTEL_HIST_LINEAR = 3,      /* bucket k: [min + k*step, min + (k+1)*step) */
+	KTEL_HIST_LOG2_FLOOR = 2, /* libbpf-tools: slot s = [2^s, 2^(s+1)) */
+	KTEL_HIST_LINEAR = 3,     /* bucket k: [min + k*step, min + (k+1)*step) */
 };
 
 /* What the integer members of a non-histogram value mean. */
@@ -84,23 +84,23 @@ enum ktel_dim_flags {
 };
 /* The dimension block-device dimensions add; no declared one may be it. */
 #define KTEL_DEVICE_DIM "device"
-#define KTEL_DIM_FLAGS_ALL                                                     \
+#define KTEL_DIM_FLAGS_ALL \
 	(KTEL_DIM_ENUM_SHORT | KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_MINOR | KTEL_DIM_DEV_T)
 
 /*
  * One metric: a map of the BPF object and how to read it.
  */
 struct ktel_metric_desc {
-	uint32_t struct_size;           /* sizeof(struct ktel_metric_desc) */
-	const char *name;               /* unique metric name, e.g. "direct_reclaim_latency" */
-	const char *atom_name;          /* e.g. "DirectReclaimLatency" */
-	uint32_t atom_id;               /* statsd atom id */
-	const char *map_name;           /* BPF map holding the metric */
+	uint32_t struct_size;  /* sizeof(struct ktel_metric_desc) */
+	const char *name;      /* unique metric name, e.g. "direct_reclaim_latency" */
+	const char *atom_name; /* e.g. "DirectReclaimLatency" */
+	uint32_t atom_id;      /* statsd atom id */
+	const char *map_name;  /* BPF map holding the metric */
 	enum ktel_metric_model model;
-	const char *unit;               /* "us", "bytes", "events", ... */
-	enum ktel_hist_scheme scheme;   /* for histogram values */
-	int64_t linear_min;             /* KTEL_HIST_LINEAR only */
-	int64_t linear_step;            /* KTEL_HIST_LINEAR only */
+	const char *unit;                /* "us", "bytes", "events", ... */
+	enum ktel_hist_scheme scheme;    /* for histogram values */
+	int64_t linear_min;              /* KTEL_HIST_LINEAR only */
+	int64_t linear_step;             /* KTEL_HIST_LINEAR only */
 	enum ktel_value_kind value_kind; /* for integer (non-histogram) values */
 	const char *description;
 	const struct ktel_dimension_desc *dims;
@@ -141,19 +141,19 @@ struct ktel_prog_variant {
  * .rodata) the daemon may set from the config before load.
  */
 struct ktel_param_desc {
-	const char *name;        /* config key and .rodata variable name */
+	const char *name; /* config key and .rodata variable name */
 	const char *description;
 	int64_t default_value;
 };
 
 struct ktel_plugin_desc {
-	uint16_t abi_major;             /* KTEL_PLUGIN_ABI_MAJOR */
-	uint16_t abi_minor;             /* KTEL_PLUGIN_ABI_MINOR */
-	uint32_t struct_size;           /* sizeof(struct ktel_plugin_desc) */
-	const char *name;               /* object name: pins are map_<name>_<map> */
+	uint16_t abi_major;   /* KTEL_PLUGIN_ABI_MAJOR */
+	uint16_t abi_minor;   /* KTEL_PLUGIN_ABI_MINOR */
+	uint32_t struct_size; /* sizeof(struct ktel_plugin_desc) */
+	const char *name;     /* object name: pins are map_<name>_<map> */
 	const char *version;
 	const char *description;
-	const void *bpf_object;         /* embedded BPF ELF bytes */
+	const void *bpf_object; /* embedded BPF ELF bytes */
 	size_t bpf_object_size;
 	const struct ktel_metric_desc *metrics;
 	uint32_t n_metrics;
@@ -176,16 +176,18 @@ struct ktel_plugin_desc {
  *   KTEL_PLUGIN(.name = "x", .version = "1.0", .bpf_object = bytes, ...);
  * ABI version and struct size are filled in.
  */
-#define KTEL_PLUGIN(...)                                                       \
-	KTEL_PLUGIN_EXPORT const struct ktel_plugin_desc ktel_plugin = {       \
-		.abi_major = KTEL_PLUGIN_ABI_MAJOR,                            \
-		.abi_minor = KTEL_PLUGIN_ABI_MINOR,                            \
-		.struct_size = sizeof(struct ktel_plugin_desc),                \
-		__VA_ARGS__}
+#define KTEL_PLUGIN(...)                                               \
+	KTEL_PLUGIN_EXPORT const struct ktel_plugin_desc ktel_plugin = \
+		{.abi_major = KTEL_PLUGIN_ABI_MAJOR,                   \
+		 .abi_minor = KTEL_PLUGIN_ABI_MINOR,                   \
+		 .struct_size = sizeof(struct ktel_plugin_desc),       \
+		 __VA_ARGS__}
 
 /* Start a metric descriptor inside a metrics array. */
-#define KTEL_METRIC(...)                                                       \
-	{ .struct_size = sizeof(struct ktel_metric_desc), __VA_ARGS__ }
+#define KTEL_METRIC(...)                                                    \
+	{                                                                   \
+		.struct_size = sizeof(struct ktel_metric_desc), __VA_ARGS__ \
+	}
 
 #ifdef __cplusplus
 }

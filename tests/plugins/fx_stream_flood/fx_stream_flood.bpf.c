@@ -36,16 +36,16 @@ struct fx_inner {
 };
 
 struct fx_stream_event {
-	__u64 ts_ns;        /* bpf_ktime_get_ns(): the record's time */
-	__u64 seq;          /* 1-based: which event of fx_produced */
+	__u64 ts_ns; /* bpf_ktime_get_ns(): the record's time */
+	__u64 seq;   /* 1-based: which event of fx_produced */
 	__s32 tid;
-	enum fx_color color;  /* seq % 3, labelled */
-	__u32 label_id;     /* id of the thread's comm in fx_label_names */
-	bool odd;           /* seq is odd */
-	__s8 neg;           /* -(seq % 100) */
+	enum fx_color color;   /* seq % 3, labelled */
+	__u32 label_id;        /* id of the thread's comm in fx_label_names */
+	bool odd;              /* seq is odd */
+	__s8 neg;              /* -(seq % 100) */
 	struct fx_inner inner; /* a = seq & 0xffff, b = -1 */
 	char comm[16];
-	__u8 bytes[4];      /* {1, 2, 3, seq & 0xff} */
+	__u8 bytes[4]; /* {1, 2, 3, seq & 0xff} */
 };
 KTEL_EXPORT_TYPE(struct fx_stream_event, fx_stream_event);
 
@@ -86,10 +86,11 @@ static __always_inline void emit(__u32 tid)
 	__u32 key = 0;
 
 	seq = __sync_fetch_and_add(&fx_produced, 1) + 1;
-	e = bpf_ringbuf_reserve(fx_use_big ? (void *)&fx_big_rb : (void *)&fx_small_rb,
-				sizeof(*e), 0);
+	e = bpf_ringbuf_reserve(fx_use_big ? (void *)&fx_big_rb : (void *)&fx_small_rb, sizeof(*e),
+				0);
 	if (!e) {
-		lost = bpf_map_lookup_elem(fx_use_big ? (void *)&fx_big_lost : (void *)&fx_small_lost,
+		lost = bpf_map_lookup_elem(fx_use_big ? (void *)&fx_big_lost
+						      : (void *)&fx_small_lost,
 					   &key);
 		if (lost)
 			__sync_fetch_and_add(lost, 1);
