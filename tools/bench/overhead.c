@@ -3,8 +3,8 @@
  * ktel-bench-overhead: what one BPF program on the syscall tracepoints adds to
  * each event, measured the way ebpf_exporter's benchmark does it: a tight loop
  * of one cheap syscall (getppid) pinned to one CPU, with and without programs
- * attached. Prints figures and the method; it never
- * passes or fails on a number.
+ * attached. Prints figures and the method; it never passes or fails on a
+ * number.
  *
  * Configurations (programs in overhead.bpf.c):
  *   a  nothing attached                       the baseline
