@@ -335,8 +335,7 @@ static void test_top_unknown_metric(void **state)
 	struct rig r;
 
 	rig_start(&r, "ctl-top");
-	assert_int_equal(ctl(&r, "--socket", r.sock, "top", "--count", "1", "no_such_metric",
-			     NULL),
+	assert_int_equal(ctl(&r, "--socket", r.sock, "top", "--count", "1", "no_such_metric", NULL),
 			 1);
 	assert_non_null(strstr(r.err, "no metric named \"no_such_metric\""));
 	assert_null(strstr(r.out, "== "));
@@ -430,7 +429,11 @@ static void test_docs_match_help(void **state)
 {
 	char *cmds[64] = {0}, *opts[16] = {0}, *doc_opts[16] = {0}, line[512], *save = NULL;
 	size_t n_cmds = 0, n_opts = 0, n_doc_opts = 0, documented = 0;
-	enum { NONE, COMMANDS, OPTIONS } section = NONE;
+	enum {
+		NONE,
+		COMMANDS,
+		OPTIONS
+	} section = NONE;
 	bool in_globals = false;
 	struct rig r;
 	FILE *f;

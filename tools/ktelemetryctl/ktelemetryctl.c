@@ -5,9 +5,11 @@
  *   ktelemetryctl [--socket PATH] [--config FILE] [--json] [--timeout DURATION]
  *                 COMMAND [ARGS]
  *
- * The protocol, the commands and the exit codes are in docs/control.md:
- * 0 ok, 1 the daemon answered with an error (or inspect found a problem),
- * 2 bad usage, 3 cannot connect or not allowed to.
+ * with the global options before or after the command. The protocol, the
+ * commands and the exit codes are in docs/control.md: 0 ok, 1 the daemon
+ * answered with an error (or inspect found a problem, or top was given a
+ * metric the daemon does not know), 2 bad usage, 3 cannot connect or not
+ * allowed to.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -176,7 +178,8 @@ static int socket_from_config(const char *path, char *buf, size_t len)
 	if (raw)
 		fprintf(stderr, "; using its control_socket %s\n", raw);
 	else
-		fprintf(stderr, "; its control_socket is unreadable, using the default %s/control.sock\n",
+		fprintf(stderr,
+			"; its control_socket is unreadable, using the default %s/control.sock\n",
 			run);
 	ktel_config_errors__clear(&errs);
 	if (raw) {
@@ -565,8 +568,12 @@ static const json_t *listed(const json_t *list, const char *name)
 	json_t *m;
 
 	json_array_foreach(json_object_get(list, "metrics"), i, m)
-		if (strcmp(json_string_value(json_object_get(m, "name")) ?: "", name) == 0)
+	{
+		const char *n = json_string_value(json_object_get(m, "name"));
+
+		if (n && strcmp(n, name) == 0)
 			return m;
+	}
 	return NULL;
 }
 
@@ -782,8 +789,9 @@ static int run_leases(struct opts *o, int argc, char **argv)
 		    json_integer_value(lease) <= 0)
 			continue;
 		json_array_append_new(json_object_get(out, "leases"),
-				      json_pack("{s:O, s:O, s:O}", "name", json_object_get(m, "name"),
-						"lease_ms", lease, "left_ms",
+				      json_pack("{s:O, s:O, s:O}", "name",
+						json_object_get(m, "name"), "lease_ms", lease,
+						"left_ms",
 						json_is_integer(left) ? left : json_null()));
 	}
 	if (o->json) {
@@ -810,8 +818,7 @@ static const struct command commands[] = {
 	{"enable", "enable NAME [--for DURATION]", "attach; --for 2s, --for 10m: a lease",
 	 build_enable, NULL, enable_own},
 	{"disable", "disable NAME", "pull a last time, detach", build_name, NULL, NULL},
-	{"pull", "pull [NAME]", "pull now, print one line per record", build_opt_name, NULL,
-	 NULL},
+	{"pull", "pull [NAME]", "pull now, print one line per record", build_opt_name, NULL, NULL},
 	{"show", "show NAME", "cumulative histograms and the last window, as bars", build_name,
 	 NULL, NULL},
 	{"reload", "reload", "re-read the daemon's config file", build_none, NULL, NULL},
@@ -849,11 +856,11 @@ static void usage(FILE *out)
 	fprintf(out, "usage: ktelemetryctl [OPTIONS] COMMAND [ARGS] [OPTIONS]\n\ncommands:\n");
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(commands); i++)
 		fprintf(out, "  %-33s%s%s\n", commands[i].usage,
-			strlen(commands[i].usage) > 33 ? "\n                                    " : " ",
+			strlen(commands[i].usage) > 33 ? "\n                                    "
+						       : " ",
 			commands[i].what);
 	fprintf(out, "\noptions (before or after the command):\n");
-	for (size_t i = 0; i < KTEL_ARRAY_SIZE(globals); i++)
-	{
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(globals); i++) {
 		char opt[32];
 
 		snprintf(opt, sizeof(opt), "%s%s%s", globals[i].name, globals[i].value ? " " : "",
