@@ -16,7 +16,9 @@
  * - protocol limits on a raw connection (bad line, over-long line, busy);
  * - a socket in use is refused, a stale one replaced, a file kept;
  * - inspect on every built-in plugin, and on an unreadable fixture;
- * - watch prints the lines of a stream socket.
+ * - watch prints the lines of a stream socket;
+ * - a --config file that does not validate, options after the command,
+ *   reopen as text, top on an unknown metric, leases during a lease.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -395,8 +397,14 @@ static void test_lease_expires(void **state)
 	assert_true(metric_enabled(&r));
 	for (size_t i = 0; i < n; i++)
 		assert_true(prog_linked(ids[i]));
+	/* leases names it while the lease runs, and not after. */
+	assert_int_equal(ctl(&r, false, "leases", "--socket", r.sock, NULL), 0);
+	if (!strstr(r.out, METRIC) || !strstr(r.out, "2.0s"))
+		fail_msg("leases: %s", r.out);
 	sleep(3);
 	assert_false(metric_enabled(&r));
+	assert_int_equal(ctl(&r, false, "leases", "--json", "--socket", r.sock, NULL), 0);
+	assert_non_null(strstr(r.out, "\"leases\":[]"));
 	for (size_t i = 0; i < n; i++)
 		assert_false(prog_linked(ids[i]));
 	/* A metric the daemon does not know: exit 1 with the reason. */
@@ -502,7 +510,8 @@ static void test_watch_drop_notice(void **state)
 	assert_int_equal(ctl(&r, false, "watch", "--socket", sa.sun_path, "--count", "2", NULL), 0);
 	kill(srv, SIGKILL);
 	waitpid(srv, NULL, 0);
-	for (const char *p = r.out; p && (p = strstr(p, "\"metric\"")); p++)
+	/* Records as text, as pull prints them. */
+	for (const char *p = r.out; p && (p = strstr(p, "[(all)]: ")); p++)
 		n++;
 	if (n != 2 || strstr(r.out, "dropped"))
 		fail_msg("stdout: %s", r.out);
@@ -510,6 +519,52 @@ static void test_watch_drop_notice(void **state)
 		fail_msg("stderr: %s", r.err);
 	free(r.out);
 	free(r.err);
+	sandbox_cleanup(&r.sb);
+}
+
+/*
+ * On the real daemon: a --config file that does not validate still finds
+ * its control_socket (one warning), global options after the command,
+ * reopen as text, and top exits 1 on a metric the daemon does not know.
+ */
+static void test_cli_consistency(void **state)
+{
+	char bad[700], text[1000];
+	struct rig r;
+	FILE *f;
+
+	rig_start(&r, "ctl-cli", NULL, false);
+	snprintf(bad, sizeof(bad), "%s/bad.json", r.sb.dir);
+	snprintf(text, sizeof(text), "{\"control_socket\": \"%s\", \"interval\": \"ten\"}\n",
+		 r.sock);
+	f = fopen(bad, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	unsetenv("KTELEMETRY_SOCKET");
+	if (ctl(&r, false, "--config", bad, "status", NULL) != 0)
+		fail_msg("status with a bad config: %s%s", r.out, r.err);
+	assert_non_null(strstr(r.out, METRIC));
+	assert_non_null(strstr(r.err, "does not validate: interval"));
+	assert_null(strstr(strstr(r.err, "does not validate") + 1, "does not validate"));
+	assert_int_equal(ctl(&r, false, "status", "--json", "--config", bad, NULL), 0);
+	assert_true(r.out[0] == '{');
+	assert_int_equal(ctl(&r, false, "reopen", "--socket", r.sock, NULL), 0);
+	assert_non_null(strstr(r.out, "reopen: "));
+	assert_true(r.out[0] != '{');
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "top", "--count", "1", "no_such_metric",
+			     NULL),
+			 1);
+	assert_non_null(strstr(r.err, "no metric named \"no_such_metric\""));
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "top", "--count", "1", METRIC,
+			     "no_such_metric", NULL),
+			 1);
+	assert_non_null(strstr(r.out, "== " METRIC));
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "top", "--json", "--count", "1", METRIC,
+			     NULL),
+			 0);
+	assert_non_null(strstr(r.out, "\"metrics\":[{\"ok\":true"));
+	rig_stop(&r);
 	sandbox_cleanup(&r.sb);
 }
 
@@ -1061,7 +1116,7 @@ static void test_watch(void **state)
 	assert_int_equal(bind(s.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(listen(s.fd, 1), 0);
 	pthread_create(&t, NULL, serve_lines, &s);
-	assert_int_equal(ctl(&r, false, "watch", "--socket", sa.sun_path, NULL), 0);
+	assert_int_equal(ctl(&r, false, "watch", "--json", "--socket", sa.sun_path, NULL), 0);
 	pthread_join(t, NULL);
 	close(s.fd);
 	assert_string_equal(r.out, "{\"metric\":\"m\",\"seq\":0}\n{\"metric\":\"m\",\"seq\":1}\n"
@@ -1118,6 +1173,7 @@ int main(void)
 		cmocka_unit_test(test_lease_expires),
 		cmocka_unit_test(test_permission),
 		cmocka_unit_test(test_show_and_pull),
+		cmocka_unit_test(test_cli_consistency),
 		cmocka_unit_test(test_pull_in_windows),
 		cmocka_unit_test(test_watch_drop_notice),
 		cmocka_unit_test(test_protocol_limits),

@@ -426,6 +426,59 @@ static void render_reload(FILE *out, const json_t *resp)
 	fprintf(out, "reloaded\n");
 }
 
+static void render_reopen(FILE *out, const json_t *resp)
+{
+	long long n = jint(resp, "sinks");
+
+	fprintf(out, "reopen: %lld sink%s asked to reopen %s file\n", n, n == 1 ? "" : "s",
+		n == 1 ? "its" : "their");
+}
+
+/* "MS" as a person reads a lease: 1h02m03s, 2m05s, 9.5s, 250ms. */
+static void fmt_ms(long long ms, char *buf, size_t len)
+{
+	if (ms < 1000)
+		snprintf(buf, len, "%lldms", ms);
+	else if (ms < 60000)
+		snprintf(buf, len, "%.1fs", ms / 1000.0);
+	else if (ms < 3600000)
+		snprintf(buf, len, "%lldm%02llds", ms / 60000, ms / 1000 % 60);
+	else
+		snprintf(buf, len, "%lldh%02lldm%02llds", ms / 3600000, ms / 60000 % 60,
+			 ms / 1000 % 60);
+}
+
+/* The client's `leases` answer: {"leases": [{name, lease_ms, left_ms}]}. */
+static void render_leases(FILE *out, const json_t *resp)
+{
+	const json_t *leases = json_object_get(resp, "leases"), *l;
+	char name[KTEL_ERR_MSG_MAX], lease[32], left[32];
+	int w = (int)strlen("NAME");
+	size_t i;
+
+	if (!json_array_size(leases)) {
+		fprintf(out, "no metric is enabled with a lease (enable NAME --for DURATION)\n");
+		return;
+	}
+	json_array_foreach(leases, i, l)
+	{
+		copy_text(name, sizeof(name), jstr(l, "name"));
+		if ((int)strlen(name) > w)
+			w = (int)strlen(name);
+	}
+	fprintf(out, "%-*s  %-10s  %s\n", w, "NAME", "LEASE", "LEFT");
+	json_array_foreach(leases, i, l)
+	{
+		copy_text(name, sizeof(name), jstr(l, "name"));
+		fmt_ms(jint(l, "lease_ms"), lease, sizeof(lease));
+		if (json_is_integer(json_object_get(l, "left_ms")))
+			fmt_ms(jint(l, "left_ms"), left, sizeof(left));
+		else
+			snprintf(left, sizeof(left), "?");
+		fprintf(out, "%-*s  %-10s  %s\n", w, name, lease, left);
+	}
+}
+
 static void render_help(FILE *out, const json_t *resp)
 {
 	size_t i;
@@ -451,7 +504,19 @@ static const struct {
 	{"list", render_list},     {"status", render_status}, {"show", render_show},
 	{"pull", render_pull},     {"enable", render_toggle}, {"disable", render_toggle},
 	{"reload", render_reload}, {"help", render_help},     {"watch", render_watch},
+	{"reopen", render_reopen}, {"leases", render_leases},
 };
+
+void ktel_ctl_render_stream_line(FILE *out, const char *line)
+{
+	json_t *rec = json_loads(line, 0, NULL);
+
+	if (json_is_object(rec) && json_is_string(json_object_get(rec, "metric")))
+		render_record(out, rec, false);
+	else
+		fprintf(out, "%s\n", line);
+	json_decref(rec);
+}
 
 void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp)
 {

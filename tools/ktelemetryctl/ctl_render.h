@@ -29,11 +29,17 @@ int ktel_ctl_bucket_label(const json_t *hist, size_t k, char *buf, size_t len);
 void ktel_ctl_draw_hist(FILE *out, const json_t *hist, int width);
 
 /*
- * Print an answer of cmd for people: list as an aligned table, status as
- * sections, show as bars, pull as one line per record, others as
- * "key: value" lines. Unknown commands fall back to indented JSON.
+ * Print an answer of cmd for people: list and leases as aligned tables,
+ * status as sections, show as bars, pull as one line per record, the others
+ * as a line or two. Unknown commands fall back to indented JSON.
  */
 void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp);
+
+/*
+ * One line of a stream socket for people: a record as `pull` prints it, any
+ * other line (not JSON, not a record) as it came.
+ */
+void ktel_ctl_render_stream_line(FILE *out, const char *line);
 
 /* Print an inspect report for people. */
 void ktel_ctl_render_inspect(FILE *out, const json_t *report);

@@ -5,12 +5,13 @@
  *   ktelemetryctl [--socket PATH] [--config FILE] [--json] [--timeout DURATION]
  *                 COMMAND [ARGS]
  *
- * The protocol, the commands and the exit codes are in docs/control.md:
- * 0 ok, 1 the daemon answered with an error (or inspect found a problem),
- * 2 bad usage, 3 cannot connect or not allowed to.
+ * with the global options before or after the command. The protocol, the
+ * commands and the exit codes are in docs/control.md: 0 ok, 1 the daemon
+ * answered with an error (or inspect found a problem, or top was given a
+ * metric the daemon does not know), 2 bad usage, 3 cannot connect or not
+ * allowed to.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -45,15 +46,25 @@ struct opts {
 	const char *config;
 	bool json;
 	uint64_t timeout_ms;
+	/* The control socket, found once (a config file's warning is said
+	 * once, however many requests `top` makes): sock_rc is the exit code
+	 * of finding it. */
+	bool sock_found;
+	int sock_rc;
+	char sock[PATH_MAX];
 };
 
 struct command {
 	const char *name;
 	const char *usage;
+	const char *what; /* one line for --help */
 	/* Build the request from the command's arguments (argv[0] is the
 	 * command); NULL fn: run locally instead of asking the daemon. */
 	int (*build)(int argc, char **argv, json_t *req);
-	int (*local)(const struct opts *o, int argc, char **argv);
+	int (*local)(struct opts *o, int argc, char **argv);
+	/* The command's own options that take a value, NULL-ended: a global
+	 * option of the same name after the command is the command's. */
+	const char *const *own;
 };
 
 static void usage(FILE *out);
@@ -98,14 +109,53 @@ static int copy_socket_path(char *buf, size_t len, const char *path, const char 
 	return fail;
 }
 
-/* control_socket of a config file; exit code or 0. */
+/*
+ * control_socket as the JSON of path writes it, for a file that does not
+ * validate: a plain string, a leading ${state_dir} or ${run_dir} expanded as
+ * the daemon expands it; a JSON object without the key means the daemon's
+ * built-in default. NULL (malloc'd text otherwise) when the file is no JSON
+ * object, or the value is no string or holds a variable left unexpanded.
+ */
+static char *raw_control_socket(const char *path, const struct ktel_config_vars *vars)
+{
+	static const char *const names[] = {"${state_dir}", "${run_dir}"};
+	const char *values[] = {vars->state_dir, vars->run_dir};
+	json_t *root = json_load_file(path, 0, NULL);
+	const json_t *v = json_object_get(root, "control_socket");
+	const char *s = json_string_value(v);
+	char *out = NULL;
+
+	if (json_is_object(root) && !v)
+		s = "/run/ktelemetry/control.sock";
+	for (size_t i = 0; s && i < KTEL_ARRAY_SIZE(names); i++)
+		if (strncmp(s, names[i], strlen(names[i])) == 0) {
+			if (asprintf(&out, "%s%s", values[i], s + strlen(names[i])) < 0)
+				out = NULL;
+			s = NULL;
+		}
+	if (s)
+		out = strdup(s);
+	if (out && (!out[0] || strstr(out, "${"))) {
+		free(out);
+		out = NULL;
+	}
+	json_decref(root);
+	return out;
+}
+
+/*
+ * control_socket of a config file; exit code or 0. A file that does not
+ * validate (the edit an operator is fixing) still names the daemon's
+ * socket, which runs on the file it started with: the commands go on, after
+ * one warning with the cause.
+ */
 static int socket_from_config(const char *path, char *buf, size_t len)
 {
 	struct ktel_config_errors errs = {0};
 	struct ktel_config_vars vars = {.plugin_dir = ""};
 	struct ktel_config *cfg = NULL;
-	char state[PATH_MAX], run[PATH_MAX];
-	struct ktel_err err;
+	char state[PATH_MAX], run[PATH_MAX], *raw;
+	struct ktel_err err = {0};
 	int r;
 
 	default_dir(INSTALL_STATE_DIR, state, sizeof(state));
@@ -114,20 +164,35 @@ static int socket_from_config(const char *path, char *buf, size_t len)
 	vars.run_dir = run;
 	ktel_sinks_register_schemas();
 	r = ktel_config__load_file(path, &vars, &cfg, &errs, &err);
-	for (size_t i = 0; i < errs.n; i++)
-		fprintf(stderr, "ktelemetryctl: %s: %s\n", path, errs.msgs[i]);
-	if (r && !errs.n)
-		fprintf(stderr, "ktelemetryctl: %s\n", err.msg);
+	if (!r) {
+		r = copy_socket_path(buf, len, cfg->control_socket, path, EXIT_USAGE);
+		ktel_config__free(cfg);
+		return r;
+	}
+	raw = raw_control_socket(path, &vars);
+	fprintf(stderr, "ktelemetryctl: warning: %s does not validate: %s", path,
+		errs.n ? errs.msgs[0] : err.msg);
+	if (errs.n > 1)
+		fprintf(stderr, " (and %zu more: ktelemetryd --check-config %s lists them)",
+			errs.n - 1, path);
+	if (raw)
+		fprintf(stderr, "; using its control_socket %s\n", raw);
+	else
+		fprintf(stderr,
+			"; its control_socket is unreadable, using the default %s/control.sock\n",
+			run);
 	ktel_config_errors__clear(&errs);
-	if (r)
-		return EXIT_USAGE;
-	r = copy_socket_path(buf, len, cfg->control_socket, path, EXIT_USAGE);
-	ktel_config__free(cfg);
-	return r;
+	if (raw) {
+		r = copy_socket_path(buf, len, raw, path, EXIT_USAGE);
+		free(raw);
+		return r;
+	}
+	snprintf(buf, len, "%s/control.sock", run);
+	return 0;
 }
 
 /* --socket, else $KTELEMETRY_SOCKET, else --config's, else the default's. */
-static int resolve_socket(const struct opts *o, char *buf, size_t len)
+static int find_socket(struct opts *o, char *buf, size_t len)
 {
 	const char *env = getenv("KTELEMETRY_SOCKET");
 	char run[PATH_MAX];
@@ -141,6 +206,16 @@ static int resolve_socket(const struct opts *o, char *buf, size_t len)
 	default_dir(INSTALL_RUN_DIR, run, sizeof(run));
 	snprintf(buf, len, "%s/control.sock", run);
 	return 0;
+}
+
+/* find_socket() once; its path in o->sock. */
+static int resolve_socket(struct opts *o)
+{
+	if (!o->sock_found) {
+		o->sock_rc = find_socket(o, o->sock, sizeof(o->sock));
+		o->sock_found = true;
+	}
+	return o->sock_rc;
 }
 
 /* ---- talking to a socket ----------------------------------------------------- */
@@ -217,15 +292,16 @@ static int answer_exit_code(const json_t *resp)
 }
 
 /* Send req, receive the answer into *ret; an exit code on failure. */
-static int request(const struct opts *o, const json_t *req, json_t **ret)
+static int request(struct opts *o, const json_t *req, json_t **ret)
 {
-	char path[PATH_MAX], *line, *answer;
+	const char *path = o->sock;
+	char *line, *answer;
 	json_error_t jerr;
 	FILE *f;
 	size_t len;
 	int fd, r;
 
-	r = resolve_socket(o, path, sizeof(path));
+	r = resolve_socket(o);
 	if (r)
 		return r;
 	fd = connect_unix(path, o->timeout_ms);
@@ -331,7 +407,7 @@ static int build_enable(int argc, char **argv, json_t *req)
 
 /* ---- local commands -------------------------------------------------------------- */
 
-static int run_inspect(const struct opts *o, int argc, char **argv)
+static int run_inspect(struct opts *o, int argc, char **argv)
 {
 	struct ktel_targets *t;
 	struct ktel_err err;
@@ -368,7 +444,7 @@ static int run_inspect(const struct opts *o, int argc, char **argv)
 }
 
 /* Ask the daemon where its stream sink listens. */
-static int watch_socket(const struct opts *o, char *buf, size_t len)
+static int watch_socket(struct opts *o, char *buf, size_t len)
 {
 	json_t *req = json_pack("{s:s}", "cmd", "watch"), *resp = NULL;
 	int r = request(o, req, &resp);
@@ -404,7 +480,7 @@ static long long drop_notice(const char *line)
 	return v;
 }
 
-static int run_watch(const struct opts *o, int argc, char **argv)
+static int run_watch(struct opts *o, int argc, char **argv)
 {
 	char path[PATH_MAX] = "", *line;
 	long long count = -1;
@@ -451,10 +527,12 @@ static int run_watch(const struct opts *o, int argc, char **argv)
 				"ktelemetryctl: watch: %lld record%s dropped: this "
 				"subscriber fell behind\n",
 				dropped, dropped == 1 ? "" : "s");
-		} else {
+		} else if (o->json) {
 			printf("%s\n", line);
-			fflush(stdout);
+		} else {
+			ktel_ctl_render_stream_line(stdout, line);
 		}
+		fflush(stdout);
 		free(line);
 		if (count > 0 && dropped < 0)
 			count--;
@@ -463,33 +541,73 @@ static int run_watch(const struct opts *o, int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* Names of the enabled accumulator metrics, from `list`. */
-static int enabled_metrics(const struct opts *o, json_t **ret_names)
+/* The `list` answer; an exit code on failure, said on stderr. */
+static int list_metrics(struct opts *o, json_t **ret_resp)
 {
-	json_t *req = json_pack("{s:s}", "cmd", "list"), *resp = NULL, *names, *m;
-	size_t i;
+	json_t *req = json_pack("{s:s}", "cmd", "list"), *resp = NULL;
 	int r = request(o, req, &resp);
 
 	json_decref(req);
 	if (r)
 		return r;
 	r = answer_exit_code(resp);
-	names = json_array();
-	json_array_foreach(json_object_get(resp, "metrics"), i,
-			   m) if (json_is_true(json_object_get(m, "enabled")) &&
-				  strcmp(json_string_value(json_object_get(m, "model")) ?: "",
-					 "accumulator") == 0)
-		json_array_append(names, json_object_get(m, "name"));
-	json_decref(resp);
-	*ret_names = names;
-	return r;
+	if (r) {
+		fprintf(stderr, "ktelemetryctl: list: %s\n",
+			json_string_value(json_object_get(resp, "error")) ?: "failed");
+		json_decref(resp);
+		return r;
+	}
+	*ret_resp = resp;
+	return 0;
 }
 
-/* One screen: the `show` view of every metric in names. */
-static int top_screen(const struct opts *o, const json_t *names, FILE *out)
+/* The metric of that name in a `list` answer, else NULL. */
+static const json_t *listed(const json_t *list, const char *name)
 {
 	size_t i;
-	json_t *name;
+	json_t *m;
+
+	json_array_foreach(json_object_get(list, "metrics"), i, m)
+	{
+		const char *n = json_string_value(json_object_get(m, "name"));
+
+		if (n && strcmp(n, name) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/* Names of the enabled accumulator metrics, from `list`. */
+static int enabled_metrics(struct opts *o, json_t **ret_names)
+{
+	json_t *resp = NULL, *names, *m;
+	size_t i;
+	int r = list_metrics(o, &resp);
+
+	if (r)
+		return r;
+	names = json_array();
+	json_array_foreach(json_object_get(resp, "metrics"), i, m)
+	{
+		const char *model = json_string_value(json_object_get(m, "model"));
+
+		if (json_is_true(json_object_get(m, "enabled")) && model &&
+		    strcmp(model, "accumulator") == 0)
+			json_array_append(names, json_object_get(m, "name"));
+	}
+	json_decref(resp);
+	*ret_names = names;
+	return 0;
+}
+
+/*
+ * One screen: the `show` answer of every metric in names, drawn into out,
+ * or with --json gathered into one object {"time", "metrics": [answers]}.
+ */
+static int top_screen(struct opts *o, const json_t *names, const char *stamp, FILE *out)
+{
+	json_t *name, *all = json_array();
+	size_t i;
 
 	json_array_foreach(names, i, name)
 	{
@@ -497,8 +615,14 @@ static int top_screen(const struct opts *o, const json_t *names, FILE *out)
 		int r = request(o, req, &resp);
 
 		json_decref(req);
-		if (r)
+		if (r) {
+			json_decref(all);
 			return r;
+		}
+		if (o->json) {
+			json_array_append_new(all, resp);
+			continue;
+		}
 		fprintf(out, "== %s\n", json_string_value(name));
 		if (answer_exit_code(resp) == EXIT_OK)
 			ktel_ctl_render(out, "show", resp);
@@ -508,20 +632,58 @@ static int top_screen(const struct opts *o, const json_t *names, FILE *out)
 		fputc('\n', out);
 		json_decref(resp);
 	}
+	if (o->json) {
+		json_t *screen = json_pack("{s:s, s:o}", "time", stamp, "metrics", all);
+
+		json_dumpf(screen, out, JSON_COMPACT);
+		fputc('\n', out);
+		json_decref(screen);
+	} else {
+		json_decref(all);
+	}
 	return 0;
+}
+
+/*
+ * Keep the names `list` knows, say each unknown one on stderr; exit 1 when
+ * any was unknown (the known ones are still shown), 0 when none.
+ */
+static int top_known(struct opts *o, json_t *names)
+{
+	json_t *list = NULL;
+	int r = list_metrics(o, &list), rc = EXIT_OK;
+
+	if (r)
+		return r;
+	for (size_t i = 0; i < json_array_size(names);) {
+		const char *name = json_string_value(json_array_get(names, i));
+
+		if (listed(list, name)) {
+			i++;
+			continue;
+		}
+		fprintf(stderr,
+			"ktelemetryctl: top: no metric named \"%s\" (\"ktelemetryctl list\" "
+			"shows them)\n",
+			name);
+		json_array_remove(names, i);
+		rc = EXIT_DAEMON_ERROR;
+	}
+	json_decref(list);
+	return rc;
 }
 
 /*
  * The live view: every enabled metric's histograms, redrawn every interval
  * (like top). Names on the command line restrict it to those metrics.
  */
-static int run_top(const struct opts *o, int argc, char **argv)
+static int run_top(struct opts *o, int argc, char **argv)
 {
 	uint64_t interval_ms = 2000;
 	long long count = -1;
 	json_t *names = json_array();
-	bool tty = isatty(STDOUT_FILENO);
-	int r = 0;
+	bool tty = isatty(STDOUT_FILENO) && !o->json, named;
+	int r = 0, unknown;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
@@ -543,6 +705,14 @@ static int run_top(const struct opts *o, int argc, char **argv)
 			json_array_append_new(names, json_string(argv[i]));
 		}
 	}
+	named = json_array_size(names) > 0;
+	/* A name the daemon does not know is a mistake to say, not a screen
+	 * that silently shows an error forever. */
+	unknown = named ? top_known(o, names) : EXIT_OK;
+	if (unknown > EXIT_DAEMON_ERROR || (named && !json_array_size(names))) {
+		json_decref(names);
+		return unknown;
+	}
 	/* Pull once first, so the first screen shows data, not "not pulled". */
 	{
 		json_t *req = json_pack("{s:s}", "cmd", "pull"), *resp = NULL;
@@ -560,15 +730,19 @@ static int run_top(const struct opts *o, int argc, char **argv)
 
 		if (!mem)
 			break;
-		if (!json_array_size(names))
+		if (!named)
 			r = enabled_metrics(o, &shown);
-		strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&now));
-		fprintf(mem,
-			"ktelemetry  %s  cumulative since each map was created; "
-			"refreshed every %.1fs (Ctrl-C quits)\n\n",
-			stamp, interval_ms / 1000.0);
+		if (o->json) {
+			strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+		} else {
+			strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&now));
+			fprintf(mem,
+				"ktelemetry  %s  cumulative since each map was created; "
+				"refreshed every %.1fs (Ctrl-C quits)\n\n",
+				stamp, interval_ms / 1000.0);
+		}
 		if (!r)
-			r = top_screen(o, shown, mem);
+			r = top_screen(o, shown, stamp, mem);
 		if (shown != names)
 			json_decref(shown);
 		fclose(mem);
@@ -584,41 +758,122 @@ static int run_top(const struct opts *o, int argc, char **argv)
 			usleep((useconds_t)(interval_ms * 1000));
 	}
 	json_decref(names);
-	return r;
+	return r ? r : unknown;
 }
 
+/*
+ * The metrics enabled with a lease (enable --for), from `list`: name,
+ * lease and the time left (lease_left_ms of the answer, when the daemon
+ * reports it).
+ */
+static int run_leases(struct opts *o, int argc, char **argv)
+{
+	json_t *list = NULL, *out, *m;
+	size_t i;
+	int r;
+
+	if (argc != 1) {
+		fprintf(stderr, "ktelemetryctl: leases takes no arguments\n");
+		return EXIT_USAGE;
+	}
+	r = list_metrics(o, &list);
+	if (r)
+		return r;
+	out = json_pack("{s:b, s:[]}", "ok", true, "leases");
+	json_array_foreach(json_object_get(list, "metrics"), i, m)
+	{
+		json_t *lease = json_object_get(m, "lease_ms");
+		json_t *left = json_object_get(m, "lease_left_ms");
+
+		if (!json_is_true(json_object_get(m, "enabled")) || !json_is_integer(lease) ||
+		    json_integer_value(lease) <= 0)
+			continue;
+		json_array_append_new(json_object_get(out, "leases"),
+				      json_pack("{s:O, s:O, s:O}", "name",
+						json_object_get(m, "name"), "lease_ms", lease,
+						"left_ms",
+						json_is_integer(left) ? left : json_null()));
+	}
+	if (o->json) {
+		json_dumpf(out, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+	} else {
+		ktel_ctl_render(stdout, "leases", out);
+	}
+	json_decref(out);
+	json_decref(list);
+	return EXIT_OK;
+}
+
+static const char *const enable_own[] = {"--for", NULL};
+static const char *const watch_own[] = {"--socket", "--count", NULL};
+static const char *const top_own[] = {"--interval", "--count", NULL};
+
+/* Each command has a "### `name`" section in docs/control.md (a unit test
+ * holds the two together through --help). */
 static const struct command commands[] = {
-	{"status", "status", build_none, NULL},
-	{"list", "list", build_none, NULL},
-	{"enable", "enable NAME [--for DURATION]", build_enable, NULL},
-	{"disable", "disable NAME", build_name, NULL},
-	{"pull", "pull [NAME]", build_opt_name, NULL},
-	{"show", "show NAME", build_name, NULL},
-	{"reload", "reload", build_none, NULL},
-	{"reopen", "reopen", build_none, NULL},
-	{"help", "help", build_none, NULL},
-	{"watch", "watch [--socket PATH] [--count N]", NULL, run_watch},
-	{"inspect", "inspect PLUGIN.so...", NULL, run_inspect},
-	{"top", "top [--interval DURATION] [--count N] [NAME...]", NULL, run_top},
+	{"status", "status", "daemon, plugins, programs, last pulls, sinks", build_none, NULL,
+	 NULL},
+	{"list", "list", "metrics as an aligned table", build_none, NULL, NULL},
+	{"enable", "enable NAME [--for DURATION]", "attach; --for 2s, --for 10m: a lease",
+	 build_enable, NULL, enable_own},
+	{"disable", "disable NAME", "pull a last time, detach", build_name, NULL, NULL},
+	{"pull", "pull [NAME]", "pull now, print one line per record", build_opt_name, NULL, NULL},
+	{"show", "show NAME", "cumulative histograms and the last window, as bars", build_name,
+	 NULL, NULL},
+	{"reload", "reload", "re-read the daemon's config file", build_none, NULL, NULL},
+	{"reopen", "reopen", "file sinks reopen their path (logrotate)", build_none, NULL, NULL},
+	{"help", "help", "the daemon's command list", build_none, NULL, NULL},
+	{"leases", "leases", "metrics enabled with a lease, and the time left", NULL, run_leases,
+	 NULL},
+	{"watch", "watch [--socket PATH] [--count N]", "print the stream sink's records", NULL,
+	 run_watch, watch_own},
+	{"inspect", "inspect PLUGIN.so...", "offline: how the decoder reads a plugin", NULL,
+	 run_inspect, NULL},
+	{"top", "top [--interval DURATION] [--count N] [NAME...]",
+	 "the show view of metrics, redrawn", NULL, run_top, top_own},
+};
+
+/* The global options, as --help lists them and main() reads them. */
+static const struct global {
+	const char *name, *short_name;
+	const char *value; /* its placeholder, NULL for a flag */
+	const char *help;
+} globals[] = {
+	{"--socket", "-s", "PATH",
+	 "control socket (default: $KTELEMETRY_SOCKET, else the\n"
+	 "                     config's control_socket, else <run_dir>/control.sock)"},
+	{"--config", "-c", "FILE",
+	 "read control_socket from this daemon config (one that does\n"
+	 "                     not validate: a warning, and its socket all the same)"},
+	{"--json", "-j", NULL, "print JSON: one object per answer, screen or record"},
+	{"--timeout", "-t", "DURATION", "give up waiting for an answer (default 30s)"},
+	{"--help", "-h", NULL, "this text"},
 };
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: ktelemetryctl [--socket PATH] [--config FILE] [--json] "
-		     "[--timeout DURATION] COMMAND [ARGS]\n\ncommands:\n");
+	fprintf(out, "usage: ktelemetryctl [OPTIONS] COMMAND [ARGS] [OPTIONS]\n\ncommands:\n");
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(commands); i++)
-		fprintf(out, "  %s\n", commands[i].usage);
-	fprintf(out,
-		"\n  --socket PATH      control socket (default: $KTELEMETRY_SOCKET, else the\n"
-		"                     config's control_socket, else <run_dir>/control.sock)\n"
-		"  --config FILE      read control_socket from this daemon config\n"
-		"  --json             print the daemon's answer as JSON (for scripts)\n"
-		"  --timeout DURATION give up waiting for an answer (default 30s)\n"
-		"\nexit status: 0 ok, 1 the daemon answered an error, 2 usage, "
-		"3 cannot connect or permission denied\n");
+		fprintf(out, "  %-33s%s%s\n", commands[i].usage,
+			strlen(commands[i].usage) > 33 ? "\n                                    "
+						       : " ",
+			commands[i].what);
+	fprintf(out, "\noptions (before or after the command):\n");
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(globals); i++) {
+		char opt[32];
+
+		snprintf(opt, sizeof(opt), "%s%s%s", globals[i].name, globals[i].value ? " " : "",
+			 globals[i].value ?: "");
+		fprintf(out, "  %-18s %s\n", opt, globals[i].help);
+	}
+	fprintf(out, "  After the command, its own option of the same name wins (watch "
+		     "--socket is\n  the stream's socket); \"--\" ends the options.\n");
+	fprintf(out, "\nexit status: 0 ok, 1 the daemon answered an error (or an unknown "
+		     "metric), 2 usage,\n3 cannot connect or permission denied\n");
 }
 
-static int run_remote(const struct opts *o, const struct command *cmd, int argc, char **argv)
+static int run_remote(struct opts *o, const struct command *cmd, int argc, char **argv)
 {
 	json_t *req = json_pack("{s:s}", "cmd", cmd->name), *resp = NULL;
 	int r = cmd->build(argc, argv, req);
@@ -648,59 +903,148 @@ static int run_remote(const struct opts *o, const struct command *cmd, int argc,
 	return r;
 }
 
-int main(int argc, char **argv)
+/* Does cmd have an option named like arg ("--for" or "--for=2s")? */
+static bool owns(const struct command *cmd, const char *arg, bool *ret_inline)
 {
-	static const struct option long_opts[] = {
-		{"socket", required_argument, NULL, 's'}, {"config", required_argument, NULL, 'c'},
-		{"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-	};
-	struct opts o = {.timeout_ms = 30000};
-	int c;
+	for (const char *const *p = cmd->own; p && *p; p++) {
+		size_t n = strlen(*p);
 
-	/* Options after the command belong to it (enable --for, watch --socket). */
-	while ((c = getopt_long(argc, argv, "+s:c:jt:h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			o.socket = optarg;
-			break;
-		case 'c':
-			o.config = optarg;
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 't':
-			if (ktel_parse_duration(optarg, &o.timeout_ms)) {
-				fprintf(stderr,
-					"ktelemetryctl: --timeout: expected a duration like "
-					"\"30s\", got \"%s\"\n",
-					optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
+		if (strncmp(arg, *p, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
+			*ret_inline = arg[n] == '=';
+			return true;
 		}
 	}
-	if (optind >= argc) {
-		usage(stderr);
-		return EXIT_USAGE;
-	}
-	for (size_t i = 0; i < KTEL_ARRAY_SIZE(commands); i++) {
-		const struct command *cmd = &commands[i];
+	return false;
+}
 
-		if (strcmp(cmd->name, argv[optind]) != 0)
-			continue;
-		if (cmd->local)
-			return cmd->local(&o, argc - optind, argv + optind);
-		return run_remote(&o, cmd, argc - optind, argv + optind);
+/* Apply global option g with its value (NULL for a flag); exit code or 0. */
+static int set_global(struct opts *o, const struct global *g, const char *value)
+{
+	if (strcmp(g->name, "--socket") == 0) {
+		o->socket = value;
+	} else if (strcmp(g->name, "--config") == 0) {
+		o->config = value;
+	} else if (strcmp(g->name, "--json") == 0) {
+		o->json = true;
+	} else if (strcmp(g->name, "--timeout") == 0) {
+		if (ktel_parse_duration(value, &o->timeout_ms)) {
+			fprintf(stderr,
+				"ktelemetryctl: --timeout: expected a duration like \"30s\", got "
+				"\"%s\"\n",
+				value);
+			return EXIT_USAGE;
+		}
+	} else {
+		usage(stdout);
+		return -1;
 	}
-	fprintf(stderr, "ktelemetryctl: unknown command \"%s\"\n", argv[optind]);
-	usage(stderr);
-	return EXIT_USAGE;
+	return 0;
+}
+
+/*
+ * argv[*i] as a global option ("--json", "--socket PATH", "--socket=PATH",
+ * "-s PATH", "-sPATH"): applied, *i moved past its value. Returns 1 when it
+ * is none, 0 when applied, -1 after --help, else an exit code.
+ */
+static int global_option(struct opts *o, int argc, char **argv, int *i)
+{
+	const char *arg = argv[*i];
+
+	for (size_t k = 0; k < KTEL_ARRAY_SIZE(globals); k++) {
+		const struct global *g = &globals[k];
+		size_t n = strlen(g->name);
+		const char *value = NULL;
+
+		if (strcmp(arg, g->name) == 0 || strcmp(arg, g->short_name) == 0) {
+			if (g->value && *i + 1 >= argc) {
+				fprintf(stderr, "ktelemetryctl: %s needs a value\n", g->name);
+				return EXIT_USAGE;
+			}
+			if (g->value)
+				value = argv[++*i];
+		} else if (g->value && strncmp(arg, g->name, n) == 0 && arg[n] == '=') {
+			value = arg + n + 1;
+		} else if (g->value && strncmp(arg, g->short_name, 2) == 0 && arg[2]) {
+			value = arg + 2;
+		} else {
+			continue;
+		}
+		return set_global(o, g, value);
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.timeout_ms = 30000};
+	const struct command *cmd = NULL;
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+	int n = 0, r = EXIT_USAGE;
+	bool rest = false;
+
+	if (!args)
+		return EXIT_USAGE;
+	/*
+	 * Global options may come before or after the command; after it, an
+	 * option the command has itself is the command's (watch --socket),
+	 * and "--" ends the global options.
+	 */
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		bool in = false;
+
+		if (rest || (cmd && arg[0] != '-')) {
+			args[n++] = argv[i];
+			continue;
+		}
+		if (cmd && strcmp(arg, "--") == 0) {
+			rest = true;
+			continue;
+		}
+		if (cmd && owns(cmd, arg, &in)) {
+			args[n++] = argv[i];
+			if (!in && i + 1 < argc)
+				args[n++] = argv[++i];
+			continue;
+		}
+		r = global_option(&o, argc, argv, &i);
+		if (r < 0 || r > 1) {
+			r = r < 0 ? EXIT_OK : r;
+			goto out;
+		}
+		if (r == 0)
+			continue;
+		if (cmd) {
+			args[n++] = argv[i]; /* the command's to refuse or take */
+			continue;
+		}
+		if (arg[0] == '-') {
+			fprintf(stderr, "ktelemetryctl: unknown option \"%s\"\n", arg);
+			usage(stderr);
+			r = EXIT_USAGE;
+			goto out;
+		}
+		for (size_t k = 0; k < KTEL_ARRAY_SIZE(commands) && !cmd; k++)
+			if (strcmp(commands[k].name, arg) == 0)
+				cmd = &commands[k];
+		if (!cmd) {
+			fprintf(stderr, "ktelemetryctl: unknown command \"%s\"\n", arg);
+			usage(stderr);
+			r = EXIT_USAGE;
+			goto out;
+		}
+		args[n++] = argv[i];
+	}
+	if (!cmd) {
+		usage(stderr);
+		r = EXIT_USAGE;
+		goto out;
+	}
+	if (cmd->local)
+		r = cmd->local(&o, n, args);
+	else
+		r = run_remote(&o, cmd, n, args);
+out:
+	free(args);
+	return r;
 }
