@@ -250,8 +250,13 @@ static json_t *metric_list_json(const struct ktel_metric *m)
 			      (json_int_t)md->atom_id, "interval_ms", (json_int_t)m->interval_ms,
 			      "lease_ms", (json_int_t)m->lease_ms, "description", md->description);
 
-	if (o)
-		ktel_json_set_str(o, "problem", m->problem[0] ? m->problem : NULL);
+	if (!o)
+		return NULL;
+	ktel_json_set_str(o, "problem", m->problem[0] ? m->problem : NULL);
+	/* What is left of a lease, so that `leases` can say when it ends. */
+	if (m->enabled && m->lease_ms)
+		ktel_json_set_int(o, "lease_left_ms",
+				  (json_int_t)uv_timer_get_due_in(&m->lease_timer));
 	return o;
 }
 

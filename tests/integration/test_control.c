@@ -401,6 +401,19 @@ static void test_lease_expires(void **state)
 	assert_int_equal(ctl(&r, false, "leases", "--socket", r.sock, NULL), 0);
 	if (!strstr(r.out, METRIC) || !strstr(r.out, "2.0s"))
 		fail_msg("leases: %s", r.out);
+	/* The daemon says how much of the lease is left. */
+	assert_int_equal(ctl(&r, false, "leases", "--json", "--socket", r.sock, NULL), 0);
+	j = json_loads(r.out, 0, NULL);
+	assert_non_null(j);
+	{
+		json_t *left = json_object_get(json_array_get(json_object_get(j, "leases"), 0),
+					       "left_ms");
+
+		if (!json_is_integer(left) || json_integer_value(left) < 1 ||
+		    json_integer_value(left) > 2000)
+			fail_msg("leases --json: no time left in %s", r.out);
+	}
+	json_decref(j);
 	sleep(3);
 	assert_false(metric_enabled(&r));
 	assert_int_equal(ctl(&r, false, "leases", "--json", "--socket", r.sock, NULL), 0);

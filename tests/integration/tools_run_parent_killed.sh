@@ -8,8 +8,12 @@ src=$1
 [ "$(id -u)" -eq 0 ] || { echo "needs root: skipped"; exit 77; }
 out=$(mktemp)
 daemon=
+run=
 cleanup() {
   [ -z "$daemon" ] || kill -9 "$daemon" 2>/dev/null || true
+  # On a failure before the kill below, tools/run (its own session, so its
+  # own process group) and whatever it started must not outlive the test.
+  [ -z "$run" ] || kill -9 -- "-$run" 2>/dev/null || true
   rm -f "$out"
 }
 trap cleanup EXIT
