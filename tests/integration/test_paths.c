@@ -31,8 +31,7 @@ static int check_config(const struct sandbox *sb)
 		int fd = open(sb->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
 		dup2(fd, 2);
-		execl(KTEL_DAEMON_BIN, KTEL_DAEMON_BIN, "--check-config", sb->config,
-		      (char *)NULL);
+		execl(KTEL_DAEMON_BIN, KTEL_DAEMON_BIN, "--check-config", sb->config, (char *)NULL);
 		_exit(127);
 	}
 	return daemon_wait(pid, 30);
@@ -201,7 +200,8 @@ static json_t *ctl_status(const struct sandbox *sb)
 	json_t *st;
 
 	snprintf(out, sizeof(out), "%s/status.json", sb->dir);
-	snprintf(cmd, sizeof(cmd), "%s/tools/ktelemetryctl --socket %s/control.sock --json status > %s",
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock --json status > %s",
 		 KTEL_BINARY_DIR, sb->dir, out);
 	assert_int_equal(system(cmd), 0);
 	st = json_load_file(out, 0, NULL);
@@ -212,10 +212,11 @@ static json_t *ctl_status(const struct sandbox *sb)
 /* Values the fault hook refuses: a sign, overflow, junk, unknown names, an
  * absurd delay. */
 static const char *const malformed[] = {
-	"routed:-1:kill",	   "saved:18446744073709551615:kill", "saved:1:kill ",
-	"saved:1x:kill",	   "nowhere:1:kill",		      "saved:1:explode",
-	"routed:1:delay=-5",	   "routed:1:delay=3600000",	      "routed:1:delay=10ms",
-	"saved:0:kill",
+	"routed:-1:kill",      "saved:18446744073709551615:kill",
+	"saved:1:kill ",       "saved:1x:kill",
+	"nowhere:1:kill",      "saved:1:explode",
+	"routed:1:delay=-5",   "routed:1:delay=3600000",
+	"routed:1:delay=10ms", "saved:0:kill",
 };
 
 /*
