@@ -1578,8 +1578,8 @@ static void check_path_len(const char *key, const char *v, size_t max, const cha
  * names its rotation moves it to, a unix socket, the pin root). Each is
  * registered in a hash set under its key, so n sinks cost O(n). A path is
  * one key whatever uses it ("path /run/k/c.sock"), so a socket on the
- * state file collides as two files do; an existing file is also claimed
- * by its inode, so a hard link or symlink to another's file collides.
+ * state file collides as two files do; an existing regular file is also
+ * claimed by its inode, so a hard link to another's file collides.
  */
 struct claims {
 	json_t *seen;     /* key -> "sinks.NAME.OPTION" (or "control_socket") */
@@ -1603,7 +1603,9 @@ static bool claim(struct claims *c, const char *key, const char *who, const char
 
 /*
  * A path, resolved: "a//b", "a/./b" and a symlink to b are one path; an
- * existing file is claimed by its inode too (a hard link is the same file).
+ * existing regular file is claimed by its inode too (a hard link is the
+ * same file). Only regular files: a terminal or the journal's socket
+ * behind both /dev/stdout and /dev/stderr is written, never replaced.
  * The resolved path in *ret_real (caller frees) when not NULL.
  */
 static void claim_path(struct claims *c, const char *path, const char *who, char **ret_real)
@@ -1618,7 +1620,7 @@ static void claim_path(struct claims *c, const char *path, const char *who, char
 		bool first = claim(c, key, who, msg);
 
 		free(key);
-		if (first && stat(real, &st) == 0 &&
+		if (first && stat(real, &st) == 0 && S_ISREG(st.st_mode) &&
 		    asprintf(&key, "inode %llu:%llu", (unsigned long long)st.st_dev,
 			     (unsigned long long)st.st_ino) >= 0) {
 			snprintf(msg, sizeof(msg), "same file %.100s (linked under two names)",

@@ -105,8 +105,10 @@ static int load_config(const char *path, struct ktel_config **ret)
 /*
  * Could start create the directories above path and write path there (it
  * creates them, then probes with a file of its own)? The nearest existing
- * directory above path must be writable; nothing is created. 0, or -errno
- * with err naming path.
+ * path above path must be a directory and, when the check runs as root as
+ * start does, writable (a read-only file system); another user cannot
+ * judge what root may write. Nothing is created. 0, or -errno with err
+ * naming path.
  */
 static int dir_check(const char *path, struct ktel_err *err)
 {
@@ -130,7 +132,7 @@ static int dir_check(const char *path, struct ktel_err *err)
 				    strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return ktel_err_set(err, ENOTDIR, "%s: %s is not a directory", path, dir);
-	if (access(dir, W_OK | X_OK))
+	if (geteuid() == 0 && access(dir, W_OK | X_OK))
 		return ktel_err_set(err, errno, "%s: cannot write in %s: %s", path, dir,
 				    strerror(errno));
 	return 0;
