@@ -1783,9 +1783,9 @@ static void claim_json(struct claims *c, const struct ktel_sink_cfg *sc, const c
 	struct stat st;
 
 	claim_path(c, path, who, &real);
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		add_error(c->errs, "%s: %.100s is a directory: the sink appends to a file", who,
-			  path);
+	if (stat(path, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode)))
+		add_error(c->errs, "%s: %.100s is a %s: the sink appends to a file", who, path,
+			  S_ISDIR(st.st_mode) ? "directory" : "unix socket");
 	if (real && json_object_get(sc->options, "rotate_bytes"))
 		json_object_set_new(c->rotating, real,
 				    json_pack("{s:s, s:I}", "who", who, "keep",

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -666,6 +668,18 @@ static void test_exclusive_ports_and_paths(void **state)
 	rmdir(dir);
 }
 
+/* A unix socket bound at dir/name; its fd. */
+static int bind_unix(const char *dir, const char *name)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
 /*
  * The state file, the sinks' files and their rotated names, the sockets and
  * the pin root are one set of paths: none may be another, a link to
@@ -758,6 +772,26 @@ static void test_paths_cannot_collide(void **state)
 		 "sinks.d.path: %s is a directory: the sink appends to a file\n",
 		 dir, dir, dir, dir);
 	expect_errors(text, want);
+	/* An existing socket is fine for a socket, not for a JSON sink. */
+	{
+		int fd1 = bind_unix(dir, "live.sock"), fd2 = bind_unix(dir, "other.sock");
+
+		snprintf(text, sizeof(text),
+			 "{\"control_socket\": \"%s/live.sock\", \"sinks\": {\"j\": {\"type\": "
+			 "\"json\", \"path\": \"%s/other.sock\"}}}",
+			 dir, dir);
+		snprintf(want, sizeof(want),
+			 "sinks.j.path: %s/other.sock is a unix socket: the sink appends to a "
+			 "file\n",
+			 dir);
+		expect_errors(text, want);
+		close(fd1);
+		close(fd2);
+		snprintf(path, sizeof(path), "%s/live.sock", dir);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/other.sock", dir);
+		unlink(path);
+	}
 	/* Within the pin root. */
 	snprintf(text, sizeof(text),
 		 "{\"pin_root\": \"%s/pins\", \"state_file\": \"%s/pins/state.bin\", "
