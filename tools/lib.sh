@@ -70,10 +70,13 @@ ktel_mount_fs() {
   fi
 }
 
-# ktel_build DIR [cmake args...]: configure (once) and build into DIR.
+# ktel_build DIR [cmake args...]: configure and build into DIR. A tree is
+# configured when it is new or when cmake args are given, so an existing tree
+# takes them too (tools/test's trees turn KTEL_FAULT_INJECTION on, tools/run's
+# own tree keeps it off: docs/sinks.md, "Testing the guarantees").
 ktel_build() {
   local dir=$1; shift
-  if [ ! -f "$dir/CMakeCache.txt" ]; then
+  if [ ! -f "$dir/CMakeCache.txt" ] || [ $# -gt 0 ]; then
     ktel_log "configuring $dir"
     cmake -S "$KTEL_ROOT" -B "$dir" "$@" >/dev/null
   fi

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1572,42 +1573,152 @@ static void check_path_len(const char *key, const char *v, size_t max, const cha
 }
 
 /*
- * What only one holder can have: a listening TCP address, a unix socket
- * path the daemon binds, a file a JSON sink writes. Each is registered in a
- * hash set under its key, so n sinks cost O(n).
+ * What only one holder can have: a listening TCP address, a path the daemon
+ * binds, writes or replaces (the state file, a JSON sink's file and the
+ * names its rotation moves it to, a unix socket, the pin root). Each is
+ * registered in a hash set under its key, so n sinks cost O(n). A path is
+ * one key whatever uses it ("path /run/k/c.sock"), so a socket on the
+ * state file collides as two files do; an existing regular file is also
+ * claimed by its inode, so a hard link to another's file collides.
  */
 struct claims {
-	json_t *seen; /* key -> "sinks.NAME.OPTION" (or "control_socket") */
+	json_t *seen;     /* key -> "sinks.NAME.OPTION" (or "control_socket") */
+	json_t *rotating; /* resolved JSON path -> {"who", "keep"} */
 	struct ktel_config_errors *errs;
 };
 
-/* Claim key for who; a second claim is an error naming both. */
-static void claim(struct claims *c, const char *key, const char *who, const char *what)
+/* Claim key for who; a second claim is an error naming both. False then. */
+static bool claim(struct claims *c, const char *key, const char *who, const char *what)
 {
 	const json_t *first = json_object_get(c->seen, key);
 
 	if (first) {
 		add_error(c->errs, "%s: %s as %s: only one can bind or write it", who, what,
 			  json_string_value(first));
-		return;
+		return false;
 	}
 	json_object_set_new(c->seen, key, json_string(who));
+	return true;
 }
 
-/* A unix socket or file path, resolved: "a//b" and "a/./b" are one path. */
-static void claim_path(struct claims *c, const char *kind, const char *path, const char *who,
-		       const char *what)
+/*
+ * A path, resolved: "a//b", "a/./b" and a symlink to b are one path; an
+ * existing regular file is claimed by its inode too (a hard link is the
+ * same file). Only regular files: a terminal or the journal's socket
+ * behind both /dev/stdout and /dev/stderr is written, never replaced.
+ * The resolved path in *ret_real (caller frees) when not NULL.
+ */
+static void claim_path(struct claims *c, const char *path, const char *who, char **ret_real)
 {
 	char *real = ktel_path_resolve(path), *key, msg[160];
+	struct stat st;
 
 	if (!real)
 		return;
-	if (asprintf(&key, "%s %s", kind, real) >= 0) {
-		snprintf(msg, sizeof(msg), "%s %.100s", what, real);
-		claim(c, key, who, msg);
+	snprintf(msg, sizeof(msg), "same path %.100s", real);
+	if (asprintf(&key, "path %s", real) >= 0) {
+		bool first = claim(c, key, who, msg);
+
 		free(key);
+		if (first && stat(real, &st) == 0 && S_ISREG(st.st_mode) &&
+		    asprintf(&key, "inode %llu:%llu", (unsigned long long)st.st_dev,
+			     (unsigned long long)st.st_ino) >= 0) {
+			snprintf(msg, sizeof(msg), "same file %.100s (linked under two names)",
+				 real);
+			claim(c, key, who, msg);
+			free(key);
+		}
 	}
-	free(real);
+	if (ret_real)
+		*ret_real = real;
+	else
+		free(real);
+}
+
+/* Unix sockets the daemon binds: an existing path that is not a socket is
+ * refused by the bind at start (never replaced), so it is refused here. */
+static void claim_socket(struct claims *c, const char *path, const char *who)
+{
+	struct stat st;
+
+	claim_path(c, path, who, NULL);
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+		add_error(c->errs,
+			  "%s: %.100s exists and is not a unix socket: the daemon binds a "
+			  "socket there and never replaces another file",
+			  who, path);
+}
+
+const char *const ktel_rotated_exts[] = {"", ".gz", ".gz.tmp", NULL};
+
+int ktel_rotated_name(char *buf, size_t size, const char *path, unsigned k, const char *ext)
+{
+	int n = snprintf(buf, size, "%s.%u%s", path, k, ext);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * Is path (resolved) one of the names a rotating JSON sink moves its file
+ * to: "<its path>.<k><ext>", k in 1..keep? Then the entry of that sink.
+ */
+static const json_t *rotated_of(const struct claims *c, const char *path)
+{
+	char base[PATH_MAX];
+	size_t len = strlen(path), elen;
+	const json_t *r;
+	unsigned long k;
+	char *end;
+
+	for (size_t e = 0; ktel_rotated_exts[e]; e++) {
+		elen = strlen(ktel_rotated_exts[e]);
+		if (len <= elen || len - elen >= sizeof(base) ||
+		    strcmp(path + len - elen, ktel_rotated_exts[e]) != 0)
+			continue;
+		snprintf(base, sizeof(base), "%.*s", (int)(len - elen), path);
+		end = strrchr(base, '.');
+		if (!end || end[1] < '1' || end[1] > '9')
+			continue;
+		errno = 0;
+		k = strtoul(end + 1, &end, 10);
+		if (*end || errno)
+			continue;
+		*strrchr(base, '.') = '\0';
+		r = json_object_get(c->rotating, base);
+		if (r && k <= (unsigned long)json_integer_value(json_object_get(r, "keep")))
+			return r;
+	}
+	return NULL;
+}
+
+/* After every claim: no claimed path is a rotated name of a JSON sink's
+ * file, or the pin root or below it (bpffs holds only the pins). */
+static void check_claimed_paths(struct claims *c, const char *pin_root)
+{
+	const char *key;
+	const json_t *who, *rot;
+	size_t n = pin_root ? strlen(pin_root) : 0;
+
+	json_object_foreach(c->seen, key, who)
+	{
+		const char *path = key + 5;
+
+		if (strncmp(key, "path ", 5) != 0)
+			continue;
+		rot = rotated_of(c, path);
+		if (rot)
+			add_error(c->errs,
+				  "%s: %.100s is a name %s rotates its file to (keep %lld): "
+				  "the rotation would replace it",
+				  json_string_value(who), path,
+				  json_string_value(json_object_get(rot, "who")),
+				  (long long)json_integer_value(json_object_get(rot, "keep")));
+		if (n && strncmp(path, pin_root, n) == 0 && (path[n] == '/' || !path[n]))
+			add_error(c->errs,
+				  "%s: %.100s is within pin_root %s: the pin root holds only "
+				  "the daemon's BPF pins",
+				  json_string_value(who), path, pin_root);
+	}
 }
 
 /* An option's value, else its documented default, as a string ("9464"). */
@@ -1662,17 +1773,43 @@ static void claim_port(struct claims *c, const struct ktel_sink_cfg *sc, const c
 		json_object_set_new(c->seen, wild, json_string(who));
 }
 
-/* Two sinks on one port or path, a stream socket that is the control socket:
- * start would fail binding (or two sinks would write one file). */
+/* A JSON sink's file: claimed with, when it rotates, the names its
+ * rotation moves it to (checked once every path is claimed). */
+static void claim_json(struct claims *c, const struct ktel_sink_cfg *sc, const char *path,
+		       const char *who)
+{
+	char buf[32], *real = NULL;
+	const char *keep = option_text(sc, "keep", buf, sizeof(buf));
+	struct stat st;
+
+	claim_path(c, path, who, &real);
+	if (stat(path, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode)))
+		add_error(c->errs, "%s: %.100s is a %s: the sink appends to a file", who, path,
+			  S_ISDIR(st.st_mode) ? "directory" : "unix socket");
+	if (real && json_object_get(sc->options, "rotate_bytes"))
+		json_object_set_new(c->rotating, real,
+				    json_pack("{s:s, s:I}", "who", who, "keep",
+					      (json_int_t)(keep ? strtoll(keep, NULL, 10) : 0)));
+	free(real);
+}
+
+/*
+ * Two sinks on one port or path, a stream socket that is the control
+ * socket, a state file that is a sink's file or one of its rotated names:
+ * start would fail binding, or one file would overwrite another. The same
+ * check runs at --check-config, at start and at reload (it is part of
+ * every load of a config).
+ */
 static void check_exclusive(const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
-	struct claims c = {.seen = json_object(), .errs = errs};
-	char who[300], buf[32];
+	struct claims c = {.seen = json_object(), .rotating = json_object(), .errs = errs};
+	char who[300], buf[32], *pin_root = NULL;
 	const char *v;
 
-	if (!c.seen)
-		return;
-	claim_path(&c, "unix", cfg->control_socket, "control_socket", "same unix socket");
+	if (!c.seen || !c.rotating)
+		goto out;
+	claim_path(&c, cfg->state_file, "state_file", NULL);
+	claim_socket(&c, cfg->control_socket, "control_socket");
 	for (size_t i = 0; i < cfg->n_sinks; i++) {
 		const struct ktel_sink_cfg *sc = &cfg->sinks[i];
 
@@ -1682,13 +1819,18 @@ static void check_exclusive(const struct ktel_config *cfg, struct ktel_config_er
 		} else if (strcmp(sc->type, "stream") == 0 &&
 			   (v = option_text(sc, "socket", buf, sizeof(buf)))) {
 			snprintf(who, sizeof(who), "sinks.%s.socket", sc->name);
-			claim_path(&c, "unix", v, who, "same unix socket");
+			claim_socket(&c, v, who);
 		} else if (strcmp(sc->type, "json") == 0 &&
 			   (v = option_text(sc, "path", buf, sizeof(buf))) && strcmp(v, "-")) {
 			snprintf(who, sizeof(who), "sinks.%s.path", sc->name);
-			claim_path(&c, "file", v, who, "same file");
+			claim_json(&c, sc, v, who);
 		}
 	}
+	pin_root = ktel_path_resolve(cfg->pin_root);
+	check_claimed_paths(&c, pin_root);
+out:
+	free(pin_root);
+	json_decref(c.rotating);
 	json_decref(c.seen);
 }
 

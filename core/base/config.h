@@ -196,4 +196,15 @@ uint64_t ktel_cfg_duration(const json_t *obj, const char *key, uint64_t def_ms);
 uint64_t ktel_cfg_size(const json_t *obj, const char *key, uint64_t def);
 gid_t ktel_cfg_group(const json_t *obj, const char *key, gid_t def);
 
+/*
+ * The names a rotating file sink moves its file to: "<path>.<k><ext>", k in
+ * 1..keep, ext each of ktel_rotated_exts (NULL-terminated: the plain file,
+ * its .gz and the .gz.tmp it is compressed through). The JSON sink names its
+ * rotated files with ktel_rotated_name(), and the config's path check
+ * refuses another path (the state file, a socket, another sink's file)
+ * among them. 0, or -ENAMETOOLONG when buf is too small.
+ */
+extern const char *const ktel_rotated_exts[];
+int ktel_rotated_name(char *buf, size_t size, const char *path, unsigned k, const char *ext);
+
 #endif /* KTEL_CONFIG_H */

@@ -526,7 +526,7 @@ int daemon__start(struct ktel_daemon *d, const struct ktel_control_ops *control_
 	int r;
 
 	ktel_libbpf_log__set(libbpf_to_log, d, ktel_log_get_level() >= KTEL_LOG_DEBUG);
-	ktel_fault__init();
+	ktel_fault__init(NULL);
 	r = open_state(d, err);
 	if (r)
 		return r;

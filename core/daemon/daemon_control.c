@@ -23,6 +23,7 @@
 
 #include "control.h"
 #include "daemon_internal.h"
+#include "fault.h"
 #include "jsonutil.h"
 #include "metric_pull.h"
 #include "plugin_loader.h"
@@ -67,12 +68,18 @@ static double uptime_s(void)
 static json_t *daemon_json(struct ktel_daemon *d, bool stats_on)
 {
 	const struct ktel_config *cfg = ktel_daemon__config(d);
+	char fault[300];
+	json_t *o;
 
-	return json_pack("{s:i, s:f, s:s, s:s?, s:s, s:s, s:b, s:I}", "pid", (int)getpid(),
-			 "uptime_s", uptime_s(), "config", cfg->source, "control_socket",
-			 cfg->control_socket, "pin_root", cfg->pin_root, "state_file",
-			 cfg->state_file, "bpf_stats", stats_on, "plugins",
-			 (json_int_t)ktel_daemon__n_plugins(d));
+	o = json_pack("{s:i, s:f, s:s, s:s?, s:s, s:s, s:b, s:I}", "pid", (int)getpid(), "uptime_s",
+		      uptime_s(), "config", cfg->source, "control_socket", cfg->control_socket,
+		      "pin_root", cfg->pin_root, "state_file", cfg->state_file, "bpf_stats",
+		      stats_on, "plugins", (json_int_t)ktel_daemon__n_plugins(d));
+	/* A test build's armed fault (or an ignored KTEL_TEST_FAULT) is shown
+	 * wherever the daemon is looked at, not only in its start-up log. */
+	if (o && ktel_fault__describe(fault, sizeof(fault)) != KTEL_FAULT_NONE)
+		json_object_set_new(o, "test_fault", json_string(fault));
+	return o;
 }
 
 static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -24,6 +25,8 @@
 #include "bpf_lifecycle.h"
 #include "config.h"
 #include "daemon.h"
+#include "delta.h"
+#include "fault.h"
 #include "fsutil.h"
 #include "log.h"
 #include "memory.h"
@@ -100,18 +103,102 @@ static int load_config(const char *path, struct ktel_config **ret)
 }
 
 /*
+ * Could start create the directories above path and write path there (it
+ * creates them, then probes with a file of its own)? The nearest existing
+ * path above path must be a directory and, when the check runs as root as
+ * start does, writable (a read-only file system); another user cannot
+ * judge what root may write. Nothing is created. 0, or -errno with err
+ * naming path.
+ */
+static int dir_check(const char *path, struct ktel_err *err)
+{
+	char dir[PATH_MAX], *slash;
+	struct stat st;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return ktel_err_set(err, ENAMETOOLONG, "%s: path too long", path);
+	for (;;) {
+		slash = strrchr(dir, '/');
+		if (!slash) {
+			snprintf(dir, sizeof(dir), ".");
+			break;
+		}
+		slash[slash == dir] = '\0'; /* "/x" -> "/" */
+		if (stat(dir, &st) == 0 || errno != ENOENT || strcmp(dir, "/") == 0)
+			break;
+	}
+	if (stat(dir, &st))
+		return ktel_err_set(err, errno, "%s: cannot reach its directory %s: %s", path, dir,
+				    strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return ktel_err_set(err, ENOTDIR, "%s: %s is not a directory", path, dir);
+	if (geteuid() == 0 && access(dir, W_OK | X_OK))
+		return ktel_err_set(err, errno, "%s: cannot write in %s: %s", path, dir,
+				    strerror(errno));
+	return 0;
+}
+
+/*
  * --check-config refuses what start would refuse on this machine beyond the
  * document itself: a pin_root that cannot be on bpffs (start mounts bpffs
- * only at KTEL_BPFFS_MOUNT). Nothing is created or mounted.
+ * only at KTEL_BPFFS_MOUNT), a state_file that the start's load refuses
+ * (ktel_delta_state_check: the load's own checks) or whose directory
+ * cannot be written. The paths' collisions with each other and with
+ * existing files are part of the config's validation, the same at both.
+ * Nothing is created, moved or mounted.
  */
 static int check_host(const char *path, const struct ktel_config *cfg)
 {
 	struct ktel_err err;
+	int r = 0;
 
-	if (!ktel_pin_root_check(cfg->pin_root, KTEL_BPFFS_MOUNT, &err))
+	if (ktel_pin_root_check(cfg->pin_root, KTEL_BPFFS_MOUNT, &err)) {
+		fprintf(stderr, "%s: %s\n", path, err.msg);
+		r = -EINVAL;
+	}
+	if (ktel_delta_state_check(cfg->state_file, &err) || dir_check(cfg->state_file, &err)) {
+		fprintf(stderr, "%s: %s\n", path, err.msg);
+		r = -EINVAL;
+	}
+	return r;
+}
+
+/*
+ * KTEL_TEST_FAULT, the same for --check-config and start (prefix names the
+ * file checked, NULL at start): a malformed value in a build with fault
+ * injection is refused (-EINVAL: exit 2); an armed fault, or a value a build
+ * without fault injection ignores, is said once (on stderr for the check,
+ * in the log at start).
+ */
+static int check_fault(const char *prefix)
+{
+	char line[300];
+	struct ktel_err err;
+
+	switch (ktel_fault__init(&err)) {
+	case KTEL_FAULT_MALFORMED:
+		fprintf(stderr, "%s: %s\n", prefix ? prefix : "ktelemetryd", err.msg);
+		return -EINVAL;
+	case KTEL_FAULT_ARMED:
+		ktel_fault__describe(line, sizeof(line));
+		if (prefix)
+			fprintf(stderr, "%s: warning: %s: TEST FAULT INJECTION ARMED\n", prefix,
+				line);
+		else
+			ktel_log(KTEL_LOG_WARN,
+				 "%s: TEST FAULT INJECTION ARMED: never set this in production",
+				 line);
 		return 0;
-	fprintf(stderr, "%s: %s\n", path, err.msg);
-	return -EINVAL;
+	case KTEL_FAULT_IGNORED:
+		ktel_fault__describe(line, sizeof(line));
+		if (prefix)
+			fprintf(stderr, "%s: warning: %s\n", prefix, line);
+		else
+			ktel_log(KTEL_LOG_WARN, "%s", line);
+		return 0;
+	default:
+		return 0;
+	}
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -307,7 +394,9 @@ int main(int argc, char **argv)
 	if (doc)
 		return ktel_config__write_doc(stdout) ? 1 : 0;
 	if (check) {
-		r = load_config(check, &cfg);
+		r = check_fault(check);
+		if (!r)
+			r = load_config(check, &cfg);
 		if (!r)
 			r = check_host(check, cfg);
 		ktel_config__free(cfg);
@@ -315,7 +404,7 @@ int main(int argc, char **argv)
 			printf("%s: OK\n", check);
 		return r ? EXIT_BAD_INPUT : 0;
 	}
-	if (load_config(config_path, &cfg))
+	if (check_fault(NULL) || load_config(config_path, &cfg))
 		return EXIT_BAD_INPUT;
 	/* Sinks writing to a closed pipe get EPIPE, not a fatal signal. */
 	signal(SIGPIPE, SIG_IGN);

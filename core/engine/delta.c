@@ -1063,19 +1063,17 @@ static int check_magic(int fd)
 }
 
 /*
- * Open path once and read what is there into *ret (the caller frees
- * ret->p). The open neither follows a symlink nor blocks on a FIFO, and
- * only a regular file that starts with the magic is read whole: only a
- * recognisable state file is ever moved aside. 0, or -ENOENT (nothing
- * there), -EEXIST (something that is not a state file: a symlink, not a
- * regular file, no magic), -EFBIG (a state file larger than save ever
- * writes), other -errno (cannot be read).
+ * Open path for reading as a state file: fd in *ret_fd and its size in
+ * *ret_size. The open neither follows a symlink nor blocks on a FIFO, and
+ * only a regular file that starts with the magic passes, so only a
+ * recognisable state file is ever read whole or moved aside. 0, or -ENOENT
+ * (nothing there), -EEXIST (something that is not a state file: a symlink,
+ * not a regular file, an empty file, no magic), other -errno (cannot be
+ * read).
  */
-static int read_image(const char *path, struct image *ret)
+static int open_image(const char *path, int *ret_fd, off_t *ret_size)
 {
-	uint8_t *p = NULL;
 	struct stat st;
-	size_t got;
 	int fd, err;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -1083,26 +1081,49 @@ static int read_image(const char *path, struct image *ret)
 		return errno == ELOOP ? -EEXIST : -errno;
 	if (fstat(fd, &st)) {
 		err = -errno;
-		goto out;
+		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		err = -EEXIST;
-		goto out;
+		goto fail;
 	}
 	err = check_magic(fd);
 	if (err)
-		goto out;
-	if ((unsigned long long)st.st_size > STATE_MAX_FILE_SIZE) {
+		goto fail;
+	*ret_fd = fd;
+	*ret_size = st.st_size;
+	return 0;
+fail:
+	close(fd);
+	return err;
+}
+
+/*
+ * Open path (open_image) and read what is there into *ret (the caller
+ * frees ret->p). 0, or open_image's errors, -EFBIG (a state file larger
+ * than save ever writes), other -errno (cannot be read).
+ */
+static int read_image(const char *path, struct image *ret)
+{
+	uint8_t *p = NULL;
+	off_t size;
+	size_t got;
+	int fd, err;
+
+	err = open_image(path, &fd, &size);
+	if (err)
+		return err;
+	if ((unsigned long long)size > STATE_MAX_FILE_SIZE) {
 		err = -EFBIG;
 		goto out;
 	}
-	p = malloc(st.st_size ? st.st_size : 1);
+	p = malloc(size ? size : 1);
 	if (!p) {
 		err = -ENOMEM;
 		goto out;
 	}
 	/* The whole file, magic included: the header is parsed from it. */
-	err = pread_full(fd, p, st.st_size, &got);
+	err = pread_full(fd, p, size, &got);
 	if (err)
 		goto out;
 	ret->p = p;
@@ -1165,6 +1186,20 @@ static int no_image(const char *path, int code, struct ktel_err *err)
  * and only when all of it is good adopt that into d, so that a bad file
  * leaves d as it was.
  */
+int ktel_delta_state_check(const char *path, struct ktel_err *err)
+{
+	off_t size;
+	int fd, ret;
+
+	ret = open_image(path, &fd, &size);
+	if (!ret) {
+		close(fd);
+		return 0;
+	}
+	/* open_image never says -EFBIG, the one code no_image acts on. */
+	return no_image(path, ret, err);
+}
+
 int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err)
 {
 	struct ktel_delta *parsed = NULL;

@@ -228,4 +228,14 @@ void ktel_delta__mark_saved(struct ktel_delta *d);
  */
 int ktel_delta__load(struct ktel_delta *d, const char *path, struct ktel_err *err);
 
+/*
+ * What ktel_delta__load() refuses without reading further, checked without
+ * reading, moving or writing anything (--check-config): 0 when nothing is
+ * at path or a regular file there starts with the state magic (its content
+ * is judged only by the load, which moves a bad one aside and goes on);
+ * -EEXIST or another -errno, with err worded as the load words it,
+ * otherwise. The load makes the same checks through the same code.
+ */
+int ktel_delta_state_check(const char *path, struct ktel_err *err);
+
 #endif /* KTEL_DELTA_H */

@@ -638,11 +638,10 @@ static void start_trim(struct json_sink *s)
 
 /* ---- rotation (writer thread; compression on libuv's pool) ---- */
 
+/* The names are the config's (config.h), which keeps other paths off them. */
 static int rotated_name(char *buf, size_t size, const char *path, unsigned k, const char *ext)
 {
-	int n = snprintf(buf, size, "%s.%u%s", path, k, ext);
-
-	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+	return ktel_rotated_name(buf, size, path, k, ext);
 }
 
 static int rename_if_exists(const char *from, const char *to)

@@ -28,13 +28,14 @@ alive() {
 
 setsid bash "$src/tools/run" >"$out" 2>&1 </dev/null &
 run=$!
-for _ in $(seq 600); do
+# tools/run builds its own tree (build-run) first when tools/test has not.
+for _ in $(seq 2400); do
   daemon=$(sed -n 's/^ktelemetryd is running (pid \([0-9]*\)).*/\1/p' "$out")
   [ -n "$daemon" ] && break
   kill -0 "$run" 2>/dev/null || { echo "FAIL: tools/run exited:"; cat "$out"; exit 1; }
   sleep 0.1
 done
-[ -n "$daemon" ] || { echo "FAIL: tools/run did not start the daemon in 60 s:"; cat "$out"; exit 1; }
+[ -n "$daemon" ] || { echo "FAIL: tools/run did not start the daemon in 240 s:"; cat "$out"; exit 1; }
 sleep 4 # the live view is running
 top=$(pgrep -P "$run" -f 'ktelemetryctl.* top' || true)
 [ -n "$top" ] || { echo "FAIL: no ktelemetryctl top under tools/run:"; cat "$out"; exit 1; }

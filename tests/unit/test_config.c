@@ -11,9 +11,12 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -641,11 +644,11 @@ static void test_exclusive_ports_and_paths(void **state)
 		char want[2048];
 
 		snprintf(want, sizeof(want),
-			 "sinks.a.socket: same unix socket %s/c.sock as control_socket: only one "
+			 "sinks.a.socket: same path %s/c.sock as control_socket: only one "
 			 "can bind or write it\n"
-			 "sinks.c.socket: same unix socket %s/s.sock as sinks.b.socket: only one "
+			 "sinks.c.socket: same path %s/s.sock as sinks.b.socket: only one "
 			 "can bind or write it\n"
-			 "sinks.j2.path: same file %s/o.jsonl as sinks.j1.path: only one can bind "
+			 "sinks.j2.path: same path %s/o.jsonl as sinks.j1.path: only one can bind "
 			 "or write it\n"
 			 "sinks.p2.port: same TCP port 9464 as sinks.p1.port: only one can listen "
 			 "on it\n",
@@ -662,6 +665,146 @@ static void test_exclusive_ports_and_paths(void **state)
 		 "\"p2\": {\"type\": \"prometheus\", \"listen\": \"0.0.0.0\", \"port\": 9465}}}",
 		 dir, dir);
 	expect_errors(text, "");
+	rmdir(dir);
+}
+
+/* A unix socket bound at dir/name; its fd. */
+static int bind_unix(const char *dir, const char *name)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/*
+ * The state file, the sinks' files and their rotated names, the sockets and
+ * the pin root are one set of paths: none may be another, a link to
+ * another, or a name another's rotation moves its file to; a socket path
+ * may not be an existing file of another kind, a JSON path not a directory.
+ */
+static void test_paths_cannot_collide(void **state)
+{
+	char dir[] = "/tmp/ktel-test-paths-XXXXXX", text[2048], want[2048], path[600];
+	const char *rot = "\"rotate_bytes\": \"1MiB\"";
+
+	assert_non_null(mkdtemp(dir));
+	/* The state file is the sink's file. */
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/o.jsonl\", \"control_socket\": \"%s/c.sock\", "
+		 "\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"%s/./o.jsonl\"}}}",
+		 dir, dir, dir);
+	snprintf(want, sizeof(want),
+		 "sinks.j.path: same path %s/o.jsonl as state_file: only one can bind or write "
+		 "it\n",
+		 dir);
+	expect_errors(text, want);
+	/* One of its rotated names (keep 3: .1 .. .3, plain, .gz, .gz.tmp). */
+	for (int k = 1; k <= 4; k++) {
+		for (int e = 0; e < 3; e++) {
+			static const char *const ext[] = {"", ".gz", ".gz.tmp"};
+
+			snprintf(text, sizeof(text),
+				 "{\"state_file\": \"%s/o.jsonl.%d%s\", \"control_socket\": "
+				 "\"%s/c.sock\", \"sinks\": {\"j\": {\"type\": \"json\", \"path\": "
+				 "\"%s/o.jsonl\", \"keep\": 3, %s}}}",
+				 dir, k, ext[e], dir, dir, rot);
+			if (k > 3) {
+				expect_errors(text, "");
+				continue;
+			}
+			snprintf(want, sizeof(want),
+				 "state_file: %s/o.jsonl.%d%s is a name sinks.j.path rotates its "
+				 "file to (keep 3): the rotation would replace it\n",
+				 dir, k, ext[e]);
+			expect_errors(text, want);
+		}
+	}
+	/* Without rotation the same name is free; the default keep is 5. */
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/o.jsonl.1\", \"control_socket\": \"%s/c.sock\", "
+		 "\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"%s/o.jsonl\"}}}",
+		 dir, dir, dir);
+	expect_errors(text, "");
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/o.jsonl.5\", \"control_socket\": \"%s/c.sock\", "
+		 "\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"%s/o.jsonl\", %s}}}",
+		 dir, dir, dir, rot);
+	snprintf(want, sizeof(want),
+		 "state_file: %s/o.jsonl.5 is a name sinks.j.path rotates its file to (keep "
+		 "5): the rotation would replace it\n",
+		 dir);
+	expect_errors(text, want);
+	/* A stream socket on the state file, another JSON sink's rotated name. */
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/st\", \"control_socket\": \"%s/c.sock\", "
+		 "\"sinks\": {\"s\": {\"type\": \"stream\", \"socket\": \"%s/st\"}, "
+		 "\"j\": {\"type\": \"json\", \"path\": \"%s/o\", %s}, "
+		 "\"k\": {\"type\": \"json\", \"path\": \"%s/o.2.gz\"}}}",
+		 dir, dir, dir, dir, rot, dir);
+	snprintf(want, sizeof(want),
+		 "sinks.s.socket: same path %s/st as state_file: only one can bind or write it\n"
+		 "sinks.k.path: %s/o.2.gz is a name sinks.j.path rotates its file to (keep 5): "
+		 "the rotation would replace it\n",
+		 dir, dir);
+	expect_errors(text, want);
+	/* A hard link to the sink's file; the control socket on a regular
+	 * file; a JSON path that is a directory. */
+	snprintf(path, sizeof(path), "%s/o.jsonl", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	snprintf(path, sizeof(path), "%s/st.bin", dir);
+	assert_int_equal(link(strcat(strcpy(want, dir), "/o.jsonl"), path), 0);
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/st.bin\", \"control_socket\": \"%s/o.jsonl\", "
+		 "\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"%s/o.jsonl\"}, "
+		 "\"d\": {\"type\": \"json\", \"path\": \"%s\"}}}",
+		 dir, dir, dir, dir);
+	snprintf(want, sizeof(want),
+		 "control_socket: same file %s/o.jsonl (linked under two names) as state_file: "
+		 "only one can bind or write it\n"
+		 "control_socket: %s/o.jsonl exists and is not a unix socket: the daemon binds "
+		 "a socket there and never replaces another file\n"
+		 "sinks.j.path: same path %s/o.jsonl as control_socket: only one can bind or "
+		 "write it\n"
+		 "sinks.d.path: %s is a directory: the sink appends to a file\n",
+		 dir, dir, dir, dir);
+	expect_errors(text, want);
+	/* An existing socket is fine for a socket, not for a JSON sink. */
+	{
+		int fd1 = bind_unix(dir, "live.sock"), fd2 = bind_unix(dir, "other.sock");
+
+		snprintf(text, sizeof(text),
+			 "{\"control_socket\": \"%s/live.sock\", \"sinks\": {\"j\": {\"type\": "
+			 "\"json\", \"path\": \"%s/other.sock\"}}}",
+			 dir, dir);
+		snprintf(want, sizeof(want),
+			 "sinks.j.path: %s/other.sock is a unix socket: the sink appends to a "
+			 "file\n",
+			 dir);
+		expect_errors(text, want);
+		close(fd1);
+		close(fd2);
+		snprintf(path, sizeof(path), "%s/live.sock", dir);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/other.sock", dir);
+		unlink(path);
+	}
+	/* Within the pin root. */
+	snprintf(text, sizeof(text),
+		 "{\"pin_root\": \"%s/pins\", \"state_file\": \"%s/pins/state.bin\", "
+		 "\"control_socket\": \"%s/c.sock\"}",
+		 dir, dir, dir);
+	snprintf(want, sizeof(want),
+		 "state_file: %s/pins/state.bin is within pin_root %s/pins: the pin root holds "
+		 "only the daemon's BPF pins\n",
+		 dir, dir);
+	expect_errors(text, want);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/o.jsonl", dir);
+	unlink(path);
 	rmdir(dir);
 }
 
@@ -933,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(test_sink_string_forms),
 		cmocka_unit_test(test_sink_strings_are_bounded),
 		cmocka_unit_test(test_exclusive_ports_and_paths),
+		cmocka_unit_test(test_paths_cannot_collide),
 		cmocka_unit_test(test_pin_root_check),
 		cmocka_unit_test(test_sink_open_uses_the_same_rules),
 		cmocka_unit_test(test_sink_errors_with_the_rest),

@@ -510,7 +510,7 @@ static void test_corrupt_garbage(void **state)
 static void check_not_state(const char *name, const char *content, bool is_dir)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
-	struct ktel_err err = {0};
+	struct ktel_err err = {0}, cerr = {0};
 	char path[600], prefix[64];
 	struct stat st;
 
@@ -523,6 +523,9 @@ static void check_not_state(const char *name, const char *content, bool is_dir)
 	assert_int_equal(err.code, EEXIST);
 	assert_non_null(strstr(err.msg, path));
 	assert_non_null(strstr(err.msg, "not a delta state file"));
+	/* --check-config's check refuses it the same way. */
+	assert_int_equal(ktel_delta_state_check(path, &cerr), -EEXIST);
+	assert_string_equal(cerr.msg, err.msg);
 	assert_int_equal(stat(path, &st), 0);
 	if (!is_dir)
 		assert_int_equal(st.st_size, strlen(content));
@@ -561,12 +564,36 @@ static void test_symlink_and_fifo_refused(void **state)
 	assert_int_equal(symlink(target, link), 0);
 	assert_int_equal(ktel_delta__load(d, link, &err), -EEXIST);
 	assert_non_null(strstr(err.msg, "not a delta state file"));
+	assert_int_equal(ktel_delta_state_check(link, &err), -EEXIST);
+	assert_non_null(strstr(err.msg, "not a delta state file"));
 	assert_int_equal(access(link, F_OK), 0);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	assert_int_equal(ktel_delta__load(d, fifo, &err), -EEXIST);
+	assert_int_equal(ktel_delta_state_check(fifo, &err), -EEXIST);
 	assert_int_equal(access(fifo, F_OK), 0);
 	assert_int_equal(count_files("link.state.corrupt-"), 0);
 	assert_int_equal(count_files("fifo.state.corrupt-"), 0);
+	ktel_delta__free(d);
+}
+
+/* What the load takes or moves aside and goes on with (nothing there, a
+ * state file, a damaged one with the magic) the check passes, moving
+ * nothing. */
+static void test_state_check_passes_what_load_takes(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	struct ktel_err err = {0};
+	char good[600], bad[600];
+
+	path_in_dir(good, sizeof(good), "check-good.state");
+	path_in_dir(bad, sizeof(bad), "check-bad.state");
+	assert_int_equal(ktel_delta_state_check(good, &err), 0);
+	assert_int_equal(ktel_delta__save(d, good, &err), 0);
+	assert_int_equal(ktel_delta_state_check(good, &err), 0);
+	write_file(bad, "KTELDST1 and then garbage", 25);
+	assert_int_equal(ktel_delta_state_check(bad, &err), 0);
+	assert_int_equal(access(bad, F_OK), 0);
+	assert_int_equal(count_files("check-bad.state.corrupt-"), 0);
 	ktel_delta__free(d);
 }
 
@@ -964,6 +991,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_garbage),
 		cmocka_unit_test(test_not_a_state_file_refused),
 		cmocka_unit_test(test_symlink_and_fifo_refused),
+		cmocka_unit_test(test_state_check_passes_what_load_takes),
 		cmocka_unit_test(test_oversized_state_set_aside),
 		cmocka_unit_test(test_corrupt_truncated),
 		cmocka_unit_test(test_corrupt_bit_flip),

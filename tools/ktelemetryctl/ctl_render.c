@@ -362,6 +362,8 @@ static void render_status(FILE *out, const json_t *resp)
 		json_is_true(json_object_get(d, "bpf_stats"))
 			? "on: run counts and times are measured"
 			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
+	if (json_is_string(json_object_get(d, "test_fault")))
+		fprintf(out, "  test fault %s\n", jstr(d, "test_fault"));
 	fprintf(out, "\nplugins\n");
 	json_array_foreach(json_object_get(resp, "plugins"), i, p)
 	{
