@@ -504,8 +504,8 @@ static void cut(struct prom_sink *s, struct conn *cn)
 	s->live--;
 }
 
-/* Does the key (old enough, connections its peer holds, age) of a rank
- * before b's, for eviction? */
+/* Is a evicted before b? Past the grace first, then the peer holding more
+ * connections, then the older. */
 static bool evict_before(const struct conn *a, const struct conn *b, uint64_t now)
 {
 	bool a_old = now - a->since_ms >= EVICT_GRACE_MS;
