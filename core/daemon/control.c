@@ -50,7 +50,9 @@ struct client {
 	bool admitted;         /* passed the checks, holds a slot */
 	bool root;             /* peer uid 0 */
 	bool paused;           /* reads stopped: complete lines wait in buf */
+	bool blocked;          /* paused until its answers drain (on_write) */
 	uint64_t last_request; /* uv_now of admission or the last complete request */
+	uint64_t last_drain;   /* uv_now of the last written answer, or of queueing one */
 	size_t pull_owed;      /* pull answers waiting for the pending pull */
 	char *pull_name;       /* its metric (NULL: every enabled one) */
 	unsigned int budget;   /* requests this turn may still answer */
@@ -493,11 +495,23 @@ static void close_client(struct client *cl)
 static void on_write(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
+	struct client *cl = w->cl;
 
-	w->cl->pending -= w->len;
-	if (status < 0 && status != UV_ECANCELED)
-		close_client(w->cl);
+	cl->pending -= w->len;
 	free(w);
+	if (status < 0) {
+		if (status != UV_ECANCELED)
+			close_client(cl);
+		return;
+	}
+	cl->last_drain = uv_now(cl->c->loop);
+	/* A client that reads gets its waiting requests answered again once
+	 * its answers have drained to half the mark (hysteresis: not one
+	 * request per written answer). */
+	if (cl->blocked && !cl->closing && cl->pending <= KTEL_CONTROL_PENDING_MARK / 2) {
+		cl->blocked = false;
+		uv_idle_start(&cl->c->resume, on_resume);
+	}
 }
 
 /* Queue line for cl; false when the client had to be closed instead. */
@@ -517,6 +531,8 @@ static bool send_line(struct client *cl, const char *line, size_t len)
 		close_client(cl);
 		return false;
 	}
+	if (!cl->pending)
+		cl->last_drain = uv_now(cl->c->loop); /* its deadline starts now */
 	w->cl = cl;
 	w->len = len;
 	memcpy(w->data, line, len);
@@ -605,6 +621,11 @@ static int on_line(char *line, void *ctx)
 		return -ECANCELED;
 	if (!line[0])
 		return 0; /* blank lines are keep-alives, not requests */
+	if (cl->pending > KTEL_CONTROL_PENDING_MARK) {
+		/* Backpressure: no more answers until these drain (on_write). */
+		cl->blocked = true;
+		return -EAGAIN;
+	}
 	if (!cl->budget)
 		return -EAGAIN; /* the rest on the next loop turn */
 	r = ktel_control_parse_request(line, &req, &cmd, &err);
@@ -644,14 +665,17 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
-/* Stop reading; the complete lines in buf wait for on_resume. */
+/* Stop reading; the complete lines in buf wait for on_resume (a blocked
+ * client's for on_write, which starts it: the idle handle would spin the
+ * loop meanwhile). */
 static void pause_client(struct client *cl)
 {
 	if (!cl->paused) {
 		uv_read_stop((uv_stream_t *)&cl->pipe);
 		cl->paused = true;
 	}
-	uv_idle_start(&cl->c->resume, on_resume);
+	if (!cl->blocked)
+		uv_idle_start(&cl->c->resume, on_resume);
 }
 
 /* Answer up to KTEL_CONTROL_BUDGET of the complete lines in cl's buffer. */
@@ -704,7 +728,11 @@ static json_t *pull_answer(struct ktel_control *c, const char *name)
 	return resp;
 }
 
-/* Send every client waiting for a pull of name its answers. */
+/*
+ * Send every client waiting for a pull of name its answers, as many as fit
+ * under KTEL_CONTROL_PENDING_MARK: the rest stay owed, and the client is
+ * blocked until its answers drain (then a new pull answers them).
+ */
 static void answer_pulls(struct ktel_control *c, const char *name, const json_t *resp)
 {
 	size_t len = 0;
@@ -716,12 +744,19 @@ static void answer_pulls(struct ktel_control *c, const char *name, const json_t 
 		next = cl->next;
 		if (!cl->pull_owed || !same_name(cl->pull_name, name))
 			continue;
-		c->stats.requests += cl->pull_owed;
-		if (failed)
-			c->stats.errors += cl->pull_owed;
-		for (; cl->pull_owed && !cl->closing; cl->pull_owed--)
-			if (!line || !send_line(cl, line, len))
+		while (cl->pull_owed && !cl->closing && cl->pending <= KTEL_CONTROL_PENDING_MARK) {
+			if (!line || !send_line(cl, line, len)) {
 				close_client(cl);
+				break;
+			}
+			cl->pull_owed--;
+			c->stats.requests++;
+			c->stats.errors += failed;
+		}
+		if (cl->pull_owed && !cl->closing) {
+			cl->blocked = true;
+			continue;
+		}
 		cl->pull_owed = 0;
 		free(cl->pull_name);
 		cl->pull_name = NULL;
@@ -736,7 +771,7 @@ static void run_pulls(struct ktel_control *c)
 		char *name;
 		json_t *resp;
 
-		if (!cl->pull_owed || cl->closing)
+		if (!cl->pull_owed || cl->closing || cl->blocked)
 			continue;
 		name = cl->pull_name; /* answer_pulls frees it */
 		cl->pull_name = NULL;
@@ -763,16 +798,22 @@ static void on_resume(uv_idle_t *h)
 	run_pulls(c);
 	for (cl = c->clients; cl; cl = next) {
 		next = cl->next;
-		if (cl->paused && !cl->closing && !cl->draining)
+		if (cl->paused && !cl->closing && !cl->draining && !cl->blocked)
 			process(cl);
 	}
 	for (cl = c->clients; cl && !more; cl = cl->next)
-		more = !cl->closing && (cl->pull_owed || (cl->paused && !cl->draining));
+		more = !cl->closing && !cl->blocked &&
+		       (cl->pull_owed || (cl->paused && !cl->draining));
 	if (!more)
 		uv_idle_stop(h);
 }
 
-/* Close the clients that sent no complete request for idle_timeout_ms. */
+/*
+ * Close the clients that sent no complete request for idle_timeout_ms, and
+ * those that read none of their answers for as long (whether blocked or
+ * not: an answer that cannot be written would hold the slot forever; no
+ * answer can tell them, they do not read).
+ */
 static void on_sweep(uv_timer_t *t)
 {
 	struct ktel_control *c = t->data;
@@ -782,6 +823,11 @@ static void on_sweep(uv_timer_t *t)
 
 	for (cl = c->clients; cl; cl = next) {
 		next = cl->next;
+		if (!cl->closing && cl->pending && now - cl->last_drain >= idle_timeout_ms) {
+			c->stats.overflows++;
+			close_client(cl);
+			continue;
+		}
 		if (!cl->admitted || cl->closing || cl->draining || cl->paused || cl->pull_owed ||
 		    now - cl->last_request < idle_timeout_ms)
 			continue;

@@ -14,7 +14,11 @@
  * KTEL_CONTROL_MAX_CLIENTS clients are served at once, and at most
  * KTEL_CONTROL_MAX_PENDING bytes of answers wait for one slow client; past
  * any limit the client gets an error (when possible) and is closed, and the
- * event is counted in ktel_control_stats.
+ * event is counted in ktel_control_stats. A client that pipelines requests
+ * faster than it reads is not closed but slowed: past
+ * KTEL_CONTROL_PENDING_MARK bytes of answers queued, its requests wait (the
+ * server stops reading it) until it has read half of them. A client that
+ * reads none of its answers for the idle timeout is closed.
  *
  * The server reaches the daemon only through struct ktel_control_ops.
  *
@@ -44,6 +48,9 @@ struct ktel_control;
 #define KTEL_CONTROL_MAX_LINE (64 * 1024)
 #define KTEL_CONTROL_MAX_CLIENTS 16
 #define KTEL_CONTROL_MAX_PENDING (16u << 20)
+/* Past this many bytes of answers queued for a client, its requests wait
+ * (reads stop) until they drain to half of it. */
+#define KTEL_CONTROL_PENDING_MARK (1u << 20)
 #define KTEL_CONTROL_BACKLOG 16
 /* An admitted client that sends no complete request for this long is closed. */
 #define KTEL_CONTROL_IDLE_TIMEOUT_MS 10000

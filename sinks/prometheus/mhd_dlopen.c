@@ -106,7 +106,8 @@ const union MHD_DaemonInfo *MHD_get_daemon_info(struct MHD_Daemon *daemon,
 	return mhd.get_daemon_info(daemon, info_type);
 }
 
-/* The info types the sink asks for (CONNECTION_FD, SOCKET_CONTEXT) take no argument. */
+/* The info types the sink asks for (CONNECTION_FD, SOCKET_CONTEXT, CLIENT_ADDRESS) take no
+ * argument. */
 const union MHD_ConnectionInfo *MHD_get_connection_info(struct MHD_Connection *connection,
 							enum MHD_ConnectionInfoType info_type, ...)
 {

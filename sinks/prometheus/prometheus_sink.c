@@ -70,17 +70,29 @@
 #define DEFAULT_PREFIX "ktel_"
 #define DEFAULT_MAX_SERIES 10000
 #define MAX_MAX_SERIES 1000000
-/* HTTP limits, so that slow clients cannot lock scrapes out: a peer holds
- * at most PER_PEER_CONNECTIONS, so
- * MAX_CONNECTIONS leaves room for other peers (Prometheus, a second
- * server); a connection is idle at most CONNECTION_TIMEOUT_S, and a request
- * takes at most REQUEST_DEADLINE_S from the connection's start or the end
- * of its previous request (slow headers, one byte at a time, keep resetting
- * the idle timeout, not this). */
-#define MAX_CONNECTIONS 64
-#define PER_PEER_CONNECTIONS 8
+/*
+ * HTTP limits, so that slow clients cannot lock scrapes out. SLOTS
+ * connections are served at once; a connection that arrives when all are
+ * taken evicts one (evict()): a slow or idle one, from the peer (source
+ * address) that holds the most, so a scrape from anywhere gets in at once
+ * and a peer that opens many connections pushes out its own first. No
+ * per-peer limit refuses a connection: scrapers behind one address (NAT, a
+ * pair of Prometheus servers on one host) may run many scrapes in
+ * parallel. An evicted connection is shut down and counts against
+ * libmicrohttpd's own limit (SLOTS + SPARE_SLOTS) until its thread has
+ * closed it, so the spare slots keep the listening socket served
+ * meanwhile. A connection is idle at most CONNECTION_TIMEOUT_S, and a
+ * request takes at most REQUEST_DEADLINE_S from the connection's start or
+ * the end of its previous request (slow headers, one byte at a time, keep
+ * resetting the idle timeout, not this). A connection younger than
+ * EVICT_GRACE_MS (in its current request or idle time) is evicted only
+ * when no older one is left: a burst of scrapes does not cut itself.
+ */
+#define SLOTS 64
+#define SPARE_SLOTS 64
 #define CONNECTION_TIMEOUT_S 10
 #define REQUEST_DEADLINE_S 10
+#define EVICT_GRACE_MS 1000
 #define WATCHDOG_MS 500
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -96,8 +108,10 @@ struct text {
 struct conn {
 	struct conn *next, **pprev;
 	int fd;
-	uint64_t since_ms; /* start of the connection or of its request */
-	bool cut;          /* shut down by the deadline */
+	uint64_t since_ms;      /* start of the connection or of its request */
+	bool cut;               /* shut down by the deadline or evicted */
+	unsigned char addr[16]; /* the peer's address (IPv4: first 4 bytes) */
+	unsigned held;          /* scratch for evict() */
 };
 
 struct prom_sink {
@@ -113,7 +127,9 @@ struct prom_sink {
 	uv_timer_t closer;
 	pthread_mutex_t conn_lock; /* guards conns: MHD's thread and the loop */
 	struct conn *conns;
+	unsigned live;          /* in conns, not cut; under conn_lock */
 	uint64_t deadline_cuts; /* under conn_lock */
+	uint64_t evictions;     /* under conn_lock */
 
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
@@ -223,7 +239,7 @@ struct snapshot {
 	size_t n_families, n_series;
 	const struct ktel_prom_family **families; /* n_series of each in their order */
 	struct ktel_prom_series *series;          /* copies, family after family */
-	uint64_t series_dropped, sent, dropped, skipped, deadline_cuts;
+	uint64_t series_dropped, sent, dropped, skipped, deadline_cuts, evictions;
 };
 
 static void snapshot_free(struct snapshot *snap)
@@ -262,6 +278,7 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_lock(&s->conn_lock);
 	snap->deadline_cuts = s->deadline_cuts;
+	snap->evictions = s->evictions;
 	pthread_mutex_unlock(&s->conn_lock);
 	return 0;
 }
@@ -319,6 +336,8 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 		{"connections_cut_total", "counter",
 		 "Connections shut down because a request took longer than the deadline.",
 		 snap->deadline_cuts},
+		{"connections_evicted_total", "counter",
+		 "Slow or idle connections shut down to make room for a new one.", snap->evictions},
 	};
 
 	for (size_t i = 0; i < KTEL_ARRAY_SIZE(self); i++) {
@@ -476,7 +495,68 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
-/* MHD's thread: track each connection for the request deadline. */
+/* Shut down (not close: MHD owns the fd) a watched connection; MHD then
+ * sees the end of the stream and closes it. Under conn_lock. */
+static void cut(struct prom_sink *s, struct conn *cn)
+{
+	shutdown(cn->fd, SHUT_RDWR);
+	cn->cut = true;
+	s->live--;
+}
+
+/* Is a evicted before b? Past the grace first, then the peer holding more
+ * connections, then the older. */
+static bool evict_before(const struct conn *a, const struct conn *b, uint64_t now)
+{
+	bool a_old = now - a->since_ms >= EVICT_GRACE_MS;
+	bool b_old = now - b->since_ms >= EVICT_GRACE_MS;
+
+	if (a_old != b_old)
+		return a_old;
+	if (a->held != b->held)
+		return a->held > b->held;
+	return a->since_ms < b->since_ms;
+}
+
+/*
+ * All SLOTS are taken and fresh has come: cut the connection that slows
+ * scrapes least (see SLOTS). Under conn_lock; at most 2 * SLOTS
+ * connections, so counting each one's peer here is cheap.
+ */
+static void evict(struct prom_sink *s, const struct conn *fresh)
+{
+	uint64_t now = uv_hrtime() / 1000000;
+	struct conn *victim = NULL;
+
+	for (struct conn *a = s->conns; a; a = a->next) {
+		a->held = 0;
+		for (const struct conn *b = s->conns; b && !a->cut; b = b->next)
+			a->held += !b->cut && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+	}
+	for (struct conn *a = s->conns; a; a = a->next)
+		if (!a->cut && a != fresh && (!victim || evict_before(a, victim, now)))
+			victim = a;
+	if (!victim)
+		return;
+	cut(s, victim);
+	s->evictions++;
+}
+
+/* The peer's address bytes (IPv4 and IPv6; others stay zero). */
+static void peer_addr(struct MHD_Connection *c, unsigned char addr[16])
+{
+	const union MHD_ConnectionInfo
+		*info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = info ? info->client_addr : NULL;
+
+	if (sa && sa->sa_family == AF_INET)
+		memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (sa && sa->sa_family == AF_INET6)
+		memcpy(addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
+/* MHD's thread: track each connection for the request deadline and the
+ * slots. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
@@ -493,12 +573,15 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		}
 		cn->fd = info->connect_fd;
 		cn->since_ms = uv_hrtime() / 1000000;
+		peer_addr(c, cn->addr);
 		pthread_mutex_lock(&s->conn_lock);
 		cn->next = s->conns;
 		cn->pprev = &s->conns;
 		if (s->conns)
 			s->conns->pprev = &cn->next;
 		s->conns = cn;
+		if (++s->live > SLOTS)
+			evict(s, cn);
 		pthread_mutex_unlock(&s->conn_lock);
 		*socket_context = cn;
 		return;
@@ -508,6 +591,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	/* CLOSED comes before MHD closes the socket: once cn is unlinked the
 	 * watchdog cannot touch the fd. */
 	pthread_mutex_lock(&s->conn_lock);
+	if (!cn->cut)
+		s->live--;
 	*cn->pprev = cn->next;
 	if (cn->next)
 		cn->next->pprev = cn->pprev;
@@ -534,9 +619,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	pthread_mutex_unlock(&s->conn_lock);
 }
 
-/* The loop: shut down (not close: MHD owns the fd) every connection whose
- * request has taken longer than the deadline; MHD then sees the end of
- * the stream and closes it. */
+/* The loop: shut down every connection whose request has taken longer
+ * than the deadline. */
 static void on_watchdog(uv_timer_t *t)
 {
 	struct prom_sink *s = t->data;
@@ -546,8 +630,7 @@ static void on_watchdog(uv_timer_t *t)
 	for (struct conn *cn = s->conns; cn; cn = cn->next) {
 		if (cn->cut || now - cn->since_ms < REQUEST_DEADLINE_S * 1000ull)
 			continue;
-		shutdown(cn->fd, SHUT_RDWR);
-		cn->cut = true;
+		cut(s, cn);
 		s->deadline_cuts++;
 	}
 	pthread_mutex_unlock(&s->conn_lock);
@@ -571,12 +654,10 @@ static int start_server(struct prom_sink *s, struct ktel_err *err)
 	}
 	errno = 0;
 	s->mhd = MHD_start_daemon(flags, s->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-				  sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-				  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-				  (unsigned)PER_PEER_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-				  (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
-				  on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				  MHD_OPTION_END);
+				  sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SLOTS + SPARE_SLOTS),
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 	if (!s->mhd) {
 		int e = errno ? errno : EADDRINUSE;
 

@@ -29,6 +29,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include <bpf/bpf.h>
@@ -1012,6 +1013,104 @@ static void test_pull_flood(void **state)
 	sandbox_cleanup(&r.sb);
 }
 
+struct pipeline_writer {
+	int fd;
+	const char *buf;
+	size_t len;
+	ssize_t written;
+};
+
+static void *pipeline_write(void *arg)
+{
+	struct pipeline_writer *w = arg;
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < w->len && (n = write(w->fd, w->buf + off, w->len - off)) > 0)
+		off += (size_t)n;
+	w->written = (ssize_t)off;
+	return NULL;
+}
+
+/*
+ * 50,000 requests pipelined by a client that reads its answers slowly but
+ * steadily (16 KiB, then a pause), pulls and status in turn (a status
+ * answer is large): their answers add up to far more than
+ * KTEL_CONTROL_MAX_PENDING, yet the client is slowed (its requests wait),
+ * not disconnected, and gets every answer, in order; the loop's timers keep
+ * running.
+ */
+#define PIPELINE 50000
+static void test_pipelining_reader_is_slowed(void **state)
+{
+	static const char req[] = "{\"cmd\":\"pull\"}\n{\"cmd\":\"status\"}\n";
+	struct pipeline_writer w = {0};
+	size_t answered = 0, len = 0, cap = 1 << 20, bytes = 0, biggest = 0;
+	json_int_t over0, over1, req0, req1;
+	char *buf = malloc(PIPELINE / 2 * (sizeof(req) - 1)), *in = malloc(cap + 1);
+	pthread_t writer;
+	struct rig r;
+	json_t *st;
+
+	(void)state;
+	rig_start(&r, "ctl-pipeline", "", false);
+	for (int i = 0; i < PIPELINE / 2; i++)
+		memcpy(buf + i * (sizeof(req) - 1), req, sizeof(req) - 1);
+	st = ctl_json_ok(&r, "status", NULL);
+	over0 = control_stat(st, "overflows");
+	req0 = control_stat(st, "requests");
+	json_decref(st);
+	compact();
+	w.fd = raw_connect(r.sock);
+	w.buf = buf;
+	w.len = PIPELINE / 2 * (sizeof(req) - 1);
+	setsockopt(w.fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 30},
+		   sizeof(struct timeval));
+	r.max_gap_ms = 0;
+	assert_int_equal(pthread_create(&writer, NULL, pipeline_write, &w), 0);
+	while (answered < PIPELINE) {
+		ssize_t n = recv(w.fd, in + len, cap - len < 16384 ? cap - len : 16384, 0);
+		char *p = in, *nl;
+
+		if (n <= 0)
+			fail_msg("disconnected after %zu answers (%zu bytes)", answered, bytes);
+		len += (size_t)n;
+		bytes += (size_t)n;
+		in[len] = '\0';
+		while ((nl = strchr(p, '\n'))) {
+			*nl = '\0';
+			if (strncmp(p, "{\"ok\":true", 10) != 0 ||
+			    !strstr(p, answered % 2 ? "\"daemon\":{" : "\"records\":["))
+				fail_msg("answer %zu: %.200s", answered, p);
+			if ((size_t)(nl + 1 - p) > biggest)
+				biggest = (size_t)(nl + 1 - p);
+			answered++;
+			p = nl + 1;
+		}
+		len -= (size_t)(p - in);
+		memmove(in, p, len);
+		usleep(2000); /* slowly: about 8 MB/s at most */
+	}
+	assert_int_equal(pthread_join(writer, NULL), 0);
+	assert_int_equal((size_t)w.written, w.len);
+	st = ctl_json_ok(&r, "status", NULL);
+	over1 = control_stat(st, "overflows");
+	req1 = control_stat(st, "requests");
+	json_decref(st);
+	printf("%d pipelined requests: %zu answers, %zu bytes (largest %zu), longest gap of a "
+	       "10 ms timer %llu ms\n",
+	       PIPELINE, answered, bytes, biggest, (unsigned long long)r.max_gap_ms);
+	assert_true(bytes > 2 * KTEL_CONTROL_MAX_PENDING);
+	assert_int_equal(over1 - over0, 0);
+	assert_int_equal(req1 - req0, PIPELINE + 1);
+	assert_true(r.max_gap_ms < 500);
+	close(w.fd);
+	free(buf);
+	free(in);
+	rig_stop(&r);
+	sandbox_cleanup(&r.sb);
+}
+
 static void test_socket_path_rules(void **state)
 {
 	struct ktel_control *a = NULL, *b = NULL;
@@ -1192,6 +1291,7 @@ int main(void)
 		cmocka_unit_test(test_protocol_limits),
 		cmocka_unit_test(test_idle_clients_and_root_slot),
 		cmocka_unit_test(test_pull_flood),
+		cmocka_unit_test(test_pipelining_reader_is_slowed),
 		cmocka_unit_test(test_socket_path_rules),
 		cmocka_unit_test(test_socket_path_never_cut),
 		cmocka_unit_test(test_inspect_plugins),

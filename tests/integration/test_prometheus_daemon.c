@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -200,9 +201,8 @@ static bool server_closed(int fd)
 
 /*
  * 16 slow-header clients (one header byte per second) from one peer and 8
- * from another do not keep a scrape from a third out (per-peer limit, a
- * total that leaves room), and none outlives the request deadline although
- * each keeps sending.
+ * from another do not keep a scrape from a third out, and none outlives the
+ * request deadline although each keeps sending.
  */
 static void test_slow_clients_do_not_block_scrapes(void **state)
 {
@@ -248,8 +248,9 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 				 i);
 		close(fds[i]);
 	}
-	/* 8 per peer were served (and then cut by the deadline), the rest refused. */
-	assert_int_equal(open_after_scrape, 16);
+	/* All were admitted (no per-peer limit; slots to spare), then cut by
+	 * the deadline. */
+	assert_int_equal(open_after_scrape, N_SLOW + 8);
 	assert_int_equal(scrape(&sb, port, "after", 10), 0);
 	/* Each served slow client was cut by the deadline, and counted. */
 	{
@@ -259,12 +260,162 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 		after = file_slurp(path);
 		assert_non_null(
 			strstr(after,
-			       "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 16\n"));
+			       "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 24\n"));
 		free(after);
 	}
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
 	daemon_pid = 0;
+	sandbox_cleanup(&sb);
+}
+
+/* 20 peers (127.0.0.10..29), 4 slow clients each: more than the 64 slots. */
+#define HOLD_PEERS 20
+#define HOLD_EACH 4
+#define HOLD (HOLD_PEERS * HOLD_EACH)
+
+/* Reopen every holder the server closed; each sends one more header byte
+ * (t-th) at most once a second. */
+static void hold_slots(int *fds, unsigned port, int t)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+	char src[32];
+
+	for (int i = 0; i < HOLD; i++) {
+		if (fds[i] >= 0 && !server_closed(fds[i])) {
+			(void)!send(fds[i], t < (int)sizeof(req) - 1 ? req + t : "a", 1,
+				    MSG_NOSIGNAL | MSG_DONTWAIT);
+			continue;
+		}
+		if (fds[i] >= 0)
+			close(fds[i]);
+		snprintf(src, sizeof(src), "127.0.0.%d", 10 + i / HOLD_EACH);
+		fds[i] = slow_client(src, port);
+	}
+}
+
+/* Read fd's whole HTTP answer (to EOF, 10 s at most): did it say 200 and
+ * end with the exposition's last series? */
+static bool read_ok_answer(int fd)
+{
+	static char buf[4 << 20];
+	size_t len = 0;
+	ssize_t n;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 10},
+		   sizeof(struct timeval));
+	while (len < sizeof(buf) - 1 && (n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	return strncmp(buf, "HTTP/1.1 200", 12) == 0 &&
+	       strstr(buf, "\nprocess_start_time_seconds ") != NULL;
+}
+
+/*
+ * 5 rounds of 20 scrapes from src at once (scrapers behind one address):
+ * all 20 connections are open and have sent their request before any
+ * answer is read. How many failed.
+ */
+static int parallel_scrapes(unsigned port, const char *src)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+				  "Connection: close\r\n\r\n";
+	int fds[20], failed = 0;
+
+	for (int round = 0; round < 5; round++) {
+		for (int i = 0; i < 20; i++) {
+			fds[i] = slow_client(src, port);
+			(void)!send(fds[i], req, sizeof(req) - 1, MSG_NOSIGNAL);
+		}
+		for (int i = 0; i < 20; i++) {
+			failed += !read_ok_answer(fds[i]);
+			close(fds[i]);
+		}
+	}
+	return failed;
+}
+
+/*
+ * Slow clients from 20 peers keep more connections open than there are
+ * slots, reopening each one the server closes. Meanwhile a real Prometheus
+ * (scrape timeout 1 s) scrapes every second and never misses, a scrape
+ * from a new peer each second succeeds, and 100 scrapes from one peer, 20
+ * at a time (scrapers behind one NAT), all succeed: the slow ones are
+ * evicted to make room.
+ */
+static void test_held_slots_do_not_block_scrapes(void **state)
+{
+	unsigned port = prom_free_port(), web = prom_free_port();
+	int fds[HOLD], failed;
+	struct sandbox sb;
+	double up_min, up_n, evicted;
+	char *text, path[700];
+
+	(void)state;
+	sandbox_init(&sb, "prom-held");
+	write_config_port(&sb, port);
+	daemon_pid = daemon_start(&sb, NULL);
+	daemon_prom_port(&sb);
+	prom_server_start(&sb, web, port, NULL, &prom_pid);
+	/* Prometheus up before the slots are taken. */
+	for (int i = 0; i < 100 && prom_query_value(&sb, web, "up{job=\"ktel\"}") != 1; i++)
+		usleep(200000);
+	assert_true(prom_query_value(&sb, web, "up{job=\"ktel\"}") == 1);
+	/* Scrapers behind one address, in parallel: no per-peer limit refuses them. */
+	failed = parallel_scrapes(port, "127.0.0.200");
+	if (failed)
+		fail_msg("%d of 100 parallel scrapes from one peer failed", failed);
+	for (int i = 0; i < HOLD; i++)
+		fds[i] = -1;
+	for (int t = 0; t < 3; t++) {
+		hold_slots(fds, port, t);
+		sleep(1);
+	}
+	/* 15 s of held slots (past the 10 s request deadline, so the holders
+	 * reopen too): a scrape from a new peer each second. */
+	for (int t = 3; t < 18; t++) {
+		hold_slots(fds, port, t);
+		if (ktel_test_run("curl -sS -f --interface 127.0.0.%d --max-time 3 -o '%s/held.txt' "
+				  "http://127.0.0.1:%u/metrics",
+				  100 + t, sb.dir, port) != 0)
+			fail_msg("a scrape from 127.0.0.%d failed while the slots were held",
+				 100 + t);
+		usleep(500000);
+	}
+	/* Prometheus scraped every second of it, each within its 1 s timeout. */
+	up_n = prom_query_value(&sb, web, "count_over_time(up{job=\"ktel\"}[14s])");
+	up_min = prom_query_value(&sb, web, "min_over_time(up{job=\"ktel\"}[14s])");
+	if (up_n < 10 || up_min != 1)
+		fail_msg("Prometheus: %.0f scrapes in 14 s, up at least %.0f", up_n, up_min);
+	/* And while the slots are held. */
+	hold_slots(fds, port, 18);
+	failed = parallel_scrapes(port, "127.0.0.201");
+	if (failed)
+		fail_msg("%d of 100 parallel scrapes from one peer failed (slots held)", failed);
+	for (int i = 0; i < HOLD; i++)
+		close(fds[i]);
+	/* The room was made by eviction, and counted. */
+	assert_int_equal(scrape(&sb, port, "after", 10), 0);
+	snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
+	text = file_slurp(path);
+	evicted = -1;
+	{
+		const char *p = strstr(text, "ktel_prometheus_sink_connections_evicted_total{sink="
+					     "\"prom\"} ");
+
+		if (p)
+			evicted = strtod(strchr(p, '}') + 2, NULL);
+	}
+	free(text);
+	printf("held slots: %.0f Prometheus scrapes in 14 s, all up; %.0f connections evicted\n",
+	       up_n, evicted);
+	assert_true(evicted >= HOLD - 64);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	kill(prom_pid, SIGTERM);
+	waitpid(prom_pid, NULL, 0);
+	prom_pid = 0;
 	sandbox_cleanup(&sb);
 }
 
@@ -435,6 +586,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_real_daemon_passes_promtool, teardown),
 		cmocka_unit_test_teardown(test_slow_clients_do_not_block_scrapes, teardown),
+		cmocka_unit_test_teardown(test_held_slots_do_not_block_scrapes, teardown),
 		cmocka_unit_test_teardown(test_real_prometheus_across_restart, teardown),
 		cmocka_unit_test_teardown(test_scrape_right_after_start, teardown),
 	};

@@ -489,6 +489,174 @@ static void test_server_coalesces_pulls(void **state)
 	rmdir(dir);
 }
 
+/* The fake's pull with a PAD_BYTES answer: large answers, as a pull of
+ * many metrics gives. */
+#define PAD_BYTES (80 * 1024)
+static int padded_pull(void *ctx, const char *name, json_t *resp, struct ktel_err *err)
+{
+	static char pad[PAD_BYTES + 1];
+	int r = ctl_fake_pull(ctx, name, resp, err);
+
+	if (!pad[0])
+		memset(pad, 'p', PAD_BYTES);
+	json_object_set_new(resp, "pad", json_string(pad));
+	return r;
+}
+
+/* A server on a fresh socket in dir, with the padded pull; its address in *sa. */
+static struct ktel_control *padded_server(uv_loop_t *loop, struct ctl_fake *f,
+					  struct ktel_control_ops *ops, const char *name, char *dir,
+					  size_t dir_len, struct sockaddr_un *sa)
+{
+	struct ktel_control *c = NULL;
+	struct ktel_err err = {0};
+
+	ctl_fake_init(f);
+	*ops = ctl_fake_ops;
+	ops->pull = padded_pull;
+	mkdir(KTEL_BINARY_DIR "/test-tmp", 0755);
+	snprintf(dir, dir_len, "%s/test-tmp/ctl-%s-%d", KTEL_BINARY_DIR, name, getpid());
+	sa->sun_family = AF_UNIX;
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/c.sock", dir);
+	uv_loop_init(loop);
+	if (ktel_control__new(loop, ops, f, sa->sun_path, getgid(), &c, &err))
+		fail_msg("%s", err.msg);
+	return c;
+}
+
+static void padded_server_stop(uv_loop_t *loop, struct ktel_control *c, const char *dir)
+{
+	ktel_control__close(c);
+	uv_run(loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(loop), 0);
+	rmdir(dir);
+}
+
+/*
+ * A client pipelines far more pulls with large answers than
+ * KTEL_CONTROL_MAX_PENDING holds (every 50th request a list) and reads its
+ * answers in small pieces: it is slowed, not closed, and gets every answer,
+ * in order.
+ */
+#define PIPELINED 1500
+static void test_server_backpressure_reader(void **state)
+{
+	static const char pull[] = "{\"cmd\":\"pull\"}\n", list[] = "{\"cmd\":\"list\"}\n";
+	struct ktel_control_ops ops;
+	struct ktel_control_stats st;
+	struct sockaddr_un sa;
+	struct ktel_control *c;
+	struct ctl_fake f;
+	char dir[200], *reqs, *line;
+	size_t len = 0, cap = 2 * PAD_BYTES, n_reqs = 0, answered = 0;
+	long long last_seq = -1;
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	c = padded_server(&loop, &f, &ops, "bp", dir, sizeof(dir), &sa);
+	reqs = malloc(PIPELINED * sizeof(pull));
+	line = malloc(cap);
+	for (int i = 0; i < PIPELINED; i++) {
+		const char *r = i % 50 == 49 ? list : pull;
+
+		memcpy(reqs + n_reqs, r, strlen(r));
+		n_reqs += strlen(r);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(fd, reqs, n_reqs), (ssize_t)n_reqs);
+	for (int spins = 0; answered < PIPELINED && spins < 2000000; spins++) {
+		ssize_t n;
+		char *nl;
+
+		uv_run(&loop, UV_RUN_NOWAIT);
+		/* Slowly but steadily: at most 16 KiB a turn. */
+		n = recv(fd, line + len, cap - 1 - len < 16384 ? cap - 1 - len : 16384,
+			 MSG_DONTWAIT);
+		if (n == 0)
+			fail_msg("closed after %zu answers", answered);
+		if (n < 0) {
+			assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+			usleep(100);
+			continue;
+		}
+		len += (size_t)n;
+		line[len] = '\0';
+		while ((nl = strchr(line, '\n'))) {
+			const char *seq;
+
+			*nl = '\0';
+			assert_non_null(strstr(line, "\"ok\":true"));
+			if (answered % 50 == 49) {
+				assert_non_null(strstr(line, "\"metrics\":["));
+			} else {
+				assert_non_null(strstr(line, "\"pulled\":1"));
+				seq = strstr(line, "\"seq\":");
+				assert_non_null(seq);
+				/* Pulls run in order: no answer older than the one before. */
+				assert_true(atoll(seq + 6) >= last_seq);
+				last_seq = atoll(seq + 6);
+			}
+			answered++;
+			len -= (size_t)(nl + 1 - line);
+			memmove(line, nl + 1, len + 1);
+		}
+	}
+	assert_int_equal(answered, PIPELINED);
+	ktel_control__stats(c, &st);
+	assert_int_equal(st.overflows, 0);
+	assert_int_equal(st.requests, PIPELINED);
+	/* Coalesced, yet never more queued than fits. */
+	assert_true(f.pulls > 1);
+	close(fd);
+	free(reqs);
+	free(line);
+	padded_server_stop(&loop, c, dir);
+}
+
+/*
+ * A client that pipelines pulls and never reads is still closed: once none
+ * of its answers was read for the idle timeout, and counted as an overflow.
+ */
+static void test_server_cuts_non_reader(void **state)
+{
+	static const char pull[] = "{\"cmd\":\"pull\"}\n";
+	struct ktel_control_ops ops;
+	struct ktel_control_stats st;
+	struct sockaddr_un sa;
+	struct ktel_control *c;
+	struct ctl_fake f;
+	char dir[200], reqs[1000 * (sizeof(pull) - 1)];
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	ktel_control_set_idle_timeout(300);
+	c = padded_server(&loop, &f, &ops, "nr", dir, sizeof(dir), &sa);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	for (int i = 0; i < 1000; i++)
+		memcpy(reqs + i * (sizeof(pull) - 1), pull, sizeof(pull) - 1);
+	/* One write: a unix socket holds far fewer small ones. */
+	assert_int_equal(write(fd, reqs, sizeof(reqs)), (ssize_t)sizeof(reqs));
+	for (int i = 0; i < 3000; i++) {
+		ktel_control__stats(c, &st);
+		if (st.overflows)
+			break;
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	ktel_control__stats(c, &st);
+	assert_int_equal(st.overflows, 1);
+	assert_int_equal(st.clients, 0);
+	/* Queued at most the mark and one batch, never the hard limit. */
+	assert_true(f.pulls >= 1);
+	close(fd);
+	ktel_control_set_idle_timeout(0);
+	padded_server_stop(&loop, c, dir);
+}
+
 /* ---- peers ------------------------------------------------------------------- */
 
 static void test_peer_check(void **state)
@@ -812,6 +980,8 @@ int main(void)
 		cmocka_unit_test(test_ops_not_reached),
 		cmocka_unit_test(test_server_needs_ops),
 		cmocka_unit_test(test_server_coalesces_pulls),
+		cmocka_unit_test(test_server_backpressure_reader),
+		cmocka_unit_test(test_server_cuts_non_reader),
 		cmocka_unit_test(test_peer_check),
 		cmocka_unit_test(test_peer_check_supplementary),
 		cmocka_unit_test(test_inspect_builtin),

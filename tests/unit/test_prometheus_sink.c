@@ -144,7 +144,11 @@ static const char self_fmt[] =
 	"# HELP ktel_prometheus_sink_connections_cut_total Connections shut down because a "
 	"request took longer than the deadline.\n"
 	"# TYPE ktel_prometheus_sink_connections_cut_total counter\n"
-	"ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 0\n";
+	"ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 0\n"
+	"# HELP ktel_prometheus_sink_connections_evicted_total Slow or idle connections shut "
+	"down to make room for a new one.\n"
+	"# TYPE ktel_prometheus_sink_connections_evicted_total counter\n"
+	"ktel_prometheus_sink_connections_evicted_total{sink=\"prom\"} 0\n";
 
 static char *self_text(int series, int series_dropped, int sent, int dropped, int skipped,
 		       int scrapes)
