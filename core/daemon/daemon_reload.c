@@ -128,15 +128,17 @@ static bool goes_away(const struct ktel_config *cfg, const struct ktel_sink_cfg 
 
 /*
  * Options naming something only one instance can hold at a time: a listening
- * TCP port (0 picks a free one, so never shared) and a unix socket path. Two
- * instances that name the same one cannot run side by side, so the old one
- * closes before the new one opens.
+ * TCP port (0 picks a free one, so never shared). Two instances that name the
+ * same one cannot run side by side, so the old one closes before the new one
+ * opens. A stream sink's socket path is not among them: the new instance
+ * binds its socket under another name and takes the path over only once it
+ * is complete (sinks/stream), so the old one serves until then and keeps the
+ * path when the new one cannot be made.
  */
 static const struct {
 	const char *type, *key;
 } exclusive_options[] = {
 	{"prometheus", "port"},
-	{"stream", "socket"},
 };
 
 /* The value of an option, else its documented default (new reference or NULL). */
