@@ -181,7 +181,7 @@ static bool share_exclusive(const struct ktel_sink_cfg *a, const struct ktel_sin
 struct sink_step {
 	const struct ktel_sink_cfg *to;
 	struct ktel_router_staged *staged;
-	/* Shares a port or socket with an old instance that closes: it can
+	/* Shares a listening port with an old instance that closes: it can
 	 * only open after that one closed. */
 	bool after_close;
 };
@@ -314,7 +314,7 @@ static void install_steps(struct ktel_daemon *d, const struct ktel_config *cfg, 
 
 /*
  * Open every sink the new config adds or changes while the old instances
- * keep running; only those that need an old instance's port or socket open
+ * keep running; only those that need an old instance's listening port open
  * after it closed. All of them open, or none is installed: on failure every
  * error is in errs and the old instances run (-EINVAL), unless an old
  * instance closed for its successor cannot open again (-EIO, named in errs).

@@ -11,7 +11,9 @@
 #
 #   - the sandbox works: the daemon starts under the system call filter,
 #     ProtectProc=invisible, PrivateMounts, the capability bounding set and
-#     the loopback-only IP rule; loads its plugins, drops its privileges,
+#     the loopback-only IP rule (a Prometheus sink on a non-loopback
+#     address of the container's own network namespace is not reachable);
+#     loads its plugins, drops its privileges,
 #     pulls, writes its JSON file in LogsDirectory, answers ktelemetryctl on
 #     /run/ktelemetry and serves Prometheus on 127.0.0.1;
 #   - a crash loop stops: a copy of the unit whose ExecStart fails reaches
@@ -55,20 +57,38 @@ cat >"$work/ktelemetry.json" <<EOF
  "interval": "1s",
  "drop_privileges": true,
  "sinks": {"file": {"type": "json", "path": "/var/log/ktelemetry/out.jsonl"},
-           "prom": {"type": "prometheus", "port": $port}}}
+           "prom": {"type": "prometheus", "port": $port},
+           "far": {"type": "prometheus", "listen": "192.0.2.1", "port": $port}}}
 EOF
 echo "KTEL_CONFIG=$work/ktelemetry.json" >"$work/default"
 
 cp "$unit" "$work/units/ktelemetryd.service"
 # The same unit with a daemon that fails at once (exit 1: restarted, unlike a
-# bad config's 2).
-sed 's|^ExecStart=.*|ExecStart=/bin/false|' "$unit" >"$work/units/ktelemetryd-crash.service"
+# bad config's 2), and directories of its own: systemd removes a unit's
+# RuntimeDirectory when it stops, which would take the control socket's
+# directory from under the real one.
+sed -e 's|^ExecStart=.*|ExecStart=/bin/false|' \
+  -e 's#^\(RuntimeDirectory\|StateDirectory\|LogsDirectory\)=ktelemetry$#\1=ktelemetry-crash#' \
+  "$unit" >"$work/units/ktelemetryd-crash.service"
 ln -s /dev/null "$work/units/systemd-firstboot.service"
 
 cat >"$work/units/ktel-probe.target" <<'EOF'
 [Unit]
 Description=ktelemetry unit probe
-Wants=ktelemetryd.service ktelemetryd-crash.service ktel-check.service
+Wants=ktel-addr.service ktelemetryd.service ktelemetryd-crash.service ktel-check.service
+EOF
+# The container has a network namespace of its own (--private-network); an
+# address that is not loopback on its lo lets the test see the IP rule: the
+# daemon's "far" Prometheus sink listens there and must not be reachable.
+cat >"$work/units/ktel-addr.service" <<'EOF'
+[Unit]
+Description=ktelemetry unit probe: a non-loopback address
+Before=ktelemetryd.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/sbin/ip link set lo up
+ExecStart=/sbin/ip addr add 192.0.2.1/32 dev lo
 EOF
 cat >"$work/units/ktel-check.service" <<EOF
 [Unit]
@@ -93,6 +113,8 @@ done
 cp /var/log/ktelemetry/out.jsonl \$r/out.jsonl 2>/dev/null
 \$ctl --json status >\$r/status.json 2>&1
 curl -s -m 5 http://127.0.0.1:$port/metrics >\$r/metrics.txt 2>&1
+curl -sS -m 3 http://192.0.2.1:$port/metrics >\$r/far.txt 2>&1
+echo "exit \$?" >>\$r/far.txt
 pid=\$(systemctl show -P MainPID ktelemetryd)
 grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/\$pid/status >\$r/main.proc 2>&1
 systemctl show -p ActiveState -p SubState -p NRestarts ktelemetryd >\$r/main.show
@@ -111,7 +133,7 @@ EOF
 
 rc=0
 timeout 240 systemd-nspawn -q --register=no --keep-unit --volatile=yes -D / --console=pipe \
-  --capability=all --system-call-filter='bpf perf_event_open' --bind=/sys/fs/bpf --bind-ro="$work/units:/etc/systemd/system" \
+  --private-network --capability=all --system-call-filter='bpf perf_event_open' --bind=/sys/fs/bpf --bind-ro="$work/units:/etc/systemd/system" \
   --bind-ro="$work/default:/etc/default/ktelemetryd" --bind="$work" --bind-ro="$build" \
   --bind-ro="$src" -b -- systemd.unit=ktel-probe.target >"$work/boot.log" 2>&1 || rc=$?
 r=$work/results
@@ -120,7 +142,11 @@ fail() {
   echo "systemd_unit: $*" >&2
   for f in "$r"/*; do
     echo "==== $(basename "$f")" >&2
-    tail -n 40 "$f" >&2
+    if [ "$(basename "$f")" = main.journal ]; then
+      grep -vE 'ktelemetryd info: (plugin|metric) ' "$f" | head -n 60 >&2
+    else
+      tail -n 40 "$f" >&2
+    fi
   done
   echo "==== boot.log" >&2
   tail -n 40 "$work/boot.log" >&2
@@ -137,6 +163,8 @@ grep -q '"metric":"runq_latency"' "$r/out.jsonl" || fail "no runq_latency record
 jq -e '.plugins | length > 0' "$r/status.json" >/dev/null 2>&1 ||
   jq -e '.metrics | length > 0' "$r/status.json" >/dev/null || fail "status lists no metric"
 grep -q '^ktel_runq_latency' "$r/metrics.txt" || fail "Prometheus did not serve runq_latency"
+grep -q 'sink far (prometheus): http://192.0.2.1' "$r/main.journal" || fail "the far sink did not open"
+grep -qE '^exit (7|28)$' "$r/far.txt" || fail "the sink on a non-loopback address was reachable"
 grep -q 'drop_privileges: every thread now holds only' "$r/main.journal" ||
   fail "the journal does not say privileges were dropped"
 grep -q '^Seccomp:[[:space:]]*2' "$r/main.proc" || fail "no seccomp filter on the daemon"
