@@ -97,7 +97,7 @@ static const struct ktel_cfg_key top_keys[] = {
 		"while the daemon runs."},
 	{"drop_privileges", KTEL_CFG_BOOL, .default_text = "false",
 	 .doc = "Once started, drop every thread to the capabilities run-time work needs "
-		"(CAP_BPF, CAP_PERFMON; CAP_CHOWN with a pin_group; docs/privileges.md). "
+		"and a reload may need (CAP_BPF, CAP_PERFMON, CAP_CHOWN; docs/privileges.md). "
 		"Read at start only."},
 	{"sink_close_timeout", KTEL_CFG_DURATION, 0, 600000, .default_text = "2s",
 	 .doc = "On shutdown, how long sinks may take to flush."},

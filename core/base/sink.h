@@ -26,6 +26,7 @@ struct ktel_sink_stats {
 	uint64_t reconnects; /* transport re-opened after a failure */
 	uint64_t skipped;    /* records the sink's format has no form for (not a loss) */
 	uint64_t queued;     /* bytes or records waiting now */
+	uint64_t refused;    /* peers turned away: over a limit or breaking the protocol */
 };
 
 typedef void (*ktel_sink_closed_cb)(void *ctx);

@@ -128,15 +128,17 @@ static bool goes_away(const struct ktel_config *cfg, const struct ktel_sink_cfg 
 
 /*
  * Options naming something only one instance can hold at a time: a listening
- * TCP port (0 picks a free one, so never shared) and a unix socket path. Two
- * instances that name the same one cannot run side by side, so the old one
- * closes before the new one opens.
+ * TCP port (0 picks a free one, so never shared). Two instances that name the
+ * same one cannot run side by side, so the old one closes before the new one
+ * opens. A stream sink's socket path is not among them: the new instance
+ * binds its socket under another name and takes the path over only once it
+ * is complete (sinks/stream), so the old one serves until then and keeps the
+ * path when the new one cannot be made.
  */
 static const struct {
 	const char *type, *key;
 } exclusive_options[] = {
 	{"prometheus", "port"},
-	{"stream", "socket"},
 };
 
 /* The value of an option, else its documented default (new reference or NULL). */
@@ -179,7 +181,7 @@ static bool share_exclusive(const struct ktel_sink_cfg *a, const struct ktel_sin
 struct sink_step {
 	const struct ktel_sink_cfg *to;
 	struct ktel_router_staged *staged;
-	/* Shares a port or socket with an old instance that closes: it can
+	/* Shares a listening port with an old instance that closes: it can
 	 * only open after that one closed. */
 	bool after_close;
 };
@@ -312,7 +314,7 @@ static void install_steps(struct ktel_daemon *d, const struct ktel_config *cfg, 
 
 /*
  * Open every sink the new config adds or changes while the old instances
- * keep running; only those that need an old instance's port or socket open
+ * keep running; only those that need an old instance's listening port open
  * after it closed. All of them open, or none is installed: on failure every
  * error is in errs and the old instances run (-EINVAL), unless an old
  * instance closed for its successor cannot open again (-EIO, named in errs).

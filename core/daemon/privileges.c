@@ -10,6 +10,7 @@
  * checked thread by thread in /proc/self/task.
  */
 #include "privileges.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -81,6 +82,7 @@ static const char *const cap_names[] = {
 static struct {
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
 	uint64_t bset_drop;
+	uint64_t kept; /* what the process holds after the drop */
 	int last_cap;
 	atomic_int acks;
 	atomic_int error; /* first errno seen by a thread, 0 if none */
@@ -147,9 +149,16 @@ uint64_t ktel_privileges_keep_set(const struct ktel_privileges_opts *o, int cap_
 		set = KTEL_CAP_BIT(CAP_BPF) | KTEL_CAP_BIT(CAP_PERFMON);
 	else
 		set = KTEL_CAP_BIT(CAP_SYS_ADMIN);
-	/* A root-owned process may only give its files a group it is in. */
-	if (o->pin_gid != 0 && o->pin_gid != (gid_t)-1)
-		set |= KTEL_CAP_BIT(CAP_CHOWN);
+	/*
+	 * A root-owned process may only give its files a group it is in; a
+	 * reload may add or change a stream sink's `group`, and a plugin
+	 * dropped in later gets pins of pin_group. Kept whatever the config
+	 * at start says, so that a reload may ask what a start may.
+	 */
+	set |= KTEL_CAP_BIT(CAP_CHOWN);
+	/* A reload may open a Prometheus sink on a port below 1024, as a
+	 * start may (only where the process holds it: not under the unit). */
+	set |= KTEL_CAP_BIT(CAP_NET_BIND_SERVICE);
 	return set | o->keep;
 }
 
@@ -390,6 +399,7 @@ static int make_plan(uint64_t keep, struct ktel_err *err)
 		return ktel_err_set(err, -r, "drop_privileges: capget: %s", strerror(-r));
 	permitted = now[0].permitted | (uint64_t)now[1].permitted << 32;
 	kept = keep & permitted;
+	plan.kept = kept;
 	memset(plan.data, 0, sizeof(plan.data));
 	for (int i = 0; i < 2; i++) {
 		plan.data[i].effective = (uint32_t)(kept >> (32 * i));
@@ -404,6 +414,20 @@ static int make_plan(uint64_t keep, struct ktel_err *err)
 	atomic_store(&plan.acks, 0);
 	atomic_store(&plan.error, 0);
 	return 0;
+}
+
+/* One line saying what every thread kept, and what the config's
+ * wish list named that the process did not hold to begin with. */
+static void log_dropped(uint64_t keep)
+{
+	char kept[512], absent[512];
+
+	ktel_privileges_format(plan.kept, kept, sizeof(kept));
+	ktel_privileges_format(keep & ~plan.kept, absent, sizeof(absent));
+	ktel_log(KTEL_LOG_INFO,
+		 "drop_privileges: every thread now holds only %s (not held at start, so not "
+		 "kept: %s); bounding set %s",
+		 kept, absent, plan.bset_drop ? "reduced to match" : "unchanged (no CAP_SETPCAP)");
 }
 
 int ktel_privileges_drop(const struct ktel_privileges_opts *o, struct ktel_err *err)
@@ -434,5 +458,9 @@ int ktel_privileges_drop(const struct ktel_privileges_opts *o, struct ktel_err *
 	if (r)
 		return ktel_err_set(err, r, "drop_privileges: capset on the main thread: %s",
 				    strerror(r));
-	return verify_threads(keep, err);
+	r = verify_threads(keep, err);
+	if (r)
+		return r;
+	log_dropped(keep);
+	return 0;
 }

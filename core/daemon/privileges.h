@@ -33,7 +33,7 @@
 
 struct ktel_privileges_opts {
 	bool drop;     /* the config's drop_privileges; false: do nothing */
-	gid_t pin_gid; /* group of new pins: other than 0 and -1 keeps CAP_CHOWN */
+	gid_t pin_gid; /* group of new pins (CAP_CHOWN is kept whatever it is) */
 	/* Keep exactly `keep` instead of the computed set (tests, odd setups);
 	 * without exact, `keep` is added to the computed set. */
 	bool exact;
@@ -43,8 +43,10 @@ struct ktel_privileges_opts {
 /*
  * The capabilities kept on a kernel whose highest capability number is
  * cap_last_cap (/proc/sys/kernel/cap_last_cap): CAP_BPF and CAP_PERFMON
- * (CAP_SYS_ADMIN on kernels older than 5.8, which lack both), CAP_CHOWN when
- * pins get a group other than root, plus o->keep (or exactly o->keep).
+ * (CAP_SYS_ADMIN on kernels older than 5.8, which lack both), CAP_CHOWN (new
+ * pins, and sockets a reload opens, may get a group other than root) and
+ * CAP_NET_BIND_SERVICE (a reload may open a port below 1024), plus o->keep
+ * (or exactly o->keep). The drop keeps of it what the process holds.
  */
 uint64_t ktel_privileges_keep_set(const struct ktel_privileges_opts *o, int cap_last_cap);
 
@@ -55,7 +57,8 @@ uint64_t ktel_privileges_keep_set(const struct ktel_privileges_opts *o, int cap_
  * kernels that charge BPF memory to RLIMIT_MEMLOCK (< 5.11) the limit is
  * raised to infinity first, while CAP_SYS_RESOURCE is still held. No-op when
  * !o->drop. Returns 0, or -errno with err naming the thread or the step;
- * after a failure the process may be partly dropped and should exit.
+ * after a failure the process may be partly dropped and should exit. On
+ * success it logs what every thread kept.
  */
 int ktel_privileges_drop(const struct ktel_privileges_opts *o, struct ktel_err *err);
 

@@ -640,6 +640,7 @@ static const struct self_counter {
 	{"ktel_sink_errors", "errors", offsetof(struct ktel_sink_stats, errors)},
 	{"ktel_sink_reconnects", "reconnects", offsetof(struct ktel_sink_stats, reconnects)},
 	{"ktel_sink_skipped", "records", offsetof(struct ktel_sink_stats, skipped)},
+	{"ktel_sink_refused", "connections", offsetof(struct ktel_sink_stats, refused)},
 };
 
 _Static_assert(KTEL_ARRAY_SIZE(self_counters) + 1 == KTEL_ROUTER_SELF_PER_SINK,

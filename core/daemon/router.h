@@ -27,7 +27,7 @@
 
 #define KTEL_ROUTER_MAX_SINKS 64
 /* Self-telemetry records produced per sink by ktel_router__self_records. */
-#define KTEL_ROUTER_SELF_PER_SINK 6
+#define KTEL_ROUTER_SELF_PER_SINK 7
 
 struct ktel_router;
 
@@ -189,7 +189,7 @@ int ktel_router__sink_where(const struct ktel_router *r, const char *name, char 
  * sinks' stats, in recs[0..max). Each starts as a copy of *tmpl (window,
  * boot_id, seq are the caller's) and gets:
  *   ktel_sink_sent, ktel_sink_dropped, ktel_sink_errors, ktel_sink_reconnects,
- *   ktel_sink_skipped
+ *   ktel_sink_skipped, ktel_sink_refused
  *     KTEL_RECORD_COUNTER, counter.total = the sink's count, counter.delta =
  *     the growth since the previous call (the count itself the first time);
  *   ktel_sink_queued  KTEL_RECORD_GAUGE, what waits in the queue now.

@@ -29,19 +29,27 @@
  * held for one subscriber is bounded by the blocks of WRITE_LINES lines
  * plus its struct.
  *
- * Data a subscriber sends is read and discarded (bounded buffer); its EOF
- * or an error closes it. At most max_subscribers are served at once; one
- * more is accepted and closed at once.
+ * The protocol is one-way: a subscriber that sends anything is
+ * disconnected at once (reading and discarding what it sends would let it
+ * spend the daemon's CPU for free), its EOF or an error closes it. At most
+ * max_subscribers are served at once; one more is accepted and closed at
+ * once. Both are counted as refused.
  *
  * Stats: sent counts lines delivered to a subscriber (one record read by
  * two subscribers counts twice), dropped counts records a subscriber lost
  * (backlog, write error, close timeout) and records that could not be
- * formatted; with no subscriber records only enter the ring.
+ * formatted, refused counts connections closed for writing or for being
+ * over max_subscribers; with no subscriber records only enter the ring.
  *
- * The socket file is created 0660 (the socket's mode is set before bind so
- * it is never wider than that) with the configured group, replacing a
- * stale socket at the path but refusing when a live one answers there or
- * the path is not a socket; close removes it.
+ * The socket is bound at a temporary name next to its path, given mode 0660
+ * (set before bind so it is never wider than that) and the configured group,
+ * and only then renamed over the path. So an instance that replaces another
+ * of this process at the same path (a reload that changes its options) is
+ * complete before it takes the path, and the old one serves until then; one
+ * that cannot be made leaves the old one untouched. A socket file at the
+ * path is replaced when it is stale or belongs to an instance of this
+ * process, refused when another process answers there or the path is not a
+ * socket. Close removes the file only while it is still this instance's.
  *
  * Options: socket (path, required), group (name or gid), backlog_records
  * (default 1024), ring_records (default 4096, at least backlog_records),
@@ -49,6 +57,7 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -111,7 +120,7 @@ struct sub {
 	struct chunk *held[WRITE_BUFS];
 	unsigned n_held, n_lines;
 	uv_buf_t bufs[WRITE_BUFS + 1];
-	char rbuf[256];
+	char rbuf[64];
 };
 
 struct stream_sink {
@@ -126,6 +135,9 @@ struct stream_sink {
 	uint64_t oldest_seq; /* oldest record still in the ring */
 
 	uv_pipe_t server;
+	dev_t sock_dev; /* the socket file this instance bound */
+	ino_t sock_ino;
+	struct stream_sink *next_live; /* instances of this process with a socket */
 	struct sub *subs;
 	unsigned n_subs;
 
@@ -156,6 +168,8 @@ static void chunk_unref(struct stream_sink *s, struct chunk *c)
 /* ---- subscribers ---- */
 
 static void kick(struct sub *u);
+static void live_remove(struct stream_sink *s);
+static void unlink_own(const struct stream_sink *s);
 static void maybe_finish(struct stream_sink *s);
 static void maybe_free(struct stream_sink *s);
 
@@ -331,14 +345,20 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(u->rbuf, sizeof(u->rbuf));
 }
 
-/* Subscribers only read; what they send is discarded, their EOF ends them. */
+/* Subscribers only read: their EOF ends them, and one that sends anything
+ * breaks the protocol and is refused (what it had not been sent is lost). */
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	struct sub *u = stream->data;
 
 	(void)buf;
-	if (nread < 0)
+	if (nread > 0) {
+		u->s->st.refused++;
+		uv_read_stop(stream);
+		sub_close(u, true);
+	} else if (nread < 0) {
 		sub_close(u, nread != UV_EOF);
+	}
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -371,6 +391,8 @@ static void on_connection(uv_stream_t *server, int status)
 		u->next_seq = s->oldest_seq;
 	if (uv_accept(server, (uv_stream_t *)&u->pipe) || s->close.closing ||
 	    s->n_subs > s->max_subs || uv_read_start((uv_stream_t *)&u->pipe, on_alloc, on_read)) {
+		if (s->n_subs > s->max_subs)
+			s->st.refused++;
 		sub_close(u, false); /* never a subscriber: nothing lost */
 		return;
 	}
@@ -529,6 +551,7 @@ static void stream_stats(void *priv, struct ktel_sink_stats *ret)
 
 static void free_sink(struct stream_sink *s)
 {
+	live_remove(s);
 	s->finishing = true; /* no spare kept from here on */
 	for (uint64_t q = s->oldest_seq; s->ring && q < s->head_seq; q++)
 		chunk_unref(s, s->ring[q % s->ring_cap].c);
@@ -584,15 +607,77 @@ static void stream_close(void *priv, uint64_t timeout_ms, ktel_sink_closed_cb do
 		return;
 	/* No new subscribers; those connected get what is queued for them. */
 	uv_close((uv_handle_t *)&s->server, on_handle_closed);
-	unlink(s->path);
+	unlink_own(s);
+	live_remove(s);
 	maybe_finish(s);
 }
 
 /* ---- socket ---- */
 
-/* A socket file at the path: replace it when nobody answers there. */
-static int clear_stale(const struct stream_sink *s, const struct sockaddr_un *sun,
-		       struct ktel_err *err)
+/* The instances of this process that hold a socket file (loop thread only):
+ * one of them at a path may be replaced by a new instance. */
+static struct stream_sink *live_sinks;
+
+static void live_remove(struct stream_sink *s)
+{
+	for (struct stream_sink **pp = &live_sinks; *pp; pp = &(*pp)->next_live)
+		if (*pp == s) {
+			*pp = s->next_live;
+			return;
+		}
+}
+
+/* The live instance, other than self, whose socket file st is. */
+static struct stream_sink *live_owner(const struct stat *st, const struct stream_sink *self)
+{
+	for (struct stream_sink *l = live_sinks; l; l = l->next_live)
+		if (l != self && l->sock_dev == st->st_dev && l->sock_ino == st->st_ino)
+			return l;
+	return NULL;
+}
+
+static bool is_file_of(const char *path, const struct stream_sink *s)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && st.st_dev == s->sock_dev && st.st_ino == s->sock_ino;
+}
+
+/* "<path>.<pid>.old": where an instance that takes the path from another of
+ * this process keeps that one's socket file, until the one or the other
+ * closes. */
+static void backup_name(const struct stream_sink *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.%d.old", s->path, (int)getpid());
+}
+
+/*
+ * Remove this instance's socket file. When it had taken the path from an
+ * instance that still serves (a replacement discarded by a reload that
+ * failed elsewhere), that one's file goes back to the path; when this is
+ * the instance whose file was kept aside, that name goes.
+ */
+static void unlink_own(const struct stream_sink *s)
+{
+	char backup[PATH_MAX];
+	struct stat st;
+
+	backup_name(s, backup, sizeof(backup));
+	if (is_file_of(s->path, s)) {
+		if (lstat(backup, &st) == 0 && live_owner(&st, s))
+			rename(backup, s->path);
+		else
+			unlink(s->path);
+	}
+	if (is_file_of(backup, s))
+		unlink(backup);
+}
+
+/* May the socket go to the path? Yes when nothing is there, a stale socket
+ * or one of this process's instances (then *ret_live is set); no when it is
+ * not a socket or another process answers there. */
+static int check_path(const struct stream_sink *s, const struct sockaddr_un *sun, bool *ret_live,
+		      struct ktel_err *err)
 {
 	struct stat st;
 	int fd, r;
@@ -606,6 +691,10 @@ static int clear_stale(const struct stream_sink *s, const struct sockaddr_un *su
 	if (!S_ISSOCK(st.st_mode))
 		return ktel_err_set(err, EEXIST, "sinks.%s.socket: %s exists and is not a socket",
 				    s->name, s->path);
+	if (live_owner(&st, s)) {
+		*ret_live = true;
+		return 0;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ktel_err_set(err, errno, "sinks.%s: socket: %s", s->name, strerror(errno));
@@ -616,56 +705,100 @@ static int clear_stale(const struct stream_sink *s, const struct sockaddr_un *su
 				    "sinks.%s.socket: %s is served by another "
 				    "process",
 				    s->name, s->path);
-	if (unlink(s->path) && errno != ENOENT)
-		return ktel_err_set(err, errno, "sinks.%s.socket: cannot remove stale %s: %s",
-				    s->name, s->path, strerror(errno));
 	return 0;
 }
 
-/* A listening socket at the path, mode 0660 and the configured group; the
- * fd in *ret_fd. */
-static int bind_socket(struct stream_sink *s, int *ret_fd, struct ktel_err *err)
+/* A listening socket bound at tmp (mode 0660, the configured group) and
+ * renamed to the path, the live instance's file there first linked to the
+ * backup name (live); the fd in *ret_fd. */
+static int bind_at(struct stream_sink *s, const struct sockaddr_un *tmp, bool live, int *ret_fd,
+		   struct ktel_err *err)
 {
-	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	char backup[PATH_MAX];
+	struct stat st;
 	int fd, ret;
 
-	if (strlen(s->path) >= sizeof(sun.sun_path))
-		return ktel_err_set(err, ENAMETOOLONG, "sinks.%s.socket: longer than %zu bytes",
-				    s->name, sizeof(sun.sun_path) - 1);
-	memcpy(sun.sun_path, s->path, strlen(s->path));
-	ret = clear_stale(s, &sun, err);
-	if (ret)
-		return ret;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ktel_err_set(err, errno, "sinks.%s: socket: %s", s->name, strerror(errno));
 	/* Linux creates the file with the socket's mode less the umask: never
 	 * wider than 0660, even before the chmod below. */
 	fchmod(fd, 0660);
-	if (bind(fd, (const struct sockaddr *)&sun, sizeof(sun))) {
+	if (bind(fd, (const struct sockaddr *)tmp, sizeof(*tmp))) {
 		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot bind %s: %s", s->name,
-				   s->path, strerror(errno));
+				   tmp->sun_path, strerror(errno));
 		goto close_fd;
 	}
-	if (chmod(s->path, 0660) || (s->has_gid && chown(s->path, (uid_t)-1, s->gid))) {
+	if (chmod(tmp->sun_path, 0660) ||
+	    (s->has_gid && lchown(tmp->sun_path, (uid_t)-1, s->gid))) {
 		ret = ktel_err_set(err, errno,
 				   "sinks.%s.socket: cannot set mode 0660 and group "
 				   "of %s: %s",
 				   s->name, s->path, strerror(errno));
 		goto unlink;
 	}
-	if (listen(fd, LISTEN_BACKLOG)) {
+	if (listen(fd, LISTEN_BACKLOG) || lstat(tmp->sun_path, &st)) {
 		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot listen on %s: %s", s->name,
 				   s->path, strerror(errno));
 		goto unlink;
 	}
+	backup_name(s, backup, sizeof(backup));
+	unlink(backup);
+	if (live && link(s->path, backup)) {
+		ret = ktel_err_set(err, errno,
+				   "sinks.%s.socket: cannot keep the serving socket as %s "
+				   "while its replacement takes %s: %s",
+				   s->name, backup, s->path, strerror(errno));
+		goto unlink;
+	}
+	if (rename(tmp->sun_path, s->path)) {
+		if (live)
+			unlink(backup);
+		ret = ktel_err_set(err, errno, "sinks.%s.socket: cannot move %s to %s: %s", s->name,
+				   tmp->sun_path, s->path, strerror(errno));
+		goto unlink;
+	}
+	s->sock_dev = st.st_dev;
+	s->sock_ino = st.st_ino;
 	*ret_fd = fd;
 	return 0;
 unlink:
-	unlink(s->path);
+	unlink(tmp->sun_path);
 close_fd:
 	close(fd);
 	return ret;
+}
+
+/* A listening socket at the path, mode 0660 and the configured group; the
+ * fd in *ret_fd, and the instance among the live ones. */
+static int bind_socket(struct stream_sink *s, int *ret_fd, struct ktel_err *err)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX}, tmp = {.sun_family = AF_UNIX};
+	bool live = false;
+	int n, ret;
+
+	if (strlen(s->path) >= sizeof(sun.sun_path))
+		return ktel_err_set(err, ENAMETOOLONG, "sinks.%s.socket: longer than %zu bytes",
+				    s->name, sizeof(sun.sun_path) - 1);
+	memcpy(sun.sun_path, s->path, strlen(s->path));
+	/* The temporary name is bound, so it must fit the same field. */
+	n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s.%d.new", s->path, (int)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp.sun_path))
+		return ktel_err_set(err, ENAMETOOLONG,
+				    "sinks.%s.socket: %s: the socket is made as "
+				    "\"<socket>.%d.new\" first, and that is longer than %zu bytes",
+				    s->name, s->path, (int)getpid(), sizeof(sun.sun_path) - 1);
+	ret = check_path(s, &sun, &live, err);
+	if (ret)
+		return ret;
+	/* A leftover of this pid's earlier life (pids are reused after a crash). */
+	unlink(tmp.sun_path);
+	ret = bind_at(s, &tmp, live, ret_fd, err);
+	if (ret)
+		return ret;
+	s->next_live = live_sinks;
+	live_sinks = s;
+	return 0;
 }
 
 /* ---- options, create ---- */
@@ -755,7 +888,8 @@ fail_handles:
 	/* Handles go on the loop: the last close callback frees s. */
 	ktel_err_set(err, -ret, "sinks.%s.socket: cannot serve %s: %s", name, s->path,
 		     uv_strerror(ret));
-	unlink(s->path);
+	unlink_own(s);
+	live_remove(s);
 	s->close.closing = s->finishing = true;
 	uv_close((uv_handle_t *)&s->close.timer, on_handle_closed);
 	uv_close((uv_handle_t *)&s->server, on_handle_closed);

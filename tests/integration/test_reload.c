@@ -15,6 +15,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 
 #include "ktel_test.h"
 #include "daemon_harness.h"
@@ -316,34 +319,254 @@ static void test_broken_reload_reports_every_error(void **state)
 	rig_stop(r);
 }
 
+/* A subscriber of a stream socket, reads timing out after 15 s. */
+static int sub_connect(const char *path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = 15};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
+		fail_msg("connect %s: %s", path, strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Read until a whole line came (true) or EOF, an error or the timeout. */
+static bool sub_got_line(int fd)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (memchr(buf, '\n', (size_t)n))
+			return true;
+	return false;
+}
+
+/* Read until EOF (true) or an error or the timeout (false). */
+static bool sub_reaches_eof(int fd)
+{
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	return n == 0;
+}
+
+/* The rig with extra top-level settings. */
+static void rig_start_extra(struct rig *r, const char *name, const char *sinks, const char *extra)
+{
+	memset(r, 0, sizeof(*r));
+	sandbox_init(&r->sb, name);
+	snprintf(r->sock, sizeof(r->sock), "%s/control.sock", r->sb.dir);
+	write_config(r, sinks, extra);
+	r->pid = daemon_start(&r->sb, NULL);
+	if (!log_wait_for(&r->sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&r->sb);
+		fail_msg("the daemon did not start collecting");
+	}
+}
+
+static void reload_ok(struct rig *r, const char *sinks, const char *extra)
+{
+	write_config(r, sinks, extra);
+	if (ctl(r, "reload", NULL) != 0) {
+		dump_log(&r->sb);
+		fail_msg("reload: %s", r->out);
+	}
+}
+
 /*
- * A changed sink that needs its old instance's socket (a stream sink whose
- * socket stays and whose options change) is closed first and opened again;
- * the reload succeeds and the socket serves afterwards.
+ * A changed stream sink that keeps its socket: the new instance takes the
+ * path without the old one closing first, the subscriber of the old one
+ * gets EOF once it was sent what was queued, and the socket serves.
  */
-static void test_same_socket_close_then_open(void **state)
+static void test_same_socket_handed_over(void **state)
 {
 	char sinks[1000], sock[800], where[300];
 	struct rig *r = &the_rig;
+	int fd;
 
 	snprintf(sock, sizeof(sock), "%s/test-tmp/reload-sock-%d.sock", KTEL_BINARY_DIR, getpid());
 	snprintf(sinks, sizeof(sinks), "\"s\": {\"type\": \"stream\", \"socket\": \"%s\"}", sock);
 	rig_start(r, "reload-sock", sinks);
+	fd = sub_connect(sock);
 	snprintf(sinks, sizeof(sinks),
 		 "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", "
 		 "\"backlog_records\": 10}",
 		 sock);
-	write_config(r, sinks, "");
-	if (ctl(r, "reload", NULL) != 0)
-		fail_msg("reload: %s", r->out);
-	assert_true(log_wait_for(&r->sb, "sink s: closed first", 1));
+	reload_ok(r, sinks, "");
+	assert_false(log_wait_for(&r->sb, "sink s: closed first", 0));
+	assert_true(sub_reaches_eof(fd));
+	close(fd);
 	sink_where(r, "s", where, sizeof(where));
 	assert_non_null(strstr(where, sock));
 	assert_int_equal(ctl(r, "watch", "--count", "1", NULL), 0);
 	rig_stop(r);
-	unlink(sock);
+	assert_int_equal(access(sock, F_OK), -1);
 }
 
+#define TEST_GID 12346
+
+/*
+ * Under drop_privileges, a stream sink with a group survives a reload that
+ * only changes backlog_records, and a reload may add another such sink: the
+ * daemon kept what giving a socket a group takes. The privileges it kept are
+ * in the log. A reload that fails elsewhere (a sink in a missing directory)
+ * leaves the stream socket with its subscriber serving.
+ */
+static void test_group_socket_reload_after_drop(void **state)
+{
+	char sinks[2000], sock[800], sock2[800], where[300];
+	struct rig *r = &the_rig;
+	struct stat st;
+	int fd;
+
+	snprintf(sock, sizeof(sock), "%s/test-tmp/reload-grp-%d.sock", KTEL_BINARY_DIR, getpid());
+	snprintf(sock2, sizeof(sock2), "%s/test-tmp/reload-grp2-%d.sock", KTEL_BINARY_DIR,
+		 getpid());
+	snprintf(sinks, sizeof(sinks),
+		 "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", \"group\": %d}", sock,
+		 TEST_GID);
+	rig_start_extra(r, "reload-grp", sinks, "\"drop_privileges\": true");
+
+	/* Only backlog_records changes. */
+	snprintf(sinks, sizeof(sinks),
+		 "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", \"group\": %d, "
+		 "\"backlog_records\": 10}",
+		 sock, TEST_GID);
+	reload_ok(r, sinks, "\"drop_privileges\": true");
+	assert_int_equal(stat(sock, &st), 0);
+	assert_int_equal(st.st_gid, TEST_GID);
+	sink_where(r, "s", where, sizeof(where));
+	assert_non_null(strstr(where, sock));
+	fd = sub_connect(sock);
+	assert_true(sub_got_line(fd));
+
+	/* A second one added by reload. */
+	snprintf(sinks, sizeof(sinks),
+		 "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", \"group\": %d, "
+		 "\"backlog_records\": 10}, "
+		 "\"t\": {\"type\": \"stream\", \"socket\": \"%s\", \"group\": %d}",
+		 sock, TEST_GID, sock2, TEST_GID);
+	reload_ok(r, sinks, "\"drop_privileges\": true");
+	assert_int_equal(stat(sock2, &st), 0);
+	assert_int_equal(st.st_gid, TEST_GID);
+
+	/* A reload that changes s and fails on another sink: s keeps serving
+	 * its subscriber, at its path. */
+	snprintf(sinks, sizeof(sinks),
+		 "\"s\": {\"type\": \"stream\", \"socket\": \"%s\", \"group\": %d, "
+		 "\"backlog_records\": 20}, "
+		 "\"t\": {\"type\": \"stream\", \"socket\": \"%s\", \"group\": %d}, "
+		 "\"bad\": {\"type\": \"json\", \"path\": \"%s/no/such/dir/x.jsonl\"}",
+		 sock, TEST_GID, sock2, TEST_GID, r->sb.dir);
+	write_config(r, sinks, "\"drop_privileges\": true");
+	assert_int_not_equal(ctl(r, "reload", NULL), 0);
+	assert_true(sub_got_line(fd));
+	assert_true(sub_got_line(fd));
+	close(fd);
+	fd = sub_connect(sock);
+	assert_true(sub_got_line(fd));
+	close(fd);
+	assert_true(log_wait_for(&r->sb, "drop_privileges: every thread now holds only", 0));
+	assert_true(log_wait_for(&r->sb, "CAP_CHOWN", 0));
+	rig_stop(r);
+	unlink(sock2);
+}
+
+/* An HTTP GET of /metrics on 127.0.0.1:port: did it answer 200? */
+static bool scrape_ok(uint16_t port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	static const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+	struct timeval tv = {.tv_sec = 10};
+	char buf[64] = "";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	     write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1) &&
+	     read(fd, buf, sizeof(buf) - 1) > 0 && strstr(buf, " 200 ");
+	close(fd);
+	return ok;
+}
+
+/*
+ * Prometheus on a fixed port and remote_write (to a closed loopback port)
+ * under drop_privileges, through reloads that change their options: the
+ * Prometheus sink closes for its successor and serves again on the same
+ * port, remote_write is replaced, both stay listed.
+ */
+static void test_http_sinks_reload_after_drop(void **state)
+{
+	char sinks[1500], where[300];
+	struct rig *r = &the_rig;
+	uint16_t port, dead;
+	int fd;
+
+	fd = busy_port(&port);
+	close(fd);
+	fd = busy_port(&dead);
+	close(fd);
+	for (int round = 0; round < 3; round++) {
+		snprintf(sinks, sizeof(sinks),
+			 "\"prom\": {\"type\": \"prometheus\", \"port\": %u, "
+			 "\"max_series\": %d}, "
+			 "\"rw\": {\"type\": \"remote_write\", "
+			 "\"url\": \"http://127.0.0.1:%u/api/v1/write\", \"interval\": \"%ds\"}",
+			 port, 1000 + round, dead, 1 + round);
+		if (round == 0)
+			rig_start_extra(r, "reload-http", sinks, "\"drop_privileges\": true");
+		else
+			reload_ok(r, sinks, "\"drop_privileges\": true");
+		assert_true(scrape_ok(port));
+		sink_where(r, "prom", where, sizeof(where));
+		assert_true(where[0] != '\0');
+		sink_where(r, "rw", where, sizeof(where));
+		assert_true(where[0] != '\0');
+	}
+	rig_stop(r);
+}
+
+/*
+ * A stream subscriber across a daemon restart: at the stop it gets what was
+ * queued and then EOF, the socket file goes; the restarted daemon serves
+ * the path again and a subscriber that reconnects gets lines.
+ */
+static void test_stream_subscriber_across_restart(void **state)
+{
+	char sinks[1000], sock[800];
+	struct rig *r = &the_rig;
+	int fd;
+
+	snprintf(sock, sizeof(sock), "%s/test-tmp/restart-%d.sock", KTEL_BINARY_DIR, getpid());
+	snprintf(sinks, sizeof(sinks), "\"s\": {\"type\": \"stream\", \"socket\": \"%s\"}", sock);
+	rig_start(r, "stream-restart", sinks);
+	fd = sub_connect(sock);
+	assert_true(sub_got_line(fd));
+	kill(r->pid, SIGTERM);
+	assert_int_equal(daemon_wait(r->pid, 20), 0);
+	r->pid = 0;
+	assert_true(sub_reaches_eof(fd));
+	close(fd);
+	assert_int_equal(access(sock, F_OK), -1);
+
+	r->pid = daemon_start(&r->sb, NULL);
+	for (int i = 0; i < 200 && access(sock, F_OK); i++)
+		usleep(50000);
+	fd = sub_connect(sock);
+	assert_true(sub_got_line(fd));
+	close(fd);
+	rig_stop(r);
+}
 
 /*
  * A SIGHUP with group names of 4 MiB (which aborted the daemon inside NSS)
@@ -414,7 +637,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_disabled_metric_survives_sink_reload, rig_teardown),
 		cmocka_unit_test_teardown(test_refuses_what_needs_a_restart, rig_teardown),
 		cmocka_unit_test_teardown(test_broken_reload_reports_every_error, rig_teardown),
-		cmocka_unit_test_teardown(test_same_socket_close_then_open, rig_teardown),
+		cmocka_unit_test_teardown(test_same_socket_handed_over, rig_teardown),
+		cmocka_unit_test_teardown(test_group_socket_reload_after_drop, rig_teardown),
+		cmocka_unit_test_teardown(test_http_sinks_reload_after_drop, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_subscriber_across_restart, rig_teardown),
 		cmocka_unit_test_teardown(test_sighup_huge_group_name_keeps_running, rig_teardown),
 		cmocka_unit_test_teardown(test_metric_names_on_reload, rig_teardown),
 	};

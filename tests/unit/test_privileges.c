@@ -26,17 +26,22 @@
 #include "privileges.h"
 
 #define BPF_PERFMON (KTEL_CAP_BIT(CAP_BPF) | KTEL_CAP_BIT(CAP_PERFMON))
+/* What a reload may need that a start may: groups of sockets and pins, and a
+ * port below 1024. */
+#define RELOAD (KTEL_CAP_BIT(CAP_CHOWN) | KTEL_CAP_BIT(CAP_NET_BIND_SERVICE))
 
+/* CAP_CHOWN is kept whatever pin_group is: a reload may add a stream sink
+ * with a group even when the config at start named none. */
 static void test_keep_set_modern_kernel(void **state)
 {
 	struct ktel_privileges_opts o = {.drop = true, .pin_gid = 0};
 
-	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON);
-	assert_int_equal(ktel_privileges_keep_set(&o, CAP_BPF), BPF_PERFMON);
-	o.pin_gid = (gid_t)-1; /* "leave the group" needs no chown */
-	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON);
+	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON | RELOAD);
+	assert_int_equal(ktel_privileges_keep_set(&o, CAP_BPF), BPF_PERFMON | RELOAD);
+	o.pin_gid = (gid_t)-1;
+	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON | RELOAD);
 	o.pin_gid = 1234;
-	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON | KTEL_CAP_BIT(CAP_CHOWN));
+	assert_int_equal(ktel_privileges_keep_set(&o, 40), BPF_PERFMON | RELOAD);
 }
 
 static void test_keep_set_old_kernel(void **state)
@@ -44,15 +49,17 @@ static void test_keep_set_old_kernel(void **state)
 	struct ktel_privileges_opts o = {.drop = true};
 
 	/* 5.7 and older: cap_last_cap is CAP_AUDIT_READ (37). */
-	assert_int_equal(ktel_privileges_keep_set(&o, CAP_AUDIT_READ), KTEL_CAP_BIT(CAP_SYS_ADMIN));
+	assert_int_equal(ktel_privileges_keep_set(&o, CAP_AUDIT_READ),
+			 KTEL_CAP_BIT(CAP_SYS_ADMIN) | RELOAD);
 }
 
 static void test_keep_set_extra_and_exact(void **state)
 {
-	struct ktel_privileges_opts o = {.drop = true, .keep = KTEL_CAP_BIT(CAP_NET_BIND_SERVICE)};
+	struct ktel_privileges_opts o = {.drop = true, .keep = KTEL_CAP_BIT(CAP_DAC_OVERRIDE)};
 
 	assert_int_equal(ktel_privileges_keep_set(&o, 40),
-			 BPF_PERFMON | KTEL_CAP_BIT(CAP_NET_BIND_SERVICE));
+			 BPF_PERFMON | RELOAD | KTEL_CAP_BIT(CAP_DAC_OVERRIDE));
+	o.keep = KTEL_CAP_BIT(CAP_NET_BIND_SERVICE);
 	o.exact = true;
 	o.pin_gid = 1234;
 	assert_int_equal(ktel_privileges_keep_set(&o, 40), KTEL_CAP_BIT(CAP_NET_BIND_SERVICE));

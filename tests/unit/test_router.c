@@ -320,8 +320,8 @@ static void test_stats_and_self_records(void **state)
 	assert_int_equal(ktel_router__sink_stats(e->r, "zz", &st), -ENOENT);
 
 	assert_int_equal(ktel_router__self_records(e->r, &tmpl, out, 3, &n), -ENOSPC);
-	assert_int_equal(ktel_router__self_records(e->r, &tmpl, out, 12, &n), 0);
-	assert_int_equal(n, 12);
+	assert_int_equal(ktel_router__self_records(e->r, &tmpl, out, 14, &n), 0);
+	assert_int_equal(n, 14);
 	assert_string_equal(out[0].metric, "ktel_sink_sent");
 	assert_int_equal(out[0].type, KTEL_RECORD_COUNTER);
 	assert_int_equal(out[0].counter.total, 3);
@@ -332,26 +332,28 @@ static void test_stats_and_self_records(void **state)
 	assert_int_equal(out[0].n_dims, 1);
 	assert_string_equal(out[0].dims[0].name, "sink");
 	assert_string_equal(out[0].dims[0].label, "a");
-	assert_string_equal(out[6].dims[0].label, "b");
-	assert_int_equal(out[6].dims[0].value, 1);
+	assert_string_equal(out[7].dims[0].label, "b");
+	assert_int_equal(out[7].dims[0].value, 1);
 	assert_string_equal(out[1].metric, "ktel_sink_dropped");
 	assert_int_equal(out[1].counter.total, 1);
 	assert_string_equal(out[4].metric, "ktel_sink_skipped");
 	assert_int_equal(out[4].type, KTEL_RECORD_COUNTER);
 	assert_int_equal(out[4].counter.total, 4);
-	assert_string_equal(out[5].metric, "ktel_sink_queued");
-	assert_int_equal(out[5].type, KTEL_RECORD_GAUGE);
-	assert_int_equal(out[5].gauge, 7);
+	assert_string_equal(out[5].metric, "ktel_sink_refused");
+	assert_int_equal(out[5].type, KTEL_RECORD_COUNTER);
+	assert_string_equal(out[6].metric, "ktel_sink_queued");
+	assert_int_equal(out[6].type, KTEL_RECORD_GAUGE);
+	assert_int_equal(out[6].gauge, 7);
 
 	/* The second time, deltas are the growth since the first. */
 	ktel_router__route(e->r, e->recs, 2, NULL, 0);
-	assert_int_equal(ktel_router__self_records(e->r, &tmpl, out, 12, &n), 0);
+	assert_int_equal(ktel_router__self_records(e->r, &tmpl, out, 14, &n), 0);
 	assert_int_equal(out[0].counter.total, 5);
 	assert_int_equal(out[0].counter.delta, 2);
 
 	/* Self records route like any others (here back to the fakes). */
 	ktel_router__route(e->r, out, n, NULL, 0);
-	assert_int_equal(fake_named("a")->records, 17);
+	assert_int_equal(fake_named("a")->records, 19);
 	assert_string_equal(fake_named("a")->last_metric, "ktel_sink_queued");
 }
 

@@ -287,6 +287,11 @@ static bool is_closed(void *ctx)
 	return *(int *)ctx > 0;
 }
 
+static bool is_eof(void *ctx)
+{
+	return ((struct client *)ctx)->eof;
+}
+
 static bool both_eof(void *ctx)
 {
 	struct client *c = ctx;
@@ -693,11 +698,150 @@ static void test_socket_path_rules(void **state)
 	uv_loop_init(&loop);
 	priv = create(&loop, "%s", opts);
 
-	/* A live one is not: a second sink on the same path fails. */
+	ops()->close(priv, 100, ktel_test_count_closed, &closed);
+	finish_loop(&loop);
+	assert_int_equal(closed, 1);
+	assert_int_equal(access(sock_path, F_OK), -1); /* close removed it */
+
+	/* A live one of another listener is not. */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(fd, 1), 0);
 	snprintf(msg, sizeof(msg), "sinks.s.socket: %s is served by another process", sock_path);
 	expect_create_error(opts, EADDRINUSE, msg);
 	assert_int_equal(access(sock_path, F_OK), 0); /* and left it alone */
+	close(fd);
+	unlink(sock_path);
+}
+
+static bool connected(void *ctx)
+{
+	return ((struct client *)ctx)->status != 0;
+}
+
+/* Connect a client that reads, and wait until priv counts n subscribers. */
+static void subscribe(uv_loop_t *loop, struct client *c, void *priv, unsigned n)
+{
+	client_connect(loop, c);
+	run_until(loop, connected, c, 5000);
+	assert_int_equal(c->status, 1);
+	client_read(c);
+	wait_subscribers(loop, priv, n);
+}
+
+/*
+ * A second instance at the path of a live one of this process (what a
+ * reload that changes the sink's options makes) is complete before it
+ * takes the path: new subscribers reach it, the old one's stay. Discarded,
+ * it gives the path back to the old one; the old one closing leaves the new
+ * one's file in place, and no name behind.
+ */
+static void test_replacement_takes_path(void **state)
+{
+	struct client c[4];
+	char backup[700];
+	uv_loop_t loop;
+	void *a, *b;
+	int closed = 0;
+
+	snprintf(backup, sizeof(backup), "%s.%d.old", sock_path, (int)getpid());
+	uv_loop_init(&loop);
+	a = create(&loop, "{\"socket\":\"%s\"}", sock_path);
+	subscribe(&loop, &c[0], a, 1);
+	b = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":10}", sock_path);
+	subscribe(&loop, &c[1], b, 1);
+	assert_int_equal(ktel_stream_sink__subscribers(a), 1);
+	assert_int_equal(access(backup, F_OK), 0);
+
+	/* Discarded: the path serves a again. */
+	ops()->close(b, 100, ktel_test_count_closed, &closed);
+	run_until(&loop, is_closed, &closed, 5000);
+	closed = 0;
+	assert_int_equal(access(backup, F_OK), -1);
+	subscribe(&loop, &c[2], a, 2);
+	submit_range(a, 0, 1);
+	{
+		struct wait_lines w = {&c[2], 1};
+
+		run_until(&loop, have_lines, &w, 5000);
+	}
+
+	/* Installed: a closes, b's file stays, and so does b. */
+	b = create(&loop, "{\"socket\":\"%s\",\"backlog_records\":10}", sock_path);
+	ops()->close(a, 100, ktel_test_count_closed, &closed);
+	run_until(&loop, is_closed, &closed, 5000);
+	closed = 0;
+	assert_int_equal(access(sock_path, F_OK), 0);
+	assert_int_equal(access(backup, F_OK), -1);
+	subscribe(&loop, &c[3], b, 1);
+	ops()->close(b, 100, ktel_test_count_closed, &closed);
+	for (int i = 0; i < 4; i++)
+		client_free(&c[i]);
+	finish_loop(&loop);
+	assert_int_equal(closed, 1);
+	assert_int_equal(access(sock_path, F_OK), -1);
+}
+
+/* A replacement that cannot be made leaves the serving instance's socket
+ * alone (here its temporary name is taken by a directory). */
+static void test_failed_replacement_keeps_old(void **state)
+{
+	char tmp[700], opts[800];
+	struct ktel_err err = {0};
+	struct client c;
+	uv_loop_t loop;
+	json_t *o;
+	void *a, *b = NULL;
+	int closed = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.%d.new", sock_path, (int)getpid());
+	uv_loop_init(&loop);
+	a = create(&loop, "{\"socket\":\"%s\"}", sock_path);
+	assert_int_equal(mkdir(tmp, 0700), 0);
+	snprintf(opts, sizeof(opts), "{\"socket\":\"%s\",\"backlog_records\":10}", sock_path);
+	o = json_loads(opts, 0, NULL);
+	assert_int_not_equal(ops()->create(&loop, "s", o, &b, &err), 0);
+	json_decref(o);
+	assert_non_null(strstr(err.msg, "cannot bind"));
+	rmdir(tmp);
+	subscribe(&loop, &c, a, 1);
+	ops()->close(a, 100, ktel_test_count_closed, &closed);
+	client_free(&c);
+	finish_loop(&loop);
+	assert_int_equal(closed, 1);
+}
+
+/* The protocol is one-way: a subscriber that writes is disconnected and
+ * counted as refused, and so is one over max_subscribers. */
+static void test_writer_refused(void **state)
+{
+	struct ktel_sink_stats st = {0};
+	struct client c[3];
+	uv_loop_t loop;
+	void *priv;
+	int closed = 0;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"socket\":\"%s\",\"max_subscribers\":1}", sock_path);
+	subscribe(&loop, &c[0], priv, 1);
+	assert_int_equal(write(c[0].pipe.io_watcher.fd, "hello\n", 6), 6);
+	run_until(&loop, is_eof, &c[0], 5000);
+	wait_subscribers(&loop, priv, 0);
+	ops()->stats(priv, &st);
+	assert_int_equal(st.refused, 1);
+
+	/* The one over the limit. */
+	subscribe(&loop, &c[1], priv, 1);
+	client_connect(&loop, &c[2]);
+	run_until(&loop, connected, &c[2], 5000);
+	client_read(&c[2]);
+	run_until(&loop, is_eof, &c[2], 5000);
+	ops()->stats(priv, &st);
+	assert_int_equal(st.refused, 2);
+	assert_int_equal(ktel_stream_sink__subscribers(priv), 1);
 	ops()->close(priv, 100, ktel_test_count_closed, &closed);
+	for (int i = 0; i < 3; i++)
+		client_free(&c[i]);
 	finish_loop(&loop);
 	assert_int_equal(closed, 1);
 }
@@ -792,6 +936,9 @@ int main(void)
 		cmocka_unit_test_setup(test_socket_path_rules, new_socket),
 		cmocka_unit_test_setup(test_option_errors, new_socket),
 		cmocka_unit_test_setup(test_max_subscribers, new_socket),
+		cmocka_unit_test_setup(test_replacement_takes_path, new_socket),
+		cmocka_unit_test_setup(test_failed_replacement_keeps_old, new_socket),
+		cmocka_unit_test_setup(test_writer_refused, new_socket),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

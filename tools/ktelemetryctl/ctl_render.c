@@ -402,10 +402,10 @@ static void render_status(FILE *out, const json_t *resp)
 	json_array_foreach(json_object_get(resp, "sinks"), i, s)
 		fprintf(out,
 			"  %s (%s%s%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
-			"queued %lld\n",
+			"queued %lld, refused %lld\n",
 			jstr(s, "name"), jstr(s, "type"), jstr(s, "where")[0] ? ", " : "",
 			jstr(s, "where"), jint(s, "sent"), jint(s, "dropped"), jint(s, "errors"),
-			jint(s, "reconnects"), jint(s, "queued"));
+			jint(s, "reconnects"), jint(s, "queued"), jint(s, "refused"));
 }
 
 static void render_toggle(FILE *out, const json_t *resp)
