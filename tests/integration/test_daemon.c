@@ -1252,7 +1252,9 @@ static bool threads_hold_at_most(pid_t pid, uint64_t keep, int *ret_threads)
  */
 static void test_drop_privileges_reaches_writer_threads(void **state)
 {
-	const uint64_t keep = (1ULL << 39) | (1ULL << 38); /* CAP_BPF, CAP_PERFMON */
+	/* CAP_BPF, CAP_PERFMON, and what a reload may need: CAP_CHOWN always,
+	 * CAP_NET_BIND_SERVICE when the daemon held it (root does). */
+	const uint64_t keep = (1ULL << 39) | (1ULL << 38) | (1ULL << 0) | (1ULL << 10);
 	char dir[600];
 	struct sandbox sb;
 	int threads = 0;
@@ -1267,7 +1269,9 @@ static void test_drop_privileges_reaches_writer_threads(void **state)
 		fail_msg("the daemon did not run and write with drop_privileges");
 	}
 	assert_true(threads_hold_at_most(pid, keep, &threads));
-	printf("drop_privileges: %d threads, each within CAP_BPF|CAP_PERFMON\n", threads);
+	printf("drop_privileges: %d threads, each within CAP_BPF|CAP_PERFMON|CAP_CHOWN|"
+	       "CAP_NET_BIND_SERVICE\n",
+	       threads);
 	assert_true(threads >= 3); /* the loop, ktel-state, ktel-files */
 	kill(pid, SIGTERM);
 	assert_int_equal(daemon_wait(pid, 30), 0);
@@ -1315,31 +1319,32 @@ static void test_start_reads_kernel_btf_once(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_compaction_matches_tracefs),
-		cmocka_unit_test(test_kill9_between_pulls),
-		cmocka_unit_test(test_missing_config_exit_2),
-		cmocka_unit_test(test_unwritable_state_exit_2),
-		cmocka_unit_test(test_state_file_not_a_state_file_exit_2),
-		cmocka_unit_test(test_pins_without_state_report_from_start),
+		cmocka_unit_test_teardown(test_compaction_matches_tracefs, kill_live),
+		cmocka_unit_test_teardown(test_kill9_between_pulls, kill_live),
+		cmocka_unit_test_teardown(test_missing_config_exit_2, kill_live),
+		cmocka_unit_test_teardown(test_unwritable_state_exit_2, kill_live),
+		cmocka_unit_test_teardown(test_state_file_not_a_state_file_exit_2, kill_live),
+		cmocka_unit_test_teardown(test_pins_without_state_report_from_start, kill_live),
 		cmocka_unit_test_teardown(test_json_file_moved_or_deleted_reopened, kill_live),
 		cmocka_unit_test_teardown(test_second_sigterm_during_flush, kill_live),
-		cmocka_unit_test(test_failed_start_writes_nothing),
-		cmocka_unit_test(test_reload_and_drop_in),
-		cmocka_unit_test(test_self_telemetry),
-		cmocka_unit_test(test_self_telemetry_only_enabled),
-		cmocka_unit_test(test_top_live_view),
-		cmocka_unit_test(test_sink_where_port_zero),
-		cmocka_unit_test(test_reload_failure_undoes_sinks),
-		cmocka_unit_test(test_plugin_overwritten_in_place_runs_new_code),
-		cmocka_unit_test(test_slow_drop_in_loads_when_complete),
-		cmocka_unit_test(test_duplicate_metric_drop_in_refused),
-		cmocka_unit_test(test_unreadable_plugin_dir_exit_2),
-		cmocka_unit_test(test_plugin_params_checked),
-		cmocka_unit_test(test_once_pulls_once),
-		cmocka_unit_test(test_idle_daemon_sleeps_between_pulls),
-		cmocka_unit_test(test_start_reads_kernel_btf_once),
-		cmocka_unit_test(test_round_wakes_loop_once),
-		cmocka_unit_test(test_drop_privileges_reaches_writer_threads),
+		cmocka_unit_test_teardown(test_failed_start_writes_nothing, kill_live),
+		cmocka_unit_test_teardown(test_reload_and_drop_in, kill_live),
+		cmocka_unit_test_teardown(test_self_telemetry, kill_live),
+		cmocka_unit_test_teardown(test_self_telemetry_only_enabled, kill_live),
+		cmocka_unit_test_teardown(test_top_live_view, kill_live),
+		cmocka_unit_test_teardown(test_sink_where_port_zero, kill_live),
+		cmocka_unit_test_teardown(test_reload_failure_undoes_sinks, kill_live),
+		cmocka_unit_test_teardown(test_plugin_overwritten_in_place_runs_new_code,
+					  kill_live),
+		cmocka_unit_test_teardown(test_slow_drop_in_loads_when_complete, kill_live),
+		cmocka_unit_test_teardown(test_duplicate_metric_drop_in_refused, kill_live),
+		cmocka_unit_test_teardown(test_unreadable_plugin_dir_exit_2, kill_live),
+		cmocka_unit_test_teardown(test_plugin_params_checked, kill_live),
+		cmocka_unit_test_teardown(test_once_pulls_once, kill_live),
+		cmocka_unit_test_teardown(test_idle_daemon_sleeps_between_pulls, kill_live),
+		cmocka_unit_test_teardown(test_start_reads_kernel_btf_once, kill_live),
+		cmocka_unit_test_teardown(test_round_wakes_loop_once, kill_live),
+		cmocka_unit_test_teardown(test_drop_privileges_reaches_writer_threads, kill_live),
 	};
 
 	ktel_test_require_root("daemon end to end");
