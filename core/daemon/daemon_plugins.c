@@ -23,6 +23,7 @@
 
 #include "memory.h"
 #include "stream_reader.h"
+#include "utf8.h"
 
 /* ---- refused files -------------------------------------------------------- */
 
@@ -54,6 +55,8 @@ static bool same_version(const struct ktel_refusal *r, const struct stat *st)
 	       r->mtime.tv_sec == st->st_mtim.tv_sec && r->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
+static void count_unlisted(struct daemon_plugins *p);
+
 /*
  * path was refused for reason (a whole line naming the file): keep it for
  * status and list, and log it unless this version of the file was refused
@@ -62,24 +65,31 @@ static bool same_version(const struct ktel_refusal *r, const struct stat *st)
  */
 static void note_refusal(struct daemon_plugins *p, const char *path, const char *reason)
 {
-	struct ktel_refusal *r = refusal_by_path(p, path);
+	struct ktel_refusal *r;
+	char shown[sizeof(r->path)], why[sizeof(r->reason)];
 	struct stat st;
 	bool news;
 
 	memset(&st, 0, sizeof(st));
 	(void)lstat(path, &st); /* gone: zeros, a version of its own */
+	/* Kept as status and list show it: a file name is any bytes, an
+	 * answer is UTF-8 JSON. */
+	ktel_utf8_escape(path, shown, sizeof(shown));
+	r = refusal_by_path(p, shown);
 	if (!r)
-		r = refusal_add(p, path);
+		r = refusal_add(p, shown);
 	if (!r) {
+		count_unlisted(p);
 		ktel_log(KTEL_LOG_ERROR, "%s", reason);
 		return;
 	}
-	news = !r->reason[0] || !same_version(r, &st) || strcmp(r->reason, reason) != 0;
+	ktel_utf8_escape(reason, why, sizeof(why));
+	news = !r->reason[0] || !same_version(r, &st) || strcmp(r->reason, why) != 0;
 	r->dev = st.st_dev;
 	r->ino = st.st_ino;
 	r->size = st.st_size;
 	r->mtime = st.st_mtim;
-	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	memcpy(r->reason, why, sizeof(r->reason));
 	r->seen = true;
 	if (news)
 		ktel_log(KTEL_LOG_ERROR, "%s", reason);
@@ -127,13 +137,12 @@ const struct ktel_refusal *ktel_daemon__refused(const struct ktel_daemon *d, siz
 	return i < d->plugins.n_refused ? &d->plugins.refused[i] : NULL;
 }
 
-/* ---- loading -------------------------------------------------------------- */
-
-static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
+size_t ktel_daemon__n_refused_unlisted(const struct ktel_daemon *d)
 {
-	/* The loader's messages start with the path. */
-	note_refusal(ctx, path, err->msg);
+	return d->plugins.n_refused_unlisted;
 }
+
+/* ---- loading -------------------------------------------------------------- */
 
 static int param_index(const struct ktel_plugin_desc *desc, const char *name)
 {
@@ -500,12 +509,6 @@ static int check_collisions(struct daemon_plugins *p, const struct ktel_plugin *
 	return 0;
 }
 
-/* Plugins opened by one rescan, waiting to be loaded. */
-struct candidates {
-	struct ktel_plugin **items;
-	size_t n, cap;
-};
-
 /*
  * A plugin a rescan unloaded because its file was replaced: its plugin name
  * stays with its path for that rescan, so the new version wins over a
@@ -526,6 +529,8 @@ static void held_names__free(struct held_names *h)
 	for (size_t i = 0; i < h->n; i++)
 		free(h->items[i].path);
 	free(h->items);
+	h->items = NULL;
+	h->n = 0;
 }
 
 static bool held_by(const struct held_names *h, const struct ktel_plugin *plugin)
@@ -535,69 +540,6 @@ static bool held_by(const struct held_names *h, const struct ktel_plugin *plugin
 		    strcmp(h->items[i].path, plugin->path) == 0)
 			return true;
 	return false;
-}
-
-/*
- * Open the plugins of dir that are not loaded (the loader checks, validates
- * and refuses duplicates of loaded metric names) and add them to c. Fails
- * only when dir cannot be read.
- */
-static int scan_dir(struct daemon_plugins *p, const char *dir, struct candidates *c,
-		    struct ktel_err *err)
-{
-	struct ktel_plugin_scan_opts opts = {
-		.max_plugins = MAX_PLUGINS - p->n, /* 0: load_plugin refuses */
-		.on_refusal = on_refusal,
-		.skip = is_loaded,
-		.metric_owner = metric_owner,
-		.ctx = p,
-	};
-	struct ktel_plugin_list *list;
-	int r = ktel_plugin_dir__scan(dir, &opts, &list, err);
-
-	if (r)
-		return r;
-	/* A file still being written is tried again once it can be quiet. */
-	if (list->n_not_quiet && p->rescan_timer_init && !p->d->shutting_down)
-		uv_timer_start(&p->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
-	for (size_t i = 0; i < list->n; i++) {
-		if (c->n == c->cap) {
-			size_t cap = c->cap ? 2 * c->cap : 16;
-			struct ktel_plugin **items = realloc(c->items, cap * sizeof(*items));
-
-			if (!items)
-				break; /* the rest are freed with the list */
-			c->items = items;
-			c->cap = cap;
-		}
-		c->items[c->n++] = list->items[i];
-		list->items[i] = NULL;
-	}
-	ktel_plugin_list__free(list);
-	return 0;
-}
-
-/*
- * Load the candidates, each checked against the plugins loaded so far: first
- * those whose name a replaced file of theirs held, then the others in
- * directory and file name order. Every candidate is loaded or freed.
- */
-static void load_candidates(struct daemon_plugins *p, struct candidates *c,
-			    const struct held_names *held, int *changes)
-{
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < c->n; i++) {
-			struct ktel_plugin *plugin = c->items[i];
-
-			if (!plugin || held_by(held, plugin) != (pass == 0))
-				continue;
-			c->items[i] = NULL;
-			if (check_collisions(p, plugin) || load_plugin(p, plugin))
-				ktel_plugin__free(plugin);
-			else
-				(*changes)++;
-		}
-	free(c->items);
 }
 
 /* Is the file at path still the one lp was loaded from? */
@@ -659,6 +601,270 @@ static int drop_stale(struct daemon_plugins *p, struct held_names *held)
 	return changes;
 }
 
+/* ---- intake: a scan that never holds the loop -------------------------------- */
+
+/*
+ * Opening a file is the slow part of a scan: it reads and validates the
+ * whole file and has libbpf parse the embedded object in a contained child
+ * (contain.h), which may hang until KTEL_CONTAIN_TIMEOUT_MS kills it. So the
+ * opens run on libuv's thread pool, INTAKE_THREADS at a time, the other
+ * files queued behind them; the loop only lists the directories, notes each
+ * answer and then loads the opened plugins into the kernel in slices of
+ * INTAKE_SLICE_MS, serving control requests and pulls in between. A hang
+ * then costs one pool thread its timeout, never the loop. The start-up scan
+ * runs the same steps inline, before the control socket opens.
+ */
+#define INTAKE_THREADS 2
+#define INTAKE_SLICE_MS 10
+
+/* One file of the scan under way. */
+struct intake_file {
+	char *path;
+	struct ktel_plugin *plugin; /* opened, waiting to be loaded */
+};
+
+/* One open on the pool: owns its copy of the path and its answer until the
+ * loop takes them, so the pool thread shares nothing with the loop. */
+struct intake_job {
+	uv_work_t req;
+	struct plugin_intake *in;
+	size_t index;
+	char *path;
+	struct ktel_plugin *plugin;
+	int rc;
+	struct ktel_err err;
+};
+
+struct plugin_intake {
+	struct daemon_plugins *p;
+	struct intake_file *files; /* directory, then file name order */
+	size_t n, cap;
+	size_t next_open, n_opened;
+	unsigned in_flight;
+	/* Loading: pass 0 takes the plugins whose name a replaced file of
+	 * theirs held, pass 1 the others; next_load is the next file. */
+	bool loading;
+	int load_pass;
+	size_t next_load;
+	struct held_names held;
+	int changes;
+	size_t n_not_quiet, n_unlisted;
+	/* running: a scan is under way; again: another was asked for
+	 * meanwhile; inline: the start-up scan, run to its end at once. */
+	bool running, again, inline_, closing;
+	/* Continues the loading, or starts the scan asked for meanwhile, on
+	 * the next loop turn. */
+	uv_timer_t next_turn;
+	bool next_turn_init;
+};
+
+static void intake_begin_async(struct plugin_intake *in);
+
+/* A refusal found no room in the list: counted (per scan while one runs),
+ * so status says how many it does not list. */
+static void count_unlisted(struct daemon_plugins *p)
+{
+	if (p->intake && p->intake->running)
+		p->intake->n_unlisted++;
+	else
+		p->n_refused_unlisted++;
+}
+
+static void intake_clear(struct plugin_intake *in)
+{
+	for (size_t i = 0; i < in->n; i++) {
+		free(in->files[i].path);
+		ktel_plugin__free(in->files[i].plugin);
+	}
+	in->n = in->next_open = in->n_opened = in->next_load = 0;
+	in->loading = false;
+	in->load_pass = 0;
+	held_names__free(&in->held);
+	in->changes = 0;
+	in->n_not_quiet = in->n_unlisted = 0;
+}
+
+/* Queue path (taken) for opening. */
+static int intake_add(struct plugin_intake *in, char *path)
+{
+	if (in->n == in->cap) {
+		size_t cap = in->cap ? 2 * in->cap : 64;
+		struct intake_file *files = realloc(in->files, cap * sizeof(*files));
+
+		if (!files) {
+			free(path);
+			return -ENOMEM;
+		}
+		in->files = files;
+		in->cap = cap;
+	}
+	in->files[in->n].path = path;
+	in->files[in->n].plugin = NULL;
+	in->n++;
+	return 0;
+}
+
+/* Queue the files of dir that are not loaded. Fails only when dir cannot
+ * be read. */
+static int intake_list(struct plugin_intake *in, const char *dir, struct ktel_err *err)
+{
+	char **names = NULL, *path;
+	size_t n = 0;
+	int r = ktel_plugin_dir__names(dir, &names, &n, err);
+
+	if (r)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (asprintf(&path, "%s/%s", dir, names[i]) < 0 || intake_add(in, path)) {
+			ktel_log(KTEL_LOG_ERROR, "%s: out of memory: %zu plugin files not examined",
+				 dir, n - i);
+			break;
+		}
+		/* A loaded plugin's file is current (see drop_stale). */
+		if (is_loaded(path, in->p)) {
+			free(path);
+			in->n--;
+		}
+	}
+	ktel_plugin_dir__names_free(names, n);
+	return 0;
+}
+
+/* The answer for file i came back (on the loop): a plugin to load later, a
+ * file still being written (tried again later, not refused), or a refusal. */
+static void intake_opened(struct plugin_intake *in, size_t i, struct ktel_plugin *plugin, int rc,
+			  const struct ktel_err *err)
+{
+	in->n_opened++;
+	if (rc == -EAGAIN) {
+		in->n_not_quiet++;
+		return;
+	}
+	if (rc) {
+		note_refusal(in->p, in->files[i].path, err->msg);
+		return;
+	}
+	in->files[i].plugin = plugin;
+}
+
+/* On a pool thread: nothing of the daemon is touched, nothing logged. */
+static void intake_open_work(uv_work_t *req)
+{
+	struct intake_job *job = req->data;
+
+	job->rc = ktel_plugin__open(job->path, &job->plugin, &job->err);
+}
+
+static void intake_pump(struct plugin_intake *in);
+
+static void intake_open_done(uv_work_t *req, int status)
+{
+	struct intake_job *job = req->data;
+	struct plugin_intake *in = job->in;
+
+	in->in_flight--;
+	if (in->closing || status) {
+		ktel_plugin__free(job->plugin);
+	} else {
+		intake_opened(in, job->index, job->plugin, job->rc, &job->err);
+	}
+	free(job->path);
+	free(job);
+	if (!in->closing)
+		intake_pump(in);
+}
+
+/* Open file i on the pool; -errno when it cannot be queued. */
+static int intake_start_job(struct plugin_intake *in, size_t i)
+{
+	struct intake_job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return -ENOMEM;
+	job->in = in;
+	job->index = i;
+	job->path = strdup(in->files[i].path);
+	job->req.data = job;
+	if (!job->path || uv_queue_work(in->p->d->loop, &job->req, intake_open_work,
+					intake_open_done) != 0) {
+		free(job->path);
+		free(job);
+		return -ENOMEM;
+	}
+	in->in_flight++;
+	return 0;
+}
+
+static void intake_load(struct plugin_intake *in);
+
+/* Start opens while there is room; once every file answered, load. */
+static void intake_pump(struct plugin_intake *in)
+{
+	while (in->next_open < in->n && (in->inline_ || in->in_flight < INTAKE_THREADS)) {
+		size_t i = in->next_open++;
+		struct ktel_plugin *plugin = NULL;
+		struct ktel_err err = {0};
+		int rc;
+
+		if (!in->inline_ && intake_start_job(in, i) == 0)
+			continue;
+		/* Start-up, or no job could be queued: here and now. */
+		rc = ktel_plugin__open(in->files[i].path, &plugin, &err);
+		intake_opened(in, i, plugin, rc, &err);
+	}
+	if (in->n_opened == in->n && !in->in_flight && !in->loading) {
+		in->loading = true;
+		intake_load(in);
+	}
+}
+
+static void on_intake_next_turn(uv_timer_t *t)
+{
+	struct plugin_intake *in = t->data;
+
+	if (in->closing || in->p->d->shutting_down)
+		return;
+	if (in->running)
+		intake_load(in);
+	else
+		intake_begin_async(in);
+}
+
+static void intake_end(struct plugin_intake *in);
+
+/*
+ * Load the opened plugins, each checked against the plugins loaded so far:
+ * first those whose name a replaced file of theirs held, then the others in
+ * directory and file name order. Each load can take the kernel's verifier
+ * a while: after INTAKE_SLICE_MS the loop gets its turn and the loading
+ * goes on at the next.
+ */
+static void intake_load(struct plugin_intake *in)
+{
+	struct daemon_plugins *p = in->p;
+	uint64_t start = uv_hrtime();
+
+	for (; in->load_pass < 2; in->load_pass++, in->next_load = 0) {
+		while (in->next_load < in->n) {
+			struct intake_file *f = &in->files[in->next_load++];
+			struct ktel_plugin *plugin = f->plugin;
+
+			if (!plugin || held_by(&in->held, plugin) != (in->load_pass == 0))
+				continue;
+			f->plugin = NULL;
+			if (check_collisions(p, plugin) || load_plugin(p, plugin))
+				ktel_plugin__free(plugin);
+			else
+				in->changes++;
+			if (!in->inline_ && uv_hrtime() - start > INTAKE_SLICE_MS * 1000000ull) {
+				uv_timer_start(&in->next_turn, on_intake_next_turn, 0, 0);
+				return;
+			}
+		}
+	}
+	intake_end(in);
+}
+
 /* Enable m at start-up or when its plugin arrives, as the config says. */
 static void start_metric(struct daemon_plugins *p, struct ktel_metric *m)
 {
@@ -681,34 +887,15 @@ static void start_metric(struct daemon_plugins *p, struct ktel_metric *m)
 		 (unsigned long long)m->interval_ms);
 }
 
-/*
- * Bring the loaded plugins in line with the plugin directories; stores the
- * number of changes. A directory that cannot be read is logged and the
- * others are still scanned; returns -errno with err naming the first such
- * directory, else 0.
- */
-static int rescan(struct daemon_plugins *p, int *ret_changes, struct ktel_err *err)
+/* The scan is done: refusals it did not repeat go, new metrics start. */
+static void intake_end(struct plugin_intake *in)
 {
-	struct held_names held = {0};
-	struct candidates c = {0};
-	struct ktel_err dir_err;
+	struct daemon_plugins *p = in->p;
 	struct ktel_metric *m;
-	int changes, r = 0;
+	int changes = in->changes;
 
-	refusals_unsee(p);
-	changes = drop_stale(p, &held);
-	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
-		if (!scan_dir(p, p->d->cfg->plugin_dirs[k], &c, &dir_err))
-			continue;
-		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
-		if (!r) {
-			*err = dir_err;
-			r = -dir_err.code;
-		}
-	}
-	load_candidates(p, &c, &held, &changes);
-	held_names__free(&held);
 	refusals_sweep(p);
+	p->n_refused_unlisted = in->n_unlisted;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
 	/* Start the metrics of plugins that arrived with this scan. */
@@ -718,18 +905,102 @@ static int rescan(struct daemon_plugins *p, int *ret_changes, struct ktel_err *e
 	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
 	if (changes)
 		ktel_memory__release();
-	*ret_changes = changes;
+	/* A file still being written is tried again once it can be quiet. */
+	if (in->n_not_quiet && p->rescan_timer_init && !p->d->shutting_down)
+		uv_timer_start(&p->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
+	if (!in->inline_ && changes)
+		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
+			 changes == 1 ? "" : "s");
+	intake_clear(in);
+	in->running = false;
+	if (in->again && !in->closing && !p->d->shutting_down) {
+		in->again = false;
+		uv_timer_start(&in->next_turn, on_intake_next_turn, 0, 0);
+	}
+}
+
+/*
+ * Begin a scan: unload plugins whose file is gone or changed, list the
+ * directories, start the opens. A directory that cannot be read is logged
+ * and the others are still scanned; returns -errno with err naming the first
+ * such directory, else 0. While a scan runs, another is only noted: it
+ * follows when this one ends.
+ */
+static int intake_begin(struct plugin_intake *in, struct ktel_err *err)
+{
+	struct daemon_plugins *p = in->p;
+	struct ktel_err dir_err;
+	int r = 0;
+
+	if (in->closing || p->d->shutting_down)
+		return 0;
+	if (in->running) {
+		in->again = true;
+		return 0;
+	}
+	in->running = true;
+	refusals_unsee(p);
+	in->changes = drop_stale(p, &in->held);
+	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
+		if (!intake_list(in, p->d->cfg->plugin_dirs[k], &dir_err))
+			continue;
+		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
+		if (!r) {
+			if (err)
+				*err = dir_err;
+			r = -dir_err.code;
+		}
+	}
+	intake_pump(in);
 	return r;
+}
+
+static void intake_begin_async(struct plugin_intake *in)
+{
+	intake_begin(in, NULL);
+}
+
+static struct plugin_intake *intake_new(struct daemon_plugins *p)
+{
+	struct plugin_intake *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return NULL;
+	in->p = p;
+	uv_timer_init(p->d->loop, &in->next_turn);
+	in->next_turn.data = in;
+	in->next_turn_init = true;
+	return in;
+}
+
+/* Opens still on the pool finish on their own (within their timeout) and
+ * are then dropped: the loop runs until they did. */
+static void intake_close(struct plugin_intake *in)
+{
+	if (!in)
+		return;
+	in->closing = true;
+	if (in->next_turn_init) {
+		uv_close((uv_handle_t *)&in->next_turn, NULL);
+		in->next_turn_init = false;
+	}
+}
+
+static void intake_free(struct plugin_intake *in)
+{
+	if (!in)
+		return;
+	intake_clear(in);
+	free(in->files);
+	free(in);
 }
 
 int daemon_plugins__rescan(struct daemon_plugins *p)
 {
-	struct ktel_err err;
-	int changes;
-
 	/* An unreadable directory is logged; the plugins of the others run. */
-	rescan(p, &changes, &err);
-	return changes;
+	if (p->intake)
+		intake_begin(p->intake, NULL);
+	return 0;
 }
 
 int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
@@ -739,12 +1010,7 @@ int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
 
 static void on_rescan_timer(uv_timer_t *t)
 {
-	struct daemon_plugins *p = t->data;
-	int changes = daemon_plugins__rescan(p);
-
-	if (changes)
-		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
-			 changes == 1 ? "" : "s");
+	daemon_plugins__rescan(t->data);
 }
 
 static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -805,14 +1071,20 @@ int daemon_plugins__init(struct daemon_plugins *p, struct ktel_daemon *d,
 	uv_timer_init(d->loop, &p->rescan_timer);
 	p->rescan_timer.data = p;
 	p->rescan_timer_init = true;
+	p->intake = intake_new(p);
+	if (!p->intake)
+		return ktel_err_set(err, ENOMEM, "out of memory");
 	return 0;
 }
 
 int daemon_plugins__load(struct daemon_plugins *p, struct ktel_err *err)
 {
-	int changes, r;
+	int r;
 
-	r = rescan(p, &changes, err);
+	/* Before the control socket opens: nobody waits on the loop yet. */
+	p->intake->inline_ = true;
+	r = intake_begin(p->intake, err);
+	p->intake->inline_ = false;
 	if (r)
 		return r;
 	daemon_plugins__watch(p);
@@ -860,6 +1132,7 @@ void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
 		uv_close((uv_handle_t *)&p->rescan_timer, NULL);
 		p->rescan_timer_init = false;
 	}
+	intake_close(p->intake);
 	close_watchers(p);
 }
 
@@ -879,6 +1152,8 @@ void daemon_plugins__free(struct daemon_plugins *p)
 	p->n_refused = 0;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
+	intake_free(p->intake);
+	p->intake = NULL;
 }
 
 size_t daemon_plugins__n(const struct daemon_plugins *p)
