@@ -456,13 +456,6 @@ static bool is_loaded(const char *path, void *ctx)
 	return plugin_by_path(ctx, path, &idx) != NULL;
 }
 
-static const char *metric_owner(const char *metric, void *ctx)
-{
-	struct ktel_metric *m = daemon_plugins__metric(ctx, metric);
-
-	return m ? m->lp->path : NULL;
-}
-
 static void on_rescan_timer(uv_timer_t *t);
 
 /*
@@ -652,6 +645,8 @@ struct plugin_intake {
 	/* running: a scan is under way; again: another was asked for
 	 * meanwhile; inline: the start-up scan, run to its end at once. */
 	bool running, again, inline_, closing;
+	/* The kernel's BTF is being parsed on the pool for the loads. */
+	bool targets_pending;
 	/* Continues the loading, or starts the scan asked for meanwhile, on
 	 * the next loop turn. */
 	uv_timer_t next_turn;
@@ -785,8 +780,8 @@ static int intake_start_job(struct plugin_intake *in, size_t i)
 	job->index = i;
 	job->path = strdup(in->files[i].path);
 	job->req.data = job;
-	if (!job->path || uv_queue_work(in->p->d->loop, &job->req, intake_open_work,
-					intake_open_done) != 0) {
+	if (!job->path ||
+	    uv_queue_work(in->p->d->loop, &job->req, intake_open_work, intake_open_done) != 0) {
 		free(job->path);
 		free(job);
 		return -ENOMEM;
@@ -832,6 +827,68 @@ static void on_intake_next_turn(uv_timer_t *t)
 
 static void intake_end(struct plugin_intake *in);
 
+/* The kernel's BTF parsed on the pool (tens of ms of a 5 MB file). */
+struct targets_job {
+	uv_work_t req;
+	struct plugin_intake *in;
+	struct ktel_targets *targets;
+	struct ktel_err err;
+};
+
+static void targets_work(uv_work_t *req)
+{
+	struct targets_job *job = req->data;
+
+	job->targets = ktel_targets__new(NULL, &job->err);
+}
+
+static void targets_done(uv_work_t *req, int status)
+{
+	struct targets_job *job = req->data;
+	struct plugin_intake *in = job->in;
+
+	in->targets_pending = false;
+	if (in->closing || status || in->p->targets) {
+		ktel_targets__free(job->targets);
+	} else {
+		/* NULL: load_plugin tries again and refuses with the reason. */
+		in->p->targets = job->targets;
+	}
+	free(job);
+	if (!in->closing)
+		intake_load(in);
+}
+
+/*
+ * Before the first load of a scan that has plugins to load, parse the
+ * kernel's BTF on the pool; true while that runs (intake_load goes on when
+ * it is done). The parse is done while the loading waits, so nothing else
+ * holds the kernel's BTF meanwhile (vmlinux_btf.h).
+ */
+static bool targets_on_pool(struct plugin_intake *in)
+{
+	struct targets_job *job;
+	bool any = false;
+
+	if (in->inline_ || in->p->targets || in->load_pass || in->next_load)
+		return false;
+	for (size_t i = 0; i < in->n && !any; i++)
+		any = in->files[i].plugin != NULL;
+	if (!any)
+		return false;
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return false;
+	job->in = in;
+	job->req.data = job;
+	if (uv_queue_work(in->p->d->loop, &job->req, targets_work, targets_done) != 0) {
+		free(job);
+		return false;
+	}
+	in->targets_pending = true;
+	return true;
+}
+
 /*
  * Load the opened plugins, each checked against the plugins loaded so far:
  * first those whose name a replaced file of theirs held, then the others in
@@ -844,6 +901,8 @@ static void intake_load(struct plugin_intake *in)
 	struct daemon_plugins *p = in->p;
 	uint64_t start = uv_hrtime();
 
+	if (in->targets_pending || targets_on_pool(in))
+		return;
 	for (; in->load_pass < 2; in->load_pass++, in->next_load = 0) {
 		while (in->next_load < in->n) {
 			struct intake_file *f = &in->files[in->next_load++];

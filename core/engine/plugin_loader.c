@@ -995,8 +995,7 @@ static bool is_plugin_name(const char *name)
 	return len > 3 && name[0] != '.' && strcmp(name + len - 3, ".so") == 0;
 }
 
-int ktel_plugin_dir__names(const char *dir, char ***ret_names, size_t *ret_n,
-			   struct ktel_err *err)
+int ktel_plugin_dir__names(const char *dir, char ***ret_names, size_t *ret_n, struct ktel_err *err)
 {
 	char **names = NULL, **grown;
 	size_t n = 0, cap = 0;

@@ -158,8 +158,7 @@ int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *o
  * for a caller that opens them itself. Returns 0 or -errno with err
  * "<dir>: cannot read plugin directory: <reason>".
  */
-int ktel_plugin_dir__names(const char *dir, char ***ret_names, size_t *ret_n,
-			   struct ktel_err *err);
+int ktel_plugin_dir__names(const char *dir, char ***ret_names, size_t *ret_n, struct ktel_err *err);
 
 /* Free what ktel_plugin_dir__names() returned. Accepts NULL. */
 void ktel_plugin_dir__names_free(char **names, size_t n);
