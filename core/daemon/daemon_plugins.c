@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -600,15 +602,170 @@ static int drop_stale(struct daemon_plugins *p, struct held_names *held)
  * Opening a file is the slow part of a scan: it reads and validates the
  * whole file and has libbpf parse the embedded object in a contained child
  * (contain.h), which may hang until KTEL_CONTAIN_TIMEOUT_MS kills it. So the
- * opens run on libuv's thread pool, INTAKE_THREADS at a time, the other
- * files queued behind them; the loop only lists the directories, notes each
- * answer and then loads the opened plugins into the kernel in slices of
- * INTAKE_SLICE_MS, serving control requests and pulls in between. A hang
- * then costs one pool thread its timeout, never the loop. The start-up scan
- * runs the same steps inline, before the control socket opens.
+ * opens run on threads of their own ("ktel-intake"), INTAKE_THREADS at a
+ * time, the other files queued behind them; the loop only lists the
+ * directories, notes each answer and then loads the opened plugins into the
+ * kernel in slices of INTAKE_SLICE_MS, serving control requests and pulls in
+ * between. A hang then costs one intake thread its timeout, never the loop,
+ * and never libuv's pool (one thread, which compressions and name lookups
+ * need). The threads start with the first rescan after start-up, so they
+ * inherit the loop thread's privileges as dropped (privileges.h). The
+ * start-up scan runs the same steps inline, before the control socket opens.
  */
 #define INTAKE_THREADS 2
 #define INTAKE_SLICE_MS 10
+
+/* Work for an intake thread: work() there, done() on the loop after. */
+struct intake_task {
+	struct intake_task *next;
+	void (*work)(struct intake_task *task);
+	void (*done)(struct intake_task *task);
+};
+
+/*
+ * The intake threads and their queues. A finished task goes on the done
+ * list and the async handle wakes the loop, which runs its done(); the
+ * handle is referenced only while tasks are in flight, so an idle daemon's
+ * loop neither wakes nor waits for it.
+ */
+struct intake_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct intake_task *queued, **queued_tail;
+	struct intake_task *done, **done_tail;
+	pthread_t threads[INTAKE_THREADS];
+	int n_threads;
+	bool stop;
+	uv_async_t async;
+	bool async_init, closing;
+	unsigned in_flight; /* submitted, done() not yet run */
+};
+
+static void *intake_thread(void *arg)
+{
+	struct intake_pool *pool = arg;
+	struct intake_task *task;
+	sigset_t all;
+
+	/* Signals are the loop's (libuv's handlers); a contained child resets
+	 * its mask anyway. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		while (!pool->queued && !pool->stop)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+		task = pool->queued;
+		if (!task)
+			break;
+		pool->queued = task->next;
+		if (!pool->queued)
+			pool->queued_tail = &pool->queued;
+		pthread_mutex_unlock(&pool->lock);
+		task->work(task);
+		pthread_mutex_lock(&pool->lock);
+		task->next = NULL;
+		*pool->done_tail = task;
+		pool->done_tail = &task->next;
+		/* Under the lock: the loop cannot see the task done, and close
+		 * the handle, before this send. */
+		uv_async_send(&pool->async);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void on_intake_async(uv_async_t *a)
+{
+	struct intake_pool *pool = a->data;
+	struct intake_task *task, *next;
+
+	pthread_mutex_lock(&pool->lock);
+	task = pool->done;
+	pool->done = NULL;
+	pool->done_tail = &pool->done;
+	pthread_mutex_unlock(&pool->lock);
+	for (; task; task = next) {
+		next = task->next;
+		pool->in_flight--;
+		task->done(task);
+	}
+	if (!pool->in_flight && pool->async_init) {
+		if (pool->closing) {
+			uv_close((uv_handle_t *)&pool->async, NULL);
+			pool->async_init = false;
+		} else {
+			uv_unref((uv_handle_t *)&pool->async);
+		}
+	}
+}
+
+static int intake_pool__init(struct intake_pool *pool, uv_loop_t *loop)
+{
+	int r;
+
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->cond, NULL);
+	pool->queued_tail = &pool->queued;
+	pool->done_tail = &pool->done;
+	r = uv_async_init(loop, &pool->async, on_intake_async);
+	if (r)
+		return r;
+	pool->async.data = pool;
+	pool->async_init = true;
+	uv_unref((uv_handle_t *)&pool->async);
+	return 0;
+}
+
+/* Run task on an intake thread (started on first use); -errno when none
+ * can be started. */
+static int intake_pool__submit(struct intake_pool *pool, struct intake_task *task)
+{
+	if (pool->closing || !pool->async_init)
+		return -ESHUTDOWN;
+	while (pool->n_threads < INTAKE_THREADS) {
+		if (pthread_create(&pool->threads[pool->n_threads], NULL, intake_thread, pool))
+			break;
+		pthread_setname_np(pool->threads[pool->n_threads], "ktel-intake");
+		pool->n_threads++;
+	}
+	if (!pool->n_threads)
+		return -EAGAIN;
+	task->next = NULL;
+	pthread_mutex_lock(&pool->lock);
+	*pool->queued_tail = task;
+	pool->queued_tail = &task->next;
+	pthread_cond_signal(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	if (pool->in_flight++ == 0)
+		uv_ref((uv_handle_t *)&pool->async);
+	return 0;
+}
+
+/* The loop is closing: the handle goes once the tasks in flight are done
+ * (each within its timeout), and the loop runs until then. */
+static void intake_pool__close(struct intake_pool *pool)
+{
+	pool->closing = true;
+	if (pool->async_init && !pool->in_flight) {
+		uv_close((uv_handle_t *)&pool->async, NULL);
+		pool->async_init = false;
+	}
+}
+
+/* After the loop ended: the threads are idle; join them. */
+static void intake_pool__free(struct intake_pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	pool->stop = true;
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	for (int i = 0; i < pool->n_threads; i++)
+		pthread_join(pool->threads[i], NULL);
+	pool->n_threads = 0;
+	pthread_mutex_destroy(&pool->lock);
+	pthread_cond_destroy(&pool->cond);
+}
 
 /* One file of the scan under way. */
 struct intake_file {
@@ -616,10 +773,10 @@ struct intake_file {
 	struct ktel_plugin *plugin; /* opened, waiting to be loaded */
 };
 
-/* One open on the pool: owns its copy of the path and its answer until the
- * loop takes them, so the pool thread shares nothing with the loop. */
+/* One open on an intake thread: owns its copy of the path and its answer until the
+ * loop takes them, so the thread shares nothing with the loop. */
 struct intake_job {
-	uv_work_t req;
+	struct intake_task task;
 	struct plugin_intake *in;
 	size_t index;
 	char *path;
@@ -645,8 +802,9 @@ struct plugin_intake {
 	/* running: a scan is under way; again: another was asked for
 	 * meanwhile; inline: the start-up scan, run to its end at once. */
 	bool running, again, inline_, closing;
-	/* The kernel's BTF is being parsed on the pool for the loads. */
+	/* The kernel's BTF is being parsed on an intake thread for the loads. */
 	bool targets_pending;
+	struct intake_pool pool;
 	/* Continues the loading, or starts the scan asked for meanwhile, on
 	 * the next loop turn. */
 	uv_timer_t next_turn;
@@ -742,23 +900,23 @@ static void intake_opened(struct plugin_intake *in, size_t i, struct ktel_plugin
 	in->files[i].plugin = plugin;
 }
 
-/* On a pool thread: nothing of the daemon is touched, nothing logged. */
-static void intake_open_work(uv_work_t *req)
+/* On an intake thread: nothing of the daemon is touched, nothing logged. */
+static void intake_open_work(struct intake_task *task)
 {
-	struct intake_job *job = req->data;
+	struct intake_job *job = (struct intake_job *)task;
 
 	job->rc = ktel_plugin__open(job->path, &job->plugin, &job->err);
 }
 
 static void intake_pump(struct plugin_intake *in);
 
-static void intake_open_done(uv_work_t *req, int status)
+static void intake_open_done(struct intake_task *task)
 {
-	struct intake_job *job = req->data;
+	struct intake_job *job = (struct intake_job *)task;
 	struct plugin_intake *in = job->in;
 
 	in->in_flight--;
-	if (in->closing || status) {
+	if (in->closing) {
 		ktel_plugin__free(job->plugin);
 	} else {
 		intake_opened(in, job->index, job->plugin, job->rc, &job->err);
@@ -769,7 +927,7 @@ static void intake_open_done(uv_work_t *req, int status)
 		intake_pump(in);
 }
 
-/* Open file i on the pool; -errno when it cannot be queued. */
+/* Open file i on an intake thread; -errno when it cannot be queued. */
 static int intake_start_job(struct plugin_intake *in, size_t i)
 {
 	struct intake_job *job = calloc(1, sizeof(*job));
@@ -779,9 +937,9 @@ static int intake_start_job(struct plugin_intake *in, size_t i)
 	job->in = in;
 	job->index = i;
 	job->path = strdup(in->files[i].path);
-	job->req.data = job;
-	if (!job->path ||
-	    uv_queue_work(in->p->d->loop, &job->req, intake_open_work, intake_open_done) != 0) {
+	job->task.work = intake_open_work;
+	job->task.done = intake_open_done;
+	if (!job->path || intake_pool__submit(&in->pool, &job->task) != 0) {
 		free(job->path);
 		free(job);
 		return -ENOMEM;
@@ -827,28 +985,28 @@ static void on_intake_next_turn(uv_timer_t *t)
 
 static void intake_end(struct plugin_intake *in);
 
-/* The kernel's BTF parsed on the pool (tens of ms of a 5 MB file). */
+/* The kernel's BTF parsed on an intake thread (tens of ms of a 5 MB file). */
 struct targets_job {
-	uv_work_t req;
+	struct intake_task task;
 	struct plugin_intake *in;
 	struct ktel_targets *targets;
 	struct ktel_err err;
 };
 
-static void targets_work(uv_work_t *req)
+static void targets_work(struct intake_task *task)
 {
-	struct targets_job *job = req->data;
+	struct targets_job *job = (struct targets_job *)task;
 
 	job->targets = ktel_targets__new(NULL, &job->err);
 }
 
-static void targets_done(uv_work_t *req, int status)
+static void targets_done(struct intake_task *task)
 {
-	struct targets_job *job = req->data;
+	struct targets_job *job = (struct targets_job *)task;
 	struct plugin_intake *in = job->in;
 
 	in->targets_pending = false;
-	if (in->closing || status || in->p->targets) {
+	if (in->closing || in->p->targets) {
 		ktel_targets__free(job->targets);
 	} else {
 		/* NULL: load_plugin tries again and refuses with the reason. */
@@ -861,11 +1019,11 @@ static void targets_done(uv_work_t *req, int status)
 
 /*
  * Before the first load of a scan that has plugins to load, parse the
- * kernel's BTF on the pool; true while that runs (intake_load goes on when
+ * kernel's BTF on an intake thread; true while that runs (intake_load goes on when
  * it is done). The parse is done while the loading waits, so nothing else
  * holds the kernel's BTF meanwhile (vmlinux_btf.h).
  */
-static bool targets_on_pool(struct plugin_intake *in)
+static bool targets_on_thread(struct plugin_intake *in)
 {
 	struct targets_job *job;
 	bool any = false;
@@ -880,8 +1038,9 @@ static bool targets_on_pool(struct plugin_intake *in)
 	if (!job)
 		return false;
 	job->in = in;
-	job->req.data = job;
-	if (uv_queue_work(in->p->d->loop, &job->req, targets_work, targets_done) != 0) {
+	job->task.work = targets_work;
+	job->task.done = targets_done;
+	if (intake_pool__submit(&in->pool, &job->task) != 0) {
 		free(job);
 		return false;
 	}
@@ -901,7 +1060,7 @@ static void intake_load(struct plugin_intake *in)
 	struct daemon_plugins *p = in->p;
 	uint64_t start = uv_hrtime();
 
-	if (in->targets_pending || targets_on_pool(in))
+	if (in->targets_pending || targets_on_thread(in))
 		return;
 	for (; in->load_pass < 2; in->load_pass++, in->next_load = 0) {
 		while (in->next_load < in->n) {
@@ -1026,14 +1185,18 @@ static struct plugin_intake *intake_new(struct daemon_plugins *p)
 	if (!in)
 		return NULL;
 	in->p = p;
+	if (intake_pool__init(&in->pool, p->d->loop)) {
+		free(in);
+		return NULL;
+	}
 	uv_timer_init(p->d->loop, &in->next_turn);
 	in->next_turn.data = in;
 	in->next_turn_init = true;
 	return in;
 }
 
-/* Opens still on the pool finish on their own (within their timeout) and
- * are then dropped: the loop runs until they did. */
+/* Opens still on the intake threads finish on their own (within their
+ * timeout) and are then dropped: the loop runs until they did. */
 static void intake_close(struct plugin_intake *in)
 {
 	if (!in)
@@ -1043,12 +1206,14 @@ static void intake_close(struct plugin_intake *in)
 		uv_close((uv_handle_t *)&in->next_turn, NULL);
 		in->next_turn_init = false;
 	}
+	intake_pool__close(&in->pool);
 }
 
 static void intake_free(struct plugin_intake *in)
 {
 	if (!in)
 		return;
+	intake_pool__free(&in->pool);
 	intake_clear(in);
 	free(in->files);
 	free(in);
