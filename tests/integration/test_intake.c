@@ -28,7 +28,20 @@
 #include "ktel_test.h"
 #include "daemon_harness.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/*
+ * A sanitizer build pays for every fork of the contained parse afterwards:
+ * ASan's allocator and stack depot write all over the daemon's pages, each
+ * now copy-on-write, and each such fault flushes the other CPUs' TLBs (perf:
+ * do_wp_page, flush_tlb_mm_range). That costs the loop 100-200 ms while 200
+ * parses run, against 15 ms at rest; the release build stays within 50 ms.
+ * The sanitizer build is held to what still tells a stall of the loop by
+ * intake (seconds before) from that cost.
+ */
+#define INTAKE_BUDGET_MS 500.0
+#else
 #define INTAKE_BUDGET_MS 50.0
+#endif
 /* An echo round trip this slow says the machine, not the daemon, stalled. */
 #define MACHINE_BUSY_MS 20.0
 
@@ -191,7 +204,8 @@ static const char *probe_round(struct probe *p)
 	return p->buf;
 }
 
-static void probe_stop(struct probe *p, const char *what)
+/* Prints what the probe saw; true when it stayed within the budget. */
+static bool probe_stop(struct probe *p, const char *what)
 {
 	printf("%s: %zu status requests, max %.1f ms (%.1f ms counting only rounds the "
 	       "machine was not the cause), %zu over %.0f ms of which %zu excused\n",
@@ -199,8 +213,7 @@ static void probe_stop(struct probe *p, const char *what)
 	close(p->fd);
 	free(p->buf);
 	echo_stop(&p->echo);
-	assert_true(p->n > 0);
-	assert_true(p->max_counted_ms <= INTAKE_BUDGET_MS);
+	return p->n > 0 && p->max_counted_ms <= INTAKE_BUDGET_MS;
 }
 
 static size_t n_refused(const char *status)
@@ -302,7 +315,7 @@ static void test_hanging_parse_does_not_block_loop(void **state)
 	t0 = now_ms();
 	while (now_ms() - t0 < 90000 && !log_wait_for(&sb, "metric runq_latency: collecting", 0))
 		probe_round(&p);
-	probe_stop(&p, "hanging parses");
+	assert_true(probe_stop(&p, "hanging parses"));
 	if (!log_wait_for(&sb, "metric runq_latency: collecting", 0)) {
 		dump_log(&sb);
 		fail_msg("the good plugin did not load");
@@ -327,6 +340,7 @@ static void test_many_bad_plugins_within_budget(void **state)
 	struct probe p;
 	char dir[700], name[64], tmp[800], path[800];
 	size_t refused = 0;
+	bool within;
 	double t0;
 
 	sandbox_init(&sb, "intake-many");
@@ -359,7 +373,13 @@ static void test_many_bad_plugins_within_budget(void **state)
 		if (p.n % 20 == 0)
 			refused = n_refused(status);
 	}
-	probe_stop(&p, "200 bad plugins");
+	within = probe_stop(&p, "200 bad plugins");
+	/* For comparison: the same answer, the intake done. */
+	probe_start(&p, &sb);
+	for (int i = 0; i < 50; i++)
+		probe_round(&p);
+	probe_stop(&p, "200 refusals, at rest");
+	assert_true(within);
 	assert_int_equal(refused, 200);
 	stop(&sb, live_pid);
 	sandbox_cleanup(&sb);
