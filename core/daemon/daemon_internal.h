@@ -11,7 +11,8 @@
  *
  *   daemon_plugins.c  struct daemon_plugins: loaded plugins, refusals,
  *                     directory watchers, rescan timer, the kernel's BTF
- *                     while a scan runs; for_each_metric() walks its metrics.
+ *                     while a scan runs, the scan under way and its intake
+ *                     threads; for_each_metric() walks its metrics.
  *   daemon_state.c    struct daemon_saver: the delta state's save after the
  *                     durable sinks (waits, save job, writer thread, path).
  *   daemon_self.c     struct daemon_self: self-telemetry's timer, seq and
