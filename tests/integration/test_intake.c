@@ -417,6 +417,11 @@ static void test_junk_does_not_crowd_out_plugin(void **state)
 	st = ask(&sb, "list");
 	assert_int_equal(json_integer_value(json_object_get(st, "refused_not_listed")), 44);
 	json_decref(st);
+	/* The text form says so too. */
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock status | "
+				       "grep -q 'and 44 more, not listed'",
+				       KTEL_BINARY_DIR, sb.dir),
+			 0);
 	stop(&sb, live_pid);
 	sandbox_cleanup(&sb);
 }
