@@ -23,6 +23,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "contain.h"
 #include "memory.h"
 #include "stream_reader.h"
 #include "utf8.h"
@@ -1199,13 +1200,16 @@ static struct plugin_intake *intake_new(struct daemon_plugins *p)
 	return in;
 }
 
-/* Opens still on the intake threads finish on their own (within their
- * timeout) and are then dropped: the loop runs until they did. */
+/* Opens still on the intake threads are cut short - their contained
+ * children killed, no shutdown waits for a parse's timeout - and their
+ * answers dropped; the loop runs until they came back. */
 static void intake_close(struct plugin_intake *in)
 {
 	if (!in)
 		return;
 	in->closing = true;
+	if (in->pool.in_flight)
+		ktel_contain__kill_all();
 	if (in->next_turn_init) {
 		uv_close((uv_handle_t *)&in->next_turn, NULL);
 		in->next_turn_init = false;

@@ -326,7 +326,19 @@ static void test_hanging_parse_does_not_block_loop(void **state)
 			       "did not finish in 10000 ms (killed)") != NULL;
 	json_decref(st);
 	assert_int_equal(hung, 3);
-	stop(&sb, live_pid);
+
+	/* A stop while a parse hangs does not wait for its timeout (10 s). */
+	copy_to(KTEL_TEST_PLUGIN_DIR "/fx_percpu_u32.so", dir, "hang_d.so");
+	sleep(2); /* the rescan's debounce (300 ms), then the parse hangs */
+	t0 = now_ms();
+	kill(live_pid, SIGTERM);
+	if (daemon_wait(live_pid, 30) != 0) {
+		dump_log(&sb);
+		fail_msg("daemon did not exit 0");
+	}
+	live_pid = 0;
+	printf("stop with a parse hanging: %.0f ms\n", now_ms() - t0);
+	assert_true(now_ms() - t0 < 5000);
 	sandbox_cleanup(&sb);
 }
 
