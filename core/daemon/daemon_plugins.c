@@ -603,8 +603,9 @@ static int drop_stale(struct daemon_plugins *p, struct held_names *held)
  * Opening a file is the slow part of a scan: it reads and validates the
  * whole file and has libbpf parse the embedded object in a contained child
  * (contain.h), which may hang until KTEL_CONTAIN_TIMEOUT_MS kills it. So the
- * opens run on threads of their own ("ktel-intake"), INTAKE_THREADS at a
- * time, the other files queued behind them; the loop only lists the
+ * opens run on threads of their own ("ktel-intake"), INTAKE_OPENS at a
+ * time, the other files queued behind them (one more thread parses the
+ * kernel's BTF for the loads, so that never waits behind a hanging open); the loop only lists the
  * directories, notes each answer and then loads the opened plugins into the
  * kernel in slices of INTAKE_SLICE_MS, serving control requests and pulls in
  * between. A hang then costs one intake thread its timeout, never the loop,
@@ -617,7 +618,8 @@ static int drop_stale(struct daemon_plugins *p, struct held_names *held)
  * inherit the loop thread's privileges as dropped (privileges.h). The
  * start-up scan runs the same steps inline, before the control socket opens.
  */
-#define INTAKE_THREADS 2
+#define INTAKE_OPENS 2
+#define INTAKE_THREADS (INTAKE_OPENS + 1)
 #define INTAKE_SLICE_MS 10
 
 /* Work for an intake thread: work() there, done() on the loop after. */
@@ -776,6 +778,7 @@ static void intake_pool__free(struct intake_pool *pool)
 struct intake_file {
 	char *path;
 	struct ktel_plugin *plugin; /* opened, waiting to be loaded */
+	bool answered;
 };
 
 /* One open on an intake thread: owns its copy of the path and its answer until the
@@ -794,21 +797,26 @@ struct plugin_intake {
 	struct daemon_plugins *p;
 	struct intake_file *files; /* directory, then file name order */
 	size_t n, cap;
-	size_t next_open, n_opened;
+	/* next_open: the next file to open; n_ready: the files before it
+	 * have all answered. */
+	size_t next_open, n_ready;
 	unsigned in_flight;
 	/* Loading: pass 0 takes the plugins whose name a replaced file of
-	 * theirs held, pass 1 the others; next_load is the next file. */
-	bool loading;
+	 * theirs held (once those files answered), pass 1 the others, in
+	 * order, as far as the files have answered; next_load is the next
+	 * file. slice_pending: the next slice waits for the next loop turn. */
 	int load_pass;
 	size_t next_load;
+	bool slice_pending;
 	struct held_names held;
 	int changes;
 	size_t n_not_quiet, n_unlisted;
 	/* running: a scan is under way; again: another was asked for
 	 * meanwhile; inline: the start-up scan, run to its end at once. */
 	bool running, again, inline_, closing;
-	/* The kernel's BTF is being parsed on an intake thread for the loads. */
-	bool targets_pending;
+	/* The kernel's BTF is being parsed on an intake thread for the loads
+	 * (or was: tried). */
+	bool targets_pending, targets_tried;
 	struct intake_pool pool;
 	/* Continues the loading, or starts the scan asked for meanwhile, on
 	 * the next loop turn. */
@@ -834,8 +842,8 @@ static void intake_clear(struct plugin_intake *in)
 		free(in->files[i].path);
 		ktel_plugin__free(in->files[i].plugin);
 	}
-	in->n = in->next_open = in->n_opened = in->next_load = 0;
-	in->loading = false;
+	in->n = in->next_open = in->n_ready = in->next_load = 0;
+	in->slice_pending = in->targets_tried = false;
 	in->load_pass = 0;
 	held_names__free(&in->held);
 	in->changes = 0;
@@ -858,6 +866,7 @@ static int intake_add(struct plugin_intake *in, char *path)
 	}
 	in->files[in->n].path = path;
 	in->files[in->n].plugin = NULL;
+	in->files[in->n].answered = false;
 	in->n++;
 	return 0;
 }
@@ -893,7 +902,9 @@ static int intake_list(struct plugin_intake *in, const char *dir, struct ktel_er
 static void intake_opened(struct plugin_intake *in, size_t i, struct ktel_plugin *plugin, int rc,
 			  const struct ktel_err *err)
 {
-	in->n_opened++;
+	in->files[i].answered = true;
+	while (in->n_ready < in->n && in->files[in->n_ready].answered)
+		in->n_ready++;
 	if (rc == -EAGAIN) {
 		in->n_not_quiet++;
 		return;
@@ -958,7 +969,7 @@ static void intake_load(struct plugin_intake *in);
 /* Start opens while there is room; once every file answered, load. */
 static void intake_pump(struct plugin_intake *in)
 {
-	while (in->next_open < in->n && (in->inline_ || in->in_flight < INTAKE_THREADS)) {
+	while (in->next_open < in->n && (in->inline_ || in->in_flight < INTAKE_OPENS)) {
 		size_t i = in->next_open++;
 		struct ktel_plugin *plugin = NULL;
 		struct ktel_err err = {0};
@@ -970,10 +981,7 @@ static void intake_pump(struct plugin_intake *in)
 		rc = ktel_plugin__open(in->files[i].path, &plugin, &err);
 		intake_opened(in, i, plugin, rc, &err);
 	}
-	if (in->n_opened == in->n && !in->in_flight && !in->loading) {
-		in->loading = true;
-		intake_load(in);
-	}
+	intake_load(in);
 }
 
 static void on_intake_next_turn(uv_timer_t *t)
@@ -982,10 +990,12 @@ static void on_intake_next_turn(uv_timer_t *t)
 
 	if (in->closing || in->p->d->shutting_down)
 		return;
-	if (in->running)
+	if (in->running) {
+		in->slice_pending = false;
 		intake_load(in);
-	else
+	} else {
 		intake_begin_async(in);
+	}
 }
 
 static void intake_end(struct plugin_intake *in);
@@ -1033,7 +1043,7 @@ static bool targets_on_thread(struct plugin_intake *in)
 	struct targets_job *job;
 	bool any = false;
 
-	if (in->inline_ || in->p->targets || in->load_pass || in->next_load)
+	if (in->inline_ || in->p->targets || in->targets_tried)
 		return false;
 	for (size_t i = 0; i < in->n && !any; i++)
 		any = in->files[i].plugin != NULL;
@@ -1049,26 +1059,46 @@ static bool targets_on_thread(struct plugin_intake *in)
 		free(job);
 		return false;
 	}
-	in->targets_pending = true;
+	in->targets_pending = in->targets_tried = true;
+	return true;
+}
+
+static void start_new_metrics(struct daemon_plugins *p);
+
+/* Have all files whose path holds a replaced plugin's name answered? */
+static bool held_answered(const struct plugin_intake *in)
+{
+	for (size_t h = 0; h < in->held.n; h++)
+		for (size_t i = 0; i < in->n; i++)
+			if (!in->files[i].answered &&
+			    strcmp(in->files[i].path, in->held.items[h].path) == 0)
+				return false;
 	return true;
 }
 
 /*
  * Load the opened plugins, each checked against the plugins loaded so far:
  * first those whose name a replaced file of theirs held, then the others in
- * directory and file name order. Each load can take the kernel's verifier
- * a while: after INTAKE_SLICE_MS the loop gets its turn and the loading
- * goes on at the next.
+ * directory and file name order - each as soon as it and every file before
+ * it answered, so a plugin ahead of a hanging one loads at once and the
+ * first of a name in that order still wins. Each load can take the kernel's
+ * verifier a while: after INTAKE_SLICE_MS the loop gets its turn and the
+ * loading goes on at the next. Called whenever an answer came; the scan ends
+ * here once every file answered and was dealt with.
  */
 static void intake_load(struct plugin_intake *in)
 {
 	struct daemon_plugins *p = in->p;
 	uint64_t start = uv_hrtime();
 
-	if (in->targets_pending || targets_on_thread(in))
+	if (!in->running || in->slice_pending || in->targets_pending || targets_on_thread(in))
 		return;
-	for (; in->load_pass < 2; in->load_pass++, in->next_load = 0) {
-		while (in->next_load < in->n) {
+	if (in->load_pass == 0 && !held_answered(in))
+		return;
+	while (in->load_pass < 2) {
+		size_t end = in->load_pass == 0 ? in->n : in->n_ready;
+
+		while (in->next_load < end) {
 			struct intake_file *f = &in->files[in->next_load++];
 			struct ktel_plugin *plugin = f->plugin;
 
@@ -1080,10 +1110,18 @@ static void intake_load(struct plugin_intake *in)
 			else
 				in->changes++;
 			if (!in->inline_ && uv_hrtime() - start > INTAKE_SLICE_MS * 1000000ull) {
+				in->slice_pending = true;
 				uv_timer_start(&in->next_turn, on_intake_next_turn, 0, 0);
 				return;
 			}
 		}
+		if (in->load_pass == 1 && in->n_ready < in->n) {
+			/* The next answer goes on; what loaded starts now. */
+			start_new_metrics(p);
+			return;
+		}
+		in->load_pass++;
+		in->next_load = 0;
 	}
 	intake_end(in);
 }
@@ -1110,21 +1148,27 @@ static void start_metric(struct daemon_plugins *p, struct ktel_metric *m)
 		 (unsigned long long)m->interval_ms);
 }
 
+/* Start the metrics of plugins that arrived with this scan. */
+static void start_new_metrics(struct daemon_plugins *p)
+{
+	struct ktel_metric *m;
+
+	for_each_metric (p, m)
+		if (!m->enabled && !m->started_once)
+			start_metric(p, m);
+}
+
 /* The scan is done: refusals it did not repeat go, new metrics start. */
 static void intake_end(struct plugin_intake *in)
 {
 	struct daemon_plugins *p = in->p;
-	struct ktel_metric *m;
 	int changes = in->changes;
 
 	refusals_sweep(p);
 	p->n_refused_unlisted = in->n_unlisted;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
-	/* Start the metrics of plugins that arrived with this scan. */
-	for_each_metric (p, m)
-		if (!m->enabled && !m->started_once)
-			start_metric(p, m);
+	start_new_metrics(p);
 	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
 	if (changes)
 		ktel_memory__release();

@@ -10,7 +10,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -38,9 +40,14 @@ struct bpf_object *bpf_object__open_mem(const void *buf, size_t size,
 	static open_mem_fn real;
 
 	if (getpid() != daemon_pid) {
-		if (named("KTEL_TEST_HANG_OBJECT", opts))
+		if (named("KTEL_TEST_HANG_OBJECT", opts)) {
+			/* Never outlive the daemon (a test that failed and
+			 * killed it), nor a minute. */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			alarm(60);
 			for (;;)
 				pause();
+		}
 		if (named("KTEL_TEST_FAIL_OBJECT", opts)) {
 			errno = EINVAL;
 			return NULL;

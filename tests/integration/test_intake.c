@@ -285,9 +285,10 @@ static void stop(struct sandbox *sb, pid_t pid)
 }
 
 /*
- * Three plugins whose parse hangs, dropped in with a good one: the control
- * socket answers within the budget all along, each hang is refused once its
- * child was killed, and the good plugin loads.
+ * Three plugins whose parse hangs, dropped in with two good ones: the
+ * control socket answers within the budget all along, the good plugin ahead
+ * of the hangs loads at once, each hang is refused once its child was
+ * killed, and the good plugin after them loads then.
  */
 static void test_hanging_parse_does_not_block_loop(void **state)
 {
@@ -297,6 +298,7 @@ static void test_hanging_parse_does_not_block_loop(void **state)
 	double t0;
 	json_t *st, *r;
 	size_t i, hung = 0;
+	bool early = false;
 
 	sandbox_init(&sb, "intake-hang");
 	plugin_dir(&sb, dir, sizeof(dir));
@@ -307,14 +309,24 @@ static void test_hanging_parse_does_not_block_loop(void **state)
 		fail_msg("daemon did not start");
 	}
 	probe_start(&p, &sb);
+	copy_to(KTEL_PLUGIN_DIR "/kswapd_latency.so", dir, "a_early.so");
 	copy_to(KTEL_TEST_PLUGIN_DIR "/fx_percpu_u32.so", dir, "hang_a.so");
 	copy_to(KTEL_TEST_PLUGIN_DIR "/fx_percpu_u32.so", dir, "hang_b.so");
 	copy_to(KTEL_TEST_PLUGIN_DIR "/fx_percpu_u32.so", dir, "hang_c.so");
 	copy_to(KTEL_PLUGIN_DIR "/runq_latency.so", dir, "zz_good.so");
 	/* Two timeouts of 10 s at least (two parses at a time), and margin. */
 	t0 = now_ms();
-	while (now_ms() - t0 < 90000 && !log_wait_for(&sb, "metric runq_latency: collecting", 0))
+	while (now_ms() - t0 < 90000 && !log_wait_for(&sb, "metric runq_latency: collecting", 0)) {
 		probe_round(&p);
+		/* A plugin ahead of the hangs does not wait for their timeout. */
+		if (!early && log_wait_for(&sb, "metric kswapd_latency: collecting", 0)) {
+			early = true;
+			printf("the plugin ahead of the hangs collects after %.0f ms\n",
+			       now_ms() - t0);
+			assert_false(log_wait_for(&sb, "did not finish", 0));
+		}
+	}
+	assert_true(early);
 	assert_true(probe_stop(&p, "hanging parses"));
 	if (!log_wait_for(&sb, "metric runq_latency: collecting", 0)) {
 		dump_log(&sb);
