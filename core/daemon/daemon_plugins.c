@@ -610,10 +610,11 @@ static int drop_stale(struct daemon_plugins *p, struct held_names *held)
  * kernel in slices of INTAKE_SLICE_MS, serving control requests and pulls in
  * between. A hang then costs one intake thread its timeout, never the loop,
  * and never libuv's pool (one thread, which compressions and name lookups
- * need). A scan's loads start only once all its opens answered, and a scan
- * starts only once the last one ended, so an open (whose BTF check calls
- * libbpf's btf__new and btf__free) never runs beside a load borrowing the
- * kernel's BTF (vmlinux_btf.h) or writing libbpf's log. The threads start
+ * need). An open's BTF check calls libbpf's btf__new and btf__free while
+ * the loop may be loading an earlier plugin: the kernel's BTF lent to those
+ * loads is kept under a lock (vmlinux_btf.c, which the interposed btf__free
+ * asks) and libbpf's log buffers are per thread (bpf_lifecycle.c). The
+ * threads start
  * with the first rescan after start-up, so they
  * inherit the loop thread's privileges as dropped (privileges.h). The
  * start-up scan runs the same steps inline, before the control socket opens.
