@@ -31,7 +31,7 @@ int ktel_log_parse_level(const char *name)
 
 static void vlog(enum ktel_log_level level, const char *suffix, const char *fmt, va_list ap)
 {
-	char line[2048], stamp[32];
+	char line[2048], shown[4 * sizeof(line)], stamp[32];
 	struct timespec ts;
 	struct tm tm;
 	int n;
@@ -46,9 +46,16 @@ static void vlog(enum ktel_log_level level, const char *suffix, const char *fmt,
 		return;
 	if ((size_t)n >= sizeof(line))
 		ktel_utf8_trim_str(line); /* cut, but not inside a character */
+	/* libbpf's messages end in a newline of their own. */
+	n = (int)strlen(line);
+	if (n && line[n - 1] == '\n')
+		line[n - 1] = '\0';
+	/* Messages carry outside bytes (file names are any bytes but '/' and
+	 * NUL): escaped, so every line is one line of valid UTF-8. */
+	ktel_utf8_escape(line, shown, sizeof(shown));
 	/* One fprintf per line so concurrent writers never interleave inside it. */
 	fprintf(stderr, "%s.%03ldZ ktelemetryd %s: %s%s\n", stamp, ts.tv_nsec / 1000000,
-		level_names[level], line, suffix ? suffix : "");
+		level_names[level], shown, suffix ? suffix : "");
 }
 
 void ktel_log(enum ktel_log_level level, const char *fmt, ...)

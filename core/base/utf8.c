@@ -2,6 +2,7 @@
 #include "utf8.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Bytes in the character led by b: 1-4, or 0 when b cannot lead one. */
@@ -72,4 +73,31 @@ void ktel_utf8_sanitize(char *s)
 		}
 		*u++ = '?';
 	}
+}
+
+size_t ktel_utf8_escape(const char *s, char *buf, size_t size)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t used = 0;
+
+	if (!size)
+		return 0;
+	while (*u) {
+		size_t n = seq_len(*u);
+
+		if (n && valid_at(u, n) && (n > 1 || *u == '\t' || (*u >= 0x20 && *u != 0x7f))) {
+			if (used + n >= size)
+				break;
+			memcpy(buf + used, u, n);
+			used += n;
+			u += n;
+			continue;
+		}
+		if (used + 4 >= size)
+			break;
+		snprintf(buf + used, size - used, "\\x%02x", *u++);
+		used += 4;
+	}
+	buf[used] = '\0';
+	return used;
 }

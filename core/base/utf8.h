@@ -22,4 +22,16 @@ size_t ktel_utf8_trim_str(char *s);
 /* Replace every byte of s that is not part of valid UTF-8 by '?', in place. */
 void ktel_utf8_sanitize(char *s);
 
+/*
+ * Copy s into buf[0..size) as valid UTF-8 of one line: every byte that is
+ * not part of a valid character, and every control character but tab
+ * (newlines included, so a file name cannot forge a log line), becomes
+ * "\xNN". A name the kernel accepts but no UTF-8 reader does (a file name
+ * is bytes) is then shown, distinguishably, instead of breaking the line or
+ * the JSON it goes into. Output that does not fit is cut between characters
+ * and escapes; buf is always NUL-terminated (size > 0). Returns the length
+ * written.
+ */
+size_t ktel_utf8_escape(const char *s, char *buf, size_t size);
+
 #endif /* KTEL_UTF8_H */

@@ -139,6 +139,8 @@ struct ktel_metric *ktel_daemon__next_metric(struct ktel_daemon *d, struct ktel_
 /* The plugin files the last scan refused, and why. */
 size_t ktel_daemon__n_refused(const struct ktel_daemon *d);
 const struct ktel_refusal *ktel_daemon__refused(const struct ktel_daemon *d, size_t i);
+/* Refusals beyond those kept (logged, not listed). */
+size_t ktel_daemon__n_refused_unlisted(const struct ktel_daemon *d);
 
 /* Final pull, state save, sinks flushed within the configured timeout; then
  * the loop has nothing left and uv_run returns. exit_code is what main
@@ -161,8 +163,9 @@ size_t ktel_daemon__reopen_sinks(struct ktel_daemon *d);
 int ktel_daemon__reload(struct ktel_daemon *d, const char *path, struct ktel_config_errors *errs,
 			struct ktel_err *err);
 
-/* Rescan the plugin directories: load new plugins, drop removed ones, reload
- * replaced ones. Returns the number of changes. */
+/* Start a rescan of the plugin directories: load new plugins, drop removed
+ * ones, reload replaced ones. The files are opened off the loop; this returns
+ * 0 at once and the changes are logged when the scan ends. */
 int ktel_daemon__rescan_plugins(struct ktel_daemon *d);
 
 /*

@@ -28,6 +28,7 @@
 #include "metric_pull.h"
 #include "plugin_loader.h"
 #include "router.h"
+#include "utf8.h"
 
 static void iso_time(int64_t wall_ns, char *buf, size_t len)
 {
@@ -116,10 +117,14 @@ static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
 static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
 {
 	const struct ktel_bpf_plugin *bp = lp->bpf;
-	json_t *progs = json_array();
-	json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", lp->plugin->desc.name, "version",
-			      lp->plugin->desc.version ?: "", "path", lp->path, "unsupported",
-			      bp && bp->unsupported);
+	char path[4 * sizeof(lp->path)];
+	json_t *progs = json_array(), *o;
+
+	/* A file name is any bytes; the answer is UTF-8 (utf8.h). */
+	ktel_utf8_escape(lp->path, path, sizeof(path));
+	o = json_pack("{s:s, s:s, s:s, s:b}", "name", lp->plugin->desc.name, "version",
+		      lp->plugin->desc.version ?: "", "path", path, "unsupported",
+		      bp && bp->unsupported);
 
 	if (!o || !progs) {
 		json_decref(o);
@@ -195,7 +200,8 @@ static json_t *sinks_json(struct ktel_daemon *d)
 	return a;
 }
 
-/* [{"path", "reason"}] of the plugin files the daemon refused. */
+/* [{"path", "reason"}] of the plugin files the daemon refused (escaped
+ * when they were kept, daemon_plugins.c). */
 static json_t *refused_json(struct ktel_daemon *d)
 {
 	json_t *a = json_array();
@@ -239,6 +245,8 @@ static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
 	json_object_set_new(resp, "daemon", daemon_json(d, stats_on));
 	json_object_set_new(resp, "plugins", plugins);
 	json_object_set_new(resp, "refused", refused_json(d));
+	json_object_set_new(resp, "refused_not_listed",
+			    json_integer((json_int_t)ktel_daemon__n_refused_unlisted(d)));
 	json_object_set_new(resp, "metrics", metrics);
 	json_object_set_new(resp, "sinks", sinks_json(d));
 	json_object_set_new(resp, "router",
@@ -277,7 +285,9 @@ static int op_list(void *ctx, json_t *resp, struct ktel_err *err)
 
 	while ((m = ktel_daemon__next_metric(d, &it)))
 		json_array_append_new(metrics, metric_list_json(m));
-	if (json_object_set_new(resp, "refused", refused_json(d)))
+	if (json_object_set_new(resp, "refused", refused_json(d)) ||
+	    json_object_set_new(resp, "refused_not_listed",
+				json_integer((json_int_t)ktel_daemon__n_refused_unlisted(d))))
 		return -ENOMEM;
 	return json_object_set_new(resp, "metrics", metrics) ? -ENOMEM : 0;
 }

@@ -11,7 +11,8 @@
  *
  *   daemon_plugins.c  struct daemon_plugins: loaded plugins, refusals,
  *                     directory watchers, rescan timer, the kernel's BTF
- *                     while a scan runs; for_each_metric() walks its metrics.
+ *                     while a scan runs, the scan under way and its intake
+ *                     threads; for_each_metric() walks its metrics.
  *   daemon_state.c    struct daemon_saver: the delta state's save after the
  *                     durable sinks (waits, save job, writer thread, path).
  *   daemon_self.c     struct daemon_self: self-telemetry's timer, seq and
@@ -42,6 +43,8 @@
 #define MAX_PLUGINS 256
 #define MAX_REFUSALS 256
 
+struct plugin_intake;
+
 struct ktel_control_ops;
 
 /* ---- plugins (daemon_plugins.c) ------------------------------------------- */
@@ -66,9 +69,13 @@ struct daemon_plugins {
 	struct ktel_loaded_plugin *items[MAX_PLUGINS];
 	size_t n;
 	/* Refused plugin files, MAX_REFUSALS, allocated at the first
-	 * refusal; refusals beyond are logged, not kept. */
+	 * refusal; refusals beyond are logged and counted in
+	 * n_refused_unlisted (as of the last scan), not kept. */
 	struct ktel_refusal *refused;
-	size_t n_refused;
+	size_t n_refused, n_refused_unlisted;
+	/* The scan under way (daemon_plugins.c, "intake"): files are opened
+	 * and checked on the thread pool, never on the loop. */
+	struct plugin_intake *intake;
 	/* Plugin directories watched for drop-ins; a change arms the debounce
 	 * timer and the rescan runs when the directory has been quiet. */
 	uv_fs_event_t *watchers, *retired_watchers;
@@ -82,9 +89,12 @@ int daemon_plugins__init(struct daemon_plugins *p, struct ktel_daemon *d,
 			 const struct daemon_plugins_ops *ops, struct ktel_err *err);
 /* The start-up scan, its metrics started as the config says; -errno with
  * err when a plugin directory cannot be read. Then the directories are
- * watched. */
+ * watched. It runs to its end before returning (the control socket is not
+ * open yet). */
 int daemon_plugins__load(struct daemon_plugins *p, struct ktel_err *err);
-/* Returns the number of changes. */
+/* Start a rescan and return at once (0): the files are opened on the thread
+ * pool and loaded in slices of loop time; the changes are logged when it
+ * ends. A rescan asked for while one runs follows it. */
 int daemon_plugins__rescan(struct daemon_plugins *p);
 /* Watch the configured directories (again, after a reload changed them). */
 void daemon_plugins__watch(struct daemon_plugins *p);

@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +23,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "contain.h"
 #include "memory.h"
 #include "stream_reader.h"
+#include "utf8.h"
 
 /* ---- refused files -------------------------------------------------------- */
 
@@ -54,6 +58,8 @@ static bool same_version(const struct ktel_refusal *r, const struct stat *st)
 	       r->mtime.tv_sec == st->st_mtim.tv_sec && r->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
+static void count_unlisted(struct daemon_plugins *p);
+
 /*
  * path was refused for reason (a whole line naming the file): keep it for
  * status and list, and log it unless this version of the file was refused
@@ -62,24 +68,31 @@ static bool same_version(const struct ktel_refusal *r, const struct stat *st)
  */
 static void note_refusal(struct daemon_plugins *p, const char *path, const char *reason)
 {
-	struct ktel_refusal *r = refusal_by_path(p, path);
+	struct ktel_refusal *r;
+	char shown[sizeof(r->path)], why[sizeof(r->reason)];
 	struct stat st;
 	bool news;
 
 	memset(&st, 0, sizeof(st));
 	(void)lstat(path, &st); /* gone: zeros, a version of its own */
+	/* Kept as status and list show it: a file name is any bytes, an
+	 * answer is UTF-8 JSON. */
+	ktel_utf8_escape(path, shown, sizeof(shown));
+	r = refusal_by_path(p, shown);
 	if (!r)
-		r = refusal_add(p, path);
+		r = refusal_add(p, shown);
 	if (!r) {
+		count_unlisted(p);
 		ktel_log(KTEL_LOG_ERROR, "%s", reason);
 		return;
 	}
-	news = !r->reason[0] || !same_version(r, &st) || strcmp(r->reason, reason) != 0;
+	ktel_utf8_escape(reason, why, sizeof(why));
+	news = !r->reason[0] || !same_version(r, &st) || strcmp(r->reason, why) != 0;
 	r->dev = st.st_dev;
 	r->ino = st.st_ino;
 	r->size = st.st_size;
 	r->mtime = st.st_mtim;
-	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	memcpy(r->reason, why, sizeof(r->reason));
 	r->seen = true;
 	if (news)
 		ktel_log(KTEL_LOG_ERROR, "%s", reason);
@@ -127,13 +140,12 @@ const struct ktel_refusal *ktel_daemon__refused(const struct ktel_daemon *d, siz
 	return i < d->plugins.n_refused ? &d->plugins.refused[i] : NULL;
 }
 
-/* ---- loading -------------------------------------------------------------- */
-
-static void on_refusal(const char *path, const struct ktel_err *err, void *ctx)
+size_t ktel_daemon__n_refused_unlisted(const struct ktel_daemon *d)
 {
-	/* The loader's messages start with the path. */
-	note_refusal(ctx, path, err->msg);
+	return d->plugins.n_refused_unlisted;
 }
+
+/* ---- loading -------------------------------------------------------------- */
 
 static int param_index(const struct ktel_plugin_desc *desc, const char *name)
 {
@@ -447,13 +459,6 @@ static bool is_loaded(const char *path, void *ctx)
 	return plugin_by_path(ctx, path, &idx) != NULL;
 }
 
-static const char *metric_owner(const char *metric, void *ctx)
-{
-	struct ktel_metric *m = daemon_plugins__metric(ctx, metric);
-
-	return m ? m->lp->path : NULL;
-}
-
 static void on_rescan_timer(uv_timer_t *t);
 
 /*
@@ -500,12 +505,6 @@ static int check_collisions(struct daemon_plugins *p, const struct ktel_plugin *
 	return 0;
 }
 
-/* Plugins opened by one rescan, waiting to be loaded. */
-struct candidates {
-	struct ktel_plugin **items;
-	size_t n, cap;
-};
-
 /*
  * A plugin a rescan unloaded because its file was replaced: its plugin name
  * stays with its path for that rescan, so the new version wins over a
@@ -526,6 +525,8 @@ static void held_names__free(struct held_names *h)
 	for (size_t i = 0; i < h->n; i++)
 		free(h->items[i].path);
 	free(h->items);
+	h->items = NULL;
+	h->n = 0;
 }
 
 static bool held_by(const struct held_names *h, const struct ktel_plugin *plugin)
@@ -535,69 +536,6 @@ static bool held_by(const struct held_names *h, const struct ktel_plugin *plugin
 		    strcmp(h->items[i].path, plugin->path) == 0)
 			return true;
 	return false;
-}
-
-/*
- * Open the plugins of dir that are not loaded (the loader checks, validates
- * and refuses duplicates of loaded metric names) and add them to c. Fails
- * only when dir cannot be read.
- */
-static int scan_dir(struct daemon_plugins *p, const char *dir, struct candidates *c,
-		    struct ktel_err *err)
-{
-	struct ktel_plugin_scan_opts opts = {
-		.max_plugins = MAX_PLUGINS - p->n, /* 0: load_plugin refuses */
-		.on_refusal = on_refusal,
-		.skip = is_loaded,
-		.metric_owner = metric_owner,
-		.ctx = p,
-	};
-	struct ktel_plugin_list *list;
-	int r = ktel_plugin_dir__scan(dir, &opts, &list, err);
-
-	if (r)
-		return r;
-	/* A file still being written is tried again once it can be quiet. */
-	if (list->n_not_quiet && p->rescan_timer_init && !p->d->shutting_down)
-		uv_timer_start(&p->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
-	for (size_t i = 0; i < list->n; i++) {
-		if (c->n == c->cap) {
-			size_t cap = c->cap ? 2 * c->cap : 16;
-			struct ktel_plugin **items = realloc(c->items, cap * sizeof(*items));
-
-			if (!items)
-				break; /* the rest are freed with the list */
-			c->items = items;
-			c->cap = cap;
-		}
-		c->items[c->n++] = list->items[i];
-		list->items[i] = NULL;
-	}
-	ktel_plugin_list__free(list);
-	return 0;
-}
-
-/*
- * Load the candidates, each checked against the plugins loaded so far: first
- * those whose name a replaced file of theirs held, then the others in
- * directory and file name order. Every candidate is loaded or freed.
- */
-static void load_candidates(struct daemon_plugins *p, struct candidates *c,
-			    const struct held_names *held, int *changes)
-{
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < c->n; i++) {
-			struct ktel_plugin *plugin = c->items[i];
-
-			if (!plugin || held_by(held, plugin) != (pass == 0))
-				continue;
-			c->items[i] = NULL;
-			if (check_collisions(p, plugin) || load_plugin(p, plugin))
-				ktel_plugin__free(plugin);
-			else
-				(*changes)++;
-		}
-	free(c->items);
 }
 
 /* Is the file at path still the one lp was loaded from? */
@@ -659,6 +597,536 @@ static int drop_stale(struct daemon_plugins *p, struct held_names *held)
 	return changes;
 }
 
+/* ---- intake: a scan that never holds the loop -------------------------------- */
+
+/*
+ * Opening a file is the slow part of a scan: it reads and validates the
+ * whole file and has libbpf parse the embedded object in a contained child
+ * (contain.h), which may hang until KTEL_CONTAIN_TIMEOUT_MS kills it. So the
+ * opens run on threads of their own ("ktel-intake"), INTAKE_OPENS at a
+ * time, the other files queued behind them (one more thread parses the
+ * kernel's BTF for the loads, so that never waits behind a hanging open); the loop only lists the
+ * directories, notes each answer and then loads the opened plugins into the
+ * kernel in slices of INTAKE_SLICE_MS, serving control requests and pulls in
+ * between. A hang then costs one intake thread its timeout, never the loop,
+ * and never libuv's pool (one thread, which compressions and name lookups
+ * need). An open's BTF check calls libbpf's btf__new and btf__free while
+ * the loop may be loading an earlier plugin: the kernel's BTF lent to those
+ * loads is kept under a lock (vmlinux_btf.c, which the interposed btf__free
+ * asks) and libbpf's log buffers are per thread (bpf_lifecycle.c). The
+ * threads start
+ * with the first rescan after start-up, so they
+ * inherit the loop thread's privileges as dropped (privileges.h). The
+ * start-up scan runs the same steps inline, before the control socket opens.
+ */
+#define INTAKE_OPENS 2
+#define INTAKE_THREADS (INTAKE_OPENS + 1)
+#define INTAKE_SLICE_MS 10
+
+/* Work for an intake thread: work() there, done() on the loop after. */
+struct intake_task {
+	struct intake_task *next;
+	void (*work)(struct intake_task *task);
+	void (*done)(struct intake_task *task);
+};
+
+/*
+ * The intake threads and their queues. A finished task goes on the done
+ * list and the async handle wakes the loop, which runs its done(); the
+ * handle is referenced only while tasks are in flight, so an idle daemon's
+ * loop neither wakes nor waits for it.
+ */
+struct intake_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct intake_task *queued, **queued_tail;
+	struct intake_task *done, **done_tail;
+	pthread_t threads[INTAKE_THREADS];
+	int n_threads;
+	bool stop;
+	uv_async_t async;
+	bool async_init, closing;
+	unsigned in_flight; /* submitted, done() not yet run */
+};
+
+static void *intake_thread(void *arg)
+{
+	struct intake_pool *pool = arg;
+	struct intake_task *task;
+	sigset_t all;
+
+	/* Signals are the loop's (libuv's handlers); a contained child resets
+	 * its mask anyway. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		while (!pool->queued && !pool->stop)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+		task = pool->queued;
+		if (!task)
+			break;
+		pool->queued = task->next;
+		if (!pool->queued)
+			pool->queued_tail = &pool->queued;
+		pthread_mutex_unlock(&pool->lock);
+		task->work(task);
+		pthread_mutex_lock(&pool->lock);
+		task->next = NULL;
+		*pool->done_tail = task;
+		pool->done_tail = &task->next;
+		/* Under the lock: the loop cannot see the task done, and close
+		 * the handle, before this send. */
+		uv_async_send(&pool->async);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void on_intake_async(uv_async_t *a)
+{
+	struct intake_pool *pool = a->data;
+	struct intake_task *task, *next;
+
+	pthread_mutex_lock(&pool->lock);
+	task = pool->done;
+	pool->done = NULL;
+	pool->done_tail = &pool->done;
+	pthread_mutex_unlock(&pool->lock);
+	for (; task; task = next) {
+		next = task->next;
+		pool->in_flight--;
+		task->done(task);
+	}
+	if (!pool->in_flight && pool->async_init) {
+		if (pool->closing) {
+			uv_close((uv_handle_t *)&pool->async, NULL);
+			pool->async_init = false;
+		} else {
+			uv_unref((uv_handle_t *)&pool->async);
+		}
+	}
+}
+
+static int intake_pool__init(struct intake_pool *pool, uv_loop_t *loop)
+{
+	int r;
+
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->cond, NULL);
+	pool->queued_tail = &pool->queued;
+	pool->done_tail = &pool->done;
+	r = uv_async_init(loop, &pool->async, on_intake_async);
+	if (r)
+		return r;
+	pool->async.data = pool;
+	pool->async_init = true;
+	uv_unref((uv_handle_t *)&pool->async);
+	return 0;
+}
+
+/* Run task on an intake thread (started on first use); -errno when none
+ * can be started. */
+static int intake_pool__submit(struct intake_pool *pool, struct intake_task *task)
+{
+	if (pool->closing || !pool->async_init)
+		return -ESHUTDOWN;
+	while (pool->n_threads < INTAKE_THREADS) {
+		if (pthread_create(&pool->threads[pool->n_threads], NULL, intake_thread, pool))
+			break;
+		pthread_setname_np(pool->threads[pool->n_threads], "ktel-intake");
+		pool->n_threads++;
+	}
+	if (!pool->n_threads)
+		return -EAGAIN;
+	task->next = NULL;
+	pthread_mutex_lock(&pool->lock);
+	*pool->queued_tail = task;
+	pool->queued_tail = &task->next;
+	pthread_cond_signal(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	if (pool->in_flight++ == 0)
+		uv_ref((uv_handle_t *)&pool->async);
+	return 0;
+}
+
+/* The loop is closing: the handle goes once the tasks in flight are done
+ * (each within its timeout), and the loop runs until then. */
+static void intake_pool__close(struct intake_pool *pool)
+{
+	pool->closing = true;
+	if (pool->async_init && !pool->in_flight) {
+		uv_close((uv_handle_t *)&pool->async, NULL);
+		pool->async_init = false;
+	}
+}
+
+/* After the loop ended: the threads are idle; join them. */
+static void intake_pool__free(struct intake_pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	pool->stop = true;
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	for (int i = 0; i < pool->n_threads; i++)
+		pthread_join(pool->threads[i], NULL);
+	pool->n_threads = 0;
+	pthread_mutex_destroy(&pool->lock);
+	pthread_cond_destroy(&pool->cond);
+}
+
+/* One file of the scan under way. */
+struct intake_file {
+	char *path;
+	struct ktel_plugin *plugin; /* opened, waiting to be loaded */
+	bool answered;
+};
+
+/* One open on an intake thread: owns its copy of the path and its answer until the
+ * loop takes them, so the thread shares nothing with the loop. */
+struct intake_job {
+	struct intake_task task;
+	struct plugin_intake *in;
+	size_t index;
+	char *path;
+	struct ktel_plugin *plugin;
+	int rc;
+	struct ktel_err err;
+};
+
+struct plugin_intake {
+	struct daemon_plugins *p;
+	struct intake_file *files; /* directory, then file name order */
+	size_t n, cap;
+	/* next_open: the next file to open; n_ready: the files before it
+	 * have all answered. */
+	size_t next_open, n_ready;
+	unsigned in_flight;
+	/* Loading: pass 0 takes the plugins whose name a replaced file of
+	 * theirs held (once those files answered), pass 1 the others, in
+	 * order, as far as the files have answered; next_load is the next
+	 * file. slice_pending: the next slice waits for the next loop turn. */
+	int load_pass;
+	size_t next_load;
+	bool slice_pending;
+	struct held_names held;
+	int changes;
+	size_t n_not_quiet, n_unlisted;
+	/* running: a scan is under way; again: another was asked for
+	 * meanwhile; inline: the start-up scan, run to its end at once. */
+	bool running, again, inline_, closing;
+	/* The kernel's BTF is being parsed on an intake thread for the loads
+	 * (or was: tried). */
+	bool targets_pending, targets_tried;
+	struct intake_pool pool;
+	/* Continues the loading, or starts the scan asked for meanwhile, on
+	 * the next loop turn. */
+	uv_timer_t next_turn;
+	bool next_turn_init;
+};
+
+static void intake_begin_async(struct plugin_intake *in);
+
+/* A refusal found no room in the list: counted (per scan while one runs),
+ * so status says how many it does not list. */
+static void count_unlisted(struct daemon_plugins *p)
+{
+	if (p->intake && p->intake->running)
+		p->intake->n_unlisted++;
+	else
+		p->n_refused_unlisted++;
+}
+
+static void intake_clear(struct plugin_intake *in)
+{
+	for (size_t i = 0; i < in->n; i++) {
+		free(in->files[i].path);
+		ktel_plugin__free(in->files[i].plugin);
+	}
+	in->n = in->next_open = in->n_ready = in->next_load = 0;
+	in->slice_pending = in->targets_tried = false;
+	in->load_pass = 0;
+	held_names__free(&in->held);
+	in->changes = 0;
+	in->n_not_quiet = in->n_unlisted = 0;
+}
+
+/* Queue path (taken) for opening. */
+static int intake_add(struct plugin_intake *in, char *path)
+{
+	if (in->n == in->cap) {
+		size_t cap = in->cap ? 2 * in->cap : 64;
+		struct intake_file *files = realloc(in->files, cap * sizeof(*files));
+
+		if (!files) {
+			free(path);
+			return -ENOMEM;
+		}
+		in->files = files;
+		in->cap = cap;
+	}
+	in->files[in->n].path = path;
+	in->files[in->n].plugin = NULL;
+	in->files[in->n].answered = false;
+	in->n++;
+	return 0;
+}
+
+/* Queue the files of dir that are not loaded. Fails only when dir cannot
+ * be read. */
+static int intake_list(struct plugin_intake *in, const char *dir, struct ktel_err *err)
+{
+	char **names = NULL, *path;
+	size_t n = 0;
+	int r = ktel_plugin_dir__names(dir, &names, &n, err);
+
+	if (r)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (asprintf(&path, "%s/%s", dir, names[i]) < 0 || intake_add(in, path)) {
+			ktel_log(KTEL_LOG_ERROR, "%s: out of memory: %zu plugin files not examined",
+				 dir, n - i);
+			break;
+		}
+		/* A loaded plugin's file is current (see drop_stale). */
+		if (is_loaded(path, in->p)) {
+			free(path);
+			in->n--;
+		}
+	}
+	ktel_plugin_dir__names_free(names, n);
+	return 0;
+}
+
+/* The answer for file i came back (on the loop): a plugin to load later, a
+ * file still being written (tried again later, not refused), or a refusal. */
+static void intake_opened(struct plugin_intake *in, size_t i, struct ktel_plugin *plugin, int rc,
+			  const struct ktel_err *err)
+{
+	in->files[i].answered = true;
+	while (in->n_ready < in->n && in->files[in->n_ready].answered)
+		in->n_ready++;
+	if (rc == -EAGAIN) {
+		in->n_not_quiet++;
+		return;
+	}
+	if (rc) {
+		note_refusal(in->p, in->files[i].path, err->msg);
+		return;
+	}
+	in->files[i].plugin = plugin;
+}
+
+/* On an intake thread: nothing of the daemon is touched, nothing logged. */
+static void intake_open_work(struct intake_task *task)
+{
+	struct intake_job *job = (struct intake_job *)task;
+
+	job->rc = ktel_plugin__open(job->path, &job->plugin, &job->err);
+}
+
+static void intake_pump(struct plugin_intake *in);
+
+static void intake_open_done(struct intake_task *task)
+{
+	struct intake_job *job = (struct intake_job *)task;
+	struct plugin_intake *in = job->in;
+
+	in->in_flight--;
+	if (in->closing) {
+		ktel_plugin__free(job->plugin);
+	} else {
+		intake_opened(in, job->index, job->plugin, job->rc, &job->err);
+	}
+	free(job->path);
+	free(job);
+	if (!in->closing)
+		intake_pump(in);
+}
+
+/* Open file i on an intake thread; -errno when it cannot be queued. */
+static int intake_start_job(struct plugin_intake *in, size_t i)
+{
+	struct intake_job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return -ENOMEM;
+	job->in = in;
+	job->index = i;
+	job->path = strdup(in->files[i].path);
+	job->task.work = intake_open_work;
+	job->task.done = intake_open_done;
+	if (!job->path || intake_pool__submit(&in->pool, &job->task) != 0) {
+		free(job->path);
+		free(job);
+		return -ENOMEM;
+	}
+	in->in_flight++;
+	return 0;
+}
+
+static void intake_load(struct plugin_intake *in);
+
+/* Start opens while there is room; once every file answered, load. */
+static void intake_pump(struct plugin_intake *in)
+{
+	while (in->next_open < in->n && (in->inline_ || in->in_flight < INTAKE_OPENS)) {
+		size_t i = in->next_open++;
+		struct ktel_plugin *plugin = NULL;
+		struct ktel_err err = {0};
+		int rc;
+
+		if (!in->inline_ && intake_start_job(in, i) == 0)
+			continue;
+		/* Start-up, or no job could be queued: here and now. */
+		rc = ktel_plugin__open(in->files[i].path, &plugin, &err);
+		intake_opened(in, i, plugin, rc, &err);
+	}
+	intake_load(in);
+}
+
+static void on_intake_next_turn(uv_timer_t *t)
+{
+	struct plugin_intake *in = t->data;
+
+	if (in->closing || in->p->d->shutting_down)
+		return;
+	if (in->running) {
+		in->slice_pending = false;
+		intake_load(in);
+	} else {
+		intake_begin_async(in);
+	}
+}
+
+static void intake_end(struct plugin_intake *in);
+
+/* The kernel's BTF parsed on an intake thread (tens of ms of a 5 MB file). */
+struct targets_job {
+	struct intake_task task;
+	struct plugin_intake *in;
+	struct ktel_targets *targets;
+	struct ktel_err err;
+};
+
+static void targets_work(struct intake_task *task)
+{
+	struct targets_job *job = (struct targets_job *)task;
+
+	job->targets = ktel_targets__new(NULL, &job->err);
+}
+
+static void targets_done(struct intake_task *task)
+{
+	struct targets_job *job = (struct targets_job *)task;
+	struct plugin_intake *in = job->in;
+
+	in->targets_pending = false;
+	if (in->closing || in->p->targets) {
+		ktel_targets__free(job->targets);
+	} else {
+		/* NULL: load_plugin tries again and refuses with the reason. */
+		in->p->targets = job->targets;
+	}
+	free(job);
+	if (!in->closing)
+		intake_load(in);
+}
+
+/*
+ * Before the first load of a scan that has plugins to load, parse the
+ * kernel's BTF on an intake thread; true while that runs (intake_load goes on when
+ * it is done). The parse is done while the loading waits, so nothing else
+ * holds the kernel's BTF meanwhile (vmlinux_btf.h).
+ */
+static bool targets_on_thread(struct plugin_intake *in)
+{
+	struct targets_job *job;
+	bool any = false;
+
+	if (in->inline_ || in->p->targets || in->targets_tried)
+		return false;
+	for (size_t i = 0; i < in->n && !any; i++)
+		any = in->files[i].plugin != NULL;
+	if (!any)
+		return false;
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return false;
+	job->in = in;
+	job->task.work = targets_work;
+	job->task.done = targets_done;
+	if (intake_pool__submit(&in->pool, &job->task) != 0) {
+		free(job);
+		return false;
+	}
+	in->targets_pending = in->targets_tried = true;
+	return true;
+}
+
+static void start_new_metrics(struct daemon_plugins *p);
+
+/* Have all files whose path holds a replaced plugin's name answered? */
+static bool held_answered(const struct plugin_intake *in)
+{
+	for (size_t h = 0; h < in->held.n; h++)
+		for (size_t i = 0; i < in->n; i++)
+			if (!in->files[i].answered &&
+			    strcmp(in->files[i].path, in->held.items[h].path) == 0)
+				return false;
+	return true;
+}
+
+/*
+ * Load the opened plugins, each checked against the plugins loaded so far:
+ * first those whose name a replaced file of theirs held, then the others in
+ * directory and file name order - each as soon as it and every file before
+ * it answered, so a plugin ahead of a hanging one loads at once and the
+ * first of a name in that order still wins. Each load can take the kernel's
+ * verifier a while: after INTAKE_SLICE_MS the loop gets its turn and the
+ * loading goes on at the next. Called whenever an answer came; the scan ends
+ * here once every file answered and was dealt with.
+ */
+static void intake_load(struct plugin_intake *in)
+{
+	struct daemon_plugins *p = in->p;
+	uint64_t start = uv_hrtime();
+
+	if (!in->running || in->slice_pending || in->targets_pending || targets_on_thread(in))
+		return;
+	if (in->load_pass == 0 && !held_answered(in))
+		return;
+	while (in->load_pass < 2) {
+		size_t end = in->load_pass == 0 ? in->n : in->n_ready;
+
+		while (in->next_load < end) {
+			struct intake_file *f = &in->files[in->next_load++];
+			struct ktel_plugin *plugin = f->plugin;
+
+			if (!plugin || held_by(&in->held, plugin) != (in->load_pass == 0))
+				continue;
+			f->plugin = NULL;
+			if (check_collisions(p, plugin) || load_plugin(p, plugin))
+				ktel_plugin__free(plugin);
+			else
+				in->changes++;
+			if (!in->inline_ && uv_hrtime() - start > INTAKE_SLICE_MS * 1000000ull) {
+				in->slice_pending = true;
+				uv_timer_start(&in->next_turn, on_intake_next_turn, 0, 0);
+				return;
+			}
+		}
+		if (in->load_pass == 1 && in->n_ready < in->n) {
+			/* The next answer goes on; what loaded starts now. */
+			start_new_metrics(p);
+			return;
+		}
+		in->load_pass++;
+		in->next_load = 0;
+	}
+	intake_end(in);
+}
+
 /* Enable m at start-up or when its plugin arrives, as the config says. */
 static void start_metric(struct daemon_plugins *p, struct ktel_metric *m)
 {
@@ -681,55 +1149,135 @@ static void start_metric(struct daemon_plugins *p, struct ktel_metric *m)
 		 (unsigned long long)m->interval_ms);
 }
 
-/*
- * Bring the loaded plugins in line with the plugin directories; stores the
- * number of changes. A directory that cannot be read is logged and the
- * others are still scanned; returns -errno with err naming the first such
- * directory, else 0.
- */
-static int rescan(struct daemon_plugins *p, int *ret_changes, struct ktel_err *err)
+/* Start the metrics of plugins that arrived with this scan. */
+static void start_new_metrics(struct daemon_plugins *p)
 {
-	struct held_names held = {0};
-	struct candidates c = {0};
-	struct ktel_err dir_err;
 	struct ktel_metric *m;
-	int changes, r = 0;
 
-	refusals_unsee(p);
-	changes = drop_stale(p, &held);
-	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
-		if (!scan_dir(p, p->d->cfg->plugin_dirs[k], &c, &dir_err))
-			continue;
-		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
-		if (!r) {
-			*err = dir_err;
-			r = -dir_err.code;
-		}
-	}
-	load_candidates(p, &c, &held, &changes);
-	held_names__free(&held);
-	refusals_sweep(p);
-	ktel_targets__free(p->targets);
-	p->targets = NULL;
-	/* Start the metrics of plugins that arrived with this scan. */
 	for_each_metric (p, m)
 		if (!m->enabled && !m->started_once)
 			start_metric(p, m);
+}
+
+/* The scan is done: refusals it did not repeat go, new metrics start. */
+static void intake_end(struct plugin_intake *in)
+{
+	struct daemon_plugins *p = in->p;
+	int changes = in->changes;
+
+	refusals_sweep(p);
+	p->n_refused_unlisted = in->n_unlisted;
+	ktel_targets__free(p->targets);
+	p->targets = NULL;
+	start_new_metrics(p);
 	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
 	if (changes)
 		ktel_memory__release();
-	*ret_changes = changes;
+	/* A file still being written is tried again once it can be quiet. */
+	if (in->n_not_quiet && p->rescan_timer_init && !p->d->shutting_down)
+		uv_timer_start(&p->rescan_timer, on_rescan_timer, KTEL_PLUGIN_QUIET_MS, 0);
+	if (!in->inline_ && changes)
+		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
+			 changes == 1 ? "" : "s");
+	intake_clear(in);
+	in->running = false;
+	if (in->again && !in->closing && !p->d->shutting_down) {
+		in->again = false;
+		uv_timer_start(&in->next_turn, on_intake_next_turn, 0, 0);
+	}
+}
+
+/*
+ * Begin a scan: unload plugins whose file is gone or changed, list the
+ * directories, start the opens. A directory that cannot be read is logged
+ * and the others are still scanned; returns -errno with err naming the first
+ * such directory, else 0. While a scan runs, another is only noted: it
+ * follows when this one ends.
+ */
+static int intake_begin(struct plugin_intake *in, struct ktel_err *err)
+{
+	struct daemon_plugins *p = in->p;
+	struct ktel_err dir_err;
+	int r = 0;
+
+	if (in->closing || p->d->shutting_down)
+		return 0;
+	if (in->running) {
+		in->again = true;
+		return 0;
+	}
+	in->running = true;
+	refusals_unsee(p);
+	in->changes = drop_stale(p, &in->held);
+	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
+		if (!intake_list(in, p->d->cfg->plugin_dirs[k], &dir_err))
+			continue;
+		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
+		if (!r) {
+			if (err)
+				*err = dir_err;
+			r = -dir_err.code;
+		}
+	}
+	intake_pump(in);
 	return r;
+}
+
+static void intake_begin_async(struct plugin_intake *in)
+{
+	intake_begin(in, NULL);
+}
+
+static struct plugin_intake *intake_new(struct daemon_plugins *p)
+{
+	struct plugin_intake *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return NULL;
+	in->p = p;
+	if (intake_pool__init(&in->pool, p->d->loop)) {
+		free(in);
+		return NULL;
+	}
+	uv_timer_init(p->d->loop, &in->next_turn);
+	in->next_turn.data = in;
+	in->next_turn_init = true;
+	return in;
+}
+
+/* Opens still on the intake threads are cut short - their contained
+ * children killed, no shutdown waits for a parse's timeout - and their
+ * answers dropped; the loop runs until they came back. */
+static void intake_close(struct plugin_intake *in)
+{
+	if (!in)
+		return;
+	in->closing = true;
+	if (in->pool.in_flight)
+		ktel_contain__kill_all();
+	if (in->next_turn_init) {
+		uv_close((uv_handle_t *)&in->next_turn, NULL);
+		in->next_turn_init = false;
+	}
+	intake_pool__close(&in->pool);
+}
+
+static void intake_free(struct plugin_intake *in)
+{
+	if (!in)
+		return;
+	intake_pool__free(&in->pool);
+	intake_clear(in);
+	free(in->files);
+	free(in);
 }
 
 int daemon_plugins__rescan(struct daemon_plugins *p)
 {
-	struct ktel_err err;
-	int changes;
-
 	/* An unreadable directory is logged; the plugins of the others run. */
-	rescan(p, &changes, &err);
-	return changes;
+	if (p->intake)
+		intake_begin(p->intake, NULL);
+	return 0;
 }
 
 int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
@@ -739,12 +1287,7 @@ int ktel_daemon__rescan_plugins(struct ktel_daemon *d)
 
 static void on_rescan_timer(uv_timer_t *t)
 {
-	struct daemon_plugins *p = t->data;
-	int changes = daemon_plugins__rescan(p);
-
-	if (changes)
-		ktel_log(KTEL_LOG_INFO, "plugin directories: %d change%s applied", changes,
-			 changes == 1 ? "" : "s");
+	daemon_plugins__rescan(t->data);
 }
 
 static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -805,14 +1348,20 @@ int daemon_plugins__init(struct daemon_plugins *p, struct ktel_daemon *d,
 	uv_timer_init(d->loop, &p->rescan_timer);
 	p->rescan_timer.data = p;
 	p->rescan_timer_init = true;
+	p->intake = intake_new(p);
+	if (!p->intake)
+		return ktel_err_set(err, ENOMEM, "out of memory");
 	return 0;
 }
 
 int daemon_plugins__load(struct daemon_plugins *p, struct ktel_err *err)
 {
-	int changes, r;
+	int r;
 
-	r = rescan(p, &changes, err);
+	/* Before the control socket opens: nobody waits on the loop yet. */
+	p->intake->inline_ = true;
+	r = intake_begin(p->intake, err);
+	p->intake->inline_ = false;
 	if (r)
 		return r;
 	daemon_plugins__watch(p);
@@ -860,6 +1409,7 @@ void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
 		uv_close((uv_handle_t *)&p->rescan_timer, NULL);
 		p->rescan_timer_init = false;
 	}
+	intake_close(p->intake);
 	close_watchers(p);
 }
 
@@ -879,6 +1429,8 @@ void daemon_plugins__free(struct daemon_plugins *p)
 	p->n_refused = 0;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
+	intake_free(p->intake);
+	p->intake = NULL;
 }
 
 size_t daemon_plugins__n(const struct daemon_plugins *p)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,36 @@
 #include <unistd.h>
 
 #include "contain.h"
+
+/*
+ * The children running now, for ktel_contain__kill_all(). A pid is listed
+ * from the fork until just before it is reaped, so a pid killed from the
+ * list is always a child of ours, never a recycled number.
+ */
+#define MAX_RUNNING 64
+
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t running[MAX_RUNNING];
+
+static void running_set(pid_t pid, pid_t to)
+{
+	pthread_mutex_lock(&running_lock);
+	for (size_t i = 0; i < MAX_RUNNING; i++)
+		if (running[i] == pid) {
+			running[i] = to;
+			break;
+		}
+	pthread_mutex_unlock(&running_lock);
+}
+
+void ktel_contain__kill_all(void)
+{
+	pthread_mutex_lock(&running_lock);
+	for (size_t i = 0; i < MAX_RUNNING; i++)
+		if (running[i] > 0)
+			kill(running[i], SIGKILL);
+	pthread_mutex_unlock(&running_lock);
+}
 
 struct answer {
 	int rc;
@@ -130,12 +161,14 @@ int ktel_contain__run(const char *what, ktel_contain_fn fn, void *ctx, int timeo
 		close(fds[0]);
 		child_run(fds[1], fn, ctx);
 	}
+	running_set(0, pid); /* a full list: not listed, not killed early */
 	close(fds[1]);
 	memset(&a, 0, sizeof(a));
 	got = read_answer(fds[0], &a, deadline);
 	close(fds[0]);
 	if (got < sizeof(a))
 		kill(pid, SIGKILL); /* a hang, or an answer cut short: no waiting for it */
+	running_set(pid, 0);
 	rc = reap(pid, &status);
 	if (rc)
 		return ktel_err_set(err, -rc, "%s: waiting for the child: %s", what, strerror(-rc));

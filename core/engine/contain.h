@@ -27,4 +27,11 @@ typedef int (*ktel_contain_fn)(void *ctx, struct ktel_err *err);
 int ktel_contain__run(const char *what, ktel_contain_fn fn, void *ctx, int timeout_ms,
 		      struct ktel_err *err);
 
+/*
+ * Kill every child ktel_contain__run() is waiting for now, on any thread:
+ * each of those calls returns -ECHILD ("crashed (signal 9, Killed)") at
+ * once. For a caller that stops and no longer wants the answers.
+ */
+void ktel_contain__kill_all(void);
+
 #endif /* KTEL_CONTAIN_H */

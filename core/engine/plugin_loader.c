@@ -995,8 +995,7 @@ static bool is_plugin_name(const char *name)
 	return len > 3 && name[0] != '.' && strcmp(name + len - 3, ".so") == 0;
 }
 
-/* Sorted names of dir's *.so entries. */
-static int list_dir(const char *dir, char ***ret_names, size_t *ret_n, struct ktel_err *err)
+int ktel_plugin_dir__names(const char *dir, char ***ret_names, size_t *ret_n, struct ktel_err *err)
 {
 	char **names = NULL, **grown;
 	size_t n = 0, cap = 0;
@@ -1032,10 +1031,15 @@ static int list_dir(const char *dir, char ***ret_names, size_t *ret_n, struct kt
 oom:
 	rc = ktel_err_set(err, ENOMEM, "%s: out of memory", dir);
 	closedir(d);
-	while (n)
-		free(names[--n]);
-	free(names);
+	ktel_plugin_dir__names_free(names, n);
 	return rc;
+}
+
+void ktel_plugin_dir__names_free(char **names, size_t n)
+{
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
 }
 
 /*
@@ -1108,13 +1112,13 @@ int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *o
 	struct ktel_plugin_list *list;
 	struct ktel_err e = {0};
 	char **names = NULL, *path;
-	size_t n = 0, i, max, examined = 0;
+	size_t n = 0, i, max;
 	int rc;
 
 	if (opts)
 		o = *opts;
 	max = o.max_plugins ? o.max_plugins : KTEL_PLUGIN_SCAN_MAX;
-	rc = list_dir(dir, &names, &n, err);
+	rc = ktel_plugin_dir__names(dir, &names, &n, err);
 	if (rc)
 		return rc;
 	list = calloc(1, sizeof(*list));
@@ -1133,7 +1137,9 @@ int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *o
 			free(path);
 			continue;
 		}
-		if (examined++ >= max) {
+		/* The limit counts plugins taken, not files: junk sorting
+		 * first cannot crowd out a valid plugin. */
+		if (list->n >= max) {
 			ktel_err_set(&e, E2BIG, "%s: refused: more than %zu plugins in %s", path,
 				     max, dir);
 			list->n_dropped++;
@@ -1147,9 +1153,7 @@ int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *o
 	list = NULL;
 out:
 	ktel_plugin_list__free(list);
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	ktel_plugin_dir__names_free(names, n);
 	return rc;
 }
 

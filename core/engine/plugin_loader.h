@@ -113,7 +113,7 @@ typedef void (*ktel_plugin_refusal_fn)(const char *path, const struct ktel_err *
 
 struct ktel_plugin_scan_opts {
 	uid_t owner;                       /* extra trusted owner, 0: root only */
-	size_t max_plugins;                /* 0: KTEL_PLUGIN_SCAN_MAX */
+	size_t max_plugins;                /* plugins taken; 0: KTEL_PLUGIN_SCAN_MAX */
 	ktel_plugin_refusal_fn on_refusal; /* may be NULL */
 	/* Optional, for a caller that rescans: true leaves path out of the
 	 * scan (the caller holds it, unchanged): not opened, not counted. */
@@ -129,7 +129,7 @@ struct ktel_plugin_list {
 	struct ktel_plugin **items;
 	size_t n;
 	size_t n_refused; /* refusals reported through on_refusal */
-	size_t n_dropped; /* *.so files beyond max_plugins, not examined */
+	size_t n_dropped; /* *.so files after max_plugins were taken, not examined */
 	/* Files neither taken nor refused: still being written (see
 	 * KTEL_PLUGIN_QUIET_MS); a caller should rescan after that period. */
 	size_t n_not_quiet;
@@ -142,14 +142,26 @@ struct ktel_plugin_list {
  * on) when ktel_plugin__open() refuses it or when one of its metric names
  * was taken by an earlier plugin of the scan or, per opts->metric_owner, by
  * one the caller holds ("duplicate metric name X (already provided by
- * /path/a.so)"). Files beyond the first max_plugins examined are refused too and
- * counted in n_dropped. A file that is not yet quiet is neither taken nor
+ * /path/a.so)"). Once max_plugins were taken, the files after them are
+ * refused too, unexamined, and counted in n_dropped: refused files do not
+ * count against the limit. A file that is not yet quiet is neither taken nor
  * refused, only counted in n_not_quiet. Returns 0 and a list
  * (possibly empty) in *ret_list, or -errno with err when dir cannot be read.
  * opts may be NULL.
  */
 int ktel_plugin_dir__scan(const char *dir, const struct ktel_plugin_scan_opts *opts,
 			  struct ktel_plugin_list **ret_list, struct ktel_err *err);
+
+/*
+ * The names (without the directory) of dir's "*.so" entries that do not
+ * start with a dot, in strcmp order: what ktel_plugin_dir__scan() examines,
+ * for a caller that opens them itself. Returns 0 or -errno with err
+ * "<dir>: cannot read plugin directory: <reason>".
+ */
+int ktel_plugin_dir__names(const char *dir, char ***ret_names, size_t *ret_n, struct ktel_err *err);
+
+/* Free what ktel_plugin_dir__names() returned. Accepts NULL. */
+void ktel_plugin_dir__names_free(char **names, size_t n);
 
 /* Free the list and every plugin in it. Accepts NULL. */
 void ktel_plugin_list__free(struct ktel_plugin_list *list);

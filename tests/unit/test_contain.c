@@ -5,6 +5,7 @@
  * refusal naming what happened, and leave the caller untouched.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -157,6 +158,42 @@ static void test_caller_signal_state_not_inherited(void **state)
 	assert_no_child();
 }
 
+struct hang_run {
+	int rc;
+	struct ktel_err err;
+};
+
+static void *hang_thread(void *arg)
+{
+	struct hang_run *h = arg;
+
+	h->rc = run(HANG, 30000, &h->err);
+	return NULL;
+}
+
+/* A caller that stops kills the children other threads wait for: their
+ * runs come back at once, not after the timeout. */
+static void test_kill_all_cuts_a_hang_short(void **state)
+{
+	struct hang_run h = {0};
+	struct timespec t0, t1;
+	pthread_t t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(pthread_create(&t, NULL, hang_thread, &h), 0);
+	usleep(300000);
+	ktel_contain__kill_all();
+	assert_int_equal(pthread_join(t, NULL), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(h.rc, -ECHILD);
+	assert_non_null(strstr(h.err.msg, "parse crashed (signal 9"));
+	assert_true(t1.tv_sec - t0.tv_sec < 20);
+	assert_no_child();
+	/* Nothing is left to kill; a later run is not affected. */
+	ktel_contain__kill_all();
+	assert_int_equal(run(SUCCEED, 10000, &h.err), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +201,7 @@ int main(void)
 		cmocka_unit_test(test_crash_refused),
 		cmocka_unit_test(test_exit_without_answer),
 		cmocka_unit_test(test_hang_killed),
+		cmocka_unit_test(test_kill_all_cuts_a_hang_short),
 		cmocka_unit_test(test_caller_signal_state_not_inherited),
 	};
 

@@ -473,7 +473,8 @@ static void test_scan_duplicate(void **state)
 	assert_string_equal(r.msgs[1], msg);
 	ktel_plugin_list__free(list);
 
-	/* With the limit at one plugin the rest are refused and counted. */
+	/* With the limit at one plugin taken, the files after it are refused
+	 * unexamined and counted. */
 	memset(&r, 0, sizeof(r));
 	opts.max_plugins = 1;
 	assert_int_equal(ktel_plugin_dir__scan(dir, &opts, &list, &err), 0);
@@ -482,6 +483,8 @@ static void test_scan_duplicate(void **state)
 	assert_int_equal(r.n, 2);
 	snprintf(msg, sizeof(msg), "%s: refused: more than 1 plugins in %s", b, dir);
 	assert_string_equal(r.msgs[0], msg);
+	snprintf(msg, sizeof(msg), "%s: refused: more than 1 plugins in %s", c, dir);
+	assert_string_equal(r.msgs[1], msg);
 	ktel_plugin_list__free(list);
 	ktel_plugin_list__free(NULL);
 }
@@ -1004,7 +1007,7 @@ static const char *held_owner(const char *metric, void *ctx)
 
 /*
  * A rescan: the files the caller holds are skipped (not opened, not
- * counted against the limit), and a new plugin repeating a metric name the
+ * counted against the limit, nor are refused files), and a new plugin repeating a metric name the
  * caller provides is refused naming the caller's plugin.
  */
 static void test_scan_skip_and_held_metrics(void **state)
@@ -1034,17 +1037,17 @@ static void test_scan_skip_and_held_metrics(void **state)
 	if (ktel_plugin_dir__scan(dir, &opts, &list, &err) != 0)
 		fail_msg("%s", err.msg);
 	assert_int_equal(h.skipped, 1);
-	assert_int_equal(r.n, 2);
 	snprintf(msg, sizeof(msg),
 		 "%s: refused: duplicate metric name fx_replace_old (already "
 		 "provided by /elsewhere/fx_replace.so)",
 		 b);
 	assert_string_equal(r.msgs[0], msg);
-	/* The held file did not count: b was examined first, so c is the one over. */
-	snprintf(msg, sizeof(msg), "%s: refused: more than 1 plugins in %s", c, dir);
-	assert_string_equal(r.msgs[1], msg);
-	assert_int_equal(list->n, 0);
-	assert_int_equal(list->n_dropped, 1);
+	/* Neither the held file nor the refused one counted against the
+	 * limit of one: c, after them, is taken. */
+	assert_int_equal(r.n, 1);
+	assert_int_equal(list->n, 1);
+	assert_string_equal(list->items[0]->path, c);
+	assert_int_equal(list->n_dropped, 0);
 	ktel_plugin_list__free(list);
 
 	/* With room for both, c loads. */

@@ -108,6 +108,30 @@ static void test_sanitize(void **state)
 	assert_string_equal(s, "ok \xc3\xa9 ??? ??? ???? ?");
 }
 
+/* Bytes that are not UTF-8, and control characters, become \\xNN; valid
+ * characters stay; a cut never splits a character or an escape. */
+static void test_escape(void **state)
+{
+	char buf[64];
+
+	assert_int_equal(ktel_utf8_escape("a\xff\xfe\xc3\xa9"
+					  "b",
+					  buf, sizeof(buf)),
+			 12);
+	assert_string_equal(buf, "a\\xff\\xfe\xc3\xa9"
+				 "b");
+	ktel_utf8_escape("x\ny\tz\x7f", buf, sizeof(buf));
+	assert_string_equal(buf, "x\\x0ay\tz\\x7f");
+	/* An overlong form and a lone continuation byte are not characters. */
+	ktel_utf8_escape("\xc0\xaf\x80", buf, sizeof(buf));
+	assert_string_equal(buf, "\\xc0\\xaf\\x80");
+	assert_int_equal(ktel_utf8_escape("ab\xff", buf, 6), 2);
+	assert_string_equal(buf, "ab");
+	assert_int_equal(ktel_utf8_escape("a\xc3\xa9", buf, 3), 1);
+	assert_string_equal(buf, "a");
+	assert_int_equal(ktel_utf8_escape("abc", buf, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +139,7 @@ int main(void)
 		cmocka_unit_test(test_err_set_cuts_on_boundary),
 		cmocka_unit_test(test_error_reply_with_invalid_bytes),
 		cmocka_unit_test(test_sanitize),
+		cmocka_unit_test(test_escape),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -290,12 +290,16 @@ static const struct column list_columns[] = {
 static void render_refused(FILE *out, const json_t *resp)
 {
 	const json_t *a = json_object_get(resp, "refused"), *r;
+	json_int_t more = json_integer_value(json_object_get(resp, "refused_not_listed"));
 	size_t i;
 
-	if (!json_array_size(a))
+	if (!json_array_size(a) && more <= 0)
 		return;
 	fprintf(out, "\nrefused plugin files\n");
 	json_array_foreach(a, i, r) fprintf(out, "  %s\n", jstr(r, "reason"));
+	if (more > 0)
+		fprintf(out, "  and %lld more, not listed (the daemon's log names each)\n",
+			(long long)more);
 }
 
 static void render_list(FILE *out, const json_t *resp)
