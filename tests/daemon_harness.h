@@ -263,8 +263,8 @@ static inline int sum_metric(const struct sandbox *sb, const char *metric, uint6
 		}
 		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
 			counts = json_object_get(json_object_get(rec, "histogram"), "counts");
-			json_array_foreach(counts, i,
-					   c) *ret_sum += (uint64_t)json_integer_value(c);
+			json_array_foreach(counts, i, c)
+				*ret_sum += (uint64_t)json_integer_value(c);
 			(*ret_records)++;
 		}
 		json_decref(rec);

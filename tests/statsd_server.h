@@ -255,8 +255,7 @@ static inline json_t *statsd_server_totals(const struct statsd_server *sv, int g
 		const char *key;
 
 		assert_non_null(flush);
-		json_object_foreach(json_object_get(flush, "counters"), key, v)
-		{
+		json_object_foreach(json_object_get(flush, "counters"), key, v) {
 			json_t *old = json_object_get(sum, key);
 			double prev = old ? json_number_value(old) : 0;
 
@@ -286,8 +285,7 @@ static inline json_t *statsd_counters_under(const json_t *totals, const char *co
 	json_t *out = json_object(), *v;
 	const char *key;
 
-	json_object_foreach((json_t *)totals, key, v)
-	{
+	json_object_foreach((json_t *)totals, key, v) {
 		for (size_t i = 0; prefixes[i]; i++)
 			if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0 &&
 			    json_number_value(v) != 0) {

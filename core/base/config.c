@@ -573,8 +573,7 @@ static bool validate_string_array(const json_t *v, const char *path,
 
 	if (!json_is_array(v))
 		return false;
-	json_array_foreach(v, i, e)
-	{
+	json_array_foreach(v, i, e) {
 		char sub[512];
 
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
@@ -602,8 +601,7 @@ static bool validate_typed_map(const json_t *v, const char *path, json_type want
 
 	if (!json_is_object(v))
 		return false;
-	json_object_foreach((json_t *)v, name, member)
-	{
+	json_object_foreach((json_t *)v, name, member) {
 		if (!name_fits(name, path, errs))
 			continue;
 		join_path(sub, sizeof(sub), path, name);
@@ -626,8 +624,7 @@ static void validate_map(const json_t *v, const struct ktel_cfg_key *k, const ch
 	const char *name;
 	json_t *member;
 
-	json_object_foreach((json_t *)v, name, member)
-	{
+	json_object_foreach((json_t *)v, name, member) {
 		if (!name_fits(name, path, errs))
 			continue;
 		join_path(sub, sizeof(sub), path, name);
@@ -1010,8 +1007,7 @@ static void check_members(const json_t *obj, const struct ktel_cfg_key *keys,
 	json_t *member;
 	char sub[512];
 
-	json_object_foreach((json_t *)v, name, member)
-	{
+	json_object_foreach((json_t *)v, name, member) {
 		const char *val = json_string_value(member);
 
 		snprintf(sub, sizeof(sub), "%s%s%s.%s", path, *path ? "." : "", r->key, name);
@@ -1099,8 +1095,7 @@ static void validate_object(const json_t *obj, const struct ktel_cfg_key *keys, 
 		if (json_is_string(type))
 			extra = sink_keys_for(json_string_value(type));
 	}
-	json_object_foreach((json_t *)obj, name, v)
-	{
+	json_object_foreach((json_t *)obj, name, v) {
 		const struct ktel_cfg_key *k = find_key(keys, name);
 
 		if (!k)
@@ -1153,8 +1148,7 @@ static void check_sink_list(const json_t *list, const char *path, const json_t *
 	size_t i;
 	json_t *e;
 
-	json_array_foreach(list, i, e)
-	{
+	json_array_foreach(list, i, e) {
 		if (!json_is_string(e))
 			continue;
 		name = json_string_value(e);
@@ -1180,8 +1174,7 @@ static void validate_references(const json_t *root, struct ktel_config_errors *e
 
 	if (!json_is_object(sinks))
 		sinks = NULL; /* wrong type reported already; only "stdout" exists */
-	json_object_foreach((json_t *)metrics, mname, m)
-	{
+	json_object_foreach((json_t *)metrics, mname, m) {
 		snprintf(path, sizeof(path), "metrics.%s.sinks", mname);
 		check_sink_list(json_object_get(m, "sinks"), path, sinks, errs);
 	}
@@ -1366,8 +1359,7 @@ static int copy_strings(const json_t *arr, const struct ktel_config_vars *vars, 
 	out = calloc(n + 1, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
-	json_array_foreach(arr, i, e)
-	{
+	json_array_foreach(arr, i, e) {
 		out[i] = expand(json_string_value(e), vars);
 		if (!out[i]) {
 			while (i--)
@@ -1459,8 +1451,7 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 	cfg->metrics = calloc(json_object_size(metrics) + 1, sizeof(*cfg->metrics));
 	if (!cfg->metrics)
 		return -ENOMEM;
-	json_object_foreach((json_t *)metrics, name, m)
-	{
+	json_object_foreach((json_t *)metrics, name, m) {
 		struct ktel_metric_cfg *mc = &cfg->metrics[i++];
 
 		cfg->n_metrics = i;
@@ -1488,8 +1479,7 @@ static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
 	cfg->sinks = calloc(json_object_size(sinks) + 1, sizeof(*cfg->sinks));
 	if (!cfg->sinks)
 		return -ENOMEM;
-	json_object_foreach((json_t *)sinks, name, s)
-	{
+	json_object_foreach((json_t *)sinks, name, s) {
 		struct ktel_sink_cfg *sc = &cfg->sinks[i++];
 
 		cfg->n_sinks = i;
@@ -1699,8 +1689,7 @@ static void check_claimed_paths(struct claims *c, const char *pin_root)
 	const json_t *who, *rot;
 	size_t n = pin_root ? strlen(pin_root) : 0;
 
-	json_object_foreach(c->seen, key, who)
-	{
+	json_object_foreach(c->seen, key, who) {
 		const char *path = key + 5;
 
 		if (strncmp(key, "path ", 5) != 0)

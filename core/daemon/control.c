@@ -110,8 +110,7 @@ static int check_args(const struct ktel_control_cmd *cmd, const json_t *req, str
 	const char *key;
 	json_t *v;
 
-	json_object_foreach((json_t *)req, key, v)
-	{
+	json_object_foreach((json_t *)req, key, v) {
 		const struct ktel_ctl_arg *a;
 
 		if (strcmp(key, "cmd") == 0)
@@ -336,7 +335,8 @@ static int cmd_reload(struct ktel_control *c, const json_t *req, json_t *resp, s
 	r = c->ops->reload(c->ctx, a, err);
 	/* The daemon's message says what runs now (the old config, or the new
 	 * one without some metrics); the log has what the reply has. */
-	json_array_foreach(a, i, e) ktel_log(KTEL_LOG_ERROR, "reload: %s", json_string_value(e));
+	json_array_foreach(a, i, e)
+		ktel_log(KTEL_LOG_ERROR, "reload: %s", json_string_value(e));
 	if (r)
 		ktel_log(KTEL_LOG_ERROR, "reload: %s", err->msg);
 	return r;

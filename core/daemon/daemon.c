@@ -198,7 +198,7 @@ int ktel_daemon__pull_all(struct ktel_daemon *d)
 	struct ktel_err err;
 	int failed = 0;
 
-	for_each_metric (&d->plugins, m) {
+	for_each_metric(&d->plugins, m) {
 		if (!m->enabled || (!m->mp && !m->sr))
 			continue;
 		if (ktel_daemon__pull(d, m, &err)) {
@@ -249,7 +249,7 @@ static void on_totals_timer(uv_timer_t *t)
 	/* --once pulls exactly once; without a cumulative sink nobody needs it. */
 	if (d->opts.once || !ktel_router__any_cumulative(d->router))
 		return;
-	for_each_metric (&d->plugins, m)
+	for_each_metric(&d->plugins, m)
 		if (m->enabled && m->mp)
 			route_metric_totals(d, m);
 }

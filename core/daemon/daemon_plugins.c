@@ -187,8 +187,7 @@ static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugi
 
 		if (!mc || !mc->params)
 			continue;
-		json_object_foreach(mc->params, key, v)
-		{
+		json_object_foreach(mc->params, key, v) {
 			int k = param_index(desc, key);
 
 			if (k >= 0 && json_is_integer(v)) {
@@ -1154,7 +1153,7 @@ static void start_new_metrics(struct daemon_plugins *p)
 {
 	struct ktel_metric *m;
 
-	for_each_metric (p, m)
+	for_each_metric(p, m)
 		if (!m->enabled && !m->started_once)
 			start_metric(p, m);
 }
@@ -1378,7 +1377,7 @@ void daemon_plugins__stop_counting(struct daemon_plugins *p)
 	for (size_t i = 0; i < p->n; i++)
 		if (p->items[i]->bpf)
 			ktel_bpf_plugin__detach_all(p->items[i]->bpf);
-	for_each_metric (p, m)
+	for_each_metric(p, m)
 		if (m->enabled)
 			ktel_stream_reader__stop(m->sr);
 }
@@ -1403,7 +1402,7 @@ void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
 {
 	struct ktel_metric *m;
 
-	for_each_metric (p, m)
+	for_each_metric(p, m)
 		close_metric(m, flush_streams);
 	if (p->rescan_timer_init) {
 		uv_close((uv_handle_t *)&p->rescan_timer, NULL);
@@ -1447,7 +1446,7 @@ struct ktel_metric *daemon_plugins__metric(const struct daemon_plugins *p, const
 {
 	struct ktel_metric *m;
 
-	for_each_metric (p, m)
+	for_each_metric(p, m)
 		if (strcmp(m->md->name, name) == 0)
 			return m;
 	return NULL;

@@ -60,7 +60,7 @@ static void check_params(struct ktel_daemon *d, const struct ktel_config *old,
 {
 	struct ktel_metric *m;
 
-	for_each_metric (&d->plugins, m) {
+	for_each_metric(&d->plugins, m) {
 		const char *name = m->md->name;
 		const struct ktel_metric_cfg *a = ktel_config__metric(old, name);
 		const struct ktel_metric_cfg *b = ktel_config__metric(cfg, name);
@@ -408,7 +408,7 @@ static size_t apply_metrics(struct ktel_daemon *d, const struct ktel_config *old
 	struct ktel_metric *m;
 	size_t failed = 0;
 
-	for_each_metric (&d->plugins, m) {
+	for_each_metric(&d->plugins, m) {
 		struct metric_setting was, now;
 		struct ktel_err err;
 
@@ -459,13 +459,13 @@ static const char **loaded_metric_names(const struct ktel_daemon *d, size_t *ret
 	const char **names;
 	size_t n = 0;
 
-	for_each_metric (&d->plugins, m)
+	for_each_metric(&d->plugins, m)
 		n++;
 	names = calloc(n + 1, sizeof(*names));
 	if (!names)
 		return NULL;
 	n = 0;
-	for_each_metric (&d->plugins, m)
+	for_each_metric(&d->plugins, m)
 		names[n++] = m->md->name;
 	*ret_n = n;
 	return names;

@@ -127,7 +127,7 @@ static size_t self_metric_records(const struct daemon_plugins *p, const struct k
 	size_t n = 0;
 	int64_t idx = -1;
 
-	for_each_metric (p, m) {
+	for_each_metric(p, m) {
 		const char *name = m->md->name;
 
 		idx++;

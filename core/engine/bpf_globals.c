@@ -16,7 +16,7 @@ int ktel_bpf_global_u64(const struct bpf_object *obj, const char *name, uint64_t
 	const struct btf *btf = bpf_object__btf(obj);
 	struct bpf_map *map;
 
-	bpf_object__for_each_map (map, obj) {
+	bpf_object__for_each_map(map, obj) {
 		const char *mname = bpf_map__name(map);
 		const struct btf_var_secinfo *vs;
 		const struct btf_type *sec;

@@ -336,7 +336,7 @@ static struct bpf_map *rodata_map(struct bpf_object *obj)
 	size_t len;
 
 	/* libbpf names internal maps "<obj prefix>.rodata". */
-	bpf_object__for_each_map (map, obj) {
+	bpf_object__for_each_map(map, obj) {
 		name = bpf_map__name(map);
 		len = strlen(name);
 		if (len >= 7 && strcmp(name + len - 7, ".rodata") == 0)
@@ -487,7 +487,7 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 	size_t n = 0, i;
 	int rc = 0;
 
-	bpf_object__for_each_program (prog, p->obj)
+	bpf_object__for_each_program(prog, p->obj)
 		n++;
 	p->progs = calloc(n ? n : 1, sizeof(*p->progs));
 	choices = calloc(n ? n : 1, sizeof(*choices));
@@ -495,7 +495,7 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		rc = ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
 		goto out;
 	}
-	bpf_object__for_each_program (prog, p->obj) {
+	bpf_object__for_each_program(prog, p->obj) {
 		p->progs[p->n_progs].prog = prog;
 		/* Own copies: an unsupported plugin closes its object but keeps
 		 * the list (status and inspect show why each was skipped). */
@@ -911,7 +911,7 @@ static int load_alone(const struct ktel_bpf_plugin *p, const int64_t *param_valu
 	rc = rc ?: set_params(&alone, param_values, NULL);
 	if (rc)
 		goto out;
-	bpf_object__for_each_program (prog, alone.obj) {
+	bpf_object__for_each_program(prog, alone.obj) {
 		it = name && strcmp(bpf_program__name(prog), name) == 0;
 		bpf_program__set_autoload(prog, it);
 		if (it)

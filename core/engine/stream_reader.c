@@ -498,7 +498,7 @@ static struct bpf_map *find_map(struct bpf_object *obj, const char *name)
 
 	if (map || strlen(name) <= KERNEL_MAP_NAME_LEN)
 		return map;
-	bpf_object__for_each_map (map, obj) {
+	bpf_object__for_each_map(map, obj) {
 		const char *n = bpf_map__name(map);
 
 		if (strlen(n) == KERNEL_MAP_NAME_LEN && !strncmp(n, name, KERNEL_MAP_NAME_LEN))

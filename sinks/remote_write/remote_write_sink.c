@@ -512,8 +512,7 @@ static int headers_setup(struct rw_sink *s, const json_t *opts)
 			return -ENOMEM;
 		s->headers = l;
 	}
-	json_object_foreach((json_t *)h, key, v)
-	{
+	json_object_foreach((json_t *)h, key, v) {
 		struct curl_slist *l;
 
 		/* The config rules refuse these too; a header line must never
@@ -538,8 +537,7 @@ static int extra_setup(struct rw_sink *s, const json_t *opts)
 	json_t *v;
 
 	ktel_textbuf_put(&b, "", 0);
-	json_object_foreach((json_t *)labels, key, v)
-	{
+	json_object_foreach((json_t *)labels, key, v) {
 		ktel_textbuf_put(&b, key, strlen(key) + 1);
 		ktel_textbuf_put(&b, json_string_value(v), json_string_length(v) + 1);
 		s->n_extra++;

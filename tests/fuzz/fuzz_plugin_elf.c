@@ -45,14 +45,14 @@ static int open_and_look_up(void *ctx, struct ktel_err *err)
 	obj = bpf_object__open_mem(in->data, in->size, &opts);
 	if (!obj)
 		return -EINVAL;
-	bpf_object__for_each_map (map, obj) {
+	bpf_object__for_each_map(map, obj) {
 		bpf_object__find_map_by_name(obj, bpf_map__name(map));
 		bpf_map__key_size(map);
 		bpf_map__value_size(map);
 		bpf_map__btf_key_type_id(map);
 		bpf_map__btf_value_type_id(map);
 	}
-	bpf_object__for_each_program (prog, obj)
+	bpf_object__for_each_program(prog, obj)
 		bpf_object__find_program_by_name(obj, bpf_program__name(prog));
 	ktel_bpf_rodata_var(obj, "min_ns", &off, &vsize);
 	bpf_object__close(obj);

@@ -272,8 +272,9 @@ static size_t answer_prog_ids(const json_t *resp, uint32_t *ids, size_t max)
 	size_t i, n = 0;
 	json_t *p;
 
-	json_array_foreach(json_object_get(resp, "programs"), i, p) if (n < max)
-		ids[n++] = (uint32_t)json_integer_value(json_object_get(p, "prog_id"));
+	json_array_foreach(json_object_get(resp, "programs"), i, p)
+		if (n < max)
+			ids[n++] = (uint32_t)json_integer_value(json_object_get(p, "prog_id"));
 	return n;
 }
 
@@ -290,9 +291,9 @@ static const json_t *list_entry(const json_t *list, const char *name)
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(list, "metrics"), i,
-			   m) if (strcmp(json_string_value(json_object_get(m, "name")), name) ==
-				  0) return m;
+	json_array_foreach(json_object_get(list, "metrics"), i, m)
+		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+			return m;
 	return NULL;
 }
 
@@ -599,13 +600,13 @@ static void test_show_and_pull(void **state)
 	json_decref(j);
 	/* show: the totals are the pinned map's. */
 	j = ctl_json_ok(&r, "show", METRIC);
-	json_array_foreach(json_object_get(j, "totals"), i, rec)
-	{
+	json_array_foreach(json_object_get(j, "totals"), i, rec) {
 		json_t *c;
 		size_t k;
 
 		json_array_foreach(json_object_get(json_object_get(rec, "histogram"), "counts"), k,
-				   c) total += (uint64_t)json_integer_value(c);
+				   c)
+			total += (uint64_t)json_integer_value(c);
 	}
 	assert_true(total >= 1);
 	assert_int_equal(total, ktel_test_pinned_total(r.sb.pin_root, COMPACTION_PIN));
@@ -711,8 +712,7 @@ static void test_pull_in_windows(void **state)
 	recs = json_object_get(pulled, "records");
 	seq = json_integer_value(json_object_get(json_array_get(recs, 0), "seq"));
 	assert_true(seq > 0);
-	json_array_foreach(recs, i, rec)
-	{
+	json_array_foreach(recs, i, rec) {
 		assert_int_equal(json_integer_value(json_object_get(rec, "seq")), seq);
 		fake += fake_device(rec);
 	}

@@ -304,9 +304,9 @@ static json_t *sink_status(json_t *st, const char *name)
 	size_t i;
 	json_t *e;
 
-	json_array_foreach(json_object_get(st, "sinks"), i,
-			   e) if (strcmp(json_string_value(json_object_get(e, "name")), name) ==
-				  0) return e;
+	json_array_foreach(json_object_get(st, "sinks"), i, e)
+		if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+			return e;
 	fail_msg("no sink %s in status", name);
 	return NULL;
 }
@@ -824,8 +824,7 @@ static void test_reload_failure_undoes_sinks(void **state)
 		assert_non_null(st);
 		assert_int_equal(json_array_size(sinks), 2);
 		snprintf(taken, sizeof(taken), ":%u/", ntohs(sin.sin_port));
-		json_array_foreach(sinks, i, e)
-		{
+		json_array_foreach(sinks, i, e) {
 			const char *name = json_string_value(json_object_get(e, "name"));
 
 			assert_true(strcmp(name, "file") == 0 || strcmp(name, "prom") == 0);

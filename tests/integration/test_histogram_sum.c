@@ -83,8 +83,9 @@ static void json_collect(const char *metric, struct json_view *v)
 		sum = json_object_get(h, "sum");
 		if (!json_is_integer(sum))
 			fail_msg("%s: a record without an integer sum: %s", metric, line);
-		json_array_foreach(json_object_get(h, "counts"), k, c) if (k < HIST_BOUNDS_BUCKETS)
-			counts[k] = (uint64_t)json_integer_value(c);
+		json_array_foreach(json_object_get(h, "counts"), k, c)
+			if (k < HIST_BOUNDS_BUCKETS)
+				counts[k] = (uint64_t)json_integer_value(c);
 		if (!hist_sum_consistent(counts, HIST_BOUNDS_BUCKETS,
 					 (uint64_t)json_integer_value(sum), why, sizeof(why)))
 			fail_msg("%s: %s: %s", metric, why, line);

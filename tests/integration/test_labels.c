@@ -208,7 +208,8 @@ static void json_count(const struct sandbox *sb, struct json_tally *t)
 		/* dims_raw: the integers, as before labels were shortened. */
 		assert_true(json_is_integer(json_object_get(raw, "operation")));
 		json_array_foreach(json_object_get(json_object_get(rec, "histogram"), "counts"), i,
-				   c) n += (uint64_t)json_integer_value(c);
+				   c)
+			n += (uint64_t)json_integer_value(c);
 		if (op && strcmp(op, "read") == 0)
 			t->reads += n;
 		else if (op && strcmp(op, "write") == 0)

@@ -449,7 +449,9 @@ static uint64_t counts_from(json_t *rec, size_t from)
 	uint64_t sum = 0;
 	size_t i;
 
-	json_array_foreach(counts, i, c) if (i >= from) sum += (uint64_t)json_integer_value(c);
+	json_array_foreach(counts, i, c)
+		if (i >= from)
+			sum += (uint64_t)json_integer_value(c);
 	return sum;
 }
 
@@ -554,8 +556,9 @@ static uint64_t record_sum(json_t *rec)
 		fail_msg("%s: a histogram record without a sum",
 			 json_string_value(json_object_get(rec, "metric")));
 	}
-	json_array_foreach(json_object_get(h, "counts"), k, c) if (k < HIST_BOUNDS_BUCKETS)
-		counts[k] = (uint64_t)json_integer_value(c);
+	json_array_foreach(json_object_get(h, "counts"), k, c)
+		if (k < HIST_BOUNDS_BUCKETS)
+			counts[k] = (uint64_t)json_integer_value(c);
 	if (!hist_sum_consistent(counts, HIST_BOUNDS_BUCKETS, (uint64_t)json_integer_value(sum),
 				 why, sizeof(why))) {
 		print_record(rec, NULL);
@@ -999,7 +1002,7 @@ static void check_invalid_durations_global(const struct bpf_object *obj)
 	struct bpf_map *map, *bss = NULL;
 	uint32_t zero = 0;
 
-	bpf_object__for_each_map (map, obj) {
+	bpf_object__for_each_map(map, obj) {
 		const char *name = bpf_map__name(map);
 
 		if (bpf_map__is_internal(map) && strstr(name, ".bss"))
@@ -1131,10 +1134,9 @@ static const char *refusal_of(json_t *resp, const char *path)
 	json_t *r;
 	size_t i;
 
-	json_array_foreach(json_object_get(resp, "refused"), i,
-			   r) if (strcmp(json_string_value(json_object_get(r, "path")) ?: "",
-					 path) ==
-				  0) return json_string_value(json_object_get(r, "reason"));
+	json_array_foreach(json_object_get(resp, "refused"), i, r)
+		if (strcmp(json_string_value(json_object_get(r, "path")) ?: "", path) == 0)
+			return json_string_value(json_object_get(r, "reason"));
 	return NULL;
 }
 
@@ -1145,8 +1147,7 @@ static const char *loaded_path(json_t *status, const char *name)
 	json_t *p;
 	size_t i;
 
-	json_array_foreach(json_object_get(status, "plugins"), i, p)
-	{
+	json_array_foreach(json_object_get(status, "plugins"), i, p) {
 		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", name) != 0)
 			continue;
 		if (path)
@@ -1297,10 +1298,10 @@ static void test_verifier_refusal_reason(void **state)
 	free(log);
 	st = json_loads(status, 0, NULL);
 	assert_non_null(st);
-	json_array_foreach(json_object_get(st, "plugins"), i,
-			   p) if (strcmp(json_string_value(json_object_get(p, "name")) ?: "",
-					 "fx_verifier_reject") == 0)
-		reason = json_string_value(json_object_get(p, "reason"));
+	json_array_foreach(json_object_get(st, "plugins"), i, p)
+		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "",
+			   "fx_verifier_reject") == 0)
+			reason = json_string_value(json_object_get(p, "reason"));
 	printf("status reason: %s\n", reason ?: "(none)");
 	assert_non_null(reason);
 	assert_non_null(strstr(reason, complaint));

@@ -143,10 +143,10 @@ static void sink_where(struct rig *r, const char *name, char *buf, size_t len)
 	assert_int_equal(ctl(r, "--json", "status", NULL), 0);
 	j = json_loads(r->out, 0, NULL);
 	assert_non_null(j);
-	json_array_foreach(json_object_get(j, "sinks"), i,
-			   s) if (strcmp(json_string_value(json_object_get(s, "name")) ?: "",
-					 name) == 0)
-		snprintf(buf, len, "%s", json_string_value(json_object_get(s, "where")) ?: "");
+	json_array_foreach(json_object_get(j, "sinks"), i, s)
+		if (strcmp(json_string_value(json_object_get(s, "name")) ?: "", name) == 0)
+			snprintf(buf, len, "%s",
+				 json_string_value(json_object_get(s, "where")) ?: "");
 	json_decref(j);
 }
 

@@ -115,8 +115,7 @@ static void view_add_line(struct view *v, const char *line)
 	assert_true(v->n_buckets > 0 && v->n_buckets <= KTEL_HIST_BUCKETS);
 	json_array_foreach(json_object_get(h, "counts"), k, c)
 		v->counts[k] += (uint64_t)json_integer_value(c);
-	json_array_foreach(json_object_get(h, "le"), k, c)
-	{
+	json_array_foreach(json_object_get(h, "le"), k, c) {
 		if (k >= KTEL_HIST_BUCKETS)
 			break;
 		if (json_is_string(c))
@@ -445,8 +444,7 @@ static struct ktel_sink_stats ctl_sink_stats(const char *name)
 	resp = json_loads(out, 0, NULL);
 	if (!resp)
 		fail_msg("ktelemetryctl --json status: not JSON: %s", out);
-	json_array_foreach(json_object_get(resp, "sinks"), i, s)
-	{
+	json_array_foreach(json_object_get(resp, "sinks"), i, s) {
 		if (strcmp(json_string_value(json_object_get(s, "name")) ?: "", name))
 			continue;
 		st.sent = (uint64_t)json_integer_value(json_object_get(s, "sent"));

@@ -435,8 +435,9 @@ static void keep_under(json_t *want, const char *prefix)
 	json_t *v;
 	void *tmp;
 
-	json_object_foreach_safe(want, tmp, key, v) if (strncmp(key, prefix, strlen(prefix)) != 0)
-		json_object_del(want, key);
+	json_object_foreach_safe(want, tmp, key, v)
+		if (strncmp(key, prefix, strlen(prefix)) != 0)
+			json_object_del(want, key);
 }
 
 /*

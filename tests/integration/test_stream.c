@@ -258,7 +258,7 @@ static uint64_t bss_u64(struct bpf_object *obj, const char *name)
 	uint64_t v = 0;
 	char *buf;
 
-	bpf_object__for_each_map (map, obj) {
+	bpf_object__for_each_map(map, obj) {
 		const char *n = bpf_map__name(map);
 
 		if (strlen(n) >= 4 && !strcmp(n + strlen(n) - 4, ".bss"))

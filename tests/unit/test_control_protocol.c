@@ -371,8 +371,7 @@ static void test_ops_status(void **state)
 	assert_int_equal(json_integer_value(
 				 json_object_get(json_object_get(d, "control"), "requests")),
 			 0);
-	json_object_foreach(d, key, v)
-	{
+	json_object_foreach(d, key, v) {
 		if (strcmp(key, "control_socket") == 0)
 			at_socket = i;
 		if (strcmp(key, "control") == 0)

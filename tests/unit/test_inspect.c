@@ -90,9 +90,9 @@ static json_t *metric_named(const json_t *report, const char *name)
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(report, "metrics"), i,
-			   m) if (strcmp(json_string_value(json_object_get(m, "name")), name) ==
-				  0) return m;
+	json_array_foreach(json_object_get(report, "metrics"), i, m)
+		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+			return m;
 	fail_msg("no metric %s in the report", name);
 	return NULL;
 }

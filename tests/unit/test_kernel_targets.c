@@ -394,7 +394,7 @@ static void open_real(struct real_plugin *rp, const char *name)
 	rp->obj = bpf_object__open_mem(rp->plugin->desc.bpf_object,
 				       rp->plugin->desc.bpf_object_size, &opts);
 	assert_non_null(rp->obj);
-	bpf_object__for_each_program (prog, rp->obj) {
+	bpf_object__for_each_program(prog, rp->obj) {
 		assert_true(rp->n_progs < KTEL_PLUGIN_MAX_PROGRAMS);
 		rp->progs[rp->n_progs].name = bpf_program__name(prog);
 		rp->progs[rp->n_progs].section = bpf_program__section_name(prog);

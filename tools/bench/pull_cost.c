@@ -326,8 +326,7 @@ static int bpftool_apply(const struct bench *b, struct ktel_delta *d, json_t *ro
 	json_t *el;
 	int r = ktel_delta__begin(d, METRIC, b->map_id, true, &dm, NULL);
 
-	json_array_foreach(root, i, el)
-	{
+	json_array_foreach(root, i, el) {
 		json_t *fk = json_object_get(json_object_get(el, "formatted"), "key");
 		json_t *fv = json_object_get(json_object_get(el, "formatted"), "value");
 		json_t *bk = json_object_get(fv, "buckets");

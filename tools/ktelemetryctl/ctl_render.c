@@ -138,8 +138,7 @@ static void fmt_dims(const json_t *rec, char *buf, size_t len)
 	size_t off = 0;
 
 	buf[0] = '\0';
-	json_object_foreach((json_t *)dims, key, v)
-	{
+	json_object_foreach((json_t *)dims, key, v) {
 		char *s = json_is_string(v) ? strdup(json_string_value(v))
 					    : json_dumps(v, JSON_ENCODE_ANY);
 
@@ -197,12 +196,12 @@ static void render_show(FILE *out, const json_t *resp)
 	fprintf(out, "\ncumulative, as of the last pull (%s):\n", jstr(last, "time"));
 	if (!json_array_size(totals))
 		fprintf(out, "(no keys)\n");
-	json_array_foreach(totals, i, rec) render_record(out, rec, true);
+	json_array_foreach(totals, i, rec)
+		render_record(out, rec, true);
 	fprintf(out, "\nlast window:\n");
 	if (!json_array_size(window))
 		fprintf(out, "(nothing new in the last window)\n");
-	json_array_foreach(window, i, rec)
-	{
+	json_array_foreach(window, i, rec) {
 		fprintf(out, "%s .. %s\n", jstr(rec, "start"), jstr(rec, "end"));
 		render_record(out, rec, true);
 	}
@@ -217,7 +216,8 @@ static void render_pull(FILE *out, const json_t *resp)
 	size_t i;
 	json_t *rec;
 
-	json_array_foreach(records, i, rec) render_record(out, rec, false);
+	json_array_foreach(records, i, rec)
+		render_record(out, rec, false);
 	fprintf(out, "%lld metric(s) pulled, %zu record(s)\n", jint(resp, "pulled"),
 		json_array_size(records));
 	if (jint(resp, "records_not_kept"))
@@ -296,7 +296,8 @@ static void render_refused(FILE *out, const json_t *resp)
 	if (!json_array_size(a) && more <= 0)
 		return;
 	fprintf(out, "\nrefused plugin files\n");
-	json_array_foreach(a, i, r) fprintf(out, "  %s\n", jstr(r, "reason"));
+	json_array_foreach(a, i, r)
+		fprintf(out, "  %s\n", jstr(r, "reason"));
 	if (more > 0)
 		fprintf(out, "  and %lld more, not listed (the daemon's log names each)\n",
 			(long long)more);
@@ -312,21 +313,21 @@ static void render_list(FILE *out, const json_t *resp)
 
 	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
 		w[c] = (int)strlen(list_columns[c].header);
-	json_array_foreach(metrics, i, m) for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
-	{
-		list_columns[c].cell(m, cell, sizeof(cell));
-		if ((int)strlen(cell) > w[c])
-			w[c] = (int)strlen(cell);
-	}
+	json_array_foreach(metrics, i, m)
+		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
+			list_columns[c].cell(m, cell, sizeof(cell));
+			if ((int)strlen(cell) > w[c])
+				w[c] = (int)strlen(cell);
+		}
 	for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
 		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
 			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, list_columns[c].header);
-	json_array_foreach(metrics, i, m) for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++)
-	{
-		list_columns[c].cell(m, cell, sizeof(cell));
-		fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
-			c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
-	}
+	json_array_foreach(metrics, i, m)
+		for (c = 0; c < KTEL_ARRAY_SIZE(list_columns); c++) {
+			list_columns[c].cell(m, cell, sizeof(cell));
+			fprintf(out, c + 1 < KTEL_ARRAY_SIZE(list_columns) ? "%-*s  " : "%-*s\n",
+				c + 1 < KTEL_ARRAY_SIZE(list_columns) ? w[c] : 0, cell);
+		}
 	render_refused(out, resp);
 }
 
@@ -369,8 +370,7 @@ static void render_status(FILE *out, const json_t *resp)
 	if (json_is_string(json_object_get(d, "test_fault")))
 		fprintf(out, "  test fault %s\n", jstr(d, "test_fault"));
 	fprintf(out, "\nplugins\n");
-	json_array_foreach(json_object_get(resp, "plugins"), i, p)
-	{
+	json_array_foreach(json_object_get(resp, "plugins"), i, p) {
 		fprintf(out, "  %s %s  %s", jstr(p, "name"), jstr(p, "version"), jstr(p, "path"));
 		if (json_is_true(json_object_get(p, "unsupported")))
 			fprintf(out, "  unsupported: %s", jstr(p, "reason"));
@@ -380,8 +380,7 @@ static void render_status(FILE *out, const json_t *resp)
 	}
 	render_refused(out, resp);
 	fprintf(out, "\nmetrics\n");
-	json_array_foreach(json_object_get(resp, "metrics"), i, m)
-	{
+	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
 		const json_t *lp = json_object_get(m, "last_pull");
 
 		fprintf(out, "  %-28s %-8s ", jstr(m, "name"),
@@ -466,15 +465,13 @@ static void render_leases(FILE *out, const json_t *resp)
 		fprintf(out, "no metric is enabled with a lease (enable NAME --for DURATION)\n");
 		return;
 	}
-	json_array_foreach(leases, i, l)
-	{
+	json_array_foreach(leases, i, l) {
 		copy_text(name, sizeof(name), jstr(l, "name"));
 		if ((int)strlen(name) > w)
 			w = (int)strlen(name);
 	}
 	fprintf(out, "%-*s  %-10s  %s\n", w, "NAME", "LEASE", "LEFT");
-	json_array_foreach(leases, i, l)
-	{
+	json_array_foreach(leases, i, l) {
 		copy_text(name, sizeof(name), jstr(l, "name"));
 		fmt_ms(jint(l, "lease_ms"), lease, sizeof(lease));
 		if (json_is_integer(json_object_get(l, "left_ms")))
@@ -555,8 +552,7 @@ static void render_layout(FILE *out, int indent, const char *what, const json_t 
 		return;
 	fprintf(out, "%*s%s: %s (%lld bytes)\n", indent, "", what, jstr(l, "type"),
 		jint(l, "size"));
-	json_array_foreach(json_object_get(l, "fields"), i, f)
-	{
+	json_array_foreach(json_object_get(l, "fields"), i, f) {
 		const json_t *labels = json_object_get(f, "labels");
 
 		fprintf(out, "%*s+%-4lld %-24s %-10s %lld byte%s", indent + 2, "",
@@ -578,8 +574,7 @@ static void render_short_labels(FILE *out, int indent, const json_t *labels,
 	const char *k;
 	json_t *v;
 
-	json_object_foreach((json_t *)labels, k, v)
-	{
+	json_object_foreach((json_t *)labels, k, v) {
 		const char *sl = json_string_value(json_object_get(short_labels, k));
 
 		fprintf(out, "%*s%s = %s -> %s\n", indent, "", json_string_value(v), k,
@@ -660,8 +655,7 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 
 	fprintf(out, "plugin %s %s: %s\n  %s, BPF object %lld bytes\n", jstr(r, "plugin"),
 		jstr(r, "version"), jstr(r, "description"), jstr(r, "path"), jint(r, "bpf_bytes"));
-	json_array_foreach(json_object_get(r, "metrics"), i, m)
-	{
+	json_array_foreach(json_object_get(r, "metrics"), i, m) {
 		const json_t *h = json_object_get(m, "histogram");
 		const json_t *map = json_object_get(m, "map");
 
@@ -682,13 +676,13 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 				json_is_true(json_object_get(h, "sum")) ? ", with sum" : "");
 		if (json_is_string(json_object_get(m, "values")))
 			fprintf(out, "    values: %s per integer member\n", jstr(m, "values"));
-		json_array_foreach(json_object_get(m, "dims"), j, d) render_dim(out, d);
+		json_array_foreach(json_object_get(m, "dims"), j, d)
+			render_dim(out, d);
 		if (json_is_string(json_object_get(m, "error")))
 			fprintf(out, "    UNREADABLE: %s\n", jstr(m, "error"));
 	}
 	fprintf(out, "\n  programs\n");
-	json_array_foreach(json_object_get(r, "programs"), i, p)
-	{
+	json_array_foreach(json_object_get(r, "programs"), i, p) {
 		fprintf(out, "    %-28s %-36s", jstr(p, "name"), jstr(p, "section"));
 		if (json_is_string(json_object_get(p, "variant_group")))
 			fprintf(out, " variant of %s", jstr(p, "variant_group"));

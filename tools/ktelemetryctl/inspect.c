@@ -237,8 +237,7 @@ static json_t *short_labels_json(const struct btf *btf, __u32 id, const json_t *
 		json_decref(o);
 		return NULL;
 	}
-	json_object_foreach((json_t *)labels, k, v)
-	{
+	json_object_foreach((json_t *)labels, k, v) {
 		const char *label = ktel_enum_labels__find(el, strtoll(k, NULL, 10));
 
 		if (label)
@@ -447,7 +446,7 @@ static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_
 	size_t n = 0;
 
 	memset(choices, 0, sizeof(choices));
-	bpf_object__for_each_program (prog, obj) {
+	bpf_object__for_each_program(prog, obj) {
 		if (n == KTEL_PLUGIN_MAX_PROGRAMS)
 			break;
 		choices[n].name = bpf_program__name(prog);
@@ -550,9 +549,9 @@ static json_t *program_json(json_t *report, const char *name)
 	json_t *p;
 	size_t i;
 
-	json_array_foreach(json_object_get(report, "programs"), i,
-			   p) if (strcmp(json_string_value(json_object_get(p, "name")) ?: "",
-					 name) == 0) return p;
+	json_array_foreach(json_object_get(report, "programs"), i, p)
+		if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", name) == 0)
+			return p;
 	return NULL;
 }
 

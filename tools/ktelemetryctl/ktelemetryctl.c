@@ -567,8 +567,7 @@ static const json_t *listed(const json_t *list, const char *name)
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(json_object_get(list, "metrics"), i, m)
-	{
+	json_array_foreach(json_object_get(list, "metrics"), i, m) {
 		const char *n = json_string_value(json_object_get(m, "name"));
 
 		if (n && strcmp(n, name) == 0)
@@ -587,8 +586,7 @@ static int enabled_metrics(struct opts *o, json_t **ret_names)
 	if (r)
 		return r;
 	names = json_array();
-	json_array_foreach(json_object_get(resp, "metrics"), i, m)
-	{
+	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
 		const char *model = json_string_value(json_object_get(m, "model"));
 
 		if (json_is_true(json_object_get(m, "enabled")) && model &&
@@ -609,8 +607,7 @@ static int top_screen(struct opts *o, const json_t *names, const char *stamp, FI
 	json_t *name, *all = json_array();
 	size_t i;
 
-	json_array_foreach(names, i, name)
-	{
+	json_array_foreach(names, i, name) {
 		json_t *req = json_pack("{s:s, s:O}", "cmd", "show", "name", name), *resp = NULL;
 		int r = request(o, req, &resp);
 
@@ -780,8 +777,7 @@ static int run_leases(struct opts *o, int argc, char **argv)
 	if (r)
 		return r;
 	out = json_pack("{s:b, s:[]}", "ok", true, "leases");
-	json_array_foreach(json_object_get(list, "metrics"), i, m)
-	{
+	json_array_foreach(json_object_get(list, "metrics"), i, m) {
 		json_t *lease = json_object_get(m, "lease_ms");
 		json_t *left = json_object_get(m, "lease_left_ms");
 
@@ -897,7 +893,8 @@ static int run_remote(struct opts *o, const struct command *cmd, int argc, char 
 
 		fprintf(stderr, "ktelemetryctl: %s\n",
 			json_string_value(json_object_get(resp, "error")) ?: "failed");
-		json_array_foreach(errs, i, e) fprintf(stderr, "  %s\n", json_string_value(e));
+		json_array_foreach(errs, i, e)
+			fprintf(stderr, "  %s\n", json_string_value(e));
 	}
 	json_decref(resp);
 	return r;
