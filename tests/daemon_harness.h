@@ -25,6 +25,8 @@
 
 #include <jansson.h>
 
+#include "ktel_test.h"
+
 #define KTEL_DAEMON_BIN KTEL_BINARY_DIR "/core/ktelemetryd"
 
 struct sandbox {
@@ -36,20 +38,6 @@ struct sandbox {
 	char log[600]; /* daemon stderr */
 };
 
-static inline int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static inline void rm_tree(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static inline void sandbox_init(struct sandbox *sb, const char *name)
 {
 	snprintf(sb->dir, sizeof(sb->dir), "%s/test-tmp/%s-%d", KTEL_BINARY_DIR, name, getpid());
@@ -58,7 +46,7 @@ static inline void sandbox_init(struct sandbox *sb, const char *name)
 	snprintf(sb->out, sizeof(sb->out), "%s/out.jsonl", sb->dir);
 	snprintf(sb->state, sizeof(sb->state), "%s/state.bin", sb->dir);
 	snprintf(sb->log, sizeof(sb->log), "%s/daemon.log", sb->dir);
-	rm_tree(sb->dir);
+	ktel_test_rm_rf(sb->dir);
 	mkdir(KTEL_BINARY_DIR "/test-tmp", 0755);
 	mkdir(sb->dir, 0755);
 	if (access("/sys/fs/bpf", F_OK) == 0 && system("mountpoint -q /sys/fs/bpf") != 0)
@@ -67,8 +55,8 @@ static inline void sandbox_init(struct sandbox *sb, const char *name)
 
 static inline void sandbox_cleanup(struct sandbox *sb)
 {
-	rm_tree(sb->pin_root);
-	rm_tree(sb->dir);
+	ktel_test_rm_rf(sb->pin_root);
+	ktel_test_rm_rf(sb->dir);
 }
 
 /*
@@ -96,7 +84,7 @@ static inline int sandbox_remove_all(void **state)
 			if (i == 0 && strncmp(e->d_name, "ktel-test-", 10) != 0)
 				continue;
 			snprintf(path, sizeof(path), "%s/%s", roots[i], e->d_name);
-			rm_tree(path);
+			ktel_test_rm_rf(path);
 		}
 		if (d)
 			closedir(d);
@@ -189,30 +177,12 @@ static inline void dump_log(const struct sandbox *sb)
 	(void)system(cmd);
 }
 
-/* A whole file as a string ("" when it is missing or unreadable); free() it. */
-/* (not inlined: GCC 12 then takes a strstr() into the result for a pointer
- * to the local buf, -Wdangling-pointer) */
-__attribute__((noinline, unused)) static char *file_slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {
-		free(buf);
-		buf = strdup("");
-	}
-	if (f)
-		fclose(f);
-	return buf;
-}
-
 /* The port the daemon's Prometheus sink named "prom" says it serves on, 0
  * when its log does not say so (yet). */
 static inline unsigned daemon_prom_port_now(const struct sandbox *sb)
 {
 	static const char want[] = "sink prom (prometheus): http://127.0.0.1:";
-	char *log = file_slurp(sb->log);
+	char *log = ktel_test_slurp(sb->log);
 	const char *at = strstr(log, want);
 	unsigned long port = at ? strtoul(at + sizeof(want) - 1, NULL, 10) : 0;
 

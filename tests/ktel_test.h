@@ -6,7 +6,10 @@
 #define KTEL_TEST_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,6 +98,68 @@ static inline int ktel_test_rm_rf(const char *path)
 			r = -r;
 	}
 	return r;
+}
+
+/* A whole file as a string ("" when it is missing or unreadable); free() it.
+ * (Not inlined: GCC 12 then takes a strstr() into the result for a pointer
+ * to the local buf, -Wdangling-pointer.) */
+__attribute__((noinline, unused)) static char *ktel_test_slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0;
+
+	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {
+		free(buf);
+		buf = strdup("");
+	}
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+/*
+ * Run argv (NULL-terminated, argv[0] a path) in a child whose stdout and
+ * stderr go to out_path and err_path; as_uid >= 0 drops the child to that
+ * uid and gid (no supplementary groups) first. Waits up to timeout_s; a
+ * child still running then is killed. *ret_out and *ret_err get what it
+ * wrote (free() them). Returns its exit status, 128 + the signal that ended
+ * it, or -1 when it had to be killed.
+ */
+static inline int ktel_test_run_captured(const char *const argv[], const char *out_path,
+					 const char *err_path, int as_uid, int timeout_s,
+					 char **ret_out, char **ret_err)
+{
+	int status, rc = -1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fo, 1);
+		dup2(fe, 2);
+		if (as_uid >= 0 &&
+		    (setgroups(0, NULL) || setgid((gid_t)as_uid) || setuid((uid_t)as_uid)))
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; pid > 0 && i < timeout_s * 100; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+			pid = 0;
+			break;
+		}
+		usleep(10000);
+	}
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	*ret_out = ktel_test_slurp(out_path);
+	*ret_err = ktel_test_slurp(err_path);
+	return rc;
 }
 
 static inline void ktel_test_stop_loop(uv_timer_t *t)

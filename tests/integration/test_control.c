@@ -188,8 +188,6 @@ static int ctl(struct rig *r, bool as_nobody, ...)
 	char out[800], errp[800];
 	size_t n = 1;
 	va_list ap;
-	pid_t pid;
-	int rc;
 
 	va_start(ap, as_nobody);
 	for (const char *a; n < 31 && (a = va_arg(ap, const char *));)
@@ -197,24 +195,10 @@ static int ctl(struct rig *r, bool as_nobody, ...)
 	va_end(ap);
 	snprintf(out, sizeof(out), "%s/ctl-%d.out", r->sb.dir, r->runs);
 	snprintf(errp, sizeof(errp), "%s/ctl-%d.err", r->sb.dir, r->runs++);
-	pid = fork();
-	if (pid == 0) {
-		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		dup2(fo, 1);
-		dup2(fe, 2);
-		if (as_nobody && (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY)))
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	rc = daemon_wait(pid, 30);
 	free(r->out);
 	free(r->err);
-	r->out = file_slurp(out);
-	r->err = file_slurp(errp);
-	return rc;
+	return ktel_test_run_captured(argv, out, errp, as_nobody ? NOBODY : -1, 30, &r->out,
+				      &r->err);
 }
 
 /* ktelemetryctl --json ...: the answer, which must be ok. */
@@ -676,7 +660,7 @@ static bool fake_device(const json_t *rec)
 /* The JSON sink's lines of metric with sequence number seq, in order. */
 static json_t *sink_lines(const struct rig *r, const char *metric, json_int_t seq)
 {
-	char *text = file_slurp(r->sb.out), *save = NULL;
+	char *text = ktel_test_slurp(r->sb.out), *save = NULL;
 	json_t *a = json_array();
 
 	assert_non_null(text);

@@ -262,7 +262,7 @@ static void test_device_and_operation_labels(void **state)
 	detach();
 
 	snprintf(out, sizeof(out), "%s/scrape.txt", sb.dir);
-	text = file_slurp(out);
+	text = ktel_test_slurp(out);
 	p_reads = prom_count(text, &ld, "read");
 	p_writes = prom_count(text, &ld, "write");
 	t.ld = &ld;
@@ -292,7 +292,7 @@ static void test_device_and_operation_labels(void **state)
 	free(text);
 
 	snprintf(out, sizeof(out), "%s/show.txt", sb.dir);
-	text = file_slurp(out);
+	text = ktel_test_slurp(out);
 	{
 		char want[128];
 

@@ -1037,7 +1037,7 @@ static void test_refused_variant(void **state)
 	if (access("/sys/fs/bpf", F_OK) == 0 && system("mountpoint -q /sys/fs/bpf") != 0)
 		(void)system("mount -t bpf bpf /sys/fs/bpf");
 	snprintf(pin_root, sizeof(pin_root), "/sys/fs/bpf/ktel-test-refused-%d", getpid());
-	rm_tree(pin_root);
+	ktel_test_rm_rf(pin_root);
 	assert_int_equal(mkdir(pin_root, 0750), 0);
 	if (ktel_plugin__open(KTEL_TEST_PLUGIN_DIR "/fx_refused_variant.so", &plugin, &err))
 		fail_msg("%s", err.msg);
@@ -1082,7 +1082,7 @@ static void test_refused_variant(void **state)
 	ktel_bpf_plugin__unpin(bp, &err);
 	ktel_bpf_plugin__free(bp);
 	ktel_plugin__free(plugin);
-	rm_tree(pin_root);
+	ktel_test_rm_rf(pin_root);
 }
 
 /* -------------------------------------------------------------------------

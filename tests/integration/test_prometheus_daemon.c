@@ -69,11 +69,11 @@ static char *check_promtool(const struct sandbox *sb, const char *name)
 	snprintf(path, sizeof(path), "%s/%s.txt", sb->dir, name);
 	snprintf(out, sizeof(out), "%s/%s.promtool", sb->dir, name);
 	st = ktel_test_run("promtool check metrics < '%s' > '%s' 2>&1", path, out);
-	msgs = file_slurp(out);
+	msgs = ktel_test_slurp(out);
 	if (st != 0 || *msgs)
 		fail_msg("promtool check metrics on %s (exit %d):\n%s", path, st, msgs);
 	free(msgs);
-	return file_slurp(path);
+	return ktel_test_slurp(path);
 }
 
 static void require_tools(void)
@@ -257,7 +257,7 @@ static void test_slow_clients_do_not_block_scrapes(void **state)
 		char path[700], *after;
 
 		snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
-		after = file_slurp(path);
+		after = ktel_test_slurp(path);
 		assert_non_null(
 			strstr(after,
 			       "ktel_prometheus_sink_connections_cut_total{sink=\"prom\"} 24\n"));
@@ -397,7 +397,7 @@ static void test_held_slots_do_not_block_scrapes(void **state)
 	/* The room was made by eviction, and counted. */
 	assert_int_equal(scrape(&sb, port, "after", 10), 0);
 	snprintf(path, sizeof(path), "%s/after.txt", sb.dir);
-	text = file_slurp(path);
+	text = ktel_test_slurp(path);
 	evicted = -1;
 	{
 		const char *p = strstr(text, "ktel_prometheus_sink_connections_evicted_total{sink="

@@ -58,7 +58,7 @@ static int ctl(struct rig *r, ...)
 	}
 	rc = daemon_wait(pid, 30);
 	free(r->out);
-	r->out = file_slurp(out);
+	r->out = ktel_test_slurp(out);
 	return rc;
 }
 

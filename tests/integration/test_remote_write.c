@@ -104,7 +104,7 @@ static int compare_once(const struct sandbox *sb, unsigned web, unsigned port, b
 				       "http://127.0.0.1:%u/metrics",
 				       path, port),
 			 0);
-	text = file_slurp(path);
+	text = ktel_test_slurp(path);
 	a = prom_query_value(sb, web, "sum(" METRIC "_count{device=\"" DEVICE "\"})");
 	b = text_sum(text, METRIC "_count", NULL);
 	*ret_count = a;
@@ -265,7 +265,7 @@ static void refused_without(const char *soname, const char *what)
 			   "{ print \\$NF; exit }\"); [ -n \"$lib\" ] && mount --bind /dev/null "
 			   "\"$lib\" && exec %s --config %s' 2>%s",
 			   soname, KTEL_DAEMON_BIN, sb.config, log);
-	text = file_slurp(log);
+	text = ktel_test_slurp(log);
 	assert_non_null(text);
 	printf("without %s: exit %d: %s", soname, rc, text);
 	assert_int_equal(rc, 2);

@@ -103,21 +103,6 @@ static void rig_stop(struct rig *r)
 	ktel_test_rm_rf(r->dir);
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {
-		free(buf);
-		buf = strdup("");
-	}
-	if (f)
-		fclose(f);
-	return buf;
-}
-
 /* Run ktelemetryctl with args (NULL-ended): its exit status, -1 when it hung;
  * stdout and stderr in r->out and r->err. */
 static int ctl(struct rig *r, ...)
@@ -126,7 +111,6 @@ static int ctl(struct rig *r, ...)
 	char out[400], errp[400];
 	size_t n = 1;
 	va_list ap;
-	pid_t pid;
 
 	va_start(ap, r);
 	for (const char *a; n < 31 && (a = va_arg(ap, const char *));)
@@ -134,34 +118,9 @@ static int ctl(struct rig *r, ...)
 	va_end(ap);
 	snprintf(out, sizeof(out), "%s/ctl-%d.out", r->dir, r->runs);
 	snprintf(errp, sizeof(errp), "%s/ctl-%d.err", r->dir, r->runs++);
-	pid = fork();
-	if (pid == 0) {
-		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		dup2(fo, 1);
-		dup2(fe, 2);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
 	free(r->out);
 	free(r->err);
-	r->out = r->err = NULL;
-	for (int i = 0; i < 30 * 100; i++) {
-		int status;
-
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			r->out = slurp(out);
-			r->err = slurp(errp);
-			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		}
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	r->out = slurp(out);
-	r->err = slurp(errp);
-	return -1;
+	return ktel_test_run_captured(argv, out, errp, -1, 30, &r->out, &r->err);
 }
 
 static int count_of(const char *s, const char *what)
