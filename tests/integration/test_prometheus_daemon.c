@@ -343,6 +343,19 @@ static int parallel_scrapes(unsigned port, const char *src)
  * at a time (scrapers behind one NAT), all succeed: the slow ones are
  * evicted to make room.
  */
+
+/* The daemon stops cleanly on SIGTERM, then Prometheus goes, then the
+ * sandbox. */
+static void stop_daemon_and_prometheus(struct sandbox *sb)
+{
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
+	daemon_pid = 0;
+	kill(prom_pid, SIGTERM);
+	waitpid(prom_pid, NULL, 0);
+	prom_pid = 0;
+	sandbox_cleanup(sb);
+}
 static void test_held_slots_do_not_block_scrapes(void **state)
 {
 	unsigned port = prom_free_port(), web = prom_free_port();
@@ -410,13 +423,7 @@ static void test_held_slots_do_not_block_scrapes(void **state)
 	printf("held slots: %.0f Prometheus scrapes in 14 s, all up; %.0f connections evicted\n",
 	       up_n, evicted);
 	assert_true(evicted >= HOLD - 64);
-	kill(daemon_pid, SIGTERM);
-	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
-	daemon_pid = 0;
-	kill(prom_pid, SIGTERM);
-	waitpid(prom_pid, NULL, 0);
-	prom_pid = 0;
-	sandbox_cleanup(&sb);
+	stop_daemon_and_prometheus(&sb);
 }
 
 #define COUNT "ktel_compaction_duration_seconds_count"
@@ -502,13 +509,7 @@ static void test_real_prometheus_across_restart(void **state)
 	assert_true(prom_query_value(&sb, web, "sum(rate(" COUNT "[1m]))") > 0);
 	assert_true(prom_query_value(&sb, web, "max(process_start_time_seconds{job=\"ktel\"})") >
 		    0);
-	kill(daemon_pid, SIGTERM);
-	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
-	daemon_pid = 0;
-	kill(prom_pid, SIGTERM);
-	waitpid(prom_pid, NULL, 0);
-	prom_pid = 0;
-	sandbox_cleanup(&sb);
+	stop_daemon_and_prometheus(&sb);
 }
 
 /* The value of an unlabelled series in an exposition; -1 when absent. */
