@@ -40,6 +40,12 @@ unit=$build/config/verify/ktelemetryd.service
 
 work=$build/test-tmp/systemd-unit-$$
 pins=/sys/fs/bpf/ktel-systemd-unit-$$
+# Inside the container the trees are bound at paths of their own: the
+# unit's PrivateTmp= and ProtectHome= hide /tmp, /var/tmp, /home and /root
+# from the daemon, and a checkout may live in any of them.
+cb=/opt/ktel/build
+cw=/opt/ktel/work
+cs=/opt/ktel/src
 mkdir -p "$work/units" "$work/results"
 cleanup() {
   rm -rf "$work" "$pins"
@@ -50,7 +56,7 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 cat >"$work/ktelemetry.json" <<EOF
-{"plugin_dirs": ["$build/lib/ktelemetry/plugins"],
+{"plugin_dirs": ["$cb/lib/ktelemetry/plugins"],
  "pin_root": "$pins",
  "state_file": "/var/lib/ktelemetry/state.json",
  "control_socket": "/run/ktelemetry/control.sock",
@@ -60,16 +66,16 @@ cat >"$work/ktelemetry.json" <<EOF
            "prom": {"type": "prometheus", "port": $port},
            "far": {"type": "prometheus", "listen": "192.0.2.1", "port": $port}}}
 EOF
-echo "KTEL_CONFIG=$work/ktelemetry.json" >"$work/default"
+echo "KTEL_CONFIG=$cw/ktelemetry.json" >"$work/default"
 
-cp "$unit" "$work/units/ktelemetryd.service"
+sed -e "s|$build|$cb|g" -e "s|$src|$cs|g" "$unit" >"$work/units/ktelemetryd.service"
 # The same unit with a daemon that fails at once (exit 1: restarted, unlike a
 # bad config's 2), and directories of its own: systemd removes a unit's
 # RuntimeDirectory when it stops, which would take the control socket's
 # directory from under the real one.
 sed -e 's|^ExecStart=.*|ExecStart=/bin/false|' \
   -e 's#^\(RuntimeDirectory\|StateDirectory\|LogsDirectory\)=ktelemetry$#\1=ktelemetry-crash#' \
-  "$unit" >"$work/units/ktelemetryd-crash.service"
+  "$work/units/ktelemetryd.service" >"$work/units/ktelemetryd-crash.service"
 ln -s /dev/null "$work/units/systemd-firstboot.service"
 
 cat >"$work/units/ktel-probe.target" <<'EOF'
@@ -96,7 +102,7 @@ Description=ktelemetry unit probe: collect what happened
 After=ktelemetryd.service
 [Service]
 Type=oneshot
-ExecStart=/bin/sh $work/check.sh
+ExecStart=/bin/sh $cw/check.sh
 StandardOutput=journal+console
 EOF
 
@@ -104,8 +110,8 @@ EOF
 # evidence into $work/results, power off.
 cat >"$work/check.sh" <<EOF
 #!/bin/sh
-r=$work/results
-ctl="$build/tools/ktelemetryctl --socket /run/ktelemetry/control.sock"
+r=$cw/results
+ctl="$cb/tools/ktelemetryctl --socket /run/ktelemetry/control.sock"
 for i in \$(seq 1 120); do
   grep -q '"metric":"runq_latency"' /var/log/ktelemetry/out.jsonl 2>/dev/null && break
   sleep 0.5
@@ -134,8 +140,8 @@ EOF
 rc=0
 timeout 240 systemd-nspawn -q --register=no --keep-unit --volatile=yes -D / --console=pipe \
   --private-network --capability=all --system-call-filter='bpf perf_event_open' --bind=/sys/fs/bpf --bind-ro="$work/units:/etc/systemd/system" \
-  --bind-ro="$work/default:/etc/default/ktelemetryd" --bind="$work" --bind-ro="$build" \
-  --bind-ro="$src" -b -- systemd.unit=ktel-probe.target >"$work/boot.log" 2>&1 || rc=$?
+  --bind-ro="$work/default:/etc/default/ktelemetryd" --bind-ro="$build:$cb" --bind="$work:$cw" \
+  --bind-ro="$src:$cs" -b -- systemd.unit=ktel-probe.target >"$work/boot.log" 2>&1 || rc=$?
 r=$work/results
 
 fail() {
