@@ -254,4 +254,21 @@ static inline void trigger_compaction(void)
 	}
 }
 
+/* The daemon's `status` answer, through ktelemetryctl --json on the
+ * sandbox's control socket; the caller decrefs it. */
+static inline json_t *sandbox_status(const struct sandbox *sb)
+{
+	char cmd[2000], out[700];
+	json_t *st;
+
+	snprintf(out, sizeof(out), "%s/status.json", sb->dir);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/ktelemetryctl --socket %s/control.sock --json status > %s",
+		 KTEL_BINARY_DIR, sb->dir, out);
+	assert_int_equal(system(cmd), 0);
+	st = json_load_file(out, 0, NULL);
+	assert_non_null(st);
+	return st;
+}
+
 #endif /* KTEL_DAEMON_HARNESS_H */

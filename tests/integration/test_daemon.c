@@ -283,22 +283,6 @@ static int kill_live(void **state)
 	return 0;
 }
 
-static json_t *ctl_status(const struct sandbox *sb)
-{
-	char cmd[2000], out[700];
-	json_t *st;
-
-	snprintf(out, sizeof(out), "%s/status.json", sb->dir);
-	snprintf(cmd, sizeof(cmd),
-		 "%s/tools/ktelemetryctl --socket %s/control.sock --json status "
-		 "> %s",
-		 KTEL_BINARY_DIR, sb->dir, out);
-	assert_int_equal(system(cmd), 0);
-	st = json_load_file(out, 0, NULL);
-	assert_non_null(st);
-	return st;
-}
-
 static json_t *sink_status(json_t *st, const char *name)
 {
 	size_t i;
@@ -381,7 +365,7 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 		fail_msg("a missing directory was not reported");
 	}
 	for (int i = 0; i < 200; i++) {
-		st = ctl_status(&sb);
+		st = sandbox_status(&sb);
 		e = sink_status(st, "file");
 		if (json_integer_value(json_object_get(e, "dropped")) > 0)
 			break;
@@ -401,7 +385,7 @@ static void test_json_file_moved_or_deleted_reopened(void **state)
 		dump_log(&sb);
 		fail_msg("nothing written after the directory came back");
 	}
-	st = ctl_status(&sb);
+	st = sandbox_status(&sb);
 	assert_null(strstr(json_string_value(json_object_get(sink_status(st, "file"), "where")),
 			   "cannot open"));
 	json_decref(st);

@@ -194,21 +194,6 @@ static void test_socket_on_file_refused(void **state)
 	sandbox_cleanup(&sb);
 }
 
-static json_t *ctl_status(const struct sandbox *sb)
-{
-	char cmd[2000], out[700];
-	json_t *st;
-
-	snprintf(out, sizeof(out), "%s/status.json", sb->dir);
-	snprintf(cmd, sizeof(cmd),
-		 "%s/tools/ktelemetryctl --socket %s/control.sock --json status > %s",
-		 KTEL_BINARY_DIR, sb->dir, out);
-	assert_int_equal(system(cmd), 0);
-	st = json_load_file(out, 0, NULL);
-	assert_non_null(st);
-	return st;
-}
-
 /* Values the fault hook refuses: a sign, overflow, junk, unknown names, an
  * absurd delay. */
 static const char *const malformed[] = {
@@ -262,7 +247,7 @@ static void test_fault_hook(void **state)
 	pid = daemon_start(&sb, NULL);
 	unsetenv("KTEL_TEST_FAULT");
 	assert_true(log_wait_for(&sb, "running with", 30));
-	st = ctl_status(&sb);
+	st = sandbox_status(&sb);
 	tf = json_string_value(json_object_get(json_object_get(st, "daemon"), "test_fault"));
 	assert_non_null(tf);
 #ifdef KTEL_FAULT_INJECTION
