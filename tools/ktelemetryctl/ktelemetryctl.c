@@ -31,6 +31,7 @@
 #include "ctl_render.h"
 #include "inspect.h"
 #include "kernel_targets.h"
+#include "report.h"
 #include "sinks.h"
 
 #define EXIT_OK 0
@@ -801,9 +802,16 @@ static int run_leases(struct opts *o, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* The JSON log drawn as an HTML page (report.c). */
+static int run_report(struct opts *o, int argc, char **argv)
+{
+	return ktel_report_main(argc, argv, o->json);
+}
+
 static const char *const enable_own[] = {"--for", NULL};
 static const char *const watch_own[] = {"--socket", "--count", NULL};
 static const char *const top_own[] = {"--interval", "--count", NULL};
+static const char *const report_own[] = {"--output", "-o", "--metric", "--since", "--until", NULL};
 
 /* Each command has a "### `name`" section in docs/control.md (a unit test
  * holds the two together through --help). */
@@ -828,6 +836,8 @@ static const struct command commands[] = {
 	 run_inspect, NULL},
 	{"top", "top [--interval DURATION] [--count N] [NAME...]",
 	 "the show view of metrics, redrawn", NULL, run_top, top_own},
+	{"report", "report FILE... [-o FILE] [--metric PATTERN] [--since WHEN] [--until WHEN]",
+	 "offline: the JSON log as an HTML page of heatmaps", NULL, run_report, report_own},
 };
 
 /* The global options, as --help lists them and main() reads them. */
