@@ -269,8 +269,7 @@ static int parse_iso(const char *s, int64_t *ret_ms)
 	}
 	if (*s == 'Z')
 		s++;
-	if (*s || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
-	    sec > 59)
+	if (*s || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59)
 		return -1;
 	tm.tm_year = y - 1900;
 	tm.tm_mon = mo - 1;
@@ -393,7 +392,10 @@ static int dim_text(const json_t *v, char *buf, size_t len)
 	else if (json_is_real(v))
 		snprintf(buf, len, "%.17g", json_real_value(v));
 	else if (json_is_boolean(v) || json_is_null(v))
-		snprintf(buf, len, "%s", json_is_null(v) ? "null" : json_is_true(v) ? "true" : "false");
+		snprintf(buf, len, "%s",
+			 json_is_null(v)   ? "null"
+			 : json_is_true(v) ? "true"
+					   : "false");
 	else
 		return -1;
 	return 0;
@@ -573,8 +575,7 @@ static struct series *series_for(struct metric *m, const char *key)
 }
 
 /* Append a window to s; -1 when out of memory. */
-static int series_add(struct series *s, size_t nb, const struct hist *h, int64_t start,
-		      int64_t end)
+static int series_add(struct series *s, size_t nb, const struct hist *h, int64_t start, int64_t end)
 {
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 16;
@@ -974,7 +975,8 @@ static int make_cols(const struct series *s, size_t nb, const struct axes *a, st
 			col->end_ms = win->end_ms;
 		col->windows++;
 		for (size_t b = 0; b < nb; b++)
-			c.counts[i * nb + b] = sat_add(c.counts[i * nb + b], s->counts[win->off + b]);
+			c.counts[i * nb + b] = sat_add(c.counts[i * nb + b],
+						       s->counts[win->off + b]);
 	}
 	/* Pixels; binned columns that got no window are dropped. */
 	for (size_t i = 0; i < c.n; i++) {
@@ -1132,11 +1134,11 @@ static void fmt_value(char *buf, size_t len, double v, const char *unit)
 
 /* The ways a time is written (fmt_time). */
 enum time_style {
-	T_DATE,	       /* 2026-12-02 */
-	T_DATE_TIME,   /* 2026-12-02 10:44:45 */
-	T_DAY_MINUTE,  /* 12-02 10:44 */
-	T_TIME,	       /* 10:44:45 */
-	T_MINUTE,      /* 10:44 */
+	T_DATE,       /* 2026-12-02 */
+	T_DATE_TIME,  /* 2026-12-02 10:44:45 */
+	T_DAY_MINUTE, /* 12-02 10:44 */
+	T_TIME,       /* 10:44:45 */
+	T_MINUTE,     /* 10:44 */
 };
 
 /* Epoch ms as UTC text. */
@@ -1255,7 +1257,8 @@ static void page_head(FILE *out)
 	fputs("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
 	      "style-src 'unsafe-inline'\">\n",
 	      out);
-	fprintf(out, "<title>ktelemetry latency report</title>\n<style>%s</style>\n</head>\n<body>\n",
+	fprintf(out,
+		"<title>ktelemetry latency report</title>\n<style>%s</style>\n</head>\n<body>\n",
 		page_style);
 }
 
@@ -1341,7 +1344,8 @@ static void page_toc(FILE *out, const struct ktel_report *r)
 			windows += r->m[i]->keys[k]->n;
 		fprintf(out, "<tr><td><a href=\"#m%zu\">", i);
 		esc(out, r->m[i]->name);
-		fprintf(out, "</a></td><td class=\"n\">%zu</td><td class=\"n\">%" PRIu64 "</td></tr>\n",
+		fprintf(out,
+			"</a></td><td class=\"n\">%zu</td><td class=\"n\">%" PRIu64 "</td></tr>\n",
 			r->m[i]->n_keys, windows);
 	}
 	fputs("</table>\n", out);
@@ -1350,10 +1354,11 @@ static void page_toc(FILE *out, const struct ktel_report *r)
 /* The time ticks under a plot at y (the plot's bottom). */
 static void time_axis(FILE *out, const struct axes *a, int y)
 {
-	static const int64_t steps[] = {1000,	  2000,	    5000,      10000,	  15000,
-					30000,	  60000,    120000,    300000,	  600000,
-					900000,	  1800000,  3600000,   7200000,	  10800000,
-					21600000, 43200000, 86400000,  172800000, 604800000,
+	static const int64_t steps[] = {1000,         2000,         5000,         10000,
+					15000,        30000,        60000,        120000,
+					300000,       600000,       900000,       1800000,
+					3600000,      7200000,      10800000,     21600000,
+					43200000,     86400000,     172800000,    604800000,
 					1209600000LL, 2592000000LL, 7776000000LL, 31536000000LL};
 	int64_t span = a->t1 - a->t0, step = steps[ARRAY_SIZE(steps) - 1];
 	enum time_style style;
@@ -1365,7 +1370,10 @@ static void time_axis(FILE *out, const struct axes *a, int y)
 		}
 	while (span / step > 7)
 		step *= 2;
-	style = step >= 86400000 ? T_DATE : span >= 86400000 ? T_DAY_MINUTE : step < 60000 ? T_TIME : T_MINUTE;
+	style = step >= 86400000   ? T_DATE
+		: span >= 86400000 ? T_DAY_MINUTE
+		: step < 60000     ? T_TIME
+				   : T_MINUTE;
 	for (int64_t t = (a->t0 / step + (a->t0 % step != 0)) * step; t <= a->t1; t += step) {
 		int x = MARGIN_L + xpos(a, t);
 		char label[32];
@@ -1376,7 +1384,8 @@ static void time_axis(FILE *out, const struct axes *a, int y)
 			"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
 			x, y, x, y + 4, x, y + 15, label);
 	}
-	fprintf(out, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">time (UTC)</text>\n",
+	fprintf(out,
+		"<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">time (UTC)</text>\n",
 		MARGIN_L + PLOT_W / 2, y + 30);
 }
 
@@ -1401,8 +1410,8 @@ static void bucket_text(char *buf, size_t len, const struct metric *m, size_t k)
 }
 
 /* The heatmap of one key. */
-static void heatmap(FILE *out, const struct metric *m, const struct series *s,
-		    const struct cols *c, const struct axes *a)
+static void heatmap(FILE *out, const struct metric *m, const struct series *s, const struct cols *c,
+		    const struct axes *a)
 {
 	int rows = (int)(a->hi - a->lo + 1), ph = rows * a->row_h;
 	int w = MARGIN_L + PLOT_W + MARGIN_R, h = MARGIN_T + ph + MARGIN_B;
@@ -1429,10 +1438,11 @@ static void heatmap(FILE *out, const struct metric *m, const struct series *s,
 		fprintf(out,
 			"<rect class=\"win\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
 			"fill=\"" EMPTY_COLOUR "\" data-col=\"%zu\" data-start-ms=\"%" PRId64
-			"\" data-end-ms=\"%" PRId64 "\" data-windows=\"%" PRIu64 "\"><title>%s, %" PRIu64
-			" window%s</title></rect>\n",
+			"\" data-end-ms=\"%" PRId64 "\" data-windows=\"%" PRIu64
+			"\"><title>%s, %" PRIu64 " window%s</title></rect>\n",
 			MARGIN_L + col->px0, MARGIN_T, col->px1 - col->px0, ph, i, col->start_ms,
-			col->end_ms, col->windows, range, col->windows, col->windows == 1 ? "" : "s");
+			col->end_ms, col->windows, range, col->windows,
+			col->windows == 1 ? "" : "s");
 	}
 	for (size_t i = 0; i < c->n; i++) {
 		const struct col *col = &c->c[i];
@@ -1451,10 +1461,11 @@ static void heatmap(FILE *out, const struct metric *m, const struct series *s,
 			fprintf(out,
 				"<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
 				"fill=\"%s\" data-col=\"%zu\" data-bucket=\"%zu\" data-count=\"%" PRIu64
-				"\" data-level=\"%u\"><title>%" PRIu64 " in %s, %s</title></rect>\n",
+				"\" data-level=\"%u\"><title>%" PRIu64
+				" in %s, %s</title></rect>\n",
 				MARGIN_L + col->px0, MARGIN_T + (int)(a->hi - k) * a->row_h,
-				col->px1 - col->px0, a->row_h, level_colour[lvl], i, k, n, lvl, n, b,
-				range);
+				col->px1 - col->px0, a->row_h, level_colour[lvl], i, k, n, lvl, n,
+				b, range);
 		}
 	}
 	fprintf(out,
@@ -1577,7 +1588,8 @@ static void quantile_plot(FILE *out, const struct metric *m, const struct cols *
 							quants[q].q, NULL);
 
 			if (!isnan(v))
-				fprintf(out, "<circle cx=\"%d\" cy=\"%d\" r=\"2.5\" fill=\"%s\"/>\n",
+				fprintf(out,
+					"<circle cx=\"%d\" cy=\"%d\" r=\"2.5\" fill=\"%s\"/>\n",
 					MARGIN_L + (c->c[i].px0 + c->c[i].px1) / 2,
 					qy(v, vlo, vhi, log_scale), quants[q].colour);
 		}
@@ -1665,8 +1677,7 @@ static uint64_t shared_axes(const struct metric *m, const struct cols *c, struct
 }
 
 /* How the columns of a key were made, in a sentence. */
-static void cols_note(FILE *out, const struct series *s, const struct cols *c,
-		      const struct axes *a)
+static void cols_note(FILE *out, const struct series *s, const struct cols *c, const struct axes *a)
 {
 	char span[32];
 
@@ -1757,12 +1768,12 @@ static int metric_section(FILE *out, const struct metric *m, size_t idx, int col
 	fmt_time(from, sizeof(from), a.t0, T_DATE_TIME);
 	fmt_time(to, sizeof(to), a.t1, T_DATE_TIME);
 	fmt_span(span, sizeof(span), a.t1 - a.t0);
-	fprintf(out,
-		"<p>%zu key%s from %s to %s UTC (%s); histogram scheme <code>",
-		m->n_keys, m->n_keys == 1 ? "" : "s", from, to, span);
+	fprintf(out, "<p>%zu key%s from %s to %s UTC (%s); histogram scheme <code>", m->n_keys,
+		m->n_keys == 1 ? "" : "s", from, to, span);
 	esc(out, m->scheme);
-	fprintf(out, "</code>, %zu buckets. The colour scale is shared by the keys (largest cell "
-		     "%" PRIu64 "):</p>\n",
+	fprintf(out,
+		"</code>, %zu buckets. The colour scale is shared by the keys (largest cell "
+		"%" PRIu64 "):</p>\n",
 		m->nb, max);
 	legend(out, &a, max);
 	for (size_t s = 0; s < m->n_keys; s++)
@@ -1812,8 +1823,8 @@ int ktel_report__write_html(struct ktel_report *r, FILE *out)
 /* The value of option name (or its short form) at argv[*i]: "--name V",
  * "--name=V", "-o V". NULL when argv[*i] is not that option; *ret_missing
  * when it is but has no value. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, const char *short_name,
-			     bool *ret_missing)
+static const char *opt_value(int argc, char **argv, int *i, const char *name,
+			     const char *short_name, bool *ret_missing)
 {
 	const char *arg = argv[*i];
 	size_t n = strlen(name);
@@ -1892,7 +1903,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		}
 	}
 	if (!a->n_files) {
-		fprintf(stderr, "ktelemetryctl: report needs the JSON sink's FILE (\"-\": stdin)\n");
+		fprintf(stderr,
+			"ktelemetryctl: report needs the JSON sink's FILE (\"-\": stdin)\n");
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -1967,7 +1979,8 @@ static void print_summary(const struct ktel_report *r, const struct args *a, boo
 		json_t *o;
 
 		for (int k = 0; k < KTEL_REPORT_SKIP_N; k++)
-			json_object_set_new(skip, skips[k].id, json_integer((json_int_t)st->skip[k]));
+			json_object_set_new(skip, skips[k].id,
+					    json_integer((json_int_t)st->skip[k]));
 		o = json_pack("{s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "ok", ok,
 			      "output", written ? a->output : NULL, "metrics", (json_int_t)metrics,
 			      "keys", (json_int_t)keys, "windows", (json_int_t)st->windows, "lines",

@@ -24,10 +24,10 @@
 #define KTEL_REPORT_MAX_LINE (1u << 20) /* bytes of one line */
 #define KTEL_REPORT_MAX_BUCKETS 64      /* buckets of one histogram */
 #define KTEL_REPORT_MAX_METRICS 64
-#define KTEL_REPORT_MAX_KEYS 64         /* keys of one metric */
+#define KTEL_REPORT_MAX_KEYS 64 /* keys of one metric */
 #define KTEL_REPORT_MAX_WINDOWS (1u << 19)
-#define KTEL_REPORT_MAX_NAME 256        /* bytes of a metric name */
-#define KTEL_REPORT_MAX_KEY 512         /* bytes of a key's text */
+#define KTEL_REPORT_MAX_NAME 256 /* bytes of a metric name */
+#define KTEL_REPORT_MAX_KEY 512  /* bytes of a key's text */
 #define KTEL_REPORT_MAX_DIMS 16
 
 /* Why a line was skipped. */
