@@ -10,7 +10,7 @@ KTEL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KTEL_PACKAGES=(cmake make gcc pkg-config clang llvm libbpf-dev libelf-dev zlib1g-dev
   libjansson-dev libuv1-dev libcmocka-dev bpftool valgrind libmicrohttpd-dev prometheus curl
   strace jq clang-format libclang-rt-14-dev netdata libprotobuf-c-dev protobuf-c-compiler libsnappy-dev
-  libcurl4-openssl-dev systemd-container python3)
+  libcurl4-openssl-dev systemd-container python3 chromium)
 
 # The arm64 cross build (cmake/aarch64-linux-gnu.cmake): Debian's cross
 # compiler, the :arm64 multiarch libraries, and qemu-user to run its tests.

@@ -143,11 +143,16 @@ static void test_escape(void **state)
 	/* Entities in the input are text, escaped again. */
 	expect_escape("&lt;", 4, "&amp;lt;");
 	/* Control characters, DEL and an embedded NUL. */
-	expect_escape("a\x01" "b\n\x7f" "c\0d", 8, "a&#xfffd;b&#xfffd;&#xfffd;c&#xfffd;d");
+	expect_escape("a\x01"
+		      "b\n\x7f"
+		      "c\0d",
+		      8, "a&#xfffd;b&#xfffd;&#xfffd;c&#xfffd;d");
 	/* Valid UTF-8 stays; every byte of invalid UTF-8 is one U+FFFD. */
 	expect_escape("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9,
 		      "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
-	expect_escape("x\xff" "y", 3, "x&#xfffd;y");
+	expect_escape("x\xff"
+		      "y",
+		      3, "x&#xfffd;y");
 	expect_escape("\xe2\x82", 2, "&#xfffd;&#xfffd;");
 	/* Overlong '<' and a UTF-16 surrogate are no UTF-8. */
 	expect_escape("\xc0\xbc", 2, "&#xfffd;&#xfffd;");
@@ -308,8 +313,9 @@ static void test_hostile_lines_skipped_and_counted(void **state)
 	struct ktel_report *r = ktel_report__new(NULL);
 	const struct ktel_report_stats *st;
 	uint64_t want[KTEL_REPORT_SKIP_N] = {0};
-	char *line, *html, big[4096] = "{\"metric\":\"m\",\"type\":\"histogram\",\"start_s\":1,"
-				       "\"end_s\":2,\"dims\":{";
+	char *line, *html,
+		big[4096] = "{\"metric\":\"m\",\"type\":\"histogram\",\"start_s\":1,"
+			    "\"end_s\":2,\"dims\":{";
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -362,8 +368,9 @@ static void test_names_escaped_everywhere(void **state)
 	char *html;
 
 	(void)state;
-	add_hist(r, "<script>alert(1)</script>", "{\"dev\\\"><img src=x>\":\"</svg><a href='http://x'>\"}",
-		 1796208000, 10, 4, 3, 1);
+	add_hist(r, "<script>alert(1)</script>",
+		 "{\"dev\\\"><img src=x>\":\"</svg><a href='http://x'>\"}", 1796208000, 10, 4, 3,
+		 1);
 	add_hist(r, "m&amp;\\u0001\\u2028", "{\"k\":\"\\u0007v\"}", 1796208000, 10, 4, 3, 1);
 	html = page(r);
 	assert_null(strstr(html, "<script"));
@@ -373,7 +380,8 @@ static void test_names_escaped_everywhere(void **state)
 	assert_null(strstr(html, "href='"));
 	assert_null(strstr(html, "\x01"));
 	assert_non_null(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;"));
-	assert_non_null(strstr(html, "dev&quot;&gt;&lt;img src=x&gt;=&lt;/svg&gt;&lt;a href=&#39;"));
+	assert_non_null(
+		strstr(html, "dev&quot;&gt;&lt;img src=x&gt;=&lt;/svg&gt;&lt;a href=&#39;"));
 	assert_non_null(strstr(html, "m&amp;amp;&#xfffd;\xe2\x80\xa8"));
 	assert_non_null(strstr(html, "k=&#xfffd;v"));
 	/* The page allows no script and no fetch. */
@@ -408,7 +416,8 @@ static void test_daily_windows_one_column_each(void **state)
 	for (int d = 0; d < 7; d++) {
 		char want[64];
 
-		snprintf(want, sizeof(want), "data-bucket=\"%d\" data-count=\"%d\"", 8 + d % 3, d + 1);
+		snprintf(want, sizeof(want), "data-bucket=\"%d\" data-count=\"%d\"", 8 + d % 3,
+			 d + 1);
 		assert_non_null(strstr(html, want));
 	}
 	assert_non_null(strstr(html, "uid=1000"));
@@ -512,9 +521,8 @@ static void test_keys_share_the_colour_scale(void **state)
 	html = page(r);
 	legend = strstr(html, "class=\"legend\"");
 	assert_non_null(legend);
-	for (p = legend; (p = strstr(p, "class=\"swatch\" data-level=\"")) &&
-			 p < strstr(legend, "</svg>");
-	     p++)
+	for (p = legend;
+	     (p = strstr(p, "class=\"swatch\" data-level=\"")) && p < strstr(legend, "</svg>"); p++)
 		levels++;
 	/* no window, 0, and 8 steps up to 1000. */
 	assert_int_equal(levels, 10);

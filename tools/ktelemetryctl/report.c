@@ -1513,8 +1513,8 @@ static const struct {
 };
 
 /* The quantile lines of one key, under its heatmap, on the same x. */
-static void quantile_plot(FILE *out, const struct metric *m, const struct cols *c,
-			  const struct axes *a)
+static void quantile_plot(FILE *out, const struct metric *m, const struct series *s,
+			  const struct cols *c, const struct axes *a)
 {
 	int w = MARGIN_L + PLOT_W + MARGIN_R, h = MARGIN_T + QUANT_H + MARGIN_B;
 	bool log_scale = strncmp(m->scheme, "log2", 4) == 0 && lower_bound(m, a->lo) >= 0;
@@ -1528,9 +1528,15 @@ static void quantile_plot(FILE *out, const struct metric *m, const struct cols *
 		vhi = vlo + 1;
 	fprintf(out,
 		"<svg class=\"quantiles\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		"role=\"img\">\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+		"role=\"img\" data-metric=\"",
+		w, h, w, h);
+	esc(out, m->name);
+	fputs("\" data-key=\"", out);
+	esc(out, s->key);
+	fprintf(out,
+		"\">\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
 		"stroke=\"#888\"/>\n",
-		w, h, w, h, MARGIN_L, MARGIN_T, PLOT_W, QUANT_H);
+		MARGIN_L, MARGIN_T, PLOT_W, QUANT_H);
 	/* Grid lines and labels at bucket bounds, at most 6. */
 	for (size_t k = a->lo, step = (a->hi - a->lo) / 6 + 1; k <= a->hi; k += step) {
 		char v[32];
@@ -1723,7 +1729,7 @@ static void key_section(FILE *out, const struct metric *m, const struct series *
 	fputs(" over the whole range.</p>\n", out);
 	cols_note(out, s, c, a);
 	heatmap(out, m, s, c, a);
-	quantile_plot(out, m, c, a);
+	quantile_plot(out, m, s, c, a);
 }
 
 /* A metric's section; -1 when out of memory (the section then says so). */
