@@ -73,7 +73,8 @@ static void put_hist(FILE *f, const char *metric, const char *dev, int64_t start
 
 	fprintf(f,
 		"{\"metric\":\"%s\",\"unit\":\"us\",\"type\":\"histogram\",\"start_s\":%" PRId64
-		",\"end_s\":%" PRId64 ",\"boot_id\":\"b\",\"map_id\":3,\"seq\":%d,\"dims\":{\"dev\":"
+		",\"end_s\":%" PRId64
+		",\"boot_id\":\"b\",\"map_id\":3,\"seq\":%d,\"dims\":{\"dev\":"
 		"\"%s\"},\"dims_raw\":{\"dev\":%d},\"histogram\":{\"scheme\":\"log2\",\"counts\":[",
 		metric, start_s, start_s + len_s, seq, dev, dev[2] - 'a');
 	for (int b = 0; b < NB; b++) {
@@ -113,8 +114,7 @@ static void write_log(const char *path)
 
 /* ---- the browser ---------------------------------------------------------------- */
 
-static int run_chromium(const char *const *extra, size_t n_extra, const char *page,
-			char **ret_out)
+static int run_chromium(const char *const *extra, size_t n_extra, const char *page, char **ret_out)
 {
 	char profile[128], out[128], err[128], *e = NULL;
 	const char *argv[24];
@@ -191,9 +191,9 @@ static void read_png(const char *path, struct image *img)
 		if (memcmp(type, "IHDR", 4) == 0) {
 			img->w = be32(data);
 			img->h = be32(data + 4);
-			assert_int_equal(data[8], 8);			/* bit depth */
-			assert_true(data[9] == 2 || data[9] == 6);	/* RGB, RGBA */
-			assert_int_equal(data[12], 0);			/* no interlace */
+			assert_int_equal(data[8], 8);              /* bit depth */
+			assert_true(data[9] == 2 || data[9] == 6); /* RGB, RGBA */
+			assert_int_equal(data[12], 0);             /* no interlace */
 			img->bpp = data[9] == 6 ? 4 : 3;
 		} else if (memcmp(type, "IDAT", 4) == 0) {
 			idat = realloc(idat, n_idat + n);
@@ -216,7 +216,7 @@ static void read_png(const char *path, struct image *img)
 		for (size_t x = 0; x < stride; x++) {
 			int a = x >= img->bpp ? row[x - img->bpp] : 0, b = up ? up[x] : 0;
 			int c = up && x >= img->bpp ? up[x - img->bpp] : 0;
-			int p = filter == 0 ? 0
+			int p = filter == 0   ? 0
 				: filter == 1 ? a
 				: filter == 2 ? b
 				: filter == 3 ? (a + b) / 2
@@ -464,8 +464,8 @@ static void test_page_in_chromium(void **state)
 			size_t k;
 
 			/* The column's window, by its start. */
-			snprintf(win_tag, sizeof(win_tag), "data-col=\"%" PRIu64 "\" data-start-ms=",
-				 col);
+			snprintf(win_tag, sizeof(win_tag),
+				 "data-col=\"%" PRIu64 "\" data-start-ms=", col);
 			win = strstr(svg, win_tag);
 			assert_true(win && win < svg_end);
 			start_ms = strtoll(win + strlen(win_tag) + 1, NULL, 10);
