@@ -19,10 +19,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* The elements the report writes: any other '<' came from the input. */
 static bool known_tag(const char *p)
 {
-	static const char *const tags[] = {
-		"!DOCTYPE", "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p",
-		"code", "details", "summary", "b", "table", "tr", "th", "td", "a", "section",
-		"span", "svg", "rect", "text", "line", "polyline", "circle"};
+	static const char *const tags[] = {"!DOCTYPE", "html",     "head",    "meta",    "title",
+					   "style",    "body",     "h1",      "h2",      "h3",
+					   "p",        "code",     "details", "summary", "b",
+					   "table",    "tr",       "th",      "td",      "a",
+					   "section",  "span",     "svg",     "rect",    "text",
+					   "line",     "polyline", "circle"};
 	size_t n;
 
 	p += p[1] == '/' ? 2 : 1;
