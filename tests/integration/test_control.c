@@ -1208,14 +1208,15 @@ static void test_inspect_current_params(void **state)
 	assert_int_equal(json_integer_value(json_object_get(p, "value")), 25000);
 	assert_int_equal(json_integer_value(json_object_get(p, "default")), 100000);
 	assert_string_equal(json_string_value(json_object_get(p, "unit")), "us");
-	assert_non_null(strstr(json_string_value(json_object_get(p, "description")),
-			       "microseconds"));
+	assert_non_null(
+		strstr(json_string_value(json_object_get(p, "description")), "microseconds"));
 	assert_string_equal(json_string_value(json_object_get(j, "params_from")), so);
 	assert_null(json_object_get(j, "params_note"));
 	json_decref(j);
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "inspect", so, NULL), 0);
 	printf("%s", r.out);
-	assert_non_null(strstr(r.out, "threshold_us         current 25000 us, default 100000 us: "));
+	assert_non_null(
+		strstr(r.out, "threshold_us         current 25000 us, default 100000 us: "));
 	/* No daemon on the socket: the value is unknown, and inspect still works. */
 	rig_stop(&r);
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "--json", "inspect", so, NULL), 0);

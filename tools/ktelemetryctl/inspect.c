@@ -501,7 +501,7 @@ static const char *param_unit(const char *name)
 	static const struct {
 		const char *suffix, *unit;
 	} units[] = {
-		{"_ns", "ns"},	     {"_us", "us"}, {"_ms", "ms"}, {"_s", "s"},
+		{"_ns", "ns"},       {"_us", "us"},   {"_ms", "ms"}, {"_s", "s"},
 		{"_bytes", "bytes"}, {"_kib", "KiB"}, {"_pct", "%"},
 	};
 	size_t len = strlen(name);
@@ -723,8 +723,7 @@ static bool var_signed(const struct btf *btf, const struct btf_type *var)
  * mi) into *ret: -ENOENT when the map is no .rodata or has no such
  * variable, another -errno when the kernel does not answer.
  */
-static int rodata_map_var(int map_fd, const struct bpf_map_info *mi, const char *name,
-			  int64_t *ret)
+static int rodata_map_var(int map_fd, const struct bpf_map_info *mi, const char *name, int64_t *ret)
 {
 	const struct btf_var_secinfo *vsi;
 	const struct btf_type *sec;
@@ -871,7 +870,8 @@ void ktel_inspect_current_params(json_t *report, const json_t *status, const cha
 	if (!json_array_size(json_object_get(report, "params")) || !name)
 		return;
 	if (!status) {
-		params_unknown(report, "%s", no_status ?: "no daemon answered: current values unknown");
+		params_unknown(report, "%s",
+			       no_status ?: "no daemon answered: current values unknown");
 		return;
 	}
 	sp = status_plugin(status, name);
@@ -892,10 +892,9 @@ void ktel_inspect_current_params(json_t *report, const json_t *status, const cha
 		int r = kernel_param(prog_id, pname, &v, &map_id);
 
 		if (r) {
-			params_unknown(report,
-				       "program %u of plugin %s: %s%s", prog_id, name,
+			params_unknown(report, "program %u of plugin %s: %s%s", prog_id, name,
 				       r == -ENOENT ? "no .rodata variable named " : strerror(-r),
-				       r == -ENOENT ? pname
+				       r == -ENOENT  ? pname
 				       : r == -EPERM ? " (reading a loaded program needs root)"
 						     : "");
 			return;
