@@ -664,11 +664,12 @@ static void render_params(FILE *out, const json_t *r)
 
 		fprintf(out, "    %-20s current ", jstr(p, "name"));
 		if (json_is_integer(v))
-			fprintf(out, "%lld", (long long)json_integer_value(v));
+			fprintf(out, "%lld%s%s", (long long)json_integer_value(v), *unit ? " " : "",
+				unit);
 		else
 			fprintf(out, "?");
-		fprintf(out, "%s%s, default %lld%s%s: %s\n", *unit ? " " : "", unit,
-			jint(p, "default"), *unit ? " " : "", unit, jstr(p, "description"));
+		fprintf(out, ", default %lld%s%s: %s\n", jint(p, "default"), *unit ? " " : "", unit,
+			jstr(p, "description"));
 	}
 	if (json_is_string(json_object_get(r, "params_note")))
 		fprintf(out, "    (%s)\n", jstr(r, "params_note"));
