@@ -1470,7 +1470,37 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 	return 0;
 }
 
-static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
+/*
+ * A sink's options with each string option that starts with a variable
+ * expanded, as the top-level paths are: config/default.json keeps its JSON
+ * file under ${state_dir}. A new reference, NULL when out of memory.
+ */
+static json_t *expand_options(const json_t *s, const struct ktel_config_vars *vars)
+{
+	json_t *copy = json_copy((json_t *)s), *v;
+	const char *key;
+	void *tmp;
+
+	if (!copy)
+		return NULL;
+	json_object_foreach_safe(copy, tmp, key, v) {
+		char *x;
+
+		if (!json_is_string(v) || strncmp(json_string_value(v), "${", 2) != 0)
+			continue;
+		x = expand(json_string_value(v), vars);
+		if (!x || json_object_set_new(copy, key, json_string(x))) {
+			free(x);
+			json_decref(copy);
+			return NULL;
+		}
+		free(x);
+	}
+	return copy;
+}
+
+static int build_sinks(struct ktel_config *cfg, const json_t *sinks,
+		       const struct ktel_config_vars *vars)
 {
 	const char *name;
 	json_t *s;
@@ -1485,8 +1515,8 @@ static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
 		cfg->n_sinks = i;
 		sc->name = strdup(name);
 		sc->type = strdup(json_string_value(json_object_get(s, "type")));
-		sc->options = json_incref(s);
-		if (!sc->name || !sc->type)
+		sc->options = expand_options(s, vars);
+		if (!sc->name || !sc->type || !sc->options)
 			return -ENOMEM;
 	}
 	return 0;
@@ -1540,7 +1570,7 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 		default_sinks = json_pack("{s{ss ss}}", "stdout", "type", "json", "path", "-");
 		sinks = default_sinks;
 	}
-	if (!sinks || build_sinks(cfg, sinks))
+	if (!sinks || build_sinks(cfg, sinks, vars))
 		goto err_free;
 	json_decref(default_sinks);
 	*ret = cfg;

@@ -8,9 +8,10 @@
  *
  *   {"metric":"direct_reclaim_latency","atom":"DirectReclaimLatency",
  *    "atom_id":100001,"unit":"us","type":"histogram",
- *    "start_ns":<boottime ns>,"end_ns":<boottime ns>,
+ *    "start_ns":1714557600000000000,"end_ns":...,  (wall, epoch ns)
  *    "start":"2024-05-01T10:00:00.000000000Z","end":"...",   (wall, UTC)
  *    "start_s":1714557600,"end_s":...,      (wall, whole epoch seconds)
+ *    "start_boot_ns":<CLOCK_BOOTTIME ns>,"end_boot_ns":<...>,
  *    "boot_id":"...","map_id":12,"seq":7,
  *    "dims":{"process_state":"STATE_FOREGROUND","uid":1000},
  *    "dims_raw":{"process_state":4,"uid":1000},

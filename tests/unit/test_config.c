@@ -277,6 +277,50 @@ static void test_model(void **state)
 	ktel_config__free(cfg);
 }
 
+/*
+ * A sink's string options starting with a variable are expanded as the
+ * top-level paths are (config/default.json keeps its JSON file under
+ * ${state_dir}), before the paths are compared: the same file named through
+ * a variable and literally is one path.
+ */
+static void test_sink_options_expanded(void **state)
+{
+	char dir[] = "/tmp/ktel-cfg-vars-XXXXXX", text[1024];
+	struct ktel_config_vars vars = {.plugin_dir = "/p", .run_dir = "/r"};
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	struct ktel_err err;
+	const json_t *o;
+
+	assert_non_null(mkdtemp(dir));
+	vars.state_dir = dir;
+	if (ktel_config__load_string("{\"state_file\": \"${state_dir}/state.bin\","
+				     " \"sinks\": {\"f\": {\"type\": \"json\","
+				     " \"path\": \"${state_dir}/records.jsonl\","
+				     " \"max_queue\": \"1MiB\"},"
+				     " \"s\": {\"type\": \"json\", \"path\": \"${run_dir}/s.jsonl\"}}}",
+				     "t", &vars, &cfg, &errs, &err))
+		fail_msg("%s", errs.n ? errs.msgs[0] : err.msg);
+	assert_int_equal(cfg->n_sinks, 2);
+	o = cfg->sinks[0].options;
+	snprintf(text, sizeof(text), "%s/records.jsonl", dir);
+	assert_string_equal(json_string_value(json_object_get(o, "path")), text);
+	assert_string_equal(json_string_value(json_object_get(o, "max_queue")), "1MiB");
+	assert_string_equal(json_string_value(json_object_get(cfg->sinks[1].options, "path")),
+			    "/r/s.jsonl");
+	ktel_config__free(cfg);
+	/* The literal path of the state file, through a variable: one path. */
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/x\", \"sinks\": {\"f\": {\"type\": \"json\","
+		 " \"path\": \"${state_dir}/x\"}}}",
+		 dir);
+	assert_int_not_equal(ktel_config__load_string(text, "t", &vars, &cfg, &errs, &err), 0);
+	assert_true(errs.n >= 1);
+	assert_non_null(strstr(errs.msgs[0], "same path"));
+	ktel_config_errors__clear(&errs);
+	rmdir(dir);
+}
+
 static void test_durations_and_sizes(void **state)
 {
 	uint64_t v;
@@ -1056,6 +1100,7 @@ int main(void)
 		cmocka_unit_test(test_all_errors_in_one_run),
 		cmocka_unit_test(test_invalid_json),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_sink_options_expanded),
 		cmocka_unit_test(test_durations_and_sizes),
 		cmocka_unit_test(test_durations_and_sizes_are_strict),
 		cmocka_unit_test(test_nul_byte_is_an_error),

@@ -648,6 +648,36 @@ static void render_program_verdict(FILE *out, const json_t *r, const json_t *p)
 	}
 }
 
+/* The params of an inspect report: name, current value, default, unit,
+ * description; where the values came from, or why they are unknown. */
+static void render_params(FILE *out, const json_t *r)
+{
+	const json_t *params = json_object_get(r, "params"), *p;
+	size_t i;
+
+	if (!json_array_size(params))
+		return;
+	fprintf(out, "\n  params (metrics.NAME.params)\n");
+	json_array_foreach(params, i, p) {
+		const char *unit = jstr(p, "unit");
+		const json_t *v = json_object_get(p, "value");
+
+		fprintf(out, "    %-20s current ", jstr(p, "name"));
+		if (json_is_integer(v))
+			fprintf(out, "%lld%s%s", (long long)json_integer_value(v), *unit ? " " : "",
+				unit);
+		else
+			fprintf(out, "?");
+		fprintf(out, ", default %lld%s%s: %s\n", jint(p, "default"), *unit ? " " : "", unit,
+			jstr(p, "description"));
+	}
+	if (json_is_string(json_object_get(r, "params_note")))
+		fprintf(out, "    (%s)\n", jstr(r, "params_note"));
+	else if (json_is_string(json_object_get(r, "params_from")))
+		fprintf(out, "    (current: the kernel's .rodata map %lld of the daemon's %s)\n",
+			jint(r, "params_map_id"), jstr(r, "params_from"));
+}
+
 void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 {
 	size_t i, j;
@@ -689,6 +719,7 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		render_program_verdict(out, r, p);
 		fputc('\n', out);
 	}
+	render_params(out, r);
 	if (json_is_object(json_object_get(r, "load")))
 		fprintf(out, "\n  load %s: %s\n",
 			json_is_true(json_object_get(json_object_get(r, "load"), "verified"))
