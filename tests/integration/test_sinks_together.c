@@ -445,6 +445,8 @@ static struct ktel_sink_stats ctl_sink_stats(const char *name)
 		st.errors = (uint64_t)json_integer_value(json_object_get(s, "errors"));
 		st.reconnects = (uint64_t)json_integer_value(json_object_get(s, "reconnects"));
 		st.queued = (uint64_t)json_integer_value(json_object_get(s, "queued"));
+		snprintf(st.last_error, sizeof(st.last_error), "%s",
+			 json_string_value(json_object_get(s, "last_error")) ?: "");
 		json_decref(resp);
 		free(out);
 		return st;
@@ -721,6 +723,14 @@ static void test_five_sinks_same_counts(void **state)
 	assert_true(s2.json.records >= s1.json.records + 2);
 	assert_true(st2.dropped >= s2.json.records - s1.json.records);
 	assert_true(st2.errors >= 1);
+	/* Status says which error, not only how many. */
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "sendto 127.0.0.1:%u: connection refused",
+			 statsd.udp_port);
+		assert_string_equal(ctl_sink_stats("statsd").last_error, want);
+	}
 	/* The others were not touched by it. */
 	for (size_t i = 0; i < sizeof(healthy) / sizeof(healthy[0]); i++) {
 		other = ctl_sink_stats(healthy[i]);
