@@ -330,8 +330,8 @@ static void note_error(struct statsd_sink *s, const char *what, int err)
 		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s %s: %s", what,
 			 s->socket_path, uv_strerror(err));
 	else
-		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s %s:%d: %s", what,
-			 s->host, s->port, uv_strerror(err));
+		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s %s:%d: %s", what, s->host,
+			 s->port, uv_strerror(err));
 }
 
 /*

@@ -118,8 +118,7 @@ static void netdata_start(struct netdata *n)
 	snprintf(n->dir, sizeof(n->dir), "%s/netdata-XXXXXX", KTEL_BINARY_DIR);
 	assert_non_null(mkdtemp(n->dir));
 	snprintf(cmd, sizeof(cmd),
-		 "mkdir -p %1$s/conf/statsd.d %1$s/cache %1$s/lib %1$s/log %1$s/run",
-		 n->dir);
+		 "mkdir -p %1$s/conf/statsd.d %1$s/cache %1$s/lib %1$s/log %1$s/run", n->dir);
 	assert_int_equal(statsd_run(cmd), 0);
 	/* The documented command, into this instance's statsd.d. */
 	snprintf(cmd, sizeof(cmd),
@@ -486,8 +485,7 @@ static int capture_socket(uint16_t *ret_port)
 }
 
 /* The chart and dimension name of the dimension with id (a StatsD name). */
-static bool find_dim(json_t *charts, const char *id, const char **ret_chart,
-		     const char **ret_name)
+static bool find_dim(json_t *charts, const char *id, const char **ret_chart, const char **ret_name)
 {
 	const char *cid;
 	json_t *c;

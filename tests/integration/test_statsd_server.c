@@ -561,7 +561,7 @@ static void test_etsy_statsd_exact_sums_plain_names(void **state)
 			 statsd_counter(totals, "dot.compaction_duration_seconds.sum_us"),
 			 (unsigned long long)sum);
 	assert_int_equal(json_number_value(json_object_get(json_object_get(totals, "gauges"),
-							    "dot.ktel_pull_duration_ns")),
+							   "dot.ktel_pull_duration_ns")),
 			 123457);
 	got = statsd_counters_under(totals, prefixes);
 	{
@@ -584,14 +584,17 @@ static void test_etsy_statsd_exact_sums_plain_names(void **state)
 			snprintf(le, sizeof(le), "Inf");
 		else
 			snprintf(le, sizeof(le), "%s",
-				 (const char *[]){"0_000001", "0_000002", "0_000004", "0_000008",
-						  "0_000016", "0_000032", "0_000064", "0_000128",
-						  "0_000256", "0_000512", "0_001024", "0_002048",
-						  "0_004096", "0_008192", "0_016384", "0_032768",
-						  "0_065536", "0_131072", "0_262144", "0_524288",
-						  "1_048576", "2_097152", "4_194304", "8_388608",
-						  "16_777216", "33_554432", "67_108864", "134_217728",
-						  "268_435456", "536_870912", "1073_741824"}[k]);
+				 (const char *[]){"0_000001",   "0_000002",   "0_000004",
+						  "0_000008",   "0_000016",   "0_000032",
+						  "0_000064",   "0_000128",   "0_000256",
+						  "0_000512",   "0_001024",   "0_002048",
+						  "0_004096",   "0_008192",   "0_016384",
+						  "0_032768",   "0_065536",   "0_131072",
+						  "0_262144",   "0_524288",   "1_048576",
+						  "2_097152",   "4_194304",   "8_388608",
+						  "16_777216",  "33_554432",  "67_108864",
+						  "134_217728", "268_435456", "536_870912",
+						  "1073_741824"}[k]);
 		snprintf(key, sizeof(key), "dot.compaction_duration_seconds.bucket.le_%s", le);
 		if (statsd_counter(totals, key) != (double)cum[k])
 			fail_msg("%s: server counted %f, the records %llu", key,

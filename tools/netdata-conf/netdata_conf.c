@@ -254,17 +254,16 @@ static int format(struct gen *g, const struct ktel_record *rec, struct lines *ls
 	int r = ktel_statsd__format(&g->style, rec, collect, ls);
 
 	if (r)
-		fprintf(stderr, "ktel-netdata-conf: %s: cannot format its lines: %s\n",
-			rec->metric, strerror(-r));
+		fprintf(stderr, "ktel-netdata-conf: %s: cannot format its lines: %s\n", rec->metric,
+			strerror(-r));
 	return r;
 }
 
 /* "<description>: <what>", or the metric's name when it has no description. */
 static void title(char *buf, size_t size, const struct ktel_metric_desc *md, const char *what)
 {
-	snprintf(buf, size, "%s: %s", md->description && *md->description ? md->description
-									  : md->name,
-		 what);
+	snprintf(buf, size, "%s: %s",
+		 md->description && *md->description ? md->description : md->name, what);
 }
 
 /* Chart ids and the like: [a-z0-9_], anything else '_'. */
@@ -439,8 +438,10 @@ static const struct self_metric {
 	{"ktel_sink_refused", KTEL_RECORD_COUNTER, "connections", "sink",
 	 "Peers each sink turned away"},
 	{"ktel_sink_queued", KTEL_RECORD_GAUGE, "items", "sink", "What waits in each sink's queue"},
-	{"ktel_pull_duration", KTEL_RECORD_GAUGE, "ns", "metric", "Duration of each metric's last pull"},
-	{"ktel_pull_keys", KTEL_RECORD_GAUGE, "keys", "metric", "Keys read by each metric's last pull"},
+	{"ktel_pull_duration", KTEL_RECORD_GAUGE, "ns", "metric",
+	 "Duration of each metric's last pull"},
+	{"ktel_pull_keys", KTEL_RECORD_GAUGE, "keys", "metric",
+	 "Keys read by each metric's last pull"},
 	{"ktel_pull_errors", KTEL_RECORD_COUNTER, "pulls", "metric", "Failed pulls per metric"},
 	{"ktel_prog_recursion_misses", KTEL_RECORD_COUNTER, "runs", "program",
 	 "Program runs the kernel skipped (recursion)"},
@@ -481,8 +482,8 @@ static int plugin_charts(struct gen *g, const struct ktel_plugin *p)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = p->desc.name);
 	/* Validated by the loader; opened, never loaded, for its BTF enums. */
-	struct bpf_object *obj =
-		bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size, &opts);
+	struct bpf_object *obj = bpf_object__open_mem(p->desc.bpf_object, p->desc.bpf_object_size,
+						      &opts);
 	const struct btf *btf = obj ? bpf_object__btf(obj) : NULL;
 	int r = 0;
 
