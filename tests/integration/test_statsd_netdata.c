@@ -110,11 +110,15 @@ static json_t *api(const struct netdata *n, const char *path)
 	return j;
 }
 
+static void netdata_stop(struct netdata *n);
+
 static void netdata_start(struct netdata *n)
 {
 	char cmd[1024], conf[512];
 	json_t *info = NULL;
 
+	/* A test that failed before its netdata_stop() left its instance. */
+	netdata_stop(n);
 	snprintf(n->dir, sizeof(n->dir), "%s/netdata-XXXXXX", KTEL_BINARY_DIR);
 	assert_non_null(mkdtemp(n->dir));
 	snprintf(cmd, sizeof(cmd),
