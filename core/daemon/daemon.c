@@ -391,9 +391,10 @@ static void on_sink_close_report(const char *sink, const struct ktel_sink_stats 
 
 	ktel_log(level,
 		 "sink %s: closed: %llu records sent, %llu dropped in all, %llu of them "
-		 "not flushed before the close timeout, %llu errors",
+		 "not flushed before the close timeout, %llu errors%s%s",
 		 sink, (unsigned long long) final->sent, (unsigned long long) final->dropped,
-		 (unsigned long long)dropped_at_close, (unsigned long long) final->errors);
+		 (unsigned long long)dropped_at_close, (unsigned long long) final->errors,
+		 final->last_error[0] ? ", the last: " : "", final->last_error);
 }
 
 /* One line per sink saying where records go (a bound port 0 shows here). */

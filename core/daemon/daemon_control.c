@@ -187,15 +187,18 @@ static json_t *sinks_json(struct ktel_daemon *d)
 
 		ktel_router__sink_stats(r, name, &st);
 		ktel_router__sink_where(r, name, where, sizeof(where));
-		json_array_append_new(a, json_pack("{s:s, s:s?, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
-						   "name", name, "type",
-						   sink_type(ktel_daemon__config(d), name), "where",
-						   where, "sent", (json_int_t)st.sent, "dropped",
-						   (json_int_t)st.dropped, "errors",
-						   (json_int_t)st.errors, "reconnects",
-						   (json_int_t)st.reconnects, "queued",
-						   (json_int_t)st.queued, "refused",
-						   (json_int_t)st.refused));
+		/* last_error only when the sink has kept one (statsd). */
+		json_array_append_new(a,
+				      json_pack("{s:s, s:s?, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}",
+						"name", name, "type",
+						sink_type(ktel_daemon__config(d), name), "where",
+						where, "sent", (json_int_t)st.sent, "dropped",
+						(json_int_t)st.dropped, "errors",
+						(json_int_t)st.errors, "reconnects",
+						(json_int_t)st.reconnects, "queued",
+						(json_int_t)st.queued, "refused",
+						(json_int_t)st.refused, "last_error",
+						st.last_error[0] ? st.last_error : NULL));
 	}
 	return a;
 }

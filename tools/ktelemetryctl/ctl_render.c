@@ -402,13 +402,18 @@ static void render_status(FILE *out, const json_t *resp)
 		fputc('\n', out);
 	}
 	fprintf(out, "\nsinks\n");
-	json_array_foreach(json_object_get(resp, "sinks"), i, s)
+	json_array_foreach(json_object_get(resp, "sinks"), i, s) {
 		fprintf(out,
 			"  %s (%s%s%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
-			"queued %lld, refused %lld\n",
+			"queued %lld, refused %lld",
 			jstr(s, "name"), jstr(s, "type"), jstr(s, "where")[0] ? ", " : "",
 			jstr(s, "where"), jint(s, "sent"), jint(s, "dropped"), jint(s, "errors"),
 			jint(s, "reconnects"), jint(s, "queued"), jint(s, "refused"));
+		/* The count alone does not say what failed. */
+		if (jstr(s, "last_error")[0])
+			fprintf(out, "; last error: %s", jstr(s, "last_error"));
+		fputc('\n', out);
+	}
 }
 
 static void render_toggle(FILE *out, const json_t *resp)
