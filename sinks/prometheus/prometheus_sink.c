@@ -39,7 +39,8 @@
  * Options: listen (IPv4 or IPv6 literal, default 127.0.0.1), port (default
  * 9464, the port the OpenTelemetry Prometheus exporter registered; 0 picks
  * a free one), path (default /metrics), prefix (default "ktel_"),
- * max_series (default 10000).
+ * max_series (default 10000), labels (default none; on every series, a
+ * colliding dim renamed exported_<name>: prom_series.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -169,14 +170,20 @@ static void render_header(struct ktel_textbuf *b, const struct ktel_prom_family 
 		[KTEL_RECORD_GAUGE] = "gauge",
 	};
 
-	ktel_textbuf_printf(b, "# HELP %s ktelemetry metric ", f->name);
-	ktel_prom_put_escaped(b, f->metric, false);
-	if (f->unit && *f->unit) {
-		ktel_textbuf_puts(b, " (unit: ");
-		ktel_prom_put_escaped(b, f->unit, false);
-		if (f->scale != 1.0)
-			ktel_textbuf_puts(b, ", exposed in seconds");
-		ktel_textbuf_puts(b, ")");
+	ktel_textbuf_printf(b, "# HELP %s ", f->name);
+	if (f->help) {
+		/* The descriptor's own words, as node_exporter shows its collectors'. */
+		ktel_prom_put_escaped(b, f->help, false);
+	} else {
+		ktel_textbuf_puts(b, "ktelemetry metric ");
+		ktel_prom_put_escaped(b, f->metric, false);
+		if (f->unit && *f->unit) {
+			ktel_textbuf_puts(b, " (unit: ");
+			ktel_prom_put_escaped(b, f->unit, false);
+			if (f->scale != 1.0)
+				ktel_textbuf_puts(b, ", exposed in seconds");
+			ktel_textbuf_puts(b, ")");
+		}
 	}
 	ktel_textbuf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
 }
@@ -795,6 +802,11 @@ static const struct ktel_cfg_key prom_options[] = {
 	{"max_series", KTEL_CFG_INT, 1, MAX_MAX_SERIES, .default_text = "10000",
 	 .doc = "Bound on exposed series (metric and dims); records that would add one "
 		"beyond it are dropped and counted."},
+	{"labels", KTEL_CFG_STRING_MAP, .default_text = "{}",
+	 .doc = "Labels added to every exposed series, name to value, as the remote_write "
+		"sink's: a metric dimension of the same name is renamed exported_<name>. "
+		"The scraping Prometheus adds its own target labels (job, instance) the "
+		"same way."},
 	{NULL},
 };
 
@@ -880,6 +892,9 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 		ktel_err_set(err, ret, "sinks.%s: out of memory", name);
 		goto fail;
 	}
+	ret = ktel_prom_set__add_labels(&s->set, json_object_get(opts, "labels"), name, err);
+	if (ret)
+		goto fail;
 	ret = start_server(s, err);
 	if (ret)
 		goto fail;

@@ -21,6 +21,7 @@
 
 #include "sink_test.h"
 
+#include "prom_series.h"
 #include "prometheus/prometheus_sink.h"
 #include "sinks.h"
 #include "ktel_test.h"
@@ -644,7 +645,10 @@ static void test_option_errors(void **state)
 			    "sinks.prom.max_series: expected integer 1..1000000, got 0");
 	expect_create_error("{\"bogus\":1}", EINVAL,
 			    "sinks.prom.bogus: unknown key (known keys: listen, port, path, prefix, "
-			    "max_series)");
+			    "max_series, labels)");
+	expect_create_error("{\"port\":0,\"labels\":{\"le\":\"x\"}}", EINVAL,
+			    "sinks.prom.labels: \"le\" is not a label name a user may set, or not "
+			    "a string");
 	expect_create_error("[]", EINVAL, "sinks.prom: expected object");
 
 	/* A port that is taken: the error names address and port. */
@@ -658,15 +662,92 @@ static void test_option_errors(void **state)
 
 	/* Every option the code takes is in the table the validator uses. */
 	{
-		static const char *const names[] = {"listen", "port", "path", "prefix",
-						    "max_series"};
+		static const char *const names[] = {"listen", "port",       "path",
+						    "prefix", "max_series", "labels"};
 		const struct ktel_cfg_key *k = ops()->options;
 		size_t n = 0;
 
 		for (; k->name; k++, n++)
 			assert_string_equal(k->name, names[n]);
-		assert_int_equal(n, 5);
+		assert_int_equal(n, 6);
 	}
+}
+
+/* The rename rule alone: a dim whose label name a configured label has is
+ * prefixed exported_ until it collides with nothing, as Prometheus renames
+ * exposed labels that collide with target labels; others only sanitized. */
+static void test_label_names_rule(void **state)
+{
+	static const struct {
+		const char *dims[4];
+		uint32_t n;
+		const char *taken[3];
+		uint32_t n_taken;
+		const char *want[4];
+	} cases[] = {
+		{{"cpu", "le", "__x", "a-b"}, 4, {"host"}, 1, {"cpu", "dim_le", "dim___x", "a_b"}},
+		{{"device", "cpu"}, 2, {"device"}, 1, {"exported_device", "cpu"}},
+		{{"device"}, 1, {"device", "exported_device"}, 2, {"exported_exported_device"}},
+		{{"device", "exported_device"},
+		 2,
+		 {"device"},
+		 1,
+		 {"exported_exported_device", "exported_device"}},
+		{{"a-b", "a_b"}, 2, {"a_b"}, 1, {"exported_a_b", "exported_exported_a_b"}},
+		{{"le"}, 1, {"dim_le"}, 1, {"exported_dim_le"}},
+		{{NULL}, 1, {"dim"}, 1, {"exported_dim"}},
+		{{"cpu"}, 1, {NULL}, 0, {"cpu"}},
+	};
+	const char *many[KTEL_PROM_MAX_DIM_NAMES + 1] = {0};
+	uint32_t off[KTEL_PROM_MAX_DIM_NAMES];
+	bool renamed[KTEL_PROM_MAX_DIM_NAMES];
+	struct ktel_textbuf b = {0};
+
+	(void)state;
+	for (size_t c = 0; c < KTEL_ARRAY_SIZE(cases); c++) {
+		assert_int_equal(ktel_prom_label_names(cases[c].dims, cases[c].n, cases[c].taken,
+						       cases[c].n_taken, &b, off, renamed),
+				 0);
+		for (uint32_t i = 0; i < cases[c].n; i++) {
+			assert_string_equal(b.p + off[i], cases[c].want[i]);
+			assert_int_equal(renamed[i],
+					 strncmp(cases[c].want[i], "exported_", 9) == 0 &&
+						 (!cases[c].dims[i] ||
+						  strcmp(cases[c].dims[i], cases[c].want[i]) != 0));
+		}
+	}
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(many); i++)
+		many[i] = "x";
+	assert_int_equal(ktel_prom_label_names(many, KTEL_ARRAY_SIZE(many), NULL, 0, &b, off, NULL),
+			 -E2BIG);
+	free(b.p);
+}
+
+/* Configured labels are on every series with their name and value; a dim
+ * of the same name is exposed as exported_<name>; the descriptor's text is
+ * the HELP, escaped (backslash, newline). */
+static void test_configured_labels_and_help(void **state)
+{
+	struct ktel_record r = counter("io", NULL, 1, 5);
+	uv_loop_t loop;
+	void *priv;
+	char *t;
+
+	(void)state;
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"port\":0,\"labels\":{\"device\":\"edge-1\","
+			     "\"exported_device\":\"x\"}}");
+	r.description = "I/O done,\nper device \\ and cpu";
+	ktel_test_add_dim(&r, "cpu", 1, NULL);
+	ktel_test_add_dim(&r, "device", 0, "vda");
+	ops()->submit(priv, &r, 1);
+	t = text(priv);
+	assert_non_null(strstr(t, "# HELP ktel_io_total I/O done,\\nper device \\\\ and cpu\n"
+				  "# TYPE ktel_io_total counter\n"
+				  "ktel_io_total{cpu=\"1\",exported_exported_device=\"vda\","
+				  "device=\"edge-1\",exported_device=\"x\"} 5\n"));
+	free(t);
+	close_and_run(&loop, priv);
 }
 
 /* Records submitted after close are dropped and counted; close with
@@ -703,6 +784,8 @@ int main(void)
 		cmocka_unit_test(test_shape_and_name_collisions),
 		cmocka_unit_test(test_option_errors),
 		cmocka_unit_test(test_submit_after_close),
+		cmocka_unit_test(test_label_names_rule),
+		cmocka_unit_test(test_configured_labels_and_help),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
