@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
+#include <zlib.h>
 
 #include "prometheus_sink.h"
 #include "prom_series.h"
@@ -96,6 +97,7 @@
 #define EVICT_GRACE_MS 1000
 #define WATCHDOG_MS 500
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define HTML_TYPE "text/html; charset=utf-8"
 
 /* A rendered exposition, shared by the cache and in-flight responses. */
 struct text {
@@ -139,8 +141,10 @@ struct prom_sink {
 	bool in_batch;    /* between begin and end: the lock is held */
 	uint64_t skipped; /* records with no Prometheus form (events) */
 
-	pthread_mutex_t render_lock; /* guards cur; taken by scrapes only */
+	pthread_mutex_t render_lock; /* guards cur, cur_gz; taken by scrapes only */
 	struct text *cur;
+	struct text *cur_gz; /* cur gzip-compressed, made at the first scrape asking */
+	char *landing;       /* the HTML page served at "/" */
 	struct MHD_Daemon *mhd;
 	atomic_uint_fast64_t scrapes, render_errors;
 
@@ -423,13 +427,47 @@ static uint64_t state_gen(struct prom_sink *s)
 	return gen;
 }
 
+/* t gzip-compressed, as a new text of t's generation; NULL on failure. */
+static struct text *gzip_text(const struct text *t)
+{
+	z_stream z = {0};
+	struct text *out = NULL;
+	size_t bound;
+
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return NULL;
+	bound = deflateBound(&z, t->len);
+	out = malloc(sizeof(*out) + bound + 1);
+	if (!out)
+		goto end;
+	z.next_in = (Bytef *)t->data;
+	z.avail_in = (uInt)t->len;
+	z.next_out = (Bytef *)out->data;
+	z.avail_out = (uInt)bound;
+	if (t->len > UINT32_MAX || bound > UINT32_MAX || deflate(&z, Z_FINISH) != Z_STREAM_END) {
+		free(out);
+		out = NULL;
+		goto end;
+	}
+	atomic_init(&out->refs, 1);
+	out->gen = t->gen;
+	out->len = z.total_out;
+end:
+	deflateEnd(&z);
+	return out;
+}
+
 /*
  * A reference to a text of the current state: the kept one when no batch
- * came since it was rendered, else a new one, kept for the next scrape.
- * Scrapes only (render_lock serializes them so that they render once); on
- * ENOMEM the previous text, or NULL when there is none.
+ * came since it was rendered, else a new one, kept for the next scrape;
+ * *gzip: its compressed form, also kept (compressed once per state, and
+ * only when a scraper asks); *gzip is left true only when the text is
+ * compressed (false when compression failed). Scrapes only (render_lock serializes them so
+ * that they render once); on ENOMEM the previous text, or NULL when there
+ * is none.
  */
-static struct text *current_text(struct prom_sink *s)
+static struct text *current_text(struct prom_sink *s, bool *gzip)
 {
 	struct text *t;
 
@@ -441,11 +479,88 @@ static struct text *current_text(struct prom_sink *s)
 			s->cur = t;
 		}
 	}
-	t = s->cur;
+	if (*gzip && s->cur && (!s->cur_gz || s->cur_gz->gen != s->cur->gen)) {
+		t = gzip_text(s->cur);
+		if (t) {
+			text_unref(s->cur_gz);
+			s->cur_gz = t;
+		} else {
+			atomic_fetch_add(&s->render_errors, 1);
+		}
+	}
+	*gzip = *gzip && s->cur_gz && s->cur && s->cur_gz->gen == s->cur->gen;
+	t = *gzip ? s->cur_gz : s->cur;
 	if (t)
 		atomic_fetch_add(&t->refs, 1);
 	pthread_mutex_unlock(&s->render_lock);
 	return t;
+}
+
+/* ---- Accept-Encoding ---- */
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* Is [p, end) a qvalue above 0 ("1", "1.000", "0.5"; RFC 9110 12.4.2)? A
+ * malformed one is not. */
+static bool qvalue_positive(const char *p, const char *end)
+{
+	bool positive;
+	int digits = 0;
+
+	if (p == end || (*p != '0' && *p != '1'))
+		return false;
+	positive = *p++ == '1';
+	if (p < end && *p == '.')
+		for (p++; p < end && *p >= '0' && *p <= '9' && digits < 3; p++, digits++)
+			positive |= *p != '0';
+	return positive && p == end;
+}
+
+bool ktel_prometheus_accepts_gzip(const char *v)
+{
+	int gzip = -1, star = -1; /* -1: not named; else named with q > 0 */
+	const char *p, *end;
+	size_t len;
+
+	if (!v)
+		return false;
+	len = strnlen(v, KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING + 1);
+	if (len > KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING)
+		return false;
+	for (p = v, end = v + len; p < end;) {
+		const char *tok, *tok_end;
+		bool ok = true;
+
+		while (p < end && (is_space(*p) || *p == ','))
+			p++;
+		for (tok = p; p < end && *p != ',' && *p != ';' && !is_space(*p); p++)
+			;
+		tok_end = p;
+		/* Parameters: only q counts; the last one given wins. */
+		while (p < end && *p != ',') {
+			const char *val, *val_end;
+
+			if (*p++ != ';')
+				continue;
+			while (p < end && is_space(*p))
+				p++;
+			if (end - p < 2 || (*p != 'q' && *p != 'Q') || p[1] != '=')
+				continue;
+			for (val = p += 2; p < end && *p != ',' && *p != ';' && !is_space(*p); p++)
+				;
+			val_end = p;
+			ok = qvalue_positive(val, val_end);
+		}
+		if ((tok_end - tok == 4 && strncasecmp(tok, "gzip", 4) == 0) ||
+		    (tok_end - tok == 6 && strncasecmp(tok, "x-gzip", 6) == 0))
+			gzip = ok;
+		else if (tok_end - tok == 1 && *tok == '*')
+			star = ok;
+	}
+	return gzip >= 0 ? gzip == 1 : star == 1;
 }
 
 /* ---- HTTP (libmicrohttpd's thread) ---- */
@@ -466,6 +581,61 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 	return ret;
 }
 
+/* The landing page at "/", as node_exporter has one: a link to the metrics. */
+static enum MHD_Result reply_html(struct MHD_Connection *c, const char *html)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(strlen(html), (void *)html, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, HTML_TYPE);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* s HTML-escaped into b (text and attribute values alike). */
+static void put_html(struct ktel_textbuf *b, const char *s)
+{
+	static const struct {
+		char c;
+		const char *e;
+	} esc[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}};
+
+	for (; *s; s++) {
+		size_t i = 0;
+
+		while (i < KTEL_ARRAY_SIZE(esc) && esc[i].c != *s)
+			i++;
+		if (i < KTEL_ARRAY_SIZE(esc))
+			ktel_textbuf_puts(b, esc[i].e);
+		else
+			ktel_textbuf_put(b, s, 1);
+	}
+}
+
+/* The landing page: self-contained (no script, style sheet or image from
+ * elsewhere), naming the sink and linking to its metrics path. */
+static char *landing_page(const struct prom_sink *s)
+{
+	struct ktel_textbuf b = {0};
+
+	ktel_textbuf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">"
+			      "<title>ktelemetry</title></head>\n<body>\n<h1>ktelemetry</h1>\n"
+			      "<p>eBPF kernel telemetry, Prometheus sink &quot;");
+	put_html(&b, s->name);
+	ktel_textbuf_puts(&b, "&quot;.</p>\n<p><a href=\"");
+	put_html(&b, s->path);
+	ktel_textbuf_puts(&b, "\">Metrics</a></p>\n</body>\n</html>\n");
+	if (b.fail) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
 /* Runs on the server thread: renders or reuses the text (current_text). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload_data,
@@ -475,6 +645,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	struct text *t;
+	bool gzip;
 
 	(void)version;
 	(void)upload_data;
@@ -482,9 +653,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)con_cls;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+	if (strcmp(url, s->path) != 0 && strcmp(url, "/") == 0)
+		return reply_html(c, s->landing);
 	if (strcmp(url, s->path) != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "not found\n");
-	t = current_text(s);
+	gzip = ktel_prometheus_accepts_gzip(
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+	t = current_text(s, &gzip);
 	if (!t)
 		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 			     "cannot render the exposition: out of memory\n");
@@ -495,6 +670,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+	/* Caches must not serve one form to a client that asked for the other. */
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	if (gzip)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
 	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
 	if (ret == MHD_YES)
@@ -747,6 +926,8 @@ static void free_sink(struct prom_sink *s)
 		MHD_stop_daemon(s->mhd); /* joins the thread, closes connections */
 	ktel_prom_set__fini(&s->set);
 	text_unref(s->cur);
+	text_unref(s->cur_gz);
+	free(s->landing);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->render_lock);
 	pthread_mutex_destroy(&s->conn_lock);
@@ -895,6 +1076,11 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	ret = ktel_prom_set__add_labels(&s->set, json_object_get(opts, "labels"), name, err);
 	if (ret)
 		goto fail;
+	s->landing = landing_page(s);
+	if (!s->landing) {
+		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
+		goto fail;
+	}
 	ret = start_server(s, err);
 	if (ret)
 		goto fail;

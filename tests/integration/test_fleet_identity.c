@@ -149,7 +149,8 @@ static void test_two_identities_one_prometheus(void **state)
 	const struct {
 		const char *what, *sel, *dev_label;
 	} want[] = {
-		{"A's pushed series", "job=\"\",device=\"edge-a\",instance=\"\"", "exported_device"},
+		{"A's pushed series", "job=\"\",device=\"edge-a\",instance=\"\"",
+		 "exported_device"},
 		{"B's pushed series", "job=\"\",instance=\"edge-b\"", "device"},
 		{"A's scraped series", "job=\"ktel\",device=\"edge-a\"", "exported_device"},
 		{"B's scraped series", "job=\"ktel\",exported_instance=\"edge-b\"", "device"},
@@ -190,9 +191,10 @@ static void test_two_identities_one_prometheus(void **state)
 	assert_true(prom_query_value(&a, web, q) >= 100);
 
 	/* A warned once per sink, at start; B has nothing to warn about. */
-	assert_int_equal(log_count(&a, "metric block_io_latency has a dimension \"device\" too: the "
-				       "configured label keeps the name, the dimension is sent as "
-				       "\"exported_device\""),
+	assert_int_equal(log_count(&a,
+				   "metric block_io_latency has a dimension \"device\" too: the "
+				   "configured label keeps the name, the dimension is sent as "
+				   "\"exported_device\""),
 			 2);
 	assert_int_equal(log_count(&a, "sinks.rw.labels: metric block_io_latency"), 1);
 	assert_int_equal(log_count(&a, "sinks.prom.labels: metric block_io_latency"), 1);
