@@ -13,7 +13,9 @@
  *  - pushed by B: instance="edge-b", device="loopN";
  *  - scraped from A and from B: the same, next to Prometheus' own
  *    job/instance target labels;
- * and the daemon A, not B, warned about the collision, once per sink.
+ * and the daemon A, not B, warned about the collision, once per sink. The
+ * scraped HELP is block_io_latency's descriptor text, as Prometheus' own
+ * metadata API shows it.
  * Needs root, losetup, curl and prometheus.
  */
 #include <errno.h>
@@ -37,6 +39,7 @@
 
 #define METRIC "ktel_block_io_latency_seconds_count"
 #define IO_SIZE 4096
+#define DESCRIPTION "Block request latency (issue to completion), per disk and operation"
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static pid_t pids[3]; /* daemon A, daemon B, prometheus */
@@ -189,6 +192,30 @@ static void test_two_identities_one_prometheus(void **state)
 	assert_true(prom_query_value(&a, web, q) >= 100);
 	snprintf(q, sizeof(q), "sum(%s{job=\"\",instance=\"edge-b\",device=\"%s\"})", METRIC, dev);
 	assert_true(prom_query_value(&a, web, q) >= 100);
+
+	/* The plugin's words as HELP, in the scrape and as Prometheus keeps them. */
+	{
+		char path[700], *text;
+
+		snprintf(path, sizeof(path), "%s/metadata.json", a.dir);
+		for (int i = 0; i < 30; i++) {
+			assert_int_equal(ktel_test_run("curl -sf -o '%s' 'http://127.0.0.1:%u/api/v1/"
+						       "metadata?metric=ktel_block_io_latency_seconds'",
+						       path, web),
+					 0);
+			text = ktel_test_slurp(path);
+			if (strstr(text, DESCRIPTION))
+				break;
+			free(text);
+			text = NULL;
+			sleep(1);
+		}
+		if (!text)
+			fail_msg("Prometheus' metadata of ktel_block_io_latency_seconds lacks the "
+				 "descriptor's text \"%s\"",
+				 DESCRIPTION);
+		free(text);
+	}
 
 	/* A warned once per sink, at start; B has nothing to warn about. */
 	assert_int_equal(log_count(&a,
