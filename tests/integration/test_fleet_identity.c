@@ -16,6 +16,8 @@
  * and the daemon A, not B, warned about the collision, once per sink. The
  * scraped HELP is block_io_latency's descriptor text, as Prometheus' own
  * metadata API shows it.
+ * And --check-config says the same before any start: the collision named
+ * per sink, the check passing; config/examples/fleet.json has none.
  * Needs root, losetup, curl and prometheus.
  */
 #include <errno.h>
@@ -241,9 +243,50 @@ static void test_two_identities_one_prometheus(void **state)
 	sandbox_cleanup(&b);
 }
 
+/* ktelemetryd --check-config FILE: its exit status, stderr into *ret_err. */
+static int check_config(const struct sandbox *sb, const char *file, char **ret_err)
+{
+	char err[700];
+	int rc;
+
+	snprintf(err, sizeof(err), "%s/check.err", sb->dir);
+	rc = ktel_test_run("'%s' --check-config '%s' > /dev/null 2> '%s'", KTEL_DAEMON_BIN, file,
+			   err);
+	*ret_err = ktel_test_slurp(err);
+	return rc;
+}
+
+static void test_check_config_names_collisions(void **state)
+{
+	struct sandbox sb;
+	char *err, want[300];
+
+	(void)state;
+	sandbox_init(&sb, "fleet-check");
+	write_config(&sb, 9, 9, "{\"device\": \"edge-a\", \"fleet\": \"f\"}");
+	assert_int_equal(check_config(&sb, sb.config, &err), 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(want, sizeof(want),
+			 "%s: warning: sinks.%s.labels: metric block_io_latency has a dimension "
+			 "\"device\" too: the configured label keeps the name, the dimension is "
+			 "sent as \"exported_device\"\n",
+			 sb.config, i ? "rw" : "prom");
+		if (!strstr(err, want))
+			fail_msg("--check-config did not say\n%s\nit said:\n%s", want, err);
+	}
+	assert_null(strstr(err, "\"fleet\""));
+	free(err);
+	/* The shipped fleet example names its machine with a label no metric has. */
+	assert_int_equal(check_config(&sb, KTEL_SOURCE_DIR "/config/examples/fleet.json", &err), 0);
+	assert_null(strstr(err, "has a dimension"));
+	free(err);
+	sandbox_cleanup(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_check_config_names_collisions, teardown),
 		cmocka_unit_test_teardown(test_two_identities_one_prometheus, teardown),
 	};
 

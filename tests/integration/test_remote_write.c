@@ -235,8 +235,8 @@ static void test_push_matches_scrape_and_survives_receiver_restart(void **state)
 	assert_true(prom_query_value(&sb, web,
 				     "histogram_quantile(0.9, sum by (le) (rate(" METRIC
 				     "_bucket{instance=\"" INSTANCE "\"}[1m])))") > 0);
-	assert_true(prom_query_value(&sb, web, "sum by (instance) (increase(" METRIC "_count[1m]))") >
-		    0);
+	assert_true(prom_query_value(&sb, web,
+				     "sum by (instance) (increase(" METRIC "_count[1m]))") > 0);
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
 	daemon_pid = 0;
