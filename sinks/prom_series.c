@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "units.h"
+#include "utf8.h"
 
 #define INITIAL_TABLE 256
 
@@ -318,6 +319,18 @@ static bool fits(const struct ktel_prom_family *f, const struct ktel_record *r)
 		f->shape.linear_min == h->linear_min && f->shape.linear_step == h->linear_step);
 }
 
+/* A plugin's description is any bytes: HELP gets valid UTF-8 (invalid
+ * bytes '?') without control characters but the newline, which the
+ * exposition escapes (a carriage return would end the line for some
+ * parsers). */
+static void help_sanitize(char *s)
+{
+	ktel_utf8_sanitize(s);
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 && *s != '\n')
+			*s = ' ';
+}
+
 static struct ktel_prom_family *family_new(const struct ktel_record *r, char *name, double scale)
 {
 	struct ktel_prom_family *f = calloc(1, sizeof(*f));
@@ -325,6 +338,8 @@ static struct ktel_prom_family *family_new(const struct ktel_record *r, char *na
 	if (!f || !(f->metric = strdup(r->metric)) || (r->unit && !(f->unit = strdup(r->unit))) ||
 	    (r->description && *r->description && !(f->help = strdup(r->description))))
 		goto fail;
+	if (f->help)
+		help_sanitize(f->help);
 	f->name = name;
 	f->type = r->type;
 	f->scale = scale;

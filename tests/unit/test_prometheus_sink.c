@@ -897,7 +897,8 @@ static void test_label_names_rule(void **state)
 
 /* Configured labels are on every series with their name and value; a dim
  * of the same name is exposed as exported_<name>; the descriptor's text is
- * the HELP, escaped (backslash, newline). */
+ * the HELP, escaped (backslash, newline), other control characters and
+ * invalid UTF-8 replaced. */
 static void test_configured_labels_and_help(void **state)
 {
 	struct ktel_record r = counter("io", NULL, 1, 5);
@@ -909,12 +910,12 @@ static void test_configured_labels_and_help(void **state)
 	uv_loop_init(&loop);
 	priv = create(&loop, "{\"port\":0,\"labels\":{\"device\":\"edge-1\","
 			     "\"exported_device\":\"x\"}}");
-	r.description = "I/O done,\nper device \\ and cpu";
+	r.description = "I/O done,\nper device \\ and cpu\r\t\xff";
 	ktel_test_add_dim(&r, "cpu", 1, NULL);
 	ktel_test_add_dim(&r, "device", 0, "vda");
 	ops()->submit(priv, &r, 1);
 	t = text(priv);
-	assert_non_null(strstr(t, "# HELP ktel_io_total I/O done,\\nper device \\\\ and cpu\n"
+	assert_non_null(strstr(t, "# HELP ktel_io_total I/O done,\\nper device \\\\ and cpu  ?\n"
 				  "# TYPE ktel_io_total counter\n"
 				  "ktel_io_total{cpu=\"1\",exported_exported_device=\"vda\","
 				  "device=\"edge-1\",exported_device=\"x\"} 5\n"));
