@@ -224,6 +224,14 @@ static void render_labels(struct ktel_prom_set *set, const struct ktel_record *r
 	set->scratch_n_pairs = n + set->n_labels;
 }
 
+char *ktel_prom_set__labels_text(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	render_labels(set, r);
+	if (set->scratch.fail || set->scratch_pairs.fail)
+		return NULL;
+	return strdup(set->scratch.p);
+}
+
 /* ---- series table ---- */
 
 static uint64_t fnv1a(uint64_t h, const char *s)

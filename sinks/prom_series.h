@@ -142,6 +142,11 @@ int ktel_prom_set__add_label(struct ktel_prom_set *set, const char *name, const 
  * sink's "labels" option; NULL: none); err names sinks.<sink_name>.labels. */
 int ktel_prom_set__add_labels(struct ktel_prom_set *set, const json_t *labels,
 			      const char *sink_name, struct ktel_err *err);
+/* The labels (exposition form, escaped) a series of r's dims gets in set,
+ * configured labels included, malloc'd: for series a sink writes itself.
+ * Not while another thread applies records (it shares their scratch).
+ * NULL on ENOMEM. */
+char *ktel_prom_set__labels_text(struct ktel_prom_set *set, const struct ktel_record *r);
 /* Release everything; accepts a zeroed or half-built set. */
 void ktel_prom_set__fini(struct ktel_prom_set *set);
 /* Set r's running totals as its series' values (the series created when new). */

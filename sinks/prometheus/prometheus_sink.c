@@ -145,6 +145,9 @@ struct prom_sink {
 	struct text *cur;
 	struct text *cur_gz; /* cur gzip-compressed, made at the first scrape asking */
 	char *landing;       /* the HTML page served at "/" */
+	/* Labels of the sink's own series: sink="<name>" and the configured
+	 * labels; the configured labels alone (process_start_time_seconds). */
+	char *self_labels, *const_labels;
 	struct MHD_Daemon *mhd;
 	atomic_uint_fast64_t scrapes, render_errors;
 
@@ -356,13 +359,19 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 				    self[i].help);
 		ktel_textbuf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name,
 				    self[i].type);
-		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
-		ktel_prom_put_escaped(b, s->name, true);
-		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
+		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{", self[i].name);
+		ktel_textbuf_puts(b, s->self_labels);
+		ktel_textbuf_printf(b, "} %" PRIu64 "\n", self[i].value);
 	}
 	ktel_textbuf_puts(b, "# HELP process_start_time_seconds Start time of the process since "
 			     "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
-			     "process_start_time_seconds ");
+			     "process_start_time_seconds");
+	if (*s->const_labels) {
+		ktel_textbuf_put(b, "{", 1);
+		ktel_textbuf_puts(b, s->const_labels);
+		ktel_textbuf_put(b, "}", 1);
+	}
+	ktel_textbuf_put(b, " ", 1);
 	ktel_prom_put_double(b, s->start_time);
 	ktel_textbuf_put(b, "\n", 1);
 }
@@ -634,6 +643,19 @@ static char *landing_page(const struct prom_sink *s)
 		return NULL;
 	}
 	return b.p;
+}
+
+/* The labels of the sink's own series, by the rule of every series
+ * (prom_series.h): sink="<name>" when with_sink, and the configured ones. */
+static char *self_labels(struct prom_sink *s, bool with_sink)
+{
+	struct ktel_record r = {.type = KTEL_RECORD_GAUGE, .metric = "self"};
+
+	if (with_sink) {
+		r.n_dims = 1;
+		r.dims[0] = (struct ktel_dim){.name = "sink", .label = s->name};
+	}
+	return ktel_prom_set__labels_text(&s->set, &r);
 }
 
 /* Runs on the server thread: renders or reuses the text (current_text). */
@@ -928,6 +950,8 @@ static void free_sink(struct prom_sink *s)
 	text_unref(s->cur);
 	text_unref(s->cur_gz);
 	free(s->landing);
+	free(s->self_labels);
+	free(s->const_labels);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->render_lock);
 	pthread_mutex_destroy(&s->conn_lock);
@@ -1077,7 +1101,9 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	if (ret)
 		goto fail;
 	s->landing = landing_page(s);
-	if (!s->landing) {
+	s->self_labels = self_labels(s, true);
+	s->const_labels = self_labels(s, false);
+	if (!s->landing || !s->self_labels || !s->const_labels) {
 		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
 		goto fail;
 	}

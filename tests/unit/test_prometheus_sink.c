@@ -96,12 +96,17 @@ static char *strip_start_time(char *t)
 	static const char head[] = "# HELP process_start_time_seconds Start time of the process "
 				   "since unix epoch in seconds.\n"
 				   "# TYPE process_start_time_seconds gauge\n"
-				   "process_start_time_seconds ";
-	char *p = strstr(t, head), *end;
+				   "process_start_time_seconds";
+	char *p = strstr(t, head), *end, *v_at;
 	double v;
 
 	assert_non_null(p);
-	v = strtod(p + strlen(head), &end);
+	/* The configured labels, when there are, before the value. */
+	v_at = p + strlen(head);
+	if (*v_at == '{')
+		v_at = strchr(v_at, '}') + 1;
+	assert_int_equal(*v_at, ' ');
+	v = strtod(v_at + 1, &end);
 	assert_string_equal(end, "\n");
 	assert_true(v <= (double)time(NULL) + 1 && v >= (double)time(NULL) - 3600);
 	*p = '\0';
@@ -903,6 +908,7 @@ static void test_configured_labels_and_help(void **state)
 {
 	struct ktel_record r = counter("io", NULL, 1, 5);
 	uv_loop_t loop;
+	size_t len;
 	void *priv;
 	char *t;
 
@@ -919,6 +925,13 @@ static void test_configured_labels_and_help(void **state)
 				  "# TYPE ktel_io_total counter\n"
 				  "ktel_io_total{cpu=\"1\",exported_exported_device=\"vda\","
 				  "device=\"edge-1\",exported_device=\"x\"} 5\n"));
+	/* The sink's own series carry them too. */
+	assert_non_null(strstr(t, "\nktel_prometheus_sink_series{sink=\"prom\",device=\"edge-1\","
+				  "exported_device=\"x\"} 1\n"));
+	free(t);
+	t = ktel_prometheus_sink__text(priv, &len);
+	assert_non_null(strstr(t, "\nprocess_start_time_seconds{device=\"edge-1\","
+				  "exported_device=\"x\"} "));
 	free(t);
 	close_and_run(&loop, priv);
 }
