@@ -472,9 +472,9 @@ end:
  * came since it was rendered, else a new one, kept for the next scrape;
  * *gzip: its compressed form, also kept (compressed once per state, and
  * only when a scraper asks); *gzip is left true only when the text is
- * compressed (false when compression failed). Scrapes only (render_lock serializes them so
- * that they render once); on ENOMEM the previous text, or NULL when there
- * is none.
+ * compressed (false when compression failed). Scrapes only (render_lock
+ * serializes them so that they render once); on ENOMEM the previous text,
+ * or NULL when there is none.
  */
 static struct text *current_text(struct prom_sink *s, bool *gzip)
 {
