@@ -216,6 +216,7 @@ static const struct cfg_rule prometheus_rules[] = {
 	{.kind = RULE_URL_PATH, .key = "path"},
 	{.kind = RULE_MAX_LEN, .key = "path", .max = 1024, .why = "a URL path"},
 	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255, .why = "a metric name prefix"},
+	{.kind = RULE_LABEL_NAMES, .key = "labels"},
 	{0},
 };
 

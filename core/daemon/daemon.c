@@ -25,6 +25,7 @@
 #include "fault.h"
 #include "fsutil.h"
 #include "control.h"
+#include "label_check.h"
 #include "delta.h"
 #include "privileges.h"
 #include "router.h"
@@ -538,6 +539,7 @@ int daemon__start(struct ktel_daemon *d, const struct ktel_control_ops *control_
 	 * state): windows written after the saved state come out of the
 	 * files, the first pull reports them again. */
 	recover_sinks(d);
+	ktel_label_check__self(d->cfg, ktel_label_check__log, NULL);
 	r = ktel_bpffs_ensure(d->cfg->pin_root, d->cfg->pin_gid, err);
 	if (r)
 		return r;

@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 
 #include "contain.h"
+#include "label_check.h"
 #include "memory.h"
 #include "stream_reader.h"
 #include "utf8.h"
@@ -361,6 +362,10 @@ static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 		init_metric(p, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
 	p->items[p->n++] = lp;
 	log_plugin(lp);
+	/* Once per load: at start, at a reload's rescan, for a drop-in. */
+	for (size_t i = 0; i < lp->n_metrics; i++)
+		ktel_label_check__metric(p->d->cfg, &plugin->desc.metrics[i], ktel_label_check__log,
+					 NULL);
 	resolve_metrics(p, lp);
 	return 0;
 }

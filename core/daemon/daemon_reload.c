@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "label_check.h"
 #include "sinks.h"
 
 /* ---- settings that cannot change live ---------------------------------------- */
@@ -440,8 +441,13 @@ static size_t install_config(struct ktel_daemon *d, struct ktel_config *cfg,
 			     struct ktel_config_errors *errs)
 {
 	struct ktel_config *old = daemon__swap_config(d, cfg);
+	struct ktel_metric *m;
 	size_t failed;
 
+	/* The plugins a rescan loads are checked as they load. */
+	for_each_metric(&d->plugins, m)
+		ktel_label_check__metric(cfg, m->md, ktel_label_check__log, NULL);
+	ktel_label_check__self(cfg, ktel_label_check__log, NULL);
 	failed = apply_metrics(d, old, errs);
 	daemon_self__configure(&d->self);
 	if (!same_dirs(old, cfg)) {

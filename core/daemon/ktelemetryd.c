@@ -28,8 +28,10 @@
 #include "delta.h"
 #include "fault.h"
 #include "fsutil.h"
+#include "label_check.h"
 #include "log.h"
 #include "memory.h"
+#include "plugin_loader.h"
 #include "sinks.h"
 #include "vmlinux_btf_interpose.h"
 #include "default_config.h"
@@ -161,6 +163,37 @@ static int check_host(const char *path, const struct ktel_config *cfg)
 		r = -EINVAL;
 	}
 	return r;
+}
+
+static void print_collision(void *ctx, const char *sink, const char *metric, const char *dim,
+			    const char *exported)
+{
+	fprintf(stderr,
+		"%s: warning: sinks.%s.labels: metric %s has a dimension \"%s\" too: the "
+		"configured label keeps the name, the dimension is sent as \"%s\"\n",
+		(const char *)ctx, sink, metric, dim, exported);
+}
+
+/*
+ * The dimensions a sink's configured labels would rename (label_check.h),
+ * as warnings: the plugins of the configured directories are read as start
+ * reads them (no plugin code runs, nothing is loaded into the kernel). A
+ * directory or plugin that cannot be read is left for start to report.
+ */
+static void check_labels(const char *path, const struct ktel_config *cfg)
+{
+	ktel_label_check__self(cfg, print_collision, (void *)path);
+	for (size_t d = 0; d < cfg->n_plugin_dirs; d++) {
+		struct ktel_plugin_list *list = NULL;
+
+		if (ktel_plugin_dir__scan(cfg->plugin_dirs[d], NULL, &list, NULL))
+			continue;
+		for (size_t i = 0; i < list->n; i++)
+			for (uint32_t m = 0; m < list->items[i]->desc.n_metrics; m++)
+				ktel_label_check__metric(cfg, &list->items[i]->desc.metrics[m],
+							 print_collision, (void *)path);
+		ktel_plugin_list__free(list);
+	}
 }
 
 /*
@@ -399,6 +432,8 @@ int main(int argc, char **argv)
 			r = load_config(check, &cfg);
 		if (!r)
 			r = check_host(check, cfg);
+		if (!r)
+			check_labels(check, cfg);
 		ktel_config__free(cfg);
 		if (!r)
 			printf("%s: OK\n", check);

@@ -649,6 +649,7 @@ static void fill_header(const struct ktel_metric_pull *mp, const struct window *
 	rec->atom = md->atom_name;
 	rec->atom_id = md->atom_id;
 	rec->unit = md->unit;
+	rec->description = md->description;
 	rec->start_boottime_ns = w->start_boot;
 	rec->end_boottime_ns = w->end_boot;
 	rec->start_wall_ns = w->start_wall;
