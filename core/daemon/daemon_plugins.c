@@ -1288,8 +1288,6 @@ static void intake_end(struct plugin_intake *in)
 	p->n_refused_unlisted = in->n_unlisted;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
-	ktel_attr_names__free(p->attr_names);
-	p->attr_names = NULL;
 	start_new_metrics(p);
 	/* Loads parse the kernel's BTF (megabytes, freed by now): hand it back. */
 	if (changes)
@@ -1550,6 +1548,8 @@ void daemon_plugins__free(struct daemon_plugins *p)
 	p->n_refused = 0;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
+	ktel_attr_names__free(p->attr_names);
+	p->attr_names = NULL;
 	intake_free(p->intake);
 	p->intake = NULL;
 }
