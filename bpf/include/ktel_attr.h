@@ -101,15 +101,15 @@ struct task_struct___ktel_attr {
  *   <map>_attr_limit  attributed keys admitted into the map
  * and <map>_attr_used, the count of admitted keys (one u64, atomics).
  */
-#define KTEL_ATTR_SETTINGS(map)                          \
-	const volatile __u32 map##_attr_by = 0;          \
-	const volatile __u32 map##_attr_depth = 0;       \
-	const volatile __u64 map##_attr_limit = 0;       \
-	struct {                                         \
-		__uint(type, BPF_MAP_TYPE_ARRAY);        \
-		__uint(max_entries, 1);                  \
-		__type(key, __u32);                      \
-		__type(value, __u64);                    \
+#define KTEL_ATTR_SETTINGS(map)                    \
+	const volatile __u32 map##_attr_by = 0;    \
+	const volatile __u32 map##_attr_depth = 0; \
+	const volatile __u64 map##_attr_limit = 0; \
+	struct {                                   \
+		__uint(type, BPF_MAP_TYPE_ARRAY);  \
+		__uint(max_entries, 1);            \
+		__type(key, __u32);                \
+		__type(value, __u64);              \
 	} map##_attr_used SEC(".maps")
 
 /* Id of task's cgroup in the v2 (default) hierarchy, rolled up to depth. */
@@ -128,19 +128,20 @@ static __always_inline __u64 ktel_attr_cgroup_of(struct task_struct *task, __u32
 		level = BPF_CORE_READ(cg, level);
 		if (level > 0 && depth < (__u32)level && depth < 256) {
 			if (bpf_core_field_exists(cg->ancestors)) {
-				bpf_probe_read_kernel(
-					&anc, sizeof(anc),
-					(void *)cg + bpf_core_field_offset(cg->ancestors) +
-						(__u64)depth * sizeof(anc));
+				bpf_probe_read_kernel(&anc, sizeof(anc),
+						      (void *)cg +
+							      bpf_core_field_offset(cg->ancestors) +
+							      (__u64)depth * sizeof(anc));
 				if (anc)
 					return BPF_CORE_READ(anc, kn, id);
 			} else {
 				old = (void *)cg;
 				if (bpf_core_field_exists(old->ancestor_ids)) {
-					bpf_probe_read_kernel(
-						&id, sizeof(id),
-						(void *)cg + bpf_core_field_offset(old->ancestor_ids) +
-							(__u64)depth * sizeof(id));
+					bpf_probe_read_kernel(&id, sizeof(id),
+							      (void *)cg +
+								      bpf_core_field_offset(
+									      old->ancestor_ids) +
+								      (__u64)depth * sizeof(id));
 					return id;
 				}
 			}
@@ -173,41 +174,39 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 }
 
 /* The attribution value of task for map (0 with attribution off). */
-#define ktel_attr_of(map, task)                                                  \
-	({                                                                       \
-		__u64 __ktel_attr = 0;                                           \
-		if (map##_attr_by == KTEL_ATTR_BY_CGROUP)                        \
-			__ktel_attr = ktel_attr_cgroup_of((task), map##_attr_depth); \
-		else if (map##_attr_by == KTEL_ATTR_BY_USER ||                   \
-			 map##_attr_by == KTEL_ATTR_BY_APP)                      \
-			__ktel_attr = ktel_attr_uid_of(task);                    \
-		else if (map##_attr_by == KTEL_ATTR_BY_PROCESS)                  \
-			__ktel_attr = ktel_attr_process_of(task);                \
-		__ktel_attr;                                                     \
+#define ktel_attr_of(map, task)                                                                   \
+	({                                                                                        \
+		__u64 __ktel_attr = 0;                                                            \
+		if (map##_attr_by == KTEL_ATTR_BY_CGROUP)                                         \
+			__ktel_attr = ktel_attr_cgroup_of((task), map##_attr_depth);              \
+		else if (map##_attr_by == KTEL_ATTR_BY_USER || map##_attr_by == KTEL_ATTR_BY_APP) \
+			__ktel_attr = ktel_attr_uid_of(task);                                     \
+		else if (map##_attr_by == KTEL_ATTR_BY_PROCESS)                                   \
+			__ktel_attr = ktel_attr_process_of(task);                                 \
+		__ktel_attr;                                                                      \
 	})
 
 /*
  * The same for the running task, where the event's subject is current (a
  * synchronous path): the cgroup and uid helpers need no CO-RE reads.
  */
-#define ktel_attr_of_current(map)                                                          \
-	({                                                                                 \
-		__u64 __ktel_attr = 0;                                                     \
-		if (map##_attr_by == KTEL_ATTR_BY_CGROUP) {                                \
-			/* 0 when current is above the level: its own then. */            \
-			if (map##_attr_depth)                                              \
-				__ktel_attr = bpf_get_current_ancestor_cgroup_id(          \
-					(int)map##_attr_depth);                            \
-			if (!__ktel_attr)                                                  \
-				__ktel_attr = bpf_get_current_cgroup_id();                 \
-		}                                                                          \
-		else if (map##_attr_by == KTEL_ATTR_BY_USER ||                             \
-			 map##_attr_by == KTEL_ATTR_BY_APP)                                \
-			__ktel_attr = bpf_get_current_uid_gid() & 0xffffffffULL;           \
-		else if (map##_attr_by == KTEL_ATTR_BY_PROCESS)                            \
-			__ktel_attr = ktel_attr_process_of(                                \
-				(struct task_struct *)bpf_get_current_task());             \
-		__ktel_attr;                                                               \
+#define ktel_attr_of_current(map)                                                 \
+	({                                                                        \
+		__u64 __ktel_attr = 0;                                            \
+		if (map##_attr_by == KTEL_ATTR_BY_CGROUP) {                       \
+			/* 0 when current is above the level: its own then. */    \
+			if (map##_attr_depth)                                     \
+				__ktel_attr = bpf_get_current_ancestor_cgroup_id( \
+					(int)map##_attr_depth);                   \
+			if (!__ktel_attr)                                         \
+				__ktel_attr = bpf_get_current_cgroup_id();        \
+		} else if (map##_attr_by == KTEL_ATTR_BY_USER ||                  \
+			   map##_attr_by == KTEL_ATTR_BY_APP)                     \
+			__ktel_attr = bpf_get_current_uid_gid() & 0xffffffffULL;  \
+		else if (map##_attr_by == KTEL_ATTR_BY_PROCESS)                   \
+			__ktel_attr = ktel_attr_process_of(                       \
+				(struct task_struct *)bpf_get_current_task());    \
+		__ktel_attr;                                                      \
 	})
 
 /*
@@ -219,54 +218,54 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
  * racing to insert one new key both take a slot; the one whose insert finds
  * the key there gives its slot back, so the count stays exact.
  */
-#define KTEL_ATTR_ADMIT(map, keyp, value_type)                                                 \
-	({                                                                                     \
-		__u32 __ktel_zero_idx = 0;                                                     \
-		__u64 *__ktel_used;                                                            \
-		long __ktel_err;                                                               \
-		if (map##_attr_by != KTEL_ATTR_BY_NONE &&                                      \
-		    (keyp)->attr != KTEL_ATTR_OVERFLOW && !bpf_map_lookup_elem(&(map), (keyp))) { \
-			__ktel_used = bpf_map_lookup_elem(&map##_attr_used, &__ktel_zero_idx); \
-			if (!__ktel_used) {                                                    \
-				(keyp)->attr = KTEL_ATTR_OVERFLOW;                             \
-			} else if (__sync_fetch_and_add(__ktel_used, 1) >= map##_attr_limit) { \
-				__sync_fetch_and_add(__ktel_used, -1);                         \
-				(keyp)->attr = KTEL_ATTR_OVERFLOW;                             \
-			} else {                                                               \
-				value_type __ktel_zero_val = {};                               \
+#define KTEL_ATTR_ADMIT(map, keyp, value_type)                                                     \
+	({                                                                                         \
+		__u32 __ktel_zero_idx = 0;                                                         \
+		__u64 *__ktel_used;                                                                \
+		long __ktel_err;                                                                   \
+		if (map##_attr_by != KTEL_ATTR_BY_NONE && (keyp)->attr != KTEL_ATTR_OVERFLOW &&    \
+		    !bpf_map_lookup_elem(&(map), (keyp))) {                                        \
+			__ktel_used = bpf_map_lookup_elem(&map##_attr_used, &__ktel_zero_idx);     \
+			if (!__ktel_used) {                                                        \
+				(keyp)->attr = KTEL_ATTR_OVERFLOW;                                 \
+			} else if (__sync_fetch_and_add(__ktel_used, 1) >= map##_attr_limit) {     \
+				__sync_fetch_and_add(__ktel_used, -1);                             \
+				(keyp)->attr = KTEL_ATTR_OVERFLOW;                                 \
+			} else {                                                                   \
+				value_type __ktel_zero_val = {};                                   \
 				__ktel_err = bpf_map_update_elem(&(map), (keyp), &__ktel_zero_val, \
-								 BPF_NOEXIST);                 \
-				if (__ktel_err) {                                              \
-					__sync_fetch_and_add(__ktel_used, -1);                 \
-					/* -EEXIST: another CPU inserted it first. */          \
-					if (!bpf_map_lookup_elem(&(map), (keyp)))              \
-						(keyp)->attr = KTEL_ATTR_OVERFLOW;             \
-				}                                                              \
-			}                                                                      \
-		}                                                                              \
+								 BPF_NOEXIST);                     \
+				if (__ktel_err) {                                                  \
+					__sync_fetch_and_add(__ktel_used, -1);                     \
+					/* -EEXIST: another CPU inserted it first. */              \
+					if (!bpf_map_lookup_elem(&(map), (keyp)))                  \
+						(keyp)->attr = KTEL_ATTR_OVERFLOW;                 \
+				}                                                                  \
+			}                                                                          \
+		}                                                                                  \
 	})
 
 /*
  * INCREMENT_ACCUMULATOR_SUM with the bound above: key is a pointer to the
  * key struct. BPF_TELEMETRY_INVALID_DURATION is ignored, as there.
  */
-#define KTEL_ATTR_INCREMENT_SUM(map, key, value)                                   \
-	({                                                                         \
-		__u64 __ktel_attr_val = (value);                                   \
-		if (__ktel_attr_val != BPF_TELEMETRY_INVALID_DURATION) {           \
-			KTEL_ATTR_ADMIT(map, key, struct accumulator_value_sum);   \
-			INCREMENT_ACCUMULATOR_SUM(map, key, __ktel_attr_val);      \
-		}                                                                  \
+#define KTEL_ATTR_INCREMENT_SUM(map, key, value)                                 \
+	({                                                                       \
+		__u64 __ktel_attr_val = (value);                                 \
+		if (__ktel_attr_val != BPF_TELEMETRY_INVALID_DURATION) {         \
+			KTEL_ATTR_ADMIT(map, key, struct accumulator_value_sum); \
+			INCREMENT_ACCUMULATOR_SUM(map, key, __ktel_attr_val);    \
+		}                                                                \
 	})
 
 /* INCREMENT_ACCUMULATOR (no sum) with the bound above. */
-#define KTEL_ATTR_INCREMENT_BUCKET(map, key, bucket)                           \
-	({                                                                     \
-		__u32 __ktel_attr_b = (bucket);                                \
-		if (__ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {               \
-			KTEL_ATTR_ADMIT(map, key, struct accumulator_value);   \
-			INCREMENT_ACCUMULATOR(map, key, __ktel_attr_b);        \
-		}                                                              \
+#define KTEL_ATTR_INCREMENT_BUCKET(map, key, bucket)                         \
+	({                                                                   \
+		__u32 __ktel_attr_b = (bucket);                              \
+		if (__ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {             \
+			KTEL_ATTR_ADMIT(map, key, struct accumulator_value); \
+			INCREMENT_ACCUMULATOR(map, key, __ktel_attr_b);      \
+		}                                                            \
 	})
 
 #endif /* KTEL_ATTR_H */

@@ -78,7 +78,8 @@ static const struct ktel_cfg_key metric_keys[] = {
 	{"params", KTEL_CFG_INT_MAP, .default_text = "the plugin's defaults",
 	 .doc = "Run-time settings of the plugin's BPF programs (integers), by name; "
 		"`ktelemetryctl inspect` lists them."},
-	{"attribution", KTEL_CFG_OBJECT, .children = attr_keys, .default_text = "{\"by\": \"none\"}",
+	{"attribution", KTEL_CFG_OBJECT, .children = attr_keys,
+	 .default_text = "{\"by\": \"none\"}",
 	 .doc = "Attribute the metric's events to cgroups, users, apps or processes, bounded to "
 		"the top K names plus `other` and `unknown` (docs/architecture.md, Attribution)."},
 	{NULL},
@@ -1489,8 +1490,7 @@ static void build_attribution(struct ktel_attr_cfg *a, const json_t *m)
 	a->depth = (uint32_t)ktel_cfg_int(o, "depth", 0);
 	a->top = (uint32_t)ktel_cfg_int(o, "top", KTEL_ATTR_TOP_DEFAULT);
 	a->max_keys = (uint32_t)ktel_cfg_int(o, "max_keys", KTEL_ATTR_MAX_KEYS_DEFAULT);
-	a->sticky_windows = (uint32_t)ktel_cfg_int(o, "sticky_windows",
-						   KTEL_ATTR_STICKY_DEFAULT);
+	a->sticky_windows = (uint32_t)ktel_cfg_int(o, "sticky_windows", KTEL_ATTR_STICKY_DEFAULT);
 	a->churn_per_hour = (uint32_t)ktel_cfg_int(o, "churn_per_hour", 4 * (int64_t)a->top);
 }
 

@@ -132,8 +132,7 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	if (!r && folded < 0) {
 		*err = ferr;
 		r = (int)folded;
-	}
-	else if (!r && ret_info)
+	} else if (!r && ret_info)
 		ret_info->records = (size_t)folded;
 	return r;
 }

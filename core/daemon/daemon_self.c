@@ -124,8 +124,8 @@ static size_t self_prog_records(const struct daemon_plugins *p, const struct kte
  * "kernel" past the map's bound of attributed keys, "user" past the top K.
  * Two records, or none for a metric that does not attribute.
  */
-static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record *tmpl,
-				int64_t idx, struct ktel_record *out)
+static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record *tmpl, int64_t idx,
+				struct ktel_record *out)
 {
 	static const char *const stages[] = {"kernel", "user"};
 	struct ktel_attr_fold_stats st;
@@ -139,8 +139,9 @@ static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record 
 	for (size_t i = 0; i < 2; i++) {
 		self_rec(&out[i], tmpl, "ktel_attr_overflow", "metric", idx, m->md->name);
 		out[i].n_dims = 2;
-		out[i].dims[1] = (struct ktel_dim){
-			.name = "stage", .value = (int64_t)i, .label = stages[i]};
+		out[i].dims[1] = (struct ktel_dim){.name = "stage",
+						   .value = (int64_t)i,
+						   .label = stages[i]};
 		out[i].unit = "events";
 		self_counter(&out[i], cur[i], prev[i]);
 	}

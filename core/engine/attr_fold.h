@@ -57,14 +57,14 @@ struct ktel_attr_fold_opts {
 
 /* What a fold has done, for self-telemetry. Event counts are cumulative. */
 struct ktel_attr_fold_stats {
-	uint64_t folded_kernel;   /* events under the kernel's overflow id */
-	uint64_t folded_user;     /* events of names not admitted */
-	uint64_t unknown;         /* events whose id did not resolve */
-	uint64_t admissions;      /* names admitted so far */
-	uint64_t evictions;       /* admitted names dropped for inactivity */
-	uint32_t admitted;        /* names admitted now */
-	uint32_t tracked;         /* names the fold keeps (admitted or recent) */
-	uint32_t values_last;     /* attribution values of the last window */
+	uint64_t folded_kernel; /* events under the kernel's overflow id */
+	uint64_t folded_user;   /* events of names not admitted */
+	uint64_t unknown;       /* events whose id did not resolve */
+	uint64_t admissions;    /* names admitted so far */
+	uint64_t evictions;     /* admitted names dropped for inactivity */
+	uint32_t admitted;      /* names admitted now */
+	uint32_t tracked;       /* names the fold keeps (admitted or recent) */
+	uint32_t values_last;   /* attribution values of the last window */
 };
 
 struct ktel_attr_fold;

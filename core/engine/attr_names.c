@@ -379,8 +379,8 @@ static char *user_name(uint64_t uid)
 	char pwbuf[4096], name[KTEL_ATTR_NAME_MAX + 1];
 	size_t i, max;
 
-	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof(pwbuf), &res) != 0 || !res ||
-	    !res->pw_name || !res->pw_name[0])
+	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof(pwbuf), &res) != 0 || !res || !res->pw_name ||
+	    !res->pw_name[0])
 		return NULL;
 	max = strlen(res->pw_name);
 	if (max > KTEL_ATTR_NAME_MAX)

@@ -413,8 +413,8 @@ out:
 /* ---- attribution ----------------------------------------------------- */
 
 /* Write the integer global name of .rodata image data (size bytes). */
-static int put_rodata(struct ktel_bpf_plugin *p, unsigned char *data, size_t size,
-		      const char *name, uint64_t value)
+static int put_rodata(struct ktel_bpf_plugin *p, unsigned char *data, size_t size, const char *name,
+		      uint64_t value)
 {
 	size_t off, vsize;
 
@@ -503,10 +503,13 @@ static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 					  (unsigned long long)opts->attr_memlock_budget);
 			goto out;
 		}
-		rc = rc ?: (entries > UINT32_MAX ? -ERANGE
-						 : bpf_map__set_max_entries(map, (uint32_t)entries));
+		rc = rc
+			     ?: (entries > UINT32_MAX
+					 ? -ERANGE
+					 : bpf_map__set_max_entries(map, (uint32_t)entries));
 		if (rc) {
-			rc = ktel_err_set(err, -rc, "plugin %s: metric %s: attribution: cannot size map %s: %s",
+			rc = ktel_err_set(err, -rc,
+					  "plugin %s: metric %s: attribution: cannot size map %s: %s",
 					  plugin, a->metric, a->map_name, strerror(-rc));
 			goto out;
 		}
@@ -559,8 +562,7 @@ static int init_attr_used(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts 
 		rc = bpf_map_update_elem(bpf_map__fd(used), &zero, &n, BPF_ANY);
 		if (rc)
 			return ktel_err_set(err, errno, "plugin %s: metric %s: cannot set %s: %s",
-					    p->plugin->desc.name, a->metric, name,
-					    strerror(errno));
+					    p->plugin->desc.name, a->metric, name, strerror(errno));
 	}
 	return 0;
 }

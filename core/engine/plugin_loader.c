@@ -385,8 +385,8 @@ static int check_dev_dims(const struct validator *v, const struct ktel_metric_de
  */
 static int check_attr_dims(const struct validator *v, const struct ktel_metric_desc *m)
 {
-	static const char *const by_names[] = {"cgroup", "user", "app", "process", "other",
-					       "unknown"};
+	static const char *const by_names[] = {"cgroup",  "user",  "app",
+					       "process", "other", "unknown"};
 	uint32_t n = 0, i;
 
 	for (i = 0; i < m->n_dims; i++) {
@@ -937,9 +937,8 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 		copy_metric(p, &p->metrics[i], &oom);
 		/* KTEL_DIM_ATTRIBUTION came with ABI 1.2: before, that bit
 		 * was no request (the validator ignored it too). */
-		for (uint32_t k = 0; d->abi_minor < 2 && p->metrics[i].dim_flags &&
-				     k < p->metrics[i].n_dims;
-		     k++)
+		for (uint32_t k = 0;
+		     d->abi_minor < 2 && p->metrics[i].dim_flags && k < p->metrics[i].n_dims; k++)
 			((uint32_t *)p->metrics[i].dim_flags)[k] &= ~(uint32_t)KTEL_DIM_ATTRIBUTION;
 	}
 	variants = d->n_variants ? copy_mem(p, d->variants, d->n_variants * sizeof(*variants), &oom)

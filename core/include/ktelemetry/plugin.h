@@ -110,7 +110,7 @@ enum ktel_attr_by {
 #define KTEL_ATTR_UNKNOWN_ID (UINT64_MAX - 1)
 /* The dimension block-device dimensions add; no declared one may be it. */
 #define KTEL_DEVICE_DIM "device"
-#define KTEL_DIM_FLAGS_ALL                                                              \
+#define KTEL_DIM_FLAGS_ALL                                                                \
 	(KTEL_DIM_ENUM_SHORT | KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_MINOR | KTEL_DIM_DEV_T | \
 	 KTEL_DIM_ATTRIBUTION)
 
