@@ -158,7 +158,10 @@ struct running {
  */
 static void test_invariant_random(void **state)
 {
-	enum { K = 5, WINDOWS = 60 };
+	enum {
+		K = 5,
+		WINDOWS = 60
+	};
 	struct names names = {.group = 3};
 	struct ktel_attr_fold *f = new_fold(K, 4, 4 * K, &names);
 	static struct sink sink;
@@ -245,8 +248,8 @@ static uint64_t label_count(const struct sink *s, const char *label)
 	return n;
 }
 
-static void window(struct ktel_attr_fold *f, struct sink *s, uint64_t now_ns,
-		   const uint64_t *ids, const uint64_t *events, size_t n)
+static void window(struct ktel_attr_fold *f, struct sink *s, uint64_t now_ns, const uint64_t *ids,
+		   const uint64_t *events, size_t n)
 {
 	struct ktel_err err;
 

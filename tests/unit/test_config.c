@@ -315,7 +315,7 @@ static void test_attribution(void **state)
 		     "metrics.m.attribution.by: expected one of \"none\", \"cgroup\", \"user\", "
 		     "\"app\", \"process\", got \"pod\"");
 	expect_errors("{\"metrics\": {\"m\": {\"attribution\": {\"top\": 0}}}}",
-		      "metrics.m.attribution.top: must be between 1 and 1000, got 0\n");
+		      "metrics.m.attribution.top: expected integer 1..1000, got 0\n");
 	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"bye\": \"user\"}}}}",
 		     "metrics.m.attribution.bye: unknown key (known keys: by, depth, top, max_keys, "
 		     "sticky_windows, churn_per_hour)");
