@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attribution through the real ktelemetryd, block_io_latency on a loop
+ * device the test sets up, against what the test itself issued (the
+ * oracle: every O_DIRECT read or write of 4 KiB, waited for before the
+ * next, is one request):
+ *
+ *  - by cgroup: three children, each moved into its own new cgroup under the
+ *    cgroup2 mount, issue known numbers of reads and writes; the records of
+ *    the loop device name each cgroup by its path and count exactly those;
+ *  - the kernel's bound: max_keys 64 and 200 cgroups doing I/O: every named
+ *    cgroup has exactly its own count, "other" holds exactly the rest, the
+ *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
+ *    at least that rest;
+ *  - by user: the same under three uids (setresuid in the children): exact
+ *    per-user counts, the users named by their number (no such user).
+ *
+ * Hermetic: own pin root, files under the build tree, its own cgroups and
+ * loop device, all removed at the end, also after a failure.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "attr_names.h"
+#include "daemon_harness.h"
+#include "ktel_test.h"
+
+#define BLOCK 4096
+#define IMG_MB 16
+#define MAX_CGROUPS 200
+
+static struct sandbox sb;
+static pid_t daemon_pid = -1;
+static char plugin_dir[700], img[700], loop_dev[64], cg_base[600];
+static unsigned loop_major, loop_minor;
+
+/* ---- the loop device and the cgroups --------------------------------------- */
+
+static void setup_loop(void)
+{
+	char out[700], *text;
+	struct stat st;
+
+	snprintf(img, sizeof(img), "%s/disk.img", sb.dir);
+	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
+	assert_int_equal(ktel_test_run("truncate -s %dM %s && losetup --show -f %s > %s", IMG_MB,
+				       img, img, out),
+			 0);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	text[strcspn(text, "\n")] = '\0';
+	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
+	free(text);
+	assert_int_equal(stat(loop_dev, &st), 0);
+	loop_major = major(st.st_rdev);
+	loop_minor = minor(st.st_rdev);
+	/* Let udev's probe of the new device finish before anything counts. */
+	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
+}
+
+static void teardown_loop(void)
+{
+	if (loop_dev[0])
+		(void)ktel_test_run("losetup -d %s", loop_dev);
+	loop_dev[0] = '\0';
+}
+
+static void setup_cgroups(void)
+{
+	char mount[512];
+
+	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
+	snprintf(cg_base, sizeof(cg_base), "%s/ktel-attr-test-%d", mount, getpid());
+	assert_int_equal(mkdir(cg_base, 0755), 0);
+}
+
+static void cgroup_path(char *buf, size_t len, int i)
+{
+	snprintf(buf, len, "%s/c%03d", cg_base, i);
+}
+
+/* Remove the test's cgroups (empty once their children exited). */
+static void teardown_cgroups(void)
+{
+	char path[700];
+
+	if (!cg_base[0])
+		return;
+	for (int i = 0; i < MAX_CGROUPS; i++) {
+		cgroup_path(path, sizeof(path), i);
+		rmdir(path);
+	}
+	if (rmdir(cg_base) && errno != ENOENT)
+		printf("cannot remove %s: %s\n", cg_base, strerror(errno));
+	cg_base[0] = '\0';
+}
+
+/* ---- the workload ------------------------------------------------------------ */
+
+struct worker {
+	int cgroup; /* index, -1: stay */
+	uid_t uid;  /* 0: stay root */
+	int reads, writes;
+};
+
+/* In a child: join the cgroup, drop to the uid, issue the I/O, exit 0. */
+static void run_worker(const struct worker *w)
+{
+	char path[700];
+	void *buf;
+	int fd;
+
+	if (w->cgroup >= 0) {
+		FILE *f;
+
+		cgroup_path(path, sizeof(path), w->cgroup);
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
+		f = fopen(path, "w");
+		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+			_exit(10);
+	}
+	fd = open(loop_dev, O_RDWR | O_DIRECT);
+	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
+		_exit(11);
+	memset(buf, 0x5a, BLOCK);
+	if (w->uid && setresuid(w->uid, w->uid, w->uid))
+		_exit(12);
+	for (int i = 0; i < w->reads; i++)
+		if (pread(fd, buf, BLOCK, (off_t)(i % 1024) * BLOCK) != BLOCK)
+			_exit(13);
+	for (int i = 0; i < w->writes; i++)
+		if (pwrite(fd, buf, BLOCK, (off_t)(1024 + i % 1024) * BLOCK) != BLOCK)
+			_exit(14);
+	_exit(0);
+}
+
+static void run_workers(const struct worker *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		pid_t pid = fork();
+		int status;
+
+		assert_true(pid >= 0);
+		if (pid == 0)
+			run_worker(&w[i]);
+		/* One at a time: each request is waited for, none merge. */
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+}
+
+/* ---- the daemon ------------------------------------------------------------------ */
+
+static void make_plugin_dir(void)
+{
+	snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(plugin_dir, 0755), 0);
+	assert_int_equal(chmod(plugin_dir, 0755), 0);
+	assert_int_equal(ktel_test_run("cp %s/block_io_latency.so %s/ && chmod 0644 %s/*.so",
+				       KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
+			 0);
+}
+
+static void start_daemon(const char *attribution)
+{
+	char extra[600];
+
+	snprintf(extra, sizeof(extra),
+		 "\"metrics\": {\"block_io_latency\": {\"attribution\": %s}},"
+		 " \"self_telemetry\": {\"interval\": \"1s\"}",
+		 attribution);
+	sandbox_write_config(&sb, plugin_dir, "1s", extra);
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+}
+
+/* SIGTERM: the final pull delivers what the last interval counted. */
+static void stop_daemon(void)
+{
+	kill(daemon_pid, SIGTERM);
+	if (daemon_wait(daemon_pid, 30) != 0) {
+		dump_log(&sb);
+		fail_msg("the daemon did not exit cleanly");
+	}
+	daemon_pid = -1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	sandbox_init(&sb, "attribution");
+	make_plugin_dir();
+	setup_loop();
+	setup_cgroups();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGKILL);
+		waitpid(daemon_pid, NULL, 0);
+		daemon_pid = -1;
+	}
+	teardown_loop();
+	teardown_cgroups();
+	sandbox_cleanup(&sb);
+	return 0;
+}
+
+/* ---- what the daemon reported ------------------------------------------------ */
+
+#define MAX_VALUES 512
+
+struct value {
+	char name[256];
+	char op[16];
+	uint64_t count;
+};
+
+struct report {
+	struct value v[MAX_VALUES];
+	size_t n;
+	uint64_t overflow_kernel; /* ktel_attr_overflow, stage kernel, summed deltas */
+};
+
+static void add_value(struct report *r, const char *name, const char *op, uint64_t count)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].name, name) == 0 && strcmp(r->v[i].op, op) == 0)
+			break;
+	if (i == r->n) {
+		assert_true(r->n < MAX_VALUES);
+		snprintf(r->v[i].name, sizeof(r->v[i].name), "%s", name);
+		snprintf(r->v[i].op, sizeof(r->v[i].op), "%s", op);
+		r->v[i].count = 0;
+		r->n++;
+	}
+	r->v[i].count += count;
+}
+
+/* The loop device's block_io_latency records, by attribution value (dim)
+ * and operation, and the kernel stage of ktel_attr_overflow. */
+static void read_report(const char *dim, struct report *r)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(r, 0, sizeof(*r));
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *dims;
+		const char *metric;
+
+		assert_non_null(rec);
+		metric = json_string_value(json_object_get(rec, "metric")) ?: "";
+		dims = json_object_get(rec, "dims");
+		if (strcmp(metric, "ktel_attr_overflow") == 0 &&
+		    strcmp(json_string_value(json_object_get(dims, "stage")) ?: "", "kernel") == 0)
+			r->overflow_kernel +=
+				(uint64_t)json_integer_value(json_object_get(rec, "value"));
+		if (strcmp(metric, "block_io_latency") == 0 &&
+		    json_integer_value(json_object_get(dims, "major")) == loop_major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop_minor) {
+			const char *name = json_string_value(json_object_get(dims, dim));
+			const char *op = json_string_value(json_object_get(dims, "operation"));
+
+			/* Every record of an attributed metric carries the value. */
+			assert_non_null(name);
+			assert_non_null(op);
+			add_value(r, name, op, (uint64_t)json_integer_value(json_object_get(
+						       json_object_get(rec, "histogram"), "count")));
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+static uint64_t count_of(const struct report *r, const char *name, const char *op)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].name, name) == 0 && strcmp(r->v[i].op, op) == 0)
+			return r->v[i].count;
+	return 0;
+}
+
+static uint64_t total_of(const struct report *r, const char *op)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].op, op) == 0)
+			n += r->v[i].count;
+	return n;
+}
+
+/* The cgroup's name as the daemon gives it: its path below the mount. */
+static void cgroup_label(char *buf, size_t len, int i)
+{
+	snprintf(buf, len, "ktel-attr-test-%d/c%03d", getpid(), i);
+}
+
+/* ---- the tests ------------------------------------------------------------------- */
+
+static void test_by_cgroup(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = 0, .reads = 37, .writes = 5},
+		{.cgroup = 1, .reads = 11, .writes = 23},
+		{.cgroup = 2, .reads = 0, .writes = 64},
+	};
+	struct report r;
+	char path[700], label[300];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	start_daemon("{\"by\": \"cgroup\"}");
+	run_workers(w, 3);
+	/* Two intervals for the last completions to be pulled, then the final pull. */
+	sleep(3);
+	stop_daemon();
+	read_report("cgroup", &r);
+	for (size_t i = 0; i < r.n; i++)
+		printf("  %-40s %-6s %llu\n", r.v[i].name, r.v[i].op,
+		       (unsigned long long)r.v[i].count);
+	for (int i = 0; i < 3; i++) {
+		cgroup_label(label, sizeof(label), i);
+		assert_int_equal(count_of(&r, label, "read"), w[i].reads);
+		assert_int_equal(count_of(&r, label, "write"), w[i].writes);
+	}
+	/* Nothing else read or wrote the device: no other value. */
+	assert_int_equal(total_of(&r, "read"), 37 + 11);
+	assert_int_equal(total_of(&r, "write"), 5 + 23 + 64);
+	assert_int_equal(count_of(&r, "unknown", "read") + count_of(&r, "other", "read"), 0);
+}
+
+static void test_kernel_bound(void **state)
+{
+	enum { N = MAX_CGROUPS, READS = 3, LIMIT = 64 };
+	static struct worker w[N];
+	struct report r;
+	char path[700], label[300];
+	uint64_t named = 0, named_reads = 0, other;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+		w[i] = (struct worker){.cgroup = i, .reads = READS};
+	}
+	/* K above N: only the kernel's bound folds anything. */
+	start_daemon("{\"by\": \"cgroup\", \"max_keys\": 64, \"top\": 1000}");
+	run_workers(w, N);
+	sleep(3);
+	stop_daemon();
+	read_report("cgroup", &r);
+	for (int i = 0; i < N; i++) {
+		uint64_t c;
+
+		cgroup_label(label, sizeof(label), i);
+		c = count_of(&r, label, "read");
+		/* A cgroup is named with all its reads or not at all: its
+		 * key was admitted at its first read, or never. */
+		assert_true(c == 0 || c == READS);
+		named += c != 0;
+		named_reads += c;
+	}
+	other = count_of(&r, "other", "read");
+	printf("  %llu of %d cgroups named, other %llu, kernel overflow %llu\n",
+	       (unsigned long long)named, N, (unsigned long long)other,
+	       (unsigned long long)r.overflow_kernel);
+	/* Other cgroups of this machine take keys too: at most 64 of ours. */
+	assert_true(named > 0 && named <= LIMIT);
+	assert_int_equal(other, (N - named) * READS);
+	assert_int_equal(named_reads + other, (uint64_t)N * READS);
+	assert_int_equal(total_of(&r, "read"), (uint64_t)N * READS);
+	assert_int_equal(count_of(&r, "unknown", "read"), 0);
+	assert_true(r.overflow_kernel >= other);
+}
+
+static void test_by_user(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = -1, .uid = 3999001, .reads = 9, .writes = 2},
+		{.cgroup = -1, .uid = 3999002, .reads = 4, .writes = 0},
+		{.cgroup = -1, .uid = 3999003, .reads = 0, .writes = 17},
+	};
+	struct report r;
+
+	(void)state;
+	start_daemon("{\"by\": \"user\"}");
+	run_workers(w, 3);
+	sleep(3);
+	stop_daemon();
+	read_report("user", &r);
+	for (size_t i = 0; i < r.n; i++)
+		printf("  %-12s %-6s %llu\n", r.v[i].name, r.v[i].op,
+		       (unsigned long long)r.v[i].count);
+	assert_int_equal(count_of(&r, "3999001", "read"), 9);
+	assert_int_equal(count_of(&r, "3999001", "write"), 2);
+	assert_int_equal(count_of(&r, "3999002", "read"), 4);
+	assert_int_equal(count_of(&r, "3999002", "write"), 0);
+	assert_int_equal(count_of(&r, "3999003", "write"), 17);
+	assert_int_equal(total_of(&r, "read"), 13);
+	assert_int_equal(total_of(&r, "write"), 19);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
+	};
+
+	ktel_test_require_root("test_attribution");
+	return cmocka_run_group_tests(tests, NULL, sandbox_remove_all);
+}
