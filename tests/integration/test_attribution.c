@@ -273,8 +273,8 @@ static void read_report(const char *dim, struct report *r)
 		dims = json_object_get(rec, "dims");
 		if (strcmp(metric, "ktel_attr_overflow") == 0 &&
 		    strcmp(json_string_value(json_object_get(dims, "stage")) ?: "", "kernel") == 0)
-			r->overflow_kernel +=
-				(uint64_t)json_integer_value(json_object_get(rec, "value"));
+			r->overflow_kernel += (uint64_t)json_integer_value(
+				json_object_get(rec, "value"));
 		if (strcmp(metric, "block_io_latency") == 0 &&
 		    json_integer_value(json_object_get(dims, "major")) == loop_major &&
 		    json_integer_value(json_object_get(dims, "minor")) == loop_minor) {
@@ -284,8 +284,10 @@ static void read_report(const char *dim, struct report *r)
 			/* Every record of an attributed metric carries the value. */
 			assert_non_null(name);
 			assert_non_null(op);
-			add_value(r, name, op, (uint64_t)json_integer_value(json_object_get(
-						       json_object_get(rec, "histogram"), "count")));
+			add_value(r, name, op,
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(rec, "histogram"),
+							  "count")));
 		}
 		json_decref(rec);
 	}
@@ -356,7 +358,11 @@ static void test_by_cgroup(void **state)
 
 static void test_kernel_bound(void **state)
 {
-	enum { N = MAX_CGROUPS, READS = 3, LIMIT = 64 };
+	enum {
+		N = MAX_CGROUPS,
+		READS = 3,
+		LIMIT = 64
+	};
 	static struct worker w[N];
 	struct report r;
 	char path[700], label[300];
