@@ -13,7 +13,10 @@
  *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
  *    at least that rest;
  *  - by user: the same under three uids (setresuid in the children): exact
- *    per-user counts, the users named by their number (no such user).
+ *    per-user counts, the users named by their number (no such user);
+ *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
+ *    `by` on a metric whose plugin has no attribution dimension, each refuse
+ *    the plugin with a message naming the metric.
  *
  * Hermetic: own pin root, files under the build tree, its own cgroups and
  * loop device, all removed at the end, also after a failure.
@@ -164,9 +167,17 @@ static void make_plugin_dir(void)
 	snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", sb.dir);
 	assert_int_equal(mkdir(plugin_dir, 0755), 0);
 	assert_int_equal(chmod(plugin_dir, 0755), 0);
-	assert_int_equal(ktel_test_run("cp %s/block_io_latency.so %s/ && chmod 0644 %s/*.so",
-				       KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
+	assert_int_equal(ktel_test_run("cp %s/block_io_latency.so %s/compaction_duration.so %s/ && "
+				       "chmod 0644 %s/*.so",
+				       KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
 			 0);
+}
+
+static void start_daemon_with(const char *extra)
+{
+	sandbox_write_config(&sb, plugin_dir, "1s", extra);
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
 }
 
 static void start_daemon(const char *attribution)
@@ -177,9 +188,7 @@ static void start_daemon(const char *attribution)
 		 "\"metrics\": {\"block_io_latency\": {\"attribution\": %s}},"
 		 " \"self_telemetry\": {\"interval\": \"1s\"}",
 		 attribution);
-	sandbox_write_config(&sb, plugin_dir, "1s", extra);
-	daemon_pid = daemon_start(&sb, NULL);
-	assert_true(daemon_pid > 0);
+	start_daemon_with(extra);
 	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
 		dump_log(&sb);
 		fail_msg("the daemon did not start collecting block_io_latency");
@@ -431,12 +440,37 @@ static void test_by_user(void **state)
 	assert_int_equal(total_of(&r, "write"), 19);
 }
 
+/* A map past the budget, and `by` where the plugin cannot attribute. */
+static void test_refusals(void **state)
+{
+	(void)state;
+	start_daemon_with("\"attribution_memlock_budget\": \"1MiB\", \"metrics\": {"
+			  "\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\","
+			  " \"max_keys\": 100000}},"
+			  "\"compaction_duration\": {\"attribution\": {\"by\": \"user\"}}}");
+	if (!log_wait_for(&sb,
+			  "block_io_latency: attribution max_keys 100000 makes map "
+			  "block_io_latency_map 101024 entries",
+			  20) ||
+	    !log_wait_for(&sb, "above attribution_memlock_budget (1048576 bytes)", 1) ||
+	    !log_wait_for(&sb,
+			  "refused: metrics.compaction_duration.attribution.by: user: metric "
+			  "compaction_duration of plugin compaction_duration has no attribution "
+			  "dimension (KTEL_DIM_ATTRIBUTION)",
+			  5)) {
+		dump_log(&sb);
+		fail_msg("the refusals were not logged as expected");
+	}
+	stop_daemon();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 
 	ktel_test_require_root("test_attribution");
