@@ -14,6 +14,12 @@
  *    at least that rest;
  *  - by user: the same under three uids (setresuid in the children): exact
  *    per-user counts, the users named by their number (no such user);
+ *  - run queue by cgroup: two CPU hogs in two cgroups and a victim at nice
+ *    19 in a third, all on one CPU: each cgroup's histogram sum agrees with
+ *    its tasks' run_delay (/proc/<pid>/schedstat, the kernel's own count)
+ *    within 5% once the histogram's rounding down to whole microseconds (up
+ *    to 1 us per wait) is allowed for, and the victim's cgroup has the
+ *    longest waits;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric.
@@ -28,6 +34,9 @@
 
 #include <cmocka.h>
 
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -167,9 +176,10 @@ static void make_plugin_dir(void)
 	snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", sb.dir);
 	assert_int_equal(mkdir(plugin_dir, 0755), 0);
 	assert_int_equal(chmod(plugin_dir, 0755), 0);
-	assert_int_equal(ktel_test_run("cp %s/block_io_latency.so %s/compaction_duration.so %s/ && "
-				       "chmod 0644 %s/*.so",
-				       KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
+	assert_int_equal(ktel_test_run("cp %s/block_io_latency.so %s/compaction_duration.so "
+				       "%s/runq_latency.so %s/ && chmod 0644 %s/*.so",
+				       KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR,
+				       plugin_dir, plugin_dir),
 			 0);
 }
 
@@ -440,6 +450,179 @@ static void test_by_user(void **state)
 	assert_int_equal(total_of(&r, "write"), 19);
 }
 
+/* ---- the run queue ------------------------------------------------------------- */
+
+#define RUNQ_TASKS 3
+#define RUNQ_VICTIM 2
+#define RUNQ_SECONDS 3
+
+struct runq_shared {
+	uint64_t start_ns, end_ns;
+	uint64_t base_delay[RUNQ_TASKS]; /* run_delay when the task was in its cgroup */
+	int ready[RUNQ_TASKS];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The second field of /proc/<pid>/schedstat: ns waited on a run queue. */
+static uint64_t run_delay_of(pid_t pid)
+{
+	char path[64];
+	unsigned long long run, delay = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%llu %llu", &run, &delay) != 2)
+		delay = UINT64_MAX;
+	if (f)
+		fclose(f);
+	return delay;
+}
+
+/* In a child: its cgroup, CPU 0, the baseline, spin, then sleep until killed. */
+static void runq_child(struct runq_shared *sh, int i)
+{
+	char path[700];
+	cpu_set_t set;
+	FILE *f;
+
+	cgroup_path(path, sizeof(path), i);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+		_exit(10);
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		_exit(11);
+	if (i == RUNQ_VICTIM && setpriority(PRIO_PROCESS, 0, 19))
+		_exit(12);
+	/* With the cpu controller on cgroup2 (a pure v2 system), nice only
+	 * orders tasks within their cgroup: give the victim's the least weight. */
+	cgroup_path(path, sizeof(path), i);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cpu.weight");
+	if (i == RUNQ_VICTIM && access(path, F_OK) == 0) {
+		f = fopen(path, "w");
+		if (!f || fprintf(f, "1\n") < 0 || fclose(f))
+			_exit(13);
+	}
+	sh->base_delay[i] = run_delay_of(getpid());
+	__atomic_store_n(&sh->ready[i], 1, __ATOMIC_SEQ_CST);
+	while (mono_ns() < __atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST) ||
+	       !__atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST))
+		;
+	for (;;)
+		pause();
+}
+
+struct runq_view {
+	uint64_t count, sum_us;
+	int top_bucket; /* highest bucket with a count, -1: none */
+};
+
+static void runq_read(const char *label, struct runq_view *v)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(v, 0, sizeof(*v));
+	v->top_bucket = -1;
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *h, *c;
+		size_t k;
+
+		assert_non_null(rec);
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
+			   "runq_latency") ||
+		    strcmp(json_string_value(json_object_get(json_object_get(rec, "dims"), "cgroup"))
+				   ?: "",
+			   label)) {
+			json_decref(rec);
+			continue;
+		}
+		h = json_object_get(rec, "histogram");
+		v->count += (uint64_t)json_integer_value(json_object_get(h, "count"));
+		v->sum_us += (uint64_t)json_integer_value(json_object_get(h, "sum"));
+		json_array_foreach(json_object_get(h, "counts"), k, c)
+			if (json_integer_value(c) > 0 && (int)k > v->top_bucket)
+				v->top_bucket = (int)k;
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+static void test_runq_by_cgroup(void **state)
+{
+	struct runq_shared *sh;
+	pid_t pids[RUNQ_TASKS];
+	uint64_t oracle_us[RUNQ_TASKS];
+	struct runq_view v[RUNQ_TASKS];
+	char path[700], label[300];
+
+	(void)state;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  " \"compaction_duration\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting runq_latency");
+	}
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			runq_child(sh, i);
+	}
+	for (int i = 0; i < RUNQ_TASKS; i++)
+		while (!__atomic_load_n(&sh->ready[i], __ATOMIC_SEQ_CST))
+			usleep(1000);
+	__atomic_store_n(&sh->end_ns, mono_ns() + RUNQ_SECONDS * 1000000000ULL, __ATOMIC_SEQ_CST);
+	sleep(RUNQ_SECONDS + 1);
+	/* All asleep now: the oracle before the kill's wakeup. */
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		uint64_t d = run_delay_of(pids[i]);
+
+		assert_true(d != UINT64_MAX && d >= sh->base_delay[i]);
+		oracle_us[i] = (d - sh->base_delay[i]) / 1000;
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], NULL, 0);
+	}
+	sleep(2);
+	stop_daemon();
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		cgroup_label(label, sizeof(label), i);
+		runq_read(label, &v[i]);
+		printf("  %s: %llu waits, histogram sum %llu us, schedstat run_delay %llu us, "
+		       "top bucket %d\n",
+		       label, (unsigned long long)v[i].count, (unsigned long long)v[i].sum_us,
+		       (unsigned long long)oracle_us[i], v[i].top_bucket);
+		assert_true(v[i].count > 0);
+		/* Each wait is rounded down to whole microseconds: up to 1 us each. */
+		assert_true((double)v[i].sum_us <= (double)oracle_us[i] * 1.05);
+		assert_true((double)(v[i].sum_us + v[i].count) >= (double)oracle_us[i] * 0.95);
+	}
+	assert_true(v[RUNQ_VICTIM].top_bucket > v[0].top_bucket);
+	assert_true(v[RUNQ_VICTIM].top_bucket > v[1].top_bucket);
+	munmap(sh, sizeof(*sh));
+}
+
 /* A map past the budget, and `by` where the plugin cannot attribute. */
 static void test_refusals(void **state)
 {
@@ -470,6 +653,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 
