@@ -173,6 +173,10 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 	return (__u64)(__u32)BPF_CORE_READ(t, tgid) << 32 | (start_s & 0xffffffffULL);
 }
 
+/* KTEL_ATTR_UNKNOWN for map, or 0 with attribution off (which the member
+ * must then be). */
+#define ktel_attr_unknown(map) (map##_attr_by != KTEL_ATTR_BY_NONE ? KTEL_ATTR_UNKNOWN : 0)
+
 /* The attribution value of task for map (0 with attribution off). */
 #define ktel_attr_of(map, task)                                                                   \
 	({                                                                                        \

@@ -20,6 +20,10 @@
  *    within 5% once the histogram's rounding down to whole microseconds (up
  *    to 1 us per wait) is allowed for, and the victim's cgroup has the
  *    longest waits;
+ *  - OOM by cgroup (oom_kills): a child in a memory-limited cgroup (the v1
+ *    memory controller on a hybrid system, v2's memory.max on a pure one),
+ *    and in its own v2 cgroup, is OOM-killed N times: the v2 cgroup's
+ *    oom_kills equal the memory controller's own oom_kill count, N;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric.
@@ -51,6 +55,7 @@
 static struct sandbox sb;
 static pid_t daemon_pid = -1;
 static char plugin_dir[700], img[700], loop_dev[64], cg_base[600];
+static void teardown_memcg(void);
 static unsigned loop_major, loop_minor;
 
 /* ---- the loop device and the cgroups --------------------------------------- */
@@ -176,10 +181,9 @@ static void make_plugin_dir(void)
 	snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", sb.dir);
 	assert_int_equal(mkdir(plugin_dir, 0755), 0);
 	assert_int_equal(chmod(plugin_dir, 0755), 0);
-	assert_int_equal(ktel_test_run("cp %s/block_io_latency.so %s/compaction_duration.so "
-				       "%s/runq_latency.so %s/ && chmod 0644 %s/*.so",
-				       KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR, KTEL_PLUGIN_DIR,
-				       plugin_dir, plugin_dir),
+	assert_int_equal(ktel_test_run("cd %s && cp block_io_latency.so compaction_duration.so "
+				       "runq_latency.so oom_kills.so %s/ && chmod 0644 %s/*.so",
+				       KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
 			 0);
 }
 
@@ -235,6 +239,7 @@ static int teardown(void **state)
 		daemon_pid = -1;
 	}
 	teardown_loop();
+	teardown_memcg();
 	teardown_cgroups();
 	sandbox_cleanup(&sb);
 	return 0;
@@ -623,6 +628,149 @@ static void test_runq_by_cgroup(void **state)
 	munmap(sh, sizeof(*sh));
 }
 
+/* ---- OOM ---------------------------------------------------------------------- */
+
+#define OOM_KILLS 3
+#define OOM_LIMIT (32 << 20)
+
+static char memcg[600]; /* the memory-limited cgroup; "" when none was made */
+
+static int write_file(const char *dir, const char *file, const char *value)
+{
+	char path[800];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	if (fprintf(f, "%s\n", value) < 0) {
+		fclose(f);
+		return -EIO;
+	}
+	return fclose(f) ? -errno : 0;
+}
+
+/*
+ * The memory limit: the v1 memory controller's own cgroup where it is
+ * mounted (this hybrid host), else v2's memory.max on the test's cgroup.
+ * Returns the file that counts its OOM kills ("oom_kill N" in it).
+ */
+static const char *setup_memcg(const char *v2_cgroup)
+{
+	char limit[32];
+
+	snprintf(limit, sizeof(limit), "%d", OOM_LIMIT);
+	if (access("/sys/fs/cgroup/memory/memory.oom_control", F_OK) == 0) {
+		snprintf(memcg, sizeof(memcg), "/sys/fs/cgroup/memory/ktel-attr-test-%d", getpid());
+		assert_int_equal(mkdir(memcg, 0755), 0);
+		assert_int_equal(write_file(memcg, "memory.limit_in_bytes", limit), 0);
+		if (access("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", F_OK) == 0)
+			assert_int_equal(write_file(memcg, "memory.memsw.limit_in_bytes", limit),
+					 0);
+		return "memory.oom_control";
+	}
+	snprintf(memcg, sizeof(memcg), "%s", v2_cgroup);
+	assert_int_equal(write_file(memcg, "memory.max", limit), 0);
+	(void)write_file(memcg, "memory.swap.max", "0");
+	return "memory.events";
+}
+
+static void teardown_memcg(void)
+{
+	if (memcg[0] && strncmp(memcg, "/sys/fs/cgroup/memory/", 22) == 0)
+		rmdir(memcg);
+	memcg[0] = '\0';
+}
+
+/* In a child: its v2 cgroup and the memory limit, then memory until killed. */
+static void oom_child(const char *v2_cgroup)
+{
+	char pid[32];
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (write_file(v2_cgroup, "cgroup.procs", pid) ||
+	    (strcmp(memcg, v2_cgroup) != 0 && write_file(memcg, "cgroup.procs", pid)))
+		_exit(10);
+	for (;;) {
+		char *p = malloc(1 << 20);
+
+		if (!p)
+			_exit(11);
+		memset(p, 1, 1 << 20);
+	}
+}
+
+static uint64_t oom_kill_count(const char *file)
+{
+	char path[800], *text, *at;
+	uint64_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", memcg, file);
+	text = ktel_test_slurp(path);
+	assert_non_null(text);
+	at = strstr(text, "oom_kill ");
+	n = at ? strtoull(at + 9, NULL, 10) : UINT64_MAX;
+	free(text);
+	return n;
+}
+
+static void test_oom_by_cgroup(void **state)
+{
+	char v2[700], label[300];
+	const char *events;
+	uint64_t kills = 0;
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	cgroup_path(v2, sizeof(v2), 0);
+	assert_int_equal(mkdir(v2, 0755), 0);
+	events = setup_memcg(v2);
+	start_daemon_with("\"metrics\": {\"oom_kills\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  " \"runq_latency\": {\"enabled\": false},"
+			  " \"compaction_duration\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric oom_kills: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting oom_kills");
+	}
+	for (int i = 0; i < OOM_KILLS; i++) {
+		pid_t pid = fork();
+		int status;
+
+		assert_true(pid >= 0);
+		if (pid == 0)
+			oom_child(v2);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	}
+	sleep(2);
+	stop_daemon();
+	cgroup_label(label, sizeof(label), 0);
+	f = fopen(sb.out, "r");
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL);
+
+		assert_non_null(rec);
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", "oom_kills") ==
+			    0 &&
+		    strcmp(json_string_value(json_object_get(json_object_get(rec, "dims"), "cgroup"))
+				   ?: "",
+			   label) == 0)
+			kills += (uint64_t)json_integer_value(json_object_get(rec, "value"));
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+	printf("  %s: %llu OOM kills, the memory controller counted %llu\n", label,
+	       (unsigned long long)kills, (unsigned long long)oom_kill_count(events));
+	assert_int_equal(oom_kill_count(events), OOM_KILLS);
+	assert_int_equal(kills, OOM_KILLS);
+}
+
 /* A map past the budget, and `by` where the plugin cannot attribute. */
 static void test_refusals(void **state)
 {
@@ -654,6 +802,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 
