@@ -23,7 +23,8 @@
  *  - OOM by cgroup (oom_kills): a child in a memory-limited cgroup (the v1
  *    memory controller on a hybrid system, v2's memory.max on a pure one),
  *    and in its own v2 cgroup, is OOM-killed N times: the v2 cgroup's
- *    oom_kills equal the memory controller's own oom_kill count, N;
+ *    oom_kills equal the memory controller's own oom_kill count, N, and
+ *    memcg_reclaim_latency counts the reclaims its limit forced on it;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric.
@@ -181,10 +182,12 @@ static void make_plugin_dir(void)
 	snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", sb.dir);
 	assert_int_equal(mkdir(plugin_dir, 0755), 0);
 	assert_int_equal(chmod(plugin_dir, 0755), 0);
-	assert_int_equal(ktel_test_run("cd %s && cp block_io_latency.so compaction_duration.so "
-				       "runq_latency.so oom_kills.so %s/ && chmod 0644 %s/*.so",
-				       KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
-			 0);
+	assert_int_equal(
+		ktel_test_run(
+			"cd %s && cp block_io_latency.so compaction_duration.so "
+			"runq_latency.so oom_kills.so memcg_reclaim_latency.so %s/ && chmod 0644 %s/*.so",
+			KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
+		0);
 }
 
 static void start_daemon_with(const char *extra)
@@ -719,7 +722,7 @@ static void test_oom_by_cgroup(void **state)
 {
 	char v2[700], label[300];
 	const char *events;
-	uint64_t kills = 0;
+	uint64_t kills = 0, reclaims = 0;
 	FILE *f;
 	char *line = NULL;
 	size_t cap = 0;
@@ -729,6 +732,7 @@ static void test_oom_by_cgroup(void **state)
 	assert_int_equal(mkdir(v2, 0755), 0);
 	events = setup_memcg(v2);
 	start_daemon_with("\"metrics\": {\"oom_kills\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"memcg_reclaim_latency\": {\"attribution\": {\"by\": "
 			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
 			  " \"runq_latency\": {\"enabled\": false},"
 			  " \"compaction_duration\": {\"enabled\": false}}");
@@ -761,14 +765,24 @@ static void test_oom_by_cgroup(void **state)
 				   ?: "",
 			   label) == 0)
 			kills += (uint64_t)json_integer_value(json_object_get(rec, "value"));
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
+			   "memcg_reclaim_latency") == 0 &&
+		    strcmp(json_string_value(json_object_get(json_object_get(rec, "dims"), "cgroup"))
+				   ?: "",
+			   label) == 0)
+			reclaims += (uint64_t)json_integer_value(
+				json_object_get(json_object_get(rec, "histogram"), "count"));
 		json_decref(rec);
 	}
 	free(line);
 	fclose(f);
-	printf("  %s: %llu OOM kills, the memory controller counted %llu\n", label,
-	       (unsigned long long)kills, (unsigned long long)oom_kill_count(events));
+	printf("  %s: %llu OOM kills, the memory controller counted %llu; %llu memcg reclaims\n",
+	       label, (unsigned long long)kills, (unsigned long long)oom_kill_count(events),
+	       (unsigned long long)reclaims);
 	assert_int_equal(oom_kill_count(events), OOM_KILLS);
 	assert_int_equal(kills, OOM_KILLS);
+	/* Each child reclaimed from its cgroup before the kill. */
+	assert_true(reclaims >= OOM_KILLS);
 }
 
 /* A map past the budget, and `by` where the plugin cannot attribute. */
