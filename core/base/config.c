@@ -2017,6 +2017,28 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
 			    name);
 }
 
+/*
+ * The built-in metrics whose plugin declares an attribution dimension
+ * (KTEL_DIM_ATTRIBUTION). `by` on another built-in metric is an error here,
+ * as the daemon would refuse the plugin at start; a metric of another
+ * vendor's plugin is judged when the daemon loads it.
+ */
+static const char *const attributing_metrics[] = {
+	"block_io_latency", "memcg_reclaim_latency", "oom_kills", "runq_latency", NULL,
+};
+
+static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_config_errors *errs)
+{
+	if (mc->attr.by == KTEL_ATTR_BY_NONE || !in_list(builtin_metrics, 0, mc->name) ||
+	    in_list(attributing_metrics, 0, mc->name))
+		return;
+	add_error(errs,
+		  "metrics.%s.attribution.by: %s: metric %s has no attribution dimension "
+		  "(metrics that have one: block_io_latency, memcg_reclaim_latency, oom_kills, "
+		  "runq_latency)",
+		  mc->name, ktel_attr_by_name(mc->attr.by), mc->name);
+}
+
 /* The model's paths as bind(2) and open(2) will see them. */
 static void check_model(const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
@@ -2031,8 +2053,10 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 		check_path_len(key, cfg->plugin_dirs[i], MAX_STRING_LEN, "PATH_MAX", errs);
 	}
 	check_exclusive(cfg, errs);
-	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++)
+	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++) {
 		check_metric_name(cfg, cfg->metrics[i].name, errs);
+		check_attribution(&cfg->metrics[i], errs);
+	}
 }
 
 int ktel_config__load_string(const char *text, const char *source,

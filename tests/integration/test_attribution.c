@@ -785,28 +785,49 @@ static void test_oom_by_cgroup(void **state)
 	assert_true(reclaims >= OOM_KILLS);
 }
 
-/* A map past the budget, and `by` where the plugin cannot attribute. */
+/*
+ * A map past the budget; `by` on a plugin that cannot attribute: at start
+ * for a plugin the config does not know (a fixture), already at
+ * --check-config for a built-in one (compaction_duration).
+ */
 static void test_refusals(void **state)
 {
+	char out[700], *text;
+	int st;
+
 	(void)state;
+	assert_int_equal(ktel_test_run("cp %s/fx_dim_flags_old_minor.so %s/ && chmod 0644 %s/*.so",
+				       KTEL_TEST_PLUGIN_DIR, plugin_dir, plugin_dir),
+			 0);
 	start_daemon_with("\"attribution_memlock_budget\": \"1MiB\", \"metrics\": {"
 			  "\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\","
 			  " \"max_keys\": 100000}},"
-			  "\"compaction_duration\": {\"attribution\": {\"by\": \"user\"}}}");
+			  "\"fx_dim_flags_old_minor\": {\"attribution\": {\"by\": \"user\"}}}");
 	if (!log_wait_for(&sb,
 			  "block_io_latency: attribution max_keys 100000 makes map "
 			  "block_io_latency_map 101024 entries",
 			  20) ||
 	    !log_wait_for(&sb, "above attribution_memlock_budget (1048576 bytes)", 1) ||
 	    !log_wait_for(&sb,
-			  "refused: metrics.compaction_duration.attribution.by: user: metric "
-			  "compaction_duration of plugin compaction_duration has no attribution "
-			  "dimension (KTEL_DIM_ATTRIBUTION)",
+			  "refused: metrics.fx_dim_flags_old_minor.attribution.by: user: metric "
+			  "fx_dim_flags_old_minor of plugin fx_dim_flags_old_minor has no "
+			  "attribution dimension (KTEL_DIM_ATTRIBUTION)",
 			  5)) {
 		dump_log(&sb);
 		fail_msg("the refusals were not logged as expected");
 	}
 	stop_daemon();
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"compaction_duration\": {\"attribution\": "
+			     "{\"by\": \"user\"}}}");
+	snprintf(out, sizeof(out), "%s/check.out", sb.dir);
+	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	if (st != 2 || !strstr(text, "metrics.compaction_duration.attribution.by: user: metric "
+				     "compaction_duration has no attribution dimension"))
+		fail_msg("--check-config exited %d:\n%s", st, text);
+	free(text);
 }
 
 int main(void)

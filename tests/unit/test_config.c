@@ -316,6 +316,11 @@ static void test_attribution(void **state)
 		     "\"app\", \"process\", got \"pod\"");
 	expect_errors("{\"metrics\": {\"m\": {\"attribution\": {\"top\": 0}}}}",
 		      "metrics.m.attribution.top: expected integer 1..1000, got 0\n");
+	/* A built-in metric without an attribution dimension: refused. */
+	expect_error("{\"metrics\": {\"kswapd_latency\": {\"attribution\": {\"by\": \"user\"}}}}",
+		     "metrics.kswapd_latency.attribution.by: user: metric kswapd_latency has no "
+		     "attribution dimension (metrics that have one: block_io_latency, "
+		     "memcg_reclaim_latency, oom_kills, runq_latency)");
 	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"bye\": \"user\"}}}}",
 		     "metrics.m.attribution.bye: unknown key (known keys: by, depth, top, max_keys, "
 		     "sticky_windows, churn_per_hour)");
