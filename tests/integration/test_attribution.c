@@ -444,6 +444,21 @@ static void test_by_user(void **state)
 	start_daemon("{\"by\": \"user\"}");
 	run_workers(w, 3);
 	sleep(3);
+	/* A reload cannot change what the loaded programs were given: refused,
+	 * named, and the daemon goes on as it was. */
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"block_io_latency\": {\"attribution\": "
+			     "{\"by\": \"cgroup\"}}}");
+	kill(daemon_pid, SIGHUP);
+	if (!log_wait_for(&sb,
+			  "metrics.block_io_latency.attribution: cannot change while the daemon "
+			  "runs (the plugin's BPF .rodata and map size are set when it loads): by "
+			  "user, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour "
+			  "80 -> by cgroup",
+			  10)) {
+		dump_log(&sb);
+		fail_msg("the reload's change of attribution was not refused");
+	}
 	stop_daemon();
 	read_report("user", &r);
 	for (size_t i = 0; i < r.n; i++)
