@@ -251,25 +251,44 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 
 /*
  * INCREMENT_ACCUMULATOR_SUM with the bound above: key is a pointer to the
- * key struct. BPF_TELEMETRY_INVALID_DURATION is ignored, as there.
+ * key struct. BPF_TELEMETRY_INVALID_DURATION is ignored, as there. A key
+ * already in the map costs one lookup, as without attribution; only a new
+ * one goes through KTEL_ATTR_ADMIT.
  */
-#define KTEL_ATTR_INCREMENT_SUM(map, key, value)                                 \
-	({                                                                       \
-		__u64 __ktel_attr_val = (value);                                 \
-		if (__ktel_attr_val != BPF_TELEMETRY_INVALID_DURATION) {         \
-			KTEL_ATTR_ADMIT(map, key, struct accumulator_value_sum); \
-			INCREMENT_ACCUMULATOR_SUM(map, key, __ktel_attr_val);    \
-		}                                                                \
+#define KTEL_ATTR_INCREMENT_SUM(map, key, value)                                                    \
+	({                                                                                          \
+		__u64 __ktel_attr_val = (value);                                                    \
+		__u32 __ktel_attr_b = GET_BUCKET(__ktel_attr_val);                                  \
+		struct accumulator_value_sum *__ktel_attr_acc;                                      \
+		if (__ktel_attr_val != BPF_TELEMETRY_INVALID_DURATION) {                            \
+			__ktel_attr_acc = bpf_map_lookup_elem(&(map), (key));                       \
+			if (!__ktel_attr_acc) {                                                     \
+				KTEL_ATTR_ADMIT(map, key, struct accumulator_value_sum);            \
+				__ktel_attr_acc = ktel_get_or_create(map, key,                      \
+								     struct accumulator_value_sum); \
+			}                                                                           \
+			if (__ktel_attr_acc && __ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {         \
+				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1);  \
+				__sync_fetch_and_add(&__ktel_attr_acc->sum, __ktel_attr_val);       \
+			}                                                                           \
+		}                                                                                   \
 	})
 
 /* INCREMENT_ACCUMULATOR (no sum) with the bound above. */
-#define KTEL_ATTR_INCREMENT_BUCKET(map, key, bucket)                         \
-	({                                                                   \
-		__u32 __ktel_attr_b = (bucket);                              \
-		if (__ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {             \
-			KTEL_ATTR_ADMIT(map, key, struct accumulator_value); \
-			INCREMENT_ACCUMULATOR(map, key, __ktel_attr_b);      \
-		}                                                            \
+#define KTEL_ATTR_INCREMENT_BUCKET(map, key, bucket)                                               \
+	({                                                                                         \
+		__u32 __ktel_attr_b = (bucket);                                                    \
+		struct accumulator_value *__ktel_attr_acc;                                         \
+		if (__ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {                                   \
+			__ktel_attr_acc = bpf_map_lookup_elem(&(map), (key));                      \
+			if (!__ktel_attr_acc) {                                                    \
+				KTEL_ATTR_ADMIT(map, key, struct accumulator_value);               \
+				__ktel_attr_acc = ktel_get_or_create(map, key,                     \
+								     struct accumulator_value);    \
+			}                                                                          \
+			if (__ktel_attr_acc)                                                       \
+				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1); \
+		}                                                                                  \
 	})
 
 #endif /* KTEL_ATTR_H */
