@@ -36,6 +36,34 @@
 #define MAX_HOST_LEN 253                   /* a DNS name (RFC 1035) */
 #define MAX_UNIX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
+static const char *const attr_by_choices[] = {"none", "cgroup", "user", "app", "process", NULL};
+
+/* Attribution of one metric (docs/architecture.md, "Attribution"). */
+static const struct ktel_cfg_key attr_keys[] = {
+	{"by", KTEL_CFG_ENUM, .choices = attr_by_choices, .default_text = "none",
+	 .doc = "Who the metric's events are attributed to: `cgroup` (v2 id, named by its path), "
+		"`user` (uid, named by the user name), `app` (Android app id or class), `process` "
+		"(tgid); `none` leaves the dimension out. Only metrics whose plugin declares an "
+		"attribution dimension accept it."},
+	{"depth", KTEL_CFG_INT, 0, 255, .default_text = "0",
+	 .doc = "`cgroup`: roll each task's cgroup up to its ancestor at this level (root is 0, "
+		"`system.slice` 1); 0 keeps the task's own cgroup."},
+	{"top", KTEL_CFG_INT, 1, 1000, .default_text = "20",
+	 .doc = "Names exported per window (K), ranked by event count; the rest go to `other`, "
+		"unresolvable ids to `unknown`: at most K + 2 values."},
+	{"max_keys", KTEL_CFG_INT, 1, 1048576, .default_text = "1024",
+	 .doc = "Attributed keys the kernel admits into the metric's map; events of new keys past "
+		"it are counted under `other` (stage `kernel`), never lost. The map grows by this "
+		"many entries, within `attribution_memlock_budget`."},
+	{"sticky_windows", KTEL_CFG_INT, 1, 100000, .default_text = "10",
+	 .doc = "A name admitted to the top K stays while it had events in this many last "
+		"windows, so cumulative series do not flap."},
+	{"churn_per_hour", KTEL_CFG_INT, 0, 1000000, .default_text = "4 × top",
+	 .doc = "New names admitted to the top K per hour at most (a token bucket); past it "
+		"newcomers stay in `other`."},
+	{NULL},
+};
+
 static const struct ktel_cfg_key metric_keys[] = {
 	{"enabled", KTEL_CFG_BOOL, .default_text = "enable_new_plugins",
 	 .doc = "Load and attach the metric's programs and pull it."},
@@ -50,6 +78,10 @@ static const struct ktel_cfg_key metric_keys[] = {
 	{"params", KTEL_CFG_INT_MAP, .default_text = "the plugin's defaults",
 	 .doc = "Run-time settings of the plugin's BPF programs (integers), by name; "
 		"`ktelemetryctl inspect` lists them."},
+	{"attribution", KTEL_CFG_OBJECT, .children = attr_keys,
+	 .default_text = "{\"by\": \"none\"}",
+	 .doc = "Attribute the metric's events to cgroups, users, apps or processes, bounded to "
+		"the top K names plus `other` and `unknown` (docs/architecture.md, Attribution)."},
 	{NULL},
 };
 
@@ -99,6 +131,10 @@ static const struct ktel_cfg_key top_keys[] = {
 	 .doc = "Once started, drop every thread to the capabilities run-time work needs "
 		"and a reload may need (CAP_BPF, CAP_PERFMON, CAP_CHOWN; docs/privileges.md). "
 		"Read at start only."},
+	{"attribution_memlock_budget", KTEL_CFG_SIZE, 4096, 1LL << 40, .default_text = "64MiB",
+	 .doc = "Largest kernel memory one attributed metric's map may take (entries × (key + "
+		"value + 64 bytes)); a `max_keys` that needs more is refused at start, naming "
+		"the metric."},
 	{"sink_close_timeout", KTEL_CFG_DURATION, 0, 600000, .default_text = "2s",
 	 .doc = "On shutdown, how long sinks may take to flush."},
 	{"metrics", KTEL_CFG_MAP, .children = metric_keys, .default_text = "{}",
@@ -1442,6 +1478,30 @@ static char *string_or(const json_t *obj, const char *key, const char *def,
 	return expand(v ? json_string_value(v) : def, vars);
 }
 
+/* metrics.<name>.attribution, already validated against attr_keys. */
+static void build_attribution(struct ktel_attr_cfg *a, const json_t *m)
+{
+	const json_t *o = json_object_get(m, "attribution");
+	const char *by = ktel_cfg_string(o, "by", "none");
+
+	a->by = KTEL_ATTR_BY_NONE;
+	for (int i = 1; attr_by_choices[i]; i++)
+		if (strcmp(by, attr_by_choices[i]) == 0)
+			a->by = (enum ktel_attr_by)i;
+	a->depth = (uint32_t)ktel_cfg_int(o, "depth", 0);
+	a->top = (uint32_t)ktel_cfg_int(o, "top", KTEL_ATTR_TOP_DEFAULT);
+	a->max_keys = (uint32_t)ktel_cfg_int(o, "max_keys", KTEL_ATTR_MAX_KEYS_DEFAULT);
+	a->sticky_windows = (uint32_t)ktel_cfg_int(o, "sticky_windows", KTEL_ATTR_STICKY_DEFAULT);
+	a->churn_per_hour = (uint32_t)ktel_cfg_int(o, "churn_per_hour", 4 * (int64_t)a->top);
+}
+
+const char *ktel_attr_by_name(enum ktel_attr_by by)
+{
+	return (unsigned)by < sizeof(attr_by_choices) / sizeof(attr_by_choices[0]) - 1
+		       ? attr_by_choices[by]
+		       : "none";
+}
+
 static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 			 const struct ktel_config_vars *vars)
 {
@@ -1465,6 +1525,7 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 		mc->lease_ms = ktel_cfg_duration(m, "lease", 0);
 		if (json_object_get(m, "params"))
 			mc->params = json_incref(json_object_get(m, "params"));
+		build_attribution(&mc->attr, m);
 		if (copy_strings(json_object_get(m, "sinks"), vars, &mc->sinks, &mc->n_sinks))
 			return -ENOMEM;
 	}
@@ -1549,6 +1610,8 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 	cfg->enable_new_plugins = ktel_cfg_bool(root, "enable_new_plugins", true);
 	cfg->drop_privileges = ktel_cfg_bool(root, "drop_privileges", false);
 	cfg->sink_close_timeout_ms = ktel_cfg_duration(root, "sink_close_timeout", 2000);
+	cfg->attr_memlock_budget = ktel_cfg_size(root, "attribution_memlock_budget",
+						 KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT);
 	cfg->self_enabled = ktel_cfg_bool(self, "enabled", true);
 	cfg->self_interval_ms = ktel_cfg_duration(self, "interval", 60000);
 	if (copy_strings(json_object_get(self, "sinks"), vars, &cfg->self_sinks,
@@ -1985,6 +2048,28 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
 			    name);
 }
 
+/*
+ * The built-in metrics whose plugin declares an attribution dimension
+ * (KTEL_DIM_ATTRIBUTION). `by` on another built-in metric is an error here,
+ * as the daemon would refuse the plugin at start; a metric of another
+ * vendor's plugin is judged when the daemon loads it.
+ */
+static const char *const attributing_metrics[] = {
+	"block_io_latency", "memcg_reclaim_latency", "oom_kills", "runq_latency", NULL,
+};
+
+static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_config_errors *errs)
+{
+	if (mc->attr.by == KTEL_ATTR_BY_NONE || !in_list(builtin_metrics, 0, mc->name) ||
+	    in_list(attributing_metrics, 0, mc->name))
+		return;
+	add_error(errs,
+		  "metrics.%s.attribution.by: %s: metric %s has no attribution dimension "
+		  "(metrics that have one: block_io_latency, memcg_reclaim_latency, oom_kills, "
+		  "runq_latency)",
+		  mc->name, ktel_attr_by_name(mc->attr.by), mc->name);
+}
+
 /* The model's paths as bind(2) and open(2) will see them. */
 static void check_model(const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
@@ -1999,8 +2084,10 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 		check_path_len(key, cfg->plugin_dirs[i], MAX_STRING_LEN, "PATH_MAX", errs);
 	}
 	check_exclusive(cfg, errs);
-	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++)
+	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++) {
 		check_metric_name(cfg, cfg->metrics[i].name, errs);
+		check_attribution(&cfg->metrics[i], errs);
+	}
 }
 
 int ktel_config__load_string(const char *text, const char *source,

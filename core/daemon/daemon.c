@@ -114,6 +114,30 @@ static void route_window(void *ctx, const struct ktel_record *recs, size_t n)
 	ktel_router__batch_add(m->daemon->router, recs, n);
 }
 
+/* An attributed metric's pull hands its windows to the fold; what is routed
+ * (and counted in m->records) is what the fold makes of them at the end. */
+static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
+			  struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	struct ktel_err ferr;
+	long folded;
+	int r;
+
+	daemon_plugins__attr_begin_pull(&d->plugins);
+	ktel_attr_fold__begin(m->fold);
+	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), ktel_attr_fold__add, m->fold,
+				  ret_info, err);
+	/* Also after a failed delta round: the records of the keys before the
+	 * failure moved their state on and must be delivered (see below). */
+	folded = ktel_attr_fold__end(m->fold, ktel_now_boottime_ns(), route_window, m, &ferr);
+	if (!r && folded < 0) {
+		*err = ferr;
+		r = (int)folded;
+	} else if (!r && ret_info)
+		ret_info->records = (size_t)folded;
+	return r;
+}
+
 /*
  * Read, decode, delta and route m's accumulator. The records are routed
  * window by window as the pull makes them (metric_pull.h), as one batch
@@ -131,7 +155,11 @@ static int pull_accumulator(struct ktel_daemon *d, struct ktel_metric *m,
 
 	ktel_router__batch_begin(d->router, mc ? (const char *const *)mc->sinks : NULL,
 				 mc ? mc->n_sinks : 0);
-	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m, ret_info, err);
+	if (m->fold)
+		r = run_attributed(d, m, ret_info, err);
+	else
+		r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m,
+					  ret_info, err);
 	ktel_router__batch_end(d->router);
 	m->pulls++;
 	if (m->records > before)
@@ -229,6 +257,10 @@ static void route_metric_totals(struct ktel_daemon *d, struct ktel_metric *m)
 		ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
 		return;
 	}
+	/* An attributed metric's totals are per raw id: its fold's running
+	 * totals, routed with its windows, are the only ones by name. */
+	if (m->fold)
+		return;
 	mc = ktel_config__metric(d->cfg, m->md->name);
 	ktel_router__batch_begin_totals(d->router, mc ? (const char *const *)mc->sinks : NULL,
 					mc ? mc->n_sinks : 0);

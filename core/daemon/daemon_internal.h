@@ -82,6 +82,8 @@ struct daemon_plugins {
 	size_t n_watchers;
 	uv_timer_t rescan_timer;
 	bool rescan_timer_init;
+	/* Names of attribution ids, made when a metric first attributes. */
+	struct ktel_attr_names *attr_names;
 };
 
 /* Fails when the kernel has no readable BTF (-errno, err set). */
@@ -104,6 +106,9 @@ void daemon_plugins__stop_counting(struct daemon_plugins *p);
 /* Close the handles; flush_streams: the readers deliver their last events. */
 void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams);
 void daemon_plugins__free(struct daemon_plugins *p);
+
+/* A pull of an attributed metric starts: a name miss may walk cgroupfs once. */
+void daemon_plugins__attr_begin_pull(struct daemon_plugins *p);
 
 size_t daemon_plugins__n(const struct daemon_plugins *p);
 struct ktel_loaded_plugin *daemon_plugins__at(const struct daemon_plugins *p, size_t i);

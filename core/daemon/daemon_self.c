@@ -22,7 +22,7 @@
 
 /* ---- self-telemetry -------------------------------------------------------- */
 
-#define SELF_PER_METRIC 3
+#define SELF_PER_METRIC 5
 #define SELF_PER_PROG 2
 #define SELF_PER_PLUGIN 1
 
@@ -119,6 +119,35 @@ static size_t self_prog_records(const struct daemon_plugins *p, const struct kte
 	return n;
 }
 
+/*
+ * An attributed metric's events folded into "other" (attr_fold.h), by stage:
+ * "kernel" past the map's bound of attributed keys, "user" past the top K.
+ * Two records, or none for a metric that does not attribute.
+ */
+static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record *tmpl, int64_t idx,
+				struct ktel_record *out)
+{
+	static const char *const stages[] = {"kernel", "user"};
+	struct ktel_attr_fold_stats st;
+	uint64_t cur[2], *prev[2] = {&m->self_folded_kernel, &m->self_folded_user};
+
+	if (!m->fold)
+		return 0;
+	ktel_attr_fold__stats(m->fold, &st);
+	cur[0] = st.folded_kernel;
+	cur[1] = st.folded_user;
+	for (size_t i = 0; i < 2; i++) {
+		self_rec(&out[i], tmpl, "ktel_attr_overflow", "metric", idx, m->md->name);
+		out[i].n_dims = 2;
+		out[i].dims[1] = (struct ktel_dim){.name = "stage",
+						   .value = (int64_t)i,
+						   .label = stages[i]};
+		out[i].unit = "events";
+		self_counter(&out[i], cur[i], prev[i]);
+	}
+	return 2;
+}
+
 /* Pull cost and errors of each enabled metric; idx counts every metric. */
 static size_t self_metric_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
 				  struct ktel_record *out, size_t max)
@@ -144,6 +173,7 @@ static size_t self_metric_records(const struct daemon_plugins *p, const struct k
 		self_rec(&out[n], tmpl, "ktel_pull_errors", "metric", idx, name);
 		out[n].unit = "pulls";
 		self_counter(&out[n++], m->pull_errors, &m->self_pull_errors);
+		n += self_attr_records(m, tmpl, idx, out + n);
 	}
 	return n;
 }

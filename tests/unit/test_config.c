@@ -126,13 +126,14 @@ static void test_unknown_key(void **state)
 	expect_error("{\"intreval\": \"10s\"}",
 		     "intreval: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
 		     "state_file, control_socket, control_group, interval, emit_zero, "
-		     "enable_new_plugins, drop_privileges, sink_close_timeout, metrics, sinks, "
+		     "enable_new_plugins, drop_privileges, attribution_memlock_budget, sink_close_timeout, metrics, "
+		     "sinks, "
 		     "self_telemetry)");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"pth\": \"x\"}}}",
 		     "sinks.f.pth: unknown key (known keys: type, path, max_queue)");
 	expect_error("{\"metrics\": {\"m\": {\"enabeld\": true}}}",
 		     "metrics.m.enabeld: unknown key (known keys: enabled, interval, sinks, "
-		     "emit_zero, lease, params)");
+		     "emit_zero, lease, params, attribution)");
 }
 
 /* A value of the right form outside its range says the range, not the form. */
@@ -228,7 +229,8 @@ static void test_all_errors_in_one_run(void **state)
 		      "interval: expected duration string such as \"10s\", \"5m\", \"24h\", got 5\n"
 		      "bogus: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
 		      "state_file, control_socket, control_group, interval, emit_zero, "
-		      "enable_new_plugins, drop_privileges, sink_close_timeout, metrics, sinks, "
+		      "enable_new_plugins, drop_privileges, attribution_memlock_budget, sink_close_timeout, metrics, "
+		      "sinks, "
 		      "self_telemetry)\n"
 		      "emit_zero: expected true or false, got 2\n"
 		      "plugin_dirs[1]: expected string, got 7\n"
@@ -319,6 +321,53 @@ static void test_sink_options_expanded(void **state)
 	assert_non_null(strstr(errs.msgs[0], "same path"));
 	ktel_config_errors__clear(&errs);
 	rmdir(dir);
+}
+
+/* metrics.<name>.attribution: the model, its defaults, its errors. */
+static void test_attribution(void **state)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	const struct ktel_metric_cfg *mc;
+	struct ktel_err err;
+	const char *text = "{\"attribution_memlock_budget\": \"8MiB\","
+			   " \"metrics\": {\"a\": {\"attribution\": {\"by\": \"cgroup\","
+			   " \"depth\": 2, \"top\": 7, \"max_keys\": 64, \"sticky_windows\": 3,"
+			   " \"churn_per_hour\": 9}}, \"b\": {\"attribution\": {\"by\": \"app\"}},"
+			   " \"c\": {}}}";
+
+	(void)state;
+	assert_int_equal(ktel_config__load_string(text, "t", NULL, &cfg, &errs, &err), 0);
+	assert_int_equal(cfg->attr_memlock_budget, 8 << 20);
+	mc = ktel_config__metric(cfg, "a");
+	assert_int_equal(mc->attr.by, KTEL_ATTR_BY_CGROUP);
+	assert_int_equal(mc->attr.depth, 2);
+	assert_int_equal(mc->attr.top, 7);
+	assert_int_equal(mc->attr.max_keys, 64);
+	assert_int_equal(mc->attr.sticky_windows, 3);
+	assert_int_equal(mc->attr.churn_per_hour, 9);
+	mc = ktel_config__metric(cfg, "b");
+	assert_int_equal(mc->attr.by, KTEL_ATTR_BY_APP);
+	assert_int_equal(mc->attr.top, KTEL_ATTR_TOP_DEFAULT);
+	assert_int_equal(mc->attr.max_keys, KTEL_ATTR_MAX_KEYS_DEFAULT);
+	assert_int_equal(mc->attr.sticky_windows, KTEL_ATTR_STICKY_DEFAULT);
+	assert_int_equal(mc->attr.churn_per_hour, 4 * KTEL_ATTR_TOP_DEFAULT);
+	assert_int_equal(ktel_config__metric(cfg, "c")->attr.by, KTEL_ATTR_BY_NONE);
+	assert_string_equal(ktel_attr_by_name(KTEL_ATTR_BY_USER), "user");
+	ktel_config__free(cfg);
+	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"by\": \"pod\"}}}}",
+		     "metrics.m.attribution.by: expected one of \"none\", \"cgroup\", \"user\", "
+		     "\"app\", \"process\", got \"pod\"");
+	expect_errors("{\"metrics\": {\"m\": {\"attribution\": {\"top\": 0}}}}",
+		      "metrics.m.attribution.top: expected integer 1..1000, got 0\n");
+	/* A built-in metric without an attribution dimension: refused. */
+	expect_error("{\"metrics\": {\"kswapd_latency\": {\"attribution\": {\"by\": \"user\"}}}}",
+		     "metrics.kswapd_latency.attribution.by: user: metric kswapd_latency has no "
+		     "attribution dimension (metrics that have one: block_io_latency, "
+		     "memcg_reclaim_latency, oom_kills, runq_latency)");
+	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"bye\": \"user\"}}}}",
+		     "metrics.m.attribution.bye: unknown key (known keys: by, depth, top, max_keys, "
+		     "sticky_windows, churn_per_hour)");
 }
 
 static void test_durations_and_sizes(void **state)
@@ -1101,6 +1150,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_json),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_sink_options_expanded),
+		cmocka_unit_test(test_attribution),
 		cmocka_unit_test(test_durations_and_sizes),
 		cmocka_unit_test(test_durations_and_sizes_are_strict),
 		cmocka_unit_test(test_nul_byte_is_an_error),
