@@ -32,6 +32,11 @@
 /* Stands for a dim value the config cannot know (a CPU, a device, a label
  * map's string): a Netdata wildcard in the patterns. */
 #define MARK "KTELNETDATAMARK"
+/* Stands for the attribution dim, name and value: the records carry it only
+ * while the device config attributes the metric ("cgroup.<name>." then), so
+ * the whole segment becomes a wildcard that also matches nothing. */
+#define OPT_MARK "KTELNETDATAOPT"
+#define OPT_PAIR OPT_MARK "." OPT_MARK
 /* Charts per metric at most for the combinations of its enum dims; more,
  * and the enum dims are wildcards like the others. */
 #define MAX_COMBOS 64
@@ -104,6 +109,20 @@ static void to_pattern(const char *name, bool last_bare, char *buf, size_t size,
 		last = p;
 	*ret_wild = last != NULL;
 	for (p = name; *p && len + 2 < size;) {
+		if (strncmp(p, OPT_PAIR, strlen(OPT_PAIR)) == 0) {
+			p += strlen(OPT_PAIR);
+			/* Last in the name: the dot before it goes into the
+			 * wildcard too, or the name without it would not match. */
+			if (*p == '.')
+				p++;
+			else if (len && buf[len - 1] == '.')
+				len--;
+			/* A wildcard just before matches it already: one, so
+			 * Netdata names the dimension as it did without. */
+			if (!len || buf[len - 1] != '*')
+				buf[len++] = '*';
+			continue;
+		}
 		if (strncmp(p, MARK, strlen(MARK)) == 0) {
 			buf[len++] = '*';
 			p += strlen(MARK);
@@ -173,6 +192,10 @@ static size_t plan_dims(const struct ktel_metric_desc *md, const struct btf *btf
 	for (uint32_t i = 0; i < md->n_dims && n + 1 < KTEL_MAX_DIMS; i++) {
 		uint32_t flags = md->dim_flags ? md->dim_flags[i] : 0;
 
+		if (flags & KTEL_DIM_ATTRIBUTION) {
+			plan[n++] = (struct dim_plan){.name = OPT_MARK};
+			continue;
+		}
 		plan[n] = (struct dim_plan){.name = md->dims[i].name};
 		enum_labels(btf, &md->dims[i], flags, &plan[n]);
 		device |= is_device_dim(flags);
@@ -235,7 +258,11 @@ static struct ktel_record template_record(const struct ktel_metric_desc *md,
 	r.n_dims = (uint32_t)n_dims;
 	for (size_t i = 0; i < n_dims; i++) {
 		r.dims[i].name = plan[i].name;
-		r.dims[i].label = combo && plan[i].n_labels ? plan[i].labels[combo[i]] : MARK;
+		if (strcmp(plan[i].name, OPT_MARK) == 0)
+			r.dims[i].label = OPT_MARK;
+		else
+			r.dims[i].label = combo && plan[i].n_labels ? plan[i].labels[combo[i]]
+								    : MARK;
 	}
 	if (type == KTEL_RECORD_HISTOGRAM) {
 		r.hist.delta.scheme = md->scheme;
