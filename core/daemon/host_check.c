@@ -40,8 +40,8 @@ static int dir_check(const char *path, bool create, struct ktel_err *err)
 			break;
 	}
 	if (stat(dir, &st))
-		return ktel_err_set(err, errno, "%s: cannot reach its directory %s: %s%s", path, dir,
-				    strerror(errno),
+		return ktel_err_set(err, errno, "%s: cannot reach its directory %s: %s%s", path,
+				    dir, strerror(errno),
 				    create ? "" : " (the directory is not created: create it)");
 	if (!S_ISDIR(st.st_mode))
 		return ktel_err_set(err, ENOTDIR, "%s: %s is not a directory", path, dir);

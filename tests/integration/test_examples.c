@@ -78,7 +78,8 @@ static void rewrite_sink(json_t *sink, const char *root)
 	const char *type = json_string_value(json_object_get(sink, "type"));
 	char url[100];
 
-	if (strcmp(type, "json") == 0 && strcmp(json_string_value(json_object_get(sink, "path")) ?: "-", "-") != 0)
+	if (strcmp(type, "json") == 0 &&
+	    strcmp(json_string_value(json_object_get(sink, "path")) ?: "-", "-") != 0)
 		reroot_key(sink, "path", root);
 	reroot_key(sink, "socket", root);
 	if (strcmp(type, "prometheus") == 0) {
@@ -100,7 +101,8 @@ static void rewrite_sink(json_t *sink, const char *root)
  * directory (where the plugins go) and the control socket, both rerooted.
  */
 static void write_example(struct sandbox *sb, const char *example, const char *root,
-			  char *plugin_dir, size_t plugin_dir_len, char *control, size_t control_len)
+			  char *plugin_dir, size_t plugin_dir_len, char *control,
+			  size_t control_len)
 {
 	json_error_t jerr;
 	json_t *cfg = json_load_file(example, JSON_PRESERVE_ORDER, &jerr), *dirs, *v, *sink;
@@ -162,7 +164,8 @@ static void wait_control(const struct sandbox *sb, const char *control, pid_t pi
 			return;
 		if (waitpid(pid, NULL, WNOHANG) == pid) {
 			dump_log(sb);
-			fail_msg("the daemon exited before its control socket %s appeared", control);
+			fail_msg("the daemon exited before its control socket %s appeared",
+				 control);
 		}
 		usleep(50000);
 	}
@@ -206,8 +209,7 @@ static void run_example(const char *file)
 	snprintf(name, sizeof(name), "ex-%.*s", (int)(strlen(file) - 5), file);
 	sandbox_init(&sb, name);
 	snprintf(root, sizeof(root), "%s/root", sb.dir);
-	write_example(&sb, example, root, plugin_dir, sizeof(plugin_dir), control,
-		      sizeof(control));
+	write_example(&sb, example, root, plugin_dir, sizeof(plugin_dir), control, sizeof(control));
 	/* The operator installs the plugins; the daemon makes the rest. */
 	assert_int_equal(ktel_test_run("install -d -m 0755 %s && install -m 0644 %s/*.so %s/",
 				       plugin_dir, KTEL_PLUGIN_DIR, plugin_dir),
