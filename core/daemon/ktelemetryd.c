@@ -8,7 +8,7 @@
  *
  * Exit status: 0 success; 1 a runtime failure after start; 2 bad usage or bad
  * input (config, plugin directory, state or output path), with one line on
- * stderr naming the path and the problem.
+ * stderr per problem naming the path and the rule.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,17 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
 
-#include "bpf_lifecycle.h"
 #include "config.h"
 #include "daemon.h"
-#include "delta.h"
 #include "fault.h"
-#include "fsutil.h"
 #include "host_check.h"
 #include "log.h"
 #include "memory.h"
