@@ -108,16 +108,18 @@ static struct ktel_cfg_key sink_common_keys[] = {
 
 static const struct ktel_cfg_key top_keys[] = {
 	{"plugin_dirs", KTEL_CFG_STRING_ARRAY, .default_text = "[\"${plugin_dir}\"]",
-	 .doc = "Directories searched for `*.so` metric plugins, in order. Every file and "
-		"parent directory must be root-owned and not group/world-writable."},
+	 .doc = "Directories searched for `*.so` metric plugins, in order. Each must exist "
+		"and be readable: `--check-config` and the start refuse one that is not (the "
+		"daemon does not create it). Every file and parent directory must be "
+		"root-owned and not group/world-writable."},
 	{"pin_root", KTEL_CFG_STRING, .default_text = "/sys/fs/bpf/kernelstats",
 	 .doc = "bpffs directory where accumulator maps are pinned as map_<object>_<map>; below the mount point, not the mount point itself."},
 	{"pin_group", KTEL_CFG_GROUP, .default_text = "root",
 	 .doc = "Group owning the pin directory (0750) and pinned maps (0640)."},
 	{"state_file", KTEL_CFG_STRING, .default_text = "/var/lib/ktelemetry/state.bin",
-	 .doc = "Delta engine state, written atomically after each pull that changed it, once the durable sinks (a JSON sink on a file) have made that pull's records durable (docs/sinks.md, Delivery guarantees)."},
+	 .doc = "Delta engine state, written atomically after each pull that changed it, once the durable sinks (a JSON sink on a file) have made that pull's records durable (docs/sinks.md, Delivery guarantees). Missing directories above it are created (mode 0750)."},
 	{"control_socket", KTEL_CFG_STRING, .default_text = "/run/ktelemetry/control.sock",
-	 .doc = "Unix stream socket ktelemetryctl talks to (mode 0660)."},
+	 .doc = "Unix stream socket ktelemetryctl talks to (mode 0660). Missing directories above it are created (mode 0750)."},
 	{"control_group", KTEL_CFG_GROUP, .default_text = "root",
 	 .doc = "Group allowed on the control socket besides root."},
 	{"interval", KTEL_CFG_DURATION, 100, 365 * DAY_MS, .default_text = "60s",

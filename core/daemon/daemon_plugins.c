@@ -1315,8 +1315,9 @@ static void intake_end(struct plugin_intake *in)
  * Begin a scan: unload plugins whose file is gone or changed, list the
  * directories, start the opens. A directory that cannot be read is logged
  * and the others are still scanned; returns -errno with err naming the first
- * such directory, else 0. While a scan runs, another is only noted: it
- * follows when this one ends.
+ * such directory, else 0. With err, the first is not logged: the caller
+ * says it, and each problem is said once. While a scan runs, another is only
+ * noted: it follows when this one ends.
  */
 static int intake_begin(struct plugin_intake *in, struct ktel_err *err)
 {
@@ -1336,7 +1337,8 @@ static int intake_begin(struct plugin_intake *in, struct ktel_err *err)
 	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
 		if (!intake_list(in, p->d->cfg->plugin_dirs[k], &dir_err))
 			continue;
-		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
+		if (r || !err)
+			ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
 		if (!r) {
 			if (err)
 				*err = dir_err;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -1117,6 +1118,46 @@ static void test_sink_errors_with_the_rest(void **state)
 		      "self_telemetry.sinks[1]: unknown sink \"x\"\n");
 }
 
+/*
+ * Every shipped example is a valid document: the checks of a machine
+ * (directories, pin root) are the integration test test_examples', which
+ * moves the example's paths into a sandbox first.
+ */
+static int is_json_file(const struct dirent *e)
+{
+	size_t len = strlen(e->d_name);
+
+	return len > 5 && strcmp(e->d_name + len - 5, ".json") == 0;
+}
+
+static void test_examples_are_valid(void **state)
+{
+	const struct ktel_config_vars vars = {"/usr/lib/ktelemetry/plugins", "/var/lib/ktelemetry",
+					      "/run/ktelemetry"};
+	struct dirent **list;
+	char path[1024];
+	int n = scandir(KTEL_SOURCE_DIR "/config/examples", &list, is_json_file, alphasort);
+
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++) {
+		struct ktel_config_errors errs = {0};
+		struct ktel_config *cfg = NULL;
+		struct ktel_err err;
+		int r;
+
+		snprintf(path, sizeof(path), "%s/config/examples/%s", KTEL_SOURCE_DIR,
+			 list[i]->d_name);
+		r = ktel_config__load_file(path, &vars, &cfg, &errs, &err);
+		for (size_t k = 0; k < errs.n; k++)
+			print_error("%s: %s\n", path, errs.msgs[k]);
+		assert_int_equal(r, 0);
+		ktel_config__free(cfg);
+		ktel_config_errors__clear(&errs);
+		free(list[i]);
+	}
+	free(list);
+}
+
 /* docs/config.md lists the rules under each sink type's table. */
 static void test_doc_lists_sink_rules(void **state)
 {
@@ -1176,6 +1217,7 @@ int main(void)
 		cmocka_unit_test(test_sink_open_uses_the_same_rules),
 		cmocka_unit_test(test_sink_errors_with_the_rest),
 		cmocka_unit_test(test_doc_lists_sink_rules),
+		cmocka_unit_test(test_examples_are_valid),
 	};
 	int failed = cmocka_run_group_tests_name("schema", tests, setup, NULL);
 

@@ -500,9 +500,34 @@ static void test_option_errors(void **state)
 	expect_create_error("{\"path\":\"/tmp/x\",\"keep\":3}", "set rotate_bytes");
 	expect_create_error("{\"path\":\"/tmp/x\",\"rotate_bytes\":10,\"keep\":0}", "sinks.j.keep");
 	expect_create_error("[1]", "sinks.j: expected object");
-	snprintf(bad, sizeof(bad), "%s/no-such-dir/out.jsonl", dir);
+	/* A file where a directory must be made: the sink names the path. */
+	snprintf(bad, sizeof(bad), "%s/in-the-way", dir);
+	close(open(bad, O_WRONLY | O_CREAT, 0644));
+	snprintf(bad, sizeof(bad), "%s/in-the-way/out.jsonl", dir);
 	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", bad);
 	expect_create_error(opts, bad);
+}
+
+/* The directories above path that are missing are made (0750), as for the
+ * state file: run by hand, /var/log/ktelemetry need not exist. */
+static void test_missing_directories_made(void **state)
+{
+	char path[700], opts[800];
+	struct stat st;
+	uv_loop_t loop;
+	void *s;
+
+	snprintf(path, sizeof(path), "%s/made/for/it/out.jsonl", dir);
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", path);
+	uv_loop_init(&loop);
+	s = create(&loop, opts);
+	close_and_run(&loop, s, 1000);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	assert_int_equal(stat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s/made/for", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0027, 0);
 }
 
 /* A write that always fails (ENOSPC on /dev/full): errors are counted and
@@ -1540,6 +1565,7 @@ int main(void)
 		cmocka_unit_test(test_sizes_as_config),
 		cmocka_unit_test(test_stdout_mode),
 		cmocka_unit_test(test_option_errors),
+		cmocka_unit_test(test_missing_directories_made),
 		cmocka_unit_test(test_write_errors_retried),
 		cmocka_unit_test(test_retry_backoff_jittered),
 		cmocka_unit_test(test_short_write_cut_back),
