@@ -129,7 +129,7 @@ static size_t self_prog_records(const struct daemon_self *s, const struct ktel_r
 			self_counter(&out[n++], st.recursion_misses, &pp[0]);
 			if (!stats)
 				continue;
-			prog_counter(&out[n++], tmpl, "ktel_prog_run_time_ns", "ns", (int64_t)i,
+			prog_counter(&out[n++], tmpl, "ktel_prog_run_time", "ns", (int64_t)i,
 				     lp->plugin->desc.name, idx, bpr->name, st.run_time_ns, &pp[1]);
 			prog_counter(&out[n++], tmpl, "ktel_prog_runs", "runs", (int64_t)i,
 				     lp->plugin->desc.name, idx, bpr->name, st.run_cnt, &pp[2]);
