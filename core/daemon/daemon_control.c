@@ -75,9 +75,9 @@ static json_t *daemon_json(struct ktel_daemon *d, const char *stats_by)
 
 	o = json_pack("{s:i, s:f, s:s, s:s?, s:s, s:s, s:b, s:s?, s:I}", "pid", (int)getpid(),
 		      "uptime_s", uptime_s(), "config", cfg->source, "control_socket",
-		      cfg->control_socket, "pin_root", cfg->pin_root, "state_file",
-		      cfg->state_file, "bpf_stats", stats_by != NULL, "bpf_stats_by", stats_by,
-		      "plugins", (json_int_t)ktel_daemon__n_plugins(d));
+		      cfg->control_socket, "pin_root", cfg->pin_root, "state_file", cfg->state_file,
+		      "bpf_stats", stats_by != NULL, "bpf_stats_by", stats_by, "plugins",
+		      (json_int_t)ktel_daemon__n_plugins(d));
 	/* A test build's armed fault (or an ignored KTEL_TEST_FAULT) is shown
 	 * wherever the daemon is looked at, not only in its start-up log. */
 	if (o && ktel_fault__describe(fault, sizeof(fault)) != KTEL_FAULT_NONE)

@@ -312,8 +312,9 @@ static void hold_stats(struct daemon_self *s)
 		return;
 	fd = ktel_bpf_stats_hold(&err);
 	if (fd < 0) {
-		ktel_log(KTEL_LOG_WARN, "self_telemetry.bpf_stats: %s: programs' run counts and "
-					"times are not measured",
+		ktel_log(KTEL_LOG_WARN,
+			 "self_telemetry.bpf_stats: %s: programs' run counts and "
+			 "times are not measured",
 			 err.msg);
 		return;
 	}

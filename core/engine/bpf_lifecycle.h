@@ -259,8 +259,8 @@ int ktel_bpf_stats_hold(struct ktel_err *err);
 
 /* What the kernel counts for one loaded program (struct bpf_prog_info). */
 struct ktel_bpf_prog_stats {
-	uint64_t run_cnt;     /* runs, counted only while bpf_stats is on */
-	uint64_t run_time_ns; /* the program body's time in those runs (not the
+	uint64_t run_cnt;          /* runs, counted only while bpf_stats is on */
+	uint64_t run_time_ns;      /* the program body's time in those runs (not the
 			       * dispatch to it), likewise */
 	uint64_t recursion_misses; /* runs skipped: already running on that CPU */
 	uint64_t load_time_ns;     /* when it was loaded, CLOCK_BOOTTIME */

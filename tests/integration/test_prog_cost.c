@@ -82,8 +82,7 @@ static void start(struct sandbox *sb, const char *name, const char *self_extra)
 	assert_int_equal(ktel_test_run("install -m 0644 %s/%s.so %s", KTEL_PLUGIN_DIR, PLUGIN,
 				       plugins),
 			 0);
-	snprintf(self, sizeof(self), "\"self_telemetry\": {\"interval\": \"1s\"%s}",
-		 self_extra);
+	snprintf(self, sizeof(self), "\"self_telemetry\": {\"interval\": \"1s\"%s}", self_extra);
 	sandbox_write_config(sb, plugins, "60s", self);
 	live = daemon_start(sb, NULL);
 	snprintf(sock, sizeof(sock), "%s/control.sock", sb->dir);

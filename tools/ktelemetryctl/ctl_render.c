@@ -387,8 +387,9 @@ static void render_status(FILE *out, const json_t *resp)
 		fprintf(out, "  bpf_stats off: programs' run counts and times are not measured "
 			     "(sysctl kernel.bpf_stats_enabled=1, or self_telemetry.bpf_stats)\n");
 	if (json_is_number(json_object_get(resp, "programs_cpu_share")))
-		fprintf(out, "  programs' cost: %.4f%% of one CPU, every plugin, since the last "
-			     "status\n",
+		fprintf(out,
+			"  programs' cost: %.4f%% of one CPU, every plugin, since the last "
+			"status\n",
 			100 * json_number_value(json_object_get(resp, "programs_cpu_share")));
 	if (json_is_string(json_object_get(d, "test_fault")))
 		fprintf(out, "  test fault %s\n", jstr(d, "test_fault"));
