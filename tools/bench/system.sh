@@ -74,7 +74,7 @@ if [ -n "$QUICK" ]; then
 	FIO_SIZE=32M FIO_IO=4M
 	VM_OPS=20000 VM_BYTES=24M CACHE_MB=64 CACHE_PASSES=4 VM_LIMIT=$((48 << 20))
 else
-	HB_ARGS=(-g 10 -l 1000)
+	HB_ARGS=(-g 10 -l 400)
 	FIO_SIZE=512M FIO_IO=64M
 	VM_OPS=200000 VM_BYTES=64M CACHE_MB=256 CACHE_PASSES=8 VM_LIMIT=$((128 << 20))
 fi
@@ -108,6 +108,8 @@ cleanup() {
 	[ -n "$CG" ] && rmdir "$CG" 2>/dev/null
 	rm -rf /sys/fs/bpf/ktel-bench-$$-*
 	rm -f "$SB/loop.img" "$SB/cache.img"
+	# The sandbox goes unless the results are in it.
+	[ "$OUT" = "$SB" ] || rm -rf "$SB"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -311,8 +313,8 @@ for c in "${cfgs[@]}"; do
 		# As shipped they compile their C at start against the kernel's
 		# headers: where that fails, say why and go on without them.
 		if ! timeout 120 runqlat-bpfcc 1 1 >"$SB/bcc-check.log" 2>&1; then
-			echo "skip bcc: runqlat-bpfcc cannot run here: $(grep -m1 -E \
-				'No such file|not found|Exception|error' "$SB/bcc-check.log" ||
+			echo "skip bcc: runqlat-bpfcc cannot run here: $(grep -m1 -iE \
+				'kernel headers|Exception|error' "$SB/bcc-check.log" ||
 				tail -1 "$SB/bcc-check.log")" | tee -a "$OUT/system-notes.txt"
 			continue
 		fi
