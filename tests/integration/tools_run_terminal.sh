@@ -35,6 +35,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
 
 if [ -n "$(our_daemons)" ]; then
   echo "FAIL: a ktelemetryd of this checkout already runs (tools/run?): $(our_daemons)"
@@ -48,11 +49,12 @@ fail() {
   exit 1
 }
 
-# Wait (up to $3 s) until the pane shows a line matching the regex $4.
+# Wait (up to $3 s) until the pane or what scrolled off it shows a line
+# matching the regex $4.
 wait_for() {
   local i
   for ((i = 0; i < $3 * 10; i++)); do
-    tm capture-pane -p -J -t run | grep -qE "$4" && return 0
+    tm capture-pane -p -J -S - -t run | grep -qE "$4" && return 0
     sleep 0.1
   done
   fail "$1" "$2" "no line matching '$4' after $3 s"
@@ -66,7 +68,7 @@ run_at() {
   tm new-session -d -s run -x "$cols" -y "$rows" \
     "bash '$src/tools/run'; echo \$? >'$rc_file'; exec sleep 600"
   # tools/run builds its tree first when tools/test has not.
-  wait_for "$cols" "$rows" 600 '^ktelemetry [0-9:]+  last pull'
+  wait_for "$cols" "$rows" 600 '^ktelemetry +[0-9:]+ '
   # A second screen: the first pull of the daemon's own timer.
   sleep 12
   screen=$(tm capture-pane -p -J -t run)
