@@ -69,8 +69,8 @@ run_at() {
     "bash '$src/tools/run'; echo \$? >'$rc_file'; exec sleep 600"
   # tools/run builds its tree first when tools/test has not.
   wait_for "$cols" "$rows" 600 '^ktelemetry +[0-9:]+ '
-  # A second screen: the first pull of the daemon's own timer.
-  sleep 12
+  # The view has drawn (and replaced) a screen or two by now.
+  sleep 3
   screen=$(tm capture-pane -p -J -t run)
   # The whole view is on the screen: its first line is still the header
   # (a view taller than the terminal scrolls it away).
