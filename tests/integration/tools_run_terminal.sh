@@ -90,6 +90,12 @@ run_at() {
   echo "ok ${cols}x${rows}: the view fits:"
   echo "$screen"
 
+  # --clean refuses while the daemon runs, and leaves its pins alone.
+  if bash "$src/tools/run" --clean >"$work/clean.out" 2>&1; then
+    fail "$cols" "$rows" "tools/run --clean ran while the daemon runs: $(cat "$work/clean.out")"
+  fi
+  [ -d /sys/fs/bpf/kernelstats ] || fail "$cols" "$rows" "the pins went while the daemon runs"
+
   tm send-keys -t run C-c
   for _ in $(seq 300); do
     [ -s "$rc_file" ] && break
@@ -117,4 +123,16 @@ run_at() {
 
 run_at 80 24
 run_at 200 50
+
+# --clean once stopped: the pins and build-run/var are gone. Only when no
+# other tools/run (of another checkout, on the same pin root) is running.
+others=$(pgrep -f 'ktelemetryd --config config/default.json' || true)
+if [ -z "$others" ]; then
+  bash "$src/tools/run" --clean || { echo "FAIL: tools/run --clean exited $?"; exit 1; }
+  [ ! -e /sys/fs/bpf/kernelstats ] || { echo "FAIL: --clean left /sys/fs/bpf/kernelstats"; exit 1; }
+  [ ! -e "$src/build-run/var" ] || { echo "FAIL: --clean left build-run/var"; exit 1; }
+  echo "ok: tools/run --clean removed the pins and build-run/var"
+else
+  echo "another tools/run is running ($others): --clean not tried"
+fi
 echo "ok: tools/run fits 80x24 and 200x50 and stops cleanly on Ctrl-C"
