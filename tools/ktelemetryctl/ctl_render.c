@@ -1028,7 +1028,7 @@ static void top_table(FILE *out, const struct ktel_ctl_top *t, struct top_rows *
 	spark_w = t->cols - name_w - TOP_NUM_W - 2;
 	spark_w = spark_w >= 12 ? (spark_w > 32 ? 32 : spark_w) : 0;
 	fprintf(out, "%-*s  %8s  %10s  %8s  %8s%s%s\n", name_w, "METRIC[KEY]", "LAST", "TOTAL",
-		"P50", "P99", spark_w ? "  " : "", spark_w ? "LAST WINDOW BY BUCKET" : "");
+		"P50", "P99", spark_w ? "  " : "", spark_w ? "BUCKETS" : "");
 	shown = (int)rows->n <= lines ? (int)rows->n : lines - 1;
 	for (int i = 0; i < shown; i++) {
 		const struct top_row *r = &rows->v[i];
