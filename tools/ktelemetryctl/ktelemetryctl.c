@@ -924,7 +924,7 @@ static const struct command commands[] = {
 	{"inspect", "inspect PLUGIN.so...", "offline: how the decoder reads a plugin", NULL,
 	 run_inspect, NULL},
 	{"top", "top [--interval DURATION] [--count N] [NAME...]",
-	 "the show view of metrics, redrawn", NULL, run_top, top_own},
+	 "live view: a row per key, fitted to the terminal", NULL, run_top, top_own},
 };
 
 /* The global options, as --help lists them and main() reads them. */
