@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "units.h"
+#include "utf8.h"
 
 #define INITIAL_TABLE 256
 
@@ -86,9 +89,9 @@ static char *family_name(const struct ktel_prom_set *set, const struct ktel_reco
 }
 
 /* One dim's label name (reserved names prefixed "dim_") into b. */
-static void put_label_name(struct ktel_textbuf *b, const struct ktel_dim *d)
+static void put_label_name(struct ktel_textbuf *b, const char *name)
 {
-	const char *dn = d->name ? d->name : "dim";
+	const char *dn = name ? name : "dim";
 	bool reserved = strcmp(dn, "le") == 0 || strncmp(dn, "__", 2) == 0;
 
 	if (reserved)
@@ -96,21 +99,116 @@ static void put_label_name(struct ktel_textbuf *b, const struct ktel_dim *d)
 	put_sanitized(b, dn, !reserved, false);
 }
 
+static bool in_list(const char *s, const char *const *list, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Is s the name of a configured label or of one of the n dims whose names
+ * are at off[] in b? */
+static bool name_taken(const char *s, const char *const *taken, uint32_t n_taken,
+		       const struct ktel_textbuf *b, const uint32_t *off, uint32_t n)
+{
+	for (uint32_t j = 0; j < n; j++)
+		if (strcmp(s, b->p + off[j]) == 0)
+			return true;
+	return in_list(s, taken, n_taken);
+}
+
 /*
- * The labels of r's dims, the only place they are rendered: the exposition
- * form `name="value",...` into set->scratch and name\0value\0... into
- * set->scratch_pairs (for a protocol that carries them as fields).
+ * The first pass writes every dim's sanitized name; the second renames
+ * those a configured label has. A candidate is checked against the
+ * configured labels, every dim's sanitized name and the names already
+ * given, so the loop ends after at most n_taken + 2n + 1 rounds.
+ */
+int ktel_prom_label_names(const char *const *dims, uint32_t n, const char *const *taken,
+			  uint32_t n_taken, struct ktel_textbuf *b, uint32_t *ret_off,
+			  bool *ret_renamed)
+{
+	uint32_t san[KTEL_PROM_MAX_DIM_NAMES], off[KTEL_PROM_MAX_DIM_NAMES];
+	bool renamed[KTEL_PROM_MAX_DIM_NAMES];
+	struct ktel_textbuf cand = {0};
+
+	if (n > KTEL_PROM_MAX_DIM_NAMES)
+		return -E2BIG;
+	b->len = 0;
+	b->fail = false;
+	for (uint32_t i = 0; i < n; i++) {
+		san[i] = (uint32_t)b->len;
+		put_label_name(b, dims[i]);
+		ktel_textbuf_put(b, "", 1);
+	}
+	for (uint32_t i = 0; i < n && !b->fail; i++) {
+		off[i] = san[i];
+		renamed[i] = !b->fail && in_list(b->p + san[i], taken, n_taken);
+		if (!renamed[i])
+			continue;
+		for (uint32_t k = 1; !cand.fail; k++) {
+			cand.len = 0;
+			for (uint32_t j = 0; j < k; j++)
+				ktel_textbuf_put(&cand, "exported_", 9);
+			ktel_textbuf_puts(&cand, b->p + san[i]);
+			if (!cand.fail && !name_taken(cand.p, taken, n_taken, b, san, n) &&
+			    !name_taken(cand.p, NULL, 0, b, off, i))
+				break;
+		}
+		if (cand.fail)
+			break;
+		off[i] = (uint32_t)b->len;
+		ktel_textbuf_put(b, cand.p, cand.len + 1);
+	}
+	free(cand.p);
+	if (b->fail || cand.fail)
+		return -ENOMEM;
+	memcpy(ret_off, off, n * sizeof(*off));
+	if (ret_renamed)
+		memcpy(ret_renamed, renamed, n * sizeof(*renamed));
+	return 0;
+}
+
+/* One label `name="value"` (escaped) into the exposition form b and
+ * name\0value\0 into the pairs p. */
+static void put_label(struct ktel_textbuf *b, struct ktel_textbuf *p, const char *name,
+		      const char *value)
+{
+	if (b->len)
+		ktel_textbuf_put(b, ",", 1);
+	ktel_textbuf_puts(b, name);
+	ktel_textbuf_puts(b, "=\"");
+	ktel_prom_put_escaped(b, value, true);
+	ktel_textbuf_put(b, "\"", 1);
+	ktel_textbuf_put(p, name, strlen(name) + 1);
+	ktel_textbuf_put(p, value, strlen(value) + 1);
+}
+
+/*
+ * The labels of r's dims and the configured labels, the only place they
+ * are rendered: the exposition form `name="value",...` into set->scratch
+ * and name\0value\0... into set->scratch_pairs (for a protocol that
+ * carries them as fields).
  */
 static void render_labels(struct ktel_prom_set *set, const struct ktel_record *r)
 {
-	struct ktel_textbuf *b = &set->scratch, *p = &set->scratch_pairs;
+	struct ktel_textbuf *b = &set->scratch, *p = &set->scratch_pairs, *nb = &set->scratch_names;
 	uint32_t n = r->n_dims <= KTEL_MAX_DIMS ? r->n_dims : KTEL_MAX_DIMS;
+	const char *names[KTEL_MAX_DIMS] = {0};
+	uint32_t off[KTEL_MAX_DIMS];
 	char num[24];
 
 	b->len = p->len = 0;
 	b->fail = p->fail = false;
 	ktel_textbuf_put(b, "", 0); /* a valid empty string even without dims */
 	ktel_textbuf_put(p, "", 0);
+	for (uint32_t i = 0; i < n; i++)
+		names[i] = r->dims[i].name;
+	if (ktel_prom_label_names(names, n, (const char *const *)set->label_names, set->n_labels,
+				  nb, off, NULL)) {
+		b->fail = true;
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ktel_dim *d = &r->dims[i];
 		const char *value = d->label;
@@ -119,17 +217,19 @@ static void render_labels(struct ktel_prom_set *set, const struct ktel_record *r
 			snprintf(num, sizeof(num), "%" PRId64, d->value);
 			value = num;
 		}
-		if (i)
-			ktel_textbuf_put(b, ",", 1);
-		put_label_name(b, d);
-		ktel_textbuf_puts(b, "=\"");
-		ktel_prom_put_escaped(b, value, true);
-		ktel_textbuf_put(b, "\"", 1);
-		put_label_name(p, d);
-		ktel_textbuf_put(p, "", 1);
-		ktel_textbuf_put(p, value, strlen(value) + 1);
+		put_label(b, p, nb->p + off[i], value);
 	}
-	set->scratch_n_pairs = n;
+	for (uint32_t i = 0; i < set->n_labels; i++)
+		put_label(b, p, set->label_names[i], set->label_values[i]);
+	set->scratch_n_pairs = n + set->n_labels;
+}
+
+char *ktel_prom_set__labels_text(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	render_labels(set, r);
+	if (set->scratch.fail || set->scratch_pairs.fail)
+		return NULL;
+	return strdup(set->scratch.p);
 }
 
 /* ---- series table ---- */
@@ -180,6 +280,7 @@ static void family_free(struct ktel_prom_family *f)
 	free(f->metric);
 	free(f->unit);
 	free(f->name);
+	free(f->help);
 	free(f->le_text);
 	free(f);
 }
@@ -226,12 +327,27 @@ static bool fits(const struct ktel_prom_family *f, const struct ktel_record *r)
 		f->shape.linear_min == h->linear_min && f->shape.linear_step == h->linear_step);
 }
 
+/* A plugin's description is any bytes: HELP gets valid UTF-8 (invalid
+ * bytes '?') without control characters but the newline, which the
+ * exposition escapes (a carriage return would end the line for some
+ * parsers). */
+static void help_sanitize(char *s)
+{
+	ktel_utf8_sanitize(s);
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 && *s != '\n')
+			*s = ' ';
+}
+
 static struct ktel_prom_family *family_new(const struct ktel_record *r, char *name, double scale)
 {
 	struct ktel_prom_family *f = calloc(1, sizeof(*f));
 
-	if (!f || !(f->metric = strdup(r->metric)) || (r->unit && !(f->unit = strdup(r->unit))))
+	if (!f || !(f->metric = strdup(r->metric)) || (r->unit && !(f->unit = strdup(r->unit))) ||
+	    (r->description && *r->description && !(f->help = strdup(r->description))))
 		goto fail;
+	if (f->help)
+		help_sanitize(f->help);
 	f->name = name;
 	f->type = r->type;
 	f->scale = scale;
@@ -436,6 +552,55 @@ int ktel_prom_set__init(struct ktel_prom_set *set, const char *prefix, uint64_t 
 	return 0;
 }
 
+int ktel_prom_set__add_label(struct ktel_prom_set *set, const char *name, const char *value)
+{
+	uint32_t n = set->n_labels;
+	char **names, **values;
+
+	if (!ktel_prom_label_name_ok(name))
+		return -EINVAL;
+	if (in_list(name, (const char *const *)set->label_names, n))
+		return -EEXIST;
+	names = realloc(set->label_names, (n + 1) * sizeof(*names));
+	if (!names)
+		return -ENOMEM;
+	set->label_names = names;
+	values = realloc(set->label_values, (n + 1) * sizeof(*values));
+	if (!values)
+		return -ENOMEM;
+	set->label_values = values;
+	names[n] = strdup(name);
+	values[n] = strdup(value);
+	if (!names[n] || !values[n]) {
+		free(names[n]);
+		free(values[n]);
+		return -ENOMEM;
+	}
+	set->n_labels++;
+	return 0;
+}
+
+int ktel_prom_set__add_labels(struct ktel_prom_set *set, const json_t *labels,
+			      const char *sink_name, struct ktel_err *err)
+{
+	const char *key;
+	json_t *v;
+	int ret;
+
+	json_object_foreach((json_t *)labels, key, v) {
+		ret = json_is_string(v) ? ktel_prom_set__add_label(set, key, json_string_value(v))
+					: -EINVAL;
+		if (ret == -ENOMEM)
+			return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", sink_name);
+		if (ret)
+			return ktel_err_set(err, -ret,
+					    "sinks.%s.labels: \"%.60s\" is not a label name a "
+					    "user may set, or not a string",
+					    sink_name, key);
+	}
+	return 0;
+}
+
 void ktel_prom_set__fini(struct ktel_prom_set *set)
 {
 	struct ktel_prom_family *f, *fnext;
@@ -452,9 +617,16 @@ void ktel_prom_set__fini(struct ktel_prom_set *set)
 		}
 		family_free(f);
 	}
+	for (uint32_t i = 0; i < set->n_labels; i++) {
+		free(set->label_names[i]);
+		free(set->label_values[i]);
+	}
+	free(set->label_names);
+	free(set->label_values);
 	free(set->table);
 	free(set->scratch.p);
 	free(set->scratch_pairs.p);
+	free(set->scratch_names.p);
 	free(set->prefix);
 	memset(set, 0, sizeof(*set));
 }

@@ -18,6 +18,15 @@
  * - dims are labels: the dim's label when one names the value, else the
  *   integer. Label names outside [a-zA-Z0-9_] get '_'; "le" and names
  *   starting with "__" (reserved) get the prefix "dim_".
+ * - configured labels (ktel_prom_set__add_label(): a sink's "labels", the
+ *   identity of the machine) are on every series, with the name and value
+ *   configured. A dim whose label name is a configured one is renamed as
+ *   Prometheus renames an exposed label that collides with a target label
+ *   (honor_labels: false): "exported_" + its name, prefixed again as long as
+ *   that collides with a configured label or another dim
+ *   (ktel_prom_label_names()). So neither the identity nor the dim is lost.
+ * - HELP text: the record's description (the plugin descriptor's), else a
+ *   generic line naming the metric and its unit.
  * - events have no Prometheus form (SKIPPED); a record whose metric changed
  *   type or histogram shape, whose name collides with another metric's, or
  *   that would add a series beyond max_series is DROPPED (the last counted
@@ -35,6 +44,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "error.h"
 #include "record.h"
 #include "textbuf.h"
 
@@ -45,6 +57,7 @@ struct ktel_prom_family {
 	char *metric;                  /* the records' metric name */
 	char *unit;
 	char *name; /* exposed name, _total included for counters */
+	char *help; /* the first record's description, or NULL */
 	enum ktel_record_type type;
 	double scale;                /* divisor into the exposed unit; 1: none */
 	struct ktel_histogram shape; /* scheme and bounds; counts unused */
@@ -80,6 +93,9 @@ struct ktel_prom_series {
 struct ktel_prom_set {
 	char *prefix;
 	uint64_t max_series;
+	/* Configured labels, on every series (ktel_prom_set__add_label()). */
+	char **label_names, **label_values;
+	uint32_t n_labels;
 	struct ktel_prom_family *families, *families_tail;
 	struct ktel_prom_series **table;
 	size_t table_size, n_series, n_families;
@@ -87,6 +103,7 @@ struct ktel_prom_set {
 	struct ktel_textbuf scratch; /* labels of the record at hand */
 	struct ktel_textbuf scratch_pairs;
 	uint32_t scratch_n_pairs;
+	struct ktel_textbuf scratch_names; /* ktel_prom_label_names() of the record at hand */
 };
 
 enum ktel_prom_applied {
@@ -114,6 +131,22 @@ typedef void (*ktel_prom_sample_cb)(void *ctx, const struct ktel_prom_sample *sa
 
 /* Empty set with prefix (copied) and max_series; 0 or -ENOMEM. */
 int ktel_prom_set__init(struct ktel_prom_set *set, const char *prefix, uint64_t max_series);
+/*
+ * Add the configured label name="value" to every series of set (copied).
+ * Before the first apply: a series' labels never change. 0, -EINVAL when
+ * name is not one a user may set (ktel_prom_label_name_ok()), -EEXIST when
+ * set has it already, or -ENOMEM.
+ */
+int ktel_prom_set__add_label(struct ktel_prom_set *set, const char *name, const char *value);
+/* ktel_prom_set__add_label() for each member of the JSON object labels (a
+ * sink's "labels" option; NULL: none); err names sinks.<sink_name>.labels. */
+int ktel_prom_set__add_labels(struct ktel_prom_set *set, const json_t *labels,
+			      const char *sink_name, struct ktel_err *err);
+/* The labels (exposition form, escaped) a series of r's dims gets in set,
+ * configured labels included, malloc'd: for series a sink writes itself.
+ * Not while another thread applies records (it shares their scratch).
+ * NULL on ENOMEM. */
+char *ktel_prom_set__labels_text(struct ktel_prom_set *set, const struct ktel_record *r);
 /* Release everything; accepts a zeroed or half-built set. */
 void ktel_prom_set__fini(struct ktel_prom_set *set);
 /* Set r's running totals as its series' values (the series created when new). */
@@ -131,6 +164,26 @@ void ktel_prom_series__samples(const struct ktel_prom_family *f, const struct kt
 bool ktel_prom_name_char(char c, bool first, bool colon);
 /* Is s a label name a user may set ([a-zA-Z_][a-zA-Z0-9_]*, not "le", not "__...")? */
 bool ktel_prom_label_name_ok(const char *s);
+/* The most dims ktel_prom_label_names() names at once (records have fewer). */
+#define KTEL_PROM_MAX_DIM_NAMES 32
+
+/*
+ * The label names the n dims named dims[] (as records name them; NULL is
+ * "dim") get in a series that also carries the configured labels
+ * taken[0..n_taken): each dim's name made a valid label name (characters
+ * outside [a-zA-Z0-9_] become '_', "le" and "__..." get "dim_"), and when a
+ * configured label has that name, "exported_" prepended, again and again
+ * while the result is a configured label's or another dim's name (what
+ * Prometheus does to exposed labels that collide with target labels). The
+ * names go NUL-terminated into b (emptied first): ret_off[i] is the offset
+ * of dims[i]'s, ret_renamed[i] (may be NULL) whether it was renamed.
+ * Shared by every sink with configured labels and by the daemon's collision
+ * warnings, so that what is warned is what is sent. 0, -E2BIG beyond
+ * KTEL_PROM_MAX_DIM_NAMES, or -ENOMEM; outputs written only on success.
+ */
+int ktel_prom_label_names(const char *const *dims, uint32_t n, const char *const *taken,
+			  uint32_t n_taken, struct ktel_textbuf *b, uint32_t *ret_off,
+			  bool *ret_renamed);
 /* s escaped for the exposition: backslash, newline and (quote) double quote. */
 void ktel_prom_put_escaped(struct ktel_textbuf *b, const char *s, bool quote);
 /* A double as the shortest decimal that reads back as it (units.h). */

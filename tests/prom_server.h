@@ -38,14 +38,15 @@ static inline unsigned prom_free_port(void)
 
 /*
  * Start Prometheus on web_port with storage sb->dir/tsdb (kept across
- * restarts), scraping 127.0.0.1:target every second unless target is 0,
- * with one extra flag (NULL: none; "--web.enable-remote-write-receiver").
- * *ret_pid is set as soon as it runs (for a teardown to kill); returns when
- * /-/ready answers, fails the test after 30 s. The log (appended) is
- * sb->dir/prometheus.log.
+ * restarts), scraping 127.0.0.1:<each of the n_targets ports> every second
+ * as job "ktel" (none when n_targets is 0), with one extra flag (NULL:
+ * none; "--web.enable-remote-write-receiver"). *ret_pid is set as soon as
+ * it runs (for a teardown to kill); returns when /-/ready answers, fails
+ * the test after 30 s. The log (appended) is sb->dir/prometheus.log.
  */
-static inline void prom_server_start(const struct sandbox *sb, unsigned web_port, unsigned target,
-				     const char *extra_flag, pid_t *ret_pid)
+static inline void prom_server_start_targets(const struct sandbox *sb, unsigned web_port,
+					     const unsigned *targets, size_t n_targets,
+					     const char *extra_flag, pid_t *ret_pid)
 {
 	char cfg[700], tsdb[700], flag_cfg[800], flag_tsdb[800], flag_web[64], log[700];
 	FILE *f;
@@ -56,11 +57,13 @@ static inline void prom_server_start(const struct sandbox *sb, unsigned web_port
 	f = fopen(cfg, "w");
 	assert_non_null(f);
 	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n");
-	if (target)
-		fprintf(f,
-			"scrape_configs:\n  - job_name: ktel\n    static_configs:\n"
-			"      - targets: ['127.0.0.1:%u']\n",
-			target);
+	if (n_targets) {
+		fprintf(f, "scrape_configs:\n  - job_name: ktel\n    static_configs:\n"
+			   "      - targets: [");
+		for (size_t i = 0; i < n_targets; i++)
+			fprintf(f, "%s'127.0.0.1:%u'", i ? ", " : "", targets[i]);
+		fprintf(f, "]\n");
+	}
 	fclose(f);
 	snprintf(flag_cfg, sizeof(flag_cfg), "--config.file=%s", cfg);
 	snprintf(flag_tsdb, sizeof(flag_tsdb), "--storage.tsdb.path=%s", tsdb);
@@ -83,6 +86,13 @@ static inline void prom_server_start(const struct sandbox *sb, unsigned web_port
 		usleep(100000);
 	}
 	fail_msg("prometheus did not become ready; see %s", log);
+}
+
+/* prom_server_start_targets() with one target port, or none when target is 0. */
+static inline void prom_server_start(const struct sandbox *sb, unsigned web_port, unsigned target,
+				     const char *extra_flag, pid_t *ret_pid)
+{
+	prom_server_start_targets(sb, web_port, &target, target ? 1 : 0, extra_flag, ret_pid);
 }
 
 /* A PromQL instant query's JSON reply ("data.result"), parsed. */

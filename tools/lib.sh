@@ -6,11 +6,13 @@ set -euo pipefail
 KTEL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian packages the project builds and tests with (libclang-rt-14-dev: clang's
-# libFuzzer and sanitizer runtimes for build-fuzz, only recommended by clang).
+# libFuzzer and sanitizer runtimes for build-fuzz, only recommended by clang;
+# protobuf-compiler: the protoc that docs/plugin-authoring.md checks an atom
+# with, run by the doc_commands test).
 KTEL_PACKAGES=(cmake make gcc pkg-config clang llvm libbpf-dev libelf-dev zlib1g-dev
   libjansson-dev libuv1-dev libcmocka-dev bpftool valgrind libmicrohttpd-dev prometheus curl
-  strace jq clang-format libclang-rt-14-dev netdata libprotobuf-c-dev protobuf-c-compiler libsnappy-dev
-  libcurl4-openssl-dev systemd-container python3 tmux)
+  strace jq clang-format libclang-rt-14-dev netdata libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libsnappy-dev
+  libcurl4-openssl-dev systemd-container python3 chromium tmux)
 
 # The arm64 cross build (cmake/aarch64-linux-gnu.cmake): Debian's cross
 # compiler, the :arm64 multiarch libraries, and qemu-user to run its tests.

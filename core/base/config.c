@@ -36,6 +36,34 @@
 #define MAX_HOST_LEN 253                   /* a DNS name (RFC 1035) */
 #define MAX_UNIX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
+static const char *const attr_by_choices[] = {"none", "cgroup", "user", "app", "process", NULL};
+
+/* Attribution of one metric (docs/architecture.md, "Attribution"). */
+static const struct ktel_cfg_key attr_keys[] = {
+	{"by", KTEL_CFG_ENUM, .choices = attr_by_choices, .default_text = "none",
+	 .doc = "Who the metric's events are attributed to: `cgroup` (v2 id, named by its path), "
+		"`user` (uid, named by the user name), `app` (Android app id or class), `process` "
+		"(tgid); `none` leaves the dimension out. Only metrics whose plugin declares an "
+		"attribution dimension accept it."},
+	{"depth", KTEL_CFG_INT, 0, 255, .default_text = "0",
+	 .doc = "`cgroup`: roll each task's cgroup up to its ancestor at this level (root is 0, "
+		"`system.slice` 1); 0 keeps the task's own cgroup."},
+	{"top", KTEL_CFG_INT, 1, 1000, .default_text = "20",
+	 .doc = "Names exported per window (K), ranked by event count; the rest go to `other`, "
+		"unresolvable ids to `unknown`: at most K + 2 values."},
+	{"max_keys", KTEL_CFG_INT, 1, 1048576, .default_text = "1024",
+	 .doc = "Attributed keys the kernel admits into the metric's map; events of new keys past "
+		"it are counted under `other` (stage `kernel`), never lost. The map grows by this "
+		"many entries, within `attribution_memlock_budget`."},
+	{"sticky_windows", KTEL_CFG_INT, 1, 100000, .default_text = "10",
+	 .doc = "A name admitted to the top K stays while it had events in this many last "
+		"windows, so cumulative series do not flap."},
+	{"churn_per_hour", KTEL_CFG_INT, 0, 1000000, .default_text = "4 × top",
+	 .doc = "New names admitted to the top K per hour at most (a token bucket); past it "
+		"newcomers stay in `other`."},
+	{NULL},
+};
+
 static const struct ktel_cfg_key metric_keys[] = {
 	{"enabled", KTEL_CFG_BOOL, .default_text = "enable_new_plugins",
 	 .doc = "Load and attach the metric's programs and pull it."},
@@ -50,6 +78,10 @@ static const struct ktel_cfg_key metric_keys[] = {
 	{"params", KTEL_CFG_INT_MAP, .default_text = "the plugin's defaults",
 	 .doc = "Run-time settings of the plugin's BPF programs (integers), by name; "
 		"`ktelemetryctl inspect` lists them."},
+	{"attribution", KTEL_CFG_OBJECT, .children = attr_keys,
+	 .default_text = "{\"by\": \"none\"}",
+	 .doc = "Attribute the metric's events to cgroups, users, apps or processes, bounded to "
+		"the top K names plus `other` and `unknown` (docs/architecture.md, Attribution)."},
 	{NULL},
 };
 
@@ -60,6 +92,13 @@ static const struct ktel_cfg_key self_keys[] = {
 	 .doc = "How often self-telemetry records are emitted."},
 	{"sinks", KTEL_CFG_STRING_ARRAY, .default_text = "every sink",
 	 .doc = "Sinks that receive self-telemetry."},
+	{"bpf_stats", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "Turn the kernel's BPF run-time statistics on while the daemon runs "
+		"(BPF_ENABLE_STATS; off again when it exits, even by a crash), so that status "
+		"and self-telemetry show each program's run count and time. They cost every BPF "
+		"program on the host, not only the daemon's, two clock reads per run: leave it "
+		"off except to measure, or set kernel.bpf_stats_enabled instead. Read at start "
+		"only."},
 	{NULL},
 };
 
@@ -76,16 +115,18 @@ static struct ktel_cfg_key sink_common_keys[] = {
 
 static const struct ktel_cfg_key top_keys[] = {
 	{"plugin_dirs", KTEL_CFG_STRING_ARRAY, .default_text = "[\"${plugin_dir}\"]",
-	 .doc = "Directories searched for `*.so` metric plugins, in order. Every file and "
-		"parent directory must be root-owned and not group/world-writable."},
+	 .doc = "Directories searched for `*.so` metric plugins, in order. Each must exist "
+		"and be readable: `--check-config` and the start refuse one that is not (the "
+		"daemon does not create it). Every file and parent directory must be "
+		"root-owned and not group/world-writable."},
 	{"pin_root", KTEL_CFG_STRING, .default_text = "/sys/fs/bpf/kernelstats",
 	 .doc = "bpffs directory where accumulator maps are pinned as map_<object>_<map>; below the mount point, not the mount point itself."},
 	{"pin_group", KTEL_CFG_GROUP, .default_text = "root",
 	 .doc = "Group owning the pin directory (0750) and pinned maps (0640)."},
 	{"state_file", KTEL_CFG_STRING, .default_text = "/var/lib/ktelemetry/state.bin",
-	 .doc = "Delta engine state, written atomically after each pull that changed it, once the durable sinks (a JSON sink on a file) have made that pull's records durable (docs/sinks.md, Delivery guarantees)."},
+	 .doc = "Delta engine state, written atomically after each pull that changed it, once the durable sinks (a JSON sink on a file) have made that pull's records durable (docs/sinks.md, Delivery guarantees). Missing directories above it are created (mode 0750)."},
 	{"control_socket", KTEL_CFG_STRING, .default_text = "/run/ktelemetry/control.sock",
-	 .doc = "Unix stream socket ktelemetryctl talks to (mode 0660)."},
+	 .doc = "Unix stream socket ktelemetryctl talks to (mode 0660). Missing directories above it are created (mode 0750)."},
 	{"control_group", KTEL_CFG_GROUP, .default_text = "root",
 	 .doc = "Group allowed on the control socket besides root."},
 	{"interval", KTEL_CFG_DURATION, 100, 365 * DAY_MS, .default_text = "60s",
@@ -99,6 +140,10 @@ static const struct ktel_cfg_key top_keys[] = {
 	 .doc = "Once started, drop every thread to the capabilities run-time work needs "
 		"and a reload may need (CAP_BPF, CAP_PERFMON, CAP_CHOWN; docs/privileges.md). "
 		"Read at start only."},
+	{"attribution_memlock_budget", KTEL_CFG_SIZE, 4096, 1LL << 40, .default_text = "64MiB",
+	 .doc = "Largest kernel memory one attributed metric's map may take (entries × (key + "
+		"value + 64 bytes)); a `max_keys` that needs more is refused at start, naming "
+		"the metric."},
 	{"sink_close_timeout", KTEL_CFG_DURATION, 0, 600000, .default_text = "2s",
 	 .doc = "On shutdown, how long sinks may take to flush."},
 	{"metrics", KTEL_CFG_MAP, .children = metric_keys, .default_text = "{}",
@@ -216,6 +261,7 @@ static const struct cfg_rule prometheus_rules[] = {
 	{.kind = RULE_URL_PATH, .key = "path"},
 	{.kind = RULE_MAX_LEN, .key = "path", .max = 1024, .why = "a URL path"},
 	{.kind = RULE_MAX_LEN, .key = "prefix", .max = 255, .why = "a metric name prefix"},
+	{.kind = RULE_LABEL_NAMES, .key = "labels"},
 	{0},
 };
 
@@ -1441,6 +1487,30 @@ static char *string_or(const json_t *obj, const char *key, const char *def,
 	return expand(v ? json_string_value(v) : def, vars);
 }
 
+/* metrics.<name>.attribution, already validated against attr_keys. */
+static void build_attribution(struct ktel_attr_cfg *a, const json_t *m)
+{
+	const json_t *o = json_object_get(m, "attribution");
+	const char *by = ktel_cfg_string(o, "by", "none");
+
+	a->by = KTEL_ATTR_BY_NONE;
+	for (int i = 1; attr_by_choices[i]; i++)
+		if (strcmp(by, attr_by_choices[i]) == 0)
+			a->by = (enum ktel_attr_by)i;
+	a->depth = (uint32_t)ktel_cfg_int(o, "depth", 0);
+	a->top = (uint32_t)ktel_cfg_int(o, "top", KTEL_ATTR_TOP_DEFAULT);
+	a->max_keys = (uint32_t)ktel_cfg_int(o, "max_keys", KTEL_ATTR_MAX_KEYS_DEFAULT);
+	a->sticky_windows = (uint32_t)ktel_cfg_int(o, "sticky_windows", KTEL_ATTR_STICKY_DEFAULT);
+	a->churn_per_hour = (uint32_t)ktel_cfg_int(o, "churn_per_hour", 4 * (int64_t)a->top);
+}
+
+const char *ktel_attr_by_name(enum ktel_attr_by by)
+{
+	return (unsigned)by < sizeof(attr_by_choices) / sizeof(attr_by_choices[0]) - 1
+		       ? attr_by_choices[by]
+		       : "none";
+}
+
 static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 			 const struct ktel_config_vars *vars)
 {
@@ -1464,13 +1534,44 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 		mc->lease_ms = ktel_cfg_duration(m, "lease", 0);
 		if (json_object_get(m, "params"))
 			mc->params = json_incref(json_object_get(m, "params"));
+		build_attribution(&mc->attr, m);
 		if (copy_strings(json_object_get(m, "sinks"), vars, &mc->sinks, &mc->n_sinks))
 			return -ENOMEM;
 	}
 	return 0;
 }
 
-static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
+/*
+ * A sink's options with each string option that starts with a variable
+ * expanded, as the top-level paths are: config/default.json keeps its JSON
+ * file under ${state_dir}. A new reference, NULL when out of memory.
+ */
+static json_t *expand_options(const json_t *s, const struct ktel_config_vars *vars)
+{
+	json_t *copy = json_copy((json_t *)s), *v;
+	const char *key;
+	void *tmp;
+
+	if (!copy)
+		return NULL;
+	json_object_foreach_safe(copy, tmp, key, v) {
+		char *x;
+
+		if (!json_is_string(v) || strncmp(json_string_value(v), "${", 2) != 0)
+			continue;
+		x = expand(json_string_value(v), vars);
+		if (!x || json_object_set_new(copy, key, json_string(x))) {
+			free(x);
+			json_decref(copy);
+			return NULL;
+		}
+		free(x);
+	}
+	return copy;
+}
+
+static int build_sinks(struct ktel_config *cfg, const json_t *sinks,
+		       const struct ktel_config_vars *vars)
 {
 	const char *name;
 	json_t *s;
@@ -1485,8 +1586,8 @@ static int build_sinks(struct ktel_config *cfg, const json_t *sinks)
 		cfg->n_sinks = i;
 		sc->name = strdup(name);
 		sc->type = strdup(json_string_value(json_object_get(s, "type")));
-		sc->options = json_incref(s);
-		if (!sc->name || !sc->type)
+		sc->options = expand_options(s, vars);
+		if (!sc->name || !sc->type || !sc->options)
 			return -ENOMEM;
 	}
 	return 0;
@@ -1518,8 +1619,11 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 	cfg->enable_new_plugins = ktel_cfg_bool(root, "enable_new_plugins", true);
 	cfg->drop_privileges = ktel_cfg_bool(root, "drop_privileges", false);
 	cfg->sink_close_timeout_ms = ktel_cfg_duration(root, "sink_close_timeout", 2000);
+	cfg->attr_memlock_budget = ktel_cfg_size(root, "attribution_memlock_budget",
+						 KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT);
 	cfg->self_enabled = ktel_cfg_bool(self, "enabled", true);
 	cfg->self_interval_ms = ktel_cfg_duration(self, "interval", 60000);
+	cfg->self_bpf_stats = ktel_cfg_bool(self, "bpf_stats", false);
 	if (copy_strings(json_object_get(self, "sinks"), vars, &cfg->self_sinks,
 			 &cfg->n_self_sinks))
 		goto err_free;
@@ -1540,7 +1644,7 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 		default_sinks = json_pack("{s{ss ss}}", "stdout", "type", "json", "path", "-");
 		sinks = default_sinks;
 	}
-	if (!sinks || build_sinks(cfg, sinks))
+	if (!sinks || build_sinks(cfg, sinks, vars))
 		goto err_free;
 	json_decref(default_sinks);
 	*ret = cfg;
@@ -1954,6 +2058,28 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
 			    name);
 }
 
+/*
+ * The built-in metrics whose plugin declares an attribution dimension
+ * (KTEL_DIM_ATTRIBUTION). `by` on another built-in metric is an error here,
+ * as the daemon would refuse the plugin at start; a metric of another
+ * vendor's plugin is judged when the daemon loads it.
+ */
+static const char *const attributing_metrics[] = {
+	"block_io_latency", "memcg_reclaim_latency", "oom_kills", "runq_latency", NULL,
+};
+
+static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_config_errors *errs)
+{
+	if (mc->attr.by == KTEL_ATTR_BY_NONE || !in_list(builtin_metrics, 0, mc->name) ||
+	    in_list(attributing_metrics, 0, mc->name))
+		return;
+	add_error(errs,
+		  "metrics.%s.attribution.by: %s: metric %s has no attribution dimension "
+		  "(metrics that have one: block_io_latency, memcg_reclaim_latency, oom_kills, "
+		  "runq_latency)",
+		  mc->name, ktel_attr_by_name(mc->attr.by), mc->name);
+}
+
 /* The model's paths as bind(2) and open(2) will see them. */
 static void check_model(const struct ktel_config *cfg, struct ktel_config_errors *errs)
 {
@@ -1968,8 +2094,10 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 		check_path_len(key, cfg->plugin_dirs[i], MAX_STRING_LEN, "PATH_MAX", errs);
 	}
 	check_exclusive(cfg, errs);
-	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++)
+	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++) {
 		check_metric_name(cfg, cfg->metrics[i].name, errs);
+		check_attribution(&cfg->metrics[i], errs);
+	}
 }
 
 int ktel_config__load_string(const char *text, const char *source,

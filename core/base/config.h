@@ -23,8 +23,29 @@
 #include <sys/types.h>
 
 #include <jansson.h>
+#include <ktelemetry/plugin.h>
 
 #include "error.h"
+
+/* Defaults of metrics.<name>.attribution (the schema's default texts). */
+#define KTEL_ATTR_TOP_DEFAULT 20
+#define KTEL_ATTR_MAX_KEYS_DEFAULT 1024
+#define KTEL_ATTR_STICKY_DEFAULT 10
+#define KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT (64ULL << 20)
+
+/* metrics.<name>.attribution. */
+struct ktel_attr_cfg {
+	enum ktel_attr_by by; /* KTEL_ATTR_BY_NONE: off */
+	uint32_t depth;
+	uint32_t top;            /* K */
+	uint32_t max_keys;       /* attributed keys the kernel admits */
+	uint32_t sticky_windows; /* W */
+	uint32_t churn_per_hour;
+};
+
+/* "none", "cgroup", "user", "app", "process": the config's and the records'
+ * name of by. */
+const char *ktel_attr_by_name(enum ktel_attr_by by);
 
 struct ktel_metric_cfg {
 	char *name;
@@ -35,6 +56,7 @@ struct ktel_metric_cfg {
 	char **sinks;      /* NULL: every sink */
 	size_t n_sinks;
 	json_t *params; /* plugin run-time settings (BPF .rodata), or NULL */
+	struct ktel_attr_cfg attr;
 };
 
 struct ktel_sink_cfg {
@@ -57,8 +79,10 @@ struct ktel_config {
 	bool enable_new_plugins;
 	bool drop_privileges; /* after start keep only the capabilities still needed */
 	uint64_t sink_close_timeout_ms;
+	uint64_t attr_memlock_budget; /* bytes, per attributed metric's map */
 	bool self_enabled;
 	uint64_t self_interval_ms;
+	bool self_bpf_stats; /* hold BPF_ENABLE_STATS while running */
 	char **self_sinks;
 	size_t n_self_sinks;
 	struct ktel_metric_cfg *metrics;

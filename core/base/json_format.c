@@ -451,6 +451,13 @@ static void fb_event(struct ktel_textbuf *b, struct ktel_json_strs *c, const str
 	ktel_textbuf_put(b, "}", 1);
 }
 
+/* Nanoseconds since the epoch of a wall-clock time given as its bits
+ * (fb_window): signed, as the clock is. */
+static void put_wall_ns(struct ktel_textbuf *b, uint64_t ns)
+{
+	ktel_textbuf_put_i64(b, (int64_t)ns);
+}
+
 /* Whole seconds of a wall-clock time given as its bits (fb_window). */
 static void put_wall_s(struct ktel_textbuf *b, uint64_t ns)
 {
@@ -491,14 +498,19 @@ bool ktel_json__append(struct ktel_textbuf *b, struct ktel_json_strs *c,
 	ktel_textbuf_puts(b, ",\"type\":\"");
 	ktel_textbuf_puts(b, type_names[r->type]);
 	ktel_textbuf_puts(b, "\"");
-	fb_window(b, ",\"start_ns\":", ",\"end_ns\":", r->start_boottime_ns, r->end_boottime_ns,
-		  ktel_textbuf_put_u64);
+	/* Wall clock first, in every form: the bare "_ns" names are what
+	 * tools (pandas, jq's todate after a division) read as epoch time. The
+	 * CLOCK_BOOTTIME stamps follow under names that say so. */
+	fb_window(b, ",\"start_ns\":", ",\"end_ns\":", (uint64_t)r->start_wall_ns,
+		  (uint64_t)r->end_wall_ns, put_wall_ns);
 	ktel_textbuf_puts(b, ",\"start\":");
 	fb_wall(b, r->start_wall_ns);
 	ktel_textbuf_puts(b, ",\"end\":");
 	fb_wall(b, r->end_wall_ns);
 	fb_window(b, ",\"start_s\":", ",\"end_s\":", (uint64_t)r->start_wall_ns,
 		  (uint64_t)r->end_wall_ns, put_wall_s);
+	fb_window(b, ",\"start_boot_ns\":", ",\"end_boot_ns\":", r->start_boottime_ns,
+		  r->end_boottime_ns, ktel_textbuf_put_u64);
 	ktel_textbuf_puts(b, ",\"boot_id\":");
 	fb_str(b, c, r->boot_id);
 	ktel_textbuf_puts(b, ",\"map_id\":");

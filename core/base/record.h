@@ -79,6 +79,9 @@ struct ktel_record {
 	const char *atom; /* atom name, or NULL */
 	uint32_t atom_id; /* 0 when none */
 	const char *unit;
+	/* What the metric measures (the plugin descriptor's text), or NULL:
+	 * sinks with a place for it (Prometheus HELP) show it. */
+	const char *description;
 	/* Window this record covers; for events start == end == event time. */
 	uint64_t start_boottime_ns, end_boottime_ns;
 	int64_t start_wall_ns, end_wall_ns;

@@ -19,6 +19,9 @@
 #include "error.h"
 #include "record.h"
 
+/* Room for ktel_sink_stats.last_error, NUL included; longer text is cut. */
+#define KTEL_SINK_LAST_ERROR_MAX 160
+
 struct ktel_sink_stats {
 	uint64_t sent;       /* records handed to the transport */
 	uint64_t dropped;    /* records dropped: queue full, peer down, too big */
@@ -27,6 +30,10 @@ struct ktel_sink_stats {
 	uint64_t skipped;    /* records the sink's format has no form for (not a loss) */
 	uint64_t queued;     /* bytes or records waiting now */
 	uint64_t refused;    /* peers turned away: over a limit or breaking the protocol */
+	/* The text of the last I/O error counted in errors, "" when none or
+	 * when the sink keeps none: what failed, where, and why
+	 * ("sendto 127.0.0.1:8125: connection refused"). */
+	char last_error[KTEL_SINK_LAST_ERROR_MAX];
 };
 
 typedef void (*ktel_sink_closed_cb)(void *ctx);

@@ -25,6 +25,7 @@
 #include "fault.h"
 #include "fsutil.h"
 #include "control.h"
+#include "label_check.h"
 #include "delta.h"
 #include "privileges.h"
 #include "router.h"
@@ -113,6 +114,30 @@ static void route_window(void *ctx, const struct ktel_record *recs, size_t n)
 	ktel_router__batch_add(m->daemon->router, recs, n);
 }
 
+/* An attributed metric's pull hands its windows to the fold; what is routed
+ * (and counted in m->records) is what the fold makes of them at the end. */
+static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
+			  struct ktel_pull_info *ret_info, struct ktel_err *err)
+{
+	struct ktel_err ferr;
+	long folded;
+	int r;
+
+	daemon_plugins__attr_begin_pull(&d->plugins);
+	ktel_attr_fold__begin(m->fold);
+	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), ktel_attr_fold__add, m->fold,
+				  ret_info, err);
+	/* Also after a failed delta round: the records of the keys before the
+	 * failure moved their state on and must be delivered (see below). */
+	folded = ktel_attr_fold__end(m->fold, ktel_now_boottime_ns(), route_window, m, &ferr);
+	if (!r && folded < 0) {
+		*err = ferr;
+		r = (int)folded;
+	} else if (!r && ret_info)
+		ret_info->records = (size_t)folded;
+	return r;
+}
+
 /*
  * Read, decode, delta and route m's accumulator. The records are routed
  * window by window as the pull makes them (metric_pull.h), as one batch
@@ -130,7 +155,11 @@ static int pull_accumulator(struct ktel_daemon *d, struct ktel_metric *m,
 
 	ktel_router__batch_begin(d->router, mc ? (const char *const *)mc->sinks : NULL,
 				 mc ? mc->n_sinks : 0);
-	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m, ret_info, err);
+	if (m->fold)
+		r = run_attributed(d, m, ret_info, err);
+	else
+		r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), route_window, m,
+					  ret_info, err);
 	ktel_router__batch_end(d->router);
 	m->pulls++;
 	if (m->records > before)
@@ -228,6 +257,10 @@ static void route_metric_totals(struct ktel_daemon *d, struct ktel_metric *m)
 		ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
 		return;
 	}
+	/* An attributed metric's totals are per raw id: its fold's running
+	 * totals, routed with its windows, are the only ones by name. */
+	if (m->fold)
+		return;
 	mc = ktel_config__metric(d->cfg, m->md->name);
 	ktel_router__batch_begin_totals(d->router, mc ? (const char *const *)mc->sinks : NULL,
 					mc ? mc->n_sinks : 0);
@@ -391,9 +424,10 @@ static void on_sink_close_report(const char *sink, const struct ktel_sink_stats 
 
 	ktel_log(level,
 		 "sink %s: closed: %llu records sent, %llu dropped in all, %llu of them "
-		 "not flushed before the close timeout, %llu errors",
+		 "not flushed before the close timeout, %llu errors%s%s",
 		 sink, (unsigned long long) final->sent, (unsigned long long) final->dropped,
-		 (unsigned long long)dropped_at_close, (unsigned long long) final->errors);
+		 (unsigned long long)dropped_at_close, (unsigned long long) final->errors,
+		 final->last_error[0] ? ", the last: " : "", final->last_error);
 }
 
 /* One line per sink saying where records go (a bound port 0 shows here). */
@@ -537,6 +571,7 @@ int daemon__start(struct ktel_daemon *d, const struct ktel_control_ops *control_
 	 * state): windows written after the saved state come out of the
 	 * files, the first pull reports them again. */
 	recover_sinks(d);
+	ktel_label_check__self(d->cfg, ktel_label_check__log, NULL);
 	r = ktel_bpffs_ensure(d->cfg->pin_root, d->cfg->pin_gid, err);
 	if (r)
 		return r;

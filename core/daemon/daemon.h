@@ -14,6 +14,7 @@
 
 #include <uv.h>
 
+#include "attr_fold.h"
 #include "bpf_lifecycle.h"
 #include "config.h"
 #include "error.h"
@@ -49,6 +50,13 @@ struct ktel_metric {
 	uint64_t last_pull_wall_ns;
 	struct ktel_pull_info last;
 	struct ktel_complaint complaint;
+	/* Attribution as loaded (the BPF settings are fixed at load: a reload
+	 * of the config changes it with the plugin's reload), and its fold;
+	 * fold is NULL with attribution off. */
+	struct ktel_attr_cfg attr;
+	struct ktel_attr_fold *fold;
+	/* Self-telemetry's previous fold counts (daemon_self.c). */
+	uint64_t self_folded_kernel, self_folded_user;
 };
 
 /* One plugin file, loaded into the kernel (or found unsupported). */
@@ -66,6 +74,9 @@ struct ktel_loaded_plugin {
 	/* Self-telemetry's previous running totals (daemon_self.c). */
 	uint64_t *self_prev;
 	size_t n_self_prev;
+	/* Where status's cost window starts (daemon_self.c): the programs'
+	 * summed run time then, and when (CLOCK_BOOTTIME; 0: at their load). */
+	uint64_t cost_run_time_ns, cost_since_ns;
 };
 
 /*

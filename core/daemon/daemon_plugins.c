@@ -23,7 +23,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "attr_names.h"
 #include "contain.h"
+#include "label_check.h"
 #include "memory.h"
 #include "stream_reader.h"
 #include "utf8.h"
@@ -206,6 +208,109 @@ static int load_params(struct daemon_plugins *p, const struct ktel_plugin *plugi
 	return 0;
 }
 
+/* Does md declare an attribution dimension (KTEL_DIM_ATTRIBUTION)? */
+static bool has_attr_dim(const struct ktel_metric_desc *md)
+{
+	for (uint32_t i = 0; md->dim_flags && i < md->n_dims; i++)
+		if (md->dim_flags[i] & KTEL_DIM_ATTRIBUTION)
+			return true;
+	return false;
+}
+
+/*
+ * The attribution settings of plugin's metrics for its load (bpf_lifecycle.h
+ * struct ktel_bpf_attr), one per metric in attr. A metric the config
+ * attributes whose plugin has no attribution dimension refuses the plugin:
+ * a `by` silently ignored would leave the operator believing in numbers per
+ * cgroup that do not exist.
+ */
+static int load_attr(struct daemon_plugins *p, const struct ktel_plugin *plugin,
+		     struct ktel_bpf_attr *attr)
+{
+	const struct ktel_plugin_desc *desc = &plugin->desc;
+
+	for (uint32_t j = 0; j < desc->n_metrics; j++) {
+		const struct ktel_metric_desc *md = &desc->metrics[j];
+		const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg, md->name);
+
+		attr[j] = (struct ktel_bpf_attr){.metric = md->name, .map_name = md->map_name};
+		if (!mc || mc->attr.by == KTEL_ATTR_BY_NONE)
+			continue;
+		if (!has_attr_dim(md)) {
+			refuse(p, plugin->path,
+			       "plugin %s: refused: metrics.%s.attribution.by: %s: metric %s of "
+			       "plugin %s has no attribution dimension (KTEL_DIM_ATTRIBUTION)",
+			       plugin->path, md->name, ktel_attr_by_name(mc->attr.by), md->name,
+			       desc->name);
+			return -EINVAL;
+		}
+		attr[j].by = mc->attr.by;
+		attr[j].depth = mc->attr.depth;
+		attr[j].limit = mc->attr.max_keys;
+	}
+	return 0;
+}
+
+/* Names an attribution id for the fold of metric ctx (attr_fold.h). */
+static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
+{
+	struct ktel_metric *m = ctx;
+	struct ktel_attr_names *names = m->daemon->plugins.attr_names;
+
+	switch (m->attr.by) {
+	case KTEL_ATTR_BY_CGROUP:
+		return names ? ktel_attr_names__cgroup(names, id, buf, len) : NULL;
+	case KTEL_ATTR_BY_USER:
+		return names ? ktel_attr_names__user(names, id, buf, len) : NULL;
+	case KTEL_ATTR_BY_APP:
+		return ktel_attr_app_name(id, buf, len);
+	case KTEL_ATTR_BY_PROCESS:
+		return ktel_attr_process_name(id, buf, len);
+	default:
+		return NULL;
+	}
+}
+
+void daemon_plugins__attr_begin_pull(struct daemon_plugins *p)
+{
+	if (p->attr_names)
+		ktel_attr_names__begin_pull(p->attr_names, ktel_now_boottime_ns());
+}
+
+/* The names cache, made at the first attributed metric. Without a cgroup2
+ * mount cgroup ids stay unnamed ("unknown"), which is said once. */
+static void need_attr_names(struct daemon_plugins *p)
+{
+	struct ktel_attr_names_opts none = {.cgroup_root = ""};
+	struct ktel_err err;
+
+	if (p->attr_names)
+		return;
+	if (ktel_attr_names__new(NULL, &p->attr_names, &err) == 0)
+		return;
+	ktel_log(KTEL_LOG_WARN, "%s", err.msg);
+	if (ktel_attr_names__new(&none, &p->attr_names, &err))
+		ktel_log(KTEL_LOG_ERROR, "attribution: %s", err.msg);
+}
+
+/* m's fold, when its config attributes it. */
+static int make_fold(struct daemon_plugins *p, struct ktel_metric *m, struct ktel_err *err)
+{
+	struct ktel_attr_fold_opts fo = {
+		.dim_name = ktel_attr_by_name(m->attr.by),
+		.top = m->attr.top,
+		.sticky_windows = m->attr.sticky_windows,
+		.churn_per_hour = m->attr.churn_per_hour,
+		.resolve = resolve_attr,
+		.resolve_ctx = m,
+	};
+
+	if (m->attr.by == KTEL_ATTR_BY_NONE)
+		return 0;
+	need_attr_names(p);
+	return ktel_attr_fold__new(&fo, &m->fold, err);
+}
+
 static void init_metric(struct daemon_plugins *p, struct ktel_loaded_plugin *lp,
 			struct ktel_metric *m, const struct ktel_metric_desc *md)
 {
@@ -216,6 +321,8 @@ static void init_metric(struct daemon_plugins *p, struct ktel_loaded_plugin *lp,
 	m->md = md;
 	m->interval_ms = ktel_config__metric_interval(p->d->cfg, md->name);
 	m->lease_ms = mc ? mc->lease_ms : 0;
+	if (mc && has_attr_dim(md))
+		m->attr = mc->attr;
 	uv_timer_init(p->d->loop, &m->timer);
 	uv_timer_init(p->d->loop, &m->lease_timer);
 	m->timer.data = m;
@@ -269,7 +376,15 @@ static void resolve_metrics(struct daemon_plugins *p, struct ktel_loaded_plugin 
 			}
 			continue;
 		}
-		if (ktel_metric_pull__new(m->md, lp->bpf->obj, bm && !bm->reused, &m->mp, &err)) {
+		struct ktel_metric_pull_opts popts = {
+			.attr_name = m->attr.by != KTEL_ATTR_BY_NONE ? ktel_attr_by_name(m->attr.by)
+								     : NULL,
+		};
+		if (ktel_metric_pull__new_opts(m->md, lp->bpf->obj, bm && !bm->reused, &popts,
+					       &m->mp, &err) ||
+		    make_fold(p, m, &err)) {
+			ktel_metric_pull__free(m->mp);
+			m->mp = NULL;
 			snprintf(m->problem, sizeof(m->problem), "%s", err.msg);
 			ktel_log(KTEL_LOG_ERROR, "plugin %s: %s", lp->path, err.msg);
 			continue;
@@ -308,12 +423,16 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 {
 	int64_t params[KTEL_PLUGIN_MAX_PARAMS];
+	struct ktel_bpf_attr attr[KTEL_PLUGIN_MAX_METRICS];
 	struct ktel_bpf_opts bopts = {
 		.pin_root = p->d->cfg->pin_root,
 		.pin_gid = p->d->cfg->pin_gid,
 		.targets = p->targets,
 		.param_values = params,
 		.no_attach = true,
+		.attr = attr,
+		.n_attr = plugin->desc.n_metrics,
+		.attr_memlock_budget = p->d->cfg->attr_memlock_budget,
 	};
 	struct ktel_loaded_plugin *lp;
 	struct ktel_err err;
@@ -334,7 +453,7 @@ static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 		}
 		bopts.targets = p->targets;
 	}
-	if (load_params(p, plugin, params))
+	if (load_params(p, plugin, params) || load_attr(p, plugin, attr))
 		return -EINVAL;
 	lp = calloc(1, sizeof(*lp));
 	if (!lp)
@@ -361,6 +480,10 @@ static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 		init_metric(p, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
 	p->items[p->n++] = lp;
 	log_plugin(lp);
+	/* Once per load: at start, at a reload's rescan, for a drop-in. */
+	for (size_t i = 0; i < lp->n_metrics; i++)
+		ktel_label_check__metric(p->d->cfg, &plugin->desc.metrics[i], ktel_label_check__log,
+					 NULL);
 	resolve_metrics(p, lp);
 	return 0;
 }
@@ -374,6 +497,8 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 	for (size_t j = 0; j < lp->n_metrics; j++) {
 		ktel_metric_pull__free(lp->metrics[j].mp);
 		lp->metrics[j].mp = NULL;
+		ktel_attr_fold__free(lp->metrics[j].fold);
+		lp->metrics[j].fold = NULL;
 		/* Normally freed already (unload, shutdown), while the loop runs
 		 * to close its handle. */
 		ktel_stream_reader__free(lp->metrics[j].sr);
@@ -1190,8 +1315,9 @@ static void intake_end(struct plugin_intake *in)
  * Begin a scan: unload plugins whose file is gone or changed, list the
  * directories, start the opens. A directory that cannot be read is logged
  * and the others are still scanned; returns -errno with err naming the first
- * such directory, else 0. While a scan runs, another is only noted: it
- * follows when this one ends.
+ * such directory, else 0. With err, the first is not logged: the caller
+ * says it, and each problem is said once. While a scan runs, another is only
+ * noted: it follows when this one ends.
  */
 static int intake_begin(struct plugin_intake *in, struct ktel_err *err)
 {
@@ -1211,7 +1337,8 @@ static int intake_begin(struct plugin_intake *in, struct ktel_err *err)
 	for (size_t k = 0; k < p->d->cfg->n_plugin_dirs; k++) {
 		if (!intake_list(in, p->d->cfg->plugin_dirs[k], &dir_err))
 			continue;
-		ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
+		if (r || !err)
+			ktel_log(KTEL_LOG_ERROR, "%s", dir_err.msg);
 		if (!r) {
 			if (err)
 				*err = dir_err;
@@ -1428,6 +1555,8 @@ void daemon_plugins__free(struct daemon_plugins *p)
 	p->n_refused = 0;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
+	ktel_attr_names__free(p->attr_names);
+	p->attr_names = NULL;
 	intake_free(p->intake);
 	p->intake = NULL;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "label_check.h"
 #include "sinks.h"
 
 /* ---- settings that cannot change live ---------------------------------------- */
@@ -80,6 +81,48 @@ static void check_params(struct ktel_daemon *d, const struct ktel_config *old,
 	}
 }
 
+/* "by cgroup, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour 80". */
+static void attr_text(const struct ktel_attr_cfg *a, char *buf, size_t len)
+{
+	if (a->by == KTEL_ATTR_BY_NONE) {
+		snprintf(buf, len, "by none");
+		return;
+	}
+	snprintf(buf, len,
+		 "by %s, depth %u, top %u, max_keys %u, sticky_windows %u, churn_per_hour %u",
+		 ktel_attr_by_name(a->by), a->depth, a->top, a->max_keys, a->sticky_windows,
+		 a->churn_per_hour);
+}
+
+/*
+ * A metric's attribution is set when its plugin loads: the BPF .rodata and
+ * the map's size, and the fold made for it. A change is refused, named,
+ * rather than left unapplied.
+ */
+static void check_attribution(struct ktel_daemon *d, const struct ktel_config *cfg,
+			      struct ktel_config_errors *errs)
+{
+	struct ktel_metric *m;
+
+	for_each_metric(&d->plugins, m) {
+		const struct ktel_metric_cfg *b = ktel_config__metric(cfg, m->md->name);
+		struct ktel_attr_cfg none = {.by = KTEL_ATTR_BY_NONE};
+		const struct ktel_attr_cfg *to = b ? &b->attr : &none;
+		char key[300], from_s[200], to_s[200];
+
+		if (m->attr.by == KTEL_ATTR_BY_NONE && to->by == KTEL_ATTR_BY_NONE)
+			continue;
+		if (memcmp(&m->attr, to, sizeof(*to)) == 0)
+			continue;
+		attr_text(&m->attr, from_s, sizeof(from_s));
+		attr_text(to, to_s, sizeof(to_s));
+		snprintf(key, sizeof(key), "metrics.%s.attribution", m->md->name);
+		refuse_change(errs, key,
+			      "the plugin's BPF .rodata and map size are set when it loads", from_s,
+			      to_s);
+	}
+}
+
 /*
  * Settings that pinned maps, saved state, the control socket, loaded
  * programs or the process's capabilities hang on: a change is refused (and
@@ -100,7 +143,16 @@ static void check_immutable(struct ktel_daemon *d, const struct ktel_config *old
 		refuse_change(errs, "drop_privileges", "capabilities are dropped once, at start",
 			      old->drop_privileges ? "true" : "false",
 			      cfg->drop_privileges ? "true" : "false");
+	/* Turning the statistics on needs CAP_SYS_ADMIN, which a daemon that
+	 * dropped its privileges no longer has: they are set at start only. */
+	if (old->self_bpf_stats != cfg->self_bpf_stats)
+		refuse_change(errs, "self_telemetry.bpf_stats",
+			      "the kernel's statistics are held "
+			      "from start",
+			      old->self_bpf_stats ? "true" : "false",
+			      cfg->self_bpf_stats ? "true" : "false");
 	check_params(d, old, cfg, errs);
+	check_attribution(d, cfg, errs);
 }
 
 /* ---- sinks ------------------------------------------------------------------- */
@@ -440,8 +492,13 @@ static size_t install_config(struct ktel_daemon *d, struct ktel_config *cfg,
 			     struct ktel_config_errors *errs)
 {
 	struct ktel_config *old = daemon__swap_config(d, cfg);
+	struct ktel_metric *m;
 	size_t failed;
 
+	/* The plugins a rescan loads are checked as they load. */
+	for_each_metric(&d->plugins, m)
+		ktel_label_check__metric(cfg, m->md, ktel_label_check__log, NULL);
+	ktel_label_check__self(cfg, ktel_label_check__log, NULL);
 	failed = apply_metrics(d, old, errs);
 	daemon_self__configure(&d->self);
 	if (!same_dirs(old, cfg)) {

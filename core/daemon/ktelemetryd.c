@@ -8,7 +8,7 @@
  *
  * Exit status: 0 success; 1 a runtime failure after start; 2 bad usage or bad
  * input (config, plugin directory, state or output path), with one line on
- * stderr naming the path and the problem.
+ * stderr per problem naming the path and the rule.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,19 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
 
-#include "bpf_lifecycle.h"
 #include "config.h"
 #include "daemon.h"
-#include "delta.h"
 #include "fault.h"
-#include "fsutil.h"
+#include "host_check.h"
+#include "label_check.h"
 #include "log.h"
 #include "memory.h"
+#include "plugin_loader.h"
 #include "sinks.h"
 #include "vmlinux_btf_interpose.h"
 #include "default_config.h"
@@ -103,64 +102,53 @@ static int load_config(const char *path, struct ktel_config **ret)
 }
 
 /*
- * Could start create the directories above path and write path there (it
- * creates them, then probes with a file of its own)? The nearest existing
- * path above path must be a directory and, when the check runs as root as
- * start does, writable (a read-only file system); another user cannot
- * judge what root may write. Nothing is created. 0, or -errno with err
- * naming path.
- */
-static int dir_check(const char *path, struct ktel_err *err)
-{
-	char dir[PATH_MAX], *slash;
-	struct stat st;
-
-	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
-		return ktel_err_set(err, ENAMETOOLONG, "%s: path too long", path);
-	for (;;) {
-		slash = strrchr(dir, '/');
-		if (!slash) {
-			snprintf(dir, sizeof(dir), ".");
-			break;
-		}
-		slash[slash == dir] = '\0'; /* "/x" -> "/" */
-		if (stat(dir, &st) == 0 || errno != ENOENT || strcmp(dir, "/") == 0)
-			break;
-	}
-	if (stat(dir, &st))
-		return ktel_err_set(err, errno, "%s: cannot reach its directory %s: %s", path, dir,
-				    strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return ktel_err_set(err, ENOTDIR, "%s: %s is not a directory", path, dir);
-	if (geteuid() == 0 && access(dir, W_OK | X_OK))
-		return ktel_err_set(err, errno, "%s: cannot write in %s: %s", path, dir,
-				    strerror(errno));
-	return 0;
-}
-
-/*
- * --check-config refuses what start would refuse on this machine beyond the
- * document itself: a pin_root that cannot be on bpffs (start mounts bpffs
- * only at KTEL_BPFFS_MOUNT), a state_file that the start's load refuses
- * (ktel_delta_state_check: the load's own checks) or whose directory
- * cannot be written. The paths' collisions with each other and with
- * existing files are part of the config's validation, the same at both.
- * Nothing is created, moved or mounted.
+ * Print every problem of cfg's paths on this machine that would stop a
+ * start (host_check.h), each once, after the file's name: --check-config
+ * and the start run this same check. -EINVAL when there is one.
  */
 static int check_host(const char *path, const struct ktel_config *cfg)
 {
-	struct ktel_err err;
+	struct ktel_config_errors errs = {0};
 	int r = 0;
 
-	if (ktel_pin_root_check(cfg->pin_root, KTEL_BPFFS_MOUNT, &err)) {
-		fprintf(stderr, "%s: %s\n", path, err.msg);
+	ktel_host_check(cfg, &errs);
+	for (size_t i = 0; i < errs.n; i++)
+		fprintf(stderr, "%s: %s\n", path, errs.msgs[i]);
+	if (errs.n)
 		r = -EINVAL;
-	}
-	if (ktel_delta_state_check(cfg->state_file, &err) || dir_check(cfg->state_file, &err)) {
-		fprintf(stderr, "%s: %s\n", path, err.msg);
-		r = -EINVAL;
-	}
+	ktel_config_errors__clear(&errs);
 	return r;
+}
+
+static void print_collision(void *ctx, const char *sink, const char *metric, const char *dim,
+			    const char *exported)
+{
+	fprintf(stderr,
+		"%s: warning: sinks.%s.labels: metric %s has a dimension \"%s\" too: the "
+		"configured label keeps the name, the dimension is sent as \"%s\"\n",
+		(const char *)ctx, sink, metric, dim, exported);
+}
+
+/*
+ * The dimensions a sink's configured labels would rename (label_check.h),
+ * as warnings: the plugins of the configured directories are read as start
+ * reads them (no plugin code runs, nothing is loaded into the kernel). A
+ * directory or plugin that cannot be read is left for start to report.
+ */
+static void check_labels(const char *path, const struct ktel_config *cfg)
+{
+	ktel_label_check__self(cfg, print_collision, (void *)path);
+	for (size_t d = 0; d < cfg->n_plugin_dirs; d++) {
+		struct ktel_plugin_list *list = NULL;
+
+		if (ktel_plugin_dir__scan(cfg->plugin_dirs[d], NULL, &list, NULL))
+			continue;
+		for (size_t i = 0; i < list->n; i++)
+			for (uint32_t m = 0; m < list->items[i]->desc.n_metrics; m++)
+				ktel_label_check__metric(cfg, &list->items[i]->desc.metrics[m],
+							 print_collision, (void *)path);
+		ktel_plugin_list__free(list);
+	}
 }
 
 /*
@@ -399,6 +387,8 @@ int main(int argc, char **argv)
 			r = load_config(check, &cfg);
 		if (!r)
 			r = check_host(check, cfg);
+		if (!r)
+			check_labels(check, cfg);
 		ktel_config__free(cfg);
 		if (!r)
 			printf("%s: OK\n", check);
@@ -406,6 +396,10 @@ int main(int argc, char **argv)
 	}
 	if (check_fault(NULL) || load_config(config_path, &cfg))
 		return EXIT_BAD_INPUT;
+	if (check_host(config_path ? config_path : "<embedded>", cfg)) {
+		ktel_config__free(cfg);
+		return EXIT_BAD_INPUT;
+	}
 	/* Sinks writing to a closed pipe get EPIPE, not a fatal signal. */
 	signal(SIGPIPE, SIG_IGN);
 	/* One kernel BTF parse per plugin scan, lent to each load. */

@@ -410,6 +410,163 @@ out:
 	return rc;
 }
 
+/* ---- attribution ----------------------------------------------------- */
+
+/* Write the integer global name of .rodata image data (size bytes). */
+static int put_rodata(struct ktel_bpf_plugin *p, unsigned char *data, size_t size, const char *name,
+		      uint64_t value)
+{
+	size_t off, vsize;
+
+	if (ktel_bpf_rodata_var(p->obj, name, &off, &vsize) != 0 || off + vsize > size)
+		return -ENOENT;
+	if (vsize == 8) {
+		memcpy(data + off, &value, 8);
+	} else if (vsize == 4 && value <= UINT32_MAX) {
+		uint32_t v32 = (uint32_t)value;
+		memcpy(data + off, &v32, 4);
+	} else {
+		return -ERANGE;
+	}
+	return 0;
+}
+
+/*
+ * The metrics' attribution settings (struct ktel_bpf_attr): the three
+ * globals of each, then its map's size, checked against the budget.
+ */
+static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
+		    struct ktel_err *err)
+{
+	const char *plugin = p->plugin->desc.name;
+	static const char *const suffix[] = {"_attr_by", "_attr_depth", "_attr_limit"};
+	struct bpf_map *rodata, *map;
+	unsigned char *data = NULL;
+	const void *init;
+	char name[256];
+	size_t size;
+	uint64_t entries, bytes, values[3];
+	int rc = 0;
+
+	for (size_t i = 0; i < opts->n_attr; i++) {
+		const struct ktel_bpf_attr *a = &opts->attr[i];
+
+		if (a->by == KTEL_ATTR_BY_NONE)
+			continue;
+		map = bpf_object__find_map_by_name(p->obj, a->map_name);
+		rodata = rodata_map(p->obj);
+		init = rodata ? bpf_map__initial_value(rodata, &size) : NULL;
+		if (!map || !init) {
+			rc = ktel_err_set(err, ENOENT,
+					  "plugin %s: metric %s: attribution: no map %s or "
+					  "no .rodata (KTEL_ATTR_SETTINGS)",
+					  plugin, a->metric, a->map_name);
+			goto out;
+		}
+		data = malloc(size);
+		if (!data) {
+			rc = ktel_err_set(err, ENOMEM, "plugin %s: out of memory", plugin);
+			goto out;
+		}
+		memcpy(data, init, size);
+		values[0] = a->by;
+		values[1] = a->depth;
+		values[2] = a->limit;
+		for (size_t k = 0; k < 3; k++) {
+			snprintf(name, sizeof(name), "%s%s", a->map_name, suffix[k]);
+			rc = put_rodata(p, data, size, name, values[k]);
+			if (rc) {
+				rc = ktel_err_set(err, -rc,
+						  "plugin %s: metric %s: attribution: %s %s "
+						  "(declare KTEL_ATTR_SETTINGS(%s))",
+						  plugin, a->metric, name,
+						  rc == -ERANGE ? "cannot hold the value"
+								: "is not in .rodata",
+						  a->map_name);
+				goto out;
+			}
+		}
+		rc = bpf_map__set_initial_value(rodata, data, size);
+		free(data);
+		data = NULL;
+		entries = (uint64_t)bpf_map__max_entries(map) + a->limit;
+		bytes = entries * ((uint64_t)bpf_map__key_size(map) + bpf_map__value_size(map) +
+				   KTEL_BPF_HASH_ELEM_OVERHEAD);
+		if (!rc && opts->attr_memlock_budget && bytes > opts->attr_memlock_budget) {
+			rc = ktel_err_set(err, ENOSPC,
+					  "plugin %s: metric %s: attribution max_keys %llu makes map "
+					  "%s %llu entries, %llu bytes, above "
+					  "attribution_memlock_budget (%llu bytes)",
+					  plugin, a->metric, (unsigned long long)a->limit,
+					  a->map_name, (unsigned long long)entries,
+					  (unsigned long long)bytes,
+					  (unsigned long long)opts->attr_memlock_budget);
+			goto out;
+		}
+		rc = rc
+			     ?: (entries > UINT32_MAX
+					 ? -ERANGE
+					 : bpf_map__set_max_entries(map, (uint32_t)entries));
+		if (rc) {
+			rc = ktel_err_set(err, -rc,
+					  "plugin %s: metric %s: attribution: cannot size map %s: %s",
+					  plugin, a->metric, a->map_name, strerror(-rc));
+			goto out;
+		}
+	}
+out:
+	free(data);
+	return rc;
+}
+
+/*
+ * Start each attributed map's count of admitted keys at the number of
+ * entries its map holds: 0 for a new map; for a reused pin, every key it
+ * kept (the count itself is not pinned). That counts the keys without
+ * attribution too, so after a restart the kernel admits fewer new keys than
+ * the limit, never more than the map has room for.
+ */
+static int init_attr_used(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
+			  struct ktel_err *err)
+{
+	char name[256];
+	unsigned char key[512], next[512];
+	struct bpf_map *map, *used;
+	uint64_t n;
+	uint32_t zero = 0;
+	int fd, rc;
+
+	for (size_t i = 0; i < opts->n_attr; i++) {
+		const struct ktel_bpf_attr *a = &opts->attr[i];
+
+		if (a->by == KTEL_ATTR_BY_NONE)
+			continue;
+		snprintf(name, sizeof(name), "%s_attr_used", a->map_name);
+		map = bpf_object__find_map_by_name(p->obj, a->map_name);
+		used = bpf_object__find_map_by_name(p->obj, name);
+		if (!map || !used)
+			return ktel_err_set(err, ENOENT, "plugin %s: metric %s: no map %s",
+					    p->plugin->desc.name, a->metric,
+					    map ? name : a->map_name);
+		if (bpf_map__key_size(map) > sizeof(key))
+			return ktel_err_set(err, EINVAL, "plugin %s: metric %s: key of %u bytes",
+					    p->plugin->desc.name, a->metric,
+					    bpf_map__key_size(map));
+		fd = bpf_map__fd(map);
+		n = 0;
+		for (rc = bpf_map_get_next_key(fd, NULL, next); !rc && n <= UINT32_MAX;
+		     rc = bpf_map_get_next_key(fd, key, next)) {
+			memcpy(key, next, bpf_map__key_size(map));
+			n++;
+		}
+		rc = bpf_map_update_elem(bpf_map__fd(used), &zero, &n, BPF_ANY);
+		if (rc)
+			return ktel_err_set(err, errno, "plugin %s: metric %s: cannot set %s: %s",
+					    p->plugin->desc.name, a->metric, name, strerror(errno));
+	}
+	return 0;
+}
+
 /* ---- programs -------------------------------------------------------- */
 
 /* A program the kernel would not load or attach, and why. */
@@ -1131,6 +1288,7 @@ static struct attempt load_attempt(struct ktel_bpf_plugin *p, const struct ktel_
 
 	rc = open_object(p, err);
 	rc = rc ?: set_params(p, opts->param_values, err);
+	rc = rc ?: set_attr(p, opts, err);
 	rc = rc ?: init_progs(p, opts->targets, ex, err);
 	if (rc)
 		return attempt_failed(rc);
@@ -1156,6 +1314,10 @@ static struct attempt load_attempt(struct ktel_bpf_plugin *p, const struct ktel_
 	res = load_object(p, opts->param_values, err);
 	if (res.outcome != ATTEMPT_DONE || opts->load_only)
 		return res;
+	/* Before any program runs: the count starts from what the map holds. */
+	rc = init_attr_used(p, opts, err);
+	if (rc)
+		return attempt_failed(rc);
 	res = attach_or_refuse(p, !opts->no_attach);
 	if (res.outcome != ATTEMPT_DONE)
 		return res;
@@ -1430,4 +1592,32 @@ bool ktel_bpf_stats_enabled(void)
 		c = '0';
 	close(fd);
 	return c == '1';
+}
+
+int ktel_bpf_stats_hold(struct ktel_err *err)
+{
+	int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+	if (fd < 0)
+		return ktel_err_set(err, -fd, "cannot turn bpf_stats on (BPF_ENABLE_STATS): %s",
+				    strerror(-fd));
+	return fd;
+}
+
+int ktel_bpf_prog__stats(const struct ktel_bpf_prog *p, struct ktel_bpf_prog_stats *ret)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int fd = p->prog_id && p->prog ? bpf_program__fd(p->prog) : -1;
+
+	if (fd < 0)
+		return -EINVAL;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -errno;
+	*ret = (struct ktel_bpf_prog_stats){.run_cnt = info.run_cnt,
+					    .run_time_ns = info.run_time_ns,
+					    .recursion_misses = info.recursion_misses,
+					    .load_time_ns = info.load_time};
+	return 0;
 }

@@ -92,6 +92,25 @@ int ktel_bpf_rodata_var(const struct bpf_object *obj, const char *name, size_t *
  */
 int ktel_bpffs_ensure(const char *pin_root, gid_t gid, struct ktel_err *err);
 
+/*
+ * Attribution settings of one metric's map (bpf/include/ktel_attr.h), set
+ * before load: the .rodata globals <map>_attr_by, _attr_depth, _attr_limit,
+ * and the map's max_entries raised by limit (the object's max_entries bounds
+ * the other dimensions' combinations, each of which may need its overflow
+ * key). A map whose size would pass memlock_budget bytes is refused.
+ */
+struct ktel_bpf_attr {
+	const char *metric;   /* for messages */
+	const char *map_name; /* the metric's map */
+	uint32_t by;          /* enum ktel_attr_by; KTEL_ATTR_BY_NONE: nothing set */
+	uint32_t depth;
+	uint64_t limit;
+};
+
+/* Bytes a hash map of one entry takes besides its key and value (the
+ * kernel's htab_elem and its bucket, rounded up), for the memlock budget. */
+#define KTEL_BPF_HASH_ELEM_OVERHEAD 64
+
 struct ktel_bpf_opts {
 	const char *pin_root;               /* NULL: KTEL_PIN_ROOT_DEFAULT; must exist */
 	gid_t pin_gid;                      /* group of new pins; (gid_t)-1: leave it */
@@ -100,6 +119,9 @@ struct ktel_bpf_opts {
 	bool no_attach;                     /* load and pin only */
 	bool load_only;                     /* load only: no pin is reused or made,
 				       * nothing attached (inspect's check) */
+	const struct ktel_bpf_attr *attr;   /* n_attr metrics' attribution, or NULL */
+	size_t n_attr;
+	uint64_t attr_memlock_budget; /* bytes per attributed map; 0: no bound */
 };
 
 /* One program of the object. */
@@ -248,5 +270,28 @@ void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p);
 
 /* Is kernel.bpf_stats_enabled on (programs' run_time_ns/run_cnt counted)? */
 bool ktel_bpf_stats_enabled(void);
+
+/*
+ * Turn the kernel's run-time statistics on for as long as the returned file
+ * descriptor stays open (BPF_ENABLE_STATS, needs CAP_SYS_ADMIN). The sysctl
+ * kernel.bpf_stats_enabled does not show it: it reads what was last written
+ * to it. Returns the descriptor or -errno with err saying why.
+ */
+int ktel_bpf_stats_hold(struct ktel_err *err);
+
+/* What the kernel counts for one loaded program (struct bpf_prog_info). */
+struct ktel_bpf_prog_stats {
+	uint64_t run_cnt;          /* runs, counted only while bpf_stats is on */
+	uint64_t run_time_ns;      /* the program body's time in those runs (not the
+			       * dispatch to it), likewise */
+	uint64_t recursion_misses; /* runs skipped: already running on that CPU */
+	uint64_t load_time_ns;     /* when it was loaded, CLOCK_BOOTTIME */
+};
+
+/*
+ * Read p's counters from the kernel. Returns 0 and *ret, -EINVAL when p is
+ * not loaded, or the -errno of the kernel's answer.
+ */
+int ktel_bpf_prog__stats(const struct ktel_bpf_prog *p, struct ktel_bpf_prog_stats *ret);
 
 #endif /* KTEL_BPF_LIFECYCLE_H */

@@ -98,6 +98,11 @@ struct ktel_metric_pull {
 	struct dim dims[KTEL_MAX_DIMS];
 	uint32_t n_dims;
 	struct dev_dim dev;
+	/* The KTEL_DIM_ATTRIBUTION dimension (-1: none) and the name it has in
+	 * records while attribution is on (NULL: off, and records leave it
+	 * out, as they were before the plugin declared it). */
+	int attr_dim;
+	const char *attr_name;
 	/* Values per key: histogram buckets (+ sum), or the integer members. */
 	const struct ktel_field **scalars;
 	char **scalar_names;
@@ -328,6 +333,13 @@ static int resolve_device(struct ktel_metric_pull *mp, const char *sysfs_root, s
 	}
 	if (dv->devt < 0 && (dv->major < 0 || dv->minor < 0))
 		return 0;
+	/* Indexes into a record's dims: one less past a left-out
+	 * attribution dimension. */
+	if (mp->attr_dim >= 0 && !mp->attr_name) {
+		dv->major -= dv->major > mp->attr_dim;
+		dv->minor -= dv->minor > mp->attr_dim;
+		dv->devt -= dv->devt > mp->attr_dim;
+	}
 	if (mp->n_dims >= KTEL_MAX_DIMS)
 		return ktel_err_set(err, EINVAL, "metric %s: %u dimensions and \"%s\": at most %d",
 				    mp->md->name, mp->n_dims, KTEL_DEVICE_DIM, KTEL_MAX_DIMS);
@@ -369,6 +381,15 @@ static int resolve_dims(struct ktel_metric_pull *mp, struct bpf_object *obj, str
 						    md->name, dd->name, dd->label_enum);
 		} else if (d->field->kind == KTEL_FIELD_ENUM) {
 			d->enum_id = (__s32)d->field->enum_type_id;
+		}
+		if (dim_flags(md, i) & KTEL_DIM_ATTRIBUTION) {
+			if (d->field->kind != KTEL_FIELD_INT || d->field->size != 8 ||
+			    d->field->count != 1)
+				return ktel_err_set(err, EINVAL,
+						    "metric %s: dimension %s: KTEL_DIM_ATTRIBUTION "
+						    "needs a u64 key member, %s is not",
+						    md->name, dd->name, member);
+			mp->attr_dim = (int)i;
 		}
 		r = resolve_short(mp, i, err);
 		if (r)
@@ -510,6 +531,8 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 	mp->md = md;
 	mp->btf = bpf_object__btf(obj);
 	mp->map_created = map_created;
+	mp->attr_dim = -1;
+	mp->attr_name = opts ? opts->attr_name : NULL;
 	r = ktel_btf_validate(mp->btf, err);
 	if (r)
 		goto err_free;
@@ -520,6 +543,11 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 	if (r)
 		goto err_free;
 	r = resolve_dims(mp, obj, err);
+	if (!r && mp->attr_name && mp->attr_dim < 0)
+		r = ktel_err_set(err, EINVAL,
+				 "metric %s: attribution by %s: the plugin declares no "
+				 "attribution dimension (KTEL_DIM_ATTRIBUTION)",
+				 md->name, mp->attr_name);
 	r = r ?: resolve_device(mp, opts ? opts->sysfs_root : NULL, err);
 	if (r)
 		goto err_free;
@@ -610,12 +638,26 @@ static void fill_device(struct ktel_metric_pull *mp, struct ktel_record *rec, ui
 static void fill_dims(struct ktel_metric_pull *mp, const void *key, uint64_t now,
 		      struct ktel_record *rec)
 {
-	rec->n_dims = mp->n_dims;
+	rec->n_dims = 0;
 	for (uint32_t i = 0; i < mp->n_dims; i++) {
 		const struct dim *d = &mp->dims[i];
-		struct ktel_dim *out = &rec->dims[i];
+		struct ktel_dim *out;
 
+		if ((int)i == mp->attr_dim) {
+			/* The raw id, named by the fold (attr_fold.h); none
+			 * at all with attribution off. */
+			if (!mp->attr_name)
+				continue;
+			out = &rec->dims[rec->n_dims++];
+			*out = (struct ktel_dim){
+				.name = mp->attr_name,
+				.value = (int64_t)ktel_field_read_u64(d->field, key),
+			};
+			continue;
+		}
+		out = &rec->dims[rec->n_dims++];
 		out->name = d->name;
+		out->derived = false;
 		out->value = d->field->is_signed ? ktel_field_read_s64(d->field, key)
 						 : (int64_t)ktel_field_read_u64(d->field, key);
 		out->label = NULL;
@@ -649,6 +691,7 @@ static void fill_header(const struct ktel_metric_pull *mp, const struct window *
 	rec->atom = md->atom_name;
 	rec->atom_id = md->atom_id;
 	rec->unit = md->unit;
+	rec->description = md->description;
 	rec->start_boottime_ns = w->start_boot;
 	rec->end_boottime_ns = w->end_boot;
 	rec->start_wall_ns = w->start_wall;

@@ -77,6 +77,11 @@ struct ktel_metric_pull_opts {
 	size_t window;
 	/* Delta values kept for last_records; 0: KTEL_PULL_KEEP_VALUES. */
 	size_t keep_values;
+	/* Attribution on: the name records give the KTEL_DIM_ATTRIBUTION
+	 * dimension ("cgroup", "user", ...), its value the raw id, its label
+	 * NULL (attr_fold.h names it). NULL: off, and the dimension is left
+	 * out of records. A metric without such a dimension is refused. */
+	const char *attr_name;
 };
 
 /*

@@ -218,6 +218,8 @@ struct validator {
 	const char *bad_reloc;
 	/* The last range refused was refused for its alignment. */
 	bool misaligned;
+	/* The plugin's ABI minor: flags of a later minor mean nothing before. */
+	uint16_t abi_minor;
 };
 
 /*
@@ -373,6 +375,51 @@ static int check_dev_dims(const struct validator *v, const struct ktel_metric_de
 	return 0;
 }
 
+/*
+ * The attribution dimension (KTEL_DIM_ATTRIBUTION): at most one per metric,
+ * an accumulator's, a plain integer (no label of its own: the daemon names
+ * the values) with no other flag, and not named like the dimension it
+ * becomes in records, which the config's `by` names. That the member is a
+ * u64 is checked against the object's BTF when the pull resolves it
+ * (metric_pull.c).
+ */
+static int check_attr_dims(const struct validator *v, const struct ktel_metric_desc *m)
+{
+	static const char *const by_names[] = {"cgroup",  "user",  "app",
+					       "process", "other", "unknown"};
+	uint32_t n = 0, i;
+
+	for (i = 0; i < m->n_dims; i++) {
+		/* Before ABI 1.2 the bit meant nothing: copy_metric clears it. */
+		uint32_t f = v->abi_minor < 2 ? 0 : dim_flags_of(m, i);
+
+		for (size_t k = 0; k < KTEL_ARRAY_SIZE(by_names); k++)
+			if (strcmp(m->dims[i].name, by_names[k]) == 0)
+				return ktel_err_set(v->err, EINVAL,
+						    "%s: refused: metric %s: dimension \"%s\" "
+						    "is a name attribution gives its dimension",
+						    v->path, m->name, m->dims[i].name);
+		if (!(f & KTEL_DIM_ATTRIBUTION))
+			continue;
+		if (++n > 1)
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %s dimension %s: more than "
+					    "one KTEL_DIM_ATTRIBUTION dimension",
+					    v->path, m->name, m->dims[i].name);
+		if (m->model != KTEL_MODEL_ACCUMULATOR)
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %s dimension %s: "
+					    "KTEL_DIM_ATTRIBUTION is for accumulator metrics only",
+					    v->path, m->name, m->dims[i].name);
+		if (f != KTEL_DIM_ATTRIBUTION || m->dims[i].label_enum || m->dims[i].label_map)
+			return ktel_err_set(v->err, EINVAL,
+					    "%s: refused: metric %s dimension %s: an attribution "
+					    "dimension has no label and no other flag",
+					    v->path, m->name, m->dims[i].name);
+	}
+	return 0;
+}
+
 static int check_dims(const struct validator *v, const struct ktel_metric_desc *m)
 {
 	char field[160];
@@ -397,7 +444,8 @@ static int check_dims(const struct validator *v, const struct ktel_metric_desc *
 		snprintf(field, sizeof(field), "metric %s dimension %u label_map", m->name, i);
 		rc = rc ?: check_str(v, field, d->label_map, true, BPF_NAME);
 	}
-	return rc ?: check_dev_dims(v, m);
+	rc = rc ?: check_dev_dims(v, m);
+	return rc ?: check_attr_dims(v, m);
 }
 
 static int check_metric(const struct validator *v, const struct ktel_metric_desc *m, uint32_t index)
@@ -692,7 +740,7 @@ static int check_bpf(const struct validator *v, const struct ktel_plugin *p)
 }
 
 /* Copy and validate the descriptor the plugin exports at sym. */
-static int validate(const struct validator *v, const void *sym, struct ktel_plugin *p)
+static int validate(struct validator *v, const void *sym, struct ktel_plugin *p)
 {
 	const struct ktel_plugin_desc *raw = sym;
 	size_t len;
@@ -715,6 +763,7 @@ static int validate(const struct validator *v, const void *sym, struct ktel_plug
 		return ktel_err_set(v->err, EINVAL,
 				    "%s: refused: descriptor extends outside the plugin", v->path);
 	memcpy(&p->desc, raw, len);
+	v->abi_minor = p->desc.abi_minor;
 	rc = check_str(v, "plugin name", p->desc.name, false, METRIC_NAME);
 	rc = rc ?: check_str(v, "plugin version", p->desc.version, false, ANY);
 	rc = rc ?: check_str(v, "plugin description", p->desc.description, true, ANY);
@@ -884,8 +933,14 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 	d->version = copy_str(p, d->version, &oom);
 	d->description = copy_str(p, d->description, &oom);
 	d->bpf_object = copy_mem(p, d->bpf_object, d->bpf_object_size, &oom);
-	for (uint32_t i = 0; i < d->n_metrics; i++)
+	for (uint32_t i = 0; i < d->n_metrics; i++) {
 		copy_metric(p, &p->metrics[i], &oom);
+		/* KTEL_DIM_ATTRIBUTION came with ABI 1.2: before, that bit
+		 * was no request (the validator ignored it too). */
+		for (uint32_t k = 0;
+		     d->abi_minor < 2 && p->metrics[i].dim_flags && k < p->metrics[i].n_dims; k++)
+			((uint32_t *)p->metrics[i].dim_flags)[k] &= ~(uint32_t)KTEL_DIM_ATTRIBUTION;
+	}
 	variants = d->n_variants ? copy_mem(p, d->variants, d->n_variants * sizeof(*variants), &oom)
 				 : NULL;
 	for (uint32_t i = 0; variants && i < d->n_variants; i++) {

@@ -417,6 +417,7 @@ int ktel_stream_decoder__decode(struct ktel_stream_decoder *dec, const void *dat
 	rec->atom = md->atom_name;
 	rec->atom_id = md->atom_id;
 	rec->unit = md->unit;
+	rec->description = md->description;
 	if (dec->ts) {
 		/* The program writes the stamp: any 64 bits. A sum that does not
 		 * fit saturates (no wrap to a time long past, no overflow). */

@@ -9,12 +9,20 @@
  * A requeued request is issued again: the start is overwritten, so its time
  * counts from the last issue. A request completed in parts completes here at
  * the first part.
+ *
+ * Attribution (ktel_attr.h): the subject is the task that submitted the I/O,
+ * recorded when the request is made from its bio (block_io_start, in the
+ * submitter's context, 6.5 and later; block_rq_insert before) and carried to
+ * the completion, which runs in an interrupt or another task's context. A
+ * request neither saw (issued directly on an older kernel) takes the task
+ * that issues it, which for a direct issue is the submitter.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
+#include <ktel_attr.h>
 
 #define BLOCK_MAX_REQUESTS 10240
 #define BLOCK_MAX_KEYS 1024
@@ -32,7 +40,9 @@ KTEL_EXPORT_TYPE(enum block_op, block_op);
 struct block_io_key {
 	__u32 major;
 	__u32 minor;
-	__u32 op; /* enum block_op */
+	__u32 op;   /* enum block_op */
+	__u32 pad;  /* explicit: a key's bytes must all be written */
+	__u64 attr; /* the submitter (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
 /*
@@ -53,6 +63,30 @@ struct {
 	__type(key, struct block_io_key);
 	__type(value, struct accumulator_value_sum);
 } block_io_latency_map SEC(".maps");
+
+KTEL_ATTR_SETTINGS(block_io_latency_map);
+
+/*
+ * Request -> its submitter's attribution value, while attribution is on.
+ * LRU for the reason block_start_map is.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, BLOCK_MAX_REQUESTS);
+	__type(key, __u64);
+	__type(value, __u64);
+} block_attr_map SEC(".maps");
+
+/* Record current as the submitter of request rq (attribution on only). */
+static __always_inline void block_note_submitter(__u64 rq, __u64 flags)
+{
+	__u64 attr;
+
+	if (block_io_latency_map_attr_by == KTEL_ATTR_BY_NONE)
+		return;
+	attr = ktel_attr_of_current(block_io_latency_map);
+	bpf_map_update_elem(&block_attr_map, &rq, &attr, flags);
+}
 
 static __always_inline __u32 block_op_of(unsigned int cmd_flags)
 {
@@ -91,6 +125,26 @@ int block_issue(__u64 *ctx)
 	__u64 now = bpf_ktime_get_ns();
 
 	bpf_map_update_elem(&block_start_map, &rq, &now, BPF_ANY);
+	/* Only when neither block_io_start nor block_rq_insert saw it. */
+	block_note_submitter(rq, BPF_NOEXIST);
+	return 0;
+}
+
+/* block_io_start(struct request *rq) (6.5 and later): the request is made
+ * from its first bio, in the submitter's context. */
+SEC("tp_btf/block_io_start")
+int block_submit(__u64 *ctx)
+{
+	block_note_submitter(ctx[0], BPF_ANY);
+	return 0;
+}
+
+/* block_rq_insert(struct request *rq): before 6.5, the submitter inserting
+ * the request into the scheduler's queue (a plug flushed by it, mostly). */
+SEC("tp_btf/block_rq_insert")
+int block_insert(__u64 *ctx)
+{
+	block_note_submitter(ctx[0], BPF_ANY);
 	return 0;
 }
 
@@ -114,7 +168,13 @@ int block_complete(__u64 *ctx)
 		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
 	}
 	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
-	INCREMENT_ACCUMULATOR_SUM(block_io_latency_map, &key, us);
+	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
+		__u64 *attr = bpf_map_lookup_elem(&block_attr_map, &rq_key);
+
+		key.attr = attr ? *attr : KTEL_ATTR_UNKNOWN;
+		bpf_map_delete_elem(&block_attr_map, &rq_key);
+	}
+	KTEL_ATTR_INCREMENT_SUM(block_io_latency_map, &key, us);
 	return 0;
 }
 

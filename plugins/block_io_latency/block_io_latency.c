@@ -15,10 +15,11 @@ static const struct ktel_dimension_desc dims[] = {
 	{.name = "major"},
 	{.name = "minor"},
 	{.name = "operation", .key_member = "op", .label_enum = "block_op"},
+	{.name = "attr"},
 };
 
 static const uint32_t dim_flags[] = {KTEL_DIM_DEV_MAJOR, KTEL_DIM_DEV_MINOR,
-				     KTEL_DIM_ENUM_SHORT};
+				     KTEL_DIM_ENUM_SHORT, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "block_io_latency",
@@ -39,10 +40,13 @@ static const struct ktel_metric_desc metrics[] = {
 static const struct ktel_prog_variant variants[] = {
 	{.group = "block_issue", .prog = "block_issue", .nr_args = 1},
 	{.group = "block_complete", .prog = "block_complete", .nr_args = 3},
+	/* The submitter: block_io_start where the kernel has it (6.5). */
+	{.group = "block_submit", .prog = "block_submit", .nr_args = 1},
+	{.group = "block_submit", .prog = "block_insert", .nr_args = 1},
 };
 
 KTEL_PLUGIN(.name = "block_io_latency",
-	    .version = "1.1", /* 1.1: the histogram keeps the sum */
+	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "Block I/O latency per disk and operation",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

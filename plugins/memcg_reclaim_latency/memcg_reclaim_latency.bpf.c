@@ -7,14 +7,20 @@
  * global direct reclaim. Both tracepoints fire in the reclaiming task, so the
  * start is keyed by thread id. The programs read no tracepoint argument, so
  * the prototype changes of these events do not matter.
+ *
+ * Attribution (ktel_attr.h): the subject is the reclaiming task, which is
+ * current: the reclaim runs synchronously in the task that charged memory.
  */
 #include <ktel_kernel_types.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
+#include <ktel_attr.h>
 
 struct memcg_reclaim_key {
 	__u32 process_state; /* enum process_state */
+	__u32 pad;           /* explicit: a key's bytes must all be written */
+	__u64 attr;          /* the reclaiming task (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
 /* Thread id -> start. Memcg reclaim does not nest, so a begin replaces any
@@ -32,6 +38,8 @@ struct {
 	__type(key, struct memcg_reclaim_key);
 	__type(value, struct accumulator_value_sum);
 } memcg_reclaim_latency_map SEC(".maps");
+
+KTEL_ATTR_SETTINGS(memcg_reclaim_latency_map);
 
 SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
 int memcg_reclaim_begin(__u64 *ctx)
@@ -55,7 +63,8 @@ int memcg_reclaim_end(__u64 *ctx)
 		return 0;
 	task = (struct task_struct *)bpf_get_current_task();
 	key.process_state = get_process_state(BPF_CORE_READ(task, signal, oom_score_adj));
-	INCREMENT_ACCUMULATOR_SUM(memcg_reclaim_latency_map, &key, us);
+	key.attr = ktel_attr_of_current(memcg_reclaim_latency_map);
+	KTEL_ATTR_INCREMENT_SUM(memcg_reclaim_latency_map, &key, us);
 	return 0;
 }
 

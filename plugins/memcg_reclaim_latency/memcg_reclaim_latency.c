@@ -11,7 +11,10 @@
 /* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "process_state", .label_enum = "process_state"},
+	{.name = "attr"},
 };
+
+static const uint32_t dim_flags[] = {0, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "memcg_reclaim_latency",
@@ -23,11 +26,12 @@ static const struct ktel_metric_desc metrics[] = {
 		    .scheme = KTEL_HIST_LOG2,
 		    .description = "Memory cgroup limit reclaim duration per task, by process state",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 KTEL_PLUGIN(.name = "memcg_reclaim_latency",
-	    .version = "1.1", /* 1.1: the histogram keeps the sum */
+	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "Memory cgroup reclaim latency",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

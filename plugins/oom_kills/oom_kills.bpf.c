@@ -16,15 +16,22 @@
  * The last has only the pid. The memcg OOM killer often picks the task that
  * is allocating, which is the current task: then its oom_score_adj is read;
  * otherwise the victim is counted as PROCESS_STATE_UNSPECIFIED.
+ *
+ * Attribution (ktel_attr.h): the subject is the victim, never current (the
+ * task whose allocation triggered the kill); with only a pid that is not
+ * current, "unknown".
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
+#include <ktel_attr.h>
 
 struct oom_kill_key {
 	__u32 process_state; /* enum process_state */
+	__u32 pad;           /* explicit: a key's bytes must all be written */
+	__u64 attr;          /* the victim (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
 /* A counter, not a histogram: the daemon emits deltas of count. */
@@ -39,11 +46,15 @@ struct {
 	__type(value, struct oom_kill_value);
 } oom_kills_map SEC(".maps");
 
-static __always_inline void oom_count(__u32 state)
-{
-	struct oom_kill_key key = {.process_state = state};
-	struct oom_kill_value *v = ktel_get_or_create(oom_kills_map, &key, struct oom_kill_value);
+KTEL_ATTR_SETTINGS(oom_kills_map);
 
+static __always_inline void oom_count(__u32 state, __u64 attr)
+{
+	struct oom_kill_key key = {.process_state = state, .attr = attr};
+	struct oom_kill_value *v;
+
+	KTEL_ATTR_ADMIT(oom_kills_map, &key, struct oom_kill_value);
+	v = ktel_get_or_create(oom_kills_map, &key, struct oom_kill_value);
 	if (v)
 		__sync_fetch_and_add(&v->count, 1);
 }
@@ -51,10 +62,11 @@ static __always_inline void oom_count(__u32 state)
 static __always_inline void oom_count_task(struct task_struct *task)
 {
 	if (!task) {
-		oom_count(PROCESS_STATE_UNSPECIFIED);
+		oom_count(PROCESS_STATE_UNSPECIFIED, ktel_attr_unknown(oom_kills_map));
 		return;
 	}
-	oom_count(get_process_state(BPF_CORE_READ(task, signal, oom_score_adj)));
+	oom_count(get_process_state(BPF_CORE_READ(task, signal, oom_score_adj)),
+		  ktel_attr_of(oom_kills_map, task));
 }
 
 /* mark_victim(struct task_struct *task, uid_t uid), 6.8 and later. */
@@ -92,7 +104,7 @@ int oom_mark_victim_pid(__u64 *ctx)
 	if (BPF_CORE_READ(cur, pid) == pid)
 		oom_count_task(cur);
 	else
-		oom_count(PROCESS_STATE_UNSPECIFIED);
+		oom_count(PROCESS_STATE_UNSPECIFIED, ktel_attr_unknown(oom_kills_map));
 	return 0;
 }
 

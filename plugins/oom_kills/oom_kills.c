@@ -10,7 +10,10 @@
 /* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "process_state", .label_enum = "process_state"},
+	{.name = "attr"},
 };
+
+static const uint32_t dim_flags[] = {0, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "oom_kills",
@@ -23,7 +26,8 @@ static const struct ktel_metric_desc metrics[] = {
 		    .value_kind = KTEL_VALUE_COUNTER,
 		    .description = "OOM victims (global and memory cgroup OOM killer), by process state",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 /*
@@ -39,7 +43,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "oom_kills",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: attribution */
 	    .description = "OOM kill counter by victim process state",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -15,12 +15,15 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
+#include <ktel_attr.h>
 
 /* Enough for the CPUs of large servers; CPUs beyond are not recorded. */
 #define RUNQ_MAX_CPUS 1024
 
 struct runq_key {
 	__u32 cpu;
+	__u32 pad;  /* explicit: a key's bytes must all be written */
+	__u64 attr; /* the task that waited (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
 /*
@@ -37,6 +40,8 @@ struct {
 	__type(key, struct runq_key);
 	__type(value, struct accumulator_value_sum);
 } runq_latency_map SEC(".maps");
+
+KTEL_ATTR_SETTINGS(runq_latency_map);
 
 static __always_inline void runq_enqueue(struct task_struct *p)
 {
@@ -84,7 +89,8 @@ int runq_switch(__u64 *ctx)
 	us = KTEL_TASK_LATENCY_US(runq_start_map, next);
 	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
-	INCREMENT_ACCUMULATOR_SUM(runq_latency_map, &key, us);
+	key.attr = ktel_attr_of(runq_latency_map, next);
+	KTEL_ATTR_INCREMENT_SUM(runq_latency_map, &key, us);
 	return 0;
 }
 

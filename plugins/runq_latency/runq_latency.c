@@ -10,7 +10,10 @@
 /* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "cpu"},
+	{.name = "attr"},
 };
+
+static const uint32_t dim_flags[] = {0, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "runq_latency",
@@ -22,7 +25,8 @@ static const struct ktel_metric_desc metrics[] = {
 		    .scheme = KTEL_HIST_LOG2,
 		    .description = "Scheduler run-queue latency (runnable to running), per CPU",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 /* sched_switch gained prev_state as its 4th argument in 5.18; the program
@@ -32,7 +36,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "runq_latency",
-	    .version = "1.1", /* 1.1: the histogram keeps the sum */
+	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "Scheduler run-queue latency (wakeup to run), per CPU",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

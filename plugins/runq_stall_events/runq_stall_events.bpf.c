@@ -8,7 +8,8 @@
  * histogram path keeps the full distribution.
  *
  * threshold_us is a .rodata param: the daemon sets it from the config
- * (metrics.runq_stall_events.params.threshold_us) before load, and the
+ * (metrics.runq_stall_events.params.threshold_us, default 100 ms; the
+ * descriptor in runq_stall_events.c says why) before load, and the
  * verifier then sees a constant. 0 emits every wait: a flood.
  */
 #include <ktel_kernel_types.h>
@@ -19,7 +20,7 @@
 
 #define RUNQ_STALL_MAX_TASKS 16384
 
-const volatile __u64 threshold_us = 10000;
+const volatile __u64 threshold_us = 100000;
 
 /* One stall (the daemon decodes it from this BTF type). */
 struct runq_stall_event {

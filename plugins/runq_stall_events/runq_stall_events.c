@@ -34,10 +34,22 @@ static const struct ktel_prog_variant variants[] = {
 	{.group = "runq_switch", .prog = "runq_stall_switch", .nr_args = 4},
 };
 
+/*
+ * 100 ms by default: a wait a person notices (an input answered that late
+ * reads as a hang) and one a scheduler does not make on its own. EEVDF's
+ * base slice is 0.75 ms x (1 + log2 CPUs), so on a busy box a task waits a
+ * few slices behind the others on its CPU: 10 ms waits are routine at load
+ * 2-3 per CPU, and a 10 ms threshold wrote thousands of events a minute
+ * there (docs/benchmarks.md, "Default output"). A 100 ms wait needs dozens
+ * of runnable tasks per CPU, or something that keeps the CPU from
+ * scheduling (a real-time hog, a long non-preemptible section, an
+ * interrupt storm): a stall worth an event. runq_latency keeps the whole
+ * distribution whatever this is.
+ */
 static const struct ktel_param_desc params[] = {
 	{.name = "threshold_us",
 	 .description = "shortest run-queue wait reported, in microseconds (0: every wait)",
-	 .default_value = 10000},
+	 .default_value = 100000},
 };
 
 KTEL_PLUGIN(.name = "runq_stall_events",

@@ -8,9 +8,10 @@
  *
  *   {"metric":"direct_reclaim_latency","atom":"DirectReclaimLatency",
  *    "atom_id":100001,"unit":"us","type":"histogram",
- *    "start_ns":<boottime ns>,"end_ns":<boottime ns>,
+ *    "start_ns":1714557600000000000,"end_ns":...,  (wall, epoch ns)
  *    "start":"2024-05-01T10:00:00.000000000Z","end":"...",   (wall, UTC)
  *    "start_s":1714557600,"end_s":...,      (wall, whole epoch seconds)
+ *    "start_boot_ns":<CLOCK_BOOTTIME ns>,"end_boot_ns":<...>,
  *    "boot_id":"...","map_id":12,"seq":7,
  *    "dims":{"process_state":"STATE_FOREGROUND","uid":1000},
  *    "dims_raw":{"process_state":4,"uid":1000},
@@ -91,6 +92,7 @@
 
 #include "sink.h"
 #include "fault.h"
+#include "fsutil.h"
 #include "json_format.h"
 #include "json_recover.h"
 #include "log.h"
@@ -1130,6 +1132,17 @@ static int json_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	if (s->to_stdout) {
 		s->fd = STDOUT_FILENO;
 	} else {
+		/* Its directory is made at the first open, as the state file's
+		 * and the control socket's are: run by hand, the daemon finds
+		 * no /var/log/ktelemetry that a unit's LogsDirectory= made.
+		 * A directory removed later is not made again (ensure_path). */
+		ret = ktel_mkdir_parents(s->path, 0750);
+		if (ret) {
+			ktel_err_set(err, -ret,
+				     "sinks.%s.path: cannot create the directory of %s: %s", name,
+				     s->path, strerror(-ret));
+			goto fail;
+		}
 		s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 		if (s->fd < 0 || fstat(s->fd, &st)) {
 			ret = ktel_err_set(err, errno, "sinks.%s.path: cannot open %s: %s", name,
@@ -1166,7 +1179,7 @@ fail:
 /* Options for the config validator and docs/config.md (parse_opts applies them). */
 static const struct ktel_cfg_key json_options[] = {
 	{"path", KTEL_CFG_STRING, .default_text = "(required)",
-	 .doc = "File to append JSON lines to, or \"-\" for stdout."},
+	 .doc = "File to append JSON lines to, or \"-\" for stdout. Missing directories above it are created (mode 0750) when the sink opens."},
 	{"fsync", KTEL_CFG_BOOL, .default_text = "false",
 	 .doc = "fsync the file after each write cycle; the delta state is then saved only after the fsync (exactly once across power loss too)."},
 	{"max_queue_bytes", KTEL_CFG_SIZE, 1, 1LL << 32, .default_text = "4MiB",

@@ -34,6 +34,7 @@ static struct {
 						       ...);
 	const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *,
 							       enum MHD_ConnectionInfoType, ...);
+	const char *(*lookup_value)(struct MHD_Connection *, enum MHD_ValueKind, const char *);
 	struct MHD_Response *(*from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
 	struct MHD_Response *(*from_buffer_free_cls)(size_t, void *, MHD_ContentReaderFreeCallback,
 						     void *);
@@ -65,6 +66,7 @@ static int mhd_load(void)
 	    resolve((void **)&mhd.stop_daemon, "MHD_stop_daemon") ||
 	    resolve((void **)&mhd.get_daemon_info, "MHD_get_daemon_info") ||
 	    resolve((void **)&mhd.get_connection_info, "MHD_get_connection_info") ||
+	    resolve((void **)&mhd.lookup_value, "MHD_lookup_connection_value") ||
 	    resolve((void **)&mhd.from_buffer, "MHD_create_response_from_buffer") ||
 	    resolve((void **)&mhd.from_buffer_free_cls,
 		    "MHD_create_response_from_buffer_with_free_callback_cls") ||
@@ -112,6 +114,12 @@ const union MHD_ConnectionInfo *MHD_get_connection_info(struct MHD_Connection *c
 							enum MHD_ConnectionInfoType info_type, ...)
 {
 	return mhd.get_connection_info(connection, info_type);
+}
+
+const char *MHD_lookup_connection_value(struct MHD_Connection *connection, enum MHD_ValueKind kind,
+					const char *key)
+{
+	return mhd.lookup_value(connection, kind, key);
 }
 
 struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,

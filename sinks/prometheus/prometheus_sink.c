@@ -39,7 +39,8 @@
  * Options: listen (IPv4 or IPv6 literal, default 127.0.0.1), port (default
  * 9464, the port the OpenTelemetry Prometheus exporter registered; 0 picks
  * a free one), path (default /metrics), prefix (default "ktel_"),
- * max_series (default 10000).
+ * max_series (default 10000), labels (default none; on every series, a
+ * colliding dim renamed exported_<name>: prom_series.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,6 +59,7 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
+#include <zlib.h>
 
 #include "prometheus_sink.h"
 #include "prom_series.h"
@@ -95,6 +97,7 @@
 #define EVICT_GRACE_MS 1000
 #define WATCHDOG_MS 500
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define HTML_TYPE "text/html; charset=utf-8"
 
 /* A rendered exposition, shared by the cache and in-flight responses. */
 struct text {
@@ -138,8 +141,13 @@ struct prom_sink {
 	bool in_batch;    /* between begin and end: the lock is held */
 	uint64_t skipped; /* records with no Prometheus form (events) */
 
-	pthread_mutex_t render_lock; /* guards cur; taken by scrapes only */
+	pthread_mutex_t render_lock; /* guards cur, cur_gz; taken by scrapes only */
 	struct text *cur;
+	struct text *cur_gz; /* cur gzip-compressed, made at the first scrape asking */
+	char *landing;       /* the HTML page served at "/" */
+	/* Labels of the sink's own series: sink="<name>" and the configured
+	 * labels; the configured labels alone (process_start_time_seconds). */
+	char *self_labels, *const_labels;
 	struct MHD_Daemon *mhd;
 	atomic_uint_fast64_t scrapes, render_errors;
 
@@ -169,14 +177,20 @@ static void render_header(struct ktel_textbuf *b, const struct ktel_prom_family 
 		[KTEL_RECORD_GAUGE] = "gauge",
 	};
 
-	ktel_textbuf_printf(b, "# HELP %s ktelemetry metric ", f->name);
-	ktel_prom_put_escaped(b, f->metric, false);
-	if (f->unit && *f->unit) {
-		ktel_textbuf_puts(b, " (unit: ");
-		ktel_prom_put_escaped(b, f->unit, false);
-		if (f->scale != 1.0)
-			ktel_textbuf_puts(b, ", exposed in seconds");
-		ktel_textbuf_puts(b, ")");
+	ktel_textbuf_printf(b, "# HELP %s ", f->name);
+	if (f->help) {
+		/* The descriptor's own words, as node_exporter shows its collectors'. */
+		ktel_prom_put_escaped(b, f->help, false);
+	} else {
+		ktel_textbuf_puts(b, "ktelemetry metric ");
+		ktel_prom_put_escaped(b, f->metric, false);
+		if (f->unit && *f->unit) {
+			ktel_textbuf_puts(b, " (unit: ");
+			ktel_prom_put_escaped(b, f->unit, false);
+			if (f->scale != 1.0)
+				ktel_textbuf_puts(b, ", exposed in seconds");
+			ktel_textbuf_puts(b, ")");
+		}
 	}
 	ktel_textbuf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
 }
@@ -345,13 +359,19 @@ static void render_self(struct ktel_textbuf *b, const struct prom_sink *s,
 				    self[i].help);
 		ktel_textbuf_printf(b, "# TYPE ktel_prometheus_sink_%s %s\n", self[i].name,
 				    self[i].type);
-		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{sink=\"", self[i].name);
-		ktel_prom_put_escaped(b, s->name, true);
-		ktel_textbuf_printf(b, "\"} %" PRIu64 "\n", self[i].value);
+		ktel_textbuf_printf(b, "ktel_prometheus_sink_%s{", self[i].name);
+		ktel_textbuf_puts(b, s->self_labels);
+		ktel_textbuf_printf(b, "} %" PRIu64 "\n", self[i].value);
 	}
 	ktel_textbuf_puts(b, "# HELP process_start_time_seconds Start time of the process since "
 			     "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
-			     "process_start_time_seconds ");
+			     "process_start_time_seconds");
+	if (*s->const_labels) {
+		ktel_textbuf_put(b, "{", 1);
+		ktel_textbuf_puts(b, s->const_labels);
+		ktel_textbuf_put(b, "}", 1);
+	}
+	ktel_textbuf_put(b, " ", 1);
 	ktel_prom_put_double(b, s->start_time);
 	ktel_textbuf_put(b, "\n", 1);
 }
@@ -416,13 +436,47 @@ static uint64_t state_gen(struct prom_sink *s)
 	return gen;
 }
 
+/* t gzip-compressed, as a new text of t's generation; NULL on failure. */
+static struct text *gzip_text(const struct text *t)
+{
+	z_stream z = {0};
+	struct text *out = NULL;
+	size_t bound;
+
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return NULL;
+	bound = deflateBound(&z, t->len);
+	out = malloc(sizeof(*out) + bound + 1);
+	if (!out)
+		goto end;
+	z.next_in = (Bytef *)t->data;
+	z.avail_in = (uInt)t->len;
+	z.next_out = (Bytef *)out->data;
+	z.avail_out = (uInt)bound;
+	if (t->len > UINT32_MAX || bound > UINT32_MAX || deflate(&z, Z_FINISH) != Z_STREAM_END) {
+		free(out);
+		out = NULL;
+		goto end;
+	}
+	atomic_init(&out->refs, 1);
+	out->gen = t->gen;
+	out->len = z.total_out;
+end:
+	deflateEnd(&z);
+	return out;
+}
+
 /*
  * A reference to a text of the current state: the kept one when no batch
- * came since it was rendered, else a new one, kept for the next scrape.
- * Scrapes only (render_lock serializes them so that they render once); on
- * ENOMEM the previous text, or NULL when there is none.
+ * came since it was rendered, else a new one, kept for the next scrape;
+ * *gzip: its compressed form, also kept (compressed once per state, and
+ * only when a scraper asks); *gzip is left true only when the text is
+ * compressed (false when compression failed). Scrapes only (render_lock
+ * serializes them so that they render once); on ENOMEM the previous text,
+ * or NULL when there is none.
  */
-static struct text *current_text(struct prom_sink *s)
+static struct text *current_text(struct prom_sink *s, bool *gzip)
 {
 	struct text *t;
 
@@ -434,11 +488,88 @@ static struct text *current_text(struct prom_sink *s)
 			s->cur = t;
 		}
 	}
-	t = s->cur;
+	if (*gzip && s->cur && (!s->cur_gz || s->cur_gz->gen != s->cur->gen)) {
+		t = gzip_text(s->cur);
+		if (t) {
+			text_unref(s->cur_gz);
+			s->cur_gz = t;
+		} else {
+			atomic_fetch_add(&s->render_errors, 1);
+		}
+	}
+	*gzip = *gzip && s->cur_gz && s->cur && s->cur_gz->gen == s->cur->gen;
+	t = *gzip ? s->cur_gz : s->cur;
 	if (t)
 		atomic_fetch_add(&t->refs, 1);
 	pthread_mutex_unlock(&s->render_lock);
 	return t;
+}
+
+/* ---- Accept-Encoding ---- */
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* Is [p, end) a qvalue above 0 ("1", "1.000", "0.5"; RFC 9110 12.4.2)? A
+ * malformed one is not. */
+static bool qvalue_positive(const char *p, const char *end)
+{
+	bool positive;
+	int digits = 0;
+
+	if (p == end || (*p != '0' && *p != '1'))
+		return false;
+	positive = *p++ == '1';
+	if (p < end && *p == '.')
+		for (p++; p < end && *p >= '0' && *p <= '9' && digits < 3; p++, digits++)
+			positive |= *p != '0';
+	return positive && p == end;
+}
+
+bool ktel_prometheus_accepts_gzip(const char *v)
+{
+	int gzip = -1, star = -1; /* -1: not named; else named with q > 0 */
+	const char *p, *end;
+	size_t len;
+
+	if (!v)
+		return false;
+	len = strnlen(v, KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING + 1);
+	if (len > KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING)
+		return false;
+	for (p = v, end = v + len; p < end;) {
+		const char *tok, *tok_end;
+		bool ok = true;
+
+		while (p < end && (is_space(*p) || *p == ','))
+			p++;
+		for (tok = p; p < end && *p != ',' && *p != ';' && !is_space(*p); p++)
+			;
+		tok_end = p;
+		/* Parameters: only q counts; the last one given wins. */
+		while (p < end && *p != ',') {
+			const char *val, *val_end;
+
+			if (*p++ != ';')
+				continue;
+			while (p < end && is_space(*p))
+				p++;
+			if (end - p < 2 || (*p != 'q' && *p != 'Q') || p[1] != '=')
+				continue;
+			for (val = p += 2; p < end && *p != ',' && *p != ';' && !is_space(*p); p++)
+				;
+			val_end = p;
+			ok = qvalue_positive(val, val_end);
+		}
+		if ((tok_end - tok == 4 && strncasecmp(tok, "gzip", 4) == 0) ||
+		    (tok_end - tok == 6 && strncasecmp(tok, "x-gzip", 6) == 0))
+			gzip = ok;
+		else if (tok_end - tok == 1 && *tok == '*')
+			star = ok;
+	}
+	return gzip >= 0 ? gzip == 1 : star == 1;
 }
 
 /* ---- HTTP (libmicrohttpd's thread) ---- */
@@ -459,6 +590,74 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 	return ret;
 }
 
+/* The landing page at "/", as node_exporter has one: a link to the metrics. */
+static enum MHD_Result reply_html(struct MHD_Connection *c, const char *html)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(strlen(html), (void *)html, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, HTML_TYPE);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* s HTML-escaped into b (text and attribute values alike). */
+static void put_html(struct ktel_textbuf *b, const char *s)
+{
+	static const struct {
+		char c;
+		const char *e;
+	} esc[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}};
+
+	for (; *s; s++) {
+		size_t i = 0;
+
+		while (i < KTEL_ARRAY_SIZE(esc) && esc[i].c != *s)
+			i++;
+		if (i < KTEL_ARRAY_SIZE(esc))
+			ktel_textbuf_puts(b, esc[i].e);
+		else
+			ktel_textbuf_put(b, s, 1);
+	}
+}
+
+/* The landing page: self-contained (no script, style sheet or image from
+ * elsewhere), naming the sink and linking to its metrics path. */
+static char *landing_page(const struct prom_sink *s)
+{
+	struct ktel_textbuf b = {0};
+
+	ktel_textbuf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">"
+			      "<title>ktelemetry</title></head>\n<body>\n<h1>ktelemetry</h1>\n"
+			      "<p>eBPF kernel telemetry, Prometheus sink &quot;");
+	put_html(&b, s->name);
+	ktel_textbuf_puts(&b, "&quot;.</p>\n<p><a href=\"");
+	put_html(&b, s->path);
+	ktel_textbuf_puts(&b, "\">Metrics</a></p>\n</body>\n</html>\n");
+	if (b.fail) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
+/* The labels of the sink's own series, by the rule of every series
+ * (prom_series.h): sink="<name>" when with_sink, and the configured ones. */
+static char *self_labels(struct prom_sink *s, bool with_sink)
+{
+	struct ktel_record r = {.type = KTEL_RECORD_GAUGE, .metric = "self"};
+
+	if (with_sink) {
+		r.n_dims = 1;
+		r.dims[0] = (struct ktel_dim){.name = "sink", .label = s->name};
+	}
+	return ktel_prom_set__labels_text(&s->set, &r);
+}
+
 /* Runs on the server thread: renders or reuses the text (current_text). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload_data,
@@ -468,6 +667,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	struct text *t;
+	bool gzip;
 
 	(void)version;
 	(void)upload_data;
@@ -475,9 +675,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)con_cls;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+	if (strcmp(url, s->path) != 0 && strcmp(url, "/") == 0)
+		return reply_html(c, s->landing);
 	if (strcmp(url, s->path) != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "not found\n");
-	t = current_text(s);
+	gzip = ktel_prometheus_accepts_gzip(
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+	t = current_text(s, &gzip);
 	if (!t)
 		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 			     "cannot render the exposition: out of memory\n");
@@ -488,6 +692,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+	/* Caches must not serve one form to a client that asked for the other. */
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	if (gzip)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
 	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
 	if (ret == MHD_YES)
@@ -740,6 +948,10 @@ static void free_sink(struct prom_sink *s)
 		MHD_stop_daemon(s->mhd); /* joins the thread, closes connections */
 	ktel_prom_set__fini(&s->set);
 	text_unref(s->cur);
+	text_unref(s->cur_gz);
+	free(s->landing);
+	free(s->self_labels);
+	free(s->const_labels);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->render_lock);
 	pthread_mutex_destroy(&s->conn_lock);
@@ -795,6 +1007,11 @@ static const struct ktel_cfg_key prom_options[] = {
 	{"max_series", KTEL_CFG_INT, 1, MAX_MAX_SERIES, .default_text = "10000",
 	 .doc = "Bound on exposed series (metric and dims); records that would add one "
 		"beyond it are dropped and counted."},
+	{"labels", KTEL_CFG_STRING_MAP, .default_text = "{}",
+	 .doc = "Labels added to every exposed series, name to value, as the remote_write "
+		"sink's: a metric dimension of the same name is renamed exported_<name>. "
+		"The scraping Prometheus adds its own target labels (job, instance) the "
+		"same way."},
 	{NULL},
 };
 
@@ -878,6 +1095,16 @@ static int prom_create(uv_loop_t *loop, const char *name, const json_t *opts, vo
 	ret = ktel_prom_set__init(&s->set, s->prefix, s->max_series);
 	if (ret) {
 		ktel_err_set(err, ret, "sinks.%s: out of memory", name);
+		goto fail;
+	}
+	ret = ktel_prom_set__add_labels(&s->set, json_object_get(opts, "labels"), name, err);
+	if (ret)
+		goto fail;
+	s->landing = landing_page(s);
+	s->self_labels = self_labels(s, true);
+	s->const_labels = self_labels(s, false);
+	if (!s->landing || !s->self_labels || !s->const_labels) {
+		ret = ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", name);
 		goto fail;
 	}
 	ret = start_server(s, err);

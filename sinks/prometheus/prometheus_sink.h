@@ -11,6 +11,7 @@
 #ifndef KTEL_PROMETHEUS_SINK_H
 #define KTEL_PROMETHEUS_SINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sink.h"
@@ -26,5 +27,16 @@ unsigned ktel_prometheus_sink__port(void *priv);
  * malloc'd NUL-terminated copy, its length in *ret_len; NULL with errno set.
  */
 char *ktel_prometheus_sink__text(void *priv, size_t *ret_len);
+
+/* Longest Accept-Encoding value examined; a longer one is not read. */
+#define KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING 1024
+
+/*
+ * Does an Accept-Encoding value (NULL: no such header) accept gzip? The
+ * codings "gzip" and "x-gzip" (any case) with a qvalue above 0, or "*"
+ * above 0 when gzip is not named; "q=0" refuses, as does a malformed
+ * qvalue or a value longer than KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING.
+ */
+bool ktel_prometheus_accepts_gzip(const char *accept_encoding);
 
 #endif /* KTEL_PROMETHEUS_SINK_H */

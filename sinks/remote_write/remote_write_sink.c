@@ -90,8 +90,6 @@ struct rw_sink {
 	uv_loop_t *loop;
 	char *name, *url;
 	uint64_t interval_ms, timeout_ms, max_queue_bytes;
-	char *extra; /* constant labels, name\0value\0... */
-	uint32_t n_extra;
 	struct curl_slist *headers;
 	struct ktel_prom_set set;
 	uint64_t pending_records; /* applied since the last push was encoded */
@@ -165,7 +163,7 @@ static void enqueue_state(struct rw_sink *s)
 	char *body;
 	int ret;
 
-	ret = ktel_rw_encode(&s->set, s->extra, s->n_extra, now_ms(), &body, &len, &samples);
+	ret = ktel_rw_encode(&s->set, now_ms(), &body, &len, &samples);
 	if (ret == -ENODATA)
 		return;
 	p = ret ? NULL : malloc(sizeof(*p) + len);
@@ -528,28 +526,6 @@ static int headers_setup(struct rw_sink *s, const json_t *opts)
 	return 0;
 }
 
-/* The constant labels as name\0value\0..., in the object's order. */
-static int extra_setup(struct rw_sink *s, const json_t *opts)
-{
-	const json_t *labels = json_object_get(opts, "labels");
-	struct ktel_textbuf b = {0};
-	const char *key;
-	json_t *v;
-
-	ktel_textbuf_put(&b, "", 0);
-	json_object_foreach((json_t *)labels, key, v) {
-		ktel_textbuf_put(&b, key, strlen(key) + 1);
-		ktel_textbuf_put(&b, json_string_value(v), json_string_length(v) + 1);
-		s->n_extra++;
-	}
-	if (b.fail) {
-		free(b.p);
-		return -ENOMEM;
-	}
-	s->extra = b.p;
-	return 0;
-}
-
 static const struct ktel_cfg_key rw_options[] = {
 	{"url", KTEL_CFG_STRING, .default_text = KTEL_CFG_REQUIRED,
 	 .doc = "Remote-write endpoint, http:// or https:// (Prometheus: "
@@ -564,8 +540,10 @@ static const struct ktel_cfg_key rw_options[] = {
 	{"headers", KTEL_CFG_STRING_MAP, .default_text = "{}",
 	 .doc = "Extra HTTP headers, name to value (authorization, a tenant id)."},
 	{"labels", KTEL_CFG_STRING_MAP, .default_text = "{}",
-	 .doc = "Labels added to every pushed series (a device or instance name), name "
-		"to value; a dim label of the same name wins."},
+	 .doc = "Labels added to every pushed series (the machine's identity: an instance "
+		"or host name), name to value. A metric dimension of the same name is "
+		"renamed exported_<name> (Prometheus' honor_labels: false), and the daemon "
+		"warns at start and reload."},
 	{"prefix", KTEL_CFG_STRING, .default_text = "\"" KTEL_PROM_DEFAULT_PREFIX "\"",
 	 .doc = "Prepended to metric names that do not already start with it (as the "
 		"prometheus sink)."},
@@ -588,10 +566,13 @@ static int parse_opts(struct rw_sink *s, const json_t *opts, struct ktel_err *er
 	s->interval_ms = ktel_cfg_duration(opts, "interval", DEFAULT_INTERVAL_MS);
 	s->timeout_ms = ktel_cfg_duration(opts, "timeout", DEFAULT_TIMEOUT_MS);
 	s->max_queue_bytes = ktel_cfg_size(opts, "max_queue_bytes", DEFAULT_MAX_QUEUE_BYTES);
-	if (!s->url || extra_setup(s, opts) ||
+	if (!s->url ||
 	    ktel_prom_set__init(&s->set, ktel_cfg_string(opts, "prefix", KTEL_PROM_DEFAULT_PREFIX),
 				(uint64_t)ktel_cfg_int(opts, "max_series", DEFAULT_MAX_SERIES)))
 		return ktel_err_set(err, ENOMEM, "sinks.%s: out of memory", s->name);
+	ret = ktel_prom_set__add_labels(&s->set, json_object_get(opts, "labels"), s->name, err);
+	if (ret)
+		return ret;
 	for (const char *p = s->set.prefix; *p; p++)
 		if (!ktel_prom_name_char(*p, p == s->set.prefix, true))
 			return ktel_err_set(err, EINVAL,
@@ -622,7 +603,6 @@ static void free_sink(struct rw_sink *s)
 		curl_slist_free_all(s->headers);
 	ktel_prom_set__fini(&s->set);
 	free(s->body.p);
-	free(s->extra);
 	free(s->url);
 	free(s->name);
 	free(s);

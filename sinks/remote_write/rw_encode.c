@@ -13,8 +13,6 @@
 struct enc {
 	const struct ktel_prom_family *f;
 	const struct ktel_prom_series *se;
-	const char *extra;
-	uint32_t n_extra;
 	int64_t ts;
 	/* counts (first pass), then fill positions (second pass) */
 	size_t n_ts, n_labels, name_bytes;
@@ -45,9 +43,10 @@ static void add_label(struct enc *e, KtelPrompb__TimeSeries *t, const char *name
 	t->n_labels++;
 }
 
-/* Sort t's labels by name and keep the first of equal names: a dim label
- * comes before the constant one of the same name, so the dim wins (as
- * Prometheus's external_labels give way to a series' own). */
+/* Sort t's labels by name, as the protocol asks, and keep one of equal
+ * names: a receiver refuses a series that repeats a label name, and two
+ * dims whose names sanitize alike would (prom_series.h renames a dim that
+ * collides with a configured label, so those two are never equal). */
 static void sort_labels(KtelPrompb__TimeSeries *t)
 {
 	size_t n = 0;
@@ -69,7 +68,7 @@ static void on_sample(void *ctx, const struct ktel_prom_sample *sm)
 {
 	struct enc *e = ctx;
 	size_t name_len = strlen(e->f->name) + strlen(sm->suffix) + 1;
-	size_t n_labels = 1 + e->se->n_pairs + (sm->le_value ? 1 : 0) + e->n_extra;
+	size_t n_labels = 1 + e->se->n_pairs + (sm->le_value ? 1 : 0);
 	KtelPrompb__TimeSeries *t;
 	KtelPrompb__Sample *s;
 	const char *p;
@@ -101,9 +100,6 @@ static void on_sample(void *ctx, const struct ktel_prom_sample *sm)
 		add_label(e, t, p, next_str(p));
 	if (sm->le_value)
 		add_label(e, t, "le", sm->le_value);
-	p = e->extra;
-	for (uint32_t i = 0; i < e->n_extra; i++, p = next_str(next_str(p)))
-		add_label(e, t, p, next_str(p));
 	sort_labels(t);
 	e->ts_ptr[e->i_ts++] = t;
 }
@@ -154,11 +150,11 @@ static int pack(const KtelPrompb__WriteRequest *req, char **ret_body, size_t *re
 	return 0;
 }
 
-int ktel_rw_encode(const struct ktel_prom_set *set, const char *extra, uint32_t n_extra,
-		   int64_t timestamp_ms, char **ret_body, size_t *ret_len, uint64_t *ret_samples)
+int ktel_rw_encode(const struct ktel_prom_set *set, int64_t timestamp_ms, char **ret_body,
+		   size_t *ret_len, uint64_t *ret_samples)
 {
 	KtelPrompb__WriteRequest req = KTEL_PROMPB__WRITE_REQUEST__INIT;
-	struct enc e = {.extra = extra, .n_extra = n_extra, .ts = timestamp_ms};
+	struct enc e = {.ts = timestamp_ms};
 	int ret;
 
 	walk(&e, set);

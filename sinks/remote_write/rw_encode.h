@@ -14,13 +14,12 @@
 
 /*
  * Encode every series of set with timestamp_ms, each TimeSeries labelled
- * __name__, its dims' labels, `le` for buckets and the n_extra constant
- * labels of extra (name\0value\0..., given way to by a dim label of the
- * same name), sorted by name. *ret_body is malloc'd, *ret_len its length,
+ * __name__, its series' labels (dims and configured labels, prom_series.h)
+ * and `le` for buckets, sorted by name. *ret_body is malloc'd, *ret_len its length,
  * *ret_samples the samples it holds. 0, -ENODATA when the set has no
  * series, -ENOMEM, or -EINVAL when snappy refuses.
  */
-int ktel_rw_encode(const struct ktel_prom_set *set, const char *extra, uint32_t n_extra,
-		   int64_t timestamp_ms, char **ret_body, size_t *ret_len, uint64_t *ret_samples);
+int ktel_rw_encode(const struct ktel_prom_set *set, int64_t timestamp_ms, char **ret_body,
+		   size_t *ret_len, uint64_t *ret_samples);
 
 #endif /* KTEL_RW_ENCODE_H */

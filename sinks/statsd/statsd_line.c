@@ -73,9 +73,27 @@ static size_t repeated_stem(const char *prefix, const char *metric)
 	return n + 1;
 }
 
-/* prefix, metric and unit suffix: "ktel.runq_latency_seconds". */
+/*
+ * A unit whose rule scales (ns, us, ms into seconds): its values would be
+ * fractions in the rule's unit, which integer-only servers cut (Netdata
+ * parses a counter with strtoll and logs "excess data" for the rest, and
+ * keeps three decimals of a gauge), so they are sent in the record's own
+ * unit, as the integers they are.
+ */
+static const struct ktel_unit_rule *scaled_rule(const struct ktel_record *rec)
+{
+	const struct ktel_unit_rule *u = ktel_unit_rule(rec->unit);
+
+	return u && u->decimals ? u : NULL;
+}
+
+/*
+ * prefix, metric and unit suffix: "ktel.runq_latency_seconds". With native,
+ * for values sent in the record's own unit, a scaled unit is named as it is
+ * ("ktel.pull_duration_ns") instead of by its rule's suffix.
+ */
 static void put_base_name(struct ktel_textbuf *b, const struct ktel_statsd_style *st,
-			  const struct ktel_record *rec)
+			  const struct ktel_record *rec, bool native)
 {
 	const char *prefix = st->prefix ? st->prefix : "";
 	const char *metric = rec->metric ? rec->metric : "unnamed";
@@ -83,13 +101,20 @@ static void put_base_name(struct ktel_textbuf *b, const struct ktel_statsd_style
 
 	put_clean(b, prefix, true);
 	put_clean(b, metric + repeated_stem(prefix, metric), true);
-	if (u && !ktel_str_ends_with(metric, u->suffix))
+	if (native && scaled_rule(rec)) {
+		char suffix[40];
+
+		snprintf(suffix, sizeof(suffix), "_%s", rec->unit);
+		if (!ktel_str_ends_with(metric, suffix))
+			ktel_textbuf_puts(b, suffix);
+	} else if (u && !ktel_str_ends_with(metric, u->suffix)) {
 		ktel_textbuf_puts(b, u->suffix);
+	}
 }
 
 /* What varies between the lines of one record. */
 struct line_spec {
-	const char *part; /* "bucket", "count", "sum", or NULL for the value itself */
+	const char *part; /* "bucket", "count", "sum", "sum_us", or NULL for the value itself */
 	const char *le;   /* bucket bound ("0.001", "+Inf"), or NULL */
 	const char *value;
 	const char *type; /* "c" or "g" */
@@ -149,7 +174,9 @@ static void put_tagged(struct ktel_textbuf *b, const struct ktel_record *rec,
 static void build_line(struct ktel_textbuf *b, const struct ktel_statsd_style *st,
 		       const struct ktel_record *rec, const struct line_spec *sp)
 {
-	put_base_name(b, st, rec);
+	/* A histogram's name keeps the rule's unit, that of its bounds;
+	 * a counter or gauge is named in the unit of its value. */
+	put_base_name(b, st, rec, rec->type != KTEL_RECORD_HISTOGRAM);
 	if (st->tags == KTEL_STATSD_TAGS_DOTTED)
 		put_dotted(b, rec, sp);
 	else
@@ -181,28 +208,10 @@ static void one_line(struct out *o, const struct ktel_statsd_style *st,
 	send_unit(o, &l);
 }
 
-/* The record's unit scale: values in the base unit are divided by it. */
-static double unit_scale(const struct ktel_record *rec)
+/* A raw integer value, exactly: in the record's own unit (scaled_rule). */
+static void format_value(char *buf, size_t size, int64_t v, bool is_signed)
 {
-	const struct ktel_unit_rule *u = ktel_unit_rule(rec->unit);
-
-	return u ? u->scale : 1;
-}
-
-/*
- * A raw integer value in the base unit: the integer itself when the unit
- * needs no scaling (no rounding of large counts), else the shortest decimal.
- */
-static void format_scaled(char *buf, size_t size, int64_t v, bool is_signed,
-			  const struct ktel_record *rec)
-{
-	double scale = unit_scale(rec);
-
-	if (scale == 1)
-		snprintf(buf, size, is_signed ? "%" PRId64 : "%" PRIu64, v);
-	else
-		ktel_format_shortest((is_signed ? (double)v : (double)(uint64_t)v) / scale, buf,
-				     size);
+	snprintf(buf, size, is_signed ? "%" PRId64 : "%" PRIu64, v);
 }
 
 /*
@@ -217,8 +226,9 @@ static void format_buckets(struct out *o, const struct ktel_statsd_style *st,
 	const struct ktel_histogram *h = &rec->hist.delta;
 	uint32_t n = h->n_buckets > KTEL_HIST_BUCKETS ? KTEL_HIST_BUCKETS : h->n_buckets;
 	uint64_t cum = 0;
+	const struct ktel_unit_rule *u = ktel_unit_rule(rec->unit);
 	bool inf = false;
-	char value[32], le[32];
+	char value[32], le[KTEL_PLAIN_DECIMAL_MAX];
 
 	for (uint32_t k = 0; k < n; k++) {
 		double bound = ktel_hist_upper_bound(h, k, &inf);
@@ -226,7 +236,10 @@ static void format_buckets(struct out *o, const struct ktel_statsd_style *st,
 		cum += h->counts[k];
 		if (!cum)
 			continue;
-		ktel_format_shortest(inf ? INFINITY : bound / unit_scale(rec), le, sizeof(le));
+		/* A plain decimal in the rule's unit ("0.000016"): the same
+		 * name on every machine, and no exponent for a server to
+		 * take apart. */
+		ktel_format_plain(inf ? INFINITY : bound, u ? u->decimals : 0, le, sizeof(le));
 		snprintf(value, sizeof(value), "%" PRIu64, cum);
 		one_line(o, st, rec, &(struct line_spec){"bucket", le, value, "c"});
 	}
@@ -240,14 +253,19 @@ static void format_histogram(struct out *o, const struct ktel_statsd_style *st,
 			     const struct ktel_record *rec)
 {
 	const struct ktel_histogram *h = &rec->hist.delta;
-	char value[32];
+	const struct ktel_unit_rule *u = scaled_rule(rec);
+	char value[32], part[48];
 
 	format_buckets(o, st, rec);
 	snprintf(value, sizeof(value), "%" PRIu64, ktel_hist_count(h));
 	one_line(o, st, rec, &(struct line_spec){"count", NULL, value, "c"});
 	if (h->has_sum) {
-		format_scaled(value, sizeof(value), (int64_t)h->sum, false, rec);
-		one_line(o, st, rec, &(struct line_spec){"sum", NULL, value, "c"});
+		/* The sum is an integer in the record's unit; in seconds it
+		 * would be a fraction. Its part names that unit ("sum_us")
+		 * when it is not the unit of the name and bounds. */
+		snprintf(part, sizeof(part), u ? "sum_%s" : "sum", u ? rec->unit : "");
+		format_value(value, sizeof(value), (int64_t)h->sum, false);
+		one_line(o, st, rec, &(struct line_spec){part, NULL, value, "c"});
 	}
 }
 
@@ -262,7 +280,7 @@ static void format_gauge(struct out *o, const struct ktel_statsd_style *st,
 	char value[32];
 
 	line_init(&l);
-	format_scaled(value, sizeof(value), rec->gauge, true, rec);
+	format_value(value, sizeof(value), rec->gauge, true);
 	if (rec->gauge < 0) {
 		build_line(&l.t, st, rec, &(struct line_spec){NULL, NULL, "0", "g"});
 		ktel_textbuf_puts(&l.t, "\n");
@@ -282,7 +300,7 @@ int ktel_statsd__format(const struct ktel_statsd_style *style, const struct ktel
 		format_histogram(&o, style, rec);
 		break;
 	case KTEL_RECORD_COUNTER:
-		format_scaled(value, sizeof(value), (int64_t)rec->counter.delta, false, rec);
+		format_value(value, sizeof(value), (int64_t)rec->counter.delta, false);
 		one_line(&o, style, rec, &(struct line_spec){NULL, NULL, value, "c"});
 		break;
 	case KTEL_RECORD_GAUGE:

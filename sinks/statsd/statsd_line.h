@@ -4,14 +4,21 @@
  * that puts lines into datagrams. No I/O here; statsd_sink.c does that.
  *
  * Names (prefix "ktel.", metric direct_reclaim_latency in us, dim
- * process_state; units per sinks/units.h, bounds and sums in seconds):
+ * process_state; units per sinks/units.h, bounds in seconds):
  *   bucket   dotted     ktel.direct_reclaim_latency_seconds.process_state.STATE_FOREGROUND.bucket.le_0_001024:7|c
  *            dogstatsd  ktel.direct_reclaim_latency_seconds.bucket:7|c|#le:0.001024,process_state:STATE_FOREGROUND
  *   count    ktel.direct_reclaim_latency_seconds[.dims].count:N|c (or tagged)
- *   sum      ktel.direct_reclaim_latency_seconds[.dims].sum:S|c  (only when the map has a sum)
+ *   sum      ktel.direct_reclaim_latency_seconds[.dims].sum_us:S|c  (only when the map has a sum)
  *   counter  ktel.<metric>:DELTA|c
  *   gauge    ktel.<metric>:V|g; a negative V is "name:0|g\nname:-N|g"
  *   event    ktel.<metric>:1|c (StatsD has no events: they are counted)
+ * Every value is an integer, exactly as the record has it: servers that
+ * keep integers only (Netdata's counters) lose nothing. So a value whose
+ * unit the rule scales (ns, us, ms) stays in that unit and is named for it:
+ * the sum is ".sum_us" (".sum" when the unit is not scaled: bytes), a
+ * counter or gauge in ns is "ktel.<metric>_ns". Bucket bounds are names,
+ * not values: they are in the rule's unit as plain decimals ("0.000016",
+ * never "1.6e-05"; units.h ktel_format_plain).
  * Bucket lines are cumulative (values <= bound; +Inf is the count), from the
  * first non-empty bucket to +Inf ("le_Inf" dotted: '+' and '.' are not
  * segment characters, so '.' in a dotted bound is '_'). A metric that starts

@@ -143,7 +143,7 @@ struct unix_conn {
 };
 
 static void pump(struct statsd_sink *s);
-static void go_down(struct statsd_sink *s, int err);
+static void go_down(struct statsd_sink *s, const char *what, int err);
 static void maybe_finish(struct statsd_sink *s);
 static void on_close_deadline(void *owner);
 
@@ -319,13 +319,29 @@ static void confirm(struct statsd_sink *s)
 }
 
 /*
- * UDP: the peer refused what was sent unconfirmed. The socket stays
- * connected and later datagrams are still sent, so the loss is the window
- * the server was away and not a backoff on top of it.
+ * Count one I/O error and keep its text for status and the close log, so
+ * that "1 errors" says which: what failed (a libc call's name), the peer,
+ * and libuv's text of err ("sendto 127.0.0.1:8125: connection refused").
  */
-static void udp_refused(struct statsd_sink *s)
+static void note_error(struct statsd_sink *s, const char *what, int err)
 {
 	s->st.errors++;
+	if (s->socket_path)
+		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s %s: %s", what,
+			 s->socket_path, uv_strerror(err));
+	else
+		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s %s:%d: %s", what, s->host,
+			 s->port, uv_strerror(err));
+}
+
+/*
+ * UDP: the peer refused what was sent unconfirmed (err says how). The
+ * socket stays connected and later datagrams are still sent, so the loss is
+ * the window the server was away and not a backoff on top of it.
+ */
+static void udp_refused(struct statsd_sink *s, int err)
+{
+	note_error(s, "sendto", err);
 	s->st.dropped += s->unconfirmed;
 	s->unconfirmed = 0;
 	s->failed = true;
@@ -400,10 +416,10 @@ static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const stru
 	if (nread >= 0 || h != s->udp)
 		return;
 	if (peer_down_error((int)nread)) {
-		udp_refused(s);
+		udp_refused(s, (int)nread);
 		return;
 	}
-	s->st.errors++;
+	note_error(s, "recv", (int)nread);
 }
 
 static int udp_open(struct statsd_sink *s)
@@ -540,25 +556,25 @@ static void tcp_poll_cb(uv_poll_t *p, int status, int events)
 	socklen_t len = sizeof(soerr);
 
 	if (status < 0) {
-		go_down(s, status);
+		go_down(s, "poll", status);
 		return;
 	}
 	if (s->connecting && (events & UV_WRITABLE)) {
 		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
 			soerr = errno;
 		if (soerr) {
-			go_down(s, -soerr);
+			go_down(s, "connect", -soerr);
 			return;
 		}
 		s->connecting = false;
 	}
 	if ((events & (UV_READABLE | UV_DISCONNECT)) && tcp_peer_gone(s)) {
-		go_down(s, -ECONNRESET);
+		go_down(s, "recv", -ECONNRESET);
 		return;
 	}
 	if (events & UV_WRITABLE) {
 		if (tcp_watch(s, false)) {
-			go_down(s, -EIO);
+			go_down(s, "poll", -EIO);
 			return;
 		}
 		pump(s);
@@ -592,7 +608,7 @@ static void poll_writable(uv_poll_t *p, int status, int events)
 	uv_poll_stop(p);
 	s->poll_active = false;
 	if (status < 0) {
-		go_down(s, status);
+		go_down(s, "poll", status);
 		return;
 	}
 	pump(s);
@@ -648,11 +664,11 @@ static void udp_sent(uv_udp_send_t *req, int status)
 	} else {
 		s->st.dropped += d->records;
 		if (status != UV_ECANCELED && !peer_down_error(status))
-			s->st.errors++;
+			note_error(s, "sendto", status);
 	}
 	free(d);
 	if (status && status != UV_ECANCELED && peer_down_error(status))
-		udp_refused(s);
+		udp_refused(s, status);
 	if (s->state == ST_UP)
 		pump(s);
 	maybe_finish(s);
@@ -709,9 +725,9 @@ static void udp_check(struct statsd_sink *s)
 		return;
 	}
 	if (peer_down_error(-soerr))
-		udp_refused(s);
+		udp_refused(s, -soerr);
 	else
-		s->st.errors++;
+		note_error(s, "sendto", -soerr);
 }
 
 static void pump(struct statsd_sink *s)
@@ -730,16 +746,16 @@ static void pump(struct statsd_sink *s)
 		/* The refusal is that of the datagram before; this one was not
 		 * sent: send it again, once. */
 		if (s->udp && peer_down_error(r) && !resent) {
-			udp_refused(s);
+			udp_refused(s, r);
 			resent = true;
 			continue;
 		}
 		if (!s->udp && (peer_down_error(r) || !s->poll)) {
-			go_down(s, r);
+			go_down(s, "send", r);
 			break;
 		}
 		/* Anything else concerns this datagram only (EMSGSIZE...). */
-		s->st.errors++;
+		note_error(s, s->udp ? "sendto" : "send", r);
 		if (s->head) {
 			struct dgram *d = pop(s);
 
@@ -805,7 +821,7 @@ static void retry_cb(uv_timer_t *t)
 	s->last_try = now_ms();
 	r = transport_open(s);
 	if (r) {
-		go_down(s, r);
+		go_down(s, "connect", r);
 		return;
 	}
 	s->state = ST_UP;
@@ -833,11 +849,11 @@ static void retry_at_submit(struct statsd_sink *s)
  * The peer is gone: what was sent unconfirmed and what waits is the lost
  * window; records submitted until the retry are dropped at once.
  */
-static void go_down(struct statsd_sink *s, int err)
+static void go_down(struct statsd_sink *s, const char *what, int err)
 {
 	uint64_t delay;
 
-	s->st.errors++;
+	note_error(s, what, err);
 	s->st.dropped += s->unconfirmed;
 	s->unconfirmed = 0;
 	s->failed = true;
@@ -868,11 +884,14 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 		return;
 	}
 	r = status ? status : s->addr.ss_family == AF_UNSPEC ? -EADDRNOTAVAIL : 0;
-	if (!r)
-		r = transport_open(s);
+	if (r) {
+		go_down(s, "resolve", r);
+		return;
+	}
+	r = transport_open(s);
 	if (r) {
 		s->addr.ss_family = AF_UNSPEC;
-		go_down(s, r);
+		go_down(s, "connect", r);
 		return;
 	}
 	s->state = ST_UP;
@@ -891,7 +910,7 @@ static void resolve(struct statsd_sink *s)
 	s->gai.data = s;
 	r = uv_getaddrinfo(s->loop, &s->gai, resolved, s->host, port, &hints);
 	if (r) {
-		go_down(s, r);
+		go_down(s, "resolve", r);
 		return;
 	}
 	s->gai_pending = true;
@@ -976,7 +995,7 @@ static int statsd_create(uv_loop_t *loop, const char *name, const json_t *opts, 
 		s->state = ST_UP;
 		r = transport_open(s);
 		if (r)
-			go_down(s, r);
+			go_down(s, "connect", r);
 	} else {
 		s->addr.ss_family = AF_UNSPEC;
 		resolve(s);

@@ -14,7 +14,9 @@
  *            over when close() ran out of time. Records the format cannot
  *            express (android: no atom id, e.g. self-telemetry) are not
  *            sent and not counted: they are not a loss.
- *   errors   I/O failures: refused, unreachable, failed reconnects
+ *   errors   I/O failures: refused, unreachable, failed reconnects; the
+ *            last one's text is kept in last_error ("sendto
+ *            127.0.0.1:8125: connection refused")
  *   reconnects  deliveries that succeeded after a failure
  *   queued   bytes waiting in the queue or in libuv
  */

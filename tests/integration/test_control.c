@@ -15,7 +15,10 @@
  * - show draws bars; pull returns records;
  * - protocol limits on a raw connection (bad line, over-long line, busy);
  * - a socket in use is refused, a stale one replaced, a file kept;
- * - inspect on every built-in plugin, and on an unreadable fixture;
+ * - inspect on every built-in plugin, and on an unreadable fixture; the
+ *   current value of a configured param, read from the running daemon's
+ *   program in the kernel;
+ * - a record's start_ns/end_ns are wall clock, equal to start/end;
  * - watch prints the lines of a stream socket;
  * - a --config file that does not validate, options after the command,
  *   reopen as text, top on an unknown metric, leases during a lease.
@@ -1178,6 +1181,155 @@ static void test_inspect_plugins(void **state)
 	sandbox_cleanup(&r.sb);
 }
 
+/*
+ * inspect against a running daemon whose config sets a param to a value
+ * other than the plugin's default: the report carries the value the kernel
+ * holds (the loaded program's .rodata), the default and the unit, in JSON
+ * and in text; with no daemon the value is unknown and the report says why.
+ */
+static void test_inspect_current_params(void **state)
+{
+	struct rig r;
+	char so[700];
+	json_t *j, *p;
+
+	rig_start_plugin(&r, "ctl-params", "runq_stall_events",
+			 "\"metrics\": {\"runq_stall_events\": {\"params\": "
+			 "{\"threshold_us\": 25000}}}",
+			 false);
+	snprintf(so, sizeof(so), "%s/runq_stall_events.so", r.plugins);
+	if (ctl(&r, false, "--socket", r.sock, "--json", "inspect", so, NULL) != 0)
+		fail_msg("inspect: %s%s", r.out, r.err);
+	j = json_loads(r.out, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(json_array_size(json_object_get(j, "params")), 1);
+	p = json_array_get(json_object_get(j, "params"), 0);
+	assert_string_equal(json_string_value(json_object_get(p, "name")), "threshold_us");
+	assert_int_equal(json_integer_value(json_object_get(p, "value")), 25000);
+	assert_int_equal(json_integer_value(json_object_get(p, "default")), 100000);
+	assert_string_equal(json_string_value(json_object_get(p, "unit")), "us");
+	assert_non_null(
+		strstr(json_string_value(json_object_get(p, "description")), "microseconds"));
+	assert_string_equal(json_string_value(json_object_get(j, "params_from")), so);
+	assert_null(json_object_get(j, "params_note"));
+	json_decref(j);
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "inspect", so, NULL), 0);
+	printf("%s", r.out);
+	assert_non_null(
+		strstr(r.out, "threshold_us         current 25000 us, default 100000 us: "));
+	/* No daemon on the socket: the value is unknown, and inspect still works. */
+	rig_stop(&r);
+	assert_int_equal(ctl(&r, false, "--socket", r.sock, "--json", "inspect", so, NULL), 0);
+	j = json_loads(r.out, 0, NULL);
+	assert_non_null(j);
+	p = json_array_get(json_object_get(j, "params"), 0);
+	assert_true(json_is_null(json_object_get(p, "value")));
+	assert_int_equal(json_integer_value(json_object_get(p, "default")), 100000);
+	assert_non_null(strstr(json_string_value(json_object_get(j, "params_note")), "no daemon"));
+	json_decref(j);
+	free(r.out);
+	free(r.err);
+	sandbox_cleanup(&r.sb);
+}
+
+/* ns since the epoch of an RFC 3339 UTC time with 9 fraction digits. */
+static int64_t parse_utc_ns(const char *s)
+{
+	struct tm tm = {0};
+	const char *frac = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	char *end;
+	long ns;
+
+	assert_non_null(frac);
+	assert_int_equal(*frac, '.');
+	ns = strtol(frac + 1, &end, 10);
+	assert_int_equal(end - (frac + 1), 9);
+	assert_string_equal(end, "Z");
+	return (int64_t)timegm(&tm) * 1000000000 + ns;
+}
+
+static int64_t clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define NS_PER_S 1000000000LL
+
+/*
+ * A record's times as a reader of the JSON gets them: start_ns/end_ns are
+ * wall-clock ns since the epoch (what pandas and jq take as time), equal to
+ * the start/end strings and consistent with start_s/end_s; the
+ * CLOCK_BOOTTIME stamps are start_boot_ns/end_boot_ns. Checked on a pull's
+ * answer against CLOCK_REALTIME and CLOCK_BOOTTIME around the pull, and on
+ * every line of the JSON sink's file.
+ */
+static void check_times(const json_t *rec, int64_t real_lo, int64_t real_hi, int64_t boot_lo,
+			int64_t boot_hi)
+{
+	int64_t start = json_integer_value(json_object_get(rec, "start_ns"));
+	int64_t end = json_integer_value(json_object_get(rec, "end_ns"));
+	int64_t bstart = json_integer_value(json_object_get(rec, "start_boot_ns"));
+	int64_t bend = json_integer_value(json_object_get(rec, "end_boot_ns"));
+
+	assert_true(end >= real_lo && end <= real_hi);
+	assert_true(start <= end && start >= real_lo - 120 * NS_PER_S);
+	assert_int_equal(start, parse_utc_ns(json_string_value(json_object_get(rec, "start"))));
+	assert_int_equal(end, parse_utc_ns(json_string_value(json_object_get(rec, "end"))));
+	assert_int_equal(json_integer_value(json_object_get(rec, "start_s")), start / NS_PER_S);
+	assert_int_equal(json_integer_value(json_object_get(rec, "end_s")), end / NS_PER_S);
+	assert_true(bend >= boot_lo && bend <= boot_hi);
+	assert_true(bstart <= bend);
+	/* The two clocks measure the same window. */
+	assert_true(llabs((end - start) - (bend - bstart)) < NS_PER_S);
+}
+
+static void test_record_times(void **state)
+{
+	int64_t real0, boot0, real1, boot1, real2, boot2;
+	char *text, *save = NULL;
+	struct rig r;
+	json_t *j, *rec;
+	size_t i, n = 0;
+
+	real0 = clock_ns(CLOCK_REALTIME);
+	boot0 = clock_ns(CLOCK_BOOTTIME);
+	rig_start(&r, "ctl-times", "", false);
+	compact();
+	real1 = clock_ns(CLOCK_REALTIME);
+	boot1 = clock_ns(CLOCK_BOOTTIME);
+	j = ctl_json_ok(&r, "pull", METRIC);
+	real2 = clock_ns(CLOCK_REALTIME);
+	boot2 = clock_ns(CLOCK_BOOTTIME);
+	assert_true(json_array_size(json_object_get(j, "records")) >= 1);
+	json_array_foreach(json_object_get(j, "records"), i, rec) {
+		printf("pull: start_ns %lld start %s end_boot_ns %lld; CLOCK_REALTIME %lld\n",
+		       (long long)json_integer_value(json_object_get(rec, "start_ns")),
+		       json_string_value(json_object_get(rec, "start")),
+		       (long long)json_integer_value(json_object_get(rec, "end_boot_ns")),
+		       (long long)real2);
+		check_times(rec, real1 - NS_PER_S, real2 + NS_PER_S, boot1, boot2);
+	}
+	json_decref(j);
+	rig_stop(&r);
+	real2 = clock_ns(CLOCK_REALTIME);
+	boot2 = clock_ns(CLOCK_BOOTTIME);
+	text = ktel_test_slurp(r.sb.out);
+	assert_non_null(text);
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		rec = json_loads(line, 0, NULL);
+		assert_non_null(rec);
+		check_times(rec, real0 - NS_PER_S, real2 + NS_PER_S, boot0, boot2);
+		json_decref(rec);
+		n++;
+	}
+	free(text);
+	assert_true(n >= 1);
+	sandbox_cleanup(&r.sb);
+}
+
 struct line_server {
 	int fd;
 	int n_lines;
@@ -1279,6 +1431,8 @@ int main(void)
 		cmocka_unit_test(test_socket_path_rules),
 		cmocka_unit_test(test_socket_path_never_cut),
 		cmocka_unit_test(test_inspect_plugins),
+		cmocka_unit_test(test_inspect_current_params),
+		cmocka_unit_test(test_record_times),
 		cmocka_unit_test(test_watch),
 	};
 

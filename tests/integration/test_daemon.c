@@ -1144,7 +1144,7 @@ static pid_t daemon_start_stdout_to_out(struct sandbox *sb)
 
 /*
  * A round of pulls wakes the loop once. With stdout as the sink
- * (config/default.json's) and records every round (runq_latency: the
+ * (not durable: no ack to wait for) and records every round (runq_latency: the
  * scheduler always runs), the round's
  * JSON write and state save complete on the daemon's own threads without
  * waking the loop again (core/base/worker.h). With libuv's pool each completion

@@ -194,6 +194,69 @@ static void test_socket_on_file_refused(void **state)
 	sandbox_cleanup(&sb);
 }
 
+/* How many times text occurs in the sandbox's log. */
+static size_t log_count_of(const struct sandbox *sb, const char *text)
+{
+	char *log = ktel_test_slurp(sb->log);
+	size_t n = 0;
+
+	for (const char *at = log; (at = strstr(at, text)); at += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
+/*
+ * What would stop a start on this machine beyond the document: a missing
+ * plugin directory, one that is a file, a state file and a JSON sink file
+ * whose directories cannot be made (a file is in the way), a stream socket
+ * in a directory that does not exist. --check-config names every one with
+ * its field, once; the start refuses with the same lines, each once, before
+ * it touches anything.
+ */
+static void test_check_reports_what_stops_a_start(void **state)
+{
+	char want[5][1200], file[700];
+	struct sandbox sb;
+	FILE *f;
+
+	sandbox_init(&sb, "paths-host");
+	snprintf(file, sizeof(file), "%s/file", sb.dir);
+	write_file(file, "in the way\n");
+	f = fopen(sb.config, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s/no-such-dir\", \"%s\"], \"pin_root\": \"%s\", "
+		"\"state_file\": \"%s/state.bin\", \"control_socket\": \"%s/control.sock\", "
+		"\"sinks\": {\"j\": {\"type\": \"json\", \"path\": \"%s/out.jsonl\"}, "
+		"\"s\": {\"type\": \"stream\", \"socket\": \"%s/gone/s.sock\"}}}\n",
+		sb.dir, file, sb.pin_root, file, sb.dir, file, sb.dir);
+	fclose(f);
+	snprintf(want[0], sizeof(want[0]),
+		 "plugin_dirs[0]: %s/no-such-dir: cannot read plugin directory: No such file",
+		 sb.dir);
+	snprintf(want[1], sizeof(want[1]),
+		 "plugin_dirs[1]: %s: cannot read plugin directory: Not a directory", file);
+	snprintf(want[2], sizeof(want[2]), "state_file: %s/state.bin: cannot read", file);
+	snprintf(want[3], sizeof(want[3]), "sinks.j.path: %s/out.jsonl: %s is not a directory",
+		 file, file);
+	snprintf(want[4], sizeof(want[4]),
+		 "sinks.s.socket: %s/gone/s.sock: cannot reach its directory %s/gone", sb.dir,
+		 sb.dir);
+	assert_int_equal(check_config(&sb), 2);
+	assert_int_equal(start_once(&sb), 2);
+	for (size_t i = 0; i < 5; i++) {
+		/* Once from the check, once from the start: never twice in a run. */
+		if (log_count_of(&sb, want[i]) != 2) {
+			dump_log(&sb);
+			fail_msg("expected twice in the log (check, start): %s", want[i]);
+		}
+	}
+	/* The start refused before it made anything. */
+	assert_int_not_equal(access(sb.pin_root, F_OK), 0);
+	sandbox_cleanup(&sb);
+}
+
 /* Values the fault hook refuses: a sign, overflow, junk, unknown names, an
  * absurd delay. */
 static const char *const malformed[] = {
@@ -268,6 +331,7 @@ int main(void)
 		cmocka_unit_test(test_state_file_is_rotated_name),
 		cmocka_unit_test(test_check_refuses_what_start_refuses),
 		cmocka_unit_test(test_socket_on_file_refused),
+		cmocka_unit_test(test_check_reports_what_stops_a_start),
 		cmocka_unit_test(test_fault_hook),
 	};
 

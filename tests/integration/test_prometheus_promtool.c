@@ -2,7 +2,9 @@
 /* The Prometheus sink scraped by curl and checked by Prometheus's own
  * `promtool check metrics` (parser and linter): every record shape the
  * daemon produces, before and after map resets (exposed values are the maps'
- * running totals). Needs no privileges, but needs curl and promtool: tools/test
+ * running totals), a plugin's description as HELP (escaped), the text
+ * plain and gzip-compressed (curl --compressed), and the landing page at
+ * "/". Needs no privileges, but needs curl and promtool: tools/test
  * installs them, so as root (CI) their absence fails the test; otherwise it
  * is skipped with the reason. */
 #include <errno.h>
@@ -27,6 +29,9 @@
 #include "ktel_test.h"
 
 static char dir[512];
+
+/* As a plugin descriptor may have it: a newline and a backslash. */
+#define HELP_TEXT "Time spent in direct reclaim.\nPer process state \\ uid."
 
 static bool in_path(const char *prog)
 {
@@ -128,6 +133,7 @@ static void submit_window(void *priv, uint64_t k, uint64_t tot, bool reset)
 		for (int b = 0; b < 32; b++)
 			r[n].hist.total.counts[b] = (b * 7 + s) % 5 * tot;
 		r[n].hist.total.sum = 12345 * tot;
+		r[n].description = HELP_TEXT;
 	}
 	r[n].type = KTEL_RECORD_HISTOGRAM;
 	r[n].metric = "dmabuf_request_sizes";
@@ -178,16 +184,23 @@ static void submit_window(void *priv, uint64_t k, uint64_t tot, bool reset)
 	ktel_prometheus_sink_ops.submit(priv, r, n);
 }
 
-/* Scrape with curl into name; promtool must accept it without a word. */
-static char *scrape_and_check(unsigned port, const char *name)
+/* Scrape with curl into name (asking for gzip when compressed: curl
+ * inflates it); promtool must accept it without a word. */
+static char *scrape_and_check(unsigned port, const char *name, bool compressed)
 {
-	char path[700], out[700], *text, *msgs;
+	char path[700], out[700], head[700], *text, *msgs;
 
 	snprintf(path, sizeof(path), "%s/%s.txt", dir, name);
 	snprintf(out, sizeof(out), "%s/%s.promtool", dir, name);
-	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s' http://127.0.0.1:%u/metrics",
-				       path, port),
+	snprintf(head, sizeof(head), "%s/%s.head", dir, name);
+	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 %s -D '%s' -o '%s' "
+				       "http://127.0.0.1:%u/metrics",
+				       compressed ? "--compressed" : "", head, path, port),
 			 0);
+	msgs = slurp(head);
+	assert_true((strcasestr(msgs, "\r\nContent-Encoding: gzip\r\n") != NULL) == compressed);
+	assert_non_null(strcasestr(msgs, "\r\nVary: Accept-Encoding\r\n"));
+	free(msgs);
 	if (ktel_test_run("promtool check metrics < '%s' > '%s' 2>&1", path, out) != 0) {
 		msgs = slurp(out);
 		fail_msg("promtool check metrics rejected %s:\n%s", path, msgs);
@@ -233,12 +246,12 @@ static void test_promtool_accepts_scrapes(void **state)
 	submit_window(priv, 1, 1, false);
 	submit_window(priv, 2, 3, false);
 	ktel_test_run_for(&loop, 20);
-	t1 = scrape_and_check(ktel_prometheus_sink__port(priv), "scrape1");
+	t1 = scrape_and_check(ktel_prometheus_sink__port(priv), "scrape1", false);
 	/* The maps were recreated: totals restart small, and so do the exposed
 	 * values (the series show the maps' totals: a counter reset). */
 	submit_window(priv, 1, 1, true);
 	ktel_test_run_for(&loop, 20);
-	t2 = scrape_and_check(ktel_prometheus_sink__port(priv), "scrape2");
+	t2 = scrape_and_check(ktel_prometheus_sink__port(priv), "scrape2", true);
 
 	count1 = value_of(t1, "\n" DRL "_count" TOP "}");
 	count2 = value_of(t2, "\n" DRL "_count" TOP "}");
@@ -254,6 +267,25 @@ static void test_promtool_accepts_scrapes(void **state)
 	assert_non_null(strstr(t2, "\nktel_queue_fill_bucket{le=\"9\"} 0\n"));
 	assert_non_null(strstr(t2, "\nktel_queue_fill_bucket{le=\"39\"} 2\n"));
 	assert_non_null(strstr(t2, "process_state=\"weird \\\"x\\\"\\\\\""));
+	assert_non_null(strstr(t2, "# HELP " DRL " Time spent in direct reclaim.\\nPer process "
+				   "state \\\\ uid.\n# TYPE " DRL " histogram\n"));
+	/* The landing page: HTML linking to the metrics. */
+	{
+		char page[700], *html;
+
+		snprintf(page, sizeof(page), "%s/landing.html", dir);
+		assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s' "
+					       "http://127.0.0.1:%u/",
+					       page, ktel_prometheus_sink__port(priv)),
+				 0);
+		html = slurp(page);
+		assert_non_null(strstr(html, "<a href=\"/metrics\">"));
+		free(html);
+		assert_int_not_equal(ktel_test_run("curl -sS -f --max-time 10 -o /dev/null "
+						   "http://127.0.0.1:%u/nothing-here 2>/dev/null",
+						   ktel_prometheus_sink__port(priv)),
+				     0);
+	}
 	free(t1);
 	free(t2);
 

@@ -31,7 +31,7 @@
 #include "prom_server.h"
 
 #define METRIC "ktel_compaction_duration_seconds"
-#define DEVICE "rw-test"
+#define INSTANCE "rw-test"
 
 static pid_t daemon_pid, prom_pid;
 
@@ -48,7 +48,7 @@ static void write_config(const struct sandbox *sb, unsigned web)
 		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0},\n"
 		"  \"rw\": {\"type\": \"remote_write\", \"interval\": \"1s\", \"timeout\": \"2s\",\n"
 		"          \"url\": \"http://127.0.0.1:%u/api/v1/write\",\n"
-		"          \"labels\": {\"device\": \"" DEVICE "\"}}}}\n",
+		"          \"labels\": {\"instance\": \"" INSTANCE "\"}}}}\n",
 		KTEL_PLUGIN_DIR, sb->pin_root, sb->state, sb->dir, sb->out, web);
 	fclose(f);
 }
@@ -105,7 +105,7 @@ static int compare_once(const struct sandbox *sb, unsigned web, unsigned port, b
 				       path, port),
 			 0);
 	text = ktel_test_slurp(path);
-	a = prom_query_value(sb, web, "sum(" METRIC "_count{device=\"" DEVICE "\"})");
+	a = prom_query_value(sb, web, "sum(" METRIC "_count{instance=\"" INSTANCE "\"})");
 	b = text_sum(text, METRIC "_count", NULL);
 	*ret_count = a;
 	if (a != b || a <= 0) {
@@ -113,14 +113,14 @@ static int compare_once(const struct sandbox *sb, unsigned web, unsigned port, b
 			fprintf(stderr, "_count: pushed %g, scraped %g\n", a, b);
 		bad++;
 	}
-	a = prom_query_value(sb, web, "sum(" METRIC "_sum{device=\"" DEVICE "\"})");
+	a = prom_query_value(sb, web, "sum(" METRIC "_sum{instance=\"" INSTANCE "\"})");
 	b = text_sum(text, METRIC "_sum", NULL);
 	if (b >= 0 && a != b) {
 		if (verbose)
 			fprintf(stderr, "_sum: pushed %.17g, scraped %.17g\n", a, b);
 		bad++;
 	}
-	res = prom_query(sb, web, "sum by (le) (" METRIC "_bucket{device=\"" DEVICE "\"})");
+	res = prom_query(sb, web, "sum by (le) (" METRIC "_bucket{instance=\"" INSTANCE "\"})");
 	if (json_array_size(res) < 2)
 		bad++;
 	for (size_t i = 0; i < json_array_size(res); i++) {
@@ -182,13 +182,13 @@ static int teardown(void **state)
 	return sandbox_remove_all(state);
 }
 
-/* Pushed samples of the device's _count with timestamps in (from, to]. */
+/* Pushed samples of the machine's _count with timestamps in (from, to]. */
 static double samples_between(const struct sandbox *sb, unsigned web, time_t from, time_t to)
 {
 	char q[256];
 
 	snprintf(q, sizeof(q),
-		 "count_over_time(" METRIC "_count{device=\"" DEVICE "\"}[%llds] "
+		 "count_over_time(" METRIC "_count{instance=\"" INSTANCE "\"}[%llds] "
 		 "@ %lld)",
 		 (long long)(to - from), (long long)to);
 	return prom_query_value(sb, web, q);
@@ -234,9 +234,9 @@ static void test_push_matches_scrape_and_survives_receiver_restart(void **state)
 	/* docs/sinks.md, "as your tools see it". */
 	assert_true(prom_query_value(&sb, web,
 				     "histogram_quantile(0.9, sum by (le) (rate(" METRIC
-				     "_bucket{device=\"" DEVICE "\"}[1m])))") > 0);
-	assert_true(prom_query_value(&sb, web, "sum by (device) (increase(" METRIC "_count[1m]))") >
-		    0);
+				     "_bucket{instance=\"" INSTANCE "\"}[1m])))") > 0);
+	assert_true(prom_query_value(&sb, web,
+				     "sum by (instance) (increase(" METRIC "_count[1m]))") > 0);
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 20), 0);
 	daemon_pid = 0;

@@ -13,9 +13,9 @@
  *      scrape's cumulative _bucket/_count/_sum equal the same sums, and so
  *      do the series remote_write pushed, read back with PromQL; and all
  *      of them equal the total of the pinned map (nothing lost on the way).
- *      The sum is whole microseconds in JSON and seconds elsewhere: see
- *      prom_matches() and statsd_sum_matches() for why each comparison of a
- *      scaled sum is exact, not a tolerance.
+ *      The sum is whole microseconds in JSON and StatsD and seconds in
+ *      Prometheus: see prom_matches() and statsd_sum_matches() for why
+ *      each comparison of a sum is exact, not a tolerance.
  *   2. The StatsD server is killed and more events happen: json, stream and
  *      prometheus and remote_write still match each other and the pinned map, none of them
  *      dropped or failed anything, and the statsd sink reports (through
@@ -334,9 +334,9 @@ static void add_counter(json_t *o, const char *key, uint64_t n)
 }
 
 /*
- * A JSON bound (microseconds) as a dotted StatsD bound: in seconds, the
- * shortest decimal, '.' as '_' and "+Inf" as "Inf" (neither '.' nor '+' is
- * a name-segment character).
+ * A JSON bound (microseconds) as a dotted StatsD bound: in seconds, a plain
+ * decimal, '.' as '_' and "+Inf" as "Inf" (neither '.' nor '+' is a
+ * name-segment character).
  */
 static void dotted_bound(const char *le, char *out, size_t size)
 {
@@ -344,7 +344,7 @@ static void dotted_bound(const char *le, char *out, size_t size)
 		snprintf(out, size, "Inf");
 		return;
 	}
-	ktel_format_shortest(strtod(le, NULL) / 1e6, out, size);
+	ktel_format_plain(strtod(le, NULL), 6, out, size);
 	for (char *c = out; *c; c++)
 		if (*c == '.')
 			*c = '_';
@@ -374,19 +374,12 @@ static json_t *statsd_expected(const struct view *want)
 	return o;
 }
 
-#define STATSD_SUM_KEY STATSD_PREFIX METRIC "_seconds.sum"
+#define STATSD_SUM_KEY STATSD_PREFIX METRIC "_seconds.sum_us"
 
 /*
- * The sum the server counted against want's. Each record's sum goes out in
- * seconds, the double nearest sum_i / 1e6, and the server (and
- * statsd_server_totals, across flushes) adds those doubles in an order of
- * its own: the total is not the double nearest sum / 1e6, so comparing
- * doubles would fail by an ulp at random. It is exact in whole microseconds
- * instead: each of the at most 2n roundings (n records) is off by at most
- * 2^-53 of a partial sum <= sum, so the total is within 2n * 2^-53 * sum us
- * of the true sum, below 0.5 us while n * sum < 2^51, and rounding it to
- * whole microseconds gives back exactly the integer sum the JSON lines
- * carry; an error of one microsecond anywhere shows.
+ * The sum the server counted against want's. Each record's sum goes out as
+ * the integer number of microseconds the JSON line carries, and integers
+ * below 2^53 add exactly as doubles: the server's total is the JSON sum.
  */
 /* The rest are integer counts, exact as doubles: compared as they are. */
 static bool statsd_counts_match(const json_t *got, const json_t *want)
@@ -404,8 +397,8 @@ static bool statsd_sum_matches(const json_t *got, const struct view *want)
 {
 	double s = json_number_value(json_object_get(got, STATSD_SUM_KEY));
 
-	assert_true(want->records * want->sum < (1ULL << 51));
-	return want->has_sum && (uint64_t)llround(s * 1e6) == want->sum;
+	assert_true(want->sum < (1ULL << 53));
+	return want->has_sum && s == (double)want->sum;
 }
 
 static json_t *statsd_got(int gen)
@@ -452,6 +445,8 @@ static struct ktel_sink_stats ctl_sink_stats(const char *name)
 		st.errors = (uint64_t)json_integer_value(json_object_get(s, "errors"));
 		st.reconnects = (uint64_t)json_integer_value(json_object_get(s, "reconnects"));
 		st.queued = (uint64_t)json_integer_value(json_object_get(s, "queued"));
+		snprintf(st.last_error, sizeof(st.last_error), "%s",
+			 json_string_value(json_object_get(s, "last_error")) ?: "");
 		json_decref(resp);
 		free(out);
 		return st;
@@ -728,6 +723,14 @@ static void test_five_sinks_same_counts(void **state)
 	assert_true(s2.json.records >= s1.json.records + 2);
 	assert_true(st2.dropped >= s2.json.records - s1.json.records);
 	assert_true(st2.errors >= 1);
+	/* Status says which error, not only how many. */
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "sendto 127.0.0.1:%u: connection refused",
+			 statsd.udp_port);
+		assert_string_equal(ctl_sink_stats("statsd").last_error, want);
+	}
 	/* The others were not touched by it. */
 	for (size_t i = 0; i < sizeof(healthy) / sizeof(healthy[0]); i++) {
 		other = ctl_sink_stats(healthy[i]);

@@ -1,18 +1,32 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The statsd sink with its default tag style against a real Netdata (1.37,
- * Debian's netdata package) using the shipped chart config
- * config/netdata/statsd.d/ktelemetry.conf. The test starts its own netdata:
- * own config/cache/lib/log directories in a mkdtemp directory, statsd on a
- * free UDP port, the web API on a free TCP port, -D (foreground) as root,
- * every data collector off. It sends a few windows of one histogram and
- * reads netdata's API back:
- *   - /api/v1/charts has one chart ktel.compaction_duration whose dimensions
- *     are the buckets sent (from the first non-empty one to le_Inf);
- *   - /api/v1/data for that chart shows, per dimension, the cumulative
- *     bucket count of a window (le_Inf = the count).
+ * Debian's netdata package) with the chart config that tools/netdata-install
+ * generates from the built plugins (ktel-netdata-conf) installed into the
+ * test's own instance: own config/cache/lib/log directories in a mkdtemp
+ * directory, statsd on a free UDP port, the web API on a free TCP port, -D
+ * (foreground) as root, every data collector off.
+ *
+ *   1. test_netdata_sink_charts: the sink sends a few windows of a histogram
+ *      with a sum (us), a counter with a dim, events and a gauge in ns. The
+ *      charts Netdata makes (/api/v1/charts) have the ids and dimension
+ *      names the config promises (bucket dimensions named by plain decimal
+ *      bounds, "0_000016"), the values (/api/v1/data) add up to exactly
+ *      what was sent (the sum too: sent as integer microseconds, Netdata
+ *      keeps it whole), and Netdata's log has no STATSD error line.
+ *   2. test_netdata_daemon_every_metric: the real ktelemetryd with every
+ *      built plugin and self-telemetry each second sends to Netdata and, by
+ *      a second statsd sink, to the test. Every name it sent is a dimension
+ *      of a ktel chart, each counter's total in Netdata equals what the
+ *      daemon sent, each gauge shows its last value, no STATSD error line.
+ *
+ * Netdata charts a StatsD counter as a rate: each second holds what arrived
+ * in it, a window split between two seconds shows in both, so one second's
+ * value is not a window's. The values are compared as sums over all the
+ * seconds (group=sum), which telescope to the total sent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -30,6 +44,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "daemon_harness.h"
 #include "ktel_test.h"
 #include "sink_test.h"
 #include "statsd_server.h"
@@ -37,8 +52,8 @@
 #include "units.h"
 
 #define NETDATA "/usr/sbin/netdata"
-#define CHART "ktel.compaction_duration"
-#define CHART_CONF KTEL_SOURCE_DIR "/config/netdata/statsd.d/ktelemetry.conf"
+#define INSTALL KTEL_SOURCE_DIR "/tools/netdata-install"
+#define GENERATOR KTEL_BINARY_DIR "/tools/ktel-netdata-conf"
 
 static const struct ktel_sink_ops *ops = &ktel_statsd_sink_ops;
 
@@ -49,6 +64,7 @@ struct netdata {
 };
 
 static struct netdata nd = {.pid = -1};
+static pid_t daemon_pid = -1;
 
 static void write_conf(const struct netdata *n)
 {
@@ -94,17 +110,25 @@ static json_t *api(const struct netdata *n, const char *path)
 	return j;
 }
 
+static void netdata_stop(struct netdata *n);
+
 static void netdata_start(struct netdata *n)
 {
 	char cmd[1024], conf[512];
 	json_t *info = NULL;
 
+	/* A test that failed before its netdata_stop() left its instance. */
+	netdata_stop(n);
 	snprintf(n->dir, sizeof(n->dir), "%s/netdata-XXXXXX", KTEL_BINARY_DIR);
 	assert_non_null(mkdtemp(n->dir));
 	snprintf(cmd, sizeof(cmd),
-		 "mkdir -p %1$s/conf/statsd.d %1$s/cache %1$s/lib %1$s/log "
-		 "%1$s/run && cp '%2$s' %1$s/conf/statsd.d/",
-		 n->dir, CHART_CONF);
+		 "mkdir -p %1$s/conf/statsd.d %1$s/cache %1$s/lib %1$s/log %1$s/run", n->dir);
+	assert_int_equal(statsd_run(cmd), 0);
+	/* The documented command, into this instance's statsd.d. */
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --dest %s/conf/statsd.d --no-restart --generator '%s' --plugins '%s' "
+		 ">/dev/null",
+		 INSTALL, n->dir, GENERATOR, KTEL_PLUGIN_DIR);
 	assert_int_equal(statsd_run(cmd), 0);
 	n->udp_port = statsd_free_port(SOCK_DGRAM);
 	n->web_port = statsd_free_port(SOCK_STREAM);
@@ -151,115 +175,222 @@ static void netdata_stop(struct netdata *n)
 	}
 }
 
-/* A window of compaction_duration (us): 3 values <= 16us, 4 <= 64us, 2 over. */
-static struct ktel_record window(void)
-{
-	struct ktel_record r = {
-		.type = KTEL_RECORD_HISTOGRAM,
-		.metric = "compaction_duration",
-		.unit = "us",
-	};
+/* ---- what Netdata shows ------------------------------------------------------ */
 
-	r.hist.delta.scheme = KTEL_HIST_LOG2;
-	r.hist.delta.n_buckets = KTEL_HIST_BUCKETS;
-	r.hist.delta.counts[4] = 3;
-	r.hist.delta.counts[6] = 4;
-	r.hist.delta.counts[31] = 2;
-	return r;
+/* The chart's dimensions: id (the StatsD name) -> name. */
+static json_t *chart_dims(json_t *charts, const char *chart)
+{
+	json_t *c = json_object_get(json_object_get(charts, "charts"), chart);
+
+	return c ? json_object_get(c, "dimensions") : NULL;
 }
 
-/* The dimension names the shipped config makes, and their values per window. */
-static uint64_t expected_value(const char *name, const struct ktel_record *r)
+/*
+ * Dimension dim_name of chart over every second it has (group=sum of the
+ * per-second points: for a counter the total that arrived), or with last,
+ * its latest value. NAN when the chart or dimension is missing.
+ */
+static double dim_value(const char *chart, const char *dim_name, bool last)
 {
-	const struct ktel_histogram *h = &r->hist.delta;
-	uint64_t cum = 0;
-
-	for (uint32_t k = 0; k < h->n_buckets; k++) {
-		char want[64], b[40];
-		bool inf;
-		double bound = ktel_hist_upper_bound(h, k, &inf);
-
-		cum += h->counts[k];
-		if (inf)
-			snprintf(b, sizeof(b), "Inf");
-		else
-			ktel_format_shortest(bound / 1e6, b, sizeof(b));
-		for (char *c = b; *c; c++)
-			if (*c == '.')
-				*c = '_';
-		/* netdata names a pattern dimension after what the trailing '*'
-		 * matched: the bound. */
-		snprintf(want, sizeof(want), "%s", b);
-		if (strcmp(want, name) == 0)
-			return cum;
-	}
-	fail_msg("netdata has a dimension %s that the record does not make", name);
-	return 0;
-}
-
-static void check_chart(const struct ktel_record *r)
-{
-	json_t *charts = api(&nd, "/api/v1/charts"), *chart, *dims, *dim, *data, *rows, *labels;
-	double scale = 0;
-	const char *id;
+	char path[512];
+	json_t *data, *labels, *rows, *row;
+	double v = NAN;
 	size_t i, j;
 
-	assert_non_null(charts);
-	chart = json_object_get(json_object_get(charts, "charts"), CHART);
-	if (!chart)
-		fail_msg("netdata has no chart %s", CHART);
-	dims = json_object_get(chart, "dimensions");
-	/* Buckets 4..31 were sent: 28 dimensions, one per bucket. */
-	assert_int_equal(json_object_size(dims), 28);
-	json_object_foreach(dims, id, dim)
-		expected_value(json_string_value(json_object_get(dim, "name")), r);
-	json_decref(charts);
-
-	/*
-	 * The maxima over the last seconds. Netdata sums the counters that
-	 * arrive within one flush and interpolates the result onto whole
-	 * seconds, so the value of one window can show as 18 (two windows in
-	 * one flush) or 5.8 (a window split between two seconds): the scale
-	 * is netdata's. What the sink decides is the same in every row: each
-	 * dimension is its bucket's cumulative count, in the same proportion
-	 * to the le=Inf dimension (the count) as in the record. Netdata
-	 * scales every dimension of a chart alike (they arrive together), so
-	 * the maxima keep that proportion.
-	 */
-	data = api(&nd, "/api/v1/data?chart=" CHART "&after=-5&group=max&points=1&format=json");
-	assert_non_null(data);
+	/* One point a second (update every = 1), newest first, unaligned so
+	 * that no second is cut in two. */
+	snprintf(path, sizeof(path),
+		 "/api/v1/data?chart=%s&after=-%d&points=%d&group=average&format=json"
+		 "&options=unaligned",
+		 chart, last ? 3 : 120, last ? 3 : 120);
+	data = api(&nd, path);
+	if (!data)
+		return NAN;
 	labels = json_object_get(data, "labels");
 	rows = json_object_get(data, "data");
-	assert_int_equal(json_array_size(labels), 29);
-	assert_true(json_array_size(rows) >= 1);
-	for (int pass = 0; pass < 2; pass++) {
-		for (i = 1; i < json_array_size(labels); i++) {
-			const char *name = json_string_value(json_array_get(labels, i));
-			double got = 0, want = (double)expected_value(name, r) * scale;
+	for (i = 1; i < json_array_size(labels); i++) {
+		if (strcmp(json_string_value(json_array_get(labels, i)), dim_name) != 0)
+			continue;
+		v = 0;
+		json_array_foreach(rows, j, row) {
+			json_t *x = json_array_get(row, i);
 
-			json_array_foreach(rows, j, dim)
-				got = fmax(got, json_number_value(json_array_get(dim, i)));
-			if (pass == 0) {
-				if (strcmp(name, "Inf") == 0)
-					scale = got / (double)expected_value(name, r);
+			if (!json_is_number(x))
 				continue;
+			if (last) {
+				v = json_number_value(x);
+				break;
 			}
-			if (fabs(got - want) > 0.02 * want + 1e-9)
-				fail_msg("dimension %s: netdata shows %g, want %g (%llu of a window, "
-					 "netdata's scale %g)",
-					 name, got, want,
-					 (unsigned long long)expected_value(name, r), scale);
+			v += json_number_value(x);
 		}
-		/* At least half a window in the busiest second. */
-		if (pass == 0 && !(scale >= 0.5))
-			fail_msg("netdata shows le=Inf at %g of a window", scale);
+	}
+	if (getenv("KTEL_TEST_DEBUG")) {
+		char *t = json_dumps(data, JSON_COMPACT);
+
+		print_error("%s -> %s\n", path, t);
+		free(t);
 	}
 	json_decref(data);
+	return v;
 }
 
-static void test_netdata_chart(void **state)
+/*
+ * Equal up to the precision Netdata stores a number with (about 7
+ * significant digits) and adds per-second points with: a fraction cut off
+ * at the sink (Netdata keeps a counter's integer part) is far outside it.
+ */
+static bool close_enough(double got, double want)
 {
-	struct ktel_record r = window();
+	return fabs(got - want) <= 1e-5 * fabs(want) + 0.01;
+}
+
+/*
+ * Error lines of Netdata's log from its StatsD threads: what the sink sent
+ * ("STATSD: excess data '.367' after value '7.367'"), not the INFO lines
+ * they log at start.
+ */
+static size_t statsd_error_lines(void)
+{
+	char path[400], *line = NULL;
+	size_t cap = 0, n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/log/error.log", nd.dir);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0)
+		if (strstr(line, "STATSD") && strstr(line, "ERROR")) {
+			print_error("netdata: %s", line);
+			n++;
+		}
+	free(line);
+	fclose(f);
+	return n;
+}
+
+/* ---- 1: the sink's lines -------------------------------------------------------- */
+
+#define WINDOWS 6
+/* Per window: 3 values <= 16us, 4 <= 64us, 2 over; their sum in us. */
+#define WINDOW_SUM_US 7367123
+
+static void make_records(struct ktel_record *r)
+{
+	r[0] = (struct ktel_record){.type = KTEL_RECORD_HISTOGRAM,
+				    .metric = "compaction_duration",
+				    .unit = "us"};
+	r[0].hist.delta.scheme = KTEL_HIST_LOG2;
+	r[0].hist.delta.n_buckets = KTEL_HIST_BUCKETS;
+	r[0].hist.delta.counts[4] = 3;
+	r[0].hist.delta.counts[6] = 4;
+	r[0].hist.delta.counts[31] = 2;
+	r[0].hist.delta.has_sum = true;
+	r[0].hist.delta.sum = WINDOW_SUM_US;
+	r[1] = (struct ktel_record){.type = KTEL_RECORD_COUNTER,
+				    .metric = "oom_kills",
+				    .unit = "kills",
+				    .n_dims = 1,
+				    .dims = {{"process_state", 900, "STATE_CACHED", false}}};
+	r[1].counter.delta = 3;
+	r[2] = (struct ktel_record){.type = KTEL_RECORD_EVENT,
+				    .metric = "runq_stall_events",
+				    .unit = "events",
+				    .n_dims = 1,
+				    .dims = {{"cpu", 1, NULL, false}}};
+	r[3] = r[2];
+	r[4] = (struct ktel_record){.type = KTEL_RECORD_GAUGE,
+				    .metric = "ktel_pull_duration",
+				    .unit = "ns",
+				    .gauge = 123456,
+				    .n_dims = 1,
+				    .dims = {{"metric", 0, "runq_latency", false}}};
+}
+
+/* The name Netdata gives the bucket dimension of bucket k: the bound in
+ * seconds as a plain decimal, '_' for '.'. */
+static void bucket_dim(uint32_t k, char *buf, size_t size)
+{
+	struct ktel_histogram h = {.scheme = KTEL_HIST_LOG2, .n_buckets = KTEL_HIST_BUCKETS};
+	bool inf;
+	double bound = ktel_hist_upper_bound(&h, k, &inf);
+
+	if (inf) {
+		snprintf(buf, size, "Inf");
+		return;
+	}
+	ktel_format_plain(bound, 6, buf, size);
+	for (char *c = buf; *c; c++)
+		if (*c == '.')
+			*c = '_';
+}
+
+static void check_sink_charts(const struct ktel_record *r)
+{
+	json_t *charts = api(&nd, "/api/v1/charts"), *dims;
+	uint64_t cum[KTEL_HIST_BUCKETS], c = 0;
+	char name[64];
+
+	assert_non_null(charts);
+	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++)
+		cum[k] = c += r[0].hist.delta.counts[k];
+	/* Buckets 4..31 were sent: one dimension each, named by the bound. */
+	dims = chart_dims(charts, "ktel.compaction_duration");
+	if (!dims)
+		fail_msg("netdata has no chart ktel.compaction_duration");
+	assert_int_equal(json_object_size(dims), 28);
+	for (uint32_t k = 4; k < KTEL_HIST_BUCKETS; k++) {
+		const char *id;
+		json_t *d;
+		bool found = false;
+		double got;
+
+		bucket_dim(k, name, sizeof(name));
+		json_object_foreach(dims, id, d)
+			found |= strcmp(json_string_value(json_object_get(d, "name")), name) == 0;
+		if (!found)
+			fail_msg("ktel.compaction_duration has no dimension %s", name);
+		got = dim_value("ktel.compaction_duration", name, false);
+		if (!close_enough(got, (double)(WINDOWS * cum[k])))
+			fail_msg("bucket %s: netdata counted %f, the sink sent %llu", name, got,
+				 (unsigned long long)(WINDOWS * cum[k]));
+	}
+	{
+		static const struct {
+			const char *chart, *dim;
+			double want;
+			bool last;
+		} want[] = {
+			{"ktel.compaction_duration_rate", "values", WINDOWS * 9.0, false},
+			{"ktel.compaction_duration_sum", "sum", WINDOWS * (double)WINDOW_SUM_US,
+			 false},
+			{"ktel.oom_kills", "STATE_CACHED", WINDOWS * 3.0, false},
+			{"ktel.runq_stall_events", "1", WINDOWS * 2.0, false},
+			{"ktel.ktel_pull_duration", "runq_latency", 123456, true},
+		};
+
+		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			double got = dim_value(want[i].chart, want[i].dim, want[i].last);
+
+			if (!close_enough(got, want[i].want))
+				fail_msg("%s dimension %s: netdata shows %f, the sink sent %f",
+					 want[i].chart, want[i].dim, got, want[i].want);
+		}
+	}
+	json_decref(charts);
+}
+
+static void run_loop_for(uv_loop_t *loop, unsigned ms)
+{
+	for (unsigned i = 0; i < ms; i++) {
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+}
+
+static void test_netdata_sink_charts(void **state)
+{
+	struct ktel_record r[5];
 	struct ktel_err err = {0};
 	char json[256];
 	json_t *opts;
@@ -267,6 +398,7 @@ static void test_netdata_chart(void **state)
 	uv_loop_t loop;
 	int closed = 0;
 
+	make_records(r);
 	netdata_start(&nd);
 	assert_int_equal(uv_loop_init(&loop), 0);
 	/* The defaults: prefix "ktel.", tags (dotted). */
@@ -276,17 +408,10 @@ static void test_netdata_chart(void **state)
 	if (ops->create(&loop, "netdata", opts, &sink, &err))
 		fail_msg("create: %s", err.msg);
 	json_decref(opts);
-	/* One window a second, as netdata flushes, paced by the clock: 6. */
-	uint64_t t0 = uv_hrtime();
-
-	for (int w = 0; w < 6; w++) {
-		ops->submit(sink, &r, 1);
-		while (uv_hrtime() - t0 < (uint64_t)(w + 1) * 1000000000ull) {
-			uv_run(&loop, UV_RUN_NOWAIT);
-			usleep(1000);
-		}
+	for (int w = 0; w < WINDOWS; w++) {
+		ops->submit(sink, r, 5);
+		run_loop_for(&loop, 700);
 	}
-	check_chart(&r);
 	ops->close(sink, 1000, ktel_test_count_closed, &closed);
 	for (int i = 0; i < 2000 && !closed; i++) {
 		uv_run(&loop, UV_RUN_NOWAIT);
@@ -294,19 +419,191 @@ static void test_netdata_chart(void **state)
 	}
 	assert_int_equal(closed, 1);
 	assert_int_equal(uv_loop_close(&loop), 0);
+	/* Netdata flushes each second and stores the seconds after. */
+	sleep(4);
+	check_sink_charts(r);
+	assert_int_equal(statsd_error_lines(), 0);
+	netdata_stop(&nd);
+}
+
+/* ---- 2: the daemon's every metric ------------------------------------------------- */
+
+/* What the daemon sent, per name: counters summed, gauges last. */
+struct sent {
+	json_t *counters, *gauges;
+};
+
+static void take_line(struct sent *s, char *line)
+{
+	char *colon = strrchr(line, ':'), *bar;
+	double v;
+
+	if (!colon || !(bar = strchr(colon, '|')))
+		fail_msg("the daemon sent a line without value or type: %s", line);
+	*colon = '\0';
+	v = strtod(colon + 1, NULL);
+	if (strncmp(bar, "|c", 2) == 0) {
+		json_t *old = json_object_get(s->counters, line);
+
+		json_object_set_new(s->counters, line,
+				    json_real((old ? json_number_value(old) : 0) + v));
+	} else if (strncmp(bar, "|g", 2) == 0) {
+		json_t *old = json_object_get(s->gauges, line);
+
+		/* "name:0|g" then "name:-N|g" for a negative level */
+		if (colon[1] == '-' || colon[1] == '+')
+			v += old ? json_number_value(old) : 0;
+		json_object_set_new(s->gauges, line, json_real(v));
+	} else {
+		fail_msg("the daemon sent a line of another type: %s", line);
+	}
+}
+
+static void drain_capture(int fd, struct sent *s)
+{
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
+		char *save = NULL;
+
+		buf[n] = '\0';
+		for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+			take_line(s, l);
+	}
+}
+
+static int capture_socket(uint16_t *ret_port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rcvbuf = 8 << 20;
+
+	assert_true(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf));
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*ret_port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* The chart and dimension name of the dimension with id (a StatsD name). */
+static bool find_dim(json_t *charts, const char *id, const char **ret_chart, const char **ret_name)
+{
+	const char *cid;
+	json_t *c;
+
+	json_object_foreach(json_object_get(charts, "charts"), cid, c) {
+		json_t *d = json_object_get(json_object_get(c, "dimensions"), id);
+
+		if (d && strncmp(cid, "ktel.", 5) == 0) {
+			*ret_chart = cid;
+			*ret_name = json_string_value(json_object_get(d, "name"));
+			return true;
+		}
+	}
+	return false;
+}
+
+static void test_netdata_daemon_every_metric(void **state)
+{
+	struct sandbox sb;
+	struct sent sent = {json_object(), json_object()};
+	char extra[1024];
+	json_t *charts, *v;
+	const char *key;
+	uint16_t cap_port;
+	int cap = capture_socket(&cap_port);
+	size_t uncharted = 0, checked = 0;
+	pid_t pid;
+
+	netdata_start(&nd);
+	sandbox_init(&sb, "statsd-netdata");
+	snprintf(extra, sizeof(extra),
+		 "\"self_telemetry\": {\"interval\": \"1s\"},\n"
+		 " \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		 "   \"netdata\": {\"type\": \"statsd\", \"host\": \"127.0.0.1\", \"port\": %u},\n"
+		 "   \"copy\": {\"type\": \"statsd\", \"host\": \"127.0.0.1\", \"port\": %u}}",
+		 sb.out, nd.udp_port, cap_port);
+	/* sandbox_write_config's own "sinks" comes first; the later key wins
+	 * in jansson's object: write the config whole instead. */
+	{
+		FILE *f = fopen(sb.config, "w");
+
+		assert_non_null(f);
+		fprintf(f,
+			"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+			" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n %s}\n",
+			KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, extra);
+		fclose(f);
+	}
+	pid = daemon_pid = daemon_start(&sb, NULL);
+	assert_true(pid > 0);
+	for (int i = 0; i < 80; i++) {
+		if (i % 10 == 0)
+			trigger_compaction();
+		drain_capture(cap, &sent);
+		usleep(100000);
+	}
+	kill(pid, SIGTERM);
+	daemon_pid = -1;
+	if (daemon_wait(pid, 20) != 0) {
+		dump_log(&sb);
+		fail_msg("ktelemetryd did not stop cleanly");
+	}
+	drain_capture(cap, &sent);
+	close(cap);
+	sleep(4);
+	assert_true(json_object_size(sent.counters) > 0);
+	assert_true(json_object_size(sent.gauges) > 0);
+
+	charts = api(&nd, "/api/v1/charts");
+	assert_non_null(charts);
+	for (int pass = 0; pass < 2; pass++) {
+		json_object_foreach(pass ? sent.gauges : sent.counters, key, v) {
+			const char *chart, *name;
+			double got;
+
+			if (!find_dim(charts, key, &chart, &name)) {
+				print_error("no ktel chart has the daemon's %s\n", key);
+				uncharted++;
+				continue;
+			}
+			got = dim_value(chart, name, pass == 1);
+			checked++;
+			if (!close_enough(got, json_number_value(v)))
+				fail_msg("%s (chart %s, dimension %s): netdata shows %f, the daemon "
+					 "sent %f",
+					 key, chart, name, got, json_number_value(v));
+		}
+	}
+	printf("netdata: %zu names the daemon sent checked, %zu counters, %zu gauges\n", checked,
+	       json_object_size(sent.counters), json_object_size(sent.gauges));
+	assert_int_equal(uncharted, 0);
+	assert_int_equal(statsd_error_lines(), 0);
+	json_decref(charts);
+	json_decref(sent.counters);
+	json_decref(sent.gauges);
+	sandbox_cleanup(&sb);
 	netdata_stop(&nd);
 }
 
 static int teardown(void **state)
 {
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGKILL);
+		waitpid(daemon_pid, NULL, 0);
+	}
 	netdata_stop(&nd);
-	return 0;
+	return sandbox_remove_all(state);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_netdata_chart),
+		cmocka_unit_test(test_netdata_sink_charts),
+		cmocka_unit_test(test_netdata_daemon_every_metric),
 	};
 
 	ktel_test_require_root("test_statsd_netdata");

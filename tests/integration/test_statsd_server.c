@@ -17,6 +17,10 @@
  * the server is away); the window submitted right after the restart arrives
  * (UDP keeps sending while down, so no backoff outlives the outage).
  *
+ * And values and names every server keeps: a histogram's sum in integer
+ * microseconds (".sum_us"), a gauge in nanoseconds, bucket names as plain
+ * decimals (test_etsy_statsd_exact_sums_plain_names).
+ *
  * Node and the npm package are installed when missing (npm into the build
  * tree); the test is skipped, saying why, only when that is impossible.
  */
@@ -506,6 +510,109 @@ static void test_etsy_statsd_tcp_restart(void **state)
 	server.tcp = false;
 }
 
+/*
+ * Values that integer-only servers keep and names without exponents: a
+ * histogram in us whose sums in seconds would be fractions (0.1 + 0.2 is
+ * not 0.3 in a double), a gauge in ns. The server's counters are exact
+ * integers: the sum, in microseconds under ".sum_us", is the records' sum;
+ * the gauge is its nanoseconds under "_ns"; every bucket is named by its
+ * bound in seconds as a plain decimal ("le_0_000016"), never "1_6e-05".
+ */
+static void test_etsy_statsd_exact_sums_plain_names(void **state)
+{
+	struct ktel_record recs[N_RECS + 1];
+	uint64_t sum = 0, cum[KTEL_HIST_BUCKETS] = {0};
+	json_t *totals = NULL, *got = NULL;
+	static const char *const prefixes[] = {"dot.", NULL};
+	uv_loop_t loop;
+	int closed = 0;
+	void *sink;
+
+	make_window(recs, 31);
+	for (int i = 0; i < N_RECS; i++) {
+		uint64_t c = 0;
+
+		recs[i].metric = "compaction_duration";
+		recs[i].unit = "us";
+		recs[i].n_dims = 0;
+		recs[i].hist.delta.sum = 100000 * (uint64_t)i + 200001; /* 0.200001 s, ... */
+		sum += recs[i].hist.delta.sum;
+		for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
+			cum[k] += c += recs[i].hist.delta.counts[k];
+	}
+	recs[N_RECS] = (struct ktel_record){.type = KTEL_RECORD_GAUGE,
+					    .metric = "ktel_pull_duration",
+					    .unit = "ns",
+					    .gauge = 123457};
+	statsd_server_start(&server, 7);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	sink = make_sink(&loop, "dotted", "dot.");
+	ops->submit(sink, recs, N_RECS + 1);
+	run_until(&loop, sink, offsetof(struct ktel_sink_stats, sent), N_RECS + 1);
+	for (int i = 0; i < 100; i++) {
+		json_decref(totals);
+		totals = statsd_server_totals(&server, 7);
+		if (statsd_counter(totals, "dot.compaction_duration_seconds.sum_us") == (double)sum)
+			break;
+		usleep(50000);
+	}
+	if (statsd_counter(totals, "dot.compaction_duration_seconds.sum_us") != (double)sum)
+		fail_msg("server's sum_us is %f, the records' sum %llu us",
+			 statsd_counter(totals, "dot.compaction_duration_seconds.sum_us"),
+			 (unsigned long long)sum);
+	assert_int_equal(json_number_value(json_object_get(json_object_get(totals, "gauges"),
+							   "dot.ktel_pull_duration_ns")),
+			 123457);
+	got = statsd_counters_under(totals, prefixes);
+	{
+		const char *key;
+		json_t *v;
+
+		json_object_foreach(got, key, v) {
+			const char *le = strstr(key, ".le_");
+
+			if (le && strpbrk(le + 4, "e-+"))
+				fail_msg("bucket name with an exponent: %s", key);
+		}
+	}
+	for (int k = 0; k < KTEL_HIST_BUCKETS; k++) {
+		char key[128], le[64];
+
+		if (!cum[k])
+			continue;
+		if (k == KTEL_HIST_BUCKETS - 1)
+			snprintf(le, sizeof(le), "Inf");
+		else
+			snprintf(le, sizeof(le), "%s",
+				 (const char *[]){"0_000001",   "0_000002",   "0_000004",
+						  "0_000008",   "0_000016",   "0_000032",
+						  "0_000064",   "0_000128",   "0_000256",
+						  "0_000512",   "0_001024",   "0_002048",
+						  "0_004096",   "0_008192",   "0_016384",
+						  "0_032768",   "0_065536",   "0_131072",
+						  "0_262144",   "0_524288",   "1_048576",
+						  "2_097152",   "4_194304",   "8_388608",
+						  "16_777216",  "33_554432",  "67_108864",
+						  "134_217728", "268_435456", "536_870912",
+						  "1073_741824"}[k]);
+		snprintf(key, sizeof(key), "dot.compaction_duration_seconds.bucket.le_%s", le);
+		if (statsd_counter(totals, key) != (double)cum[k])
+			fail_msg("%s: server counted %f, the records %llu", key,
+				 statsd_counter(totals, key), (unsigned long long)cum[k]);
+	}
+	assert_int_equal(statsd_counter(totals, "statsd.bad_lines_seen"), 0);
+	json_decref(got);
+	json_decref(totals);
+	ops->close(sink, 1000, ktel_test_count_closed, &closed);
+	for (int i = 0; i < 2000 && !closed; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_int_equal(closed, 1);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	statsd_server_stop(&server);
+}
+
 static int setup(void **state)
 {
 	char dir[300];
@@ -527,6 +634,7 @@ int main(void)
 		cmocka_unit_test(test_etsy_statsd_restart),
 		cmocka_unit_test(test_default_backoff_outage),
 		cmocka_unit_test(test_etsy_statsd_tcp_restart),
+		cmocka_unit_test(test_etsy_statsd_exact_sums_plain_names),
 	};
 
 	statsd_ensure_installed("test_statsd_server");

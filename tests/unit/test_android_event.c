@@ -344,6 +344,26 @@ static enum ktel_record_type metric_record_type(const struct ktel_metric_desc *m
 }
 
 /*
+ * The dimensions an atom carries: the declared ones but an attribution
+ * dimension (KTEL_DIM_ATTRIBUTION), which records do not carry while the
+ * metric is not attributed and whose atom field is yet to come. The
+ * built-in plugins declare it last.
+ */
+static uint32_t atom_dims(const struct ktel_metric_desc *md)
+{
+	uint32_t n = md->n_dims;
+
+	for (uint32_t i = 0; md->dim_flags && i < md->n_dims; i++)
+		if (md->dim_flags[i] & KTEL_DIM_ATTRIBUTION) {
+			if (i != md->n_dims - 1)
+				fail_msg("metric %s: the attribution dimension is not the last",
+					 md->name);
+			n--;
+		}
+	return n;
+}
+
+/*
  * A window of an accumulator metric with every descriptor dimension set:
  * label_map dims carry a run-time id and (when named) its label, label_enum
  * dims an enum value and its name, the others a bare integer.
@@ -360,8 +380,8 @@ static void accumulator_record(const struct ktel_metric_desc *md, bool named, st
 		r->counter.total = 1ULL << 50;
 	} else if (r->type == KTEL_RECORD_GAUGE)
 		r->gauge = -12345678901LL - md->atom_id;
-	r->n_dims = md->n_dims;
-	for (uint32_t i = 0; i < md->n_dims; i++) {
+	r->n_dims = atom_dims(md);
+	for (uint32_t i = 0; i < atom_dims(md); i++) {
 		const struct ktel_dimension_desc *dd = &md->dims[i];
 
 		snprintf(labels[i], sizeof(labels[i]), "%s-label", dd->name);
@@ -396,15 +416,16 @@ static void check_accumulator_atom(const char *proto, const struct ktel_metric_d
 {
 	static struct proto_field pf[PROTO_MAX_FIELDS];
 	uint32_t n = proto_message(proto, md->atom_name, pf);
-	const struct ktel_android_field *v = &d->fields[md->n_dims];
+	const uint32_t nd = atom_dims(md);
+	const struct ktel_android_field *v = &d->fields[nd];
 
-	if (n != md->n_dims + 1)
+	if (n != nd + 1)
 		fail_msg("docs/atoms.proto: %s has %u fields; %u dims + 1 value expected",
-			 md->atom_name, n, md->n_dims);
+			 md->atom_name, n, nd);
 	check_envelope(d, r, md, n);
 	assert_int_equal(d->tv_sec, 1700000000u);
 	assert_int_equal(d->tv_nsec, 42);
-	for (uint32_t i = 0; i < md->n_dims; i++) {
+	for (uint32_t i = 0; i < nd; i++) {
 		const struct ktel_dimension_desc *dd = &md->dims[i];
 		const struct ktel_android_field *f = &d->fields[i];
 		uint8_t wire = proto_wire_type(proto, md->atom_name, &pf[i]);
@@ -431,8 +452,8 @@ static void check_accumulator_atom(const char *proto, const struct ktel_metric_d
 		assert_int_equal(f->i, r->dims[i].value);
 	}
 	if (r->type == KTEL_RECORD_HISTOGRAM) {
-		check_proto_slot(md->atom_name, &pf[md->n_dims], md->n_dims, "counts");
-		if (!pf[md->n_dims].repeated || strcmp(pf[md->n_dims].type, "int64"))
+		check_proto_slot(md->atom_name, &pf[nd], nd, "counts");
+		if (!pf[nd].repeated || strcmp(pf[nd].type, "int64"))
 			fail_msg("docs/atoms.proto: %s.counts is not a repeated int64",
 				 md->atom_name);
 		assert_int_equal(v->type, KTEL_ANDROID_LIST);
@@ -443,9 +464,8 @@ static void check_accumulator_atom(const char *proto, const struct ktel_metric_d
 					 r->hist.delta.counts[k]);
 		return;
 	}
-	check_proto_slot(md->atom_name, &pf[md->n_dims], md->n_dims, "value");
-	assert_int_equal(proto_wire_type(proto, md->atom_name, &pf[md->n_dims]),
-			 KTEL_ANDROID_INT64);
+	check_proto_slot(md->atom_name, &pf[nd], nd, "value");
+	assert_int_equal(proto_wire_type(proto, md->atom_name, &pf[nd]), KTEL_ANDROID_INT64);
 	assert_int_equal(v->type, KTEL_ANDROID_INT64);
 	assert_int_equal(v->i,
 			 r->type == KTEL_RECORD_COUNTER ? (int64_t)r->counter.delta : r->gauge);

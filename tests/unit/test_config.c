@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -126,13 +127,14 @@ static void test_unknown_key(void **state)
 	expect_error("{\"intreval\": \"10s\"}",
 		     "intreval: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
 		     "state_file, control_socket, control_group, interval, emit_zero, "
-		     "enable_new_plugins, drop_privileges, sink_close_timeout, metrics, sinks, "
+		     "enable_new_plugins, drop_privileges, attribution_memlock_budget, sink_close_timeout, metrics, "
+		     "sinks, "
 		     "self_telemetry)");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"pth\": \"x\"}}}",
 		     "sinks.f.pth: unknown key (known keys: type, path, max_queue)");
 	expect_error("{\"metrics\": {\"m\": {\"enabeld\": true}}}",
 		     "metrics.m.enabeld: unknown key (known keys: enabled, interval, sinks, "
-		     "emit_zero, lease, params)");
+		     "emit_zero, lease, params, attribution)");
 }
 
 /* A value of the right form outside its range says the range, not the form. */
@@ -228,7 +230,8 @@ static void test_all_errors_in_one_run(void **state)
 		      "interval: expected duration string such as \"10s\", \"5m\", \"24h\", got 5\n"
 		      "bogus: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
 		      "state_file, control_socket, control_group, interval, emit_zero, "
-		      "enable_new_plugins, drop_privileges, sink_close_timeout, metrics, sinks, "
+		      "enable_new_plugins, drop_privileges, attribution_memlock_budget, sink_close_timeout, metrics, "
+		      "sinks, "
 		      "self_telemetry)\n"
 		      "emit_zero: expected true or false, got 2\n"
 		      "plugin_dirs[1]: expected string, got 7\n"
@@ -275,6 +278,97 @@ static void test_model(void **state)
 	assert_int_equal(ktel_config__metric(cfg, "m")->lease_ms, 3600000);
 	assert_string_equal(ktel_config__metric(cfg, "m")->sinks[0], "b");
 	ktel_config__free(cfg);
+}
+
+/*
+ * A sink's string options starting with a variable are expanded as the
+ * top-level paths are (config/default.json keeps its JSON file under
+ * ${state_dir}), before the paths are compared: the same file named through
+ * a variable and literally is one path.
+ */
+static void test_sink_options_expanded(void **state)
+{
+	char dir[] = "/tmp/ktel-cfg-vars-XXXXXX", text[1024];
+	struct ktel_config_vars vars = {.plugin_dir = "/p", .run_dir = "/r"};
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	struct ktel_err err;
+	const json_t *o;
+
+	assert_non_null(mkdtemp(dir));
+	vars.state_dir = dir;
+	if (ktel_config__load_string("{\"state_file\": \"${state_dir}/state.bin\","
+				     " \"sinks\": {\"f\": {\"type\": \"json\","
+				     " \"path\": \"${state_dir}/records.jsonl\","
+				     " \"max_queue\": \"1MiB\"},"
+				     " \"s\": {\"type\": \"json\", \"path\": \"${run_dir}/s.jsonl\"}}}",
+				     "t", &vars, &cfg, &errs, &err))
+		fail_msg("%s", errs.n ? errs.msgs[0] : err.msg);
+	assert_int_equal(cfg->n_sinks, 2);
+	o = cfg->sinks[0].options;
+	snprintf(text, sizeof(text), "%s/records.jsonl", dir);
+	assert_string_equal(json_string_value(json_object_get(o, "path")), text);
+	assert_string_equal(json_string_value(json_object_get(o, "max_queue")), "1MiB");
+	assert_string_equal(json_string_value(json_object_get(cfg->sinks[1].options, "path")),
+			    "/r/s.jsonl");
+	ktel_config__free(cfg);
+	/* The literal path of the state file, through a variable: one path. */
+	snprintf(text, sizeof(text),
+		 "{\"state_file\": \"%s/x\", \"sinks\": {\"f\": {\"type\": \"json\","
+		 " \"path\": \"${state_dir}/x\"}}}",
+		 dir);
+	assert_int_not_equal(ktel_config__load_string(text, "t", &vars, &cfg, &errs, &err), 0);
+	assert_true(errs.n >= 1);
+	assert_non_null(strstr(errs.msgs[0], "same path"));
+	ktel_config_errors__clear(&errs);
+	rmdir(dir);
+}
+
+/* metrics.<name>.attribution: the model, its defaults, its errors. */
+static void test_attribution(void **state)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	const struct ktel_metric_cfg *mc;
+	struct ktel_err err;
+	const char *text = "{\"attribution_memlock_budget\": \"8MiB\","
+			   " \"metrics\": {\"a\": {\"attribution\": {\"by\": \"cgroup\","
+			   " \"depth\": 2, \"top\": 7, \"max_keys\": 64, \"sticky_windows\": 3,"
+			   " \"churn_per_hour\": 9}}, \"b\": {\"attribution\": {\"by\": \"app\"}},"
+			   " \"c\": {}}}";
+
+	(void)state;
+	assert_int_equal(ktel_config__load_string(text, "t", NULL, &cfg, &errs, &err), 0);
+	assert_int_equal(cfg->attr_memlock_budget, 8 << 20);
+	mc = ktel_config__metric(cfg, "a");
+	assert_int_equal(mc->attr.by, KTEL_ATTR_BY_CGROUP);
+	assert_int_equal(mc->attr.depth, 2);
+	assert_int_equal(mc->attr.top, 7);
+	assert_int_equal(mc->attr.max_keys, 64);
+	assert_int_equal(mc->attr.sticky_windows, 3);
+	assert_int_equal(mc->attr.churn_per_hour, 9);
+	mc = ktel_config__metric(cfg, "b");
+	assert_int_equal(mc->attr.by, KTEL_ATTR_BY_APP);
+	assert_int_equal(mc->attr.top, KTEL_ATTR_TOP_DEFAULT);
+	assert_int_equal(mc->attr.max_keys, KTEL_ATTR_MAX_KEYS_DEFAULT);
+	assert_int_equal(mc->attr.sticky_windows, KTEL_ATTR_STICKY_DEFAULT);
+	assert_int_equal(mc->attr.churn_per_hour, 4 * KTEL_ATTR_TOP_DEFAULT);
+	assert_int_equal(ktel_config__metric(cfg, "c")->attr.by, KTEL_ATTR_BY_NONE);
+	assert_string_equal(ktel_attr_by_name(KTEL_ATTR_BY_USER), "user");
+	ktel_config__free(cfg);
+	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"by\": \"pod\"}}}}",
+		     "metrics.m.attribution.by: expected one of \"none\", \"cgroup\", \"user\", "
+		     "\"app\", \"process\", got \"pod\"");
+	expect_errors("{\"metrics\": {\"m\": {\"attribution\": {\"top\": 0}}}}",
+		      "metrics.m.attribution.top: expected integer 1..1000, got 0\n");
+	/* A built-in metric without an attribution dimension: refused. */
+	expect_error("{\"metrics\": {\"kswapd_latency\": {\"attribution\": {\"by\": \"user\"}}}}",
+		     "metrics.kswapd_latency.attribution.by: user: metric kswapd_latency has no "
+		     "attribution dimension (metrics that have one: block_io_latency, "
+		     "memcg_reclaim_latency, oom_kills, runq_latency)");
+	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"bye\": \"user\"}}}}",
+		     "metrics.m.attribution.bye: unknown key (known keys: by, depth, top, max_keys, "
+		     "sticky_windows, churn_per_hour)");
 }
 
 static void test_durations_and_sizes(void **state)
@@ -1024,6 +1118,46 @@ static void test_sink_errors_with_the_rest(void **state)
 		      "self_telemetry.sinks[1]: unknown sink \"x\"\n");
 }
 
+/*
+ * Every shipped example is a valid document: the checks of a machine
+ * (directories, pin root) are the integration test test_examples', which
+ * moves the example's paths into a sandbox first.
+ */
+static int is_json_file(const struct dirent *e)
+{
+	size_t len = strlen(e->d_name);
+
+	return len > 5 && strcmp(e->d_name + len - 5, ".json") == 0;
+}
+
+static void test_examples_are_valid(void **state)
+{
+	const struct ktel_config_vars vars = {"/usr/lib/ktelemetry/plugins", "/var/lib/ktelemetry",
+					      "/run/ktelemetry"};
+	struct dirent **list;
+	char path[1024];
+	int n = scandir(KTEL_SOURCE_DIR "/config/examples", &list, is_json_file, alphasort);
+
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++) {
+		struct ktel_config_errors errs = {0};
+		struct ktel_config *cfg = NULL;
+		struct ktel_err err;
+		int r;
+
+		snprintf(path, sizeof(path), "%s/config/examples/%s", KTEL_SOURCE_DIR,
+			 list[i]->d_name);
+		r = ktel_config__load_file(path, &vars, &cfg, &errs, &err);
+		for (size_t k = 0; k < errs.n; k++)
+			print_error("%s: %s\n", path, errs.msgs[k]);
+		assert_int_equal(r, 0);
+		ktel_config__free(cfg);
+		ktel_config_errors__clear(&errs);
+		free(list[i]);
+	}
+	free(list);
+}
+
 /* docs/config.md lists the rules under each sink type's table. */
 static void test_doc_lists_sink_rules(void **state)
 {
@@ -1056,6 +1190,8 @@ int main(void)
 		cmocka_unit_test(test_all_errors_in_one_run),
 		cmocka_unit_test(test_invalid_json),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_sink_options_expanded),
+		cmocka_unit_test(test_attribution),
 		cmocka_unit_test(test_durations_and_sizes),
 		cmocka_unit_test(test_durations_and_sizes_are_strict),
 		cmocka_unit_test(test_nul_byte_is_an_error),
@@ -1081,6 +1217,7 @@ int main(void)
 		cmocka_unit_test(test_sink_open_uses_the_same_rules),
 		cmocka_unit_test(test_sink_errors_with_the_rest),
 		cmocka_unit_test(test_doc_lists_sink_rules),
+		cmocka_unit_test(test_examples_are_valid),
 	};
 	int failed = cmocka_run_group_tests_name("schema", tests, setup, NULL);
 

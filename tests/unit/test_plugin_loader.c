@@ -161,6 +161,36 @@ static void test_dim_flags_bad(void **state)
 	expect_refusal(path, msg);
 }
 
+/* At most one attribution dimension per metric (ABI 1.2). */
+static void test_attr_two_refused(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 256];
+
+	fixture(path, sizeof(path), "fx_attr_two");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: metric fx_attr_two dimension attr2: more than one "
+		 "KTEL_DIM_ATTRIBUTION dimension",
+		 path);
+	expect_refusal(path, msg);
+}
+
+/* Before ABI 1.2 the bit meant nothing: the plugin loads, the bit cleared. */
+static void test_attr_ignored_before_minor_2(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+
+	fixture(path, sizeof(path), "fx_attr_old_minor");
+	if (ktel_plugin__open_owner(path, owner, &p, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(p->desc.abi_minor, 1);
+	assert_non_null(p->desc.metrics[0].dim_flags);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_int_equal(p->desc.metrics[0].dim_flags[i], 0);
+	ktel_plugin__free(p);
+}
+
 /*
  * 1.0 plugins had no dim_flags: what lies where 1.1 has them is not read,
  * whether the struct ends before (a 1.0 build) or only the minor says so.
@@ -202,6 +232,8 @@ static void test_dim_flags_copied(void **state)
 	assert_int_equal(md->dim_flags[1], KTEL_DIM_DEV_MINOR);
 	assert_int_equal(md->dim_flags[2], KTEL_DIM_ENUM_SHORT);
 	assert_string_equal(md->dims[2].name, "operation");
+	assert_int_equal(md->dim_flags[3], KTEL_DIM_ATTRIBUTION);
+	assert_string_equal(md->dims[3].name, "attr");
 	ktel_plugin__free(p);
 }
 
@@ -1070,6 +1102,8 @@ int main(void)
 		cmocka_unit_test(test_dim_flags_bad),
 		cmocka_unit_test(test_dim_flags_ignored_before_minor_1),
 		cmocka_unit_test(test_dim_flags_copied),
+		cmocka_unit_test(test_attr_two_refused),
+		cmocka_unit_test(test_attr_ignored_before_minor_2),
 		cmocka_unit_test(test_corrupt_bpf),
 		cmocka_unit_test(test_not_bpf_elf),
 		cmocka_unit_test(test_missing_map),

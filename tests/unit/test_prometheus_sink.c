@@ -18,9 +18,11 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "sink_test.h"
 
+#include "prom_series.h"
 #include "prometheus/prometheus_sink.h"
 #include "sinks.h"
 #include "ktel_test.h"
@@ -94,12 +96,17 @@ static char *strip_start_time(char *t)
 	static const char head[] = "# HELP process_start_time_seconds Start time of the process "
 				   "since unix epoch in seconds.\n"
 				   "# TYPE process_start_time_seconds gauge\n"
-				   "process_start_time_seconds ";
-	char *p = strstr(t, head), *end;
+				   "process_start_time_seconds";
+	char *p = strstr(t, head), *end, *v_at;
 	double v;
 
 	assert_non_null(p);
-	v = strtod(p + strlen(head), &end);
+	/* The configured labels, when there are, before the value. */
+	v_at = p + strlen(head);
+	if (*v_at == '{')
+		v_at = strchr(v_at, '}') + 1;
+	assert_int_equal(*v_at, ' ');
+	v = strtod(v_at + 1, &end);
 	assert_string_equal(end, "\n");
 	assert_true(v <= (double)time(NULL) + 1 && v >= (double)time(NULL) - 3600);
 	*p = '\0';
@@ -430,7 +437,7 @@ static void test_http_scrape(void **state)
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.body_len, 0);
 	free(r.head);
-	http(port, "GET", "/", &r);
+	http(port, "GET", "/index.html", &r);
 	assert_int_equal(r.status, 404);
 	free(r.head);
 	http(port, "GET", "/metrics/x", &r);
@@ -452,6 +459,177 @@ static void test_http_scrape(void **state)
 		assert_int_equal(errno, ECONNREFUSED);
 		close(fd);
 	}
+}
+
+/* A GET of path with one extra request header line (may be NULL); the
+ * body as it came (binary), its length in body_len. */
+static void http_get(unsigned port, const char *path, const char *header, struct http_reply *ret)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+	char req[2048], *buf = NULL, *sep;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+	int fd;
+
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	snprintf(req, sizeof(req),
+		 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%sConnection: close\r\n\r\n", path,
+		 header ? header : "", header ? "\r\n" : "");
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	do {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 16384;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		n = read(fd, buf + len, 4096);
+		assert_true(n >= 0);
+		len += n;
+	} while (n > 0);
+	close(fd);
+	buf[len] = '\0';
+	sep = strstr(buf, "\r\n\r\n");
+	assert_non_null(sep);
+	*sep = '\0';
+	assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &ret->status), 1);
+	ret->head = buf;
+	ret->body = sep + 4;
+	ret->body_len = len - (size_t)(ret->body - buf);
+}
+
+/* A gzip member, inflated; NUL-terminated. */
+static char *gunzip(const char *in, size_t len)
+{
+	z_stream z = {0};
+	size_t cap = 1 << 20;
+	char *out = malloc(cap);
+
+	assert_non_null(out);
+	assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)len;
+	z.next_out = (Bytef *)out;
+	z.avail_out = (uInt)cap - 1;
+	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+	out[z.total_out] = '\0';
+	inflateEnd(&z);
+	return out;
+}
+
+/* Accept-Encoding as a client may send it, hostile ones included. */
+static void test_accept_encoding(void **state)
+{
+	static const struct {
+		const char *v;
+		bool gzip;
+	} cases[] = {
+		{NULL, false},
+		{"", false},
+		{"gzip", true},
+		{"GZip", true},
+		{"x-gzip", true},
+		{"deflate, gzip;q=1.0, *;q=0.5", true},
+		{"br;q=1.0, gzip;q=0.8, *;q=0.1", true},
+		{"gzip;q=0", false},
+		{"gzip; q=0.000", false},
+		{"gzip;Q=0.001", true},
+		{"gzip;q=0, *", false},
+		{"*", true},
+		{"*;q=0", false},
+		{"identity", false},
+		{"deflate", false},
+		{"gzipx", false},
+		{"xgzip", false},
+		{"gzip;q=", false},
+		{"gzip;q=2", false},
+		{"gzip;q=0.5x", false},
+		{"gzip;level=9", true},
+		{",,, ,gzip", true},
+		{";;;q=1,gzip;;", true},
+		{"gzip;q=1;q=0", false},
+		{" \t gzip \t ", true},
+	};
+	char *huge;
+
+	(void)state;
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(cases); i++)
+		if (ktel_prometheus_accepts_gzip(cases[i].v) != cases[i].gzip)
+			fail_msg("Accept-Encoding \"%s\": expected %s", cases[i].v ?: "(none)",
+				 cases[i].gzip ? "gzip" : "no gzip");
+	/* Past the bound the value is not read at all. */
+	huge = malloc(KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING + 2);
+	assert_non_null(huge);
+	memset(huge, ' ', KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING + 1);
+	memcpy(huge, "gzip", 4);
+	huge[KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING + 1] = '\0';
+	assert_false(ktel_prometheus_accepts_gzip(huge));
+	huge[KTEL_PROMETHEUS_MAX_ACCEPT_ENCODING] = '\0';
+	assert_true(ktel_prometheus_accepts_gzip(huge));
+	free(huge);
+}
+
+/*
+ * Over real TCP: gzip when the request accepts it (Content-Encoding: gzip,
+ * the same text once inflated), plain when it does not or refuses it with
+ * q=0, Vary: Accept-Encoding on both; "/" is a small HTML page linking to
+ * the (custom, escaped) metrics path.
+ */
+static void test_gzip_and_landing_page(void **state)
+{
+	struct http_reply plain, gz, no;
+	uv_loop_t loop;
+	unsigned port;
+	void *priv;
+	char *text;
+
+	(void)state;
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"port\":0,\"path\":\"/m&x\"}");
+	port = ktel_prometheus_sink__port(priv);
+	submit_mixed(priv);
+	ktel_test_run_for(&loop, 20);
+
+	http_get(port, "/m&x", "Accept-Encoding: deflate, gzip;q=0.5", &gz);
+	http_get(port, "/m&x", NULL, &plain);
+	http_get(port, "/m&x", "accept-encoding: gzip;q=0, identity", &no);
+	assert_int_equal(gz.status, 200);
+	assert_non_null(strcasestr(gz.head, "\r\nContent-Encoding: gzip"));
+	assert_non_null(strcasestr(gz.head, "\r\nVary: Accept-Encoding"));
+	assert_non_null(
+		strcasestr(gz.head, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"));
+	assert_true(gz.body_len < plain.body_len);
+	text = gunzip(gz.body, gz.body_len);
+	/* No batch came between the two scrapes: the same text, byte for byte. */
+	assert_int_equal(strlen(text), plain.body_len);
+	assert_string_equal(text, plain.body);
+	assert_non_null(strstr(text, "# TYPE ktel_oom_kills_total counter\n"));
+	free(text);
+	assert_int_equal(plain.status, 200);
+	assert_null(strcasestr(plain.head, "Content-Encoding"));
+	assert_non_null(strcasestr(plain.head, "\r\nVary: Accept-Encoding"));
+	assert_int_equal(no.status, 200);
+	assert_null(strcasestr(no.head, "Content-Encoding"));
+	assert_string_equal(no.body, plain.body);
+	free(gz.head);
+	free(plain.head);
+	free(no.head);
+
+	http_get(port, "/", NULL, &plain);
+	assert_int_equal(plain.status, 200);
+	assert_non_null(strcasestr(plain.head, "\r\nContent-Type: text/html; charset=utf-8"));
+	assert_non_null(strstr(plain.body, "<!DOCTYPE html>"));
+	assert_non_null(strstr(plain.body, "<a href=\"/m&amp;x\">Metrics</a>"));
+	/* Self-contained: nothing fetched from elsewhere. */
+	assert_null(strstr(plain.body, "src="));
+	assert_null(strstr(plain.body, "http"));
+	free(plain.head);
+	http_get(port, "/metrics", NULL, &plain);
+	assert_int_equal(plain.status, 404);
+	free(plain.head);
+	close_and_run(&loop, priv);
 }
 
 /*
@@ -644,7 +822,10 @@ static void test_option_errors(void **state)
 			    "sinks.prom.max_series: expected integer 1..1000000, got 0");
 	expect_create_error("{\"bogus\":1}", EINVAL,
 			    "sinks.prom.bogus: unknown key (known keys: listen, port, path, prefix, "
-			    "max_series)");
+			    "max_series, labels)");
+	expect_create_error("{\"port\":0,\"labels\":{\"le\":\"x\"}}", EINVAL,
+			    "sinks.prom.labels: \"le\" is not a label name a user may set, or not "
+			    "a string");
 	expect_create_error("[]", EINVAL, "sinks.prom: expected object");
 
 	/* A port that is taken: the error names address and port. */
@@ -658,15 +839,101 @@ static void test_option_errors(void **state)
 
 	/* Every option the code takes is in the table the validator uses. */
 	{
-		static const char *const names[] = {"listen", "port", "path", "prefix",
-						    "max_series"};
+		static const char *const names[] = {"listen", "port",       "path",
+						    "prefix", "max_series", "labels"};
 		const struct ktel_cfg_key *k = ops()->options;
 		size_t n = 0;
 
 		for (; k->name; k++, n++)
 			assert_string_equal(k->name, names[n]);
-		assert_int_equal(n, 5);
+		assert_int_equal(n, 6);
 	}
+}
+
+/* The rename rule alone: a dim whose label name a configured label has is
+ * prefixed exported_ until it collides with nothing, as Prometheus renames
+ * exposed labels that collide with target labels; others only sanitized. */
+static void test_label_names_rule(void **state)
+{
+	static const struct {
+		const char *dims[4];
+		uint32_t n;
+		const char *taken[3];
+		uint32_t n_taken;
+		const char *want[4];
+	} cases[] = {
+		{{"cpu", "le", "__x", "a-b"}, 4, {"host"}, 1, {"cpu", "dim_le", "dim___x", "a_b"}},
+		{{"device", "cpu"}, 2, {"device"}, 1, {"exported_device", "cpu"}},
+		{{"device"}, 1, {"device", "exported_device"}, 2, {"exported_exported_device"}},
+		{{"device", "exported_device"},
+		 2,
+		 {"device"},
+		 1,
+		 {"exported_exported_device", "exported_device"}},
+		{{"a-b", "a_b"}, 2, {"a_b"}, 1, {"exported_a_b", "exported_exported_a_b"}},
+		{{"le"}, 1, {"dim_le"}, 1, {"exported_dim_le"}},
+		{{NULL}, 1, {"dim"}, 1, {"exported_dim"}},
+		{{"cpu"}, 1, {NULL}, 0, {"cpu"}},
+	};
+	const char *many[KTEL_PROM_MAX_DIM_NAMES + 1] = {0};
+	uint32_t off[KTEL_PROM_MAX_DIM_NAMES];
+	bool renamed[KTEL_PROM_MAX_DIM_NAMES];
+	struct ktel_textbuf b = {0};
+
+	(void)state;
+	for (size_t c = 0; c < KTEL_ARRAY_SIZE(cases); c++) {
+		assert_int_equal(ktel_prom_label_names(cases[c].dims, cases[c].n, cases[c].taken,
+						       cases[c].n_taken, &b, off, renamed),
+				 0);
+		for (uint32_t i = 0; i < cases[c].n; i++) {
+			assert_string_equal(b.p + off[i], cases[c].want[i]);
+			assert_int_equal(renamed[i],
+					 strncmp(cases[c].want[i], "exported_", 9) == 0 &&
+						 (!cases[c].dims[i] ||
+						  strcmp(cases[c].dims[i], cases[c].want[i]) != 0));
+		}
+	}
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(many); i++)
+		many[i] = "x";
+	assert_int_equal(ktel_prom_label_names(many, KTEL_ARRAY_SIZE(many), NULL, 0, &b, off, NULL),
+			 -E2BIG);
+	free(b.p);
+}
+
+/* Configured labels are on every series with their name and value; a dim
+ * of the same name is exposed as exported_<name>; the descriptor's text is
+ * the HELP, escaped (backslash, newline), other control characters and
+ * invalid UTF-8 replaced. */
+static void test_configured_labels_and_help(void **state)
+{
+	struct ktel_record r = counter("io", NULL, 1, 5);
+	uv_loop_t loop;
+	size_t len;
+	void *priv;
+	char *t;
+
+	(void)state;
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"port\":0,\"labels\":{\"device\":\"edge-1\","
+			     "\"exported_device\":\"x\"}}");
+	r.description = "I/O done,\nper device \\ and cpu\r\t\xff";
+	ktel_test_add_dim(&r, "cpu", 1, NULL);
+	ktel_test_add_dim(&r, "device", 0, "vda");
+	ops()->submit(priv, &r, 1);
+	t = text(priv);
+	assert_non_null(strstr(t, "# HELP ktel_io_total I/O done,\\nper device \\\\ and cpu  ?\n"
+				  "# TYPE ktel_io_total counter\n"
+				  "ktel_io_total{cpu=\"1\",exported_exported_device=\"vda\","
+				  "device=\"edge-1\",exported_device=\"x\"} 5\n"));
+	/* The sink's own series carry them too. */
+	assert_non_null(strstr(t, "\nktel_prometheus_sink_series{sink=\"prom\",device=\"edge-1\","
+				  "exported_device=\"x\"} 1\n"));
+	free(t);
+	t = ktel_prometheus_sink__text(priv, &len);
+	assert_non_null(strstr(t, "\nprocess_start_time_seconds{device=\"edge-1\","
+				  "exported_device=\"x\"} "));
+	free(t);
+	close_and_run(&loop, priv);
 }
 
 /* Records submitted after close are dropped and counted; close with
@@ -697,12 +964,16 @@ int main(void)
 		cmocka_unit_test(test_exact_bounds_text),
 		cmocka_unit_test(test_full_histogram_and_names),
 		cmocka_unit_test(test_http_scrape),
+		cmocka_unit_test(test_accept_encoding),
+		cmocka_unit_test(test_gzip_and_landing_page),
 		cmocka_unit_test(test_scrape_renders_without_loop),
 		cmocka_unit_test(test_custom_path_and_ipv6),
 		cmocka_unit_test(test_series_limit_and_type_change),
 		cmocka_unit_test(test_shape_and_name_collisions),
 		cmocka_unit_test(test_option_errors),
 		cmocka_unit_test(test_submit_after_close),
+		cmocka_unit_test(test_label_names_rule),
+		cmocka_unit_test(test_configured_labels_and_help),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

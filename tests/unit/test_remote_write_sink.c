@@ -80,9 +80,10 @@ static void labels_text(const KtelPrompb__TimeSeries *t, char *buf, size_t len)
 }
 
 /*
- * A histogram in ns with a dim label, a counter and a gauge with a dim that
- * collides with a constant label: every sample, label order, scaling and
- * timestamp as Prometheus expects them.
+ * A histogram in ns with a dim label, a counter and a gauge with dims that
+ * collide with configured labels: every sample, label order, scaling and
+ * timestamp as Prometheus expects them, the configured labels kept and the
+ * colliding dims renamed exported_<name>.
  */
 static void test_encode_decodes(void **state)
 {
@@ -94,9 +95,9 @@ static void test_encode_decodes(void **state)
 		"__name__=ktel_lat_seconds_sum,cpu=0,device=d1,zone=cold = 2e-06",
 		"__name__=ktel_lat_seconds_count,cpu=0,device=d1,zone=cold = 9",
 		"__name__=ktel_oom_kills_total,device=d1,zone=cold = 3",
-		"Zone=a,__name__=ktel_temp,device=own,zone=hot = -5",
+		"Zone=a,__name__=ktel_temp,device=d1,exported_device=own,exported_zone=hot,"
+		"zone=cold = -5",
 	};
-	static const char extra[] = "zone\0cold\0device\0d1\0";
 	struct ktel_prom_set set;
 	struct ktel_record r[3] = {{.type = KTEL_RECORD_HISTOGRAM, .metric = "lat", .unit = "ns"},
 				   counter("oom_kills", 3),
@@ -116,15 +117,16 @@ static void test_encode_decodes(void **state)
 						  .sum = 2000};
 	r[0].hist.total = r[0].hist.delta;
 	ktel_test_add_dim(&r[0], "cpu", 0, NULL);
-	ktel_test_add_dim(&r[2], "zone", 1, "hot");   /* wins over the constant zone=cold */
+	ktel_test_add_dim(&r[2], "zone", 1, "hot");   /* renamed: the configured zone=cold stays */
 	ktel_test_add_dim(&r[2], "Zone", 2, "a");     /* sorts before "__name__" */
-	ktel_test_add_dim(&r[2], "device", 3, "own"); /* wins over device=d1 */
+	ktel_test_add_dim(&r[2], "device", 3, "own"); /* renamed: device=d1 stays */
 	assert_int_equal(ktel_prom_set__init(&set, "ktel_", 100), 0);
-	assert_int_equal(ktel_rw_encode(&set, extra, 2, 1700000000123, &body, &len, &samples),
-			 -ENODATA);
+	assert_int_equal(ktel_prom_set__add_label(&set, "zone", "cold"), 0);
+	assert_int_equal(ktel_prom_set__add_label(&set, "device", "d1"), 0);
+	assert_int_equal(ktel_rw_encode(&set, 1700000000123, &body, &len, &samples), -ENODATA);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(ktel_prom_set__apply(&set, &r[i]), KTEL_PROM_APPLIED);
-	assert_int_equal(ktel_rw_encode(&set, extra, 2, 1700000000123, &body, &len, &samples), 0);
+	assert_int_equal(ktel_rw_encode(&set, 1700000000123, &body, &len, &samples), 0);
 	assert_int_equal(samples, 8);
 	req = decode(body, len);
 	assert_int_equal(req->n_timeseries, 8);

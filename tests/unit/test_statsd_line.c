@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* StatsD line formatter and packer. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +15,7 @@
 
 #include "ktel_test.h"
 #include "statsd/statsd_line.h"
+#include "units.h"
 
 #define MAX_UNITS 64
 
@@ -135,8 +139,10 @@ static void test_histogram_dotted(void **state)
 }
 
 /*
- * Units: a time unit is named _seconds and bounds and sums are in seconds,
- * shortest decimals; dotted bounds have '_' for '.'; a name that already
+ * Units: a time unit is named _seconds and bounds are in seconds, plain
+ * decimals (never "1.6e-05"); dotted bounds have '_' for '.'; the sum stays
+ * an integer in the record's unit and its part says which ("sum_us"),
+ * as Netdata keeps only the integer part of a counter; a name that already
  * ends with the suffix does not get it twice.
  */
 static void test_histogram_units(void **state)
@@ -149,30 +155,32 @@ static void test_histogram_units(void **state)
 	r.unit = "us";
 	r.n_dims = 0;
 	assert_int_equal(grab(&st, &r, &us), 34);
-	assert_string_equal(us.u[0], "ktel.runq_latency_seconds.bucket:2|c|#le:1e-06");
-	assert_string_equal(us.u[4], "ktel.runq_latency_seconds.bucket:2|c|#le:1.6e-05");
+	assert_string_equal(us.u[0], "ktel.runq_latency_seconds.bucket:2|c|#le:0.000001");
+	assert_string_equal(us.u[4], "ktel.runq_latency_seconds.bucket:2|c|#le:0.000016");
 	assert_string_equal(us.u[10], "ktel.runq_latency_seconds.bucket:7|c|#le:0.001024");
 	assert_string_equal(us.u[31], "ktel.runq_latency_seconds.bucket:8|c|#le:+Inf");
 	assert_string_equal(us.u[32], "ktel.runq_latency_seconds.count:8|c");
-	assert_string_equal(us.u[33], "ktel.runq_latency_seconds.sum:0.009999|c");
+	assert_string_equal(us.u[33], "ktel.runq_latency_seconds.sum_us:9999|c");
 	units_free(&us);
 	st.tags = KTEL_STATSD_TAGS_DOTTED;
 	assert_int_equal(grab(&st, &r, &us), 34);
-	assert_string_equal(us.u[4], "ktel.runq_latency_seconds.bucket.le_1_6e-05:2|c");
-	assert_string_equal(us.u[33], "ktel.runq_latency_seconds.sum:0.009999|c");
+	assert_string_equal(us.u[4], "ktel.runq_latency_seconds.bucket.le_0_000016:2|c");
+	assert_string_equal(us.u[30], "ktel.runq_latency_seconds.bucket.le_1073_741824:7|c");
+	assert_string_equal(us.u[33], "ktel.runq_latency_seconds.sum_us:9999|c");
 	units_free(&us);
 	r.metric = "alloc_size_bytes";
 	r.unit = "bytes";
 	assert_int_equal(grab(&st, &r, &us), 34);
 	assert_string_equal(us.u[32], "ktel.alloc_size_bytes.count:8|c");
+	assert_string_equal(us.u[33], "ktel.alloc_size_bytes.sum:9999|c");
 	units_free(&us);
 }
 
 /* The default prefix and self-telemetry: ktel_x under "ktel." is ktel.x. */
 static void test_prefix_not_repeated(void **state)
 {
-	static const char *const want_dot[] = {"ktel.pull_duration_seconds:0.00025|c"};
-	static const char *const want_other[] = {"acme.ktel_pull_duration_seconds:0.00025|c"};
+	static const char *const want_dot[] = {"ktel.pull_duration_us:250|c"};
+	static const char *const want_other[] = {"acme.ktel_pull_duration_us:250|c"};
 	static const char *const want_only[] = {"ktel.ktel_:3|c"};
 	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED};
 	struct ktel_record r = {.type = KTEL_RECORD_COUNTER,
@@ -249,6 +257,169 @@ static void test_dims_and_sanitizing(void **state)
 	expect_units(&st, &r, want_dog, 3);
 	st.tags = KTEL_STATSD_TAGS_DOTTED;
 	expect_units(&st, &r, want_dot, 3);
+}
+
+/* Is s all of [-]digits? */
+static bool is_integer_text(const char *s, size_t len)
+{
+	size_t i = len && s[0] == '-';
+
+	if (i == len)
+		return false;
+	for (; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+/*
+ * The value of a line ("name:V|t...") is an integer: what Netdata's counters
+ * keep whole (it parses them with strtoll and logs "excess data" for a
+ * fraction).
+ */
+static void assert_integer_value(const char *line)
+{
+	const char *v = strchr(line, ':'), *end;
+
+	assert_non_null(v);
+	v++;
+	end = strchr(v, '|');
+	assert_non_null(end);
+	if (!is_integer_text(v, (size_t)(end - v)))
+		fail_msg("value of \"%s\" is not an integer", line);
+}
+
+/*
+ * The bound of a dotted bucket line, "....bucket.le_<bound>:", back as the
+ * integer in the record's unit: the digits of "<int>_<frac>" with the
+ * fraction padded to decimals places. Fails on anything but plain digits.
+ */
+static void bound_digits(const char *line, unsigned decimals, char *out, size_t size)
+{
+	const char *le = strstr(line, ".bucket.le_"), *end;
+	char text[128], whole[128] = "", frac[128] = "";
+	char *us;
+
+	assert_non_null(le);
+	le += strlen(".bucket.le_");
+	end = strchr(le, ':');
+	assert_non_null(end);
+	snprintf(text, sizeof(text), "%.*s", (int)(end - le), le);
+	us = strchr(text, '_');
+	if (us) {
+		*us = '\0';
+		snprintf(frac, sizeof(frac), "%s", us + 1);
+		/* No trailing zeros: one name per bound. */
+		assert_true(frac[0] && frac[strlen(frac) - 1] != '0');
+	}
+	snprintf(whole, sizeof(whole), "%s", text);
+	if (!is_integer_text(whole, strlen(whole)) ||
+	    (frac[0] && !is_integer_text(frac, strlen(frac))) || strlen(frac) > decimals)
+		fail_msg("bucket name \"%s\" is not a plain decimal", line);
+	while (strlen(frac) < decimals)
+		strcat(frac, "0");
+	snprintf(out, size, "%s%s", whole, frac);
+	/* Leading zeros of the integer go; "0" stays. */
+	while (out[0] == '0' && out[1])
+		memmove(out, out + 1, strlen(out));
+}
+
+/*
+ * Every bucket name of every unit the sinks know (and of no unit), for all
+ * 32 log2 buckets, is a plain decimal ("le_0_000016", never "le_1_6e-05")
+ * whose digits are exactly the bound's, and every value, sum included, is
+ * an integer.
+ */
+static void test_bucket_names_plain_every_unit(void **state)
+{
+	struct ktel_statsd_style st = {"ktel.", KTEL_STATSD_TAGS_DOTTED};
+	size_t n_rules;
+	const struct ktel_unit_rule *rules = ktel_unit_rules(&n_rules);
+
+	assert_true(n_rules >= 6);
+	for (size_t i = 0; i <= n_rules; i++) {
+		const char *unit = i < n_rules ? rules[i].unit : "events";
+		unsigned decimals = i < n_rules ? rules[i].decimals : 0;
+		struct ktel_record r = {.type = KTEL_RECORD_HISTOGRAM, .metric = "m", .unit = unit};
+		struct units us = {0};
+
+		r.hist.delta.scheme = KTEL_HIST_LOG2;
+		r.hist.delta.n_buckets = KTEL_HIST_BUCKETS;
+		for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
+			r.hist.delta.counts[k] = 1;
+		r.hist.delta.has_sum = true;
+		r.hist.delta.sum = 123456789;
+		assert_int_equal(ktel_statsd__format(&st, &r, collect, &us), 0);
+		/* 32 buckets (the last is +Inf), count, sum */
+		assert_int_equal(us.n, KTEL_HIST_BUCKETS + 2);
+		for (size_t k = 0; k + 1 < KTEL_HIST_BUCKETS; k++) {
+			char got[128], want[32];
+
+			bound_digits(us.u[k], decimals, got, sizeof(got));
+			snprintf(want, sizeof(want), "%llu", k ? 1ULL << k : 1ULL);
+			if (strcmp(got, want) != 0)
+				fail_msg("unit %s bucket %zu: \"%s\" reads as %s, the bound is %s",
+					 unit, k, us.u[k], got, want);
+		}
+		assert_non_null(strstr(us.u[KTEL_HIST_BUCKETS - 1], ".bucket.le_Inf:"));
+		for (size_t k = 0; k < us.n; k++)
+			assert_integer_value(us.u[k]);
+		/* The sum's name says its unit when it is not that of the bounds. */
+		assert_non_null(strstr(us.u[us.n - 1], decimals ? ".sum_" : ".sum:"));
+		assert_non_null(strstr(us.u[us.n - 1], ":123456789|c"));
+		units_free(&us);
+
+		/* A counter and a gauge in the unit: integers, named for it. */
+		r = (struct ktel_record){.type = KTEL_RECORD_GAUGE, .metric = "g", .unit = unit};
+		r.gauge = 1500;
+		assert_int_equal(ktel_statsd__format(&st, &r, collect, &us), 0);
+		assert_int_equal(us.n, 1);
+		assert_integer_value(us.u[0]);
+		assert_non_null(strstr(us.u[0], ":1500|g"));
+		units_free(&us);
+		r = (struct ktel_record){.type = KTEL_RECORD_COUNTER, .metric = "c", .unit = unit};
+		r.counter.delta = 7;
+		assert_int_equal(ktel_statsd__format(&st, &r, collect, &us), 0);
+		assert_int_equal(us.n, 1);
+		assert_non_null(strstr(us.u[0], ":7|c"));
+		units_free(&us);
+	}
+}
+
+/* Plain decimals: exact digits, no exponent, no trailing zeros. */
+static void test_format_plain(void **state)
+{
+	static const struct {
+		double v;
+		unsigned decimals;
+		const char *want;
+	} cases[] = {
+		{16, 6, "0.000016"},
+		{1, 9, "0.000000001"},
+		{1000, 6, "0.001"},
+		{1073741824, 6, "1073.741824"},
+		{4611686018427387904.0, 9, "4611686018.427387904"},
+		{1024, 0, "1024"},
+		{0, 6, "0"},
+		{-5, 0, "-5"},
+		{-1500, 3, "-1.5"},
+		{1e300, 0, NULL},
+		{INFINITY, 6, "+Inf"},
+		{-INFINITY, 6, "-Inf"},
+		{2.4, 3, "0.002"},
+	};
+	char buf[KTEL_PLAIN_DECIMAL_MAX], small[4];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ktel_format_plain(cases[i].v, cases[i].decimals, buf, sizeof(buf));
+		if (cases[i].want)
+			assert_string_equal(buf, cases[i].want);
+		else
+			assert_true(strlen(buf) == 301 && !strchr(buf, 'e') && !strchr(buf, '.'));
+	}
+	/* A short buffer gets the text cut, NUL-terminated. */
+	ktel_format_plain(1073741824, 6, small, sizeof(small));
+	assert_string_equal(small, "107");
 }
 
 static void test_counter_and_gauges(void **state)
@@ -466,6 +637,8 @@ int main(void)
 		cmocka_unit_test(test_histogram_no_dims_other_schemes),
 		cmocka_unit_test(test_dims_and_sanitizing),
 		cmocka_unit_test(test_counter_and_gauges),
+		cmocka_unit_test(test_bucket_names_plain_every_unit),
+		cmocka_unit_test(test_format_plain),
 		cmocka_unit_test(test_events_counted),
 		cmocka_unit_test(test_line_too_long),
 		cmocka_unit_test(test_packer_exact_fit_and_order),

@@ -450,6 +450,9 @@ static void test_udp_peer_down_and_back(void **state)
 	assert_int_equal(s.sent, 0);
 	assert_int_equal(s.dropped, 3);
 	assert_true(s.errors >= 1);
+	/* The count comes with what failed: "1 errors" alone says nothing. */
+	snprintf(json, sizeof(json), "sendto 127.0.0.1:%u: connection refused", port);
+	assert_string_equal(s.last_error, json);
 	loop_for(&loop, 150); /* several backoff periods */
 	assert_int_equal(stats_of(sink).reconnects, 0);
 
@@ -587,6 +590,8 @@ static void test_android_peer_missing_then_restarted(void **state)
 	s = stats_of(sink);
 	assert_int_equal(s.dropped, 1);
 	assert_true(s.errors >= 4); /* retries at ~10, 30, 70, 150, 310 ms... */
+	snprintf(json, sizeof(json), "connect %s: no such file or directory", path);
+	assert_string_equal(s.last_error, json);
 	assert_int_equal(s.sent, 0);
 	assert_int_equal(s.reconnects, 0);
 

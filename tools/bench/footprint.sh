@@ -16,7 +16,7 @@
 #                    every INTERVAL (10s, the default config's): each thread's
 #                    voluntary context switches over SECONDS (60), per round;
 #                    SINK "file" (a JSON file, durable: the state save waits
-#                    for its acks) or "stdout" (config/default.json's sink)
+#                    for its acks; config/default.json's kind) or "stdout"
 #   footprint.sh [-b BUILD_DIR] all              idle, flat and trigger
 #
 # NO_STREAMS=1 in the environment turns the two stream plugins off
@@ -51,8 +51,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # start_daemon INTERVAL [SINK]: ktelemetryd with every plugin of the build,
-# one JSON sink (SINK "file", the default, or "stdout" as in
-# config/default.json, to $WORK/out.jsonl either way), pulls every INTERVAL;
+# one JSON sink (SINK "file", the default and config/default.json's kind, or
+# "stdout", to $WORK/out.jsonl either way), pulls every INTERVAL;
 # waits until it runs (the state file, which the daemon writes after each
 # pull).
 start_daemon() {

@@ -342,15 +342,28 @@ static void render_program(FILE *out, const json_t *p)
 		json_is_true(json_object_get(p, "attached")) ? "attached" : "detached",
 		jint(p, "prog_id"));
 	if (json_object_get(p, "run_cnt"))
-		fprintf(out, ", %lld runs, %lld ns (%.0f ns/run)", jint(p, "run_cnt"),
-			jint(p, "run_time_ns"),
-			jint(p, "run_cnt") ? (double)jint(p, "run_time_ns") / jint(p, "run_cnt")
-					   : 0.0);
+		fprintf(out, ", %lld runs, %.3f ms (%.0f ns/run)", jint(p, "run_cnt"),
+			jint(p, "run_time_ns") / 1e6,
+			json_number_value(json_object_get(p, "ns_per_run")));
 	if (json_object_get(p, "recursion_misses"))
 		fprintf(out, ", %lld recursion misses", jint(p, "recursion_misses"));
 	if (json_is_string(json_object_get(p, "attach_error")))
 		fprintf(out, ", attach error: %s", jstr(p, "attach_error"));
 	fputc('\n', out);
+}
+
+/* A plugin's programs' cost over status's window, when bpf_stats measured it. */
+static void render_cost(FILE *out, const json_t *cost)
+{
+	if (!json_is_object(cost))
+		return;
+	fprintf(out,
+		"    cost: %.4f%% of one CPU over the last %.1f s (%.3f ms run time); "
+		"%lld runs, %.3f ms in all\n",
+		100 * json_number_value(json_object_get(cost, "cpu_share")),
+		json_number_value(json_object_get(cost, "window_s")),
+		jint(cost, "window_run_time_ns") / 1e6, jint(cost, "run_cnt"),
+		jint(cost, "run_time_ns") / 1e6);
 }
 
 static void render_status(FILE *out, const json_t *resp)
@@ -360,13 +373,24 @@ static void render_status(FILE *out, const json_t *resp)
 
 	fprintf(out,
 		"daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
-		"state %s\n  bpf_stats %s\n",
+		"state %s\n",
 		jint(d, "pid"), json_number_value(json_object_get(d, "uptime_s")),
 		jstr(d, "config"), jstr(d, "control_socket"), jstr(d, "pin_root"),
-		jstr(d, "state_file"),
-		json_is_true(json_object_get(d, "bpf_stats"))
-			? "on: run counts and times are measured"
-			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
+		jstr(d, "state_file"));
+	/* Said once here rather than as zeros on every program. */
+	if (json_is_true(json_object_get(d, "bpf_stats")))
+		fprintf(out, "  bpf_stats on (%s): run counts and times are measured\n",
+			strcmp(jstr(d, "bpf_stats_by"), "daemon") == 0
+				? "held by the daemon, self_telemetry.bpf_stats"
+				: "sysctl kernel.bpf_stats_enabled");
+	else
+		fprintf(out, "  bpf_stats off: programs' run counts and times are not measured "
+			     "(sysctl kernel.bpf_stats_enabled=1, or self_telemetry.bpf_stats)\n");
+	if (json_is_number(json_object_get(resp, "programs_cpu_share")))
+		fprintf(out,
+			"  programs' cost: %.4f%% of one CPU, every plugin, since the last "
+			"status\n",
+			100 * json_number_value(json_object_get(resp, "programs_cpu_share")));
 	if (json_is_string(json_object_get(d, "test_fault")))
 		fprintf(out, "  test fault %s\n", jstr(d, "test_fault"));
 	fprintf(out, "\nplugins\n");
@@ -377,6 +401,7 @@ static void render_status(FILE *out, const json_t *resp)
 		fputc('\n', out);
 		json_array_foreach(json_object_get(p, "programs"), j, prog)
 			render_program(out, prog);
+		render_cost(out, json_object_get(p, "cost"));
 	}
 	render_refused(out, resp);
 	fprintf(out, "\nmetrics\n");
@@ -402,13 +427,18 @@ static void render_status(FILE *out, const json_t *resp)
 		fputc('\n', out);
 	}
 	fprintf(out, "\nsinks\n");
-	json_array_foreach(json_object_get(resp, "sinks"), i, s)
+	json_array_foreach(json_object_get(resp, "sinks"), i, s) {
 		fprintf(out,
 			"  %s (%s%s%s): sent %lld, dropped %lld, errors %lld, reconnects %lld, "
-			"queued %lld, refused %lld\n",
+			"queued %lld, refused %lld",
 			jstr(s, "name"), jstr(s, "type"), jstr(s, "where")[0] ? ", " : "",
 			jstr(s, "where"), jint(s, "sent"), jint(s, "dropped"), jint(s, "errors"),
 			jint(s, "reconnects"), jint(s, "queued"), jint(s, "refused"));
+		/* The count alone does not say what failed. */
+		if (jstr(s, "last_error")[0])
+			fprintf(out, "; last error: %s", jstr(s, "last_error"));
+		fputc('\n', out);
+	}
 }
 
 static void render_toggle(FILE *out, const json_t *resp)
@@ -648,6 +678,36 @@ static void render_program_verdict(FILE *out, const json_t *r, const json_t *p)
 	}
 }
 
+/* The params of an inspect report: name, current value, default, unit,
+ * description; where the values came from, or why they are unknown. */
+static void render_params(FILE *out, const json_t *r)
+{
+	const json_t *params = json_object_get(r, "params"), *p;
+	size_t i;
+
+	if (!json_array_size(params))
+		return;
+	fprintf(out, "\n  params (metrics.NAME.params)\n");
+	json_array_foreach(params, i, p) {
+		const char *unit = jstr(p, "unit");
+		const json_t *v = json_object_get(p, "value");
+
+		fprintf(out, "    %-20s current ", jstr(p, "name"));
+		if (json_is_integer(v))
+			fprintf(out, "%lld%s%s", (long long)json_integer_value(v), *unit ? " " : "",
+				unit);
+		else
+			fprintf(out, "?");
+		fprintf(out, ", default %lld%s%s: %s\n", jint(p, "default"), *unit ? " " : "", unit,
+			jstr(p, "description"));
+	}
+	if (json_is_string(json_object_get(r, "params_note")))
+		fprintf(out, "    (%s)\n", jstr(r, "params_note"));
+	else if (json_is_string(json_object_get(r, "params_from")))
+		fprintf(out, "    (current: the kernel's .rodata map %lld of the daemon's %s)\n",
+			jint(r, "params_map_id"), jstr(r, "params_from"));
+}
+
 void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 {
 	size_t i, j;
@@ -689,6 +749,7 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 		render_program_verdict(out, r, p);
 		fputc('\n', out);
 	}
+	render_params(out, r);
 	if (json_is_object(json_object_get(r, "load")))
 		fprintf(out, "\n  load %s: %s\n",
 			json_is_true(json_object_get(json_object_get(r, "load"), "verified"))

@@ -6,12 +6,14 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
@@ -24,6 +26,10 @@
 #include "plugin_loader.h"
 
 #define MAX_ENUM_LABELS 256
+/* Bounds on what the current-value step reads from the kernel: the maps of
+ * one program, and the size of a .rodata value it copies. */
+#define MAX_PROG_MAPS 64
+#define MAX_RODATA_BYTES (1u << 20)
 
 /* ---- inspect ---------------------------------------------------------------- */
 
@@ -485,6 +491,53 @@ static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_
 	return a;
 }
 
+/*
+ * The unit a param's name ends in, by the convention the built-in plugins
+ * follow (threshold_us): "" when the name says none; the description says
+ * more.
+ */
+static const char *param_unit(const char *name)
+{
+	static const struct {
+		const char *suffix, *unit;
+	} units[] = {
+		{"_ns", "ns"},       {"_us", "us"},   {"_ms", "ms"}, {"_s", "s"},
+		{"_bytes", "bytes"}, {"_kib", "KiB"}, {"_pct", "%"},
+	};
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(units); i++) {
+		size_t n = strlen(units[i].suffix);
+
+		if (len > n && strcmp(name + len - n, units[i].suffix) == 0)
+			return units[i].unit;
+	}
+	return "";
+}
+
+/*
+ * Per declared param: name, default, unit, description and the size of its
+ * .rodata variable (the loader checked it is there). "value" is filled by
+ * ktel_inspect_current_params().
+ */
+static json_t *inspect_params(const struct ktel_plugin_desc *desc, const struct bpf_object *obj)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; a && i < desc->n_params; i++) {
+		const struct ktel_param_desc *pd = &desc->params[i];
+		size_t off, size;
+		json_t *o = json_pack("{s:s, s:I, s:s, s:s}", "name", pd->name, "default",
+				      (json_int_t)pd->default_value, "unit", param_unit(pd->name),
+				      "description", pd->description ?: "");
+
+		if (o && ktel_bpf_rodata_var(obj, pd->name, &off, &size) == 0)
+			ktel_json_set_int(o, "size", (json_int_t)size);
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets *targets,
 			json_t **ret_report, struct ktel_err *err)
 {
@@ -529,6 +582,7 @@ int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets
 		goto out;
 	}
 	json_object_set_new(report, "programs", inspect_programs(&p->desc, obj, targets, report));
+	json_object_set_new(report, "params", inspect_params(&p->desc, obj));
 	ktel_json_set_bool(report, "readable", r == 0);
 	if (r)
 		ktel_err_set(err, first.code ? first.code : EINVAL, "%s: %s", path, first.msg);
@@ -622,4 +676,230 @@ int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_
 	ktel_bpf_plugin__free(bp);
 	ktel_plugin__free(p);
 	return r;
+}
+
+
+/* ---- current param values ------------------------------------------------------ */
+
+/* The integer of size bytes at p, sign-extended when is_signed. */
+static int64_t read_int(const unsigned char *p, size_t size, bool is_signed)
+{
+	uint64_t u = 0;
+	unsigned shift = (unsigned)(64 - 8 * size);
+
+	/* BPF runs in host byte order: the value is the low size bytes of a
+	 * host integer, as set_params() wrote it. */
+	if (size == 8) {
+		memcpy(&u, p, 8);
+		return (int64_t)u;
+	}
+	if (size == 4) {
+		uint32_t v;
+
+		memcpy(&v, p, 4);
+		u = v;
+	} else if (size == 2) {
+		uint16_t v;
+
+		memcpy(&v, p, 2);
+		u = v;
+	} else {
+		u = *p;
+	}
+	return is_signed ? (int64_t)(u << shift) >> shift : (int64_t)u;
+}
+
+/* Is the type of var a signed integer (typedefs and qualifiers seen through)? */
+static bool var_signed(const struct btf *btf, const struct btf_type *var)
+{
+	int id = btf__resolve_type(btf, var->type);
+	const struct btf_type *t = id < 0 ? NULL : btf__type_by_id(btf, (__u32)id);
+
+	return t && btf_is_int(t) && (btf_int_encoding(t) & BTF_INT_SIGNED);
+}
+
+/*
+ * The variable name of a loaded object's .rodata map (map_fd, described by
+ * mi) into *ret: -ENOENT when the map is no .rodata or has no such
+ * variable, another -errno when the kernel does not answer.
+ */
+static int rodata_map_var(int map_fd, const struct bpf_map_info *mi, const char *name, int64_t *ret)
+{
+	const struct btf_var_secinfo *vsi;
+	const struct btf_type *sec;
+	unsigned char *val = NULL;
+	struct btf *btf;
+	__u32 zero = 0;
+	int r = -ENOENT;
+
+	if (mi->type != BPF_MAP_TYPE_ARRAY || mi->max_entries != 1 || !mi->btf_id ||
+	    !(mi->map_flags & BPF_F_RDONLY_PROG) || mi->value_size > MAX_RODATA_BYTES)
+		return -ENOENT;
+	btf = btf__load_from_kernel_by_id(mi->btf_id);
+	if (!btf)
+		return -errno;
+	sec = btf__type_by_id(btf, mi->btf_value_type_id);
+	if (!sec || !btf_is_datasec(sec) ||
+	    strcmp(btf__name_by_offset(btf, sec->name_off) ?: "", ".rodata") != 0)
+		goto out;
+	vsi = btf_var_secinfos(sec);
+	for (__u16 i = 0; i < btf_vlen(sec); i++, vsi++) {
+		const struct btf_type *var = btf__type_by_id(btf, vsi->type);
+
+		if (!var || !btf_is_var(var) ||
+		    strcmp(btf__name_by_offset(btf, var->name_off) ?: "", name) != 0)
+			continue;
+		if ((vsi->size != 1 && vsi->size != 2 && vsi->size != 4 && vsi->size != 8) ||
+		    (size_t)vsi->offset + vsi->size > mi->value_size)
+			goto out;
+		val = malloc(mi->value_size);
+		if (!val) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (bpf_map_lookup_elem(map_fd, &zero, val)) {
+			r = -errno;
+			goto out;
+		}
+		*ret = read_int(val + vsi->offset, vsi->size, var_signed(btf, var));
+		r = 0;
+		goto out;
+	}
+out:
+	free(val);
+	btf__free(btf);
+	return r;
+}
+
+/*
+ * The .rodata variable name as the kernel holds it for program prog_id: the
+ * value the verifier saw. -ENOENT when none of the program's maps has it;
+ * -EPERM and others from the kernel (reading another program needs
+ * CAP_SYS_ADMIN).
+ */
+static int kernel_param(uint32_t prog_id, const char *name, int64_t *ret, uint32_t *ret_map_id)
+{
+	__u32 ids[MAX_PROG_MAPS], len, n;
+	struct bpf_prog_info info;
+	int fd = bpf_prog_get_fd_by_id(prog_id), r = -ENOENT;
+
+	if (fd < 0)
+		return -errno;
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = MAX_PROG_MAPS;
+	info.map_ids = (__u64)(uintptr_t)ids;
+	len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(fd, &info, &len)) {
+		r = -errno;
+		goto out;
+	}
+	n = info.nr_map_ids < MAX_PROG_MAPS ? info.nr_map_ids : MAX_PROG_MAPS;
+	for (__u32 i = 0; i < n && r == -ENOENT; i++) {
+		struct bpf_map_info mi;
+		int mfd = bpf_map_get_fd_by_id(ids[i]);
+
+		if (mfd < 0)
+			continue;
+		memset(&mi, 0, sizeof(mi));
+		len = sizeof(mi);
+		if (bpf_obj_get_info_by_fd(mfd, &mi, &len) == 0)
+			r = rodata_map_var(mfd, &mi, name, ret);
+		close(mfd);
+		if (!r)
+			*ret_map_id = ids[i];
+	}
+out:
+	close(fd);
+	return r;
+}
+
+/* The daemon's plugin named name in its status answer, or NULL. */
+static const json_t *status_plugin(const json_t *status, const char *name)
+{
+	const json_t *p;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "plugins"), i, p)
+		if (json_is_string(json_object_get(p, "name")) &&
+		    strcmp(json_string_value(json_object_get(p, "name")), name) == 0)
+			return p;
+	return NULL;
+}
+
+/* The id of a program of the daemon's plugin p that is in the kernel, or 0. */
+static uint32_t loaded_prog_id(const json_t *p)
+{
+	const json_t *prog;
+	size_t i;
+
+	json_array_foreach(json_object_get(p, "programs"), i, prog) {
+		json_int_t id = json_integer_value(json_object_get(prog, "prog_id"));
+
+		if (id > 0 && id <= UINT32_MAX)
+			return (uint32_t)id;
+	}
+	return 0;
+}
+
+/* Every param gets "value": null, and the report the reason as "params_note". */
+static void params_unknown(json_t *report, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void params_unknown(json_t *report, const char *fmt, ...)
+{
+	char note[512];
+	json_t *p;
+	size_t i;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(note, sizeof(note), fmt, ap);
+	va_end(ap);
+	json_array_foreach(json_object_get(report, "params"), i, p)
+		json_object_set_new(p, "value", json_null());
+	ktel_json_set_str(report, "params_note", note);
+}
+
+void ktel_inspect_current_params(json_t *report, const json_t *status, const char *no_status)
+{
+	const char *name = json_string_value(json_object_get(report, "plugin"));
+	const json_t *sp;
+	uint32_t prog_id, map_id = 0;
+	json_t *p;
+	size_t i;
+
+	if (!json_array_size(json_object_get(report, "params")) || !name)
+		return;
+	if (!status) {
+		params_unknown(report, "%s",
+			       no_status ?: "no daemon answered: current values unknown");
+		return;
+	}
+	sp = status_plugin(status, name);
+	if (!sp) {
+		params_unknown(report, "the daemon has not loaded plugin %s", name);
+		return;
+	}
+	ktel_json_set_str(report, "params_from",
+			  json_string_value(json_object_get(sp, "path")) ?: "");
+	prog_id = loaded_prog_id(sp);
+	if (!prog_id) {
+		params_unknown(report, "the daemon holds no loaded program of plugin %s", name);
+		return;
+	}
+	json_array_foreach(json_object_get(report, "params"), i, p) {
+		const char *pname = json_string_value(json_object_get(p, "name")) ?: "";
+		int64_t v;
+		int r = kernel_param(prog_id, pname, &v, &map_id);
+
+		if (r) {
+			params_unknown(report, "program %u of plugin %s: %s%s", prog_id, name,
+				       r == -ENOENT ? "no .rodata variable named " : strerror(-r),
+				       r == -ENOENT  ? pname
+				       : r == -EPERM ? " (reading a loaded program needs root)"
+						     : "");
+			return;
+		}
+		json_object_set_new(p, "value", json_integer((json_int_t)v));
+	}
+	json_object_set_new(report, "params_map_id", json_integer(map_id));
 }

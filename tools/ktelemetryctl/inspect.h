@@ -42,4 +42,16 @@ int ktel_inspect_plugin(const char *path, uid_t owner, const struct ktel_targets
 int ktel_inspect_plugin_verify(const char *path, uid_t owner, const struct ktel_targets *targets,
 			       json_t **ret_report, struct ktel_err *err);
 
+/*
+ * Fill the report's "params" with the values the kernel holds for them now:
+ * status is the running daemon's `status` answer (NULL: none, for the
+ * reason no_status says). The plugin of the same name in it names a loaded program; the
+ * program's .rodata map, read from the kernel, holds the values the
+ * verifier saw. Each param gets "value" (null when it cannot be known) and
+ * the report "params_from" (the daemon's file of the plugin),
+ * "params_map_id", or "params_note" saying why the values are unknown (no
+ * daemon, plugin not loaded, not root). Reads only; never fails.
+ */
+void ktel_inspect_current_params(json_t *report, const json_t *status, const char *no_status);
+
 #endif /* KTEL_INSPECT_H */

@@ -33,6 +33,7 @@
 #include "ctl_render.h"
 #include "inspect.h"
 #include "kernel_targets.h"
+#include "report.h"
 #include "sinks.h"
 
 #define EXIT_OK 0
@@ -409,10 +410,44 @@ static int build_enable(int argc, char **argv, json_t *req)
 
 /* ---- local commands -------------------------------------------------------------- */
 
+/*
+ * The running daemon's status answer for inspect's current param values,
+ * or NULL with the reason in why. No socket file means no daemon, said
+ * nowhere: inspect is an offline command first.
+ */
+static json_t *inspect_status(struct opts *o, char *why, size_t len)
+{
+	json_t *req, *resp = NULL;
+	struct stat st;
+
+	if (resolve_socket(o) || stat(o->sock, &st) || !S_ISSOCK(st.st_mode)) {
+		snprintf(why, len, "no daemon (no control socket %s): current values unknown",
+			 o->sock);
+		return NULL;
+	}
+	snprintf(why, len, "no daemon answered at %s: current values unknown", o->sock);
+	req = json_pack("{s:s}", "cmd", "status");
+	if (!req || request(o, req, &resp)) {
+		json_decref(req);
+		return NULL;
+	}
+	json_decref(req);
+	if (!json_is_true(json_object_get(resp, "ok"))) {
+		snprintf(why, len, "the daemon refused status: %s",
+			 json_string_value(json_object_get(resp, "error")) ?: "?");
+		json_decref(resp);
+		return NULL;
+	}
+	return resp;
+}
+
 static int run_inspect(struct opts *o, int argc, char **argv)
 {
 	struct ktel_targets *t;
 	struct ktel_err err;
+	json_t *status = NULL;
+	bool asked = false;
+	char why[PATH_MAX + 200];
 	int rc = EXIT_OK;
 
 	if (argc < 2) {
@@ -429,6 +464,13 @@ static int run_inspect(struct opts *o, int argc, char **argv)
 		json_t *report = NULL;
 		int r = ktel_inspect_plugin_verify(argv[i], getuid(), t, &report, &err);
 
+		/* The daemon is asked once, and only for a plugin with params. */
+		if (report && json_array_size(json_object_get(report, "params")) && !asked) {
+			status = inspect_status(o, why, sizeof(why));
+			asked = true;
+		}
+		if (report)
+			ktel_inspect_current_params(report, status, why);
 		if (report && o->json) {
 			json_dumpf(report, stdout, JSON_COMPACT);
 			fputc('\n', stdout);
@@ -441,6 +483,7 @@ static int run_inspect(struct opts *o, int argc, char **argv)
 		}
 		json_decref(report);
 	}
+	json_decref(status);
 	ktel_targets__free(t);
 	return rc;
 }
@@ -898,9 +941,16 @@ static int run_leases(struct opts *o, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* The JSON log drawn as an HTML page (report.c). */
+static int run_report(struct opts *o, int argc, char **argv)
+{
+	return ktel_report_main(argc, argv, o->json);
+}
+
 static const char *const enable_own[] = {"--for", NULL};
 static const char *const watch_own[] = {"--socket", "--count", NULL};
 static const char *const top_own[] = {"--interval", "--count", NULL};
+static const char *const report_own[] = {"--output", "-o", "--metric", "--since", "--until", NULL};
 
 /* Each command has a "### `name`" section in docs/control.md (a unit test
  * holds the two together through --help). */
@@ -925,6 +975,8 @@ static const struct command commands[] = {
 	 run_inspect, NULL},
 	{"top", "top [--interval DURATION] [--count N] [NAME...]",
 	 "live view: a row per key, fitted to the terminal", NULL, run_top, top_own},
+	{"report", "report FILE... [-o FILE] [--metric PATTERN] [--since WHEN] [--until WHEN]",
+	 "offline: the JSON log as an HTML page of heatmaps", NULL, run_report, report_own},
 };
 
 /* The global options, as --help lists them and main() reads them. */

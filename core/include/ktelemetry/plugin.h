@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define KTEL_PLUGIN_ABI_MAJOR 1
-#define KTEL_PLUGIN_ABI_MINOR 1
+#define KTEL_PLUGIN_ABI_MINOR 2
 #define KTEL_PLUGIN_SYMBOL "ktel_plugin"
 
 /* How the daemon consumes a metric's map. */
@@ -75,17 +75,44 @@ struct ktel_dimension_desc {
  *    records get one more dimension, "device", the block device's kernel
  *    name ("nvme0n1", node_exporter's label) from sysfs, when it resolves.
  *    Accumulator metrics only.
+ *  - KTEL_DIM_ATTRIBUTION (ABI 1.2) on at most one u64 key member of an
+ *    accumulator metric: the "who" of the event (a cgroup id, a uid, a
+ *    process), filled by the helpers of bpf/include/ktel_attr.h as the
+ *    config's metrics.<name>.attribution.by says. With attribution off the
+ *    member stays 0 and the dimension is not in records at all; with it on,
+ *    the daemon folds the values into at most K names plus "other" and
+ *    "unknown" and names the dimension after `by` ("cgroup", "user", "app",
+ *    "process"). No enum or map label, no other flag on that member.
  */
 enum ktel_dim_flags {
 	KTEL_DIM_ENUM_SHORT = 1u << 0,
 	KTEL_DIM_DEV_MAJOR = 1u << 1,
 	KTEL_DIM_DEV_MINOR = 1u << 2,
 	KTEL_DIM_DEV_T = 1u << 3,
+	KTEL_DIM_ATTRIBUTION = 1u << 4,
 };
+
+/*
+ * Attribution subjects: the values of the .rodata global <map>_attr_by a
+ * plugin declares with KTEL_ATTR_SETTINGS (bpf/include/ktel_attr.h), and
+ * the attribution value the kernel side writes when the metric's bound of
+ * attributed keys is reached (the event is counted there, never lost).
+ */
+enum ktel_attr_by {
+	KTEL_ATTR_BY_NONE = 0,
+	KTEL_ATTR_BY_CGROUP = 1,
+	KTEL_ATTR_BY_USER = 2,
+	KTEL_ATTR_BY_APP = 3,
+	KTEL_ATTR_BY_PROCESS = 4,
+};
+#define KTEL_ATTR_OVERFLOW_ID UINT64_MAX
+/* The subject was not seen (KTEL_ATTR_UNKNOWN): named "unknown". */
+#define KTEL_ATTR_UNKNOWN_ID (UINT64_MAX - 1)
 /* The dimension block-device dimensions add; no declared one may be it. */
 #define KTEL_DEVICE_DIM "device"
-#define KTEL_DIM_FLAGS_ALL \
-	(KTEL_DIM_ENUM_SHORT | KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_MINOR | KTEL_DIM_DEV_T)
+#define KTEL_DIM_FLAGS_ALL                                                                \
+	(KTEL_DIM_ENUM_SHORT | KTEL_DIM_DEV_MAJOR | KTEL_DIM_DEV_MINOR | KTEL_DIM_DEV_T | \
+	 KTEL_DIM_ATTRIBUTION)
 
 /*
  * One metric: a map of the BPF object and how to read it.

@@ -1,0 +1,710 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attribution fold (attr_fold.h). Three tables, all chained hashes:
+ *   - rests: the records' other dimensions (metric name included: a value
+ *     with several counters makes one record per member), interned and
+ *     kept for the fold's life; the plugin's own max_entries bounds them;
+ *   - names: the names seen in the last W windows and the admitted ones;
+ *     a name neither admitted nor seen for W windows is dropped;
+ *   - series: one per output series (rest, name), with its running total;
+ *     an admitted name's series end when the name is evicted.
+ * A window's input is summed into cells (rest, name or other/unknown),
+ * which at its end are merged into the series they fold into.
+ */
+#include "attr_fold.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_LEN 256
+
+/* Where a cell's events go before ranking: a name, or one of these. */
+enum target_kind {
+	TARGET_NAME = 0,
+	TARGET_KERNEL_OTHER = 1, /* the kernel's overflow id */
+	TARGET_UNKNOWN = 2,
+};
+
+struct rest {
+	struct rest *next;
+	uint64_t hash;
+	enum ktel_record_type type;
+	const char *metric; /* the record's, stable for the pull's life */
+	uint32_t n_dims;
+	struct ktel_dim dims[KTEL_MAX_DIMS - 1]; /* labels owned */
+	/* The histogram's scheme and bucket count, from its first record. */
+	struct ktel_histogram head;
+};
+
+struct name {
+	struct name *next;
+	uint64_t hash;
+	char *text;
+	bool admitted;
+	uint64_t last_active; /* window it last had events in; 0: never */
+	uint64_t win_events;
+	bool emitted; /* a series of it was emitted this window */
+};
+
+struct value {
+	struct ktel_histogram hist; /* histograms */
+	uint64_t counter;           /* counters (and gauges, summed) */
+};
+
+struct cell {
+	struct cell *next;
+	uint64_t hash;
+	const struct rest *rest;
+	enum target_kind kind;
+	struct name *name; /* TARGET_NAME */
+	struct value delta;
+};
+
+struct series {
+	struct series *next;
+	uint64_t hash;
+	const struct rest *rest;
+	const char *label; /* the name's text, or KTEL_ATTR_OTHER / _UNKNOWN */
+	struct name *name; /* the admitted name, NULL for other and unknown */
+	struct value delta, total;
+	bool touched;
+};
+
+struct table {
+	void **slots;
+	size_t n_slots, n;
+};
+
+struct ktel_attr_fold {
+	struct ktel_attr_fold_opts o;
+	char *dim_name;
+	struct table rests, names, cells, series;
+	uint64_t win;
+	bool have_head, oom;
+	struct ktel_record head; /* the window's header, from its first record */
+	double tokens;
+	uint64_t last_ns;
+	bool have_last_ns;
+	struct ktel_attr_fold_stats st;
+	struct ktel_record *out;
+};
+
+/* ---- hashing and tables --------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdULL;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Every entry starts with {next, hash}: one layout for the four tables. */
+struct entry {
+	struct entry *next;
+	uint64_t hash;
+};
+
+static int table_grow(struct table *t)
+{
+	size_t n = t->n_slots ? t->n_slots * 2 : 64;
+	void **slots = calloc(n, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n_slots; i++) {
+		struct entry *e = t->slots[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			e->next = slots[e->hash & (n - 1)];
+			slots[e->hash & (n - 1)] = e;
+		}
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->n_slots = n;
+	return 0;
+}
+
+static struct entry **table_head(struct table *t, uint64_t hash)
+{
+	return (struct entry **)&t->slots[hash & (t->n_slots - 1)];
+}
+
+static int table_add(struct table *t, struct entry *e)
+{
+	struct entry **head;
+
+	if ((t->n + 1) * 2 > t->n_slots && table_grow(t))
+		return -ENOMEM;
+	head = table_head(t, e->hash);
+	e->next = *head;
+	*head = e;
+	t->n++;
+	return 0;
+}
+
+static void table_unlink(struct table *t, struct entry *e)
+{
+	struct entry **p = table_head(t, e->hash);
+
+	while (*p && *p != e)
+		p = &(*p)->next;
+	if (*p) {
+		*p = e->next;
+		t->n--;
+	}
+}
+
+/* Free every entry (free_fn on each) and keep the slots for reuse. */
+static void table_clear(struct table *t, void (*free_fn)(void *))
+{
+	for (size_t i = 0; i < t->n_slots; i++) {
+		struct entry *e = t->slots[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			free_fn(e);
+		}
+		t->slots[i] = NULL;
+	}
+	t->n = 0;
+}
+
+#define table_for_each(t, type, var)                                                 \
+	for (size_t var##_i = 0; var##_i < (t)->n_slots; var##_i++)                  \
+		for (type *var = (t)->slots[var##_i], *var##_next = NULL;            \
+		     var && ((var##_next = (type *)((struct entry *)var)->next), 1); \
+		     var = var##_next)
+
+/* ---- values --------------------------------------------------------------- */
+
+static uint64_t events_of(const struct ktel_record *r)
+{
+	if (r->type == KTEL_RECORD_HISTOGRAM)
+		return ktel_hist_count(&r->hist.delta);
+	if (r->type == KTEL_RECORD_COUNTER)
+		return r->counter.delta;
+	return r->gauge > 0 ? (uint64_t)r->gauge : 0;
+}
+
+static void value_add_record(struct value *v, const struct ktel_record *r)
+{
+	if (r->type == KTEL_RECORD_HISTOGRAM) {
+		const struct ktel_histogram *h = &r->hist.delta;
+
+		for (uint32_t k = 0; k < h->n_buckets && k < KTEL_HIST_BUCKETS; k++)
+			v->hist.counts[k] += h->counts[k];
+		v->hist.sum += h->sum;
+	} else if (r->type == KTEL_RECORD_COUNTER) {
+		v->counter += r->counter.delta;
+	} else {
+		v->counter += (uint64_t)r->gauge;
+	}
+}
+
+static void value_add(struct value *v, const struct value *d)
+{
+	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++)
+		v->hist.counts[k] += d->hist.counts[k];
+	v->hist.sum += d->hist.sum;
+	v->counter += d->counter;
+}
+
+static uint64_t value_events(const struct rest *r, const struct value *v)
+{
+	uint64_t n = 0;
+
+	if (r->type != KTEL_RECORD_HISTOGRAM)
+		return v->counter;
+	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++)
+		n += v->hist.counts[k];
+	return n;
+}
+
+/* ---- rests ---------------------------------------------------------------- */
+
+static uint64_t rest_hash(const struct ktel_record *r, int skip)
+{
+	uint64_t h = mix((uintptr_t)r->metric, r->type);
+
+	for (uint32_t i = 0; i < r->n_dims; i++)
+		if ((int)i != skip)
+			h = mix(mix(h, hash_str(r->dims[i].name)), (uint64_t)r->dims[i].value);
+	return h;
+}
+
+static bool rest_equal(const struct rest *a, const struct ktel_record *r, int skip)
+{
+	uint32_t j = 0;
+
+	if (a->metric != r->metric || a->type != r->type)
+		return false;
+	for (uint32_t i = 0; i < r->n_dims; i++) {
+		if ((int)i == skip)
+			continue;
+		if (j >= a->n_dims || a->dims[j].value != r->dims[i].value ||
+		    strcmp(a->dims[j].name, r->dims[i].name) != 0)
+			return false;
+		j++;
+	}
+	return j == a->n_dims;
+}
+
+static void rest_free(void *p)
+{
+	struct rest *r = p;
+
+	for (uint32_t i = 0; i < r->n_dims; i++)
+		free((char *)r->dims[i].label);
+	free(r);
+}
+
+static struct rest *rest_get(struct ktel_attr_fold *f, const struct ktel_record *r, int skip)
+{
+	uint64_t h = rest_hash(r, skip);
+	struct rest *e;
+
+	if (f->rests.n_slots)
+		for (e = (struct rest *)*table_head(&f->rests, h); e; e = e->next)
+			if (e->hash == h && rest_equal(e, r, skip))
+				return e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->type = r->type;
+	e->metric = r->metric;
+	if (r->type == KTEL_RECORD_HISTOGRAM) {
+		e->head = r->hist.delta;
+		memset(e->head.counts, 0, sizeof(e->head.counts));
+		e->head.sum = 0;
+	}
+	for (uint32_t i = 0; i < r->n_dims; i++) {
+		struct ktel_dim *d;
+
+		if ((int)i == skip)
+			continue;
+		d = &e->dims[e->n_dims++];
+		*d = r->dims[i];
+		/* Dimension names are the descriptor's and live as long as the
+		 * pull; labels may come from caches that change: copied. */
+		d->label = r->dims[i].label ? strdup(r->dims[i].label) : NULL;
+		if (r->dims[i].label && !d->label) {
+			rest_free(e);
+			return NULL;
+		}
+	}
+	if (table_add(&f->rests, (struct entry *)e)) {
+		rest_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static void name_free(void *p)
+{
+	struct name *n = p;
+
+	free(n->text);
+	free(n);
+}
+
+static struct name *name_get(struct ktel_attr_fold *f, const char *text)
+{
+	uint64_t h = hash_str(text);
+	struct name *e;
+
+	if (f->names.n_slots)
+		for (e = (struct name *)*table_head(&f->names, h); e; e = e->next)
+			if (e->hash == h && strcmp(e->text, text) == 0)
+				return e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->text = strdup(text);
+	if (!e->text || table_add(&f->names, (struct entry *)e)) {
+		name_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* ---- cells and series ----------------------------------------------------- */
+
+static uint64_t cell_hash(const struct rest *r, enum target_kind kind, const struct name *n)
+{
+	return mix(mix((uintptr_t)r, kind), (uintptr_t)n);
+}
+
+static struct cell *cell_get(struct ktel_attr_fold *f, const struct rest *r, enum target_kind kind,
+			     struct name *n)
+{
+	uint64_t h = cell_hash(r, kind, n);
+	struct cell *e;
+
+	if (f->cells.n_slots)
+		for (e = (struct cell *)*table_head(&f->cells, h); e; e = e->next)
+			if (e->rest == r && e->kind == kind && e->name == n)
+				return e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->rest = r;
+	e->kind = kind;
+	e->name = n;
+	if (table_add(&f->cells, (struct entry *)e)) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+static struct series *series_get(struct ktel_attr_fold *f, const struct rest *r, const char *label,
+				 struct name *n)
+{
+	uint64_t h = mix((uintptr_t)r, hash_str(label));
+	struct series *e;
+
+	if (f->series.n_slots)
+		for (e = (struct series *)*table_head(&f->series, h); e; e = e->next)
+			if (e->rest == r && strcmp(e->label, label) == 0)
+				return e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->rest = r;
+	e->label = label;
+	e->name = n;
+	if (table_add(&f->series, (struct entry *)e)) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* ---- life ------------------------------------------------------------------ */
+
+int ktel_attr_fold__new(const struct ktel_attr_fold_opts *opts, struct ktel_attr_fold **ret,
+			struct ktel_err *err)
+{
+	struct ktel_attr_fold *f;
+
+	if (!opts->dim_name || !opts->resolve || !opts->top || !opts->sticky_windows)
+		return ktel_err_set(err, EINVAL,
+				    "attribution fold: needs a dimension name, a resolver, "
+				    "top >= 1 and sticky_windows >= 1");
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	f->o = *opts;
+	f->dim_name = strdup(opts->dim_name);
+	f->out = calloc(KTEL_PULL_WINDOW, sizeof(*f->out));
+	if (!f->dim_name || !f->out) {
+		ktel_attr_fold__free(f);
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	}
+	f->o.dim_name = f->dim_name;
+	/* Full at start: the first windows fill the K places at once. */
+	f->tokens = opts->churn_per_hour;
+	*ret = f;
+	return 0;
+}
+
+void ktel_attr_fold__free(struct ktel_attr_fold *f)
+{
+	if (!f)
+		return;
+	table_clear(&f->cells, free);
+	table_clear(&f->series, free);
+	table_clear(&f->names, name_free);
+	table_clear(&f->rests, rest_free);
+	free(f->cells.slots);
+	free(f->series.slots);
+	free(f->names.slots);
+	free(f->rests.slots);
+	free(f->dim_name);
+	free(f->out);
+	free(f);
+}
+
+/* ---- a window ---------------------------------------------------------------- */
+
+void ktel_attr_fold__begin(struct ktel_attr_fold *f)
+{
+	table_clear(&f->cells, free);
+	f->win++;
+	f->have_head = false;
+	f->oom = false;
+}
+
+static int attr_dim_of(const struct ktel_attr_fold *f, const struct ktel_record *r)
+{
+	for (uint32_t i = 0; i < r->n_dims; i++)
+		if (strcmp(r->dims[i].name, f->dim_name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r)
+{
+	int ai = attr_dim_of(f, r);
+	enum target_kind kind = TARGET_UNKNOWN;
+	struct name *name = NULL;
+	struct rest *rest;
+	struct cell *cell;
+	char buf[NAME_MAX_LEN];
+	const char *text = NULL;
+	uint64_t id, ev = events_of(r);
+
+	if (r->type == KTEL_RECORD_EVENT)
+		return;
+	if (ai >= 0) {
+		id = (uint64_t)r->dims[ai].value;
+		if (id == KTEL_ATTR_OVERFLOW_ID)
+			kind = TARGET_KERNEL_OTHER;
+		else if (id != KTEL_ATTR_UNKNOWN_ID)
+			text = f->o.resolve(f->o.resolve_ctx, id, buf, sizeof(buf));
+	}
+	if (text && strcmp(text, KTEL_ATTR_OTHER) == 0)
+		kind = TARGET_KERNEL_OTHER;
+	else if (text && strcmp(text, KTEL_ATTR_UNKNOWN) != 0 && text[0]) {
+		name = name_get(f, text);
+		if (!name) {
+			f->oom = true;
+			return;
+		}
+		kind = TARGET_NAME;
+		name->win_events += ev;
+		if (ev)
+			name->last_active = f->win;
+	}
+	if (kind == TARGET_KERNEL_OTHER && ai >= 0 &&
+	    (uint64_t)r->dims[ai].value == KTEL_ATTR_OVERFLOW_ID)
+		f->st.folded_kernel += ev;
+	if (kind == TARGET_UNKNOWN)
+		f->st.unknown += ev;
+	rest = rest_get(f, r, ai);
+	cell = rest ? cell_get(f, rest, kind, name) : NULL;
+	if (!cell) {
+		f->oom = true;
+		return;
+	}
+	value_add_record(&cell->delta, r);
+	if (!f->have_head) {
+		f->head = *r;
+		f->have_head = true;
+	}
+}
+
+void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct ktel_attr_fold *f = ctx;
+
+	for (size_t i = 0; i < n && !f->oom; i++)
+		add_one(f, &recs[i]);
+}
+
+/* Drop the admission of n: its series end. */
+static void evict(struct ktel_attr_fold *f, struct name *n)
+{
+	table_for_each(&f->series, struct series, s)
+	{
+		if (s->name == n) {
+			table_unlink(&f->series, (struct entry *)s);
+			free(s);
+		}
+	}
+	n->admitted = false;
+	f->st.admitted--;
+	f->st.evictions++;
+}
+
+static int by_events_desc(const void *a, const void *b)
+{
+	const struct name *x = *(const struct name *const *)a, *y = *(const struct name *const *)b;
+
+	if (x->win_events != y->win_events)
+		return x->win_events > y->win_events ? -1 : 1;
+	return strcmp(x->text, y->text);
+}
+
+/* Refill the churn budget for the time since the last window. */
+static void refill(struct ktel_attr_fold *f, uint64_t now_ns)
+{
+	double cap = f->o.churn_per_hour;
+
+	if (f->have_last_ns && now_ns > f->last_ns)
+		f->tokens += (double)(now_ns - f->last_ns) * f->o.churn_per_hour / 3600e9;
+	if (f->tokens > cap)
+		f->tokens = cap;
+	f->last_ns = now_ns;
+	f->have_last_ns = true;
+}
+
+/* Sticky eviction, then the newcomers with the most events into the free
+ * places, within the churn budget. */
+static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
+{
+	struct name **cand;
+	size_t n = 0;
+
+	table_for_each(&f->names, struct name, nm)
+	{
+		if (nm->admitted && f->win - nm->last_active >= f->o.sticky_windows)
+			evict(f, nm);
+	}
+	refill(f, now_ns);
+	cand = f->names.n ? malloc(f->names.n * sizeof(*cand)) : NULL;
+	if (f->names.n && !cand)
+		return -ENOMEM;
+	table_for_each(&f->names, struct name, nm)
+	{
+		if (!nm->admitted && nm->win_events)
+			cand[n++] = nm;
+	}
+	qsort(cand, n, sizeof(*cand), by_events_desc);
+	for (size_t i = 0; i < n && f->st.admitted < f->o.top && f->tokens >= 1.0; i++) {
+		cand[i]->admitted = true;
+		f->tokens -= 1.0;
+		f->st.admitted++;
+		f->st.admissions++;
+	}
+	free(cand);
+	return 0;
+}
+
+/* The output series cell c folds into. */
+static struct series *target_series(struct ktel_attr_fold *f, const struct cell *c)
+{
+	if (c->kind == TARGET_NAME && c->name->admitted)
+		return series_get(f, c->rest, c->name->text, c->name);
+	if (c->kind == TARGET_UNKNOWN)
+		return series_get(f, c->rest, KTEL_ATTR_UNKNOWN, NULL);
+	return series_get(f, c->rest, KTEL_ATTR_OTHER, NULL);
+}
+
+static void make_record(const struct ktel_attr_fold *f, const struct series *s,
+			struct ktel_record *out)
+{
+	const struct rest *r = s->rest;
+
+	memcpy(out, &f->head, offsetof(struct ktel_record, dims));
+	out->type = r->type;
+	out->metric = r->metric;
+	out->n_dims = r->n_dims + 1;
+	memcpy(out->dims, r->dims, r->n_dims * sizeof(r->dims[0]));
+	/* The name stands for several ids or none: no raw value of its own. */
+	out->dims[r->n_dims] = (struct ktel_dim){
+		.name = f->dim_name,
+		.label = s->label,
+		.derived = true,
+	};
+	if (r->type == KTEL_RECORD_HISTOGRAM) {
+		out->hist.delta = r->head;
+		out->hist.total = r->head;
+		memcpy(out->hist.delta.counts, s->delta.hist.counts, sizeof(s->delta.hist.counts));
+		memcpy(out->hist.total.counts, s->total.hist.counts, sizeof(s->total.hist.counts));
+		out->hist.delta.sum = s->delta.hist.sum;
+		out->hist.total.sum = s->total.hist.sum;
+	} else if (r->type == KTEL_RECORD_COUNTER) {
+		out->counter.delta = s->delta.counter;
+		out->counter.total = s->total.counter;
+	} else {
+		out->gauge = (int64_t)s->delta.counter;
+	}
+}
+
+/* Forget names neither admitted nor seen in the last W windows. */
+static void age_names(struct ktel_attr_fold *f)
+{
+	table_for_each(&f->names, struct name, nm)
+	{
+		nm->win_events = 0;
+		nm->emitted = false;
+		if (!nm->admitted && f->win - nm->last_active >= f->o.sticky_windows) {
+			table_unlink(&f->names, (struct entry *)nm);
+			name_free(nm);
+		}
+	}
+	f->st.tracked = (uint32_t)f->names.n;
+}
+
+long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_records_fn fn,
+			 void *ctx, struct ktel_err *err)
+{
+	size_t n_out = 0, values = 0;
+	long emitted = 0;
+	bool seen_other = false, seen_unknown = false;
+
+	if (f->oom || admit(f, now_ns)) {
+		table_clear(&f->cells, free);
+		age_names(f);
+		return ktel_err_set(err, ENOMEM, "attribution %s: out of memory folding a window",
+				    f->dim_name);
+	}
+	table_for_each(&f->cells, struct cell, c)
+	{
+		struct series *s = target_series(f, c);
+
+		if (!s) {
+			table_clear(&f->cells, free);
+			age_names(f);
+			return ktel_err_set(err, ENOMEM, "attribution %s: out of memory",
+					    f->dim_name);
+		}
+		if (c->kind == TARGET_NAME && !c->name->admitted)
+			f->st.folded_user += value_events(c->rest, &c->delta);
+		value_add(&s->delta, &c->delta);
+		value_add(&s->total, &c->delta);
+		s->touched = true;
+	}
+	table_clear(&f->cells, free);
+	table_for_each(&f->series, struct series, s)
+	{
+		if (!s->touched)
+			continue;
+		make_record(f, s, &f->out[n_out++]);
+		if (s->name)
+			values += !s->name->emitted;
+		if (s->name)
+			s->name->emitted = true;
+		else if (strcmp(s->label, KTEL_ATTR_OTHER) == 0)
+			seen_other = true;
+		else
+			seen_unknown = true;
+		memset(&s->delta, 0, sizeof(s->delta));
+		s->touched = false;
+		emitted++;
+		if (n_out == KTEL_PULL_WINDOW) {
+			if (fn)
+				fn(ctx, f->out, n_out);
+			n_out = 0;
+		}
+	}
+	if (n_out && fn)
+		fn(ctx, f->out, n_out);
+	f->st.values_last = (uint32_t)(values + seen_other + seen_unknown);
+	age_names(f);
+	return emitted;
+}
+
+void ktel_attr_fold__stats(const struct ktel_attr_fold *f, struct ktel_attr_fold_stats *ret)
+{
+	*ret = f->st;
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Attribution fold: one metric's pull, per window, from raw attribution ids
+ * to at most K names plus "other" and "unknown".
+ *
+ * A pull of an attributed metric hands its delta records here instead of to
+ * the router (records carry the attribution dimension with the raw id, see
+ * metric_pull.h attr_name). For each record the fold names the id through
+ * the resolve callback (attr_names.h in the daemon; anything in tests):
+ * the kernel's overflow id is "other", an id that does not resolve is
+ * "unknown", several ids with one name are one name. At the window's end it
+ * ranks the names by the window's event count and keeps an admitted set of
+ * at most K:
+ *   - sticky: an admitted name stays while it had events in the last W
+ *     windows, so the cumulative series of the sinks that keep totals
+ *     (Prometheus, remote_write) do not flap in and out;
+ *   - free places go to the newcomers with the most events, at most
+ *     churn_per_hour of them per hour (a token bucket, full at start);
+ *   - the rest is folded into "other".
+ * It then emits, per (other dimensions, name), one record whose delta is
+ * the bucket-wise sum of what it folded and whose total is the fold's own
+ * running total of that output series. So, for every window, the sum over
+ * the attribution values equals the unattributed total bucket by bucket,
+ * and there are never more than K + 2 values.
+ *
+ * Pure: no I/O, no clock (the caller passes the window's time). The
+ * records' strings are copied where the fold keeps them past a call.
+ */
+#ifndef KTEL_ATTR_FOLD_H
+#define KTEL_ATTR_FOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "metric_pull.h"
+#include "record.h"
+
+#define KTEL_ATTR_OTHER "other"
+#define KTEL_ATTR_UNKNOWN "unknown"
+
+/*
+ * Name id (not KTEL_ATTR_OVERFLOW_ID or KTEL_ATTR_UNKNOWN_ID, which the fold
+ * handles) into buf (len bytes): returns buf, or NULL when the id cannot be
+ * named (it becomes "unknown"). A name "other" or "unknown" joins those.
+ */
+typedef const char *(*ktel_attr_resolve_fn)(void *ctx, uint64_t id, char *buf, size_t len);
+
+struct ktel_attr_fold_opts {
+	const char *dim_name; /* the attribution dimension's name in records ("cgroup") */
+	uint32_t top;         /* K, >= 1 */
+	uint32_t sticky_windows;
+	uint32_t churn_per_hour;
+	ktel_attr_resolve_fn resolve;
+	void *resolve_ctx;
+};
+
+/* What a fold has done, for self-telemetry. Event counts are cumulative. */
+struct ktel_attr_fold_stats {
+	uint64_t folded_kernel; /* events under the kernel's overflow id */
+	uint64_t folded_user;   /* events of names not admitted */
+	uint64_t unknown;       /* events whose id did not resolve */
+	uint64_t admissions;    /* names admitted so far */
+	uint64_t evictions;     /* admitted names dropped for inactivity */
+	uint32_t admitted;      /* names admitted now */
+	uint32_t tracked;       /* names the fold keeps (admitted or recent) */
+	uint32_t values_last;   /* attribution values of the last window */
+};
+
+struct ktel_attr_fold;
+
+int ktel_attr_fold__new(const struct ktel_attr_fold_opts *opts, struct ktel_attr_fold **ret,
+			struct ktel_err *err);
+void ktel_attr_fold__free(struct ktel_attr_fold *f);
+
+/* Start a window (a pull). */
+void ktel_attr_fold__begin(struct ktel_attr_fold *f);
+
+/* Fold a pull's records (a ktel_pull_records_fn, ctx the fold). Out of
+ * memory is remembered and reported by _end. */
+void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n);
+
+/*
+ * End the window at now_ns (any monotonic clock, for the churn budget):
+ * rank, admit, and hand the folded records to fn(ctx, ...), at most
+ * KTEL_PULL_WINDOW at a time. Returns the number of records emitted, or
+ * -ENOMEM (err set) when the window could not be folded (nothing emitted).
+ */
+long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_records_fn fn,
+			 void *ctx, struct ktel_err *err);
+
+void ktel_attr_fold__stats(const struct ktel_attr_fold *f, struct ktel_attr_fold_stats *ret);
+
+#endif /* KTEL_ATTR_FOLD_H */

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Names of attribution ids (attr_names.h): a cgroup id -> path cache filled
+ * by walking the cgroup2 mount, a uid -> user name cache, and the fixed
+ * rules for Android app ids and processes.
+ */
+#include "attr_names.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_GRACE_NS (600ULL * 1000000000ULL)
+#define DEFAULT_MAX_CGROUPS 65536
+/* Deeper trees are not walked further: systemd's are a handful deep. */
+#define MAX_WALK_DEPTH 32
+#define MAX_USERS 4096
+
+struct entry {
+	uint64_t id;
+	uint64_t seen_ns; /* last walk (or lookup, for users) that found it */
+	char *name;       /* NULL: a uid getpwuid_r did not know (its number is used) */
+	bool used;
+};
+
+/* Open addressing, linear probing, tombstone-free: rebuilt when pruned. */
+struct cache {
+	struct entry *e;
+	size_t cap, n;
+};
+
+struct ktel_attr_names {
+	char root[4096]; /* "" when there is no cgroup2 mount */
+	uint64_t grace_ns;
+	size_t max_cgroups;
+	uint64_t now_ns;
+	uint64_t pull;      /* begin_pull count */
+	uint64_t walk_pull; /* pull of the last walk; 0: never */
+	struct cache cgroups, users;
+	struct ktel_attr_names_stats st;
+};
+
+/* ---- the cache ------------------------------------------------------------ */
+
+static size_t slot_of(uint64_t id, size_t cap)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdULL;
+	id ^= id >> 33;
+	return (size_t)(id & (cap - 1));
+}
+
+static struct entry *cache_find(const struct cache *c, uint64_t id)
+{
+	if (!c->cap)
+		return NULL;
+	for (size_t i = slot_of(id, c->cap);; i = (i + 1) & (c->cap - 1)) {
+		if (!c->e[i].used)
+			return NULL;
+		if (c->e[i].id == id)
+			return &c->e[i];
+	}
+}
+
+static int cache_rehash(struct cache *c, size_t cap)
+{
+	struct entry *e = calloc(cap, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->cap; i++) {
+		size_t j;
+
+		if (!c->e[i].used)
+			continue;
+		for (j = slot_of(c->e[i].id, cap); e[j].used; j = (j + 1) & (cap - 1))
+			;
+		e[j] = c->e[i];
+	}
+	free(c->e);
+	c->e = e;
+	c->cap = cap;
+	return 0;
+}
+
+/* Set id's name (taking name), or refresh its time. */
+static int cache_put(struct cache *c, uint64_t id, char *name, uint64_t now)
+{
+	struct entry *e = cache_find(c, id);
+	size_t i;
+
+	if (e) {
+		if (name) {
+			free(e->name);
+			e->name = name;
+		}
+		e->seen_ns = now;
+		return 0;
+	}
+	if ((c->n + 1) * 2 > c->cap && cache_rehash(c, c->cap ? c->cap * 2 : 256)) {
+		free(name);
+		return -ENOMEM;
+	}
+	for (i = slot_of(id, c->cap); c->e[i].used; i = (i + 1) & (c->cap - 1))
+		;
+	c->e[i] = (struct entry){.id = id, .seen_ns = now, .name = name, .used = true};
+	c->n++;
+	return 0;
+}
+
+/* Drop entries not seen since before now - grace. */
+static void cache_prune(struct cache *c, uint64_t now, uint64_t grace)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < c->cap; i++) {
+		if (c->e[i].used && now > grace && c->e[i].seen_ns < now - grace) {
+			free(c->e[i].name);
+			c->e[i].used = false;
+			c->e[i].name = NULL;
+			c->n--;
+			any = true;
+		}
+	}
+	/* Linear probing without tombstones: rebuild so probes still find
+	 * the entries past the holes. */
+	if (any)
+		cache_rehash(c, c->cap);
+}
+
+static void cache_free(struct cache *c)
+{
+	for (size_t i = 0; i < c->cap; i++)
+		free(c->e[i].name);
+	free(c->e);
+	c->e = NULL;
+	c->cap = c->n = 0;
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '+' || c == '-' || c == '@' || c == ':' || c == '=';
+}
+
+static bool has_prefix_suffix(const char *s, size_t len, const char *pre, const char *suf)
+{
+	size_t p = strlen(pre), q = strlen(suf);
+
+	return len >= p + q && memcmp(s, pre, p) == 0 && memcmp(s + len - q, suf, q) == 0;
+}
+
+size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len)
+{
+	size_t out = 0, max = len - 1 < KTEL_ATTR_NAME_MAX ? len - 1 : KTEL_ATTR_NAME_MAX;
+	const char *s = path;
+
+	while (*s == '/')
+		s++;
+	if (!*s) {
+		snprintf(buf, len, "/");
+		return strlen(buf);
+	}
+	while (*s && out < max) {
+		const char *end = strchr(s, '/');
+		size_t clen = end ? (size_t)(end - s) : strlen(s);
+		const char *comp = s;
+		size_t ccopy = clen;
+
+		/* One name for the scopes systemd makes per command and login:
+		 * thousands of them are one workload, not thousands. */
+		if (has_prefix_suffix(s, clen, "run-", ".scope")) {
+			comp = "run-*.scope";
+			ccopy = strlen(comp);
+		} else if (has_prefix_suffix(s, clen, "session-", ".scope")) {
+			comp = "session-*.scope";
+			ccopy = strlen(comp);
+		}
+		if (out && out < max)
+			buf[out++] = '/';
+		for (size_t i = 0; i < ccopy && out < max; i++) {
+			char c = comp[i];
+
+			buf[out++] = (comp != s || name_char(c)) ? c : '_';
+		}
+		s += clen;
+		while (*s == '/')
+			s++;
+	}
+	buf[out] = '\0';
+	return out;
+}
+
+/* ---- mountinfo ---------------------------------------------------------------- */
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len)
+{
+	FILE *f = fopen(mountinfo ? mountinfo : "/proc/self/mountinfo", "re");
+	char line[8192];
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (rc && fgets(line, sizeof(line), f)) {
+		char *fields[6], *save = NULL, *dash = strstr(line, " - ");
+		char *tok = strtok_r(line, " ", &save);
+		int n = 0;
+
+		for (; tok && n < 6; tok = strtok_r(NULL, " ", &save))
+			fields[n++] = tok;
+		if (n < 5 || !dash || strncmp(dash + 3, "cgroup2 ", 8) != 0)
+			continue;
+		unescape(fields[4]);
+		if (strlen(fields[4]) < len) {
+			snprintf(buf, len, "%s", fields[4]);
+			rc = 0;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* ---- the walk ------------------------------------------------------------------ */
+
+struct walk {
+	struct ktel_attr_names *n;
+	char path[4096];
+	size_t root_len;
+	size_t found;
+	bool oom;
+};
+
+static void walk_dir(struct walk *w, size_t len, int depth)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *dir;
+	char name[KTEL_ATTR_NAME_MAX + 1], *copy;
+
+	if (stat(w->path, &st) || !S_ISDIR(st.st_mode))
+		return;
+	if (w->found >= w->n->max_cgroups) {
+		w->n->st.truncated++;
+		return;
+	}
+	w->found++;
+	ktel_attr_cgroup_name(w->path + w->root_len, name, sizeof(name));
+	copy = strdup(name);
+	if (!copy || cache_put(&w->n->cgroups, (uint64_t)st.st_ino, copy, w->n->now_ns)) {
+		w->oom = true;
+		return;
+	}
+	if (depth >= MAX_WALK_DEPTH)
+		return;
+	dir = opendir(w->path);
+	if (!dir)
+		return;
+	while (!w->oom && (de = readdir(dir)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+			continue;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (len + 1 + l >= sizeof(w->path))
+			continue;
+		w->path[len] = '/';
+		memcpy(w->path + len + 1, de->d_name, l + 1);
+		walk_dir(w, len + 1 + l, depth + 1);
+		w->path[len] = '\0';
+	}
+	closedir(dir);
+}
+
+static void walk(struct ktel_attr_names *n)
+{
+	struct walk w = {.n = n};
+
+	n->st.walks++;
+	n->walk_pull = n->pull;
+	snprintf(w.path, sizeof(w.path), "%s", n->root);
+	w.root_len = strlen(w.path);
+	walk_dir(&w, w.root_len, 0);
+	cache_prune(&n->cgroups, n->now_ns, n->grace_ns);
+}
+
+/* ---- life ----------------------------------------------------------------------- */
+
+int ktel_attr_names__new(const struct ktel_attr_names_opts *opts, struct ktel_attr_names **ret,
+			 struct ktel_err *err)
+{
+	struct ktel_attr_names *n = calloc(1, sizeof(*n));
+	int rc;
+
+	if (!n)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	n->grace_ns = opts && opts->grace_ns ? opts->grace_ns : DEFAULT_GRACE_NS;
+	n->max_cgroups = opts && opts->max_cgroups ? opts->max_cgroups : DEFAULT_MAX_CGROUPS;
+	if (opts && opts->cgroup_root) {
+		snprintf(n->root, sizeof(n->root), "%s", opts->cgroup_root);
+	} else {
+		rc = ktel_attr_cgroup2_mount(opts ? opts->mountinfo : NULL, n->root,
+					     sizeof(n->root));
+		if (rc) {
+			free(n);
+			return ktel_err_set(err, -rc,
+					    "attribution: no cgroup2 mount in %s: cgroup ids "
+					    "cannot be named",
+					    opts && opts->mountinfo ? opts->mountinfo
+								    : "/proc/self/mountinfo");
+		}
+	}
+	*ret = n;
+	return 0;
+}
+
+void ktel_attr_names__free(struct ktel_attr_names *n)
+{
+	if (!n)
+		return;
+	cache_free(&n->cgroups);
+	cache_free(&n->users);
+	free(n);
+}
+
+void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns)
+{
+	n->pull++;
+	n->now_ns = now_ns;
+}
+
+const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len)
+{
+	struct entry *e = cache_find(&n->cgroups, id);
+
+	if (!e && n->root[0] && n->walk_pull != n->pull) {
+		walk(n);
+		e = cache_find(&n->cgroups, id);
+	}
+	if (!e || !e->name) {
+		n->st.misses++;
+		return NULL;
+	}
+	snprintf(buf, len, "%s", e->name);
+	return buf;
+}
+
+/* The user name of uid, checked like a cgroup name; NULL when none. */
+static char *user_name(uint64_t uid)
+{
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096], name[KTEL_ATTR_NAME_MAX + 1];
+	size_t i, max;
+
+	if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof(pwbuf), &res) != 0 || !res || !res->pw_name ||
+	    !res->pw_name[0])
+		return NULL;
+	max = strlen(res->pw_name);
+	if (max > KTEL_ATTR_NAME_MAX)
+		max = KTEL_ATTR_NAME_MAX;
+	for (i = 0; i < max; i++)
+		name[i] = name_char(res->pw_name[i]) ? res->pw_name[i] : '_';
+	name[i] = '\0';
+	return strdup(name);
+}
+
+const char *ktel_attr_names__user(struct ktel_attr_names *n, uint64_t uid, char *buf, size_t len)
+{
+	struct entry *e;
+	char *name;
+
+	if (uid > UINT32_MAX)
+		return NULL;
+	e = cache_find(&n->users, uid);
+	/* A user renamed or added shows up after the grace period. */
+	if (!e || n->now_ns - e->seen_ns > n->grace_ns) {
+		name = user_name(uid);
+		if (e || n->users.n < MAX_USERS) {
+			cache_put(&n->users, uid, name, n->now_ns);
+		} else {
+			/* The cache is full: named, not kept. */
+			snprintf(buf, len, "%s", name ? name : "");
+			free(name);
+			if (!buf[0])
+				snprintf(buf, len, "%" PRIu64, uid);
+			return buf;
+		}
+		e = cache_find(&n->users, uid);
+	}
+	if (e && e->name)
+		snprintf(buf, len, "%s", e->name);
+	else
+		snprintf(buf, len, "%" PRIu64, uid);
+	return buf;
+}
+
+/*
+ * Android's uid ranges (libcutils android_filesystem_config.h): per user
+ * 100000 uids; below 10000 system services, 10000-19999 apps, 20000-29999
+ * SDK sandboxes, 30000-39999 and 40000-49999 external storage gids,
+ * 50000-59999 shared gids, 90000-99999 isolated processes.
+ */
+const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len)
+{
+	uint64_t app = uid % 100000;
+	const char *cls;
+
+	if (app < 10000)
+		cls = "system";
+	else if (app < 20000)
+		cls = NULL;
+	else if (app < 30000)
+		cls = "sdk_sandbox";
+	else if (app < 50000)
+		cls = "ext_gid";
+	else if (app < 60000)
+		cls = "shared_gid";
+	else if (app >= 90000)
+		cls = "isolated";
+	else
+		cls = "reserved";
+	if (cls)
+		snprintf(buf, len, "%s", cls);
+	else
+		snprintf(buf, len, "%" PRIu64, app);
+	return buf;
+}
+
+const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%" PRIu64, id >> 32);
+	return buf;
+}
+
+void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret)
+{
+	*ret = n->st;
+	ret->cgroups = n->cgroups.n;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Names of attribution ids (attr_fold.h resolves through these):
+ *   - cgroup: a v2 cgroup id is its directory's inode number in the cgroup2
+ *     mount (found in /proc/self/mountinfo: /sys/fs/cgroup on a pure v2
+ *     system, /sys/fs/cgroup/unified on a hybrid one); named by its path
+ *     below the mount, the root "/". Ids come from a walk of the mount,
+ *     cached; a miss walks again at most once per pull (begin_pull), and an
+ *     id the walk did not find stays unresolved until the next pull (the
+ *     negative cache). An entry no walk has seen for the grace period (the
+ *     cgroup was removed) is dropped, so a removed cgroup whose last events
+ *     are pulled after its rmdir still has its name.
+ *   - user: a uid, named by getpwuid_r, else by its number.
+ *   - app: Android's app id (uid % 100000) for apps, the class otherwise.
+ *   - process: the tgid (high half of the id), as a number.
+ * Names are hostile input (a cgroup's name is anyone's mkdir): they are
+ * bounded, cut to ASCII letters, digits and ._+-/@:=, every other byte
+ * becoming '_', and the run-*.scope and session-*.scope components that
+ * systemd makes per command and login are collapsed into one name each.
+ */
+#ifndef KTEL_ATTR_NAMES_H
+#define KTEL_ATTR_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Longest name given, NUL excluded. */
+#define KTEL_ATTR_NAME_MAX 200
+
+struct ktel_attr_names_opts {
+	const char *cgroup_root; /* NULL: the cgroup2 mount of mountinfo */
+	const char *mountinfo;   /* NULL: /proc/self/mountinfo */
+	uint64_t grace_ns;       /* 0: 10 minutes */
+	size_t max_cgroups;      /* 0: 65536; the walk stops there */
+};
+
+struct ktel_attr_names_stats {
+	uint64_t walks;     /* cgroup walks */
+	uint64_t misses;    /* ids no walk found */
+	size_t cgroups;     /* ids cached */
+	uint64_t truncated; /* walks stopped at max_cgroups */
+};
+
+struct ktel_attr_names;
+
+/*
+ * Fails (-ENOENT, err set) only when no cgroup2 mount is found; a daemon
+ * attributing by user or app alone does not need one (cgroup_root "" skips
+ * the lookup and resolves no cgroup).
+ */
+int ktel_attr_names__new(const struct ktel_attr_names_opts *opts, struct ktel_attr_names **ret,
+			 struct ktel_err *err);
+void ktel_attr_names__free(struct ktel_attr_names *n);
+
+/* A pull starts at now_ns (a monotonic clock): a miss may walk again. */
+void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns);
+
+/* Names of id into buf (len bytes, at least KTEL_ATTR_NAME_MAX + 1):
+ * buf, or NULL when it has none. */
+const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len);
+const char *ktel_attr_names__user(struct ktel_attr_names *n, uint64_t uid, char *buf, size_t len);
+const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len);
+const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len);
+
+void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret);
+
+/*
+ * A cgroup path below the mount as its name, into buf (len > 0): the
+ * collapsing and character rules above, cut at KTEL_ATTR_NAME_MAX. Returns
+ * the length written.
+ */
+size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len);
+
+/* The cgroup2 mount point of a mountinfo file, into buf. 0 or -ENOENT. */
+int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len);
+
+#endif /* KTEL_ATTR_NAMES_H */

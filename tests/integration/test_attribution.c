@@ -1,0 +1,861 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attribution through the real ktelemetryd, block_io_latency on a loop
+ * device the test sets up, against what the test itself issued (the
+ * oracle: every O_DIRECT read or write of 4 KiB, waited for before the
+ * next, is one request):
+ *
+ *  - by cgroup: three children, each moved into its own new cgroup under the
+ *    cgroup2 mount, issue known numbers of reads and writes; the records of
+ *    the loop device name each cgroup by its path and count exactly those;
+ *  - the kernel's bound: max_keys 64 and 200 cgroups doing I/O: every named
+ *    cgroup has exactly its own count, "other" holds exactly the rest, the
+ *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
+ *    at least that rest;
+ *  - by user: the same under three uids (setresuid in the children): exact
+ *    per-user counts, the users named by their number (no such user);
+ *  - run queue by cgroup: two CPU hogs in two cgroups and a victim at nice
+ *    19 in a third, all on one CPU: each cgroup's histogram sum agrees with
+ *    its tasks' run_delay (/proc/<pid>/schedstat, the kernel's own count)
+ *    within 5% once the histogram's rounding down to whole microseconds (up
+ *    to 1 us per wait) is allowed for, and the victim's cgroup has the
+ *    longest waits;
+ *  - OOM by cgroup (oom_kills): a child in a memory-limited cgroup (the v1
+ *    memory controller on a hybrid system, v2's memory.max on a pure one),
+ *    and in its own v2 cgroup, is OOM-killed N times: the v2 cgroup's
+ *    oom_kills equal the memory controller's own oom_kill count, N, and
+ *    memcg_reclaim_latency counts the reclaims its limit forced on it;
+ *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
+ *    `by` on a metric whose plugin has no attribution dimension, each refuse
+ *    the plugin with a message naming the metric.
+ *
+ * Hermetic: own pin root, files under the build tree, its own cgroups and
+ * loop device, all removed at the end, also after a failure.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "attr_names.h"
+#include "daemon_harness.h"
+#include "ktel_test.h"
+
+#define BLOCK 4096
+#define IMG_MB 16
+#define MAX_CGROUPS 200
+
+static struct sandbox sb;
+static pid_t daemon_pid = -1;
+static char plugin_dir[700], img[700], loop_dev[64], cg_base[600];
+static void teardown_memcg(void);
+static unsigned loop_major, loop_minor;
+
+/* ---- the loop device and the cgroups --------------------------------------- */
+
+static void setup_loop(void)
+{
+	char out[700], *text;
+	struct stat st;
+
+	snprintf(img, sizeof(img), "%s/disk.img", sb.dir);
+	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
+	assert_int_equal(ktel_test_run("truncate -s %dM %s && losetup --show -f %s > %s", IMG_MB,
+				       img, img, out),
+			 0);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	text[strcspn(text, "\n")] = '\0';
+	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
+	free(text);
+	assert_int_equal(stat(loop_dev, &st), 0);
+	loop_major = major(st.st_rdev);
+	loop_minor = minor(st.st_rdev);
+	/* Let udev's probe of the new device finish before anything counts. */
+	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
+}
+
+static void teardown_loop(void)
+{
+	if (loop_dev[0])
+		(void)ktel_test_run("losetup -d %s", loop_dev);
+	loop_dev[0] = '\0';
+}
+
+static void setup_cgroups(void)
+{
+	char mount[512];
+
+	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
+	snprintf(cg_base, sizeof(cg_base), "%s/ktel-attr-test-%d", mount, getpid());
+	assert_int_equal(mkdir(cg_base, 0755), 0);
+}
+
+static void cgroup_path(char *buf, size_t len, int i)
+{
+	snprintf(buf, len, "%s/c%03d", cg_base, i);
+}
+
+/* Remove the test's cgroups (empty once their children exited). */
+static void teardown_cgroups(void)
+{
+	char path[700];
+
+	if (!cg_base[0])
+		return;
+	for (int i = 0; i < MAX_CGROUPS; i++) {
+		cgroup_path(path, sizeof(path), i);
+		rmdir(path);
+	}
+	if (rmdir(cg_base) && errno != ENOENT)
+		printf("cannot remove %s: %s\n", cg_base, strerror(errno));
+	cg_base[0] = '\0';
+}
+
+/* ---- the workload ------------------------------------------------------------ */
+
+struct worker {
+	int cgroup; /* index, -1: stay */
+	uid_t uid;  /* 0: stay root */
+	int reads, writes;
+};
+
+/* In a child: join the cgroup, drop to the uid, issue the I/O, exit 0. */
+static void run_worker(const struct worker *w)
+{
+	char path[700];
+	void *buf;
+	int fd;
+
+	if (w->cgroup >= 0) {
+		FILE *f;
+
+		cgroup_path(path, sizeof(path), w->cgroup);
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
+		f = fopen(path, "w");
+		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+			_exit(10);
+	}
+	fd = open(loop_dev, O_RDWR | O_DIRECT);
+	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
+		_exit(11);
+	memset(buf, 0x5a, BLOCK);
+	if (w->uid && setresuid(w->uid, w->uid, w->uid))
+		_exit(12);
+	for (int i = 0; i < w->reads; i++)
+		if (pread(fd, buf, BLOCK, (off_t)(i % 1024) * BLOCK) != BLOCK)
+			_exit(13);
+	for (int i = 0; i < w->writes; i++)
+		if (pwrite(fd, buf, BLOCK, (off_t)(1024 + i % 1024) * BLOCK) != BLOCK)
+			_exit(14);
+	_exit(0);
+}
+
+static void run_workers(const struct worker *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		pid_t pid = fork();
+		int status;
+
+		assert_true(pid >= 0);
+		if (pid == 0)
+			run_worker(&w[i]);
+		/* One at a time: each request is waited for, none merge. */
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+}
+
+/* ---- the daemon ------------------------------------------------------------------ */
+
+static void make_plugin_dir(void)
+{
+	snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", sb.dir);
+	assert_int_equal(mkdir(plugin_dir, 0755), 0);
+	assert_int_equal(chmod(plugin_dir, 0755), 0);
+	assert_int_equal(
+		ktel_test_run(
+			"cd %s && cp block_io_latency.so compaction_duration.so "
+			"runq_latency.so oom_kills.so memcg_reclaim_latency.so %s/ && chmod 0644 %s/*.so",
+			KTEL_PLUGIN_DIR, plugin_dir, plugin_dir),
+		0);
+}
+
+static void start_daemon_with(const char *extra)
+{
+	sandbox_write_config(&sb, plugin_dir, "1s", extra);
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+}
+
+static void start_daemon(const char *attribution)
+{
+	char extra[600];
+
+	snprintf(extra, sizeof(extra),
+		 "\"metrics\": {\"block_io_latency\": {\"attribution\": %s}},"
+		 " \"self_telemetry\": {\"interval\": \"1s\"}",
+		 attribution);
+	start_daemon_with(extra);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+}
+
+/* SIGTERM: the final pull delivers what the last interval counted. */
+static void stop_daemon(void)
+{
+	kill(daemon_pid, SIGTERM);
+	if (daemon_wait(daemon_pid, 30) != 0) {
+		dump_log(&sb);
+		fail_msg("the daemon did not exit cleanly");
+	}
+	daemon_pid = -1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	sandbox_init(&sb, "attribution");
+	make_plugin_dir();
+	setup_loop();
+	setup_cgroups();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGKILL);
+		waitpid(daemon_pid, NULL, 0);
+		daemon_pid = -1;
+	}
+	teardown_loop();
+	teardown_memcg();
+	teardown_cgroups();
+	sandbox_cleanup(&sb);
+	return 0;
+}
+
+/* ---- what the daemon reported ------------------------------------------------ */
+
+#define MAX_VALUES 512
+
+struct value {
+	char name[256];
+	char op[16];
+	uint64_t count;
+};
+
+struct report {
+	struct value v[MAX_VALUES];
+	size_t n;
+	uint64_t overflow_kernel; /* ktel_attr_overflow, stage kernel, summed deltas */
+};
+
+static void add_value(struct report *r, const char *name, const char *op, uint64_t count)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].name, name) == 0 && strcmp(r->v[i].op, op) == 0)
+			break;
+	if (i == r->n) {
+		assert_true(r->n < MAX_VALUES);
+		snprintf(r->v[i].name, sizeof(r->v[i].name), "%s", name);
+		snprintf(r->v[i].op, sizeof(r->v[i].op), "%s", op);
+		r->v[i].count = 0;
+		r->n++;
+	}
+	r->v[i].count += count;
+}
+
+/* The loop device's block_io_latency records, by attribution value (dim)
+ * and operation, and the kernel stage of ktel_attr_overflow. */
+static void read_report(const char *dim, struct report *r)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(r, 0, sizeof(*r));
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *dims;
+		const char *metric;
+
+		assert_non_null(rec);
+		metric = json_string_value(json_object_get(rec, "metric")) ?: "";
+		dims = json_object_get(rec, "dims");
+		if (strcmp(metric, "ktel_attr_overflow") == 0 &&
+		    strcmp(json_string_value(json_object_get(dims, "stage")) ?: "", "kernel") == 0)
+			r->overflow_kernel += (uint64_t)json_integer_value(
+				json_object_get(rec, "value"));
+		if (strcmp(metric, "block_io_latency") == 0 &&
+		    json_integer_value(json_object_get(dims, "major")) == loop_major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop_minor) {
+			const char *name = json_string_value(json_object_get(dims, dim));
+			const char *op = json_string_value(json_object_get(dims, "operation"));
+
+			/* Every record of an attributed metric carries the value. */
+			assert_non_null(name);
+			assert_non_null(op);
+			add_value(r, name, op,
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(rec, "histogram"),
+							  "count")));
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+static uint64_t count_of(const struct report *r, const char *name, const char *op)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].name, name) == 0 && strcmp(r->v[i].op, op) == 0)
+			return r->v[i].count;
+	return 0;
+}
+
+static uint64_t total_of(const struct report *r, const char *op)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].op, op) == 0)
+			n += r->v[i].count;
+	return n;
+}
+
+/* The cgroup's name as the daemon gives it: its path below the mount. */
+static void cgroup_label(char *buf, size_t len, int i)
+{
+	snprintf(buf, len, "ktel-attr-test-%d/c%03d", getpid(), i);
+}
+
+/* ---- the tests ------------------------------------------------------------------- */
+
+static void test_by_cgroup(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = 0, .reads = 37, .writes = 5},
+		{.cgroup = 1, .reads = 11, .writes = 23},
+		{.cgroup = 2, .reads = 0, .writes = 64},
+	};
+	struct report r;
+	char path[700], label[300];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	start_daemon("{\"by\": \"cgroup\"}");
+	run_workers(w, 3);
+	/* Two intervals for the last completions to be pulled, then the final pull. */
+	sleep(3);
+	stop_daemon();
+	read_report("cgroup", &r);
+	for (size_t i = 0; i < r.n; i++)
+		printf("  %-40s %-6s %llu\n", r.v[i].name, r.v[i].op,
+		       (unsigned long long)r.v[i].count);
+	for (int i = 0; i < 3; i++) {
+		cgroup_label(label, sizeof(label), i);
+		assert_int_equal(count_of(&r, label, "read"), w[i].reads);
+		assert_int_equal(count_of(&r, label, "write"), w[i].writes);
+	}
+	/* Nothing else read or wrote the device: no other value. */
+	assert_int_equal(total_of(&r, "read"), 37 + 11);
+	assert_int_equal(total_of(&r, "write"), 5 + 23 + 64);
+	assert_int_equal(count_of(&r, "unknown", "read") + count_of(&r, "other", "read"), 0);
+}
+
+static void test_kernel_bound(void **state)
+{
+	enum {
+		N = MAX_CGROUPS,
+		READS = 3,
+		LIMIT = 64
+	};
+	static struct worker w[N];
+	struct report r;
+	char path[700], label[300];
+	uint64_t named = 0, named_reads = 0, other;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+		w[i] = (struct worker){.cgroup = i, .reads = READS};
+	}
+	/* K above N: only the kernel's bound folds anything. */
+	start_daemon("{\"by\": \"cgroup\", \"max_keys\": 64, \"top\": 1000}");
+	run_workers(w, N);
+	sleep(3);
+	stop_daemon();
+	read_report("cgroup", &r);
+	for (int i = 0; i < N; i++) {
+		uint64_t c;
+
+		cgroup_label(label, sizeof(label), i);
+		c = count_of(&r, label, "read");
+		/* A cgroup is named with all its reads or not at all: its
+		 * key was admitted at its first read, or never. */
+		assert_true(c == 0 || c == READS);
+		named += c != 0;
+		named_reads += c;
+	}
+	other = count_of(&r, "other", "read");
+	printf("  %llu of %d cgroups named, other %llu, kernel overflow %llu\n",
+	       (unsigned long long)named, N, (unsigned long long)other,
+	       (unsigned long long)r.overflow_kernel);
+	/* Other cgroups of this machine take keys too: at most 64 of ours. */
+	assert_true(named > 0 && named <= LIMIT);
+	assert_int_equal(other, (N - named) * READS);
+	assert_int_equal(named_reads + other, (uint64_t)N * READS);
+	assert_int_equal(total_of(&r, "read"), (uint64_t)N * READS);
+	assert_int_equal(count_of(&r, "unknown", "read"), 0);
+	assert_true(r.overflow_kernel >= other);
+}
+
+static void test_by_user(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = -1, .uid = 3999001, .reads = 9, .writes = 2},
+		{.cgroup = -1, .uid = 3999002, .reads = 4, .writes = 0},
+		{.cgroup = -1, .uid = 3999003, .reads = 0, .writes = 17},
+	};
+	struct report r;
+
+	(void)state;
+	start_daemon("{\"by\": \"user\"}");
+	run_workers(w, 3);
+	sleep(3);
+	/* A reload cannot change what the loaded programs were given: refused,
+	 * named, and the daemon goes on as it was. */
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"block_io_latency\": {\"attribution\": "
+			     "{\"by\": \"cgroup\"}}}");
+	kill(daemon_pid, SIGHUP);
+	if (!log_wait_for(&sb,
+			  "metrics.block_io_latency.attribution: cannot change while the daemon "
+			  "runs (the plugin's BPF .rodata and map size are set when it loads): by "
+			  "user, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour "
+			  "80 -> by cgroup",
+			  10)) {
+		dump_log(&sb);
+		fail_msg("the reload's change of attribution was not refused");
+	}
+	stop_daemon();
+	read_report("user", &r);
+	for (size_t i = 0; i < r.n; i++)
+		printf("  %-12s %-6s %llu\n", r.v[i].name, r.v[i].op,
+		       (unsigned long long)r.v[i].count);
+	assert_int_equal(count_of(&r, "3999001", "read"), 9);
+	assert_int_equal(count_of(&r, "3999001", "write"), 2);
+	assert_int_equal(count_of(&r, "3999002", "read"), 4);
+	assert_int_equal(count_of(&r, "3999002", "write"), 0);
+	assert_int_equal(count_of(&r, "3999003", "write"), 17);
+	assert_int_equal(total_of(&r, "read"), 13);
+	assert_int_equal(total_of(&r, "write"), 19);
+}
+
+/* ---- the run queue ------------------------------------------------------------- */
+
+#define RUNQ_TASKS 3
+#define RUNQ_VICTIM 2
+#define RUNQ_SECONDS 3
+
+struct runq_shared {
+	uint64_t start_ns, end_ns;
+	uint64_t base_delay[RUNQ_TASKS]; /* run_delay when the task was in its cgroup */
+	int ready[RUNQ_TASKS];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The second field of /proc/<pid>/schedstat: ns waited on a run queue. */
+static uint64_t run_delay_of(pid_t pid)
+{
+	char path[64];
+	unsigned long long run, delay = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%llu %llu", &run, &delay) != 2)
+		delay = UINT64_MAX;
+	if (f)
+		fclose(f);
+	return delay;
+}
+
+/* In a child: its cgroup, CPU 0, the baseline, spin, then sleep until killed. */
+static void runq_child(struct runq_shared *sh, int i)
+{
+	char path[700];
+	cpu_set_t set;
+	FILE *f;
+
+	cgroup_path(path, sizeof(path), i);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+		_exit(10);
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		_exit(11);
+	if (i == RUNQ_VICTIM && setpriority(PRIO_PROCESS, 0, 19))
+		_exit(12);
+	/* With the cpu controller on cgroup2 (a pure v2 system), nice only
+	 * orders tasks within their cgroup: give the victim's the least weight. */
+	cgroup_path(path, sizeof(path), i);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cpu.weight");
+	if (i == RUNQ_VICTIM && access(path, F_OK) == 0) {
+		f = fopen(path, "w");
+		if (!f || fprintf(f, "1\n") < 0 || fclose(f))
+			_exit(13);
+	}
+	sh->base_delay[i] = run_delay_of(getpid());
+	__atomic_store_n(&sh->ready[i], 1, __ATOMIC_SEQ_CST);
+	while (mono_ns() < __atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST) ||
+	       !__atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST))
+		;
+	for (;;)
+		pause();
+}
+
+struct runq_view {
+	uint64_t count, sum_us;
+	int top_bucket; /* highest bucket with a count, -1: none */
+};
+
+static void runq_read(const char *label, struct runq_view *v)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(v, 0, sizeof(*v));
+	v->top_bucket = -1;
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *h, *c;
+		size_t k;
+
+		assert_non_null(rec);
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
+			   "runq_latency") ||
+		    strcmp(json_string_value(json_object_get(json_object_get(rec, "dims"), "cgroup"))
+				   ?: "",
+			   label)) {
+			json_decref(rec);
+			continue;
+		}
+		h = json_object_get(rec, "histogram");
+		v->count += (uint64_t)json_integer_value(json_object_get(h, "count"));
+		v->sum_us += (uint64_t)json_integer_value(json_object_get(h, "sum"));
+		json_array_foreach(json_object_get(h, "counts"), k, c)
+			if (json_integer_value(c) > 0 && (int)k > v->top_bucket)
+				v->top_bucket = (int)k;
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+static void test_runq_by_cgroup(void **state)
+{
+	struct runq_shared *sh;
+	pid_t pids[RUNQ_TASKS];
+	uint64_t oracle_us[RUNQ_TASKS];
+	struct runq_view v[RUNQ_TASKS];
+	char path[700], label[300];
+
+	(void)state;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  " \"compaction_duration\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting runq_latency");
+	}
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			runq_child(sh, i);
+	}
+	for (int i = 0; i < RUNQ_TASKS; i++)
+		while (!__atomic_load_n(&sh->ready[i], __ATOMIC_SEQ_CST))
+			usleep(1000);
+	__atomic_store_n(&sh->end_ns, mono_ns() + RUNQ_SECONDS * 1000000000ULL, __ATOMIC_SEQ_CST);
+	sleep(RUNQ_SECONDS + 1);
+	/* All asleep now: the oracle before the kill's wakeup. */
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		uint64_t d = run_delay_of(pids[i]);
+
+		assert_true(d != UINT64_MAX && d >= sh->base_delay[i]);
+		oracle_us[i] = (d - sh->base_delay[i]) / 1000;
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], NULL, 0);
+	}
+	sleep(2);
+	stop_daemon();
+	for (int i = 0; i < RUNQ_TASKS; i++) {
+		cgroup_label(label, sizeof(label), i);
+		runq_read(label, &v[i]);
+		printf("  %s: %llu waits, histogram sum %llu us, schedstat run_delay %llu us, "
+		       "top bucket %d\n",
+		       label, (unsigned long long)v[i].count, (unsigned long long)v[i].sum_us,
+		       (unsigned long long)oracle_us[i], v[i].top_bucket);
+		assert_true(v[i].count > 0);
+		/* Each wait is rounded down to whole microseconds: up to 1 us each. */
+		assert_true((double)v[i].sum_us <= (double)oracle_us[i] * 1.05);
+		assert_true((double)(v[i].sum_us + v[i].count) >= (double)oracle_us[i] * 0.95);
+	}
+	assert_true(v[RUNQ_VICTIM].top_bucket > v[0].top_bucket);
+	assert_true(v[RUNQ_VICTIM].top_bucket > v[1].top_bucket);
+	munmap(sh, sizeof(*sh));
+}
+
+/* ---- OOM ---------------------------------------------------------------------- */
+
+#define OOM_KILLS 3
+#define OOM_LIMIT (32 << 20)
+
+static char memcg[600]; /* the memory-limited cgroup; "" when none was made */
+
+static int write_file(const char *dir, const char *file, const char *value)
+{
+	char path[800];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	if (fprintf(f, "%s\n", value) < 0) {
+		fclose(f);
+		return -EIO;
+	}
+	return fclose(f) ? -errno : 0;
+}
+
+/*
+ * The memory limit: the v1 memory controller's own cgroup where it is
+ * mounted (this hybrid host), else v2's memory.max on the test's cgroup.
+ * Returns the file that counts its OOM kills ("oom_kill N" in it).
+ */
+static const char *setup_memcg(const char *v2_cgroup)
+{
+	char limit[32];
+
+	snprintf(limit, sizeof(limit), "%d", OOM_LIMIT);
+	if (access("/sys/fs/cgroup/memory/memory.oom_control", F_OK) == 0) {
+		snprintf(memcg, sizeof(memcg), "/sys/fs/cgroup/memory/ktel-attr-test-%d", getpid());
+		assert_int_equal(mkdir(memcg, 0755), 0);
+		assert_int_equal(write_file(memcg, "memory.limit_in_bytes", limit), 0);
+		if (access("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", F_OK) == 0)
+			assert_int_equal(write_file(memcg, "memory.memsw.limit_in_bytes", limit),
+					 0);
+		return "memory.oom_control";
+	}
+	snprintf(memcg, sizeof(memcg), "%s", v2_cgroup);
+	assert_int_equal(write_file(memcg, "memory.max", limit), 0);
+	(void)write_file(memcg, "memory.swap.max", "0");
+	return "memory.events";
+}
+
+static void teardown_memcg(void)
+{
+	if (memcg[0] && strncmp(memcg, "/sys/fs/cgroup/memory/", 22) == 0)
+		rmdir(memcg);
+	memcg[0] = '\0';
+}
+
+/* In a child: its v2 cgroup and the memory limit, then memory until killed. */
+static void oom_child(const char *v2_cgroup)
+{
+	char pid[32];
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (write_file(v2_cgroup, "cgroup.procs", pid) ||
+	    (strcmp(memcg, v2_cgroup) != 0 && write_file(memcg, "cgroup.procs", pid)))
+		_exit(10);
+	for (;;) {
+		char *p = malloc(1 << 20);
+
+		if (!p)
+			_exit(11);
+		memset(p, 1, 1 << 20);
+	}
+}
+
+static uint64_t oom_kill_count(const char *file)
+{
+	char path[800], *text, *at;
+	uint64_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", memcg, file);
+	text = ktel_test_slurp(path);
+	assert_non_null(text);
+	at = strstr(text, "oom_kill ");
+	n = at ? strtoull(at + 9, NULL, 10) : UINT64_MAX;
+	free(text);
+	return n;
+}
+
+static void test_oom_by_cgroup(void **state)
+{
+	char v2[700], label[300];
+	const char *events;
+	uint64_t kills = 0, reclaims = 0;
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	cgroup_path(v2, sizeof(v2), 0);
+	assert_int_equal(mkdir(v2, 0755), 0);
+	events = setup_memcg(v2);
+	start_daemon_with("\"metrics\": {\"oom_kills\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"memcg_reclaim_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  " \"runq_latency\": {\"enabled\": false},"
+			  " \"compaction_duration\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric oom_kills: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting oom_kills");
+	}
+	for (int i = 0; i < OOM_KILLS; i++) {
+		pid_t pid = fork();
+		int status;
+
+		assert_true(pid >= 0);
+		if (pid == 0)
+			oom_child(v2);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	}
+	sleep(2);
+	stop_daemon();
+	cgroup_label(label, sizeof(label), 0);
+	f = fopen(sb.out, "r");
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL);
+
+		assert_non_null(rec);
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", "oom_kills") ==
+			    0 &&
+		    strcmp(json_string_value(json_object_get(json_object_get(rec, "dims"), "cgroup"))
+				   ?: "",
+			   label) == 0)
+			kills += (uint64_t)json_integer_value(json_object_get(rec, "value"));
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
+			   "memcg_reclaim_latency") == 0 &&
+		    strcmp(json_string_value(json_object_get(json_object_get(rec, "dims"), "cgroup"))
+				   ?: "",
+			   label) == 0)
+			reclaims += (uint64_t)json_integer_value(
+				json_object_get(json_object_get(rec, "histogram"), "count"));
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+	printf("  %s: %llu OOM kills, the memory controller counted %llu; %llu memcg reclaims\n",
+	       label, (unsigned long long)kills, (unsigned long long)oom_kill_count(events),
+	       (unsigned long long)reclaims);
+	assert_int_equal(oom_kill_count(events), OOM_KILLS);
+	assert_int_equal(kills, OOM_KILLS);
+	/* Each child reclaimed from its cgroup before the kill. */
+	assert_true(reclaims >= OOM_KILLS);
+}
+
+/*
+ * A map past the budget; `by` on a plugin that cannot attribute: at start
+ * for a plugin the config does not know (a fixture), already at
+ * --check-config for a built-in one (compaction_duration).
+ */
+static void test_refusals(void **state)
+{
+	char out[700], *text;
+	int st;
+
+	(void)state;
+	assert_int_equal(ktel_test_run("cp %s/fx_dim_flags_old_minor.so %s/ && chmod 0644 %s/*.so",
+				       KTEL_TEST_PLUGIN_DIR, plugin_dir, plugin_dir),
+			 0);
+	start_daemon_with("\"attribution_memlock_budget\": \"1MiB\", \"metrics\": {"
+			  "\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\","
+			  " \"max_keys\": 100000}},"
+			  "\"fx_dim_flags_old_minor\": {\"attribution\": {\"by\": \"user\"}}}");
+	if (!log_wait_for(&sb,
+			  "block_io_latency: attribution max_keys 100000 makes map "
+			  "block_io_latency_map 101024 entries",
+			  20) ||
+	    !log_wait_for(&sb, "above attribution_memlock_budget (1048576 bytes)", 1) ||
+	    !log_wait_for(&sb,
+			  "refused: metrics.fx_dim_flags_old_minor.attribution.by: user: metric "
+			  "fx_dim_flags_old_minor of plugin fx_dim_flags_old_minor has no "
+			  "attribution dimension (KTEL_DIM_ATTRIBUTION)",
+			  5)) {
+		dump_log(&sb);
+		fail_msg("the refusals were not logged as expected");
+	}
+	stop_daemon();
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"compaction_duration\": {\"attribution\": "
+			     "{\"by\": \"user\"}}}");
+	snprintf(out, sizeof(out), "%s/check.out", sb.dir);
+	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	if (st != 2 || !strstr(text, "metrics.compaction_duration.attribution.by: user: metric "
+				     "compaction_duration has no attribution dimension"))
+		fail_msg("--check-config exited %d:\n%s", st, text);
+	free(text);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+	};
+
+	ktel_test_require_root("test_attribution");
+	return cmocka_run_group_tests(tests, NULL, sandbox_remove_all);
+}

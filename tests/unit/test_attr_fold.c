@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attribution (core/engine/attr_fold.c, attr_names.c): the fold's invariant
+ * on random windows (the sum over attribution values equals the input,
+ * bucket by bucket; at most K + 2 values; running totals never fall),
+ * stickiness, the churn budget, several ids of one name summed; then the
+ * names: scope collapsing, hostile characters, the cgroup walk over a test
+ * directory, the mountinfo parser, Android app classes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attr_fold.h"
+#include "attr_names.h"
+#include "ktel_test.h"
+
+#define MAX_OUT 4096
+#define N_CPUS 3
+
+/* ---- a fake resolver: id -> "n<id / group>", ids >= 1000000 unknown ------- */
+
+struct names {
+	uint64_t group; /* ids per name: several ids with one name */
+};
+
+static const char *resolve(void *ctx, uint64_t id, char *buf, size_t len)
+{
+	const struct names *n = ctx;
+
+	if (id >= 1000000)
+		return NULL;
+	snprintf(buf, len, "n%llu", (unsigned long long)(id / n->group));
+	return buf;
+}
+
+/* ---- what the fold emitted ---------------------------------------------- */
+
+struct out_rec {
+	int64_t cpu;
+	char label[64];
+	uint64_t counts[KTEL_HIST_BUCKETS], sum;
+	uint64_t total_count;
+};
+
+struct sink {
+	struct out_rec recs[MAX_OUT];
+	size_t n;
+};
+
+static void collect(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct sink *s = ctx;
+
+	for (size_t i = 0; i < n; i++) {
+		struct out_rec *o = &s->recs[s->n++];
+		const struct ktel_record *r = &recs[i];
+
+		assert_true(s->n <= MAX_OUT);
+		assert_int_equal(r->type, KTEL_RECORD_HISTOGRAM);
+		assert_int_equal(r->n_dims, 2);
+		assert_string_equal(r->dims[0].name, "cpu");
+		assert_string_equal(r->dims[1].name, "cgroup");
+		assert_non_null(r->dims[1].label);
+		assert_true(r->dims[1].derived);
+		o->cpu = r->dims[0].value;
+		snprintf(o->label, sizeof(o->label), "%s", r->dims[1].label);
+		memcpy(o->counts, r->hist.delta.counts, sizeof(o->counts));
+		o->sum = r->hist.delta.sum;
+		o->total_count = ktel_hist_count(&r->hist.total);
+	}
+}
+
+static struct ktel_record hist_rec(int64_t cpu, uint64_t id, const uint64_t *counts, uint64_t sum)
+{
+	struct ktel_record r = {
+		.type = KTEL_RECORD_HISTOGRAM,
+		.metric = "runq_latency",
+		.unit = "us",
+		.n_dims = 2,
+	};
+
+	r.dims[0] = (struct ktel_dim){.name = "cpu", .value = cpu};
+	r.dims[1] = (struct ktel_dim){.name = "cgroup", .value = (int64_t)id};
+	r.hist.delta.scheme = KTEL_HIST_LOG2;
+	r.hist.delta.n_buckets = KTEL_HIST_BUCKETS;
+	r.hist.delta.has_sum = true;
+	memcpy(r.hist.delta.counts, counts, sizeof(r.hist.delta.counts));
+	r.hist.delta.sum = sum;
+	r.hist.total = r.hist.delta;
+	return r;
+}
+
+static struct ktel_attr_fold *new_fold(uint32_t top, uint32_t sticky, uint32_t churn,
+				       struct names *names)
+{
+	struct ktel_attr_fold_opts o = {
+		.dim_name = "cgroup",
+		.top = top,
+		.sticky_windows = sticky,
+		.churn_per_hour = churn,
+		.resolve = resolve,
+		.resolve_ctx = names,
+	};
+	struct ktel_attr_fold *f = NULL;
+	struct ktel_err err;
+
+	assert_int_equal(ktel_attr_fold__new(&o, &f, &err), 0);
+	return f;
+}
+
+/* xorshift: a fixed seed, so a failure is reproducible. */
+static uint64_t rnd_state = 0x2545f4914f6cdd1dULL;
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* Distinct labels of a window's output. */
+static size_t n_labels(const struct sink *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = strcmp(s->recs[j].label, s->recs[i].label) == 0;
+		n += !seen;
+	}
+	return n;
+}
+
+struct running {
+	int64_t cpu;
+	char label[64];
+	uint64_t total;
+};
+
+/*
+ * Random windows: ids of many names (some unknown, some the kernel's
+ * overflow), random histograms. Per window and CPU, the output equals the
+ * input bucket by bucket; at most K + 2 values; each output series' total
+ * never falls while it lives.
+ */
+static void test_invariant_random(void **state)
+{
+	enum {
+		K = 5,
+		WINDOWS = 60
+	};
+	struct names names = {.group = 3};
+	struct ktel_attr_fold *f = new_fold(K, 4, 4 * K, &names);
+	static struct sink sink;
+	static struct running run[MAX_OUT];
+	size_t n_run = 0;
+	struct ktel_err err;
+
+	(void)state;
+	for (int w = 0; w < WINDOWS; w++) {
+		uint64_t in[N_CPUS][KTEL_HIST_BUCKETS] = {{0}}, in_sum[N_CPUS] = {0};
+		uint64_t out[N_CPUS][KTEL_HIST_BUCKETS] = {{0}}, out_sum[N_CPUS] = {0};
+		size_t n_in = rnd() % 80;
+
+		ktel_attr_fold__begin(f);
+		for (size_t i = 0; i < n_in; i++) {
+			uint64_t counts[KTEL_HIST_BUCKETS] = {0}, sum = rnd() % 100000, id;
+			int64_t cpu = (int64_t)(rnd() % N_CPUS);
+			struct ktel_record r;
+
+			switch (rnd() % 10) {
+			case 0:
+				id = KTEL_ATTR_OVERFLOW_ID;
+				break;
+			case 1:
+				id = 1000000 + rnd() % 5; /* unresolvable */
+				break;
+			case 2:
+				id = KTEL_ATTR_UNKNOWN_ID;
+				break;
+			default:
+				/* Skewed: low ids are busy, so the ranking matters. */
+				id = (rnd() % 40) * (rnd() % 3 == 0 ? 1 : 0) + rnd() % 12;
+			}
+			for (int b = 0; b < 6; b++)
+				counts[rnd() % KTEL_HIST_BUCKETS] += rnd() % 50;
+			r = hist_rec(cpu, id, counts, sum);
+			for (int b = 0; b < KTEL_HIST_BUCKETS; b++)
+				in[cpu][b] += counts[b];
+			in_sum[cpu] += sum;
+			ktel_attr_fold__add(f, &r, 1);
+		}
+		sink.n = 0;
+		assert_true(ktel_attr_fold__end(f, (uint64_t)w * 60000000000ULL, collect, &sink,
+						&err) >= 0);
+		assert_true(n_labels(&sink) <= K + 2);
+		for (size_t i = 0; i < sink.n; i++) {
+			const struct out_rec *o = &sink.recs[i];
+			size_t j;
+
+			for (int b = 0; b < KTEL_HIST_BUCKETS; b++)
+				out[o->cpu][b] += o->counts[b];
+			out_sum[o->cpu] += o->sum;
+			for (j = 0; j < n_run; j++)
+				if (run[j].cpu == o->cpu && strcmp(run[j].label, o->label) == 0)
+					break;
+			if (j == n_run) {
+				run[n_run].cpu = o->cpu;
+				snprintf(run[j].label, sizeof(run[j].label), "%s", o->label);
+				run[n_run++].total = 0;
+			}
+			/* A series restarts only when its name was evicted
+			 * (it then starts from its first window again). */
+			if (o->total_count < run[j].total)
+				assert_true(strcmp(o->label, KTEL_ATTR_OTHER) != 0 &&
+					    strcmp(o->label, KTEL_ATTR_UNKNOWN) != 0);
+			run[j].total = o->total_count;
+		}
+		for (int c = 0; c < N_CPUS; c++) {
+			assert_memory_equal(in[c], out[c], sizeof(in[c]));
+			assert_int_equal(in_sum[c], out_sum[c]);
+		}
+	}
+	ktel_attr_fold__free(f);
+}
+
+static uint64_t label_count(const struct sink *s, const char *label)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->recs[i].label, label) == 0)
+			for (int b = 0; b < KTEL_HIST_BUCKETS; b++)
+				n += s->recs[i].counts[b];
+	return n;
+}
+
+static void window(struct ktel_attr_fold *f, struct sink *s, uint64_t now_ns, const uint64_t *ids,
+		   const uint64_t *events, size_t n)
+{
+	struct ktel_err err;
+
+	ktel_attr_fold__begin(f);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t counts[KTEL_HIST_BUCKETS] = {0};
+		struct ktel_record r;
+
+		counts[3] = events[i];
+		r = hist_rec(0, ids[i], counts, 0);
+		ktel_attr_fold__add(f, &r, 1);
+	}
+	s->n = 0;
+	assert_true(ktel_attr_fold__end(f, now_ns, collect, s, &err) >= 0);
+}
+
+/* Several ids with one name are one series; the top K by events win. */
+static void test_ids_summed_and_ranked(void **state)
+{
+	struct names names = {.group = 10}; /* ids 10..19 are all "n1" */
+	struct ktel_attr_fold *f = new_fold(2, 3, 100, &names);
+	static struct sink s;
+	uint64_t ids[] = {10, 11, 12, 20, 30, KTEL_ATTR_OVERFLOW_ID, 1000001};
+	uint64_t ev[] = {5, 5, 5, 9, 1, 7, 2};
+
+	(void)state;
+	window(f, &s, 0, ids, ev, 7);
+	assert_int_equal(label_count(&s, "n1"), 15);
+	assert_int_equal(label_count(&s, "n2"), 9);
+	/* n3 did not make the top 2: other = n3 + the kernel's overflow. */
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 1 + 7);
+	assert_int_equal(label_count(&s, KTEL_ATTR_UNKNOWN), 2);
+	{
+		struct ktel_attr_fold_stats st;
+
+		ktel_attr_fold__stats(f, &st);
+		assert_int_equal(st.folded_kernel, 7);
+		assert_int_equal(st.folded_user, 1);
+		assert_int_equal(st.admitted, 2);
+		assert_int_equal(st.values_last, 4);
+	}
+	ktel_attr_fold__free(f);
+}
+
+/* An admitted name stays while it had events in the last W windows, even
+ * when a busier newcomer shows up; then it leaves and the newcomer enters. */
+static void test_sticky(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(1, 3, 100, &names);
+	static struct sink s;
+	uint64_t a[] = {1}, ab[] = {1, 2}, b[] = {2};
+	uint64_t ev1[] = {5}, ev2[] = {1, 50}, evb[] = {50};
+
+	(void)state;
+	window(f, &s, 0, a, ev1, 1);
+	assert_int_equal(label_count(&s, "n1"), 5);
+	/* n2 is busier but n1 is admitted and active: n2 waits in other. */
+	window(f, &s, 1, ab, ev2, 2);
+	assert_int_equal(label_count(&s, "n1"), 1);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 50);
+	/* n1 quiet for 1 and 2 windows: still admitted (W = 3). */
+	window(f, &s, 2, b, evb, 1);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 50);
+	window(f, &s, 3, b, evb, 1);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 50);
+	/* Third quiet window: n1 evicted, n2 admitted. */
+	window(f, &s, 4, b, evb, 1);
+	assert_int_equal(label_count(&s, "n2"), 50);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 0);
+	ktel_attr_fold__free(f);
+}
+
+/* At most churn_per_hour admissions per hour; the budget refills with time. */
+static void test_churn_budget(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(10, 1, 2, &names);
+	static struct sink s;
+	uint64_t ids[] = {1, 2, 3, 4}, ev[] = {4, 3, 2, 1};
+	const uint64_t min = 60ULL * 1000000000ULL;
+
+	(void)state;
+	window(f, &s, 0, ids, ev, 4);
+	/* Budget 2: the two busiest, the rest in other. */
+	assert_int_equal(label_count(&s, "n1"), 4);
+	assert_int_equal(label_count(&s, "n2"), 3);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 3);
+	/* Ten minutes later: a third of a token, nobody new. */
+	window(f, &s, 10 * min, ids, ev, 4);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 3);
+	/* Forty minutes after the start: one more token (and a third). */
+	window(f, &s, 40 * min, ids, ev, 4);
+	assert_int_equal(label_count(&s, "n3"), 2);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 1);
+	ktel_attr_fold__free(f);
+}
+
+/* An admitted series' running total is the fold's own: it grows by each
+ * window's delta however many ids made it. */
+static void test_totals_monotonic(void **state)
+{
+	struct names names = {.group = 100};
+	struct ktel_attr_fold *f = new_fold(3, 5, 100, &names);
+	static struct sink s;
+	uint64_t prev = 0;
+
+	(void)state;
+	for (int w = 0; w < 10; w++) {
+		/* A new id each window (a restarted service), one name. */
+		uint64_t ids[] = {(uint64_t)w}, ev[] = {(uint64_t)w + 1};
+
+		window(f, &s, (uint64_t)w, ids, ev, 1);
+		assert_int_equal(s.n, 1);
+		assert_string_equal(s.recs[0].label, "n0");
+		assert_int_equal(s.recs[0].total_count, prev + (uint64_t)w + 1);
+		prev = s.recs[0].total_count;
+	}
+	ktel_attr_fold__free(f);
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+static void test_cgroup_names(void **state)
+{
+	char buf[KTEL_ATTR_NAME_MAX + 1];
+	char long_path[1000];
+
+	(void)state;
+	ktel_attr_cgroup_name("", buf, sizeof(buf));
+	assert_string_equal(buf, "/");
+	ktel_attr_cgroup_name("/system.slice/nginx.service", buf, sizeof(buf));
+	assert_string_equal(buf, "system.slice/nginx.service");
+	ktel_attr_cgroup_name("/user.slice/user-1000.slice/session-42.scope", buf, sizeof(buf));
+	assert_string_equal(buf, "user.slice/user-1000.slice/session-*.scope");
+	ktel_attr_cgroup_name("/system.slice/run-r3a8f.scope", buf, sizeof(buf));
+	assert_string_equal(buf, "system.slice/run-*.scope");
+	/* Not a scope: kept. */
+	ktel_attr_cgroup_name("/system.slice/run-x.service", buf, sizeof(buf));
+	assert_string_equal(buf, "system.slice/run-x.service");
+	/* Hostile bytes: quotes, newlines, braces, UTF-8, escapes. */
+	ktel_attr_cgroup_name("/a\"b\n{c}\xc3\xa9\\x2d", buf, sizeof(buf));
+	assert_string_equal(buf, "a_b__c____x2d");
+	/* Bounded. */
+	memset(long_path, 'x', sizeof(long_path) - 1);
+	long_path[sizeof(long_path) - 1] = '\0';
+	assert_int_equal(ktel_attr_cgroup_name(long_path, buf, sizeof(buf)), KTEL_ATTR_NAME_MAX);
+	assert_int_equal(strlen(buf), KTEL_ATTR_NAME_MAX);
+	/* A small buffer bounds it too. */
+	assert_int_equal(ktel_attr_cgroup_name("/abcdef", buf, 4), 3);
+	assert_string_equal(buf, "abc");
+}
+
+static void test_app_names(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	assert_string_equal(ktel_attr_app_name(0, buf, sizeof(buf)), "system");
+	assert_string_equal(ktel_attr_app_name(1000, buf, sizeof(buf)), "system");
+	assert_string_equal(ktel_attr_app_name(10057, buf, sizeof(buf)), "10057");
+	/* Another Android user's app: the same app id. */
+	assert_string_equal(ktel_attr_app_name(1010057, buf, sizeof(buf)), "10057");
+	assert_string_equal(ktel_attr_app_name(20012, buf, sizeof(buf)), "sdk_sandbox");
+	assert_string_equal(ktel_attr_app_name(99001, buf, sizeof(buf)), "isolated");
+	assert_string_equal(ktel_attr_app_name(1090000, buf, sizeof(buf)), "isolated");
+	assert_string_equal(ktel_attr_app_name(50001, buf, sizeof(buf)), "shared_gid");
+	assert_string_equal(ktel_attr_app_name(70000, buf, sizeof(buf)), "reserved");
+	assert_string_equal(ktel_attr_process_name((uint64_t)4242 << 32 | 77, buf, sizeof(buf)),
+			    "4242");
+}
+
+static void test_mountinfo(void **state)
+{
+	char dir[] = "/tmp/ktel_attr_mi_XXXXXX", path[256], buf[256];
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/mountinfo", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "30 1 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n"
+		   "31 30 0:27 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n"
+		   "40 30 0:37 / /sys/fs/cgroup/uni\\040fied rw,relatime - cgroup2 cgroup2 rw\n");
+	fclose(f);
+	assert_int_equal(ktel_attr_cgroup2_mount(path, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/sys/fs/cgroup/uni fied");
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "31 30 0:27 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n");
+	fclose(f);
+	assert_int_equal(ktel_attr_cgroup2_mount(path, buf, sizeof(buf)), -ENOENT);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* The walk over a directory laid out like cgroupfs: ids are inode numbers;
+ * a new directory is found at the next pull's miss, not before; a removed
+ * one keeps its name for the grace period. */
+static void test_cgroup_walk(void **state)
+{
+	char root[] = "/tmp/ktel_attr_cg_XXXXXX", path[512], buf[KTEL_ATTR_NAME_MAX + 1];
+	struct ktel_attr_names_opts o = {.grace_ns = 1000};
+	struct ktel_attr_names *n = NULL;
+	struct ktel_err err;
+	struct stat st;
+	uint64_t id_svc, id_new;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/system.slice", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/system.slice/nginx.service", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(stat(path, &st), 0);
+	id_svc = st.st_ino;
+	o.cgroup_root = root;
+	assert_int_equal(ktel_attr_names__new(&o, &n, &err), 0);
+	ktel_attr_names__begin_pull(n, 100);
+	assert_non_null(ktel_attr_names__cgroup(n, id_svc, buf, sizeof(buf)));
+	assert_string_equal(buf, "system.slice/nginx.service");
+	assert_int_equal(stat(root, &st), 0);
+	assert_non_null(ktel_attr_names__cgroup(n, st.st_ino, buf, sizeof(buf)));
+	assert_string_equal(buf, "/");
+	/* Made after the walk: unknown for the rest of this pull. */
+	snprintf(path, sizeof(path), "%s/system.slice/new.service", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(stat(path, &st), 0);
+	id_new = st.st_ino;
+	assert_null(ktel_attr_names__cgroup(n, id_new, buf, sizeof(buf)));
+	ktel_attr_names__begin_pull(n, 200);
+	assert_non_null(ktel_attr_names__cgroup(n, id_new, buf, sizeof(buf)));
+	assert_string_equal(buf, "system.slice/new.service");
+	/* Removed: still named within the grace period (1000 ns here). */
+	assert_int_equal(rmdir(path), 0);
+	ktel_attr_names__begin_pull(n, 500);
+	assert_null(ktel_attr_names__cgroup(n, 999999999, buf, sizeof(buf))); /* walks */
+	assert_non_null(ktel_attr_names__cgroup(n, id_new, buf, sizeof(buf)));
+	/* Past it, the next walk forgets it. */
+	ktel_attr_names__begin_pull(n, 5000);
+	assert_null(ktel_attr_names__cgroup(n, 999999999, buf, sizeof(buf)));
+	assert_null(ktel_attr_names__cgroup(n, id_new, buf, sizeof(buf)));
+	assert_non_null(ktel_attr_names__cgroup(n, id_svc, buf, sizeof(buf)));
+	ktel_attr_names__free(n);
+	snprintf(path, sizeof(path), "%s/system.slice/nginx.service", root);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/system.slice", root);
+	rmdir(path);
+	rmdir(root);
+}
+
+static void test_user_names(void **state)
+{
+	struct ktel_attr_names_opts o = {.cgroup_root = ""};
+	struct ktel_attr_names *n = NULL;
+	char buf[KTEL_ATTR_NAME_MAX + 1];
+	struct ktel_err err;
+
+	(void)state;
+	assert_int_equal(ktel_attr_names__new(&o, &n, &err), 0);
+	ktel_attr_names__begin_pull(n, 1);
+	assert_string_equal(ktel_attr_names__user(n, 0, buf, sizeof(buf)), "root");
+	/* A uid no one has: its number. */
+	assert_string_equal(ktel_attr_names__user(n, 3999999, buf, sizeof(buf)), "3999999");
+	assert_null(ktel_attr_names__user(n, (uint64_t)1 << 40, buf, sizeof(buf)));
+	/* No cgroup mount given: cgroups stay unnamed. */
+	assert_null(ktel_attr_names__cgroup(n, 1, buf, sizeof(buf)));
+	ktel_attr_names__free(n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_invariant_random),
+		cmocka_unit_test(test_ids_summed_and_ranked),
+		cmocka_unit_test(test_sticky),
+		cmocka_unit_test(test_churn_budget),
+		cmocka_unit_test(test_totals_monotonic),
+		cmocka_unit_test(test_cgroup_names),
+		cmocka_unit_test(test_app_names),
+		cmocka_unit_test(test_mountinfo),
+		cmocka_unit_test(test_cgroup_walk),
+		cmocka_unit_test(test_user_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
