@@ -113,6 +113,7 @@ struct conn {
 	int fd;
 	uint64_t since_ms;      /* start of the connection or of its request */
 	bool cut;               /* shut down by the deadline or evicted */
+	bool answering;         /* its request is whole and being answered */
 	unsigned char addr[16]; /* the peer's address (IPv4: first 4 bytes) */
 	unsigned held;          /* scratch for evict() */
 };
@@ -659,6 +660,20 @@ static char *self_labels(struct prom_sink *s, bool with_sink)
 }
 
 /* Runs on the server thread: renders or reuses the text (current_text). */
+/* MHD's thread: mark c's watched connection as answering its request (or
+ * no longer, once the request ended). */
+static void set_answering(struct prom_sink *s, struct MHD_Connection *c, bool answering)
+{
+	const union MHD_ConnectionInfo *info;
+
+	info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (!info || !info->socket_context)
+		return;
+	pthread_mutex_lock(&s->conn_lock);
+	((struct conn *)info->socket_context)->answering = answering;
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -673,6 +688,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)upload_data;
 	(void)upload_data_size;
 	(void)con_cls;
+	set_answering(s, c, true);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
 	if (strcmp(url, s->path) != 0 && strcmp(url, "/") == 0)
@@ -712,16 +728,23 @@ static void cut(struct prom_sink *s, struct conn *cn)
 	s->live--;
 }
 
-/* Is a evicted before b? Past the grace first, then the peer holding more
- * connections, then the older. */
+/* Is a evicted before b? One still sending its request (or idle) before
+ * one being answered: an answer ends as soon as the exposition is sent,
+ * while slow headers are what locks scrapes out. Then past the grace
+ * first. Two inside their grace: the older, whatever its peer, so that a
+ * burst of scrapes from one address does not push out its own requests
+ * (not yet read, so not answering) when slow clients have just reconnected
+ * too. Two past it: the peer holding more connections, then the older. */
 static bool evict_before(const struct conn *a, const struct conn *b, uint64_t now)
 {
 	bool a_old = now - a->since_ms >= EVICT_GRACE_MS;
 	bool b_old = now - b->since_ms >= EVICT_GRACE_MS;
 
+	if (a->answering != b->answering)
+		return !a->answering;
 	if (a_old != b_old)
 		return a_old;
-	if (a->held != b->held)
+	if (a_old && a->held != b->held)
 		return a->held > b->held;
 	return a->since_ms < b->since_ms;
 }
@@ -824,6 +847,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	pthread_mutex_lock(&s->conn_lock);
 	((struct conn *)info->socket_context)->since_ms = uv_hrtime() / 1000000;
+	((struct conn *)info->socket_context)->answering = false;
 	pthread_mutex_unlock(&s->conn_lock);
 }
 
