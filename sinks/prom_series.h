@@ -111,7 +111,7 @@ struct ktel_prom_set {
 	struct ktel_prom_family *families, *families_tail;
 	struct ktel_prom_series **table;
 	size_t table_size, n_series, n_families;
-	uint64_t series_dropped;     /* records refused by max_series */
+	uint64_t series_dropped; /* records refused by max_series */
 	/* Series a series_end record ended, linked by fnext, newest first. */
 	struct ktel_prom_series *ended;
 	size_t n_ended;

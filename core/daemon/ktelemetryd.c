@@ -173,7 +173,8 @@ static int check_attr_budget(const char *path, const struct ktel_config *cfg)
 
 			for (uint32_t m = 0; m < pl->desc.n_metrics; m++) {
 				const struct ktel_metric_desc *md = &pl->desc.metrics[m];
-				const struct ktel_metric_cfg *mc = ktel_config__metric(cfg, md->name);
+				const struct ktel_metric_cfg *mc = ktel_config__metric(cfg,
+										       md->name);
 				struct ktel_bpf_attr a;
 				struct ktel_err err;
 

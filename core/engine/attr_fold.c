@@ -678,8 +678,8 @@ static void age_names(struct ktel_attr_fold *f)
 	{
 		nm->win_events = 0;
 		nm->emitted = false;
-		if (nm->gone ||
-		    (!nm->admitted && !nm->released && f->win - nm->last_active >= f->o.sticky_windows)) {
+		if (nm->gone || (!nm->admitted && !nm->released &&
+				 f->win - nm->last_active >= f->o.sticky_windows)) {
 			table_unlink(&f->names, (struct entry *)nm);
 			name_free(nm);
 		}

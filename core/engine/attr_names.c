@@ -119,7 +119,11 @@ static int cache_put(struct cache *c, uint64_t id, char *name, uint64_t now)
 	}
 	for (i = slot_of(id, c->cap); c->e[i].used; i = (i + 1) & (c->cap - 1))
 		;
-	c->e[i] = (struct entry){.id = id, .seen_ns = now, .used_ns = now, .name = name, .used = true};
+	c->e[i] = (struct entry){.id = id,
+				 .seen_ns = now,
+				 .used_ns = now,
+				 .name = name,
+				 .used = true};
 	c->n++;
 	return 0;
 }
@@ -171,8 +175,7 @@ static void prune_cgroups(struct ktel_attr_names *n)
 		r = &n->released[n->n_released++];
 		r->id = e->id;
 		r->name = e->name;
-		r->carried =
-			e->name && name_carried(c, e->name, n->now_ns, n->grace_ns);
+		r->carried = e->name && name_carried(c, e->name, n->now_ns, n->grace_ns);
 		e->name = NULL;
 		e->used = false;
 		c->n--;

@@ -444,9 +444,8 @@ static bool mmapable_arrays(void)
 }
 
 /* Is map, raised by a->limit entries, within budget (0: no bound)? */
-static int attr_budget(const char *plugin, const struct ktel_bpf_attr *a,
-		       const struct bpf_map *map, uint64_t budget, uint64_t *ret_entries,
-		       struct ktel_err *err)
+static int attr_budget(const char *plugin, const struct ktel_bpf_attr *a, const struct bpf_map *map,
+		       uint64_t budget, uint64_t *ret_entries, struct ktel_err *err)
 {
 	uint64_t entries = (uint64_t)bpf_map__max_entries(map) + a->limit;
 	uint64_t bytes = entries * ((uint64_t)bpf_map__key_size(map) + bpf_map__value_size(map) +
@@ -563,7 +562,8 @@ static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		 * is not given back (the kernel admits no new ids once
 		 * max_keys were, their events counted under the overflow). */
 		if (!rc && used && mmapable_arrays())
-			rc = bpf_map__set_map_flags(used, bpf_map__map_flags(used) | BPF_F_MMAPABLE);
+			rc = bpf_map__set_map_flags(used,
+						    bpf_map__map_flags(used) | BPF_F_MMAPABLE);
 		rc = rc
 			     ?: (entries > UINT32_MAX
 					 ? -ERANGE

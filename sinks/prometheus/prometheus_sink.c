@@ -140,8 +140,8 @@ struct prom_sink {
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
 	pthread_mutex_t lock;
-	uint64_t gen;     /* bumped by every batch */
-	bool in_batch;    /* between begin and end: the lock is held */
+	uint64_t gen;  /* bumped by every batch */
+	bool in_batch; /* between begin and end: the lock is held */
 	/* Renders that copied the series and still read their labels: ended
 	 * series (prom_series.h) are freed only when there are none. Taken
 	 * under lock, given back atomically. */
