@@ -25,6 +25,13 @@
  *    and in its own v2 cgroup, is OOM-killed N times: the v2 cgroup's
  *    oom_kills equal the memory controller's own oom_kill count, N, and
  *    memcg_reclaim_latency counts the reclaims its limit forced on it;
+ *  - ageing: max_keys 16 filled by 40 cgroups, which are then removed: once
+ *    released (attribution_release_after 2s) their keys are deleted and
+ *    their slots given back, so 10 new cgroups are admitted and named (none
+ *    would be without); their series leave the Prometheus sink's page; a
+ *    service removed and made again at its path (a new cgroup id: a
+ *    restart) keeps one series, whose total goes on from where it was; and
+ *    the per-cgroup counts and their sum stay exact throughout;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric.
@@ -429,6 +436,166 @@ static void test_kernel_bound(void **state)
 	assert_int_equal(total_of(&r, "read"), (uint64_t)N * READS);
 	assert_int_equal(count_of(&r, "unknown", "read"), 0);
 	assert_true(r.overflow_kernel >= other);
+}
+
+/* ---- ageing ------------------------------------------------------------------------ */
+
+/* A JSON sink and a Prometheus sink on a free port; a short release. */
+static void start_ageing_daemon(void)
+{
+	FILE *f = fopen(sb.config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"attribution_release_after\": \"2s\",\n"
+		" \"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\",\n"
+		"   \"max_keys\": 16, \"top\": 1000}}},\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}}}\n",
+		plugin_dir, sb.pin_root, sb.state, sb.dir, sb.out);
+	fclose(f);
+	daemon_pid = daemon_start(&sb, "--log-level", "debug", NULL);
+	assert_true(daemon_pid > 0);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+}
+
+/* The Prometheus sink's page, malloc'd. */
+static char *scrape(unsigned port)
+{
+	char out[700];
+
+	snprintf(out, sizeof(out), "%s/scrape.txt", sb.dir);
+	assert_int_equal(ktel_test_run("curl -s -o %s http://127.0.0.1:%u/metrics", out, port), 0);
+	return ktel_test_slurp(out);
+}
+
+/* The page's read count of the loop device for cgroup label (-1: no such
+ * series). */
+static int64_t scraped_reads(const char *page, const char *label)
+{
+	char want[400], dev[64];
+	const char *line = page;
+
+	snprintf(want, sizeof(want), "cgroup=\"%s\"", label);
+	snprintf(dev, sizeof(dev), "minor=\"%u\"", loop_minor);
+	for (; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *end = strchr(line, '\n') ?: line + strlen(line);
+		char buf[2048];
+		size_t len = (size_t)(end - line) < sizeof(buf) - 1 ? (size_t)(end - line)
+								    : sizeof(buf) - 1;
+
+		memcpy(buf, line, len);
+		buf[len] = '\0';
+		if (strncmp(buf, "ktel_block_io_latency", 21) == 0 && strstr(buf, "_count{") &&
+		    strstr(buf, want) && strstr(buf, dev) && strstr(buf, "operation=\"read\""))
+			return strtoll(strrchr(buf, ' ') + 1, NULL, 10);
+	}
+	return -1;
+}
+
+static void test_ageing(void **state)
+{
+	enum {
+		OLD = 40,
+		NEW = 10,
+		SVC = MAX_CGROUPS - 1,
+		READS = 3,
+		SVC_READS = 5
+	};
+	static struct worker w[OLD + NEW];
+	struct worker svc = {.cgroup = SVC, .reads = SVC_READS};
+	char path[700], label[300], svc_label[300];
+	int named_old = 0, named_new = 0, still = 0;
+	int64_t svc_before, svc_after;
+	struct report r;
+	unsigned port;
+	char *page;
+
+	(void)state;
+	for (int i = 0; i < OLD + NEW; i++)
+		w[i] = (struct worker){.cgroup = i, .reads = READS};
+	for (int i = 0; i < OLD; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	cgroup_path(path, sizeof(path), SVC);
+	assert_int_equal(mkdir(path, 0755), 0);
+	cgroup_label(svc_label, sizeof(svc_label), SVC);
+	start_ageing_daemon();
+	port = daemon_prom_port(&sb);
+	run_workers(&svc, 1);
+	run_workers(w, OLD);
+	sleep(3);
+	page = scrape(port);
+	for (int i = 0; i < OLD; i++) {
+		cgroup_label(label, sizeof(label), i);
+		named_old += scraped_reads(page, label) == READS;
+	}
+	svc_before = scraped_reads(page, svc_label);
+	free(page);
+	printf("  phase 1: %d of %d cgroups named (max_keys 16), service %lld\n", named_old, OLD,
+	       (long long)svc_before);
+	assert_true(named_old > 0 && named_old <= 16);
+	assert_int_equal(svc_before, SVC_READS);
+	/* Removed; the service made again at its path: a new cgroup id. */
+	for (int i = 0; i < OLD; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(rmdir(path), 0);
+	}
+	cgroup_path(path, sizeof(path), SVC);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(mkdir(path, 0755), 0);
+	/* Released 2 s after their last event and their removal (walks every
+	 * 0.5 s, pulls every second): their series end. */
+	sleep(6);
+	page = scrape(port);
+	for (int i = 0; i < OLD; i++) {
+		cgroup_label(label, sizeof(label), i);
+		still += scraped_reads(page, label) >= 0;
+	}
+	assert_int_equal(scraped_reads(page, svc_label), SVC_READS);
+	free(page);
+	assert_int_equal(still, 0);
+	/* New cgroups take the slots given back. */
+	for (int i = OLD; i < OLD + NEW; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	run_workers(w + OLD, NEW);
+	run_workers(&svc, 1);
+	sleep(3);
+	page = scrape(port);
+	for (int i = OLD; i < OLD + NEW; i++) {
+		cgroup_label(label, sizeof(label), i);
+		named_new += scraped_reads(page, label) == READS;
+	}
+	svc_after = scraped_reads(page, svc_label);
+	free(page);
+	printf("  phase 2: %d of %d new cgroups named, service %lld\n", named_new, NEW,
+	       (long long)svc_after);
+	/* Other cgroups of this machine may take a slot meanwhile: most. */
+	if (named_new < NEW - 2) {
+		dump_log(&sb);
+		fail_msg("%d of %d new cgroups named: the released keys' slots were not given back",
+			 named_new, NEW);
+	}
+	/* One series for the service across its restart, going on. */
+	assert_int_equal(svc_after, 2 * SVC_READS);
+	stop_daemon();
+	read_report("cgroup", &r);
+	for (int i = 0; i < OLD + NEW; i++) {
+		cgroup_label(label, sizeof(label), i);
+		assert_true(count_of(&r, label, "read") == 0 ||
+			    count_of(&r, label, "read") == READS);
+	}
+	assert_int_equal(count_of(&r, svc_label, "read"), 2 * SVC_READS);
+	assert_int_equal(total_of(&r, "read"), (uint64_t)(OLD + NEW) * READS + 2 * SVC_READS);
+	assert_int_equal(count_of(&r, "unknown", "read"), 0);
 }
 
 static void test_by_user(void **state)
@@ -847,9 +1014,12 @@ static void test_refusals(void **state)
 
 int main(void)
 {
+	if (getenv("KTEL_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("KTEL_TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ageing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
