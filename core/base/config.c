@@ -137,8 +137,7 @@ static const struct ktel_cfg_key top_keys[] = {
 	 .doc = "Largest kernel memory one attributed metric's map may take (entries × (key + "
 		"value + 64 bytes)); a `max_keys` that needs more is refused at start, naming "
 		"the metric."},
-	{"attribution_release_after", KTEL_CFG_DURATION, 1000, 365 * DAY_MS,
-	 .default_text = "10min",
+	{"attribution_release_after", KTEL_CFG_DURATION, 1000, 365 * DAY_MS, .default_text = "10m",
 	 .doc = "A cgroup no cgroupfs walk has found and without events for this long counts as "
 		"released: its kernel keys are deleted (the kernel admits new cgroups again), its "
 		"name is dropped and, unless another cgroup has its name (a restarted service), "
