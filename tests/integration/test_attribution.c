@@ -451,7 +451,7 @@ static void start_ageing_daemon(void)
 		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
 		" \"attribution_release_after\": \"2s\",\n"
 		" \"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\",\n"
-		"   \"max_keys\": 16, \"top\": 1000}}},\n"
+		"   \"max_keys\": 16, \"top\": 1000, \"sticky_windows\": 60}}},\n"
 		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
 		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}}}\n",
 		plugin_dir, sb.pin_root, sb.state, sb.dir, sb.out);
