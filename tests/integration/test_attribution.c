@@ -34,7 +34,8 @@
  *    the per-cgroup counts and their sum stay exact throughout;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
- *    the plugin with a message naming the metric.
+ *    the plugin with a message naming the metric, at start and at
+ *    --check-config (the budget from the plugin's BPF object, not loaded).
  *
  * Hermetic: own pin root, files under the build tree, its own cgroups and
  * loop device, all removed at the end, also after a failure.
@@ -1015,6 +1016,33 @@ static void test_refusals(void **state)
 	assert_non_null(text);
 	if (st != 2 || !strstr(text, "metrics.compaction_duration.attribution.by: user: metric "
 				     "compaction_duration has no attribution dimension"))
+		fail_msg("--check-config exited %d:\n%s", st, text);
+	free(text);
+	/* The memlock budget too, before anything loads: the map's sizes from
+	 * the plugin's BPF object. */
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"attribution_memlock_budget\": \"1MiB\", \"metrics\": {"
+			     "\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\","
+			     " \"max_keys\": 100000}}}");
+	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	if (st != 2 ||
+	    !strstr(text, "metrics.block_io_latency.attribution.max_keys: plugin "
+			  "block_io_latency: metric block_io_latency: attribution "
+			  "max_keys 100000 makes map block_io_latency_map 101024 "
+			  "entries") ||
+	    !strstr(text, "above attribution_memlock_budget (1048576 bytes)"))
+		fail_msg("--check-config exited %d:\n%s", st, text);
+	free(text);
+	/* Within it: OK. */
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"block_io_latency\": {\"attribution\": "
+			     "{\"by\": \"cgroup\", \"max_keys\": 100}}}");
+	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	if (st != 0)
 		fail_msg("--check-config exited %d:\n%s", st, text);
 	free(text);
 }
