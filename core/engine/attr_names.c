@@ -434,15 +434,26 @@ const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char
 {
 	struct entry *e = cache_find(&n->cgroups, id);
 
-	if (!e && n->root[0] && n->walk_pull != n->pull) {
+	if ((!e || !e->name) && n->root[0] && n->walk_pull != n->pull) {
 		walk(n);
 		e = cache_find(&n->cgroups, id);
 	}
+	/*
+	 * Not found: kept without a name, so that it ages like any id. A
+	 * cgroup made and removed between two walks is never found, but its
+	 * keys are in the kernel's maps all the same and must be released
+	 * (deleted) once it is quiet. A later walk that finds it names it.
+	 */
+	if (!e && n->root[0] && cache_put(&n->cgroups, id, NULL, n->now_ns) == 0) {
+		e = cache_find(&n->cgroups, id);
+		e->seen_ns = 0; /* no walk found it */
+	}
+	if (e)
+		e->used_ns = n->now_ns;
 	if (!e || !e->name) {
 		n->st.misses++;
 		return NULL;
 	}
-	e->used_ns = n->now_ns;
 	snprintf(buf, len, "%s", e->name);
 	return buf;
 }

@@ -11,7 +11,10 @@
  *     cgroup was removed) is dropped, so a removed cgroup whose last events
  *     are pulled after its rmdir still has its name.
  *   - release: a cgroup no walk has found and that had no events (no pull
- *     named it) for the grace period is taken as released: its entry
+ *     asked for its name) for the grace period is taken as released; an
+ *     id no walk ever found (a cgroup made and removed between two walks)
+ *     is kept without a name from its first lookup so that it is too. Its
+ *     entry
  *     leaves the cache for the released list, which the daemon takes
  *     after a pull (ktel_attr_names__released) to delete the id's kernel
  *     keys and, unless another id carries the same name, end its series.
