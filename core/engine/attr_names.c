@@ -411,9 +411,15 @@ void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns)
 	n->pull++;
 	n->now_ns = now_ns;
 	/* Removals are seen by walks: without misses, walk four times per
-	 * grace period so a released cgroup is found within 1.25 of it. */
-	if (n->root[0] && n->walked && now_ns - n->walk_ns >= n->grace_ns / 4)
+	 * grace period so a released cgroup is found within 1.25 of it. This
+	 * walk, before the pull reads the map, leaves the pull its own walk
+	 * on a miss, for the cgroups made since. */
+	if (n->root[0] && n->walked && now_ns - n->walk_ns >= n->grace_ns / 4) {
+		uint64_t walk_pull = n->walk_pull;
+
 		walk(n);
+		n->walk_pull = walk_pull;
+	}
 }
 
 size_t ktel_attr_names__released(const struct ktel_attr_names *n,
