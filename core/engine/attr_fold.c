@@ -618,7 +618,9 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 		if (!nm->admitted && nm->win_events)
 			cand[n++] = nm;
 	}
-	qsort(cand, n, sizeof(*cand), by_events_desc);
+	/* A window without a name: qsort's pointer may not be NULL. */
+	if (n)
+		qsort(cand, n, sizeof(*cand), by_events_desc);
 	for (size_t i = 0; i < n && f->st.admitted < f->o.top && f->tokens >= 1.0; i++) {
 		cand[i]->admitted = true;
 		f->tokens -= 1.0;

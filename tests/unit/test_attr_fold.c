@@ -486,6 +486,20 @@ static void test_totals_monotonic(void **state)
 	ktel_attr_fold__free(f);
 }
 
+/* A window that read no key at all (nothing attributed happened yet): no
+ * record, and nothing undefined on the way (the sanitizer tree aborts). */
+static void test_empty_window(void **state)
+{
+	struct names names = {.group = 100};
+	struct ktel_attr_fold *f = new_fold(3, 5, 100, &names);
+	static struct sink s;
+
+	(void)state;
+	window(f, &s, 0, NULL, NULL, 0);
+	assert_int_equal(s.n, 0);
+	ktel_attr_fold__free(f);
+}
+
 /* ---- names ------------------------------------------------------------------- */
 
 static void test_cgroup_names(void **state)
@@ -733,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_release_ends_series),
 		cmocka_unit_test(test_release_walk),
 		cmocka_unit_test(test_totals_monotonic),
+		cmocka_unit_test(test_empty_window),
 		cmocka_unit_test(test_cgroup_names),
 		cmocka_unit_test(test_app_names),
 		cmocka_unit_test(test_mountinfo),
