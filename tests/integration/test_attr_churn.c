@@ -35,8 +35,9 @@
  *    ids, and malloc keeps freed memory; a leak per cgroup of even 1 KiB
  *    would pass it).
  *
- * Long (about two minutes here): ctest label "long" besides "integration".
- * Needs root, losetup, curl and prometheus.
+ * About two minutes here: ctest label "slow" besides "integration" (the
+ * ASan tree runs it only with tools/test --all). Needs root, losetup, curl
+ * and prometheus.
  */
 #include <errno.h>
 #include <fcntl.h>
