@@ -29,8 +29,11 @@
  * is rendered on scrape, in libmicrohttpd's thread: under `lock` it copies
  * the values (a consistent snapshot between two batches, a memcpy per
  * series), then renders from the copy without the lock. Names, labels and
- * `le` strings are immutable once created and families and series are only
- * ever appended, so the renderer reads them without the lock. The rendered
+ * `le` strings are immutable once created and families are only ever
+ * appended, so the renderer reads them without the lock; a series that
+ * ends (record.h series_end) is taken out under the lock, so no later
+ * snapshot has it, and freed once no render that copied it is left
+ * (`renders`). The rendered
  * text is kept (reference-counted, under `render_lock`, which the loop never
  * takes) and served again until a batch changes the state, so concurrent or
  * repeated scrapes render once. The loop waits for a scrape at most for the
@@ -138,8 +141,12 @@ struct prom_sink {
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
 	pthread_mutex_t lock;
-	uint64_t gen;     /* bumped by every batch */
-	bool in_batch;    /* between begin and end: the lock is held */
+	uint64_t gen;  /* bumped by every batch */
+	bool in_batch; /* between begin and end: the lock is held */
+	/* Renders that copied the series and still read their labels: ended
+	 * series (prom_series.h) are freed only when there are none. Taken
+	 * under lock, given back atomically. */
+	atomic_uint renders;
 	uint64_t skipped; /* records with no Prometheus form (events) */
 
 	pthread_mutex_t render_lock; /* guards cur, cur_gz; taken by scrapes only */
@@ -286,6 +293,7 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 	snap->n_families = i;
 	snap->n_series = j;
 	snap->gen = s->gen;
+	atomic_fetch_add(&s->renders, 1);
 	snap->series_dropped = s->set.series_dropped;
 	snap->sent = s->st.sent;
 	snap->dropped = s->st.dropped;
@@ -424,6 +432,7 @@ static struct text *render(struct prom_sink *s)
 	}
 	free(b.p);
 	snapshot_free(&snap);
+	atomic_fetch_sub(&s->renders, 1);
 	return t;
 }
 
@@ -917,10 +926,20 @@ static void prom_begin(void *priv)
 	s->in_batch = true;
 }
 
+/* Under lock: free the ended series once no render reads them. A render
+ * that starts later copies the series under the lock, where they are
+ * unlinked already. */
+static void free_ended(struct prom_sink *s)
+{
+	if (s->set.ended && atomic_load(&s->renders) == 0)
+		ktel_prom_set__free_ended(&s->set);
+}
+
 static void prom_end(void *priv)
 {
 	struct prom_sink *s = priv;
 
+	free_ended(s);
 	s->in_batch = false;
 	s->gen++;
 	pthread_mutex_unlock(&s->lock);
@@ -953,6 +972,7 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 	}
 	if (s->in_batch)
 		return;
+	free_ended(s);
 	s->gen++;
 	pthread_mutex_unlock(&s->lock);
 }
