@@ -433,9 +433,11 @@ static void test_kernel_bound(void **state)
 		named_reads += c;
 	}
 	other = count_of(&r, "other", "read");
-	printf("  %llu of %d cgroups named, other %llu, kernel overflow %llu\n",
+	printf("  %llu of %d cgroups named, other %llu, unknown %llu, all values %llu, kernel "
+	       "overflow %llu\n",
 	       (unsigned long long)named, N, (unsigned long long)other,
-	       (unsigned long long)r.overflow_kernel);
+	       (unsigned long long)count_of(&r, "unknown", "read"),
+	       (unsigned long long)total_of(&r, "read"), (unsigned long long)r.overflow_kernel);
 	/* Other cgroups of this machine take keys too: at most 64 of ours. */
 	assert_true(named > 0 && named <= LIMIT);
 	assert_int_equal(other, (N - named) * READS);
