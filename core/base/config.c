@@ -2057,7 +2057,15 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
  * vendor's plugin is judged when the daemon loads it.
  */
 static const char *const attributing_metrics[] = {
-	"block_io_latency", "memcg_reclaim_latency", "oom_kills", "runq_latency", NULL,
+	"block_io_latency",
+	"cma_allocation_latency",
+	"compaction_duration",
+	"direct_reclaim_latency",
+	"dmabuf_request_sizes",
+	"memcg_reclaim_latency",
+	"oom_kills",
+	"runq_latency",
+	NULL,
 };
 
 static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_config_errors *errs)
@@ -2067,8 +2075,9 @@ static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_conf
 		return;
 	add_error(errs,
 		  "metrics.%s.attribution.by: %s: metric %s has no attribution dimension "
-		  "(metrics that have one: block_io_latency, memcg_reclaim_latency, oom_kills, "
-		  "runq_latency)",
+		  "(metrics that have one: block_io_latency, cma_allocation_latency, "
+		  "compaction_duration, direct_reclaim_latency, dmabuf_request_sizes, "
+		  "memcg_reclaim_latency, oom_kills, runq_latency)",
 		  mc->name, ktel_attr_by_name(mc->attr.by), mc->name);
 }
 

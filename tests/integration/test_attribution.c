@@ -25,6 +25,11 @@
  *    and in its own v2 cgroup, is OOM-killed N times: the v2 cgroup's
  *    oom_kills equal the memory controller's own oom_kill count, N, and
  *    memcg_reclaim_latency counts the reclaims its limit forced on it;
+ *  - compaction by cgroup (compaction_duration): children in two cgroups
+ *    each write compact_memory a known number of times (the compaction runs
+ *    in the writer); each cgroup's count equals the tracefs count of
+ *    mm_compaction_end in its child (kcompactd's own compactions go to the
+ *    root cgroup and are not checked);
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric.
@@ -48,6 +53,7 @@
 #include "attr_names.h"
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "tracefs_oracle.h"
 
 #define BLOCK 4096
 #define IMG_MB 16
@@ -800,10 +806,97 @@ static void test_oom_by_cgroup(void **state)
 	assert_true(reclaims >= OOM_KILLS);
 }
 
+/* ---- compaction ------------------------------------------------------------------ */
+
+/* Histogram counts of metric's records per value of dim. */
+static void read_hist_counts(const char *metric, const char *dim, struct report *r)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(r, 0, sizeof(*r));
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *dims;
+
+		assert_non_null(rec);
+		dims = json_object_get(rec, "dims");
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
+			const char *name = json_string_value(json_object_get(dims, dim));
+
+			assert_non_null(name);
+			add_value(r, name, "",
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(rec, "histogram"),
+							  "count")));
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+static void test_compaction_by_cgroup(void **state)
+{
+	const int writes[] = {1, 2};
+	pid_t pids[2];
+	uint64_t oracle[2], other;
+	struct tracefs_counter tc;
+	struct report r;
+	char path[700], label[300];
+
+	(void)state;
+	if (access("/proc/sys/vm/compact_memory", W_OK) != 0)
+		skip();
+	start_daemon_with("\"metrics\": {\"compaction_duration\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  " \"runq_latency\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric compaction_duration: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting compaction_duration");
+	}
+	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
+	for (int i = 0; i < 2; i++) {
+		int status;
+
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			char pid[32];
+
+			snprintf(pid, sizeof(pid), "%d", getpid());
+			if (write_file(path, "cgroup.procs", pid))
+				_exit(10);
+			for (int k = 0; k < writes[i]; k++)
+				if (write_file("/proc/sys/vm", "compact_memory", "1"))
+					_exit(11);
+			_exit(0);
+		}
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	assert_int_equal(tracefs_stop_by_pids(&tc, "mm_compaction_end:", pids, 2, oracle, &other),
+			 0);
+	sleep(2);
+	stop_daemon();
+	read_hist_counts("compaction_duration", "cgroup", &r);
+	for (int i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		printf("  %s: %d writes, %llu compactions, tracefs %llu\n", label, writes[i],
+		       (unsigned long long)count_of(&r, label, ""), (unsigned long long)oracle[i]);
+		assert_true(oracle[i] >= (uint64_t)writes[i]);
+		assert_int_equal(count_of(&r, label, ""), oracle[i]);
+	}
+	printf("  other tasks (kcompactd): %llu in tracefs\n", (unsigned long long)other);
+}
+
 /*
  * A map past the budget; `by` on a plugin that cannot attribute: at start
  * for a plugin the config does not know (a fixture), already at
- * --check-config for a built-in one (compaction_duration).
+ * --check-config for a built-in one (kswapd_latency: kswapd works for no one task).
  */
 static void test_refusals(void **state)
 {
@@ -833,14 +926,14 @@ static void test_refusals(void **state)
 	}
 	stop_daemon();
 	sandbox_write_config(&sb, plugin_dir, "1s",
-			     "\"metrics\": {\"compaction_duration\": {\"attribution\": "
+			     "\"metrics\": {\"kswapd_latency\": {\"attribution\": "
 			     "{\"by\": \"user\"}}}");
 	snprintf(out, sizeof(out), "%s/check.out", sb.dir);
 	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
 	text = ktel_test_slurp(out);
 	assert_non_null(text);
-	if (st != 2 || !strstr(text, "metrics.compaction_duration.attribution.by: user: metric "
-				     "compaction_duration has no attribution dimension"))
+	if (st != 2 || !strstr(text, "metrics.kswapd_latency.attribution.by: user: metric "
+				     "kswapd_latency has no attribution dimension"))
 		fail_msg("--check-config exited %d:\n%s", st, text);
 	free(text);
 }
@@ -853,6 +946,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compaction_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 
