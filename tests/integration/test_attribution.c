@@ -30,6 +30,10 @@
  *    in the writer); each cgroup's count equals the tracefs count of
  *    mm_compaction_end in its child (kcompactd's own compactions go to the
  *    root cgroup and are not checked);
+ *  - names in show and the first scrape: `ktelemetryctl show` gives an
+ *    attributed metric's totals and window by name, and after a restart
+ *    (the pinned map reused) Prometheus' first scrape, before any pull of
+ *    the new interval, has each cgroup's count from the map's history;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric.
@@ -893,6 +897,165 @@ static void test_compaction_by_cgroup(void **state)
 	printf("  other tasks (kcompactd): %llu in tracefs\n", (unsigned long long)other);
 }
 
+/* ---- names in show and in the start-up totals ----------------------------------- */
+
+/* The sandbox config with the JSON sink and a Prometheus one on a free
+ * port, block_io_latency by cgroup, pulled every interval. */
+static void write_prom_config(const char *interval)
+{
+	FILE *f = fopen(sb.config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"%s\",\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}},\n"
+		" \"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\"}},\n"
+		"  \"runq_latency\": {\"enabled\": false}, \"compaction_duration\": {\"enabled\": false},\n"
+		"  \"oom_kills\": {\"enabled\": false}, \"memcg_reclaim_latency\": {\"enabled\": false}}}\n",
+		plugin_dir, sb.pin_root, sb.state, sb.dir, interval, sb.out);
+	fclose(f);
+}
+
+/* Histogram counts of show's records (part "totals" or "window") of the
+ * loop device, per cgroup label. */
+static void show_counts(const char *part, struct report *r)
+{
+	char out[700];
+	json_t *resp, *recs, *rec;
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(out, sizeof(out), "%s/show.json", sb.dir);
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock --json "
+				       "show block_io_latency > %s",
+				       KTEL_BINARY_DIR, sb.dir, out),
+			 0);
+	resp = json_load_file(out, 0, NULL);
+	assert_non_null(resp);
+	recs = json_object_get(resp, part);
+	assert_true(json_is_array(recs));
+	json_array_foreach(recs, i, rec) {
+		json_t *dims = json_object_get(rec, "dims");
+		const char *name = json_string_value(json_object_get(dims, "cgroup"));
+
+		/* Names, never the raw id. */
+		assert_null(json_object_get(dims, "attr"));
+		assert_non_null(name);
+		if (json_integer_value(json_object_get(dims, "major")) == loop_major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop_minor)
+			add_value(r, name, "",
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(rec, "histogram"),
+							  "count")));
+	}
+	json_decref(resp);
+}
+
+/* Sum of the _count series of cgroup label in a Prometheus page. */
+static uint64_t prom_count(const char *text, const char *label)
+{
+	char want[400];
+	uint64_t n = 0;
+
+	snprintf(want, sizeof(want), "cgroup=\"%s\"", label);
+	for (const char *line = text; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *end = strchr(line, '\n') ?: line + strlen(line), *sp;
+		char buf[2048];
+
+		if ((size_t)(end - line) >= sizeof(buf))
+			continue;
+		memcpy(buf, line, (size_t)(end - line));
+		buf[end - line] = '\0';
+		if (strncmp(buf, "ktel_block_io_latency", 21) != 0 || !strstr(buf, "_count{") ||
+		    !strstr(buf, want))
+			continue;
+		sp = strrchr(buf, ' ');
+		if (sp)
+			n += strtoull(sp + 1, NULL, 10);
+	}
+	return n;
+}
+
+static void test_names_in_show_and_first_scrape(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = 0, .reads = 7},
+		{.cgroup = 1, .reads = 13},
+	};
+	const uint64_t want[] = {7, 13};
+	char path[700], label[300], sock[700], *text;
+	struct report r;
+	unsigned port;
+	struct stat st;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	write_prom_config("1s");
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+	run_workers(w, 2);
+	sleep(3);
+	show_counts("totals", &r);
+	for (i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		printf("  show: %s total %llu\n", label,
+		       (unsigned long long)count_of(&r, label, ""));
+		assert_int_equal(count_of(&r, label, ""), want[i]);
+	}
+	show_counts("window", &r);
+	stop_daemon();
+
+	/* Restarted with a long interval: the first scrape comes before any
+	 * pull of its own, from the start-up totals. */
+	write_prom_config("60s");
+	(void)!truncate(sb.log, 0);
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+	port = daemon_prom_port(&sb);
+	snprintf(sock, sizeof(sock), "%s/control.sock", sb.dir);
+	for (i = 0; i < 400 && stat(sock, &st) != 0; i++)
+		usleep(50000);
+	assert_true(i < 400);
+	usleep(500000);
+	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s/start.txt' "
+				       "http://127.0.0.1:%u/metrics",
+				       sb.dir, port),
+			 0);
+	snprintf(path, sizeof(path), "%s/start.txt", sb.dir);
+	text = ktel_test_slurp(path);
+	assert_non_null(text);
+	for (i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		printf("  first scrape: %s count %llu\n", label,
+		       (unsigned long long)prom_count(text, label));
+		if (prom_count(text, label) != want[i]) {
+			dump_log(&sb);
+			fail_msg("first scrape: %s counts %llu, not %llu:\n%s", label,
+				 (unsigned long long)prom_count(text, label),
+				 (unsigned long long)want[i], text);
+		}
+	}
+	/* show's totals after the restart: the same, by name. */
+	show_counts("totals", &r);
+	for (i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		assert_int_equal(count_of(&r, label, ""), want[i]);
+	}
+	free(text);
+	stop_daemon();
+}
+
 /*
  * A map past the budget; `by` on a plugin that cannot attribute: at start
  * for a plugin the config does not know (a fixture), already at
@@ -947,6 +1110,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names_in_show_and_first_scrape, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 
