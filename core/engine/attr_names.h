@@ -11,7 +11,8 @@
  *     cgroup was removed) is dropped, so a removed cgroup whose last events
  *     are pulled after its rmdir still has its name.
  *   - user: a uid, named by getpwuid_r, else by its number.
- *   - app: Android's app id (uid % 100000) for apps, the class otherwise.
+ *   - app: Android's app id (uid % 100000) for apps, the class otherwise;
+ *     app_class: the class alone, "app" for every app.
  *   - process: the tgid (high half of the id), as a number.
  * Names are hostile input (a cgroup's name is anyone's mkdir): they are
  * bounded, cut to ASCII letters, digits and ._+-/@:=, every other byte
@@ -62,6 +63,8 @@ void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns);
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len);
 const char *ktel_attr_names__user(struct ktel_attr_names *n, uint64_t uid, char *buf, size_t len);
 const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len);
+/* The class alone: "app" for an app, else as ktel_attr_app_name. */
+const char *ktel_attr_app_class_name(uint64_t uid, char *buf, size_t len);
 const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len);
 
 void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret);

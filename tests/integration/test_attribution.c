@@ -13,7 +13,8 @@
  *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
  *    at least that rest;
  *  - by user: the same under three uids (setresuid in the children): exact
- *    per-user counts, the users named by their number (no such user);
+ *    per-user counts, the users named by their number (no such user); by
+ *    app class: Android uids, counted per class exactly, apps as one "app";
  *  - run queue by cgroup: two CPU hogs in two cgroups and a victim at nice
  *    19 in a third, all on one CPU: each cgroup's histogram sum agrees with
  *    its tasks' run_delay (/proc/<pid>/schedstat, the kernel's own count)
@@ -481,6 +482,34 @@ static void test_by_user(void **state)
 	assert_int_equal(count_of(&r, "3999003", "write"), 17);
 	assert_int_equal(total_of(&r, "read"), 13);
 	assert_int_equal(total_of(&r, "write"), 19);
+}
+
+/* By app class (Android's default): two apps of another Android user are one
+ * "app", an SDK sandbox and an isolated process their classes; no app id. */
+static void test_by_app_class(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = -1, .uid = 3010057, .reads = 5},
+		{.cgroup = -1, .uid = 3010058, .reads = 6},
+		{.cgroup = -1, .uid = 3020001, .reads = 7},
+		{.cgroup = -1, .uid = 3099001, .reads = 0, .writes = 3},
+	};
+	struct report r;
+
+	(void)state;
+	start_daemon("{\"by\": \"app_class\"}");
+	run_workers(w, 4);
+	sleep(3);
+	stop_daemon();
+	read_report("app_class", &r);
+	for (size_t i = 0; i < r.n; i++)
+		printf("  %-12s %-6s %llu\n", r.v[i].name, r.v[i].op,
+		       (unsigned long long)r.v[i].count);
+	assert_int_equal(count_of(&r, "app", "read"), 11);
+	assert_int_equal(count_of(&r, "sdk_sandbox", "read"), 7);
+	assert_int_equal(count_of(&r, "isolated", "write"), 3);
+	assert_int_equal(total_of(&r, "read"), 18);
+	assert_int_equal(total_of(&r, "write"), 3);
 }
 
 /* ---- the run queue ------------------------------------------------------------- */
@@ -1107,6 +1136,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_by_app_class, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_by_cgroup, setup, teardown),

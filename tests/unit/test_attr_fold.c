@@ -520,6 +520,12 @@ static void test_app_names(void **state)
 	assert_string_equal(ktel_attr_app_name(70000, buf, sizeof(buf)), "reserved");
 	assert_string_equal(ktel_attr_process_name((uint64_t)4242 << 32 | 77, buf, sizeof(buf)),
 			    "4242");
+	/* app_class: no app's own id, ever. */
+	assert_string_equal(ktel_attr_app_class_name(10057, buf, sizeof(buf)), "app");
+	assert_string_equal(ktel_attr_app_class_name(1019999, buf, sizeof(buf)), "app");
+	assert_string_equal(ktel_attr_app_class_name(1000, buf, sizeof(buf)), "system");
+	assert_string_equal(ktel_attr_app_class_name(20012, buf, sizeof(buf)), "sdk_sandbox");
+	assert_string_equal(ktel_attr_app_class_name(99001, buf, sizeof(buf)), "isolated");
 }
 
 static void test_mountinfo(void **state)
