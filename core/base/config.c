@@ -103,6 +103,13 @@ static const struct ktel_cfg_key self_keys[] = {
 	 .doc = "How often self-telemetry records are emitted."},
 	{"sinks", KTEL_CFG_STRING_ARRAY, .default_text = "every sink",
 	 .doc = "Sinks that receive self-telemetry."},
+	{"bpf_stats", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "Turn the kernel's BPF run-time statistics on while the daemon runs "
+		"(BPF_ENABLE_STATS; off again when it exits, even by a crash), so that status "
+		"and self-telemetry show each program's run count and time. They cost every BPF "
+		"program on the host, not only the daemon's, two clock reads per run: leave it "
+		"off except to measure, or set kernel.bpf_stats_enabled instead. Read at start "
+		"only."},
 	{NULL},
 };
 
@@ -1651,6 +1658,7 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 						 KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT);
 	cfg->self_enabled = ktel_cfg_bool(self, "enabled", true);
 	cfg->self_interval_ms = ktel_cfg_duration(self, "interval", 60000);
+	cfg->self_bpf_stats = ktel_cfg_bool(self, "bpf_stats", false);
 	if (copy_strings(json_object_get(self, "sinks"), vars, &cfg->self_sinks,
 			 &cfg->n_self_sinks))
 		goto err_free;

@@ -85,6 +85,7 @@ struct ktel_config {
 	uint64_t attr_memlock_budget; /* bytes, per attributed metric's map */
 	bool self_enabled;
 	uint64_t self_interval_ms;
+	bool self_bpf_stats; /* hold BPF_ENABLE_STATS while running */
 	char **self_sinks;
 	size_t n_self_sinks;
 	struct ktel_metric_cfg *metrics;

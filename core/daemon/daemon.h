@@ -74,6 +74,9 @@ struct ktel_loaded_plugin {
 	/* Self-telemetry's previous running totals (daemon_self.c). */
 	uint64_t *self_prev;
 	size_t n_self_prev;
+	/* Where status's cost window starts (daemon_self.c): the programs'
+	 * summed run time then, and when (CLOCK_BOOTTIME; 0: at their load). */
+	uint64_t cost_run_time_ns, cost_since_ns;
 };
 
 /*

@@ -65,18 +65,20 @@ static double uptime_s(void)
 /*
  * The daemon's part of status's "daemon" object. control_socket is the
  * configured one; the server puts the path the answer came through in its
- * place and adds its own counters ("control").
+ * place and adds its own counters ("control"). stats_by: who keeps
+ * bpf_stats on (daemon_self__stats_source), NULL when off.
  */
-static json_t *daemon_json(struct ktel_daemon *d, bool stats_on)
+static json_t *daemon_json(struct ktel_daemon *d, const char *stats_by)
 {
 	const struct ktel_config *cfg = ktel_daemon__config(d);
 	char fault[300];
 	json_t *o;
 
-	o = json_pack("{s:i, s:f, s:s, s:s?, s:s, s:s, s:b, s:I}", "pid", (int)getpid(), "uptime_s",
-		      uptime_s(), "config", cfg->source, "control_socket", cfg->control_socket,
-		      "pin_root", cfg->pin_root, "state_file", cfg->state_file, "bpf_stats",
-		      stats_on, "plugins", (json_int_t)ktel_daemon__n_plugins(d));
+	o = json_pack("{s:i, s:f, s:s, s:s?, s:s, s:s, s:b, s:s?, s:I}", "pid", (int)getpid(),
+		      "uptime_s", uptime_s(), "config", cfg->source, "control_socket",
+		      cfg->control_socket, "pin_root", cfg->pin_root, "state_file", cfg->state_file,
+		      "bpf_stats", stats_by != NULL, "bpf_stats_by", stats_by, "plugins",
+		      (json_int_t)ktel_daemon__n_plugins(d));
 	/* A test build's armed fault (or an ignored KTEL_TEST_FAULT) is shown
 	 * wherever the daemon is looked at, not only in its start-up log. */
 	if (o && ktel_fault__describe(fault, sizeof(fault)) != KTEL_FAULT_NONE)
@@ -88,9 +90,7 @@ static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
 {
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "section", p->section,
 			      "selected", p->selected, "attached", p->attached);
-	struct bpf_prog_info info;
-	__u32 len = sizeof(info);
-	int fd;
+	struct ktel_bpf_prog_stats st;
 
 	if (!o)
 		return NULL;
@@ -101,25 +101,45 @@ static json_t *prog_json(const struct ktel_bpf_prog *p, bool stats_on)
 	if (!p->prog_id)
 		return o;
 	ktel_json_set_int(o, "prog_id", p->prog_id);
-	memset(&info, 0, sizeof(info));
-	fd = bpf_program__fd(p->prog);
-	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+	if (ktel_bpf_prog__stats(p, &st))
 		return o;
 	/* The kernel counts runs and time only while bpf_stats is on: without
 	 * it the numbers would read as "never ran", so they are left out. */
 	if (stats_on) {
-		ktel_json_set_int(o, "run_cnt", (json_int_t)info.run_cnt);
-		ktel_json_set_int(o, "run_time_ns", (json_int_t)info.run_time_ns);
+		ktel_json_set_int(o, "run_cnt", (json_int_t)st.run_cnt);
+		ktel_json_set_int(o, "run_time_ns", (json_int_t)st.run_time_ns);
+		json_object_set_new(o, "ns_per_run",
+				    json_real(st.run_cnt ? (double)st.run_time_ns / st.run_cnt
+							 : 0.0));
 	}
-	ktel_json_set_int(o, "recursion_misses", (json_int_t)info.recursion_misses);
+	ktel_json_set_int(o, "recursion_misses", (json_int_t)st.recursion_misses);
 	return o;
 }
 
-static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
+/*
+ * lp's programs' cost ("cost"): their summed runs and run time, and the
+ * share of one CPU they took since the previous status (since their load,
+ * for the first); *total adds the share up over the plugins. NULL when
+ * bpf_stats is off or lp has no loaded program.
+ */
+static json_t *cost_json(struct ktel_loaded_plugin *lp, bool stats_on, double *total)
+{
+	struct daemon_plugin_cost c;
+
+	if (!stats_on || daemon_self__plugin_cost(lp, &c))
+		return NULL;
+	*total += c.cpu_share;
+	return json_pack("{s:I, s:I, s:I, s:f, s:f}", "run_cnt", (json_int_t)c.run_cnt,
+			 "run_time_ns", (json_int_t)c.run_time_ns, "window_run_time_ns",
+			 (json_int_t)c.window_run_time_ns, "window_s", c.window_ns / 1e9,
+			 "cpu_share", c.cpu_share);
+}
+
+static json_t *plugin_json(struct ktel_loaded_plugin *lp, bool stats_on, double *total)
 {
 	const struct ktel_bpf_plugin *bp = lp->bpf;
 	char path[4 * sizeof(lp->path)];
-	json_t *progs = json_array(), *o;
+	json_t *progs = json_array(), *o, *cost;
 
 	/* A file name is any bytes; the answer is UTF-8 (utf8.h). */
 	ktel_utf8_escape(lp->path, path, sizeof(path));
@@ -137,6 +157,9 @@ static json_t *plugin_json(const struct ktel_loaded_plugin *lp, bool stats_on)
 	for (size_t i = 0; bp && i < bp->n_progs; i++)
 		json_array_append_new(progs, prog_json(&bp->progs[i], stats_on));
 	json_object_set_new(o, "programs", progs);
+	cost = cost_json(lp, stats_on, total);
+	if (cost)
+		json_object_set_new(o, "cost", cost);
 	return o;
 }
 
@@ -234,19 +257,25 @@ static struct ktel_metric *find_metric(struct ktel_daemon *d, const char *name,
 static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
 {
 	struct ktel_daemon *d = ctx;
-	bool stats_on = ktel_bpf_stats_enabled();
+	const char *stats_by = daemon_self__stats_source(&d->self);
 	json_t *plugins = json_array(), *metrics = json_array();
 	struct ktel_router_stats rs = {0};
 	struct ktel_metric_iter it = {0};
 	struct ktel_metric *m;
+	double share = 0;
 
 	for (size_t i = 0; i < ktel_daemon__n_plugins(d); i++)
-		json_array_append_new(plugins, plugin_json(ktel_daemon__plugin(d, i), stats_on));
+		json_array_append_new(plugins, plugin_json(ktel_daemon__plugin(d, i),
+							   stats_by != NULL, &share));
 	while ((m = ktel_daemon__next_metric(d, &it)))
 		json_array_append_new(metrics, metric_pulls_json(m));
 	if (ktel_daemon__router(d))
 		ktel_router__stats(ktel_daemon__router(d), &rs);
-	json_object_set_new(resp, "daemon", daemon_json(d, stats_on));
+	json_object_set_new(resp, "daemon", daemon_json(d, stats_by));
+	/* Every plugin's share added up: what the daemon's programs cost the
+	 * kernel, in CPUs (only while bpf_stats measures it). */
+	if (stats_by)
+		json_object_set_new(resp, "programs_cpu_share", json_real(share));
 	json_object_set_new(resp, "plugins", plugins);
 	json_object_set_new(resp, "refused", refused_json(d));
 	json_object_set_new(resp, "refused_not_listed",

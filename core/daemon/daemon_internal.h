@@ -180,10 +180,32 @@ struct daemon_self {
 	bool timer_init;
 	uint64_t seq, start_boot;
 	int64_t start_wall;
+	/* BPF_ENABLE_STATS's descriptor while self_telemetry.bpf_stats holds
+	 * the kernel's statistics on. */
+	int stats_fd;
+	bool stats_held;
 };
 
-/* Starts the interval when the config enables self-telemetry. */
+/*
+ * What one plugin's programs cost in one window (status's: from the previous
+ * status answer, or from their load for the first), from bpf_stats.
+ */
+struct daemon_plugin_cost {
+	uint64_t run_cnt, run_time_ns; /* now, every program summed */
+	uint64_t window_run_time_ns;   /* of them, in the window */
+	uint64_t window_ns;            /* the window's length */
+	double cpu_share;              /* window_run_time_ns / window_ns */
+};
+
+/* Starts the interval when the config enables self-telemetry; turns the
+ * kernel's statistics on when the config asks (logs when it cannot). */
 void daemon_self__init(struct daemon_self *s, struct ktel_daemon *d);
+/* Who keeps the kernel's run-time statistics on: "daemon" (this one holds
+ * them), "sysctl" (kernel.bpf_stats_enabled), or NULL when they are off. */
+const char *daemon_self__stats_source(const struct daemon_self *s);
+/* lp's cost in the window ending now; the next window starts now. Returns
+ * -ENOENT when lp has no loaded program. */
+int daemon_self__plugin_cost(struct ktel_loaded_plugin *lp, struct daemon_plugin_cost *ret);
 /* Follow the installed config's self_telemetry (after a reload). */
 void daemon_self__configure(struct daemon_self *s);
 void daemon_self__emit(struct daemon_self *s);

@@ -143,6 +143,14 @@ static void check_immutable(struct ktel_daemon *d, const struct ktel_config *old
 		refuse_change(errs, "drop_privileges", "capabilities are dropped once, at start",
 			      old->drop_privileges ? "true" : "false",
 			      cfg->drop_privileges ? "true" : "false");
+	/* Turning the statistics on needs CAP_SYS_ADMIN, which a daemon that
+	 * dropped its privileges no longer has: they are set at start only. */
+	if (old->self_bpf_stats != cfg->self_bpf_stats)
+		refuse_change(errs, "self_telemetry.bpf_stats",
+			      "the kernel's statistics are held "
+			      "from start",
+			      old->self_bpf_stats ? "true" : "false",
+			      cfg->self_bpf_stats ? "true" : "false");
 	check_params(d, old, cfg, errs);
 	check_attribution(d, cfg, errs);
 }

@@ -23,8 +23,10 @@
 /* ---- self-telemetry -------------------------------------------------------- */
 
 #define SELF_PER_METRIC 5
-#define SELF_PER_PROG 2
+#define SELF_PER_PROG 4
 #define SELF_PER_PLUGIN 1
+/* self_prev's slots per program: recursion misses, run time, runs. */
+#define SELF_PREV_PER_PROG 3
 
 /* A record for metric-level self-telemetry: name, one dimension. */
 static struct ktel_record *self_rec(struct ktel_record *r, const struct ktel_record *tmpl,
@@ -62,13 +64,14 @@ static bool plugin_in_use(const struct ktel_loaded_plugin *lp)
 }
 
 /*
- * lp's self-telemetry memory: slot 0 the invalid durations, slot 1 + j
- * program j's recursion misses, as of the previous self-telemetry. NULL on
- * ENOMEM (the plugin's records are left out).
+ * lp's self-telemetry memory: slot 0 the invalid durations, then
+ * SELF_PREV_PER_PROG slots per program (recursion misses, run time, runs),
+ * as of the previous self-telemetry. NULL on ENOMEM (the plugin's records
+ * are left out).
  */
 static uint64_t *self_prev(struct ktel_loaded_plugin *lp)
 {
-	size_t n = 1 + (lp->bpf ? lp->bpf->n_progs : 0);
+	size_t n = 1 + SELF_PREV_PER_PROG * (lp->bpf ? lp->bpf->n_progs : 0);
 
 	if (!lp->self_prev) {
 		lp->self_prev = calloc(n, sizeof(*lp->self_prev));
@@ -77,11 +80,32 @@ static uint64_t *self_prev(struct ktel_loaded_plugin *lp)
 	return lp->n_self_prev == n ? lp->self_prev : NULL;
 }
 
-/* Records for each attached program: run time (bpf_stats) and recursion misses. */
-static size_t self_prog_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
+/*
+ * A program's running total of bpf_stats as a counter with two dimensions:
+ * the plugin (its index plug) and the program (idx), so that a sink can add
+ * a plugin's programs up.
+ */
+static void prog_counter(struct ktel_record *r, const struct ktel_record *tmpl, const char *name,
+			 const char *unit, int64_t plug, const char *plugin, int64_t idx,
+			 const char *prog, uint64_t cur, uint64_t *prev)
+{
+	self_rec(r, tmpl, name, "plugin", plug, plugin);
+	r->n_dims = 2;
+	r->dims[1] = (struct ktel_dim){.name = "program", .value = idx, .label = prog};
+	r->unit = unit;
+	self_counter(r, cur, prev);
+}
+
+/*
+ * Records for each attached program: recursion misses and, while bpf_stats
+ * is on, its run time and runs (counters, so that a sink's rate is the
+ * share of one CPU it costs) and the time per run.
+ */
+static size_t self_prog_records(const struct daemon_self *s, const struct ktel_record *tmpl,
 				struct ktel_record *out, size_t max)
 {
-	bool stats = ktel_bpf_stats_enabled();
+	const struct daemon_plugins *p = &s->d->plugins;
+	bool stats = daemon_self__stats_source(s) != NULL;
 	struct ktel_loaded_plugin *lp;
 	size_t n = 0;
 	int64_t idx = 0;
@@ -92,28 +116,29 @@ static size_t self_prog_records(const struct daemon_plugins *p, const struct kte
 		uint64_t *prev = self_prev(lp);
 
 		for (size_t j = 0; bp && j < bp->n_progs; j++, idx++) {
-			struct bpf_prog_info info = {0};
-			__u32 len = sizeof(info);
-			int fd;
+			const struct ktel_bpf_prog *bpr = &bp->progs[j];
+			uint64_t *pp = prev ? prev + 1 + SELF_PREV_PER_PROG * j : NULL;
+			struct ktel_bpf_prog_stats st;
 
-			if (!in_use || !prev || !bp->progs[j].attached || n + SELF_PER_PROG > max)
-				continue;
-			fd = bpf_program__fd(bp->progs[j].prog);
-			if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			if (!in_use || !pp || !bpr->attached || n + SELF_PER_PROG > max ||
+			    ktel_bpf_prog__stats(bpr, &st))
 				continue;
 			self_rec(&out[n], tmpl, "ktel_prog_recursion_misses", "program", idx,
-				 bp->progs[j].name);
+				 bpr->name);
 			out[n].unit = "runs";
-			self_counter(&out[n++], info.recursion_misses, &prev[1 + j]);
+			self_counter(&out[n++], st.recursion_misses, &pp[0]);
 			if (!stats)
 				continue;
+			prog_counter(&out[n++], tmpl, "ktel_prog_run_time", "ns", (int64_t)i,
+				     lp->plugin->desc.name, idx, bpr->name, st.run_time_ns, &pp[1]);
+			prog_counter(&out[n++], tmpl, "ktel_prog_runs", "runs", (int64_t)i,
+				     lp->plugin->desc.name, idx, bpr->name, st.run_cnt, &pp[2]);
 			/* Body-only time: bpf_stats does not see the dispatch. */
 			self_rec(&out[n], tmpl, "ktel_prog_run_time_per_run", "program", idx,
-				 bp->progs[j].name);
+				 bpr->name);
 			out[n].type = KTEL_RECORD_GAUGE;
 			out[n].unit = "ns";
-			out[n++].gauge = info.run_cnt ? (int64_t)(info.run_time_ns / info.run_cnt)
-						      : 0;
+			out[n++].gauge = st.run_cnt ? (int64_t)(st.run_time_ns / st.run_cnt) : 0;
 		}
 	}
 	return n;
@@ -245,7 +270,7 @@ void daemon_self__emit(struct daemon_self *s)
 	if (ktel_router__self_records(s->d->router, &tmpl, recs, max, &got) == 0)
 		n = got;
 	n += self_metric_records(p, &tmpl, recs + n, max - n);
-	n += self_prog_records(p, &tmpl, recs + n, max - n);
+	n += self_prog_records(s, &tmpl, recs + n, max - n);
 	n += self_plugin_records(p, &tmpl, recs + n, max - n);
 	ktel_router__route(s->d->router, recs, n, (const char *const *)cfg->self_sinks,
 			   cfg->n_self_sinks);
@@ -269,9 +294,69 @@ void daemon_self__configure(struct daemon_self *s)
 		uv_timer_stop(&s->timer);
 }
 
+const char *daemon_self__stats_source(const struct daemon_self *s)
+{
+	if (s->stats_held)
+		return "daemon";
+	return ktel_bpf_stats_enabled() ? "sysctl" : NULL;
+}
+
+int daemon_self__plugin_cost(struct ktel_loaded_plugin *lp, struct daemon_plugin_cost *ret)
+{
+	const struct ktel_bpf_plugin *bp = lp->bpf;
+	struct daemon_plugin_cost c = {0};
+	uint64_t now = ktel_now_boottime_ns(), since = lp->cost_since_ns, prev;
+	bool any = false;
+
+	for (size_t j = 0; bp && j < bp->n_progs; j++) {
+		struct ktel_bpf_prog_stats st;
+
+		if (ktel_bpf_prog__stats(&bp->progs[j], &st))
+			continue;
+		any = true;
+		c.run_cnt += st.run_cnt;
+		c.run_time_ns += st.run_time_ns;
+		/* The first window starts at the earliest load. */
+		if (!lp->cost_since_ns && (!since || st.load_time_ns < since))
+			since = st.load_time_ns;
+	}
+	if (!any)
+		return -ENOENT;
+	prev = lp->cost_since_ns ? lp->cost_run_time_ns : 0;
+	c.window_run_time_ns = c.run_time_ns >= prev ? c.run_time_ns - prev : c.run_time_ns;
+	c.window_ns = now > since ? now - since : 0;
+	c.cpu_share = c.window_ns ? (double)c.window_run_time_ns / (double)c.window_ns : 0;
+	lp->cost_run_time_ns = c.run_time_ns;
+	lp->cost_since_ns = now;
+	*ret = c;
+	return 0;
+}
+
+/* self_telemetry.bpf_stats: hold the kernel's statistics on until close. */
+static void hold_stats(struct daemon_self *s)
+{
+	struct ktel_err err;
+	int fd;
+
+	if (!s->d->cfg->self_bpf_stats)
+		return;
+	fd = ktel_bpf_stats_hold(&err);
+	if (fd < 0) {
+		ktel_log(KTEL_LOG_WARN,
+			 "self_telemetry.bpf_stats: %s: programs' run counts and "
+			 "times are not measured",
+			 err.msg);
+		return;
+	}
+	s->stats_fd = fd;
+	s->stats_held = true;
+	ktel_log(KTEL_LOG_INFO, "bpf_stats on while the daemon runs (self_telemetry.bpf_stats)");
+}
+
 void daemon_self__init(struct daemon_self *s, struct ktel_daemon *d)
 {
 	s->d = d;
+	hold_stats(s);
 	s->start_boot = ktel_now_boottime_ns();
 	s->start_wall = ktel_now_wall_ns();
 	uv_timer_init(d->loop, &s->timer);
@@ -282,6 +367,10 @@ void daemon_self__init(struct daemon_self *s, struct ktel_daemon *d)
 
 void daemon_self__close(struct daemon_self *s)
 {
+	if (s->stats_held) {
+		close(s->stats_fd);
+		s->stats_held = false;
+	}
 	if (!s->timer_init)
 		return;
 	uv_close((uv_handle_t *)&s->timer, NULL);

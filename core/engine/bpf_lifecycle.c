@@ -1593,3 +1593,31 @@ bool ktel_bpf_stats_enabled(void)
 	close(fd);
 	return c == '1';
 }
+
+int ktel_bpf_stats_hold(struct ktel_err *err)
+{
+	int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+	if (fd < 0)
+		return ktel_err_set(err, -fd, "cannot turn bpf_stats on (BPF_ENABLE_STATS): %s",
+				    strerror(-fd));
+	return fd;
+}
+
+int ktel_bpf_prog__stats(const struct ktel_bpf_prog *p, struct ktel_bpf_prog_stats *ret)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int fd = p->prog_id && p->prog ? bpf_program__fd(p->prog) : -1;
+
+	if (fd < 0)
+		return -EINVAL;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -errno;
+	*ret = (struct ktel_bpf_prog_stats){.run_cnt = info.run_cnt,
+					    .run_time_ns = info.run_time_ns,
+					    .recursion_misses = info.recursion_misses,
+					    .load_time_ns = info.load_time};
+	return 0;
+}

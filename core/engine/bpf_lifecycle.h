@@ -271,4 +271,27 @@ void ktel_bpf_plugin__free(struct ktel_bpf_plugin *p);
 /* Is kernel.bpf_stats_enabled on (programs' run_time_ns/run_cnt counted)? */
 bool ktel_bpf_stats_enabled(void);
 
+/*
+ * Turn the kernel's run-time statistics on for as long as the returned file
+ * descriptor stays open (BPF_ENABLE_STATS, needs CAP_SYS_ADMIN). The sysctl
+ * kernel.bpf_stats_enabled does not show it: it reads what was last written
+ * to it. Returns the descriptor or -errno with err saying why.
+ */
+int ktel_bpf_stats_hold(struct ktel_err *err);
+
+/* What the kernel counts for one loaded program (struct bpf_prog_info). */
+struct ktel_bpf_prog_stats {
+	uint64_t run_cnt;          /* runs, counted only while bpf_stats is on */
+	uint64_t run_time_ns;      /* the program body's time in those runs (not the
+			       * dispatch to it), likewise */
+	uint64_t recursion_misses; /* runs skipped: already running on that CPU */
+	uint64_t load_time_ns;     /* when it was loaded, CLOCK_BOOTTIME */
+};
+
+/*
+ * Read p's counters from the kernel. Returns 0 and *ret, -EINVAL when p is
+ * not loaded, or the -errno of the kernel's answer.
+ */
+int ktel_bpf_prog__stats(const struct ktel_bpf_prog *p, struct ktel_bpf_prog_stats *ret);
+
 #endif /* KTEL_BPF_LIFECYCLE_H */

@@ -342,15 +342,28 @@ static void render_program(FILE *out, const json_t *p)
 		json_is_true(json_object_get(p, "attached")) ? "attached" : "detached",
 		jint(p, "prog_id"));
 	if (json_object_get(p, "run_cnt"))
-		fprintf(out, ", %lld runs, %lld ns (%.0f ns/run)", jint(p, "run_cnt"),
-			jint(p, "run_time_ns"),
-			jint(p, "run_cnt") ? (double)jint(p, "run_time_ns") / jint(p, "run_cnt")
-					   : 0.0);
+		fprintf(out, ", %lld runs, %.3f ms (%.0f ns/run)", jint(p, "run_cnt"),
+			jint(p, "run_time_ns") / 1e6,
+			json_number_value(json_object_get(p, "ns_per_run")));
 	if (json_object_get(p, "recursion_misses"))
 		fprintf(out, ", %lld recursion misses", jint(p, "recursion_misses"));
 	if (json_is_string(json_object_get(p, "attach_error")))
 		fprintf(out, ", attach error: %s", jstr(p, "attach_error"));
 	fputc('\n', out);
+}
+
+/* A plugin's programs' cost over status's window, when bpf_stats measured it. */
+static void render_cost(FILE *out, const json_t *cost)
+{
+	if (!json_is_object(cost))
+		return;
+	fprintf(out,
+		"    cost: %.4f%% of one CPU over the last %.1f s (%.3f ms run time); "
+		"%lld runs, %.3f ms in all\n",
+		100 * json_number_value(json_object_get(cost, "cpu_share")),
+		json_number_value(json_object_get(cost, "window_s")),
+		jint(cost, "window_run_time_ns") / 1e6, jint(cost, "run_cnt"),
+		jint(cost, "run_time_ns") / 1e6);
 }
 
 static void render_status(FILE *out, const json_t *resp)
@@ -360,13 +373,24 @@ static void render_status(FILE *out, const json_t *resp)
 
 	fprintf(out,
 		"daemon\n  pid %lld, up %.0f s, config %s\n  control socket %s, pin root %s, "
-		"state %s\n  bpf_stats %s\n",
+		"state %s\n",
 		jint(d, "pid"), json_number_value(json_object_get(d, "uptime_s")),
 		jstr(d, "config"), jstr(d, "control_socket"), jstr(d, "pin_root"),
-		jstr(d, "state_file"),
-		json_is_true(json_object_get(d, "bpf_stats"))
-			? "on: run counts and times are measured"
-			: "off: no run counts/times (sysctl kernel.bpf_stats_enabled=1)");
+		jstr(d, "state_file"));
+	/* Said once here rather than as zeros on every program. */
+	if (json_is_true(json_object_get(d, "bpf_stats")))
+		fprintf(out, "  bpf_stats on (%s): run counts and times are measured\n",
+			strcmp(jstr(d, "bpf_stats_by"), "daemon") == 0
+				? "held by the daemon, self_telemetry.bpf_stats"
+				: "sysctl kernel.bpf_stats_enabled");
+	else
+		fprintf(out, "  bpf_stats off: programs' run counts and times are not measured "
+			     "(sysctl kernel.bpf_stats_enabled=1, or self_telemetry.bpf_stats)\n");
+	if (json_is_number(json_object_get(resp, "programs_cpu_share")))
+		fprintf(out,
+			"  programs' cost: %.4f%% of one CPU, every plugin, since the last "
+			"status\n",
+			100 * json_number_value(json_object_get(resp, "programs_cpu_share")));
 	if (json_is_string(json_object_get(d, "test_fault")))
 		fprintf(out, "  test fault %s\n", jstr(d, "test_fault"));
 	fprintf(out, "\nplugins\n");
@@ -377,6 +401,7 @@ static void render_status(FILE *out, const json_t *resp)
 		fputc('\n', out);
 		json_array_foreach(json_object_get(p, "programs"), j, prog)
 			render_program(out, prog);
+		render_cost(out, json_object_get(p, "cost"));
 	}
 	render_refused(out, resp);
 	fprintf(out, "\nmetrics\n");

@@ -454,34 +454,43 @@ static const struct self_metric {
 	const char *unit;
 	const char *dim;
 	const char *description;
+	const char *dim2; /* a second dimension, or NULL */
 } self_metrics[] = {
-	{"ktel_sink_sent", KTEL_RECORD_COUNTER, "records", "sink", "Records each sink sent"},
-	{"ktel_sink_dropped", KTEL_RECORD_COUNTER, "records", "sink", "Records each sink dropped"},
-	{"ktel_sink_errors", KTEL_RECORD_COUNTER, "errors", "sink", "I/O errors of each sink"},
+	{"ktel_sink_sent", KTEL_RECORD_COUNTER, "records", "sink", "Records each sink sent", NULL},
+	{"ktel_sink_dropped", KTEL_RECORD_COUNTER, "records", "sink", "Records each sink dropped",
+	 NULL},
+	{"ktel_sink_errors", KTEL_RECORD_COUNTER, "errors", "sink", "I/O errors of each sink",
+	 NULL},
 	{"ktel_sink_reconnects", KTEL_RECORD_COUNTER, "reconnects", "sink",
-	 "Deliveries after a failure, per sink"},
+	 "Deliveries after a failure, per sink", NULL},
 	{"ktel_sink_skipped", KTEL_RECORD_COUNTER, "records", "sink",
-	 "Records a sink's format has no form for"},
+	 "Records a sink's format has no form for", NULL},
 	{"ktel_sink_refused", KTEL_RECORD_COUNTER, "connections", "sink",
-	 "Peers each sink turned away"},
-	{"ktel_sink_queued", KTEL_RECORD_GAUGE, "items", "sink", "What waits in each sink's queue"},
+	 "Peers each sink turned away", NULL},
+	{"ktel_sink_queued", KTEL_RECORD_GAUGE, "items", "sink", "What waits in each sink's queue",
+	 NULL},
 	{"ktel_pull_duration", KTEL_RECORD_GAUGE, "ns", "metric",
-	 "Duration of each metric's last pull"},
+	 "Duration of each metric's last pull", NULL},
 	{"ktel_pull_keys", KTEL_RECORD_GAUGE, "keys", "metric",
-	 "Keys read by each metric's last pull"},
-	{"ktel_pull_errors", KTEL_RECORD_COUNTER, "pulls", "metric", "Failed pulls per metric"},
+	 "Keys read by each metric's last pull", NULL},
+	{"ktel_pull_errors", KTEL_RECORD_COUNTER, "pulls", "metric", "Failed pulls per metric",
+	 NULL},
 	{"ktel_prog_recursion_misses", KTEL_RECORD_COUNTER, "runs", "program",
-	 "Program runs the kernel skipped (recursion)"},
+	 "Program runs the kernel skipped (recursion)", NULL},
 	{"ktel_prog_run_time_per_run", KTEL_RECORD_GAUGE, "ns", "program",
-	 "Program run time per run (kernel.bpf_stats_enabled)"},
+	 "Program run time per run (kernel.bpf_stats_enabled)", NULL},
+	{"ktel_prog_run_time", KTEL_RECORD_COUNTER, "ns", "plugin",
+	 "Program run time, by plugin and program (bpf_stats)", "program"},
+	{"ktel_prog_runs", KTEL_RECORD_COUNTER, "runs", "plugin",
+	 "Program runs, by plugin and program (bpf_stats)", "program"},
 	{"ktel_invalid_durations", KTEL_RECORD_COUNTER, "events", "plugin",
-	 "Durations a plugin dropped (end before start)"},
+	 "Durations a plugin dropped (end before start)", NULL},
 	{"ktel_stream_delivered", KTEL_RECORD_COUNTER, "events", "metric",
-	 "Stream events decoded and routed"},
+	 "Stream events decoded and routed", NULL},
 	{"ktel_stream_lost_kernel", KTEL_RECORD_COUNTER, "events", "metric",
-	 "Stream events the kernel could not reserve"},
+	 "Stream events the kernel could not reserve", NULL},
 	{"ktel_stream_dropped_daemon", KTEL_RECORD_COUNTER, "events", "metric",
-	 "Stream samples the daemon dropped"},
+	 "Stream samples the daemon dropped", NULL},
 };
 
 static int self_charts(struct gen *g)
@@ -494,8 +503,9 @@ static int self_charts(struct gen *g)
 					      .value_kind = sm->type == KTEL_RECORD_GAUGE
 								    ? KTEL_VALUE_GAUGE
 								    : KTEL_VALUE_COUNTER};
-		struct dim_plan plan[1] = {{.name = sm->dim}};
-		int r = value_chart(g, &md, "ktel_self_telemetry", plan, 1, sm->type);
+		struct dim_plan plan[2] = {{.name = sm->dim}, {.name = sm->dim2}};
+		int r = value_chart(g, &md, "ktel_self_telemetry", plan, sm->dim2 ? 2 : 1,
+				    sm->type);
 
 		if (r)
 			return r;
