@@ -1008,6 +1008,82 @@ static uint64_t prom_count(const char *text, const char *label)
 	return n;
 }
 
+/*
+ * The views of the running daemon: show --by cgroup has one record per
+ * cgroup, the other dimensions summed, the busiest first; top --by draws
+ * them in that order; --by a kind the metric is not attributed by fails,
+ * naming the config key.
+ */
+static void check_views(void)
+{
+	char out[700], err[700], c0[300], c1[300], *text;
+	json_t *resp, *rec;
+	json_int_t prev = -1;
+	size_t i;
+	uint64_t n0 = 0, n1 = 0;
+
+	snprintf(out, sizeof(out), "%s/by.json", sb.dir);
+	snprintf(err, sizeof(err), "%s/by.err", sb.dir);
+	cgroup_label(c0, sizeof(c0), 0);
+	cgroup_label(c1, sizeof(c1), 1);
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock --json "
+				       "show block_io_latency --by cgroup > %s",
+				       KTEL_BINARY_DIR, sb.dir, out),
+			 0);
+	resp = json_load_file(out, 0, NULL);
+	assert_non_null(resp);
+	json_array_foreach(json_object_get(resp, "totals"), i, rec) {
+		const json_t *dims = json_object_get(rec, "dims");
+		const char *name = json_string_value(json_object_get(dims, "cgroup"));
+		json_int_t count = json_integer_value(
+			json_object_get(json_object_get(rec, "histogram"), "count"));
+
+		/* The attribution alone; values in falling order of events. */
+		assert_int_equal(json_object_size(dims), 1);
+		assert_non_null(name);
+		assert_true(prev < 0 || count <= prev);
+		prev = count;
+		if (strcmp(name, c0) == 0)
+			n0 = (uint64_t)count;
+		if (strcmp(name, c1) == 0)
+			n1 = (uint64_t)count;
+	}
+	json_decref(resp);
+	/* The loop device's reads, the only I/O of these cgroups. */
+	assert_int_equal(n0, 7);
+	assert_int_equal(n1, 13);
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock top "
+				       "--count 1 --by cgroup block_io_latency > %s",
+				       KTEL_BINARY_DIR, sb.dir, out),
+			 0);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	{
+		char w0[400], w1[400];
+		const char *p0, *p1;
+
+		snprintf(w0, sizeof(w0), "cgroup=%s]", c0);
+		snprintf(w1, sizeof(w1), "cgroup=%s]", c1);
+		p0 = strstr(text, w0);
+		p1 = strstr(text, w1);
+		if (!p0 || !p1 || p1 > p0)
+			fail_msg("top --by cgroup: %s (13 reads) not before %s (7):\n%s", c1, c0,
+				 text);
+		if (getenv("KTEL_TEST_SHOW_TOP"))
+			fputs(text, stdout);
+	}
+	free(text);
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock show "
+				       "block_io_latency --by user > %s 2> %s",
+				       KTEL_BINARY_DIR, sb.dir, out, err),
+			 1);
+	text = ktel_test_slurp(err);
+	assert_non_null(strstr(text, "metric block_io_latency is not attributed by user: its "
+				     "records have no \"user\" dimension (the daemon's config: "
+				     "metrics.block_io_latency.attribution.by)"));
+	free(text);
+}
+
 static void test_names_in_show_and_first_scrape(void **state)
 {
 	const struct worker w[] = {
@@ -1043,6 +1119,7 @@ static void test_names_in_show_and_first_scrape(void **state)
 		assert_int_equal(count_of(&r, label, ""), want[i]);
 	}
 	show_counts("window", &r);
+	check_views();
 	stop_daemon();
 
 	/* Restarted with a long interval: the first scrape comes before any
