@@ -957,10 +957,12 @@ static void show_counts(const char *part, struct report *r)
 
 	memset(r, 0, sizeof(*r));
 	snprintf(out, sizeof(out), "%s/show.json", sb.dir);
-	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock --json "
-				       "show block_io_latency > %s",
-				       KTEL_BINARY_DIR, sb.dir, out),
-			 0);
+	if (ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock --json "
+			  "show block_io_latency > %s",
+			  KTEL_BINARY_DIR, sb.dir, out)) {
+		dump_log(&sb);
+		fail_msg("show block_io_latency failed");
+	}
 	resp = json_load_file(out, 0, NULL);
 	assert_non_null(resp);
 	recs = json_object_get(resp, part);

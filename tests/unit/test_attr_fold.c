@@ -471,6 +471,27 @@ static void test_history_last_totals(void **state)
 	ktel_attr_fold__free(f);
 }
 
+/* A window without records (a quiet metric, a daemon's first pull): nothing
+ * emitted, nothing ranked, no name known (no sort of an empty list). */
+static void test_empty_window(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(2, 3, 100, &names);
+	static struct sink s;
+	struct ktel_err err;
+
+	(void)state;
+	for (int w = 0; w < 3; w++) {
+		ktel_attr_fold__begin(f);
+		s.n = 0;
+		assert_int_equal(ktel_attr_fold__end(f, (uint64_t)w, collect, &s, &err), 0);
+		assert_int_equal(s.n, 0);
+	}
+	ktel_attr_fold__totals(f, collect, &s);
+	assert_int_equal(s.n, 0);
+	ktel_attr_fold__free(f);
+}
+
 /* ---- names ------------------------------------------------------------------- */
 
 static void test_cgroup_names(void **state)
@@ -636,6 +657,7 @@ int main(void)
 		cmocka_unit_test(test_churn_budget),
 		cmocka_unit_test(test_totals_monotonic),
 		cmocka_unit_test(test_history_last_totals),
+		cmocka_unit_test(test_empty_window),
 		cmocka_unit_test(test_cgroup_names),
 		cmocka_unit_test(test_app_names),
 		cmocka_unit_test(test_mountinfo),
