@@ -637,7 +637,8 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 		if (!nm->admitted && rank_events(nm))
 			cand[n++] = nm;
 	}
-	if (n) /* cand is NULL when no name is known: qsort's must not be */
+	/* A window without a name: qsort's pointer may not be NULL. */
+	if (n)
 		qsort(cand, n, sizeof(*cand), by_events_desc);
 	for (size_t i = 0; i < n && f->st.admitted < f->o.top && f->tokens >= 1.0; i++) {
 		cand[i]->admitted = true;

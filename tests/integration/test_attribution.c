@@ -1054,8 +1054,10 @@ static void check_views(void)
 	/* The loop device's reads, the only I/O of these cgroups. */
 	assert_int_equal(n0, 7);
 	assert_int_equal(n1, 13);
-	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock top "
-				       "--count 1 --by cgroup block_io_latency > %s",
+	/* A screen wide and long enough for every cgroup's row. */
+	assert_int_equal(ktel_test_run("COLUMNS=300 LINES=500 %s/tools/ktelemetryctl --socket "
+				       "%s/control.sock top --count 1 --by cgroup block_io_latency "
+				       "> %s",
 				       KTEL_BINARY_DIR, sb.dir, out),
 			 0);
 	text = ktel_test_slurp(out);

@@ -561,7 +561,7 @@ static void test_cli_consistency(void **state)
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "top", "--count", "1", METRIC,
 			     "no_such_metric", NULL),
 			 1);
-	assert_non_null(strstr(r.out, "== " METRIC));
+	assert_non_null(strstr(r.out, "\n" METRIC));
 	assert_int_equal(ctl(&r, false, "--socket", r.sock, "top", "--json", "--count", "1", METRIC,
 			     NULL),
 			 0);

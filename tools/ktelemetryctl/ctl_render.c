@@ -759,3 +759,443 @@ void ktel_ctl_render_inspect(FILE *out, const json_t *r)
 	if (json_is_string(json_object_get(r, "unsupported")))
 		fprintf(out, "\n  unsupported on this kernel: %s\n", jstr(r, "unsupported"));
 }
+
+/* ---- the live view (top) ------------------------------------------------------- */
+
+/* A row of the live view: one key of one metric. */
+struct top_row {
+	char label[256];       /* metric[dims], control bytes replaced */
+	char brief[256];       /* metric[values of the dims], for a narrow column */
+	long long last, total; /* events in the last window, since the map was created */
+	const json_t *hist;    /* the last window's histogram, or NULL */
+	const char *unit;
+	char note[160]; /* instead of numbers: "not pulled yet", an error */
+};
+
+struct top_rows {
+	struct top_row *v;
+	size_t n, cap;
+};
+
+static struct top_row *top_row_add(struct top_rows *rows)
+{
+	if (rows->n == rows->cap) {
+		size_t cap = rows->cap ? rows->cap * 2 : 32;
+		struct top_row *v = realloc(rows->v, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		rows->v = v;
+		rows->cap = cap;
+	}
+	memset(&rows->v[rows->n], 0, sizeof(rows->v[0]));
+	return &rows->v[rows->n++];
+}
+
+/* A name or a label from the daemon on one line of the screen: a control
+ * byte (a newline, an escape sequence) would move the cursor or break the
+ * line count the screen is fitted to. */
+static void strip_controls(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
+/* Events a record counts: a histogram's count, a counter's or gauge's value
+ * (for a cumulative counter record, its total). */
+static long long record_events(const json_t *rec, bool cumulative)
+{
+	const json_t *h = json_object_get(rec, "histogram");
+
+	if (json_is_object(h))
+		return jint(h, "count");
+	if (cumulative && json_is_integer(json_object_get(rec, "total")))
+		return jint(rec, "total");
+	return jint(rec, "value");
+}
+
+/* The last window's record of the key of rec (same dims), or NULL. */
+static const json_t *window_of(const json_t *window, const json_t *rec)
+{
+	const json_t *dims = json_object_get(rec, "dims");
+	size_t i;
+	json_t *w;
+
+	json_array_foreach(window, i, w)
+		if (json_equal(json_object_get(w, "dims"), (json_t *)dims) ||
+		    (!json_object_size(dims) && !json_object_size(json_object_get(w, "dims"))))
+			return w;
+	return NULL;
+}
+
+/* "254,0,read,vda": the values of a record's dims, without their names. */
+static void fmt_dim_values(const json_t *rec, char *buf, size_t len)
+{
+	const char *key;
+	json_t *v;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	json_object_foreach(json_object_get(rec, "dims"), key, v) {
+		char *str = json_is_string(v) ? strdup(json_string_value(v))
+					      : json_dumps(v, JSON_ENCODE_ANY);
+
+		if (off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "",
+						str ? str : "?");
+		free(str);
+	}
+	if (off >= len)
+		ktel_utf8_trim_str(buf);
+}
+
+static void top_rows_of(struct top_rows *rows, const json_t *show)
+{
+	const json_t *totals = json_object_get(show, "totals");
+	const json_t *window = json_object_get(show, "window");
+	const char *metric = jstr(show, "metric");
+	struct top_row *row;
+	size_t i;
+	json_t *rec;
+
+	if (!json_is_true(json_object_get(show, "ok")) ||
+	    !json_is_object(json_object_get(show, "last_pull")) || !json_array_size(totals)) {
+		row = top_row_add(rows);
+		if (!row)
+			return;
+		copy_text(row->label, sizeof(row->label), metric[0] ? metric : "?");
+		if (!json_is_true(json_object_get(show, "ok")))
+			copy_text(row->note, sizeof(row->note), jstr(show, "error"));
+		else if (!json_is_object(json_object_get(show, "last_pull")))
+			snprintf(row->note, sizeof(row->note), "not pulled yet");
+		else
+			snprintf(row->note, sizeof(row->note), "no keys yet");
+		strip_controls(row->label);
+		strip_controls(row->note);
+		row->last = row->total = -1;
+		return;
+	}
+	json_array_foreach(totals, i, rec) {
+		const json_t *w = window_of(window, rec);
+		char dims[200];
+
+		row = top_row_add(rows);
+		if (!row)
+			return;
+		fmt_dims(rec, dims, sizeof(dims));
+		if (strcmp(dims, "(all)") == 0) {
+			copy_text(row->label, sizeof(row->label), metric);
+		} else {
+			snprintf(row->label, sizeof(row->label), "%s[%s]", metric, dims);
+			fmt_dim_values(rec, dims, sizeof(dims));
+			snprintf(row->brief, sizeof(row->brief), "%s[%s]", metric, dims);
+		}
+		ktel_utf8_trim_str(row->label);
+		ktel_utf8_trim_str(row->brief);
+		strip_controls(row->label);
+		strip_controls(row->brief);
+		row->total = record_events(rec, true);
+		row->last = w ? record_events(w, false) : 0;
+		row->hist = w && json_is_object(json_object_get(w, "histogram"))
+				    ? json_object_get(w, "histogram")
+				    : NULL;
+		row->unit = jstr(show, "unit");
+	}
+}
+
+/* Events in the last window first, most first; then the most events since
+ * the map was created; rows without numbers (not pulled, errors) last. */
+static int top_row_cmp(const void *a, const void *b)
+{
+	const struct top_row *x = a, *y = b;
+
+	if ((x->last > 0) != (y->last > 0))
+		return x->last > 0 ? -1 : 1;
+	if (x->last != y->last)
+		return x->last > y->last ? -1 : 1;
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(x->label, y->label);
+}
+
+/* A bucket bound in the metric's unit, short: 512ns, 16.4us, 2.05ms, 3G. */
+static void fmt_qty(double v, const char *unit, char *buf, size_t len)
+{
+	static const char *const times[] = {"ns", "us", "ms", "s"};
+	int t = -1;
+
+	for (int i = 0; i < 4; i++)
+		if (strcmp(unit, times[i]) == 0)
+			t = i;
+	if (t >= 0) {
+		for (; t < 3 && v >= 1000; t++)
+			v /= 1000;
+		snprintf(buf, len, "%.3g%s", v, times[t]);
+		return;
+	}
+	if (strcmp(unit, "bytes") == 0) {
+		static const char suffix[] = " KMGTP";
+		int i = 0;
+
+		for (; i < 5 && v >= 1024; i++)
+			v /= 1024;
+		snprintf(buf, len, i ? "%.3g%cB" : "%.3gB", v, suffix[i]);
+		return;
+	}
+	snprintf(buf, len, "%.3g", v);
+}
+
+/* The bound of the bucket holding the q-quantile of hist: "<=2.05ms" (the
+ * quantile is at most that), ">1.07s" for the overflow bucket; "-" without
+ * events. */
+static void fmt_quantile(const json_t *hist, double q, const char *unit, char *buf, size_t len)
+{
+	const json_t *counts = json_object_get(hist, "counts"), *le = json_object_get(hist, "le");
+	bool inclusive = strcmp(jstr(hist, "scheme"), "log2") == 0;
+	unsigned long long total = 0, cum = 0, want;
+	size_t n = json_array_size(counts);
+	char b[32];
+	double v;
+
+	for (size_t k = 0; k < n; k++)
+		total += (unsigned long long)json_integer_value(json_array_get(counts, k));
+	snprintf(buf, len, "-");
+	if (!total)
+		return;
+	want = (unsigned long long)ceil(q * (double)total);
+	for (size_t k = 0; k < n; k++) {
+		cum += (unsigned long long)json_integer_value(json_array_get(counts, k));
+		if (cum < want)
+			continue;
+		if (le_at(le, k, &v)) {
+			fmt_qty(v, unit, b, sizeof(b));
+			snprintf(buf, len, "%s%s", inclusive ? "<=" : "<", b);
+		} else if (k > 0 && le_at(le, k - 1, &v)) {
+			fmt_qty(v, unit, b, sizeof(b));
+			snprintf(buf, len, ">%s", b);
+		}
+		return;
+	}
+}
+
+/* The last window's buckets, from the first to the last non-empty one, one
+ * character each by its share of the fullest (at most width characters). */
+static void fmt_spark(const json_t *hist, int width, char *buf, size_t len)
+{
+	static const char level[] = " .:-=+*#%@";
+	const json_t *counts = json_object_get(hist, "counts");
+	size_t n = json_array_size(counts), first = n, last = 0, o = 0;
+	unsigned long long max = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		unsigned long long c = (unsigned long long)json_integer_value(
+			json_array_get(counts, k));
+
+		if (!c)
+			continue;
+		first = first < k ? first : k;
+		last = k;
+		max = c > max ? c : max;
+	}
+	for (size_t k = first; k <= last && k < n && o + 1 < len && (int)o < width; k++) {
+		unsigned long long c = (unsigned long long)json_integer_value(
+			json_array_get(counts, k));
+
+		buf[o++] = c ? level[1 + c * 8 / max] : level[0];
+	}
+	buf[o] = '\0';
+}
+
+long long ktel_ctl_top_newest_pull(const json_t *shows)
+{
+	long long newest = 0;
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(shows, i, s) {
+		const char *t = jstr(json_object_get(s, "last_pull"), "time");
+		struct tm tm;
+		char *end;
+
+		memset(&tm, 0, sizeof(tm));
+		end = strptime(t, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		if (end && !*end && (long long)timegm(&tm) > newest)
+			newest = (long long)timegm(&tm);
+	}
+	return newest;
+}
+
+static void fmt_secs(long long ms, char *buf, size_t len)
+{
+	if (ms % 1000)
+		snprintf(buf, len, "%.1fs", ms / 1000.0);
+	else if (ms >= 120000 && ms % 60000 == 0)
+		snprintf(buf, len, "%lldm", ms / 60000);
+	else
+		snprintf(buf, len, "%llds", ms / 1000);
+}
+
+static void top_header(FILE *out, const struct ktel_ctl_top *t)
+{
+	long long newest = ktel_ctl_top_newest_pull(t->shows);
+	char every[48], lo[16], hi[16], redraw[48];
+	time_t now = (time_t)t->now;
+	char clock[16];
+
+	strftime(clock, sizeof(clock), "%H:%M:%S", localtime(&now));
+	fmt_secs(t->interval_min_ms, lo, sizeof(lo));
+	fmt_secs(t->interval_max_ms, hi, sizeof(hi));
+	if (t->interval_min_ms <= 0)
+		snprintf(every, sizeof(every), "on no timer");
+	else if (t->interval_min_ms == t->interval_max_ms)
+		snprintf(every, sizeof(every), "every %s", lo);
+	else
+		snprintf(every, sizeof(every), "every %s to %s", lo, hi);
+	/* Without --interval a screen is drawn after each pull: the pull
+	 * interval is also how fresh the screen is. */
+	redraw[0] = '\0';
+	if (t->redraw_ms > 0) {
+		fmt_secs(t->redraw_ms, lo, sizeof(lo));
+		snprintf(redraw, sizeof(redraw), ", redrawn every %s", lo);
+	}
+	if (newest)
+		fprintf(out, "ktelemetry %s  last pull %llds ago, pulls %s%s  Ctrl-C quits\n",
+			clock, t->now > newest ? t->now - newest : 0, every, redraw);
+	else
+		fprintf(out, "ktelemetry %s  not pulled yet, pulls %s%s  Ctrl-C quits\n", clock,
+			every, redraw);
+}
+
+/* Columns right of the name: "  LAST  TOTAL  P50  P99". */
+#define TOP_NUM_W 42
+
+static void top_table(FILE *out, const struct ktel_ctl_top *t, struct top_rows *rows, int lines)
+{
+	int name_w = 12, spark_w = 0, shown;
+	char p50[32], p99[32], spark[64];
+
+	for (size_t i = 0; i < rows->n; i++) {
+		int w = (int)strlen(rows->v[i].label);
+
+		name_w = w > name_w ? w : name_w;
+	}
+	/* A wide terminal has room for the distribution; the name column
+	 * never takes more than it needs, nor the whole screen. */
+	if (name_w > 60)
+		name_w = 60;
+	if (name_w + TOP_NUM_W > t->cols)
+		name_w = t->cols - TOP_NUM_W > 12 ? t->cols - TOP_NUM_W : 12;
+	spark_w = t->cols - name_w - TOP_NUM_W - 2;
+	spark_w = spark_w >= 12 ? (spark_w > 32 ? 32 : spark_w) : 0;
+	fprintf(out, "%-*s  %8s  %10s  %8s  %8s%s%s\n", name_w, "METRIC[KEY]", "LAST", "TOTAL",
+		"P50", "P99", spark_w ? "  " : "", spark_w ? "BUCKETS" : "");
+	shown = (int)rows->n <= lines ? (int)rows->n : lines - 1;
+	for (int i = 0; i < shown; i++) {
+		const struct top_row *r = &rows->v[i];
+		char label[256];
+
+		/* The keys' values tell rows apart where the names of the
+		 * dimensions no longer fit. */
+		copy_text(label, sizeof(label),
+			  (int)strlen(r->label) > name_w && r->brief[0] ? r->brief : r->label);
+		if ((int)strlen(label) > name_w) {
+			label[name_w] = '\0';
+			ktel_utf8_trim_str(label);
+		}
+		if (r->note[0]) {
+			fprintf(out, "%-*s  %s\n", name_w, label, r->note);
+			continue;
+		}
+		fmt_quantile(r->hist, 0.5, r->unit, p50, sizeof(p50));
+		fmt_quantile(r->hist, 0.99, r->unit, p99, sizeof(p99));
+		spark[0] = '\0';
+		if (spark_w && r->hist)
+			fmt_spark(r->hist, spark_w, spark, sizeof(spark));
+		fprintf(out, "%-*s  %8lld  %10lld  %8s  %8s%s%s\n", name_w, label, r->last,
+			r->total, p50, p99, spark[0] ? "  " : "", spark);
+	}
+	if (shown < (int)rows->n)
+		fprintf(out, "+%d more (a taller terminal shows them; ktelemetryctl show NAME)\n",
+			(int)rows->n - shown);
+}
+
+/* The busiest key's last window as bars, when all of them fit in lines. */
+static void top_bars(FILE *out, const struct ktel_ctl_top *t, const struct top_rows *rows,
+		     int lines)
+{
+	const struct top_row *r = rows->n ? &rows->v[0] : NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	int n = 0, width = t->cols - 40;
+	FILE *mem;
+
+	if (!r || !r->hist || r->last <= 0 || lines < 4)
+		return;
+	mem = open_memstream(&buf, &len);
+	if (!mem)
+		return;
+	ktel_ctl_draw_hist(mem, r->hist, width < 10 ? 10 : width > 52 ? 52 : width);
+	fclose(mem);
+	for (size_t i = 0; i < len; i++)
+		n += buf[i] == '\n';
+	if (n + 2 <= lines) {
+		fprintf(out, "\nthe busiest key's last window (%s): %s\n", r->unit, r->label);
+		fwrite(buf, 1, len, out);
+	}
+	free(buf);
+}
+
+/* text onto out, at most rows lines of at most cols characters; no newline
+ * after the last line (a screen of exactly rows lines must not scroll). */
+static void fit_screen(FILE *out, const char *text, size_t len, int rows, int cols)
+{
+	int line = 0, col = 0;
+
+	for (size_t i = 0; i < len && line < rows; i++) {
+		unsigned char c = (unsigned char)text[i];
+
+		if (c == '\n') {
+			line++;
+			col = 0;
+			if (line < rows && i + 1 < len)
+				fputc('\n', out);
+			continue;
+		}
+		/* A UTF-8 continuation byte belongs to the character before. */
+		if ((c & 0xc0) != 0x80)
+			col++;
+		if (col > cols)
+			continue;
+		fputc(c < 0x20 || c == 0x7f ? '?' : c, out);
+	}
+}
+
+void ktel_ctl_render_top(FILE *out, const struct ktel_ctl_top *t)
+{
+	struct top_rows rows = {0};
+	char *buf = NULL;
+	size_t len = 0, i;
+	int lines;
+	json_t *s;
+	FILE *mem = open_memstream(&buf, &len);
+
+	if (!mem)
+		return;
+	json_array_foreach(t->shows, i, s)
+		top_rows_of(&rows, s);
+	if (rows.n)
+		qsort(rows.v, rows.n, sizeof(rows.v[0]), top_row_cmp);
+	top_header(mem, t);
+	/* The header and the table's head take two lines; the table takes
+	 * what it needs of the rest, the bars what is left after it. */
+	lines = t->rows - 2;
+	if (lines < 1)
+		lines = 1;
+	top_table(mem, t, &rows, lines);
+	top_bars(mem, t, &rows, lines - ((int)rows.n < lines ? (int)rows.n : lines));
+	fclose(mem);
+	fit_screen(out, buf, len, t->rows, t->cols);
+	free(buf);
+	free(rows.v);
+}

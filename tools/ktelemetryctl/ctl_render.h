@@ -41,6 +41,32 @@ void ktel_ctl_render(FILE *out, const char *cmd, const json_t *resp);
  */
 void ktel_ctl_render_stream_line(FILE *out, const char *line);
 
+/* What one screen of `ktelemetryctl top` shows, and the terminal it fits. */
+struct ktel_ctl_top {
+	const json_t *shows;       /* the `show` answer of each metric */
+	long long interval_min_ms; /* the pull intervals of those metrics (list); */
+	long long interval_max_ms; /* 0: unknown */
+	long long redraw_ms;       /* --interval: a fixed redraw; 0: after each pull */
+	long long now;             /* seconds since the epoch */
+	int rows, cols;            /* the screen: at most rows lines of cols columns */
+};
+
+/*
+ * One screen of the live view into out: at most t->rows lines, none wider
+ * than t->cols columns (a column per character), every line ended by '\n'
+ * but the last. A header says when the daemon last pulled and how often it
+ * pulls; then one row per metric and key, those with events in the last
+ * window first (most events first), then the others (most events since the
+ * map was created first), with the last window's median and 99th percentile
+ * bucket bounds; a "+N more" line when they do not all fit; with lines to
+ * spare, the bars of the busiest key's last window.
+ */
+void ktel_ctl_render_top(FILE *out, const struct ktel_ctl_top *t);
+
+/* The newest "last_pull" time of the `show` answers in shows, in seconds
+ * since the epoch; 0 when none was pulled. */
+long long ktel_ctl_top_newest_pull(const json_t *shows);
+
 /* Print an inspect report for people. */
 void ktel_ctl_render_inspect(FILE *out, const json_t *report);
 

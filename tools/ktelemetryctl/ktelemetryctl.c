@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -820,10 +822,16 @@ static const json_t *listed(const json_t *list, const char *name)
 	return NULL;
 }
 
-/* Names of the enabled accumulator metrics, from `list`. */
-static int enabled_metrics(struct opts *o, json_t **ret_names)
+/*
+ * The metrics top shows, from `list`: the names asked for, else every
+ * enabled accumulator metric; and the shortest and longest pull interval
+ * among them (0 when none has one).
+ */
+static int top_metrics(struct opts *o, const json_t *asked, json_t **ret_names,
+		       long long *ret_min_ms, long long *ret_max_ms)
 {
 	json_t *resp = NULL, *names, *m;
+	long long lo = 0, hi = 0;
 	size_t i;
 	int r = list_metrics(o, &resp);
 
@@ -832,21 +840,36 @@ static int enabled_metrics(struct opts *o, json_t **ret_names)
 	names = json_array();
 	json_array_foreach(json_object_get(resp, "metrics"), i, m) {
 		const char *model = json_string_value(json_object_get(m, "model"));
+		const json_t *name = json_object_get(m, "name");
+		long long ms = json_integer_value(json_object_get(m, "interval_ms"));
+		bool want = false;
+		size_t j;
+		json_t *a;
 
-		if (json_is_true(json_object_get(m, "enabled")) && model &&
-		    strcmp(model, "accumulator") == 0)
-			json_array_append(names, json_object_get(m, "name"));
+		if (json_array_size(asked)) {
+			json_array_foreach(asked, j, a)
+				want = want || json_equal(a, (json_t *)name);
+		} else {
+			want = json_is_true(json_object_get(m, "enabled")) && model &&
+			       strcmp(model, "accumulator") == 0;
+		}
+		if (!want || !json_is_string(name))
+			continue;
+		json_array_append(names, (json_t *)name);
+		if (ms > 0 && json_is_true(json_object_get(m, "enabled"))) {
+			lo = !lo || ms < lo ? ms : lo;
+			hi = ms > hi ? ms : hi;
+		}
 	}
 	json_decref(resp);
 	*ret_names = names;
+	*ret_min_ms = lo;
+	*ret_max_ms = hi;
 	return 0;
 }
 
-/*
- * One screen: the `show` answer of every metric in names, drawn into out,
- * or with --json gathered into one object {"time", "metrics": [answers]}.
- */
-static int top_screen(struct opts *o, const json_t *names, const char *stamp, FILE *out)
+/* The `show` answer of every metric in names, into one array. */
+static int top_shows(struct opts *o, const json_t *names, json_t **ret_shows)
 {
 	json_t *name, *all = json_array();
 	size_t i;
@@ -862,28 +885,9 @@ static int top_screen(struct opts *o, const json_t *names, const char *stamp, FI
 		}
 		if (o->by && answer_exit_code(resp) == EXIT_OK)
 			group_show(resp, o->by);
-		if (o->json) {
-			json_array_append_new(all, resp);
-			continue;
-		}
-		fprintf(out, "== %s\n", json_string_value(name));
-		if (answer_exit_code(resp) == EXIT_OK)
-			ktel_ctl_render(out, "show", resp);
-		else
-			fprintf(out, "  %s\n",
-				json_string_value(json_object_get(resp, "error")) ?: "?");
-		fputc('\n', out);
-		json_decref(resp);
+		json_array_append_new(all, resp);
 	}
-	if (o->json) {
-		json_t *screen = json_pack("{s:s, s:o}", "time", stamp, "metrics", all);
-
-		json_dumpf(screen, out, JSON_COMPACT);
-		fputc('\n', out);
-		json_decref(screen);
-	} else {
-		json_decref(all);
-	}
+	*ret_shows = all;
 	return 0;
 }
 
@@ -917,16 +921,75 @@ static int top_known(struct opts *o, json_t *names)
 }
 
 /*
- * The live view: every enabled metric's histograms, redrawn every interval
- * (like top). Names on the command line restrict it to those metrics.
+ * The screen top fits: the terminal's size when stdout is one, else $LINES
+ * and $COLUMNS, else 80x24.
+ */
+static void screen_size(bool tty, int *ret_rows, int *ret_cols)
+{
+	struct winsize ws;
+	const char *lines = getenv("LINES"), *columns = getenv("COLUMNS");
+	int rows = 24, cols = 80;
+
+	if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+		rows = ws.ws_row;
+		cols = ws.ws_col;
+	} else {
+		if (lines && atoi(lines) > 0)
+			rows = atoi(lines);
+		if (columns && atoi(columns) > 0)
+			cols = atoi(columns);
+	}
+	*ret_rows = rows;
+	*ret_cols = cols;
+}
+
+/*
+ * How long top sleeps before it asks again, in ms. A fixed --interval is
+ * that; else until just after the next pull the daemon's timer makes (its
+ * newest pull plus the shortest interval, and a second for the pull and the
+ * whole seconds of its time stamp), asking again every second while that
+ * pull is late, and at least once per longest interval.
+ */
+static long long top_sleep_ms(long long fixed_ms, long long newest, long long min_ms,
+			      long long max_ms, long long now_ms)
+{
+	long long due;
+
+	if (fixed_ms)
+		return fixed_ms;
+	if (!min_ms)
+		return 1000;
+	if (!newest)
+		return min_ms;
+	due = newest * 1000 + min_ms + 1200 - now_ms;
+	if (due < 1000)
+		return 1000;
+	return due > max_ms ? max_ms : due;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The live view (like top): one row per key of every enabled accumulator
+ * metric (or of the metrics named), fitted to the terminal, redrawn after
+ * each pull of the daemon (or every --interval). SIGINT, SIGTERM and SIGHUP
+ * end it with exit 0 between two screens; SIGWINCH redraws it at the new
+ * size.
  */
 static int run_top(struct opts *o, int argc, char **argv)
 {
-	uint64_t interval_ms = 2000;
-	long long count = -1;
+	uint64_t interval_ms = 0;
+	long long count = -1, shown_pull = -1;
 	json_t *names = json_array();
-	bool tty = isatty(STDOUT_FILENO) && !o->json, named;
-	int r = 0, unknown;
+	bool tty = isatty(STDOUT_FILENO) && !o->json, named, drawn = false;
+	sigset_t quit, old;
+	int r = 0, unknown, sig = 0;
 
 	for (int i = 1; i < argc; i++) {
 		r = by_option(o, argc, argv, &i);
@@ -964,6 +1027,15 @@ static int run_top(struct opts *o, int argc, char **argv)
 		json_decref(names);
 		return unknown;
 	}
+	/* The signals that end the view wait, blocked, for the sleep between
+	 * two screens: a request is never cut in half, and Ctrl-C is a clean
+	 * exit 0 rather than a death by signal. */
+	sigemptyset(&quit);
+	sigaddset(&quit, SIGINT);
+	sigaddset(&quit, SIGTERM);
+	sigaddset(&quit, SIGHUP);
+	sigaddset(&quit, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &quit, &old);
 	/* Pull once first, so the first screen shows data, not "not pulled". */
 	{
 		json_t *req = json_pack("{s:s}", "cmd", "pull"), *resp = NULL;
@@ -972,42 +1044,67 @@ static int run_top(struct opts *o, int argc, char **argv)
 		json_decref(req);
 		json_decref(resp);
 	}
-	for (; count != 0 && !r; count > 0 ? count-- : 0) {
-		json_t *shown = names;
-		char *buf = NULL, stamp[32];
-		size_t len = 0;
-		time_t now = time(NULL);
-		FILE *mem = open_memstream(&buf, &len);
+	while (count != 0 && !r) {
+		json_t *shown = NULL, *shows = NULL;
+		long long lo = 0, hi = 0, newest, wait_ms;
+		struct timespec ts;
 
-		if (!mem)
+		r = top_metrics(o, names, &shown, &lo, &hi) ?: top_shows(o, shown, &shows);
+		json_decref(shown);
+		if (r)
 			break;
-		if (!named)
-			r = enabled_metrics(o, &shown);
-		if (o->json) {
-			strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-		} else {
-			strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&now));
-			fprintf(mem,
-				"ktelemetry  %s  cumulative since each map was created; "
-				"refreshed every %.1fs (Ctrl-C quits)\n\n",
-				stamp, interval_ms / 1000.0);
-		}
-		if (!r)
-			r = top_screen(o, shown, stamp, mem);
-		if (shown != names)
-			json_decref(shown);
-		fclose(mem);
-		/* Draw the whole screen at once: no flicker. */
-		if (!r) {
-			if (tty)
-				fputs("\033[H\033[2J", stdout);
-			fwrite(buf, 1, len, stdout);
+		newest = ktel_ctl_top_newest_pull(shows);
+		/* A screen per pull (or per --interval, or a new size): the
+		 * same numbers again would claim a freshness they lack. */
+		if (!drawn || interval_ms || newest != shown_pull || sig == SIGWINCH) {
+			if (o->json) {
+				char stamp[32];
+				time_t now = time(NULL);
+				json_t *screen;
+
+				strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+				screen = json_pack("{s:s, s:I, s:O}", "time", stamp, "interval_ms",
+						   (json_int_t)lo, "metrics", shows);
+				json_dumpf(screen, stdout, JSON_COMPACT);
+				fputc('\n', stdout);
+				json_decref(screen);
+			} else {
+				struct ktel_ctl_top t = {.shows = shows,
+							 .interval_min_ms = lo,
+							 .interval_max_ms = hi,
+							 .redraw_ms = (long long)interval_ms,
+							 .now = (long long)time(NULL)};
+
+				screen_size(tty, &t.rows, &t.cols);
+				/* A terminal shows each screen in place of the last,
+				 * anything else gets them one after the other. */
+				if (tty)
+					fputs("\033[H\033[2J", stdout);
+				ktel_ctl_render_top(stdout, &t);
+				if (!tty)
+					fputs("\n\n", stdout);
+			}
 			fflush(stdout);
+			drawn = true;
+			shown_pull = newest;
+			if (count > 0)
+				count--;
 		}
-		free(buf);
-		if (!r && count != 1)
-			usleep((useconds_t)(interval_ms * 1000));
+		json_decref(shows);
+		if (!count)
+			break;
+		wait_ms = top_sleep_ms((long long)interval_ms, newest, lo, hi, now_ms());
+		ts.tv_sec = wait_ms / 1000;
+		ts.tv_nsec = wait_ms % 1000 * 1000000;
+		sig = sigtimedwait(&quit, NULL, &ts);
+		if (sig > 0 && sig != SIGWINCH)
+			break;
 	}
+	/* The cursor ends below the last screen, for the shell's prompt. */
+	if (tty && drawn)
+		fputc('\n', stdout);
+	fflush(stdout);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	json_decref(names);
 	return r ? r : unknown;
 }
@@ -1089,7 +1186,7 @@ static const struct command commands[] = {
 	{"inspect", "inspect PLUGIN.so...", "offline: how the decoder reads a plugin", NULL,
 	 run_inspect, NULL},
 	{"top", "top [--interval DURATION] [--count N] [--by DIM] [NAME...]",
-	 "the show view of metrics, redrawn", NULL, run_top, top_own},
+	 "live view: a row per key, fitted to the terminal", NULL, run_top, top_own},
 	{"report", "report FILE... [-o FILE] [--metric PATTERN] [--since WHEN] [--until WHEN]",
 	 "offline: the JSON log as an HTML page of heatmaps", NULL, run_report, report_own},
 };
