@@ -420,6 +420,16 @@ static struct ktel_prom_series *series_new(struct ktel_prom_set *set, struct kte
 	return se;
 }
 
+/* An ended series with r's labels is superseded by the one made now. */
+static void supersede(struct ktel_prom_set *set, uint64_t hash, const char *metric,
+		      const char *labels)
+{
+	for (struct ktel_prom_series *se = set->ended; se; se = se->fnext)
+		if (se->hash == hash && strcmp(se->fam->metric, metric) == 0 &&
+		    strcmp(se->labels, labels) == 0)
+			se->superseded = true;
+}
+
 /* The series of r, created when new; NULL (counted) when it cannot be. */
 static struct ktel_prom_series *series_get(struct ktel_prom_set *set, const struct ktel_record *r)
 {
@@ -446,6 +456,8 @@ static struct ktel_prom_series *series_get(struct ktel_prom_set *set, const stru
 	se = series_new(set, f, hash);
 	if (!se)
 		return NULL;
+	if (set->ended)
+		supersede(set, hash, r->metric, set->scratch.p);
 	se->hnext = set->table[hash & (set->table_size - 1)];
 	set->table[hash & (set->table_size - 1)] = se;
 	if (f->last)
@@ -456,6 +468,59 @@ static struct ktel_prom_series *series_get(struct ktel_prom_set *set, const stru
 	f->n_series++;
 	set->n_series++;
 	return se;
+}
+
+/* Take se out of its family and the table, onto the ended list. */
+static void series_end(struct ktel_prom_set *set, struct ktel_prom_series *se)
+{
+	struct ktel_prom_family *f = se->fam;
+	struct ktel_prom_series **p = &set->table[se->hash & (set->table_size - 1)], *prev = NULL;
+
+	while (*p && *p != se)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = se->hnext;
+	for (p = &f->first; *p && *p != se; p = &(*p)->fnext)
+		prev = *p;
+	if (*p)
+		*p = se->fnext;
+	if (f->last == se)
+		f->last = prev;
+	f->n_series--;
+	set->n_series--;
+	se->hnext = NULL;
+	se->fnext = set->ended;
+	set->ended = se;
+	set->n_ended++;
+}
+
+/* The series r ends, when the set has it. */
+static enum ktel_prom_applied apply_end(struct ktel_prom_set *set, const struct ktel_record *r)
+{
+	struct ktel_prom_series *se;
+
+	render_labels(set, r);
+	if (set->scratch.fail || set->scratch_pairs.fail)
+		return KTEL_PROM_DROPPED;
+	se = series_find(set, fnv1a(fnv1a(0xcbf29ce484222325ull, r->metric), set->scratch.p),
+			 r->metric, set->scratch.p);
+	if (se)
+		series_end(set, se);
+	return KTEL_PROM_APPLIED;
+}
+
+void ktel_prom_set__free_ended(struct ktel_prom_set *set)
+{
+	struct ktel_prom_series *se, *next;
+
+	for (se = set->ended; se; se = next) {
+		next = se->fnext;
+		free(se->labels);
+		free(se->pairs);
+		free(se);
+	}
+	set->ended = NULL;
+	set->n_ended = 0;
 }
 
 enum ktel_prom_applied ktel_prom_set__apply(struct ktel_prom_set *set, const struct ktel_record *r)
@@ -470,6 +535,8 @@ enum ktel_prom_applied ktel_prom_set__apply(struct ktel_prom_set *set, const str
 	     (r->hist.delta.n_buckets == 0 || r->hist.delta.n_buckets > KTEL_HIST_BUCKETS ||
 	      r->hist.total.n_buckets != r->hist.delta.n_buckets)))
 		return KTEL_PROM_DROPPED;
+	if (r->series_end)
+		return apply_end(set, r);
 	se = series_get(set, r);
 	if (!se)
 		return KTEL_PROM_DROPPED;
@@ -617,6 +684,7 @@ void ktel_prom_set__fini(struct ktel_prom_set *set)
 		}
 		family_free(f);
 	}
+	ktel_prom_set__free_ended(set);
 	for (uint32_t i = 0; i < set->n_labels; i++) {
 		free(set->label_names[i]);
 		free(set->label_values[i]);

@@ -32,10 +32,20 @@
  *   that would add a series beyond max_series is DROPPED (the last counted
  *   in series_dropped).
  *
- * Families and series are only ever appended and their names, labels and
- * `le` strings never change once created: a reader on another thread may
- * walk and read them without the writer's lock, as long as it copies the
- * values under it (the prometheus sink's snapshot).
+ * - a record with series_end (record.h) ends its series: it is taken out of
+ *   the families and the table (no longer exposed, no longer counted in
+ *   max_series) and kept on the set's `ended` list with its final values,
+ *   until the sink frees it (ktel_prom_set__free_ended()): remote_write
+ *   sends Prometheus' staleness marker for each (rw_encode.h) first; the
+ *   scraped sink waits until no scrape still renders from a copy of it.
+ *   A series made again with the same labels before that supersedes the
+ *   ended one, which then sends no marker.
+ *
+ * Families are only ever appended, and the names, labels and `le` strings
+ * of families and series never change once created: a reader on another
+ * thread may walk and read them without the writer's lock, as long as it
+ * copies the values under it (the prometheus sink's snapshot) and the
+ * series it copied are not freed while it reads (ended series wait).
  */
 #ifndef KTEL_PROM_SERIES_H
 #define KTEL_PROM_SERIES_H
@@ -80,6 +90,8 @@ struct ktel_prom_series {
 	char *pairs;  /* the same labels as name\0value\0..., unescaped */
 	uint32_t n_pairs;
 	bool has_sum;
+	/* Ended (on the set's ended list) and made again since: no marker. */
+	bool superseded;
 	union {
 		struct {
 			uint64_t counts[KTEL_HIST_BUCKETS];
@@ -99,7 +111,10 @@ struct ktel_prom_set {
 	struct ktel_prom_family *families, *families_tail;
 	struct ktel_prom_series **table;
 	size_t table_size, n_series, n_families;
-	uint64_t series_dropped;     /* records refused by max_series */
+	uint64_t series_dropped; /* records refused by max_series */
+	/* Series a series_end record ended, linked by fnext, newest first. */
+	struct ktel_prom_series *ended;
+	size_t n_ended;
 	struct ktel_textbuf scratch; /* labels of the record at hand */
 	struct ktel_textbuf scratch_pairs;
 	uint32_t scratch_n_pairs;
@@ -149,8 +164,17 @@ int ktel_prom_set__add_labels(struct ktel_prom_set *set, const json_t *labels,
 char *ktel_prom_set__labels_text(struct ktel_prom_set *set, const struct ktel_record *r);
 /* Release everything; accepts a zeroed or half-built set. */
 void ktel_prom_set__fini(struct ktel_prom_set *set);
-/* Set r's running totals as its series' values (the series created when new). */
+/* Set r's running totals as its series' values (the series created when new);
+ * a series_end record ends the series instead (APPLIED, also when the set
+ * has no such series). */
 enum ktel_prom_applied ktel_prom_set__apply(struct ktel_prom_set *set, const struct ktel_record *r);
+
+/* Free the ended series (prom_series.h, series_end). */
+void ktel_prom_set__free_ended(struct ktel_prom_set *set);
+
+/* Prometheus' staleness marker: the NaN with this bit pattern as a sample's
+ * value says the series ended (Prometheus' value.StaleNaN). */
+#define KTEL_PROM_STALE_NAN_BITS 0x7ff0000000000002ULL
 
 /*
  * Call cb for each value of one series of family f, in exposition order

@@ -99,7 +99,10 @@ struct task_struct___ktel_attr {
  *                     ancestor at level n (root = level 0), the task's own
  *                     when it is at level n or above
  *   <map>_attr_limit  attributed keys admitted into the map
- * and <map>_attr_used, the count of admitted keys (one u64, atomics).
+ * and <map>_attr_used, the count of admitted keys (one u64, atomics). The
+ * daemon maps that count (it makes it BPF_F_MMAPABLE before load) and, when
+ * it deletes the keys of a released cgroup, gives their slots back with an
+ * atomic of its own, so the kernel admits new ids again.
  */
 #define KTEL_ATTR_SETTINGS(map)                    \
 	const volatile __u32 map##_attr_by = 0;    \

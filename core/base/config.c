@@ -155,6 +155,12 @@ static const struct ktel_cfg_key top_keys[] = {
 	 .doc = "Largest kernel memory one attributed metric's map may take (entries × (key + "
 		"value + 64 bytes)); a `max_keys` that needs more is refused at start, naming "
 		"the metric."},
+	{"attribution_release_after", KTEL_CFG_DURATION, 1000, 365 * DAY_MS, .default_text = "10m",
+	 .doc = "A cgroup no cgroupfs walk has found and without events for this long counts as "
+		"released: its kernel keys are deleted (the kernel admits new cgroups again), its "
+		"name is dropped and, unless another cgroup has its name (a restarted service), "
+		"its series end (Prometheus stops exposing them, remote_write sends the staleness "
+		"marker). Until then a removed cgroup's late events keep their name."},
 	{"sink_close_timeout", KTEL_CFG_DURATION, 0, 600000, .default_text = "2s",
 	 .doc = "On shutdown, how long sinks may take to flush."},
 	{"metrics", KTEL_CFG_MAP, .children = metric_keys, .default_text = "{}",
@@ -1656,6 +1662,7 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 	cfg->sink_close_timeout_ms = ktel_cfg_duration(root, "sink_close_timeout", 2000);
 	cfg->attr_memlock_budget = ktel_cfg_size(root, "attribution_memlock_budget",
 						 KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT);
+	cfg->attr_release_after_ms = ktel_cfg_duration(root, "attribution_release_after", 600000);
 	cfg->self_enabled = ktel_cfg_bool(self, "enabled", true);
 	cfg->self_interval_ms = ktel_cfg_duration(self, "interval", 60000);
 	cfg->self_bpf_stats = ktel_cfg_bool(self, "bpf_stats", false);

@@ -82,7 +82,8 @@ struct ktel_config {
 	bool enable_new_plugins;
 	bool drop_privileges; /* after start keep only the capabilities still needed */
 	uint64_t sink_close_timeout_ms;
-	uint64_t attr_memlock_budget; /* bytes, per attributed metric's map */
+	uint64_t attr_memlock_budget;   /* bytes, per attributed metric's map */
+	uint64_t attr_release_after_ms; /* a removed, quiet cgroup counts as released */
 	bool self_enabled;
 	uint64_t self_interval_ms;
 	bool self_bpf_stats; /* hold BPF_ENABLE_STATS while running */

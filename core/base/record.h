@@ -91,6 +91,17 @@ struct ktel_record {
 	uint64_t seq;
 	uint32_t n_dims;
 	struct ktel_dim dims[KTEL_MAX_DIMS];
+	/*
+	 * The series (metric and dims) ends with this record: its producer
+	 * forgets it (an attribution value whose cgroup was released, a name
+	 * evicted from the top K). Such a record carries no delta (all zero),
+	 * only the series' final total. Sinks that keep per-series state drop
+	 * the series (Prometheus stops exposing it, remote_write sends
+	 * Prometheus' staleness marker for it once); sinks that write deltas
+	 * have nothing to write and skip it (ktel_record_ends_only()). The same
+	 * series may start again later, from a total of zero.
+	 */
+	bool series_end;
 	/* Cumulative values are carried too, for sinks (Prometheus) that
 	 * expose totals instead of deltas. */
 	union {
@@ -112,6 +123,13 @@ struct ktel_record {
 		} event;
 	};
 };
+
+/* A record that only ends its series (series_end): nothing for a sink that
+ * writes deltas. */
+static inline bool ktel_record_ends_only(const struct ktel_record *r)
+{
+	return r->series_end;
+}
 
 /* Upper bound of bucket k under scheme; sets *ret_inf for the +Inf bucket. */
 double ktel_hist_upper_bound(const struct ktel_histogram *h, uint32_t k, bool *ret_inf);

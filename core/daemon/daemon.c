@@ -131,9 +131,15 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	 * daemon's first pull) starts the names' running totals. */
 	if (ktel_attr_fold__first_window(m->fold))
 		ktel_metric_pull__totals(m->mp, ktel_attr_fold__add_history, m->fold);
+	daemon_plugins__attr_take_released(&d->plugins);
 	/* Also after a failed delta round: the records of the keys before the
 	 * failure moved their state on and must be delivered (see below). */
 	folded = ktel_attr_fold__end(m->fold, ktel_now_boottime_ns(), route_window, m, &ferr);
+	/* Right after the read whose records were just emitted: what the
+	 * released cgroups' keys counted until now is out, so deleting them
+	 * loses nothing (no task is left in them to count more). */
+	if (!r)
+		daemon_plugins__attr_delete(m);
 	if (!r && folded < 0) {
 		*err = ferr;
 		r = (int)folded;

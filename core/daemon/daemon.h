@@ -55,6 +55,12 @@ struct ktel_metric {
 	 * fold is NULL with attribution off. */
 	struct ktel_attr_cfg attr;
 	struct ktel_attr_fold *fold;
+	/* Released cgroups (attr_names.h) whose keys are still to be deleted
+	 * from this metric's map, after its next pull; and the keys deleted
+	 * so far. */
+	uint64_t *attr_pending;
+	size_t n_attr_pending, cap_attr_pending;
+	uint64_t attr_keys_deleted;
 	/* Self-telemetry's previous fold counts (daemon_self.c). */
 	uint64_t self_folded_kernel, self_folded_user;
 };

@@ -109,6 +109,16 @@ void daemon_plugins__free(struct daemon_plugins *p);
 
 /* A pull of an attributed metric starts: a name miss may walk cgroupfs once. */
 void daemon_plugins__attr_begin_pull(struct daemon_plugins *p);
+/*
+ * Ageing (docs/architecture.md, "Attribution"), around an attributed
+ * metric's pull: take_released, after the pull's records were folded and
+ * before the fold's window ends, hands the cgroups the names found released
+ * to every metric attributed by cgroup: their folds end the series of names
+ * no other id carries, and each metric deletes the ids' keys after its next
+ * pull (attr_delete, which m's own pull calls right after the window).
+ */
+void daemon_plugins__attr_take_released(struct daemon_plugins *p);
+void daemon_plugins__attr_delete(struct ktel_metric *m);
 
 size_t daemon_plugins__n(const struct daemon_plugins *p);
 struct ktel_loaded_plugin *daemon_plugins__at(const struct daemon_plugins *p, size_t i);

@@ -280,16 +280,95 @@ void daemon_plugins__attr_begin_pull(struct daemon_plugins *p)
 		ktel_attr_names__begin_pull(p->attr_names, ktel_now_boottime_ns());
 }
 
+static void pending_add(struct ktel_metric *m, uint64_t id)
+{
+	if (m->n_attr_pending == m->cap_attr_pending) {
+		size_t cap = m->cap_attr_pending ? m->cap_attr_pending * 2 : 64;
+		uint64_t *a = realloc(m->attr_pending, cap * sizeof(*a));
+
+		/* Out of memory: the id's keys stay (their slots taken) until
+		 * the daemon restarts; nothing is miscounted. */
+		if (!a)
+			return;
+		m->attr_pending = a;
+		m->cap_attr_pending = cap;
+	}
+	m->attr_pending[m->n_attr_pending++] = id;
+}
+
+void daemon_plugins__attr_take_released(struct daemon_plugins *p)
+{
+	const struct ktel_attr_released *rel;
+	struct ktel_metric *m;
+	size_t n;
+
+	if (!p->attr_names)
+		return;
+	n = ktel_attr_names__released(p->attr_names, &rel);
+	if (!n)
+		return;
+	for_each_metric(p, m) {
+		if (!m->fold || m->attr.by != KTEL_ATTR_BY_CGROUP)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			/* A restarted service's new cgroup carries the name:
+			 * its series go on. */
+			if (rel[i].name && !rel[i].carried)
+				ktel_attr_fold__release(m->fold, rel[i].name);
+			pending_add(m, rel[i].id);
+		}
+	}
+	ktel_log(KTEL_LOG_DEBUG, "attribution: %zu cgroups released", n);
+	ktel_attr_names__clear_released(p->attr_names);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool id_pending(void *ctx, uint64_t id)
+{
+	const struct ktel_metric *m = ctx;
+
+	return bsearch(&id, m->attr_pending, m->n_attr_pending, sizeof(id), cmp_u64) != NULL;
+}
+
+void daemon_plugins__attr_delete(struct ktel_metric *m)
+{
+	size_t deleted = 0;
+	int rc;
+
+	if (!m->n_attr_pending || !m->mp)
+		return;
+	qsort(m->attr_pending, m->n_attr_pending, sizeof(*m->attr_pending), cmp_u64);
+	rc = ktel_metric_pull__attr_delete(m->mp, id_pending, m, &deleted);
+	if (rc && rc != -ENOENT)
+		ktel_complain(&m->complaint, KTEL_LOG_WARN,
+			      "metric %s: attribution: cannot delete a released cgroup's keys: %s",
+			      m->md->name, strerror(-rc));
+	m->attr_keys_deleted += deleted;
+	ktel_log(KTEL_LOG_DEBUG, "metric %s: attribution: %zu released cgroups, %zu keys deleted",
+		 m->md->name, m->n_attr_pending, deleted);
+	m->n_attr_pending = 0;
+}
+
 /* The names cache, made at the first attributed metric. Without a cgroup2
  * mount cgroup ids stay unnamed ("unknown"), which is said once. */
 static void need_attr_names(struct daemon_plugins *p)
 {
 	struct ktel_attr_names_opts none = {.cgroup_root = ""};
+	struct ktel_attr_names_opts opts = {
+		.grace_ns = p->d->cfg->attr_release_after_ms * 1000000ULL,
+	};
 	struct ktel_err err;
 
 	if (p->attr_names)
 		return;
-	if (ktel_attr_names__new(NULL, &p->attr_names, &err) == 0)
+	none.grace_ns = opts.grace_ns;
+	if (ktel_attr_names__new(&opts, &p->attr_names, &err) == 0)
 		return;
 	ktel_log(KTEL_LOG_WARN, "%s", err.msg);
 	if (ktel_attr_names__new(&none, &p->attr_names, &err))
@@ -502,6 +581,9 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 		lp->metrics[j].mp = NULL;
 		ktel_attr_fold__free(lp->metrics[j].fold);
 		lp->metrics[j].fold = NULL;
+		free(lp->metrics[j].attr_pending);
+		lp->metrics[j].attr_pending = NULL;
+		lp->metrics[j].n_attr_pending = lp->metrics[j].cap_attr_pending = 0;
 		/* Normally freed already (unload, shutdown), while the loop runs
 		 * to close its handle. */
 		ktel_stream_reader__free(lp->metrics[j].sr);

@@ -21,6 +21,7 @@
 
 #include <uv.h>
 
+#include "bpf_lifecycle.h"
 #include "config.h"
 #include "daemon.h"
 #include "fault.h"
@@ -149,6 +150,54 @@ static void check_labels(const char *path, const struct ktel_config *cfg)
 							 print_collision, (void *)path);
 		ktel_plugin_list__free(list);
 	}
+}
+
+/*
+ * The attribution memlock budget, as a load checks it (bpf_lifecycle.h),
+ * from the plugins of the configured directories read as check_labels
+ * reads them: each attributed metric's map with its max_keys, its sizes
+ * from the BPF object opened but not loaded. One line per metric above
+ * the budget; -ENOSPC when there is one.
+ */
+static int check_attr_budget(const char *path, const struct ktel_config *cfg)
+{
+	int rc = 0;
+
+	for (size_t d = 0; d < cfg->n_plugin_dirs; d++) {
+		struct ktel_plugin_list *list = NULL;
+
+		if (ktel_plugin_dir__scan(cfg->plugin_dirs[d], NULL, &list, NULL))
+			continue;
+		for (size_t i = 0; i < list->n; i++) {
+			const struct ktel_plugin *pl = list->items[i];
+
+			for (uint32_t m = 0; m < pl->desc.n_metrics; m++) {
+				const struct ktel_metric_desc *md = &pl->desc.metrics[m];
+				const struct ktel_metric_cfg *mc = ktel_config__metric(cfg,
+										       md->name);
+				struct ktel_bpf_attr a;
+				struct ktel_err err;
+
+				if (!mc || mc->attr.by == KTEL_ATTR_BY_NONE || !md->map_name)
+					continue;
+				a = (struct ktel_bpf_attr){
+					.metric = md->name,
+					.map_name = md->map_name,
+					.by = mc->attr.by,
+					.depth = mc->attr.depth,
+					.limit = mc->attr.max_keys,
+				};
+				if (ktel_bpf_attr_check_budget(pl, &a, 1, cfg->attr_memlock_budget,
+							       &err) == -ENOSPC) {
+					fprintf(stderr, "%s: metrics.%s.attribution.max_keys: %s\n",
+						path, md->name, err.msg);
+					rc = -ENOSPC;
+				}
+			}
+		}
+		ktel_plugin_list__free(list);
+	}
+	return rc;
 }
 
 /*
@@ -389,6 +438,8 @@ int main(int argc, char **argv)
 			r = check_host(check, cfg);
 		if (!r)
 			check_labels(check, cfg);
+		if (!r)
+			r = check_attr_budget(check, cfg);
 		ktel_config__free(cfg);
 		if (!r)
 			printf("%s: OK\n", check);

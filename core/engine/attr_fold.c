@@ -7,7 +7,9 @@
  *   - names: the names seen in the last W windows and the admitted ones;
  *     a name neither admitted nor seen for W windows is dropped;
  *   - series: one per output series (rest, name), with its running total;
- *     an admitted name's series end when the name is evicted.
+ *     an admitted name's series end when the name is evicted or released:
+ *     the fold emits one record with series_end (record.h) for each and
+ *     forgets it.
  * A window's input is summed into cells (rest, name or other/unknown),
  * which at its end are merged into the series they fold into. A series
  * keeps the last window's delta until the next window ends (show's window).
@@ -48,6 +50,8 @@ struct name {
 	uint64_t win_events;
 	uint64_t hist_events; /* history (add_history) of the first window */
 	bool emitted;         /* a series of it was emitted this window */
+	bool released;        /* no live id carries it (ktel_attr_fold__release) */
+	bool gone;            /* released and ended: freed at the window's end */
 };
 
 struct value {
@@ -74,6 +78,7 @@ struct series {
 	struct name *name; /* the admitted name, NULL for other and unknown */
 	struct value delta, total;
 	bool touched; /* had events in the last window */
+	bool ending;  /* its name was evicted or released: emit its end, forget it */
 };
 
 struct table {
@@ -572,14 +577,14 @@ void ktel_attr_fold__add_history(void *ctx, const struct ktel_record *recs, size
 		add_one(f, &recs[i], true);
 }
 
-/* Drop the admission of n: its series end. */
+/* Drop the admission of n: its series end (emitted and freed at the
+ * window's end, before a new admission of the name could make them again). */
 static void evict(struct ktel_attr_fold *f, struct name *n)
 {
 	table_for_each(&f->series, struct series, s)
 	{
 		if (s->name == n) {
-			table_unlink(&f->series, (struct entry *)s);
-			free(s);
+			s->ending = true;
 		}
 	}
 	n->admitted = false;
@@ -592,6 +597,41 @@ static void evict(struct ktel_attr_fold *f, struct name *n)
 static uint64_t rank_events(const struct name *n)
 {
 	return n->hist_events > n->win_events ? n->hist_events : n->win_events;
+}
+
+void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
+{
+	uint64_t h = hash_str(text);
+
+	if (!f->names.n_slots)
+		return;
+	for (struct name *e = (struct name *)*table_head(&f->names, h); e; e = e->next)
+		if (e->hash == h && strcmp(e->text, text) == 0)
+			e->released = true;
+}
+
+/*
+ * Released names without events this window end now: their series end and
+ * the name is forgotten. One with events is no longer taken as released:
+ * they may be a late event of the released id or a new id of that name
+ * (made again since the daemon looked); it goes on, and its series end by
+ * the sticky eviction once it is quiet, as any name's.
+ */
+static void end_released(struct ktel_attr_fold *f)
+{
+	table_for_each(&f->names, struct name, nm)
+	{
+		if (!nm->released)
+			continue;
+		if (nm->win_events) {
+			nm->released = false;
+			continue;
+		}
+		if (nm->admitted)
+			evict(f, nm);
+		nm->gone = true;
+		f->st.released++;
+	}
 }
 
 static int by_events_desc(const void *a, const void *b)
@@ -666,6 +706,7 @@ static void make_record(const struct ktel_attr_fold *f, const struct series *s,
 	const struct rest *r = s->rest;
 
 	memcpy(out, &f->head, offsetof(struct ktel_record, dims));
+	out->series_end = s->ending;
 	out->type = r->type;
 	out->metric = r->metric;
 	out->n_dims = r->n_dims + 1;
@@ -699,12 +740,29 @@ static void age_names(struct ktel_attr_fold *f)
 		nm->win_events = 0;
 		nm->hist_events = 0;
 		nm->emitted = false;
-		if (!nm->admitted && f->win - nm->last_active >= f->o.sticky_windows) {
+		if (nm->gone || (!nm->admitted && !nm->released &&
+				 f->win - nm->last_active >= f->o.sticky_windows)) {
 			table_unlink(&f->names, (struct entry *)nm);
 			name_free(nm);
 		}
 	}
 	f->st.tracked = (uint32_t)f->names.n;
+}
+
+/* A window that could not be folded: the ending series go without their
+ * end records (a sink keeping them shows their last total until it
+ * restarts), as their names go in age_names. */
+static void fail_window(struct ktel_attr_fold *f)
+{
+	table_clear(&f->cells, free);
+	table_for_each(&f->series, struct series, s)
+	{
+		if (s->ending) {
+			table_unlink(&f->series, (struct entry *)s);
+			free(s);
+		}
+	}
+	age_names(f);
 }
 
 long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_records_fn fn,
@@ -714,9 +772,10 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 	long emitted = 0;
 	bool seen_other = false, seen_unknown = false;
 
+	if (!f->oom)
+		end_released(f);
 	if (f->oom || admit(f, now_ns)) {
-		table_clear(&f->cells, free);
-		age_names(f);
+		fail_window(f);
 		return ktel_err_set(err, ENOMEM, "attribution %s: out of memory folding a window",
 				    f->dim_name);
 	}
@@ -730,8 +789,7 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 		struct series *s = target_series(f, c);
 
 		if (!s) {
-			table_clear(&f->cells, free);
-			age_names(f);
+			fail_window(f);
 			return ktel_err_set(err, ENOMEM, "attribution %s: out of memory",
 					    f->dim_name);
 		}
@@ -745,17 +803,27 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 	table_clear(&f->cells, free);
 	table_for_each(&f->series, struct series, s)
 	{
-		if (!s->touched)
+		if (s->ending) {
+			/* Untouched: an evicted or released name had no events. */
+			make_record(f, s, &f->out[n_out++]);
+			table_unlink(&f->series, (struct entry *)s);
+			/* The record's label is the name's text, which
+			 * lives until age_names, after fn had the records. */
+			free(s);
+			f->st.ended++;
+		} else if (!s->touched) {
 			continue;
-		make_record(f, s, &f->out[n_out++]);
-		if (s->name)
-			values += !s->name->emitted;
-		if (s->name)
-			s->name->emitted = true;
-		else if (strcmp(s->label, KTEL_ATTR_OTHER) == 0)
-			seen_other = true;
-		else
-			seen_unknown = true;
+		} else {
+			make_record(f, s, &f->out[n_out++]);
+			if (s->name)
+				values += !s->name->emitted;
+			if (s->name)
+				s->name->emitted = true;
+			else if (strcmp(s->label, KTEL_ATTR_OTHER) == 0)
+				seen_other = true;
+			else
+				seen_unknown = true;
+		}
 		emitted++;
 		if (n_out == KTEL_PULL_WINDOW) {
 			if (fn)

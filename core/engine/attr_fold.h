@@ -19,7 +19,9 @@
  *   - the rest is folded into "other".
  * It then emits, per (other dimensions, name), one record whose delta is
  * the bucket-wise sum of what it folded and whose total is the fold's own
- * running total of that output series. So, for every window, the sum over
+ * running total of that output series. A series the fold forgets (its
+ * name evicted from the admitted set, or released) ends with one record
+ * with series_end (record.h). So, for every window, the sum over
  * the attribution values equals the unattributed total bucket by bucket,
  * and there are never more than K + 2 values.
  *
@@ -62,7 +64,9 @@ struct ktel_attr_fold_stats {
 	uint64_t folded_user;   /* events of names not admitted */
 	uint64_t unknown;       /* events whose id did not resolve */
 	uint64_t admissions;    /* names admitted so far */
-	uint64_t evictions;     /* admitted names dropped for inactivity */
+	uint64_t evictions;     /* admitted names dropped for inactivity or release */
+	uint64_t released;      /* names released (no live id carries them) */
+	uint64_t ended;         /* series ended (records with series_end) */
 	uint32_t admitted;      /* names admitted now */
 	uint32_t tracked;       /* names the fold keeps (admitted or recent) */
 	uint32_t values_last;   /* attribution values of the last window */
@@ -73,6 +77,17 @@ struct ktel_attr_fold;
 int ktel_attr_fold__new(const struct ktel_attr_fold_opts *opts, struct ktel_attr_fold **ret,
 			struct ktel_err *err);
 void ktel_attr_fold__free(struct ktel_attr_fold *f);
+
+/*
+ * No live id carries the name text any more (its cgroup was released and
+ * no other id has its name): at the end of the first window in which it
+ * has no events (normally the next), its series end (one record each with
+ * series_end, record.h, zero delta and the final total) and the fold
+ * forgets the name. A name the fold does not know is ignored. A name
+ * still carried by another id (a restarted service's new cgroup at the
+ * old path) must not be released: its series go on.
+ */
+void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text);
 
 /* Start a window (a pull). */
 void ktel_attr_fold__begin(struct ktel_attr_fold *f);

@@ -27,6 +27,7 @@
 struct entry {
 	uint64_t id;
 	uint64_t seen_ns; /* last walk (or lookup, for users) that found it */
+	uint64_t used_ns; /* cgroups: last pull that named it (it had events) */
 	char *name;       /* NULL: a uid getpwuid_r did not know (its number is used) */
 	bool used;
 };
@@ -44,7 +45,12 @@ struct ktel_attr_names {
 	uint64_t now_ns;
 	uint64_t pull;      /* begin_pull count */
 	uint64_t walk_pull; /* pull of the last walk; 0: never */
+	uint64_t walk_ns;   /* time of the last walk */
+	bool walked;
 	struct cache cgroups, users;
+	/* Released cgroups not yet taken (ktel_attr_names__released). */
+	struct ktel_attr_released *released;
+	size_t n_released, cap_released;
 	struct ktel_attr_names_stats st;
 };
 
@@ -91,7 +97,9 @@ static int cache_rehash(struct cache *c, size_t cap)
 	return 0;
 }
 
-/* Set id's name (taking name), or refresh its time. */
+/* Set id's name (taking name), or refresh its time. A new entry counts as
+ * used now, so a cgroup is not taken as released before a grace period
+ * has passed since it was found. */
 static int cache_put(struct cache *c, uint64_t id, char *name, uint64_t now)
 {
 	struct entry *e = cache_find(c, id);
@@ -111,24 +119,68 @@ static int cache_put(struct cache *c, uint64_t id, char *name, uint64_t now)
 	}
 	for (i = slot_of(id, c->cap); c->e[i].used; i = (i + 1) & (c->cap - 1))
 		;
-	c->e[i] = (struct entry){.id = id, .seen_ns = now, .name = name, .used = true};
+	c->e[i] = (struct entry){.id = id,
+				 .seen_ns = now,
+				 .used_ns = now,
+				 .name = name,
+				 .used = true};
 	c->n++;
 	return 0;
 }
 
-/* Drop entries not seen since before now - grace. */
-static void cache_prune(struct cache *c, uint64_t now, uint64_t grace)
+/* Is the cgroup of e released: gone from every walk and without events for
+ * the grace period? */
+static bool cgroup_released(const struct entry *e, uint64_t now, uint64_t grace)
 {
+	return now > grace && e->seen_ns < now - grace && e->used_ns < now - grace;
+}
+
+/* Does an entry of c other than the released ones carry name? */
+static bool name_carried(const struct cache *c, const char *name, uint64_t now, uint64_t grace)
+{
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->e[i].used && c->e[i].name && !cgroup_released(&c->e[i], now, grace) &&
+		    strcmp(c->e[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Drop the released cgroups (cgroup_released) onto n's released list,
+ * each with whether another entry carries its name. A name is compared
+ * with every entry: O(entries) per release, which a walk (O(entries)
+ * stat calls) outweighs.
+ */
+static void prune_cgroups(struct ktel_attr_names *n)
+{
+	struct cache *c = &n->cgroups;
 	bool any = false;
 
 	for (size_t i = 0; i < c->cap; i++) {
-		if (c->e[i].used && now > grace && c->e[i].seen_ns < now - grace) {
-			free(c->e[i].name);
-			c->e[i].used = false;
-			c->e[i].name = NULL;
-			c->n--;
-			any = true;
+		struct entry *e = &c->e[i];
+		struct ktel_attr_released *r;
+
+		if (!e->used || !cgroup_released(e, n->now_ns, n->grace_ns))
+			continue;
+		if (n->n_released == n->cap_released) {
+			size_t cap = n->cap_released ? n->cap_released * 2 : 64;
+			void *p = realloc(n->released, cap * sizeof(*n->released));
+
+			/* Out of memory: kept in the cache, released later. */
+			if (!p)
+				break;
+			n->released = p;
+			n->cap_released = cap;
 		}
+		r = &n->released[n->n_released++];
+		r->id = e->id;
+		r->name = e->name;
+		r->carried = e->name && name_carried(c, e->name, n->now_ns, n->grace_ns);
+		e->name = NULL;
+		e->used = false;
+		c->n--;
+		any = true;
+		n->st.released++;
 	}
 	/* Linear probing without tombstones: rebuild so probes still find
 	 * the entries past the holes. */
@@ -308,7 +360,9 @@ static void walk(struct ktel_attr_names *n)
 	snprintf(w.path, sizeof(w.path), "%s", n->root);
 	w.root_len = strlen(w.path);
 	walk_dir(&w, w.root_len, 0);
-	cache_prune(&n->cgroups, n->now_ns, n->grace_ns);
+	n->walk_ns = n->now_ns;
+	n->walked = true;
+	prune_cgroups(n);
 }
 
 /* ---- life ----------------------------------------------------------------------- */
@@ -347,6 +401,8 @@ void ktel_attr_names__free(struct ktel_attr_names *n)
 		return;
 	cache_free(&n->cgroups);
 	cache_free(&n->users);
+	ktel_attr_names__clear_released(n);
+	free(n->released);
 	free(n);
 }
 
@@ -354,16 +410,52 @@ void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns)
 {
 	n->pull++;
 	n->now_ns = now_ns;
+	/* Removals are seen by walks: without misses, walk four times per
+	 * grace period so a released cgroup is found within 1.25 of it. This
+	 * walk, before the pull reads the map, leaves the pull its own walk
+	 * on a miss, for the cgroups made since. */
+	if (n->root[0] && n->walked && now_ns - n->walk_ns >= n->grace_ns / 4) {
+		uint64_t walk_pull = n->walk_pull;
+
+		walk(n);
+		n->walk_pull = walk_pull;
+	}
+}
+
+size_t ktel_attr_names__released(const struct ktel_attr_names *n,
+				 const struct ktel_attr_released **ret)
+{
+	*ret = n->released;
+	return n->n_released;
+}
+
+void ktel_attr_names__clear_released(struct ktel_attr_names *n)
+{
+	for (size_t i = 0; i < n->n_released; i++)
+		free(n->released[i].name);
+	n->n_released = 0;
 }
 
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len)
 {
 	struct entry *e = cache_find(&n->cgroups, id);
 
-	if (!e && n->root[0] && n->walk_pull != n->pull) {
+	if ((!e || !e->name) && n->root[0] && n->walk_pull != n->pull) {
 		walk(n);
 		e = cache_find(&n->cgroups, id);
 	}
+	/*
+	 * Not found: kept without a name, so that it ages like any id. A
+	 * cgroup made and removed between two walks is never found, but its
+	 * keys are in the kernel's maps all the same and must be released
+	 * (deleted) once it is quiet. A later walk that finds it names it.
+	 */
+	if (!e && n->root[0] && cache_put(&n->cgroups, id, NULL, n->now_ns) == 0) {
+		e = cache_find(&n->cgroups, id);
+		e->seen_ns = 0; /* no walk found it */
+	}
+	if (e)
+		e->used_ns = n->now_ns;
 	if (!e || !e->name) {
 		n->st.misses++;
 		return NULL;

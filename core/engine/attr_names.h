@@ -10,6 +10,16 @@
  *     negative cache). An entry no walk has seen for the grace period (the
  *     cgroup was removed) is dropped, so a removed cgroup whose last events
  *     are pulled after its rmdir still has its name.
+ *   - release: a cgroup no walk has found and that had no events (no pull
+ *     asked for its name) for the grace period is taken as released; an
+ *     id no walk ever found (a cgroup made and removed between two walks)
+ *     is kept without a name from its first lookup so that it is too. Its
+ *     entry
+ *     leaves the cache for the released list, which the daemon takes
+ *     after a pull (ktel_attr_names__released) to delete the id's kernel
+ *     keys and, unless another id carries the same name, end its series.
+ *     Walks happen on a miss (at most once per pull) and, to see
+ *     removals, at a pull at least grace / 4 after the last one.
  *   - user: a uid, named by getpwuid_r, else by its number.
  *   - app: Android's app id (uid % 100000) for apps, the class otherwise;
  *     app_class: the class alone, "app" for every app.
@@ -22,6 +32,7 @@
 #ifndef KTEL_ATTR_NAMES_H
 #define KTEL_ATTR_NAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +53,14 @@ struct ktel_attr_names_stats {
 	uint64_t misses;    /* ids no walk found */
 	size_t cgroups;     /* ids cached */
 	uint64_t truncated; /* walks stopped at max_cgroups */
+	uint64_t released;  /* cgroups released */
+};
+
+/* A released cgroup. */
+struct ktel_attr_released {
+	uint64_t id;
+	char *name;   /* its name, or NULL */
+	bool carried; /* another id in the cache has the same name */
 };
 
 struct ktel_attr_names;
@@ -66,6 +85,12 @@ const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len);
 /* The class alone: "app" for an app, else as ktel_attr_app_name. */
 const char *ktel_attr_app_class_name(uint64_t uid, char *buf, size_t len);
 const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len);
+
+/* The cgroups released since the last clear (n entries at *ret, valid
+ * until the next pull or clear). */
+size_t ktel_attr_names__released(const struct ktel_attr_names *n,
+				 const struct ktel_attr_released **ret);
+void ktel_attr_names__clear_released(struct ktel_attr_names *n);
 
 void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret);
 

@@ -9,6 +9,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -431,21 +432,82 @@ static int put_rodata(struct ktel_bpf_plugin *p, unsigned char *data, size_t siz
 	return 0;
 }
 
+/* Does the running kernel map BPF arrays into user space (5.5 and later)? */
+static bool mmapable_arrays(void)
+{
+	struct utsname u;
+	unsigned int major = 0, minor = 0;
+
+	if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major > 5 || (major == 5 && minor >= 5);
+}
+
+/* Is map, raised by a->limit entries, within budget (0: no bound)? */
+static int attr_budget(const char *plugin, const struct ktel_bpf_attr *a, const struct bpf_map *map,
+		       uint64_t budget, uint64_t *ret_entries, struct ktel_err *err)
+{
+	uint64_t entries = (uint64_t)bpf_map__max_entries(map) + a->limit;
+	uint64_t bytes = entries * ((uint64_t)bpf_map__key_size(map) + bpf_map__value_size(map) +
+				    KTEL_BPF_HASH_ELEM_OVERHEAD);
+
+	if (budget && bytes > budget)
+		return ktel_err_set(err, ENOSPC,
+				    "plugin %s: metric %s: attribution max_keys %llu makes map "
+				    "%s %llu entries, %llu bytes, above "
+				    "attribution_memlock_budget (%llu bytes)",
+				    plugin, a->metric, (unsigned long long)a->limit, a->map_name,
+				    (unsigned long long)entries, (unsigned long long)bytes,
+				    (unsigned long long)budget);
+	*ret_entries = entries;
+	return 0;
+}
+
+int ktel_bpf_attr_check_budget(const struct ktel_plugin *plugin, const struct ktel_bpf_attr *attr,
+			       size_t n_attr, uint64_t budget, struct ktel_err *err)
+{
+	const struct ktel_plugin_desc *d = &plugin->desc;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = d->name);
+	struct bpf_object *obj;
+	struct bpf_map *map;
+	uint64_t entries;
+	int rc = 0;
+
+	obj = bpf_object__open_mem(d->bpf_object, d->bpf_object_size, &opts);
+	if (!obj)
+		return ktel_err_set(err, errno ? errno : EINVAL,
+				    "plugin %s: cannot open BPF object", d->name);
+	for (size_t i = 0; i < n_attr && !rc; i++) {
+		if (attr[i].by == KTEL_ATTR_BY_NONE)
+			continue;
+		map = bpf_object__find_map_by_name(obj, attr[i].map_name);
+		if (!map)
+			rc = ktel_err_set(err, ENOENT, "plugin %s: metric %s: no map %s", d->name,
+					  attr[i].metric, attr[i].map_name);
+		else
+			rc = attr_budget(d->name, &attr[i], map, budget, &entries, err);
+	}
+	bpf_object__close(obj);
+	return rc;
+}
+
 /*
  * The metrics' attribution settings (struct ktel_bpf_attr): the three
- * globals of each, then its map's size, checked against the budget.
+ * globals of each, then its map's size, checked against the budget, and
+ * the admitted-key count made mappable, so the daemon can give deleted
+ * keys' slots back with an atomic of its own (metric_pull.h).
  */
 static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		    struct ktel_err *err)
 {
 	const char *plugin = p->plugin->desc.name;
 	static const char *const suffix[] = {"_attr_by", "_attr_depth", "_attr_limit"};
-	struct bpf_map *rodata, *map;
+	struct bpf_map *rodata, *map, *used;
 	unsigned char *data = NULL;
 	const void *init;
 	char name[256];
 	size_t size;
-	uint64_t entries, bytes, values[3];
+	uint64_t entries = 0, values[3];
 	int rc = 0;
 
 	for (size_t i = 0; i < opts->n_attr; i++) {
@@ -489,20 +551,19 @@ static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		rc = bpf_map__set_initial_value(rodata, data, size);
 		free(data);
 		data = NULL;
-		entries = (uint64_t)bpf_map__max_entries(map) + a->limit;
-		bytes = entries * ((uint64_t)bpf_map__key_size(map) + bpf_map__value_size(map) +
-				   KTEL_BPF_HASH_ELEM_OVERHEAD);
-		if (!rc && opts->attr_memlock_budget && bytes > opts->attr_memlock_budget) {
-			rc = ktel_err_set(err, ENOSPC,
-					  "plugin %s: metric %s: attribution max_keys %llu makes map "
-					  "%s %llu entries, %llu bytes, above "
-					  "attribution_memlock_budget (%llu bytes)",
-					  plugin, a->metric, (unsigned long long)a->limit,
-					  a->map_name, (unsigned long long)entries,
-					  (unsigned long long)bytes,
-					  (unsigned long long)opts->attr_memlock_budget);
+		if (!rc && attr_budget(plugin, a, map, opts->attr_memlock_budget, &entries, err)) {
+			rc = -ENOSPC;
 			goto out;
 		}
+		snprintf(name, sizeof(name), "%s_attr_used", a->map_name);
+		used = bpf_object__find_map_by_name(p->obj, name);
+		/* Not pinned, so always made here: the flag cannot clash with
+		 * a pin's. Kernels before 5.5 refuse the flag: there the count
+		 * is not given back (the kernel admits no new ids once
+		 * max_keys were, their events counted under the overflow). */
+		if (!rc && used && mmapable_arrays())
+			rc = bpf_map__set_map_flags(used,
+						    bpf_map__map_flags(used) | BPF_F_MMAPABLE);
 		rc = rc
 			     ?: (entries > UINT32_MAX
 					 ? -ERANGE

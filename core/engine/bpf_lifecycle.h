@@ -107,6 +107,15 @@ struct ktel_bpf_attr {
 	uint64_t limit;
 };
 
+/*
+ * The memlock budget check of the load (a map whose size with attr's
+ * max_keys would pass budget bytes is refused) from plugin's BPF object
+ * alone, opened but not loaded: for --check-config. 0, -ENOSPC with err
+ * naming the metric, or -errno when the object cannot be read.
+ */
+int ktel_bpf_attr_check_budget(const struct ktel_plugin *plugin, const struct ktel_bpf_attr *attr,
+			       size_t n_attr, uint64_t budget, struct ktel_err *err);
+
 /* Bytes a hash map of one entry takes besides its key and value (the
  * kernel's htab_elem and its bucket, rounded up), for the memlock budget. */
 #define KTEL_BPF_HASH_ELEM_OVERHEAD 64

@@ -77,7 +77,13 @@ static int sys_lookup_elem(void *ctx, int fd, const void *key, void *value)
 	return bpf_map_lookup_elem(fd, key, value);
 }
 
+static int sys_delete_elem(void *ctx, int fd, const void *key)
+{
+	return bpf_map_delete_elem(fd, key);
+}
+
 static const struct ktel_map_reader_sys real_sys = {
+	.delete_elem = sys_delete_elem,
 	.get_info = sys_get_info,
 	.num_possible_cpus = sys_num_possible_cpus,
 	.lookup_batch = sys_lookup_batch,
@@ -567,4 +573,11 @@ void ktel_map_reader__free(struct ktel_map_reader *r)
 	free(r->cursor);
 	free(r->seen);
 	free(r);
+}
+
+int ktel_map_reader__delete(struct ktel_map_reader *r, const void *key)
+{
+	if (!r->sys->delete_elem)
+		return -EOPNOTSUPP;
+	return r->sys->delete_elem(r->sys_ctx, r->fd, key);
 }

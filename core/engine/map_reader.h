@@ -51,6 +51,8 @@ struct ktel_map_reader_sys {
 			    void *values, __u32 *count);
 	int (*get_next_key)(void *ctx, int fd, const void *key, void *next_key);
 	int (*lookup_elem)(void *ctx, int fd, const void *key, void *value);
+	/* Optional (NULL: ktel_map_reader__delete answers -EOPNOTSUPP). */
+	int (*delete_elem)(void *ctx, int fd, const void *key);
 };
 
 struct ktel_map_reader_opts {
@@ -125,6 +127,10 @@ __u32 ktel_map_reader__map_id(const struct ktel_map_reader *r);
 const char *ktel_map_reader__map_name(const struct ktel_map_reader *r);
 __u32 ktel_map_reader__max_entries(const struct ktel_map_reader *r);
 bool ktel_map_reader__is_percpu(const struct ktel_map_reader *r);
+
+/* Delete key from the map (not a read: the attribution's ageing). 0 or
+ * -errno (-ENOENT: not there). */
+int ktel_map_reader__delete(struct ktel_map_reader *r, const void *key);
 
 /* Accepts NULL. Does not close the map fd. */
 void ktel_map_reader__free(struct ktel_map_reader *r);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +104,10 @@ struct ktel_metric_pull {
 	 * out, as they were before the plugin declared it). */
 	int attr_dim;
 	const char *attr_name;
+	/* <map>_attr_used, the kernel's count of admitted keys, mapped into
+	 * this process (ktel_attr.h; BPF_F_MMAPABLE, set before load), or
+	 * NULL when it could not be: deleted keys then keep their slots. */
+	uint64_t *attr_used;
 	/* Values per key: histogram buckets (+ sum), or the integer members. */
 	const struct ktel_field **scalars;
 	char **scalar_names;
@@ -503,6 +508,25 @@ static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries,
 	return 0;
 }
 
+/* mp->attr_used, when the object has the counter and the kernel let it be
+ * mapped (BPF_F_MMAPABLE arrays: 5.5 and later). */
+static void map_attr_used(struct ktel_metric_pull *mp, struct bpf_object *obj)
+{
+	char name[256];
+	struct bpf_map *used;
+	void *p;
+
+	snprintf(name, sizeof(name), "%s_attr_used", mp->md->map_name);
+	used = bpf_object__find_map_by_name(obj, name);
+	if (!used || !(bpf_map__map_flags(used) & BPF_F_MMAPABLE) || bpf_map__fd(used) < 0 ||
+	    bpf_map__value_size(used) != sizeof(uint64_t))
+		return;
+	p = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 bpf_map__fd(used), 0);
+	if (p != MAP_FAILED)
+		mp->attr_used = p;
+}
+
 int ktel_metric_pull__new(const struct ktel_metric_desc *md, struct bpf_object *obj,
 			  bool map_created, struct ktel_metric_pull **ret, struct ktel_err *err)
 {
@@ -554,6 +578,8 @@ int ktel_metric_pull__new_opts(const struct ktel_metric_desc *md, struct bpf_obj
 	r = ktel_map_reader__new(bpf_map__fd(map), opts ? opts->reader : NULL, &mp->reader, err);
 	if (r)
 		goto err_prefix;
+	if (mp->attr_name)
+		map_attr_used(mp, obj);
 	r = check_percpu_values(mp, err);
 	if (r)
 		goto err_free;
@@ -586,6 +612,8 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 	free(mp->scalar_names);
 	free(mp->scalars);
 	ktel_map_reader__free(mp->reader);
+	if (mp->attr_used)
+		munmap(mp->attr_used, (size_t)sysconf(_SC_PAGESIZE));
 	ktel_layout__free(mp->key_layout);
 	ktel_layout__free(mp->value_layout);
 	free(mp->win);
@@ -1074,4 +1102,62 @@ const char *ktel_metric_pull__fallback_reason(const struct ktel_metric_pull *mp)
 const struct ktel_metric_desc *ktel_metric_pull__desc(const struct ktel_metric_pull *mp)
 {
 	return mp->md;
+}
+
+/*
+ * Give n slots back to the kernel's count of admitted keys. The programs
+ * change the count with atomic adds (ktel_attr.h, KTEL_ATTR_ADMIT: add 1,
+ * undo with an add of -1) on this very word, which is mapped here; a
+ * compare-and-swap on it is atomic with them (a locked instruction on
+ * x86-64, an exclusive or LSE one on arm64, as the BPF JIT emits for
+ * theirs), so no admission or undo racing with it is lost, as a read and a
+ * write through bpf_map_update_elem would lose it. The keys are deleted
+ * before the slots are given back: in between, the count says more than
+ * the map holds and the kernel admits fewer keys, never more than fit.
+ * The count never goes below zero: a wrap would stop every admission.
+ */
+static void give_back(uint64_t *used, uint64_t n)
+{
+	uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED), next;
+
+	do {
+		next = cur > n ? cur - n : 0;
+	} while (!__atomic_compare_exchange_n(used, &cur, next, false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_RELAXED));
+}
+
+int ktel_metric_pull__attr_delete(struct ktel_metric_pull *mp,
+				  bool (*released)(void *ctx, uint64_t id), void *ctx,
+				  size_t *ret_deleted)
+{
+	const struct ktel_map_snapshot *s = &mp->last;
+	const struct ktel_field *field;
+	size_t deleted = 0;
+	int rc = 0;
+
+	if (mp->attr_dim < 0 || !mp->attr_name || !mp->have_last)
+		return -ENOENT;
+	field = mp->dims[mp->attr_dim].field;
+	for (size_t i = 0; i < s->count; i++) {
+		const void *key = (const unsigned char *)s->keys + i * s->key_size;
+		uint64_t id = ktel_field_read_u64(field, key);
+		int r;
+
+		if (id == KTEL_ATTR_OVERFLOW_ID || id == KTEL_ATTR_UNKNOWN_ID || !released(ctx, id))
+			continue;
+		r = ktel_map_reader__delete(mp->reader, key);
+		if (!r)
+			deleted++;
+		else if (r != -ENOENT && !rc)
+			rc = r;
+	}
+	if (deleted && mp->attr_used)
+		give_back(mp->attr_used, deleted);
+	*ret_deleted = deleted;
+	return rc;
+}
+
+bool ktel_metric_pull__attr_counted(const struct ktel_metric_pull *mp)
+{
+	return mp->attr_used != NULL;
 }

@@ -155,6 +155,22 @@ void ktel_metric_pull__totals(struct ktel_metric_pull *mp, ktel_pull_records_fn 
 size_t ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_records_fn fn,
 				      void *ctx);
 
+/*
+ * Ageing of an attributed metric: delete from its map every key of the
+ * last pull's snapshot whose attribution id released(ctx, id) says was
+ * released, and give their slots back to the kernel's count of admitted
+ * keys (<map>_attr_used), so the kernel admits new ids again. Call it
+ * right after a pull: the snapshot is then the map as the pull read it,
+ * and what was counted under those keys until then was emitted by it.
+ * *ret_deleted: keys deleted. 0, -ENOENT (attribution off, no pull yet),
+ * or the first deletion's -errno besides -ENOENT (the others still tried).
+ */
+int ktel_metric_pull__attr_delete(struct ktel_metric_pull *mp,
+				  bool (*released)(void *ctx, uint64_t id), void *ctx,
+				  size_t *ret_deleted);
+/* Is the admitted-key count mapped, so deleted keys give their slots back? */
+bool ktel_metric_pull__attr_counted(const struct ktel_metric_pull *mp);
+
 uint32_t ktel_metric_pull__map_id(const struct ktel_metric_pull *mp);
 /* Why the metric's map is read by iteration, or NULL while batch works. */
 const char *ktel_metric_pull__fallback_reason(const struct ktel_metric_pull *mp);

@@ -968,6 +968,9 @@ static void json_submit(void *priv, const struct ktel_record *recs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		size_t start = s->bb.text.len;
 
+		/* A series' end (record.h) has no delta: no line. */
+		if (ktel_record_ends_only(&recs[i]))
+			continue;
 		/* A line that does not fit is the newest: drop it, keep the
 		 * queue. A smaller record after it may still fit. */
 		if (!ktel_json__append(&s->bb.text, &s->strs, &recs[i]) || s->bb.text.fail ||

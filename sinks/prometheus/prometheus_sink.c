@@ -29,8 +29,11 @@
  * is rendered on scrape, in libmicrohttpd's thread: under `lock` it copies
  * the values (a consistent snapshot between two batches, a memcpy per
  * series), then renders from the copy without the lock. Names, labels and
- * `le` strings are immutable once created and families and series are only
- * ever appended, so the renderer reads them without the lock. The rendered
+ * `le` strings are immutable once created and families are only ever
+ * appended, so the renderer reads them without the lock; a series that
+ * ends (record.h series_end) is taken out under the lock, so no later
+ * snapshot has it, and freed once no render that copied it is left
+ * (`renders`). The rendered
  * text is kept (reference-counted, under `render_lock`, which the loop never
  * takes) and served again until a batch changes the state, so concurrent or
  * repeated scrapes render once. The loop waits for a scrape at most for the
@@ -113,6 +116,7 @@ struct conn {
 	int fd;
 	uint64_t since_ms;      /* start of the connection or of its request */
 	bool cut;               /* shut down by the deadline or evicted */
+	bool answering;         /* its request is whole and being answered */
 	unsigned char addr[16]; /* the peer's address (IPv4: first 4 bytes) */
 	unsigned held;          /* scratch for evict() */
 };
@@ -137,8 +141,12 @@ struct prom_sink {
 	/* Guards what the renderer copies: values, the family and series
 	 * links, the counts below, gen. Written by the loop only. */
 	pthread_mutex_t lock;
-	uint64_t gen;     /* bumped by every batch */
-	bool in_batch;    /* between begin and end: the lock is held */
+	uint64_t gen;  /* bumped by every batch */
+	bool in_batch; /* between begin and end: the lock is held */
+	/* Renders that copied the series and still read their labels: ended
+	 * series (prom_series.h) are freed only when there are none. Taken
+	 * under lock, given back atomically. */
+	atomic_uint renders;
 	uint64_t skipped; /* records with no Prometheus form (events) */
 
 	pthread_mutex_t render_lock; /* guards cur, cur_gz; taken by scrapes only */
@@ -285,6 +293,7 @@ static int snapshot_take(struct prom_sink *s, struct snapshot *snap)
 	snap->n_families = i;
 	snap->n_series = j;
 	snap->gen = s->gen;
+	atomic_fetch_add(&s->renders, 1);
 	snap->series_dropped = s->set.series_dropped;
 	snap->sent = s->st.sent;
 	snap->dropped = s->st.dropped;
@@ -423,6 +432,7 @@ static struct text *render(struct prom_sink *s)
 	}
 	free(b.p);
 	snapshot_free(&snap);
+	atomic_fetch_sub(&s->renders, 1);
 	return t;
 }
 
@@ -659,6 +669,20 @@ static char *self_labels(struct prom_sink *s, bool with_sink)
 }
 
 /* Runs on the server thread: renders or reuses the text (current_text). */
+/* MHD's thread: mark c's watched connection as answering its request (or
+ * no longer, once the request ended). */
+static void set_answering(struct prom_sink *s, struct MHD_Connection *c, bool answering)
+{
+	const union MHD_ConnectionInfo *info;
+
+	info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (!info || !info->socket_context)
+		return;
+	pthread_mutex_lock(&s->conn_lock);
+	((struct conn *)info->socket_context)->answering = answering;
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -673,6 +697,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)upload_data;
 	(void)upload_data_size;
 	(void)con_cls;
+	set_answering(s, c, true);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
 	if (strcmp(url, s->path) != 0 && strcmp(url, "/") == 0)
@@ -712,16 +737,23 @@ static void cut(struct prom_sink *s, struct conn *cn)
 	s->live--;
 }
 
-/* Is a evicted before b? Past the grace first, then the peer holding more
- * connections, then the older. */
+/* Is a evicted before b? One still sending its request (or idle) before
+ * one being answered: an answer ends as soon as the exposition is sent,
+ * while slow headers are what locks scrapes out. Then past the grace
+ * first. Two inside their grace: the older, whatever its peer, so that a
+ * burst of scrapes from one address does not push out its own requests
+ * (not yet read, so not answering) when slow clients have just reconnected
+ * too. Two past it: the peer holding more connections, then the older. */
 static bool evict_before(const struct conn *a, const struct conn *b, uint64_t now)
 {
 	bool a_old = now - a->since_ms >= EVICT_GRACE_MS;
 	bool b_old = now - b->since_ms >= EVICT_GRACE_MS;
 
+	if (a->answering != b->answering)
+		return !a->answering;
 	if (a_old != b_old)
 		return a_old;
-	if (a->held != b->held)
+	if (a_old && a->held != b->held)
 		return a->held > b->held;
 	return a->since_ms < b->since_ms;
 }
@@ -824,6 +856,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	pthread_mutex_lock(&s->conn_lock);
 	((struct conn *)info->socket_context)->since_ms = uv_hrtime() / 1000000;
+	((struct conn *)info->socket_context)->answering = false;
 	pthread_mutex_unlock(&s->conn_lock);
 }
 
@@ -893,10 +926,20 @@ static void prom_begin(void *priv)
 	s->in_batch = true;
 }
 
+/* Under lock: free the ended series once no render reads them. A render
+ * that starts later copies the series under the lock, where they are
+ * unlinked already. */
+static void free_ended(struct prom_sink *s)
+{
+	if (s->set.ended && atomic_load(&s->renders) == 0)
+		ktel_prom_set__free_ended(&s->set);
+}
+
 static void prom_end(void *priv)
 {
 	struct prom_sink *s = priv;
 
+	free_ended(s);
 	s->in_batch = false;
 	s->gen++;
 	pthread_mutex_unlock(&s->lock);
@@ -929,6 +972,7 @@ static void prom_submit(void *priv, const struct ktel_record *recs, size_t n)
 	}
 	if (s->in_batch)
 		return;
+	free_ended(s);
 	s->gen++;
 	pthread_mutex_unlock(&s->lock);
 }

@@ -37,6 +37,10 @@
  * nothing blocks and there is no thread. libcurl and libsnappy are dlopened
  * when the first such sink is created (rw_dlopen.c).
  *
+ * A series that ended (record.h series_end) is in the next request once,
+ * each of its samples with Prometheus' staleness marker as the value
+ * (rw_encode.h), then forgotten.
+ *
  * Close: one last request of the state is queued when records came since
  * the previous one; the queue is sent until it is empty or the close
  * timeout passes; what is left then is dropped and counted.
@@ -164,6 +168,10 @@ static void enqueue_state(struct rw_sink *s)
 	int ret;
 
 	ret = ktel_rw_encode(&s->set, now_ms(), &body, &len, &samples);
+	/* The ended series' markers are in this request (or, out of memory,
+	 * never sent: the receiver then ends the series itself, 5 minutes
+	 * after its last sample). */
+	ktel_prom_set__free_ended(&s->set);
 	if (ret == -ENODATA)
 		return;
 	p = ret ? NULL : malloc(sizeof(*p) + len);

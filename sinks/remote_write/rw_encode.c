@@ -14,6 +14,7 @@ struct enc {
 	const struct ktel_prom_family *f;
 	const struct ktel_prom_series *se;
 	int64_t ts;
+	bool stale; /* the series at hand ended: its samples are markers */
 	/* counts (first pass), then fill positions (second pass) */
 	size_t n_ts, n_labels, name_bytes;
 	bool fill;
@@ -88,7 +89,13 @@ static void on_sample(void *ctx, const struct ktel_prom_sample *sm)
 	s = &e->smp_arr[e->i_ts];
 	ktel_prompb__time_series__init(t);
 	ktel_prompb__sample__init(s);
-	s->value = sm->value;
+	if (e->stale) {
+		uint64_t bits = KTEL_PROM_STALE_NAN_BITS;
+
+		memcpy(&s->value, &bits, sizeof(s->value));
+	} else {
+		s->value = sm->value;
+	}
 	s->timestamp = e->ts;
 	e->smp_ptr[e->i_ts] = s;
 	t->samples = &e->smp_ptr[e->i_ts];
@@ -109,6 +116,17 @@ static void walk(struct enc *e, const struct ktel_prom_set *set)
 	for (e->f = set->families; e->f; e->f = e->f->next)
 		for (e->se = e->f->first; e->se; e->se = e->se->fnext)
 			ktel_prom_series__samples(e->f, e->se, on_sample, e);
+	/* Ended series: each of their samples once more, as the staleness
+	 * marker, so the receiver ends them now rather than 5 minutes after
+	 * their last sample. */
+	e->stale = true;
+	for (e->se = set->ended; e->se; e->se = e->se->fnext) {
+		if (e->se->superseded)
+			continue;
+		e->f = e->se->fam;
+		ktel_prom_series__samples(e->f, e->se, on_sample, e);
+	}
+	e->stale = false;
 }
 
 static void enc_free(struct enc *e)

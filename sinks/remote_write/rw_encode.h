@@ -15,7 +15,8 @@
 /*
  * Encode every series of set with timestamp_ms, each TimeSeries labelled
  * __name__, its series' labels (dims and configured labels, prom_series.h)
- * and `le` for buckets, sorted by name. *ret_body is malloc'd, *ret_len its length,
+ * and `le` for buckets, sorted by name; the set's ended series (not
+ * superseded) once each with Prometheus' staleness marker as the value. *ret_body is malloc'd, *ret_len its length,
  * *ret_samples the samples it holds. 0, -ENODATA when the set has no
  * series, -ENOMEM, or -EINVAL when snappy refuses.
  */

@@ -1046,6 +1046,9 @@ static void statsd_submit(void *priv, const struct ktel_record *recs, size_t n)
 			s->st.dropped++;
 			continue;
 		}
+		/* A series' end (record.h) has no delta: nothing to send. */
+		if (ktel_record_ends_only(&recs[i]))
+			continue;
 		/* Not a loss: the android format has no form for a record
 		 * without an atom id (self-telemetry), so it is not sent and
 		 * counted as skipped, not as dropped. */

@@ -514,7 +514,12 @@ static void stream_submit(void *priv, const struct ktel_record *recs, size_t n)
 	}
 	ktel_json_strs__reset(&s->strs);
 	for (size_t i = 0; i < n; i++) {
-		size_t off, len = add_line(s, &recs[i], &off);
+		size_t off, len;
+
+		/* A series' end (record.h) has no delta: no line. */
+		if (ktel_record_ends_only(&recs[i]))
+			continue;
+		len = add_line(s, &recs[i], &off);
 
 		if (!len)
 			continue;

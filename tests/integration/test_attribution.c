@@ -26,6 +26,16 @@
  *    and in its own v2 cgroup, is OOM-killed N times: the v2 cgroup's
  *    oom_kills equal the memory controller's own oom_kill count, N, and
  *    memcg_reclaim_latency counts the reclaims its limit forced on it;
+ *  - ageing: max_keys 16 filled by 40 cgroups, which are then removed: once
+ *    released (attribution_release_after 2s) their keys are deleted (none
+ *    of the loop device's is left in the pinned map) and their slots given
+ *    back (the kernel's admitted-key count, read from the daemon's fd of it,
+ *    equals the attributed keys the map holds), so 10 new cgroups are
+ *    admitted and named (judged when the machine's other cgroups left room
+ *    for them); their series leave the Prometheus sink's page; a
+ *    service removed and made again at its path (a new cgroup id: a
+ *    restart) keeps one series, whose total goes on from where it was; and
+ *    the per-cgroup counts and their sum stay exact throughout;
  *  - compaction by cgroup (compaction_duration): children in two cgroups
  *    each write compact_memory a known number of times (the compaction runs
  *    in the writer); each cgroup's count equals the tracefs count of
@@ -37,7 +47,8 @@
  *    the new interval, has each cgroup's count from the map's history;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
- *    the plugin with a message naming the metric.
+ *    the plugin with a message naming the metric, at start and at
+ *    --check-config (the budget from the plugin's BPF object, not loaded).
  *
  * Hermetic: own pin root, files under the build tree, its own cgroups and
  * loop device, all removed at the end, also after a failure.
@@ -53,7 +64,10 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+
+#include <bpf/bpf.h>
 
 #include "attr_names.h"
 #include "daemon_harness.h"
@@ -430,9 +444,11 @@ static void test_kernel_bound(void **state)
 		named_reads += c;
 	}
 	other = count_of(&r, "other", "read");
-	printf("  %llu of %d cgroups named, other %llu, kernel overflow %llu\n",
+	printf("  %llu of %d cgroups named, other %llu, unknown %llu, all values %llu, kernel "
+	       "overflow %llu\n",
 	       (unsigned long long)named, N, (unsigned long long)other,
-	       (unsigned long long)r.overflow_kernel);
+	       (unsigned long long)count_of(&r, "unknown", "read"),
+	       (unsigned long long)total_of(&r, "read"), (unsigned long long)r.overflow_kernel);
 	/* Other cgroups of this machine take keys too: at most 64 of ours. */
 	assert_true(named > 0 && named <= LIMIT);
 	assert_int_equal(other, (N - named) * READS);
@@ -440,6 +456,269 @@ static void test_kernel_bound(void **state)
 	assert_int_equal(total_of(&r, "read"), (uint64_t)N * READS);
 	assert_int_equal(count_of(&r, "unknown", "read"), 0);
 	assert_true(r.overflow_kernel >= other);
+}
+
+/* ---- ageing ------------------------------------------------------------------------ */
+
+/* A JSON sink and a Prometheus sink on a free port; a short release. */
+static void start_ageing_daemon(void)
+{
+	FILE *f = fopen(sb.config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"attribution_release_after\": \"2s\",\n"
+		" \"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\",\n"
+		"   \"max_keys\": 16, \"top\": 1000, \"sticky_windows\": 60}}},\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}}}\n",
+		plugin_dir, sb.pin_root, sb.state, sb.dir, sb.out);
+	fclose(f);
+	daemon_pid = daemon_start(&sb, "--log-level", "debug", NULL);
+	assert_true(daemon_pid > 0);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+}
+
+/* The Prometheus sink's page, malloc'd. */
+static char *scrape(unsigned port)
+{
+	char out[700];
+
+	snprintf(out, sizeof(out), "%s/scrape.txt", sb.dir);
+	assert_int_equal(ktel_test_run("curl -s -o %s http://127.0.0.1:%u/metrics", out, port), 0);
+	return ktel_test_slurp(out);
+}
+
+/* The page's read count of the loop device for cgroup label (-1: no such
+ * series). */
+static int64_t scraped_reads(const char *page, const char *label)
+{
+	char want[400], dev[64];
+	const char *line = page;
+
+	snprintf(want, sizeof(want), "cgroup=\"%s\"", label);
+	snprintf(dev, sizeof(dev), "minor=\"%u\"", loop_minor);
+	for (; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *end = strchr(line, '\n') ?: line + strlen(line);
+		char buf[2048];
+		size_t len = (size_t)(end - line) < sizeof(buf) - 1 ? (size_t)(end - line)
+								    : sizeof(buf) - 1;
+
+		memcpy(buf, line, len);
+		buf[len] = '\0';
+		if (strncmp(buf, "ktel_block_io_latency", 21) == 0 && strstr(buf, "_count{") &&
+		    strstr(buf, want) && strstr(buf, dev) && strstr(buf, "operation=\"read\""))
+			return strtoll(strrchr(buf, ' ') + 1, NULL, 10);
+	}
+	return -1;
+}
+
+/*
+ * The kernel's side of the bound, read independently of the daemon: the
+ * admitted-key count <map>_attr_used (the daemon's own fd of it, taken with
+ * pidfd_getfd: it is not pinned) and the attributed keys of the pinned map
+ * (every key but the overflow ones). Read until the count is the same
+ * before and after the keys, so that an admission of another cgroup of the
+ * machine in between does not make them differ. 0, or -1 when the count
+ * could not be found.
+ */
+struct bound {
+	uint64_t used, keys;
+	uint64_t loop_keys; /* of them, the loop device's */
+};
+
+static int bound_now(struct bound *b)
+{
+	char path[700], link[128];
+	int pidfd = (int)syscall(SYS_pidfd_open, daemon_pid, 0), used_fd = -1, map_fd;
+	struct {
+		uint32_t major, minor, op, pad;
+		uint64_t attr;
+	} key, next;
+	uint32_t zero = 0;
+	uint64_t before = 0, after = 1;
+
+	if (pidfd < 0)
+		return -1;
+	for (int fd = 0; fd < 256 && used_fd < 0; fd++) {
+		struct bpf_map_info info = {0};
+		__u32 len = sizeof(info);
+		ssize_t n;
+		int mine;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", daemon_pid, fd);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, "anon_inode:bpf-map") != 0)
+			continue;
+		mine = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+		if (mine < 0)
+			continue;
+		if (bpf_obj_get_info_by_fd(mine, &info, &len) == 0 &&
+		    info.type == BPF_MAP_TYPE_ARRAY && info.value_size == 8 &&
+		    info.max_entries == 1 && strncmp(info.name, "block_io_latenc", 15) == 0)
+			used_fd = mine;
+		else
+			close(mine);
+	}
+	close(pidfd);
+	if (used_fd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/map_block_io_latency_block_io_latency_map", sb.pin_root);
+	map_fd = bpf_obj_get(path);
+	assert_true(map_fd >= 0);
+	for (int tries = 0; tries < 20 && before != after; tries++) {
+		void *prev = NULL;
+
+		assert_int_equal(bpf_map_lookup_elem(used_fd, &zero, &before), 0);
+		b->keys = b->loop_keys = 0;
+		while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+			key = next;
+			prev = &key;
+			b->keys += key.attr != UINT64_MAX;
+			b->loop_keys += key.attr != UINT64_MAX && key.major == loop_major &&
+					key.minor == loop_minor;
+		}
+		assert_int_equal(bpf_map_lookup_elem(used_fd, &zero, &after), 0);
+	}
+	b->used = after;
+	close(map_fd);
+	close(used_fd);
+	return before == after ? 0 : -1;
+}
+
+static void test_ageing(void **state)
+{
+	enum {
+		OLD = 40,
+		NEW = 10,
+		SVC = MAX_CGROUPS - 1,
+		READS = 3,
+		SVC_READS = 5
+	};
+	static struct worker w[OLD + NEW];
+	struct worker svc = {.cgroup = SVC, .reads = SVC_READS};
+	char path[700], label[300], svc_label[300];
+	int named_old = 0, named_new = 0, still = 0;
+	int64_t svc_before, svc_after;
+	struct report r;
+	struct bound bd = {0};
+	unsigned port;
+	char *page;
+
+	(void)state;
+	for (int i = 0; i < OLD + NEW; i++)
+		w[i] = (struct worker){.cgroup = i, .reads = READS};
+	for (int i = 0; i < OLD; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	cgroup_path(path, sizeof(path), SVC);
+	assert_int_equal(mkdir(path, 0755), 0);
+	cgroup_label(svc_label, sizeof(svc_label), SVC);
+	start_ageing_daemon();
+	port = daemon_prom_port(&sb);
+	run_workers(&svc, 1);
+	run_workers(w, OLD);
+	sleep(3);
+	page = scrape(port);
+	for (int i = 0; i < OLD; i++) {
+		cgroup_label(label, sizeof(label), i);
+		named_old += scraped_reads(page, label) == READS;
+	}
+	svc_before = scraped_reads(page, svc_label);
+	free(page);
+	printf("  phase 1: %d of %d cgroups named (max_keys 16), service %lld\n", named_old, OLD,
+	       (long long)svc_before);
+	assert_true(named_old > 0 && named_old <= 16);
+	assert_int_equal(svc_before, SVC_READS);
+	/* Removed; the service made again at its path: a new cgroup id. */
+	for (int i = 0; i < OLD; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(rmdir(path), 0);
+	}
+	cgroup_path(path, sizeof(path), SVC);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(mkdir(path, 0755), 0);
+	/* Released 2 s after their last event and their removal (walks every
+	 * 0.5 s, pulls every second): their series end, well before the
+	 * sticky eviction would end them (10 quiet windows). Polled: a loaded
+	 * machine delays pulls. */
+	sleep(4);
+	for (int t = 0; t < 5; t++, sleep(1)) {
+		page = scrape(port);
+		still = 0;
+		for (int i = 0; i < OLD; i++) {
+			cgroup_label(label, sizeof(label), i);
+			still += scraped_reads(page, label) >= 0;
+		}
+		assert_int_equal(scraped_reads(page, svc_label), SVC_READS);
+		free(page);
+		if (!still)
+			break;
+	}
+	assert_int_equal(still, 0);
+	/* The kernel's count follows the keys: the deleted keys' slots were
+	 * given back (without, it stays at max_keys with fewer keys). */
+	assert_int_equal(bound_now(&bd), 0);
+	printf("  after the release: %llu attributed keys (%llu of the loop device), count %llu\n",
+	       (unsigned long long)bd.keys, (unsigned long long)bd.loop_keys,
+	       (unsigned long long)bd.used);
+	/* The released cgroups' keys are gone: nothing else reads the loop
+	 * device (the restarted service has not yet). */
+	assert_int_equal(bd.loop_keys, 0);
+	assert_int_equal(bd.used, bd.keys);
+	/* New cgroups take the slots given back, unless the machine's other
+	 * cgroups (a concurrent test run's) took them meanwhile: checked only
+	 * with room for all of them. */
+	for (int i = OLD; i < OLD + NEW; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	run_workers(w + OLD, NEW);
+	run_workers(&svc, 1);
+	sleep(3);
+	page = scrape(port);
+	for (int i = OLD; i < OLD + NEW; i++) {
+		cgroup_label(label, sizeof(label), i);
+		named_new += scraped_reads(page, label) == READS;
+	}
+	svc_after = scraped_reads(page, svc_label);
+	free(page);
+	printf("  phase 2: %d of %d new cgroups named, service %lld\n", named_new, NEW,
+	       (long long)svc_after);
+	if (bd.used + NEW + 1 <= 16) {
+		/* Another cgroup of the machine may take a slot meanwhile. */
+		if (named_new < NEW - 2) {
+			dump_log(&sb);
+			fail_msg("%d of %d new cgroups named: the released keys' slots were not "
+				 "given back",
+				 named_new, NEW);
+		}
+		/* One series for the service across its restart, going on. */
+		assert_int_equal(svc_after, 2 * SVC_READS);
+	} else {
+		printf("  the machine's other cgroups hold %llu of 16 slots: phase 2 not judged\n",
+		       (unsigned long long)bd.used);
+	}
+	stop_daemon();
+	read_report("cgroup", &r);
+	for (int i = 0; i < OLD + NEW; i++) {
+		cgroup_label(label, sizeof(label), i);
+		assert_true(count_of(&r, label, "read") == 0 ||
+			    count_of(&r, label, "read") == READS);
+	}
+	assert_true(count_of(&r, svc_label, "read") == SVC_READS ||
+		    count_of(&r, svc_label, "read") == 2 * SVC_READS);
+	assert_int_equal(total_of(&r, "read"), (uint64_t)(OLD + NEW) * READS + 2 * SVC_READS);
+	assert_int_equal(count_of(&r, "unknown", "read"), 0);
 }
 
 static void test_by_user(void **state)
@@ -1209,13 +1488,43 @@ static void test_refusals(void **state)
 				     "kswapd_latency has no attribution dimension"))
 		fail_msg("--check-config exited %d:\n%s", st, text);
 	free(text);
+	/* The memlock budget too, before anything loads: the map's sizes from
+	 * the plugin's BPF object. */
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"attribution_memlock_budget\": \"1MiB\", \"metrics\": {"
+			     "\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\","
+			     " \"max_keys\": 100000}}}");
+	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	if (st != 2 ||
+	    !strstr(text, "metrics.block_io_latency.attribution.max_keys: plugin "
+			  "block_io_latency: metric block_io_latency: attribution "
+			  "max_keys 100000 makes map block_io_latency_map 101024 "
+			  "entries") ||
+	    !strstr(text, "above attribution_memlock_budget (1048576 bytes)"))
+		fail_msg("--check-config exited %d:\n%s", st, text);
+	free(text);
+	/* Within it: OK. */
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"block_io_latency\": {\"attribution\": "
+			     "{\"by\": \"cgroup\", \"max_keys\": 100}}}");
+	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	if (st != 0)
+		fail_msg("--check-config exited %d:\n%s", st, text);
+	free(text);
 }
 
 int main(void)
 {
+	if (getenv("KTEL_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("KTEL_TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ageing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_app_class, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),

@@ -3,7 +3,8 @@
  * Attribution (core/engine/attr_fold.c, attr_names.c): the fold's invariant
  * on random windows (the sum over attribution values equals the input,
  * bucket by bucket; at most K + 2 values; running totals never fall),
- * stickiness, the churn budget, several ids of one name summed; then the
+ * stickiness, the churn budget, several ids of one name summed, series
+ * ending (eviction, release; a name another id carries goes on); then the
  * names: scope collapsing, hostile characters, the cgroup walk over a test
  * directory, the mountinfo parser, Android app classes.
  */
@@ -51,6 +52,7 @@ struct out_rec {
 	char label[64];
 	uint64_t counts[KTEL_HIST_BUCKETS], sum;
 	uint64_t total_count;
+	bool end; /* series_end */
 };
 
 struct sink {
@@ -78,6 +80,10 @@ static void collect(void *ctx, const struct ktel_record *recs, size_t n)
 		memcpy(o->counts, r->hist.delta.counts, sizeof(o->counts));
 		o->sum = r->hist.delta.sum;
 		o->total_count = ktel_hist_count(&r->hist.total);
+		o->end = r->series_end;
+		/* An end carries no delta. */
+		if (o->end)
+			assert_int_equal(ktel_hist_count(&r->hist.delta), 0);
 	}
 }
 
@@ -135,7 +141,7 @@ static size_t n_labels(const struct sink *s)
 	size_t n = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
-		bool seen = false;
+		bool seen = s->recs[i].end; /* an end exports no value */
 
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = strcmp(s->recs[j].label, s->recs[i].label) == 0;
@@ -222,12 +228,17 @@ static void test_invariant_random(void **state)
 				snprintf(run[j].label, sizeof(run[j].label), "%s", o->label);
 				run[n_run++].total = 0;
 			}
-			/* A series restarts only when its name was evicted
-			 * (it then starts from its first window again). */
-			if (o->total_count < run[j].total)
+			/* A series restarts only after it ended (its name
+			 * evicted), from its first window again; its end
+			 * carries the total it had. */
+			assert_true(o->total_count >= run[j].total);
+			if (o->end) {
 				assert_true(strcmp(o->label, KTEL_ATTR_OTHER) != 0 &&
 					    strcmp(o->label, KTEL_ATTR_UNKNOWN) != 0);
-			run[j].total = o->total_count;
+				run[j].total = 0;
+			} else {
+				run[j].total = o->total_count;
+			}
 		}
 		for (int c = 0; c < N_CPUS; c++) {
 			assert_memory_equal(in[c], out[c], sizeof(in[c]));
@@ -320,6 +331,110 @@ static void test_sticky(void **state)
 	window(f, &s, 4, b, evb, 1);
 	assert_int_equal(label_count(&s, "n2"), 50);
 	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 0);
+	ktel_attr_fold__free(f);
+}
+
+/* The records of label in s: ends and others, and the last one's total. */
+static void count_recs(const struct sink *s, const char *label, size_t *ret_ends,
+		       size_t *ret_others, uint64_t *ret_end_total)
+{
+	*ret_ends = *ret_others = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (strcmp(s->recs[i].label, label) != 0)
+			continue;
+		if (s->recs[i].end)
+			(*ret_ends)++;
+		else
+			(*ret_others)++;
+		*ret_end_total = s->recs[i].total_count;
+	}
+}
+
+/* An evicted name's series end with one record each (series_end, no delta,
+ * the last total): a sink that keeps totals forgets them, so the name's
+ * next admission starts a new series from zero without a fall. */
+static void test_eviction_ends_series(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(1, 2, 100, &names);
+	static struct sink s;
+	uint64_t a[] = {1}, b[] = {2}, ev[] = {5};
+	size_t ends, others;
+	uint64_t total = 0;
+
+	(void)state;
+	window(f, &s, 0, a, ev, 1);
+	window(f, &s, 1, a, ev, 1);
+	count_recs(&s, "n1", &ends, &others, &total);
+	assert_int_equal(ends, 0);
+	window(f, &s, 2, b, ev, 1);
+	count_recs(&s, "n1", &ends, &others, &total);
+	assert_int_equal(ends, 0);
+	/* Second quiet window (W = 2): evicted, its series end. */
+	window(f, &s, 3, b, ev, 1);
+	count_recs(&s, "n1", &ends, &others, &total);
+	assert_int_equal(ends, 1);
+	assert_int_equal(others, 0);
+	assert_int_equal(total, 10);
+	/* Never again, until it is admitted anew, from zero. */
+	window(f, &s, 4, b, ev, 1);
+	count_recs(&s, "n1", &ends, &others, &total);
+	assert_int_equal(ends + others, 0);
+	{
+		struct ktel_attr_fold_stats st;
+
+		ktel_attr_fold__stats(f, &st);
+		assert_int_equal(st.ended, 1);
+		assert_int_equal(st.evictions, 1);
+	}
+	ktel_attr_fold__free(f);
+}
+
+/*
+ * A released name (its cgroup released, no other id has its name) ends at
+ * the first window without events: one end record per series with the
+ * last total, and the fold forgets it (no more records, nothing tracked).
+ * A release followed by events (a new id of the name) is not taken; a name
+ * the fold never saw is ignored.
+ */
+static void test_release_ends_series(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(3, 100, 100, &names);
+	static struct sink s;
+	uint64_t ab[] = {1, 2}, b[] = {2}, ev2[] = {5, 7}, ev1[] = {7};
+	struct ktel_attr_fold_stats st;
+	size_t ends, others;
+	uint64_t total = 0;
+
+	(void)state;
+	window(f, &s, 0, ab, ev2, 2);
+	ktel_attr_fold__release(f, "n1");
+	ktel_attr_fold__release(f, "never-seen");
+	window(f, &s, 1, b, ev1, 1);
+	count_recs(&s, "n1", &ends, &others, &total);
+	assert_int_equal(ends, 1);
+	assert_int_equal(others, 0);
+	assert_int_equal(total, 5);
+	count_recs(&s, "n2", &ends, &others, &total);
+	assert_int_equal(ends, 0);
+	assert_int_equal(others, 1);
+	ktel_attr_fold__stats(f, &st);
+	assert_int_equal(st.released, 1);
+	assert_int_equal(st.ended, 1);
+	assert_int_equal(st.admitted, 1);
+	assert_int_equal(st.tracked, 1);
+	window(f, &s, 2, b, ev1, 1);
+	count_recs(&s, "n1", &ends, &others, &total);
+	assert_int_equal(ends + others, 0);
+	/* Released, then events under it in the same window: it goes on. */
+	ktel_attr_fold__release(f, "n2");
+	window(f, &s, 3, b, ev1, 1);
+	window(f, &s, 4, b, ev1, 1);
+	count_recs(&s, "n2", &ends, &others, &total);
+	assert_int_equal(ends, 0);
+	assert_int_equal(others, 1);
+	assert_int_equal(total, 5 * 7);
 	ktel_attr_fold__free(f);
 }
 
@@ -574,6 +689,76 @@ static void test_mountinfo(void **state)
 	rmdir(dir);
 }
 
+/*
+ * Release needs both: gone from the walks and no events for the grace
+ * period. A cgroup still named by pulls (late events) is kept; a walk
+ * happens without a miss once grace / 4 passed; the name of a released
+ * cgroup that another id has too (the run-*.scope of another command, a
+ * restarted service's new cgroup) is carried.
+ */
+static void test_release_walk(void **state)
+{
+	char root[] = "/tmp/ktel_attr_rel_XXXXXX", a[512], b[512], c[512],
+	     buf[KTEL_ATTR_NAME_MAX + 1];
+	struct ktel_attr_names_opts o = {.grace_ns = 1000};
+	const struct ktel_attr_released *rel;
+	struct ktel_attr_names *n = NULL;
+	struct ktel_attr_names_stats st;
+	struct ktel_err err;
+	struct stat sa, sb, sc;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	snprintf(a, sizeof(a), "%s/run-a.scope", root);
+	snprintf(b, sizeof(b), "%s/run-b.scope", root);
+	snprintf(c, sizeof(c), "%s/busy.service", root);
+	assert_int_equal(mkdir(a, 0755), 0);
+	assert_int_equal(mkdir(b, 0755), 0);
+	assert_int_equal(mkdir(c, 0755), 0);
+	assert_int_equal(stat(a, &sa), 0);
+	assert_int_equal(stat(b, &sb), 0);
+	assert_int_equal(stat(c, &sc), 0);
+	o.cgroup_root = root;
+	assert_int_equal(ktel_attr_names__new(&o, &n, &err), 0);
+	ktel_attr_names__begin_pull(n, 100);
+	assert_non_null(ktel_attr_names__cgroup(n, sa.st_ino, buf, sizeof(buf)));
+	assert_string_equal(buf, "run-*.scope");
+	/* A cgroup made and removed before any walk could find it: its keys
+	 * exist all the same, so its id ages too. */
+	assert_null(ktel_attr_names__cgroup(n, 424242424242ULL, buf, sizeof(buf)));
+	assert_int_equal(rmdir(a), 0);
+	assert_int_equal(rmdir(c), 0);
+	/* c keeps having events (late ones, after its rmdir): not released. */
+	for (uint64_t t = 400; t <= 2000; t += 400) {
+		ktel_attr_names__begin_pull(n, t);
+		assert_non_null(ktel_attr_names__cgroup(n, sc.st_ino, buf, sizeof(buf)));
+	}
+	assert_int_equal(ktel_attr_names__released(n, &rel), 2);
+	for (int i = 0; i < 2; i++) {
+		if (rel[i].id == 424242424242ULL) {
+			assert_null(rel[i].name);
+			continue;
+		}
+		assert_int_equal(rel[i].id, sa.st_ino);
+		assert_string_equal(rel[i].name, "run-*.scope");
+		assert_true(rel[i].carried); /* run-b.scope has the name */
+	}
+	ktel_attr_names__clear_released(n);
+	/* Quiet from now on: released one grace period after its last event,
+	 * found by the walks begin_pull makes without any miss. */
+	ktel_attr_names__begin_pull(n, 2800);
+	ktel_attr_names__begin_pull(n, 3200);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 1);
+	assert_int_equal(rel[0].id, sc.st_ino);
+	assert_false(rel[0].carried);
+	ktel_attr_names__clear_released(n);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.released, 3);
+	ktel_attr_names__free(n);
+	rmdir(b);
+	rmdir(root);
+}
+
 /* The walk over a directory laid out like cgroupfs: ids are inode numbers;
  * a new directory is found at the next pull's miss, not before; a removed
  * one keeps its name for the grace period. */
@@ -621,6 +806,22 @@ static void test_cgroup_walk(void **state)
 	assert_null(ktel_attr_names__cgroup(n, 999999999, buf, sizeof(buf)));
 	assert_null(ktel_attr_names__cgroup(n, id_new, buf, sizeof(buf)));
 	assert_non_null(ktel_attr_names__cgroup(n, id_svc, buf, sizeof(buf)));
+	/* ... and hands it over as released, its name carried by no one;
+	 * with it the id no walk ever found, quiet as long. */
+	{
+		const struct ktel_attr_released *rel;
+		size_t k = 0;
+
+		assert_int_equal(ktel_attr_names__released(n, &rel), 2);
+		k = rel[0].id == id_new ? 0 : 1;
+		assert_int_equal(rel[k].id, id_new);
+		assert_string_equal(rel[k].name, "system.slice/new.service");
+		assert_false(rel[k].carried);
+		assert_int_equal(rel[1 - k].id, 999999999);
+		assert_null(rel[1 - k].name);
+		ktel_attr_names__clear_released(n);
+		assert_int_equal(ktel_attr_names__released(n, &rel), 0);
+	}
 	ktel_attr_names__free(n);
 	snprintf(path, sizeof(path), "%s/system.slice/nginx.service", root);
 	rmdir(path);
@@ -655,6 +856,9 @@ int main(void)
 		cmocka_unit_test(test_ids_summed_and_ranked),
 		cmocka_unit_test(test_sticky),
 		cmocka_unit_test(test_churn_budget),
+		cmocka_unit_test(test_eviction_ends_series),
+		cmocka_unit_test(test_release_ends_series),
+		cmocka_unit_test(test_release_walk),
 		cmocka_unit_test(test_totals_monotonic),
 		cmocka_unit_test(test_history_last_totals),
 		cmocka_unit_test(test_empty_window),

@@ -129,7 +129,7 @@ static void test_unknown_key(void **state)
 	expect_error("{\"intreval\": \"10s\"}",
 		     "intreval: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
 		     "state_file, control_socket, control_group, interval, emit_zero, "
-		     "enable_new_plugins, drop_privileges, attribution_memlock_budget, sink_close_timeout, metrics, "
+		     "enable_new_plugins, drop_privileges, attribution_memlock_budget, attribution_release_after, sink_close_timeout, metrics, "
 		     "sinks, "
 		     "self_telemetry)");
 	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"pth\": \"x\"}}}",
@@ -232,7 +232,7 @@ static void test_all_errors_in_one_run(void **state)
 		      "interval: expected duration string such as \"10s\", \"5m\", \"24h\", got 5\n"
 		      "bogus: unknown key (known keys: plugin_dirs, pin_root, pin_group, "
 		      "state_file, control_socket, control_group, interval, emit_zero, "
-		      "enable_new_plugins, drop_privileges, attribution_memlock_budget, sink_close_timeout, metrics, "
+		      "enable_new_plugins, drop_privileges, attribution_memlock_budget, attribution_release_after, sink_close_timeout, metrics, "
 		      "sinks, "
 		      "self_telemetry)\n"
 		      "emit_zero: expected true or false, got 2\n"

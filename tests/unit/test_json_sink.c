@@ -358,6 +358,37 @@ static void test_other_schemes(void **state)
 	json_decref(lines);
 }
 
+/* A record that only ends its series (record.h series_end) has no delta:
+ * no line, and nothing counted sent, dropped or skipped. */
+static void test_series_end_skipped(void **state)
+{
+	struct ktel_record r[2];
+	struct ktel_sink_stats st;
+	char path[600], opts[700];
+	uv_loop_t loop;
+	json_t *lines;
+	void *s;
+
+	(void)state;
+	path_in_dir(path, sizeof(path), "ends.jsonl");
+	snprintf(opts, sizeof(opts), "{\"path\":\"%s\"}", path);
+	uv_loop_init(&loop);
+	s = create(&loop, opts);
+	make_hist(&r[0], 1);
+	make_hist(&r[1], 1);
+	memset(r[1].hist.delta.counts, 0, sizeof(r[1].hist.delta.counts));
+	r[1].hist.delta.sum = 0;
+	r[1].series_end = true;
+	ops()->submit(s, r, 2);
+	ops()->stats(s, &st);
+	assert_int_equal(st.dropped + st.skipped, 0);
+	close_and_run(&loop, s, 2000);
+	uv_loop_close(&loop);
+	lines = read_lines(path);
+	assert_int_equal(json_array_size(lines), 1);
+	json_decref(lines);
+}
+
 static void test_queue_bound_drops_newest(void **state)
 {
 	uv_loop_t loop;
@@ -1561,6 +1592,7 @@ int main(void)
 		cmocka_unit_test(test_format_matches_reference),
 		cmocka_unit_test(test_kept_strings_forgotten_per_batch),
 		cmocka_unit_test(test_other_schemes),
+		cmocka_unit_test(test_series_end_skipped),
 		cmocka_unit_test(test_queue_bound_drops_newest),
 		cmocka_unit_test(test_sizes_as_config),
 		cmocka_unit_test(test_stdout_mode),

@@ -759,6 +759,52 @@ static void test_series_limit_and_type_change(void **state)
 	close_and_run(&loop, priv);
 }
 
+/*
+ * A record with series_end (record.h) ends its series: the next scrape no
+ * longer shows it, the series count falls, and it frees its place under
+ * max_series; made again later, it starts from the record's total. Scrapes
+ * in between (a render holding copies) are served throughout.
+ */
+static void test_series_end(void **state)
+{
+	struct ktel_record r[2], end;
+	struct http_reply a, b, c;
+	uv_loop_t loop;
+	unsigned port;
+	void *priv;
+
+	uv_loop_init(&loop);
+	priv = create(&loop, "{\"type\":\"prometheus\",\"port\":0,\"max_series\":2}");
+	port = ktel_prometheus_sink__port(priv);
+	for (int i = 0; i < 2; i++) {
+		r[i] = counter("c", NULL, 3, 3);
+		ktel_test_add_dim(&r[i], "cgroup", i, i ? "b.service" : "a.service");
+	}
+	ops()->submit(priv, r, 2);
+	http(port, "GET", "/metrics", &a);
+	assert_non_null(strstr(a.body, "ktel_c_total{cgroup=\"a.service\"} 3\n"));
+	end = r[0];
+	end.counter.delta = 0;
+	end.series_end = true;
+	ops()->submit(priv, &end, 1);
+	http(port, "GET", "/metrics", &b);
+	assert_null(strstr(b.body, "a.service"));
+	assert_non_null(strstr(b.body, "ktel_c_total{cgroup=\"b.service\"} 3\n"));
+	assert_non_null(strstr(b.body, "ktel_prometheus_sink_series{sink=\"prom\"} 1\n"));
+	/* Its place is free again: a third series fits under max_series 2. */
+	r[0] = counter("c", NULL, 1, 1);
+	ktel_test_add_dim(&r[0], "cgroup", 2, "c.service");
+	ops()->submit(priv, r, 1);
+	http(port, "GET", "/metrics", &c);
+	assert_non_null(strstr(c.body, "ktel_c_total{cgroup=\"c.service\"} 1\n"));
+	assert_non_null(
+		strstr(c.body, "ktel_prometheus_sink_series_dropped_total{sink=\"prom\"} 0\n"));
+	free(a.head);
+	free(b.head);
+	free(c.head);
+	close_and_run(&loop, priv);
+}
+
 /* A histogram whose shape changes (bucket count) is refused; a metric that
  * sanitizes to another's name is refused. */
 static void test_shape_and_name_collisions(void **state)
@@ -969,6 +1015,7 @@ int main(void)
 		cmocka_unit_test(test_scrape_renders_without_loop),
 		cmocka_unit_test(test_custom_path_and_ipv6),
 		cmocka_unit_test(test_series_limit_and_type_change),
+		cmocka_unit_test(test_series_end),
 		cmocka_unit_test(test_shape_and_name_collisions),
 		cmocka_unit_test(test_option_errors),
 		cmocka_unit_test(test_submit_after_close),

@@ -145,6 +145,86 @@ static void test_encode_decodes(void **state)
 	ktel_prom_set__fini(&set);
 }
 
+/* Is v Prometheus' staleness marker (that NaN, bit for bit)? */
+static bool stale(double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	return bits == KTEL_PROM_STALE_NAN_BITS;
+}
+
+/*
+ * A record with series_end ends its series: the next request carries each
+ * of its samples once with the staleness marker, the live ones their
+ * values; after it the series is gone. Made again before a request, it is
+ * sent with its value and no marker (a receiver refuses two samples of a
+ * series at one timestamp).
+ */
+static void test_encode_stale_marker(void **state)
+{
+	struct ktel_prom_set set;
+	struct ktel_record a = counter("ev", 5), b = counter("ev", 7), end;
+	struct ktel_err err = {0};
+	KtelPrompb__WriteRequest *req;
+	uint64_t samples;
+	size_t len, n_stale = 0;
+	char *body, line[512];
+
+	(void)state;
+	assert_int_equal(ktel_rw_libs_load(&err), 0);
+	ktel_test_add_dim(&a, "cgroup", 0, "a.service");
+	ktel_test_add_dim(&b, "cgroup", 0, "b.service");
+	assert_int_equal(ktel_prom_set__init(&set, "ktel_", 100), 0);
+	assert_int_equal(ktel_prom_set__apply(&set, &a), KTEL_PROM_APPLIED);
+	assert_int_equal(ktel_prom_set__apply(&set, &b), KTEL_PROM_APPLIED);
+	end = a;
+	end.counter.delta = 0;
+	end.series_end = true;
+	assert_int_equal(ktel_prom_set__apply(&set, &end), KTEL_PROM_APPLIED);
+	assert_int_equal(set.n_series, 1);
+	assert_int_equal(ktel_rw_encode(&set, 1000, &body, &len, &samples), 0);
+	assert_int_equal(samples, 2);
+	req = decode(body, len);
+	for (size_t i = 0; i < req->n_timeseries; i++) {
+		const KtelPrompb__TimeSeries *t = req->timeseries[i];
+
+		labels_text(t, line, sizeof(line));
+		if (strstr(line, "cgroup=a.service")) {
+			assert_true(stale(t->samples[0]->value));
+			n_stale++;
+		} else {
+			assert_string_equal(line, "__name__=ktel_ev_total,cgroup=b.service");
+			assert_true(t->samples[0]->value == 7);
+		}
+	}
+	assert_int_equal(n_stale, 1);
+	ktel_prompb__write_request__free_unpacked(req, NULL);
+	free(body);
+	/* Once: the sink frees the ended series after the request. */
+	ktel_prom_set__free_ended(&set);
+	assert_int_equal(ktel_rw_encode(&set, 2000, &body, &len, &samples), 0);
+	assert_int_equal(samples, 1);
+	free(body);
+	/* Ended, then made again before the next request: no marker. */
+	end = b;
+	end.series_end = true;
+	assert_int_equal(ktel_prom_set__apply(&set, &end), KTEL_PROM_APPLIED);
+	assert_int_equal(ktel_prom_set__apply(&set, &b), KTEL_PROM_APPLIED);
+	assert_int_equal(ktel_rw_encode(&set, 3000, &body, &len, &samples), 0);
+	assert_int_equal(samples, 1);
+	req = decode(body, len);
+	assert_false(stale(req->timeseries[0]->samples[0]->value));
+	ktel_prompb__write_request__free_unpacked(req, NULL);
+	free(body);
+	/* An end of a series the set does not have changes nothing. */
+	end = counter("ev", 1);
+	end.series_end = true;
+	assert_int_equal(ktel_prom_set__apply(&set, &end), KTEL_PROM_APPLIED);
+	assert_int_equal(set.n_series, 1);
+	ktel_prom_set__fini(&set);
+}
+
 /* ---- a scripted HTTP server ---- */
 
 #define MAX_REQ 64
@@ -509,6 +589,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_encode_decodes),
+		cmocka_unit_test(test_encode_stale_marker),
 		cmocka_unit_test(test_retry_refuse_deliver),
 		cmocka_unit_test(test_full_queue_drops_oldest),
 		cmocka_unit_test(test_close_flushes),

@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attribution under churn, through the real ktelemetryd and a real
+ * Prometheus: 10,000 short-lived cgroups under the cgroup2 mount, each made,
+ * joined by a child that issues one O_DIRECT read of 4 KiB on a loop device
+ * the test sets up, and removed, four at a time, while Prometheus scrapes the
+ * daemon's Prometheus sink every second and the daemon pushes remote_write
+ * into it. block_io_latency is attributed by cgroup with K = 5, max_keys
+ * 4096 (room for every cgroup alive within a release period, so the keys
+ * show the ageing, not the bound, which test_attribution checks) and
+ * attribution_release_after 3s. Checked:
+ *
+ *  - at every window (the JSON sink's records of the loop device, by
+ *    sequence number and operation) and at every scrape and push (PromQL
+ *    over the whole run at the scrape interval, per job: scraped, and
+ *    pushed without one): at most K + 2 cgroup values;
+ *  - the exact sum: the reads of all windows over all values, `other` and
+ *    `unknown` included, equal the reads the loop device's own counter
+ *    (/sys/block/loopN/stat, completed reads) counted over the run, and the
+ *    reads the test issued;
+ *  - no `unknown` for a cgroup that lived through a pull: after the churn,
+ *    20 cgroups that live 3 s each (several pulls) read, and the `unknown`
+ *    count does not move (a churned cgroup can be unknown: made and removed
+ *    between two walks, it is never seen);
+ *  - afterwards (released after 3 s; waited for 10 s): the map's keys, the
+ *    daemon's RSS and its fd count back near their baseline, taken after a
+ *    warm-up churn of 200 cgroups was released (the churn itself adds
+ *    hundreds of keys, which is checked too). The keys counted are the
+ *    loop device's attributed to a cgroup, the test's own: the machine's
+ *    other cgroups come and go with their I/O on its disks. Tolerances:
+ *    keys within 8 of the baseline (the test's own processes outside the
+ *    churned cgroups may read the device); fds exactly the baseline (a leak per cgroup would be
+ *    thousands); RSS within 8 MiB (the name cache's and the fold's hash
+ *    arrays keep the size the churn grew them to, about 1 MiB for 10,000
+ *    ids, and malloc keeps freed memory; a leak per cgroup of even 1 KiB
+ *    would pass it).
+ *
+ * About two minutes here: ctest label "slow" besides "integration" (the
+ * ASan tree runs it only with tools/test --all). Needs root, losetup, curl
+ * and prometheus.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <bpf/bpf.h>
+#include <jansson.h>
+
+#include "attr_names.h"
+#include "daemon_harness.h"
+#include "ktel_test.h"
+#include "prom_server.h"
+
+#define BLOCK 4096
+#define N_CHURN 10000
+#define N_WARM 200
+#define N_LIVED 20
+#define PARALLEL 4
+#define K 5
+#define BLOCK_PIN "map_block_io_latency_block_io_latency_map"
+
+static struct sandbox sb;
+static pid_t daemon_pid = -1, prom_pid = -1;
+static char loop_dev[64], loop_name[32], cg_base[600];
+static unsigned loop_major, loop_minor;
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGKILL);
+		waitpid(daemon_pid, NULL, 0);
+		daemon_pid = -1;
+	}
+	if (prom_pid > 0) {
+		kill(prom_pid, SIGKILL);
+		waitpid(prom_pid, NULL, 0);
+		prom_pid = -1;
+	}
+	if (loop_dev[0])
+		(void)ktel_test_run("losetup -d %s", loop_dev);
+	loop_dev[0] = '\0';
+	if (cg_base[0])
+		(void)ktel_test_run("find %s -mindepth 1 -depth -type d -exec rmdir {} + "
+				    "2>/dev/null; rmdir %s",
+				    cg_base, cg_base);
+	cg_base[0] = '\0';
+	sandbox_cleanup(&sb);
+	return 0;
+}
+
+static void setup_loop(void)
+{
+	char out[700], *text;
+	struct stat st;
+
+	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
+	assert_int_equal(ktel_test_run("truncate -s 16M %s/disk.img && losetup --show -f "
+				       "%s/disk.img > %s",
+				       sb.dir, sb.dir, out),
+			 0);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	text[strcspn(text, "\n")] = '\0';
+	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
+	free(text);
+	snprintf(loop_name, sizeof(loop_name), "%s", strrchr(loop_dev, '/') + 1);
+	assert_int_equal(stat(loop_dev, &st), 0);
+	loop_major = major(st.st_rdev);
+	loop_minor = minor(st.st_rdev);
+	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
+}
+
+/* Completed reads of the loop device, its own count. */
+static uint64_t loop_reads(void)
+{
+	char path[128], *text;
+	uint64_t n;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", loop_name);
+	text = ktel_test_slurp(path);
+	assert_non_null(text);
+	n = strtoull(text, NULL, 10);
+	free(text);
+	return n;
+}
+
+/* ---- the workload ------------------------------------------------------------ */
+
+/* In a child: join the cgroup at path, one O_DIRECT read, exit. */
+static void reader(const char *path, int reads)
+{
+	char procs[700];
+	void *buf;
+	FILE *f;
+	int fd;
+
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", path);
+	f = fopen(procs, "w");
+	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+		_exit(10);
+	fd = open(loop_dev, O_RDONLY | O_DIRECT);
+	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
+		_exit(11);
+	for (int i = 0; i < reads; i++)
+		if (pread(fd, buf, BLOCK, (off_t)(i % 1024) * BLOCK) != BLOCK)
+			_exit(12);
+	_exit(0);
+}
+
+/* cgroups [first, first + n) made, read in once each, removed; PARALLEL
+ * processes at a time, each doing its share in turn. */
+static void churn(int first, int n)
+{
+	pid_t workers[PARALLEL];
+
+	for (int w = 0; w < PARALLEL; w++) {
+		workers[w] = fork();
+		assert_true(workers[w] >= 0);
+		if (workers[w] == 0) {
+			for (int i = first + w; i < first + n; i += PARALLEL) {
+				char path[700];
+				pid_t pid;
+				int status;
+
+				snprintf(path, sizeof(path), "%s/c%05d", cg_base, i);
+				if (mkdir(path, 0755))
+					_exit(20);
+				pid = fork();
+				if (pid < 0)
+					_exit(21);
+				if (pid == 0)
+					reader(path, 1);
+				if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+				    WEXITSTATUS(status))
+					_exit(22);
+				if (rmdir(path))
+					_exit(23);
+			}
+			_exit(0);
+		}
+	}
+	for (int w = 0; w < PARALLEL; w++) {
+		int status;
+
+		assert_int_equal(waitpid(workers[w], &status, 0), workers[w]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+}
+
+/* N_LIVED cgroups that live 3 s (several pulls): made, a pull passes, each
+ * read in once, another pull, removed. */
+static void lived(void)
+{
+	char path[700];
+
+	for (int i = 0; i < N_LIVED; i++) {
+		snprintf(path, sizeof(path), "%s/lived%02d", cg_base, i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	sleep(2);
+	for (int i = 0; i < N_LIVED; i++) {
+		pid_t pid = fork();
+		int status;
+
+		assert_true(pid >= 0);
+		snprintf(path, sizeof(path), "%s/lived%02d", cg_base, i);
+		if (pid == 0)
+			reader(path, 1);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	sleep(2);
+	for (int i = 0; i < N_LIVED; i++) {
+		snprintf(path, sizeof(path), "%s/lived%02d", cg_base, i);
+		assert_int_equal(rmdir(path), 0);
+	}
+}
+
+/* ---- the daemon's side ----------------------------------------------------------- */
+
+static void start(unsigned web)
+{
+	FILE *f = fopen(sb.config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
+		" \"enable_new_plugins\": false, \"attribution_release_after\": \"3s\",\n"
+		" \"metrics\": {\"block_io_latency\": {\"enabled\": true, \"attribution\":\n"
+		"   {\"by\": \"cgroup\", \"top\": %d, \"max_keys\": 4096, \"sticky_windows\": 3,\n"
+		"    \"churn_per_hour\": 1000000}}},\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0},\n"
+		"  \"rw\": {\"type\": \"remote_write\", \"interval\": \"1s\", \"timeout\": \"2s\",\n"
+		"          \"url\": \"http://127.0.0.1:%u/api/v1/write\"}}}\n",
+		KTEL_PLUGIN_DIR, sb.pin_root, sb.state, sb.dir, K, sb.out, web);
+	fclose(f);
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 30)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+}
+
+/* keys: the map's keys of the loop device attributed to a cgroup (the
+ * test's own: the machine's other cgroups come and go with their own
+ * I/O); all: every key. */
+struct usage {
+	uint64_t keys, all, rss_kb, fds;
+};
+
+static struct usage usage_now(void)
+{
+	struct usage u = {0};
+	char path[600], *status, *at;
+	/* block_io_latency's key: major, minor, operation, then the u64
+	 * attribution value (8-aligned). */
+	struct {
+		uint32_t major, minor, op, pad;
+		uint64_t attr;
+	} key, next;
+	void *prev = NULL;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", sb.pin_root, BLOCK_PIN);
+	fd = bpf_obj_get(path);
+	assert_true(fd >= 0);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		u.all++;
+		u.keys += key.major == loop_major && key.minor == loop_minor &&
+			  key.attr < UINT64_MAX - 1;
+	}
+	close(fd);
+	snprintf(path, sizeof(path), "/proc/%d/status", daemon_pid);
+	status = ktel_test_slurp(path);
+	assert_non_null(status);
+	at = strstr(status, "VmRSS:");
+	assert_non_null(at);
+	u.rss_kb = strtoull(at + 6, NULL, 10);
+	free(status);
+	snprintf(path, sizeof(path), "ls /proc/%d/fd | wc -l > %s/fds.txt", daemon_pid, sb.dir);
+	assert_int_equal(ktel_test_run("%s", path), 0);
+	snprintf(path, sizeof(path), "%s/fds.txt", sb.dir);
+	status = ktel_test_slurp(path);
+	u.fds = strtoull(status, NULL, 10);
+	free(status);
+	return u;
+}
+
+/* What the JSON sink got for the loop device: reads over all windows, the
+ * unknown ones, and the most cgroup values of one window and operation. */
+struct windows {
+	uint64_t reads, unknown;
+	size_t max_values;
+};
+
+#define MAX_SEQ 4096
+
+static void read_windows(struct windows *w)
+{
+	static char seen[MAX_SEQ][2][K + 3][300];
+	static size_t n_seen[MAX_SEQ][2];
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(w, 0, sizeof(*w));
+	memset(n_seen, 0, sizeof(n_seen));
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *dims;
+		const char *name, *op;
+		uint64_t seq, count;
+		int o;
+
+		assert_non_null(rec);
+		dims = json_object_get(rec, "dims");
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
+			   "block_io_latency") != 0 ||
+		    json_integer_value(json_object_get(dims, "minor")) != loop_minor ||
+		    !json_object_get(dims, "device") ||
+		    strcmp(json_string_value(json_object_get(dims, "device")) ?: "", loop_name)) {
+			json_decref(rec);
+			continue;
+		}
+		name = json_string_value(json_object_get(dims, "cgroup"));
+		op = json_string_value(json_object_get(dims, "operation"));
+		assert_non_null(name);
+		assert_non_null(op);
+		seq = (uint64_t)json_integer_value(json_object_get(rec, "seq"));
+		count = (uint64_t)json_integer_value(
+			json_object_get(json_object_get(rec, "histogram"), "count"));
+		o = strcmp(op, "read") == 0 ? 0 : 1;
+		if (o == 0)
+			w->reads += count;
+		if (o == 0 && strcmp(name, "unknown") == 0)
+			w->unknown += count;
+		assert_true(seq < MAX_SEQ);
+		{
+			size_t i, n = n_seen[seq][o];
+
+			for (i = 0; i < n; i++)
+				if (strcmp(seen[seq][o][i], name) == 0)
+					break;
+			if (i == n) {
+				/* More than K + 2 fails here already. */
+				assert_true(n < K + 2 + 1);
+				snprintf(seen[seq][o][n], sizeof(seen[seq][o][n]), "%s", name);
+				n_seen[seq][o]++;
+				if (n + 1 > w->max_values)
+					w->max_values = n + 1;
+			}
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+/* The most series of the loop device's reads Prometheus saw at once over
+ * the last `range`, of the scrapes (job "ktel") or the pushes (no job). */
+static double prom_max_values(unsigned web, bool scraped, const char *range)
+{
+	char q[600];
+
+	snprintf(q, sizeof(q),
+		 "max_over_time((count(ktel_block_io_latency_seconds_count{minor=\"%u\","
+		 "operation=\"read\",job%s\"ktel\"}))[%s:1s])",
+		 loop_minor, scraped ? "=" : "!=", range);
+	return prom_query_value(&sb, web, q);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void test_churn(void **state)
+{
+	char mount[512], range[32];
+	unsigned port, web = prom_free_port();
+	uint64_t reads0, reads1, unknown_before;
+	struct usage base, peak, after;
+	struct windows w;
+	double t0, took, scraped_max, pushed_max;
+	int settle;
+
+	(void)state;
+	sandbox_init(&sb, "attr-churn");
+	setup_loop();
+	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
+	snprintf(cg_base, sizeof(cg_base), "%s/ktel-churn-%d", mount, getpid());
+	assert_int_equal(mkdir(cg_base, 0755), 0);
+	reads0 = loop_reads();
+	/* Prometheus first (it receives the pushes), then the daemon, then
+	 * Prometheus scrapes it: restarted with the target. */
+	prom_server_start(&sb, web, 0, "--web.enable-remote-write-receiver", &prom_pid);
+	start(web);
+	port = daemon_prom_port(&sb);
+	kill(prom_pid, SIGTERM);
+	waitpid(prom_pid, NULL, 0);
+	prom_server_start(&sb, web, port, "--web.enable-remote-write-receiver", &prom_pid);
+	/* Warm-up: the tables, caches and malloc arenas the churn uses. */
+	churn(0, N_WARM);
+	/* Past the warm-up's release (3 s, walks every 0.75 s): its keys gone. */
+	sleep(12);
+	base = usage_now();
+	printf("  baseline: %llu keys of the loop device (%llu in all), RSS %llu kB, %llu fds\n",
+	       (unsigned long long)base.keys, (unsigned long long)base.all,
+	       (unsigned long long)base.rss_kb, (unsigned long long)base.fds);
+	t0 = now_s();
+	churn(N_WARM, N_CHURN - N_WARM);
+	took = now_s() - t0;
+	peak = usage_now();
+	printf("  %d cgroups made, read in and removed in %.1f s; then %llu keys (%llu in all), "
+	       "RSS %llu kB, %llu fds\n",
+	       N_CHURN - N_WARM, took, (unsigned long long)peak.keys, (unsigned long long)peak.all,
+	       (unsigned long long)peak.rss_kb, (unsigned long long)peak.fds);
+	/* The churn filled the map up to its bound: its keys going back is
+	 * the ageing's doing. */
+	assert_true(peak.keys > base.keys + 8);
+	/* The churn's last reads pulled (a pull a second) before counting. */
+	sleep(3);
+	read_windows(&w);
+	unknown_before = w.unknown;
+	lived();
+	sleep(2);
+	read_windows(&w);
+	printf("  unknown reads: %llu during the churn, %llu after the cgroups that lived\n",
+	       (unsigned long long)unknown_before, (unsigned long long)w.unknown);
+	assert_int_equal(w.unknown, unknown_before);
+	/* Released 3 s after their last event: keys, names, series go. */
+	for (settle = 0; settle < 30; settle++) {
+		sleep(1);
+		after = usage_now();
+		if (after.keys <= base.keys + 8 && settle >= 10)
+			break;
+	}
+	printf("  after: %llu keys (%llu in all), RSS %llu kB, %llu fds (%d s after the churn)\n",
+	       (unsigned long long)after.keys, (unsigned long long)after.all,
+	       (unsigned long long)after.rss_kb, (unsigned long long)after.fds, settle + 1);
+	snprintf(range, sizeof(range), "%ds", (int)(now_s() - t0) + 30);
+	scraped_max = prom_max_values(web, true, range);
+	pushed_max = prom_max_values(web, false, range);
+	printf("  most read series at once in Prometheus: %.0f scraped, %.0f pushed\n", scraped_max,
+	       pushed_max);
+	assert_true(scraped_max >= 1 && scraped_max <= K + 2);
+	assert_true(pushed_max >= 1 && pushed_max <= K + 2);
+	assert_true(after.keys <= base.keys + 8);
+	assert_int_equal(after.fds, base.fds);
+	assert_true(after.rss_kb <= base.rss_kb + 8 * 1024);
+	kill(daemon_pid, SIGTERM);
+	assert_int_equal(daemon_wait(daemon_pid, 30), 0);
+	daemon_pid = -1;
+	reads1 = loop_reads();
+	read_windows(&w);
+	printf("  reads: %llu issued, %llu counted by the device, %llu over all values; "
+	       "at most %zu values in a window\n",
+	       (unsigned long long)(N_CHURN + N_LIVED), (unsigned long long)(reads1 - reads0),
+	       (unsigned long long)w.reads, w.max_values);
+	assert_true(w.max_values <= K + 2);
+	assert_int_equal(w.reads, reads1 - reads0);
+	assert_int_equal(w.reads, N_CHURN + N_LIVED);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_churn, teardown),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: needs root (BPF, cgroups, loop devices)\n");
+		return 77;
+	}
+	if (ktel_test_run("prometheus --version > /dev/null 2>&1") != 0 ||
+	    ktel_test_run("curl --version > /dev/null 2>&1") != 0 ||
+	    ktel_test_run("losetup --version > /dev/null 2>&1") != 0) {
+		fprintf(stderr, "FAIL: prometheus, curl and losetup must run\n");
+		return 1;
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
