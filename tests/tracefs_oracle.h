@@ -122,6 +122,51 @@ static inline int tracefs_stop_by_pid(struct tracefs_counter *tc, const char *ev
 	return f ? 0 : -EIO;
 }
 
+/*
+ * Stop tracing and count the lines of event_name per task: counts[i] gets
+ * those of pids[i] (the "<comm>-<pid>" field), *ret_other (if non-NULL)
+ * every other task's. 0, or -errno when the trace cannot be read.
+ */
+static inline int tracefs_stop_by_pids(struct tracefs_counter *tc, const char *event_name,
+				       const pid_t *pids, size_t n, uint64_t *counts,
+				       uint64_t *ret_other)
+{
+	char path[512], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/tracing_on", tc->dir);
+	tracefs_write_file(path, "0");
+	snprintf(path, sizeof(path), "%s/trace", tc->dir);
+	memset(counts, 0, n * sizeof(*counts));
+	if (ret_other)
+		*ret_other = 0;
+	f = fopen(path, "r");
+	while (f && getline(&line, &cap, f) > 0) {
+		char *task = line + strspn(line, " "), *dash;
+		size_t len = strcspn(task, " "), i;
+		long pid = -1;
+
+		if (line[0] == '#' || !strstr(line, event_name))
+			continue;
+		task[len] = '\0';
+		dash = strrchr(task, '-');
+		if (dash)
+			pid = strtol(dash + 1, NULL, 10);
+		for (i = 0; i < n && pids[i] != (pid_t)pid; i++)
+			;
+		if (i < n)
+			counts[i]++;
+		else if (ret_other)
+			(*ret_other)++;
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	rmdir(tc->dir);
+	return f ? 0 : -EIO;
+}
+
 /* Set a sysctl, returning its previous value in old (if non-NULL). */
 static inline void sysctl_set(const char *path, const char *value, char *old, size_t len)
 {

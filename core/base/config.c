@@ -36,19 +36,22 @@
 #define MAX_HOST_LEN 253                   /* a DNS name (RFC 1035) */
 #define MAX_UNIX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
-static const char *const attr_by_choices[] = {"none", "cgroup", "user", "app", "process", NULL};
+static const char *const attr_by_choices[] = {"none",    "cgroup",    "user", "app",
+					      "process", "app_class", NULL};
 
 /* Attribution of one metric (docs/architecture.md, "Attribution"). */
 static const struct ktel_cfg_key attr_keys[] = {
 	{"by", KTEL_CFG_ENUM, .choices = attr_by_choices, .default_text = "none",
 	 .doc = "Who the metric's events are attributed to: `cgroup` (v2 id, named by its path), "
-		"`user` (uid, named by the user name), `app` (Android app id or class), `process` "
-		"(tgid); `none` leaves the dimension out. Only metrics whose plugin declares an "
-		"attribution dimension accept it."},
+		"`user` (uid, named by the user name), `app` (Android app id, or the class of a "
+		"uid that is no app), `app_class` (the Android class alone: `system`, `app`, "
+		"`sdk_sandbox`, `isolated`, ...), `process` (tgid); `none` leaves the dimension "
+		"out. Only metrics whose plugin declares an attribution dimension accept it. "
+		"What may leave an Android device is restricted (docs/privacy.md)."},
 	{"depth", KTEL_CFG_INT, 0, 255, .default_text = "0",
 	 .doc = "`cgroup`: roll each task's cgroup up to its ancestor at this level (root is 0, "
 		"`system.slice` 1); 0 keeps the task's own cgroup."},
-	{"top", KTEL_CFG_INT, 1, 1000, .default_text = "20",
+	{"top", KTEL_CFG_INT, 1, 1000, .default_text = "20; 10 on an Android config",
 	 .doc = "Names exported per window (K), ranked by event count; the rest go to `other`, "
 		"unresolvable ids to `unknown`: at most K + 2 values."},
 	{"max_keys", KTEL_CFG_INT, 1, 1048576, .default_text = "1024",
@@ -61,6 +64,14 @@ static const struct ktel_cfg_key attr_keys[] = {
 	{"churn_per_hour", KTEL_CFG_INT, 0, 1000000, .default_text = "4 × top",
 	 .doc = "New names admitted to the top K per hour at most (a token bucket); past it "
 		"newcomers stay in `other`."},
+	{"allow_per_app_export", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "Let `by: app` go to sinks other than the Android statsd sink (`format: "
+		"android`), which otherwise refuse it at `--check-config` (docs/privacy.md)."},
+	{"allow_identifying_export", KTEL_CFG_BOOL, .default_text = "false",
+	 .doc = "On an Android config (one with a statsd sink of `format: android`): allow "
+		"`by` `process`, `cgroup` or `user`, refused otherwise, as pids, Android's "
+		"per-uid and per-pid cgroups and uids name apps and processes "
+		"(docs/privacy.md)."},
 	{NULL},
 };
 
@@ -1493,8 +1504,9 @@ static char *string_or(const json_t *obj, const char *key, const char *def,
 	return expand(v ? json_string_value(v) : def, vars);
 }
 
-/* metrics.<name>.attribution, already validated against attr_keys. */
-static void build_attribution(struct ktel_attr_cfg *a, const json_t *m)
+/* metrics.<name>.attribution, already validated against attr_keys;
+ * android: the config is an Android one (is_android_config). */
+static void build_attribution(struct ktel_attr_cfg *a, const json_t *m, bool android)
 {
 	const json_t *o = json_object_get(m, "attribution");
 	const char *by = ktel_cfg_string(o, "by", "none");
@@ -1504,10 +1516,14 @@ static void build_attribution(struct ktel_attr_cfg *a, const json_t *m)
 		if (strcmp(by, attr_by_choices[i]) == 0)
 			a->by = (enum ktel_attr_by)i;
 	a->depth = (uint32_t)ktel_cfg_int(o, "depth", 0);
-	a->top = (uint32_t)ktel_cfg_int(o, "top", KTEL_ATTR_TOP_DEFAULT);
+	a->top = (uint32_t)ktel_cfg_int(o, "top",
+					android ? KTEL_ATTR_TOP_DEFAULT_ANDROID
+						: KTEL_ATTR_TOP_DEFAULT);
 	a->max_keys = (uint32_t)ktel_cfg_int(o, "max_keys", KTEL_ATTR_MAX_KEYS_DEFAULT);
 	a->sticky_windows = (uint32_t)ktel_cfg_int(o, "sticky_windows", KTEL_ATTR_STICKY_DEFAULT);
 	a->churn_per_hour = (uint32_t)ktel_cfg_int(o, "churn_per_hour", 4 * (int64_t)a->top);
+	a->allow_per_app_export = ktel_cfg_bool(o, "allow_per_app_export", false);
+	a->allow_identifying_export = ktel_cfg_bool(o, "allow_identifying_export", false);
 }
 
 const char *ktel_attr_by_name(enum ktel_attr_by by)
@@ -1517,7 +1533,26 @@ const char *ktel_attr_by_name(enum ktel_attr_by by)
 		       : "none";
 }
 
-static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
+/* A sink object that writes Android atoms (type statsd, format android). */
+static bool is_android_sink(const json_t *sink)
+{
+	return strcmp(ktel_cfg_string(sink, "type", ""), "statsd") == 0 &&
+	       strcmp(ktel_cfg_string(sink, "format", ""), "android") == 0;
+}
+
+/* An Android config: one with a sink that writes Android atoms. */
+static bool is_android_config(const json_t *sinks)
+{
+	const char *name;
+	json_t *s;
+
+	json_object_foreach((json_t *)sinks, name, s)
+		if (is_android_sink(s))
+			return true;
+	return false;
+}
+
+static int build_metrics(struct ktel_config *cfg, const json_t *metrics, bool android,
 			 const struct ktel_config_vars *vars)
 {
 	const char *name;
@@ -1540,7 +1575,7 @@ static int build_metrics(struct ktel_config *cfg, const json_t *metrics,
 		mc->lease_ms = ktel_cfg_duration(m, "lease", 0);
 		if (json_object_get(m, "params"))
 			mc->params = json_incref(json_object_get(m, "params"));
-		build_attribution(&mc->attr, m);
+		build_attribution(&mc->attr, m, android);
 		if (copy_strings(json_object_get(m, "sinks"), vars, &mc->sinks, &mc->n_sinks))
 			return -ENOMEM;
 	}
@@ -1645,7 +1680,7 @@ static int build_model(const json_t *root, const char *source, const struct ktel
 		cfg->plugin_dirs[0] = expand("${plugin_dir}", vars);
 		cfg->n_plugin_dirs = 1;
 	}
-	if (build_metrics(cfg, json_object_get(root, "metrics"), vars))
+	if (build_metrics(cfg, json_object_get(root, "metrics"), is_android_config(sinks), vars))
 		goto err_free;
 	if (!sinks) {
 		default_sinks = json_pack("{s{ss ss}}", "stdout", "type", "json", "path", "-");
@@ -2072,7 +2107,15 @@ static void check_metric_name(const struct ktel_config *cfg, const char *name,
  * vendor's plugin is judged when the daemon loads it.
  */
 static const char *const attributing_metrics[] = {
-	"block_io_latency", "memcg_reclaim_latency", "oom_kills", "runq_latency", NULL,
+	"block_io_latency",
+	"cma_allocation_latency",
+	"compaction_duration",
+	"direct_reclaim_latency",
+	"dmabuf_request_sizes",
+	"memcg_reclaim_latency",
+	"oom_kills",
+	"runq_latency",
+	NULL,
 };
 
 static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_config_errors *errs)
@@ -2082,9 +2125,75 @@ static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_conf
 		return;
 	add_error(errs,
 		  "metrics.%s.attribution.by: %s: metric %s has no attribution dimension "
-		  "(metrics that have one: block_io_latency, memcg_reclaim_latency, oom_kills, "
-		  "runq_latency)",
+		  "(metrics that have one: block_io_latency, cma_allocation_latency, "
+		  "compaction_duration, direct_reclaim_latency, dmabuf_request_sizes, "
+		  "memcg_reclaim_latency, oom_kills, runq_latency)",
 		  mc->name, ktel_attr_by_name(mc->attr.by), mc->name);
+}
+
+/* Why `by` identifies on Android, or NULL where it does not. */
+static const char *identifying_reason(enum ktel_attr_by by)
+{
+	switch (by) {
+	case KTEL_ATTR_BY_PROCESS:
+		return "a process is named by its pid";
+	case KTEL_ATTR_BY_CGROUP:
+		return "Android's cgroups are per uid and pid (uid_<uid>/pid_<pid>)";
+	case KTEL_ATTR_BY_USER:
+		return "a uid names an app";
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * What an attributed metric may send where (docs/privacy.md):
+ *   - a sink writing Android atoms carries the attribution as an integer
+ *     field: only `app` (app ids and class codes) and `app_class`;
+ *   - `app` (per app) goes only to such a sink, unless allow_per_app_export;
+ *   - on an Android config (one with such a sink), `process`, `cgroup` and
+ *     `user` name processes and apps: refused unless allow_identifying_export.
+ */
+static void check_attribution_privacy(const struct ktel_config *cfg,
+				      const struct ktel_metric_cfg *mc,
+				      struct ktel_config_errors *errs)
+{
+	const struct ktel_attr_cfg *a = &mc->attr;
+	const char *by = ktel_attr_by_name(a->by), *why = identifying_reason(a->by);
+	const struct ktel_sink_cfg *android = NULL;
+
+	if (a->by == KTEL_ATTR_BY_NONE)
+		return;
+	for (size_t i = 0; i < cfg->n_sinks && !android; i++)
+		if (is_android_sink(cfg->sinks[i].options))
+			android = &cfg->sinks[i];
+	if (android && why && !a->allow_identifying_export)
+		add_error(errs,
+			  "metrics.%s.attribution.by: %s: refused on an Android config (sink %s "
+			  "writes Android atoms): %s; set metrics.%s.attribution."
+			  "allow_identifying_export to true to allow it (docs/privacy.md)",
+			  mc->name, by, android->name, why, mc->name);
+	for (size_t i = 0; i < cfg->n_sinks; i++) {
+		const struct ktel_sink_cfg *s = &cfg->sinks[i];
+
+		if (mc->sinks && !in_list((const char *const *)mc->sinks, mc->n_sinks, s->name))
+			continue;
+		if (is_android_sink(s->options)) {
+			if (a->by != KTEL_ATTR_BY_APP && a->by != KTEL_ATTR_BY_APP_CLASS)
+				add_error(errs,
+					  "metrics.%s.attribution.by: %s: sink %s writes Android "
+					  "atoms, whose attribution field is an integer: only app or "
+					  "app_class",
+					  mc->name, by, s->name);
+		} else if (a->by == KTEL_ATTR_BY_APP && !a->allow_per_app_export) {
+			add_error(errs,
+				  "metrics.%s.attribution.by: app: per-app output to sink %s (type "
+				  "%s) is refused: only a statsd sink of format android takes it; "
+				  "set metrics.%s.attribution.allow_per_app_export to true to "
+				  "export it (docs/privacy.md)",
+				  mc->name, s->name, s->type, mc->name);
+		}
+	}
 }
 
 /* The model's paths as bind(2) and open(2) will see them. */
@@ -2104,6 +2213,7 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++) {
 		check_metric_name(cfg, cfg->metrics[i].name, errs);
 		check_attribution(&cfg->metrics[i], errs);
+		check_attribution_privacy(cfg, &cfg->metrics[i], errs);
 	}
 }
 

@@ -29,6 +29,7 @@
 
 /* Defaults of metrics.<name>.attribution (the schema's default texts). */
 #define KTEL_ATTR_TOP_DEFAULT 20
+#define KTEL_ATTR_TOP_DEFAULT_ANDROID 10
 #define KTEL_ATTR_MAX_KEYS_DEFAULT 1024
 #define KTEL_ATTR_STICKY_DEFAULT 10
 #define KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT (64ULL << 20)
@@ -41,10 +42,12 @@ struct ktel_attr_cfg {
 	uint32_t max_keys;       /* attributed keys the kernel admits */
 	uint32_t sticky_windows; /* W */
 	uint32_t churn_per_hour;
+	bool allow_per_app_export;     /* `app` to a sink other than Android's statsd */
+	bool allow_identifying_export; /* `process`, `cgroup`, `user` on an Android config */
 };
 
-/* "none", "cgroup", "user", "app", "process": the config's and the records'
- * name of by. */
+/* "none", "cgroup", "user", "app", "process", "app_class": the config's and
+ * the records' name of by. */
 const char *ktel_attr_by_name(enum ktel_attr_by by);
 
 struct ktel_metric_cfg {

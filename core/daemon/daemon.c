@@ -127,6 +127,10 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	ktel_attr_fold__begin(m->fold);
 	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), ktel_attr_fold__add, m->fold,
 				  ret_info, err);
+	/* The map's history (a pinned map reused, or the keys before this
+	 * daemon's first pull) starts the names' running totals. */
+	if (ktel_attr_fold__first_window(m->fold))
+		ktel_metric_pull__totals(m->mp, ktel_attr_fold__add_history, m->fold);
 	daemon_plugins__attr_take_released(&d->plugins);
 	/* Also after a failed delta round: the records of the keys before the
 	 * failure moved their state on and must be delivered (see below). */
@@ -263,14 +267,15 @@ static void route_metric_totals(struct ktel_daemon *d, struct ktel_metric *m)
 		ktel_complain(&m->complaint, KTEL_LOG_ERROR, "%s", err.msg);
 		return;
 	}
-	/* An attributed metric's totals are per raw id: its fold's running
-	 * totals, routed with its windows, are the only ones by name. */
-	if (m->fold)
-		return;
 	mc = ktel_config__metric(d->cfg, m->md->name);
 	ktel_router__batch_begin_totals(d->router, mc ? (const char *const *)mc->sinks : NULL,
 					mc ? mc->n_sinks : 0);
-	ktel_metric_pull__totals(m->mp, route_totals_window, d->router);
+	/* An attributed metric's totals by name: its fold's, whose series
+	 * are those its windows carry (the map's are per raw id). */
+	if (m->fold)
+		ktel_attr_fold__totals(m->fold, route_totals_window, d->router);
+	else
+		ktel_metric_pull__totals(m->mp, route_totals_window, d->router);
 	ktel_router__batch_end(d->router);
 }
 

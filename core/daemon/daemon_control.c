@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "attr_fold.h"
 #include "control.h"
 #include "daemon_internal.h"
 #include "fault.h"
@@ -414,7 +415,11 @@ static int append_last_records(struct ktel_metric *m, json_t *a, json_int_t *not
 {
 	struct json_records jr = {.a = a};
 
-	*not_kept += (json_int_t)ktel_metric_pull__last_records(m->mp, append_window, &jr);
+	/* An attributed metric's window by name: what its fold emitted. */
+	if (m->fold)
+		ktel_attr_fold__last(m->fold, append_window, &jr);
+	else
+		*not_kept += (json_int_t)ktel_metric_pull__last_records(m->mp, append_window, &jr);
 	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
 }
 
@@ -425,12 +430,16 @@ static void set_not_kept(json_t *resp, const char *key, json_int_t n)
 		ktel_json_set_int(resp, key, n);
 }
 
-/* m's totals as of its last pull, appended to a. */
+/* m's totals as of its last pull, appended to a (an attributed metric's by
+ * name, as its windows carry them). */
 static int append_totals(struct ktel_metric *m, json_t *a, struct ktel_err *err)
 {
 	struct json_records jr = {.a = a};
 
-	ktel_metric_pull__totals(m->mp, append_window, &jr);
+	if (m->fold)
+		ktel_attr_fold__totals(m->fold, append_window, &jr);
+	else
+		ktel_metric_pull__totals(m->mp, append_window, &jr);
 	return jr.r ? ktel_err_set(err, ENOMEM, "out of memory") : 0;
 }
 

@@ -244,7 +244,8 @@ static int load_attr(struct daemon_plugins *p, const struct ktel_plugin *plugin,
 			       desc->name);
 			return -EINVAL;
 		}
-		attr[j].by = mc->attr.by;
+		/* The kernel collects a class as it collects an app: the uid. */
+		attr[j].by = mc->attr.by == KTEL_ATTR_BY_APP_CLASS ? KTEL_ATTR_BY_APP : mc->attr.by;
 		attr[j].depth = mc->attr.depth;
 		attr[j].limit = mc->attr.max_keys;
 	}
@@ -264,6 +265,8 @@ static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 		return names ? ktel_attr_names__user(names, id, buf, len) : NULL;
 	case KTEL_ATTR_BY_APP:
 		return ktel_attr_app_name(id, buf, len);
+	case KTEL_ATTR_BY_APP_CLASS:
+		return ktel_attr_app_class_name(id, buf, len);
 	case KTEL_ATTR_BY_PROCESS:
 		return ktel_attr_process_name(id, buf, len);
 	default:

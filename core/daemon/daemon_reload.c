@@ -112,7 +112,11 @@ static void check_attribution(struct ktel_daemon *d, const struct ktel_config *c
 
 		if (m->attr.by == KTEL_ATTR_BY_NONE && to->by == KTEL_ATTR_BY_NONE)
 			continue;
-		if (memcmp(&m->attr, to, sizeof(*to)) == 0)
+		/* The export permissions are the config check's alone. */
+		if (m->attr.by == to->by && m->attr.depth == to->depth && m->attr.top == to->top &&
+		    m->attr.max_keys == to->max_keys &&
+		    m->attr.sticky_windows == to->sticky_windows &&
+		    m->attr.churn_per_hour == to->churn_per_hour)
 			continue;
 		attr_text(&m->attr, from_s, sizeof(from_s));
 		attr_text(to, to_s, sizeof(to_s));

@@ -11,7 +11,8 @@
  *     the fold emits one record with series_end (record.h) for each and
  *     forgets it.
  * A window's input is summed into cells (rest, name or other/unknown),
- * which at its end are merged into the series they fold into.
+ * which at its end are merged into the series they fold into. A series
+ * keeps the last window's delta until the next window ends (show's window).
  */
 #include "attr_fold.h"
 
@@ -47,9 +48,10 @@ struct name {
 	bool admitted;
 	uint64_t last_active; /* window it last had events in; 0: never */
 	uint64_t win_events;
-	bool emitted;  /* a series of it was emitted this window */
-	bool released; /* no live id carries it (ktel_attr_fold__release) */
-	bool gone;     /* released and ended: freed at the window's end */
+	uint64_t hist_events; /* history (add_history) of the first window */
+	bool emitted;         /* a series of it was emitted this window */
+	bool released;        /* no live id carries it (ktel_attr_fold__release) */
+	bool gone;            /* released and ended: freed at the window's end */
 };
 
 struct value {
@@ -64,6 +66,8 @@ struct cell {
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
 	struct value delta;
+	struct value history; /* the first window's totals (add_history) */
+	bool has_delta, has_history;
 };
 
 struct series {
@@ -73,8 +77,8 @@ struct series {
 	const char *label; /* the name's text, or KTEL_ATTR_OTHER / _UNKNOWN */
 	struct name *name; /* the admitted name, NULL for other and unknown */
 	struct value delta, total;
-	bool touched;
-	bool ending; /* its name was evicted or released: emit its end, forget it */
+	bool touched; /* had events in the last window */
+	bool ending;  /* its name was evicted or released: emit its end, forget it */
 };
 
 struct table {
@@ -235,6 +239,27 @@ static uint64_t value_events(const struct rest *r, const struct value *v)
 	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++)
 		n += v->hist.counts[k];
 	return n;
+}
+
+/* A record's totals (add_history); gauges have none. */
+static void value_add_total(struct value *v, const struct ktel_record *r)
+{
+	if (r->type == KTEL_RECORD_HISTOGRAM) {
+		const struct ktel_histogram *h = &r->hist.total;
+
+		for (uint32_t k = 0; k < h->n_buckets && k < KTEL_HIST_BUCKETS; k++)
+			v->hist.counts[k] += h->counts[k];
+		v->hist.sum += h->sum;
+	} else if (r->type == KTEL_RECORD_COUNTER) {
+		v->counter += r->counter.total;
+	}
+}
+
+static uint64_t total_events_of(const struct ktel_record *r)
+{
+	if (r->type == KTEL_RECORD_HISTOGRAM)
+		return ktel_hist_count(&r->hist.total);
+	return r->type == KTEL_RECORD_COUNTER ? r->counter.total : 0;
 }
 
 /* ---- rests ---------------------------------------------------------------- */
@@ -466,7 +491,8 @@ static int attr_dim_of(const struct ktel_attr_fold *f, const struct ktel_record 
 	return -1;
 }
 
-static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r)
+/* Fold r: its delta, or (history) its total. */
+static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool history)
 {
 	int ai = attr_dim_of(f, r);
 	enum target_kind kind = TARGET_UNKNOWN;
@@ -475,9 +501,9 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r)
 	struct cell *cell;
 	char buf[NAME_MAX_LEN];
 	const char *text = NULL;
-	uint64_t id, ev = events_of(r);
+	uint64_t id, ev = history ? total_events_of(r) : events_of(r);
 
-	if (r->type == KTEL_RECORD_EVENT)
+	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
 		return;
 	if (ai >= 0) {
 		id = (uint64_t)r->dims[ai].value;
@@ -495,14 +521,17 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r)
 			return;
 		}
 		kind = TARGET_NAME;
-		name->win_events += ev;
+		if (history)
+			name->hist_events += ev;
+		else
+			name->win_events += ev;
 		if (ev)
 			name->last_active = f->win;
 	}
-	if (kind == TARGET_KERNEL_OTHER && ai >= 0 &&
+	if (!history && kind == TARGET_KERNEL_OTHER && ai >= 0 &&
 	    (uint64_t)r->dims[ai].value == KTEL_ATTR_OVERFLOW_ID)
 		f->st.folded_kernel += ev;
-	if (kind == TARGET_UNKNOWN)
+	if (!history && kind == TARGET_UNKNOWN)
 		f->st.unknown += ev;
 	rest = rest_get(f, r, ai);
 	cell = rest ? cell_get(f, rest, kind, name) : NULL;
@@ -510,7 +539,15 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r)
 		f->oom = true;
 		return;
 	}
-	value_add_record(&cell->delta, r);
+	if (history) {
+		value_add_total(&cell->history, r);
+		cell->has_history = true;
+	} else {
+		value_add_record(&cell->delta, r);
+		cell->has_delta = true;
+	}
+	/* A window's own records come first: a history gives the header only
+	 * of a window without any. */
 	if (!f->have_head) {
 		f->head = *r;
 		f->have_head = true;
@@ -522,7 +559,22 @@ void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n)
 	struct ktel_attr_fold *f = ctx;
 
 	for (size_t i = 0; i < n && !f->oom; i++)
-		add_one(f, &recs[i]);
+		add_one(f, &recs[i], false);
+}
+
+bool ktel_attr_fold__first_window(const struct ktel_attr_fold *f)
+{
+	return f->win == 1;
+}
+
+void ktel_attr_fold__add_history(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct ktel_attr_fold *f = ctx;
+
+	if (f->win != 1)
+		return;
+	for (size_t i = 0; i < n && !f->oom; i++)
+		add_one(f, &recs[i], true);
 }
 
 /* Drop the admission of n: its series end (emitted and freed at the
@@ -538,6 +590,13 @@ static void evict(struct ktel_attr_fold *f, struct name *n)
 	n->admitted = false;
 	f->st.admitted--;
 	f->st.evictions++;
+}
+
+/* A name's weight in the ranking: the window's events, or its history
+ * where the first window has one (which includes that window's events). */
+static uint64_t rank_events(const struct name *n)
+{
+	return n->hist_events > n->win_events ? n->hist_events : n->win_events;
 }
 
 void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
@@ -579,8 +638,8 @@ static int by_events_desc(const void *a, const void *b)
 {
 	const struct name *x = *(const struct name *const *)a, *y = *(const struct name *const *)b;
 
-	if (x->win_events != y->win_events)
-		return x->win_events > y->win_events ? -1 : 1;
+	if (rank_events(x) != rank_events(y))
+		return rank_events(x) > rank_events(y) ? -1 : 1;
 	return strcmp(x->text, y->text);
 }
 
@@ -615,7 +674,7 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 		return -ENOMEM;
 	table_for_each(&f->names, struct name, nm)
 	{
-		if (!nm->admitted && nm->win_events)
+		if (!nm->admitted && rank_events(nm))
 			cand[n++] = nm;
 	}
 	/* A window without a name: qsort's pointer may not be NULL. */
@@ -679,6 +738,7 @@ static void age_names(struct ktel_attr_fold *f)
 	table_for_each(&f->names, struct name, nm)
 	{
 		nm->win_events = 0;
+		nm->hist_events = 0;
 		nm->emitted = false;
 		if (nm->gone || (!nm->admitted && !nm->released &&
 				 f->win - nm->last_active >= f->o.sticky_windows)) {
@@ -719,6 +779,11 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 		return ktel_err_set(err, ENOMEM, "attribution %s: out of memory folding a window",
 				    f->dim_name);
 	}
+	table_for_each(&f->series, struct series, s)
+	{
+		memset(&s->delta, 0, sizeof(s->delta));
+		s->touched = false;
+	}
 	table_for_each(&f->cells, struct cell, c)
 	{
 		struct series *s = target_series(f, c);
@@ -731,8 +796,9 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 		if (c->kind == TARGET_NAME && !c->name->admitted)
 			f->st.folded_user += value_events(c->rest, &c->delta);
 		value_add(&s->delta, &c->delta);
-		value_add(&s->total, &c->delta);
-		s->touched = true;
+		/* The history includes this window's delta. */
+		value_add(&s->total, c->has_history ? &c->history : &c->delta);
+		s->touched |= c->has_delta;
 	}
 	table_clear(&f->cells, free);
 	table_for_each(&f->series, struct series, s)
@@ -757,8 +823,6 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 				seen_other = true;
 			else
 				seen_unknown = true;
-			memset(&s->delta, 0, sizeof(s->delta));
-			s->touched = false;
 		}
 		emitted++;
 		if (n_out == KTEL_PULL_WINDOW) {
@@ -772,6 +836,44 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 	f->st.values_last = (uint32_t)(values + seen_other + seen_unknown);
 	age_names(f);
 	return emitted;
+}
+
+/* Hand the series (those of the last window, or all) to fn as records,
+ * totals-only ones with their total as the delta. */
+static void emit_series(struct ktel_attr_fold *f, bool totals, ktel_pull_records_fn fn, void *ctx)
+{
+	size_t n_out = 0;
+
+	if (!f->have_head)
+		return;
+	table_for_each(&f->series, struct series, s)
+	{
+		struct ktel_record *out = &f->out[n_out];
+
+		if (!totals && !s->touched)
+			continue;
+		make_record(f, s, out);
+		if (totals && out->type == KTEL_RECORD_HISTOGRAM)
+			out->hist.delta = out->hist.total;
+		else if (totals && out->type == KTEL_RECORD_COUNTER)
+			out->counter.delta = out->counter.total;
+		if (++n_out == KTEL_PULL_WINDOW) {
+			fn(ctx, f->out, n_out);
+			n_out = 0;
+		}
+	}
+	if (n_out)
+		fn(ctx, f->out, n_out);
+}
+
+void ktel_attr_fold__last(struct ktel_attr_fold *f, ktel_pull_records_fn fn, void *ctx)
+{
+	emit_series(f, false, fn, ctx);
+}
+
+void ktel_attr_fold__totals(struct ktel_attr_fold *f, ktel_pull_records_fn fn, void *ctx)
+{
+	emit_series(f, true, fn, ctx);
 }
 
 void ktel_attr_fold__stats(const struct ktel_attr_fold *f, struct ktel_attr_fold_stats *ret)

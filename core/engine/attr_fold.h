@@ -31,6 +31,7 @@
 #ifndef KTEL_ATTR_FOLD_H
 #define KTEL_ATTR_FOLD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,6 +104,30 @@ void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n);
  */
 long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_records_fn fn,
 			 void *ctx, struct ktel_err *err);
+
+/*
+ * The metric's cumulative totals (ktel_metric_pull__totals, every key's
+ * record with its total) as the history the fold's first window starts
+ * from: between the first _begin and _end, after the window's _add. The
+ * output series' running totals then start from those of the raw ids they
+ * fold (a pinned map the daemon reused keeps its history by name), and the
+ * first window ranks names by that history, not by its own events alone.
+ * Ignored after the first window.
+ */
+void ktel_attr_fold__add_history(void *ctx, const struct ktel_record *recs, size_t n);
+
+/* Is the window begun the fold's first (does it take a history)? */
+bool ktel_attr_fold__first_window(const struct ktel_attr_fold *f);
+
+/* The last window's records again, as _end emitted them (for show). */
+void ktel_attr_fold__last(struct ktel_attr_fold *f, ktel_pull_records_fn fn, void *ctx);
+
+/*
+ * Every output series' running total as of the last window, in records
+ * whose delta is their total (as ktel_metric_pull__totals gives): for show
+ * and the cumulative sinks' start-up totals, with the windows' names.
+ */
+void ktel_attr_fold__totals(struct ktel_attr_fold *f, ktel_pull_records_fn fn, void *ctx);
 
 void ktel_attr_fold__stats(const struct ktel_attr_fold *f, struct ktel_attr_fold_stats *ret);
 

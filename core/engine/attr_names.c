@@ -545,6 +545,17 @@ const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len)
 	return buf;
 }
 
+const char *ktel_attr_app_class_name(uint64_t uid, char *buf, size_t len)
+{
+	uint64_t app = uid % 100000;
+
+	if (app >= 10000 && app < 20000) {
+		snprintf(buf, len, "app");
+		return buf;
+	}
+	return ktel_attr_app_name(uid, buf, len);
+}
+
 const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len)
 {
 	snprintf(buf, len, "%" PRIu64, id >> 32);

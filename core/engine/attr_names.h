@@ -21,7 +21,8 @@
  *     Walks happen on a miss (at most once per pull) and, to see
  *     removals, at a pull at least grace / 4 after the last one.
  *   - user: a uid, named by getpwuid_r, else by its number.
- *   - app: Android's app id (uid % 100000) for apps, the class otherwise.
+ *   - app: Android's app id (uid % 100000) for apps, the class otherwise;
+ *     app_class: the class alone, "app" for every app.
  *   - process: the tgid (high half of the id), as a number.
  * Names are hostile input (a cgroup's name is anyone's mkdir): they are
  * bounded, cut to ASCII letters, digits and ._+-/@:=, every other byte
@@ -81,6 +82,8 @@ void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns);
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len);
 const char *ktel_attr_names__user(struct ktel_attr_names *n, uint64_t uid, char *buf, size_t len);
 const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len);
+/* The class alone: "app" for an app, else as ktel_attr_app_name. */
+const char *ktel_attr_app_class_name(uint64_t uid, char *buf, size_t len);
 const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len);
 
 /* The cgroups released since the last clear (n entries at *ret, valid

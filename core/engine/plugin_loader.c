@@ -385,8 +385,8 @@ static int check_dev_dims(const struct validator *v, const struct ktel_metric_de
  */
 static int check_attr_dims(const struct validator *v, const struct ktel_metric_desc *m)
 {
-	static const char *const by_names[] = {"cgroup",  "user",  "app",
-					       "process", "other", "unknown"};
+	static const char *const by_names[] = {"cgroup",    "user",  "app",    "process",
+					       "app_class", "other", "unknown"};
 	uint32_t n = 0, i;
 
 	for (i = 0; i < m->n_dims; i++) {

@@ -18,6 +18,10 @@
  * Every start variant saves the same start and every finish variant reads it,
  * so any mix pairs correctly. The vendor hook's ts is filled by the vendor
  * module's handler, not by the kernel, so it is not used.
+ *
+ * Attribution (ktel_attr.h): the subject is the allocating task, current at
+ * the finish: cma_alloc() runs synchronously in the task that called it,
+ * start and finish (and the vendor hooks) alike.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
@@ -25,6 +29,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
 #include <ktel_labels.h>
+#include <ktel_attr.h>
 
 #define CMA_MAX_HEAPS 64
 
@@ -37,6 +42,7 @@ KTEL_EXPORT_TYPE(enum cma_alloc_result, cma_alloc_result);
 struct cma_alloc_key {
 	__u32 heap;   /* id in cma_heap_names */
 	__u32 result; /* enum cma_alloc_result */
+	__u64 attr;   /* the allocating task (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
 KTEL_DEFINE_LABEL_MAPS(cma_heap, CMA_MAX_HEAPS);
@@ -55,6 +61,8 @@ struct {
 	__type(key, struct cma_alloc_key);
 	__type(value, struct accumulator_value_sum);
 } cma_alloc_latency_map SEC(".maps");
+
+KTEL_ATTR_SETTINGS(cma_alloc_latency_map);
 
 static __always_inline void cma_start(void)
 {
@@ -76,7 +84,8 @@ static __always_inline void cma_finish(const struct ktel_label *label, bool fail
 		return;
 	key.heap = KTEL_LABEL_ID(cma_heap, label);
 	key.result = failed ? CMA_ALLOC_FAILURE : CMA_ALLOC_SUCCESS;
-	INCREMENT_ACCUMULATOR_SUM(cma_alloc_latency_map, &key, us);
+	key.attr = ktel_attr_of_current(cma_alloc_latency_map);
+	KTEL_ATTR_INCREMENT_SUM(cma_alloc_latency_map, &key, us);
 }
 
 /* cma_alloc_start(const char *name, unsigned long request_count,

@@ -2,6 +2,7 @@
 /*
  * CmaAllocationLatency: cma_alloc() duration per CMA heap and outcome, in
  * microseconds. Heap names travel as ids labelled by the cma_heap_names map.
+ * Attributable to the allocating task.
  */
 #include <ktelemetry/plugin.h>
 
@@ -12,7 +13,10 @@
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "heap", .label_map = "cma_heap_names"},
 	{.name = "result", .label_enum = "cma_alloc_result"},
+	{.name = "attr"},
 };
+
+static const uint32_t dim_flags[] = {0, 0, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "cma_allocation_latency",
@@ -24,7 +28,8 @@ static const struct ktel_metric_desc metrics[] = {
 		    .scheme = KTEL_HIST_LOG2,
 		    .description = "CMA allocation latency per heap and result",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 /*
@@ -42,7 +47,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "cma_allocation_latency",
-	    .version = "1.1", /* 1.1: the histogram keeps the sum */
+	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "CMA allocation latency (Android CmaAllocationLatency atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

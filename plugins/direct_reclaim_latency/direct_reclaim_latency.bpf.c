@@ -5,8 +5,28 @@
 #include <bpf_telemetry.h>
 #include <stdint.h>
 
+/*
+ * Attribution to the reclaiming task (current: direct reclaim runs
+ * synchronously in the task whose allocation needed it), when ktelemetry's
+ * ktel_attr.h is there. Android's build has no such header: there this
+ * guard is false and what compiles is exactly Android's example, with its
+ * key of one member. The key's extra members exist only here, and the
+ * descriptor (direct_reclaim_latency.c), which only ktelemetry builds,
+ * declares them.
+ */
+#ifdef __has_include
+#if __has_include(<ktel_attr.h>)
+#include <ktel_attr.h>
+#define DIRECT_RECLAIM_ATTR 1
+#endif
+#endif
+
 struct direct_reclaim_key {
 	uint32_t process_state;
+#ifdef DIRECT_RECLAIM_ATTR
+	uint32_t pad;  /* explicit: a key's bytes must all be written */
+	uint64_t attr; /* the reclaiming task (KTEL_DIM_ATTRIBUTION), 0 when off */
+#endif
 };
 
 #define DIRECT_RECLAIM_START_MAP_ENTRIES 128
@@ -20,6 +40,9 @@ DEFINE_BPF_MAP_GRO(direct_reclaim_start_map, HASH, uint32_t, uint64_t,
 // buckets of microseconds and their sum)
 DEFINE_BPF_MAP_GRO(direct_reclaim_latency_map, HASH, struct direct_reclaim_key,
 		   struct accumulator_value_sum, DIRECT_RECLAIM_OUTPUT_MAP_ENTRIES, AID_SYSTEM);
+#ifdef DIRECT_RECLAIM_ATTR
+KTEL_ATTR_SETTINGS(direct_reclaim_latency_map);
+#endif
 
 DEFINE_BPF_PROG("tp_btf/mm_vmscan_direct_reclaim_begin", AID_ROOT, AID_SYSTEM,
 		tracepoint_vmscan_mm_vmscan_direct_reclaim_begin)
@@ -46,6 +69,11 @@ DEFINE_BPF_PROG("tp_btf/mm_vmscan_direct_reclaim_end", AID_ROOT, AID_SYSTEM,
 	enum process_state state = get_process_state(oom_score_adj);
 
 	struct direct_reclaim_key key = {.process_state = (uint32_t)state};
+#ifdef DIRECT_RECLAIM_ATTR
+	key.attr = ktel_attr_of_current(direct_reclaim_latency_map);
+	KTEL_ATTR_INCREMENT_SUM(direct_reclaim_latency_map, &key, us);
+#else
 	INCREMENT_ACCUMULATOR_SUM(direct_reclaim_latency_map, &key, us);
+#endif
 	return 0;
 }

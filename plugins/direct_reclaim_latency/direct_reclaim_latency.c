@@ -5,7 +5,9 @@
  * example from Android's documentation, with one change: it keeps the sum of
  * the microseconds too (GET_LATENCY_US, INCREMENT_ACCUMULATOR_SUM and struct
  * accumulator_value_sum where Android has GET_LATENCY_BUCKET,
- * INCREMENT_ACCUMULATOR and struct accumulator_value, which keep no sum).
+ * INCREMENT_ACCUMULATOR and struct accumulator_value, which keep no sum),
+ * and, built with ktelemetry's headers, the attribution to the reclaiming
+ * task (a guard on ktel_attr.h keeps Android's build of it unchanged).
  */
 #include <ktelemetry/plugin.h>
 
@@ -15,7 +17,10 @@
 /* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "process_state", .label_enum = "process_state"},
+	{.name = "attr"},
 };
+
+static const uint32_t dim_flags[] = {0, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "direct_reclaim_latency",
@@ -27,11 +32,12 @@ static const struct ktel_metric_desc metrics[] = {
 		    .scheme = KTEL_HIST_LOG2,
 		    .description = "Direct reclaim duration per task, by process state",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 KTEL_PLUGIN(.name = "direct_reclaim_latency",
-	    .version = "1.1", /* 1.1: the histogram keeps the sum */
+	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "Direct reclaim latency (Android DirectReclaimLatency atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -15,6 +15,12 @@
  *                                                    calls (-ENOTSUPP)
  * The tracepoint fires only for a successful export; the fexit and
  * kretprobe programs check the returned pointer themselves.
+ *
+ * Attribution (ktel_attr.h): the subject is the allocating task, current in
+ * all three: dma_buf_export() runs synchronously in the task that asked the
+ * exporter for the buffer (a dma-heap or driver ioctl). Where an allocator
+ * service allocates on behalf of an app (Android's gralloc), that service is
+ * the subject: the kernel does not know whom it serves.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
@@ -22,11 +28,14 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
 #include <ktel_labels.h>
+#include <ktel_attr.h>
 
 #define DMABUF_MAX_EXPORTERS 64
 
 struct dmabuf_key {
 	__u32 exporter; /* id in dmabuf_exporter_names */
+	__u32 pad;      /* explicit: a key's bytes must all be written */
+	__u64 attr;     /* the allocating task (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
 KTEL_DEFINE_LABEL_MAPS(dmabuf_exporter, DMABUF_MAX_EXPORTERS);
@@ -38,6 +47,8 @@ struct {
 	__type(value, struct accumulator_value_sum);
 } dmabuf_size_map SEC(".maps");
 
+KTEL_ATTR_SETTINGS(dmabuf_size_map);
+
 static __always_inline void dmabuf_record(const char *exp_name, __u64 size)
 {
 	struct ktel_label label = {};
@@ -45,7 +56,8 @@ static __always_inline void dmabuf_record(const char *exp_name, __u64 size)
 
 	ktel_label_read(&label, exp_name);
 	key.exporter = KTEL_LABEL_ID(dmabuf_exporter, &label);
-	INCREMENT_ACCUMULATOR_SUM(dmabuf_size_map, &key, size);
+	key.attr = ktel_attr_of_current(dmabuf_size_map);
+	KTEL_ATTR_INCREMENT_SUM(dmabuf_size_map, &key, size);
 }
 
 /* dma_buf_export(struct dma_buf *dmabuf), Linux 7.0+. */

@@ -2,6 +2,7 @@
 /*
  * DmabufRequestSizes: sizes of exported dma-bufs in bytes, per exporter.
  * Exporter names travel as ids labelled by the dmabuf_exporter_names map.
+ * Attributable to the allocating task.
  */
 #include <ktelemetry/plugin.h>
 
@@ -11,7 +12,10 @@
 /* clang-format off */
 static const struct ktel_dimension_desc dims[] = {
 	{.name = "exporter", .label_map = "dmabuf_exporter_names"},
+	{.name = "attr"},
 };
+
+static const uint32_t dim_flags[] = {0, KTEL_DIM_ATTRIBUTION};
 
 static const struct ktel_metric_desc metrics[] = {
 	KTEL_METRIC(.name = "dmabuf_request_sizes",
@@ -23,7 +27,8 @@ static const struct ktel_metric_desc metrics[] = {
 		    .scheme = KTEL_HIST_LOG2,
 		    .description = "Size of each successful dma-buf export, per exporter",
 		    .dims = dims,
-		    .n_dims = KTEL_ARRAY_SIZE(dims)),
+		    .n_dims = KTEL_ARRAY_SIZE(dims),
+		    .dim_flags = dim_flags),
 };
 
 /*
@@ -40,7 +45,7 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 KTEL_PLUGIN(.name = "dmabuf_request_sizes",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: attribution */
 	    .description = "dma-buf export sizes (Android DmabufRequestSizes atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -179,9 +179,53 @@ static void encode_event_field(struct ktel_android_event *ev, const struct ktel_
 	}
 }
 
+int32_t ktel_android__attr_code(const char *label)
+{
+	static const struct {
+		const char *name;
+		int32_t code;
+	} codes[] = {
+		{"other", KTEL_ANDROID_ATTR_OTHER},
+		{"unknown", KTEL_ANDROID_ATTR_UNKNOWN},
+		{"system", KTEL_ANDROID_ATTR_SYSTEM},
+		{"app", KTEL_ANDROID_ATTR_APP},
+		{"sdk_sandbox", KTEL_ANDROID_ATTR_SDK_SANDBOX},
+		{"isolated", KTEL_ANDROID_ATTR_ISOLATED},
+		{"ext_gid", KTEL_ANDROID_ATTR_EXT_GID},
+		{"shared_gid", KTEL_ANDROID_ATTR_SHARED_GID},
+		{"reserved", KTEL_ANDROID_ATTR_RESERVED},
+	};
+	unsigned long v = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strcmp(label, codes[i].name) == 0)
+			return codes[i].code;
+	/* An app id: 5 decimal digits, 10000-19999, nothing else. */
+	for (i = 0; label[i] >= '0' && label[i] <= '9' && i < 6; i++)
+		v = v * 10 + (unsigned long)(label[i] - '0');
+	if (i == 5 && !label[i] && v >= 10000 && v < 20000)
+		return (int32_t)v;
+	return KTEL_ANDROID_ATTR_UNKNOWN;
+}
+
+/* The record's attribution dimension as an atom carries it (the names
+ * "app" and "app_class" are attribution's own: no plugin declares them),
+ * or NULL. */
+static const struct ktel_dim *attr_dim(const struct ktel_record *rec)
+{
+	for (uint32_t i = 0; i < rec->n_dims && i < KTEL_MAX_DIMS; i++)
+		if (rec->dims[i].derived && rec->dims[i].name && rec->dims[i].label &&
+		    (strcmp(rec->dims[i].name, "app") == 0 ||
+		     strcmp(rec->dims[i].name, "app_class") == 0))
+			return &rec->dims[i];
+	return NULL;
+}
+
 int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uint8_t *out,
 				size_t cap)
 {
+	const struct ktel_dim *attr = rec->type == KTEL_RECORD_EVENT ? NULL : attr_dim(rec);
 	struct ktel_android_event ev;
 	int64_t buckets[KTEL_HIST_BUCKETS];
 	uint32_t nb;
@@ -218,6 +262,10 @@ int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uin
 	default:
 		return -EINVAL;
 	}
+	/* After every field of the atom: parsers that do not know it stop
+	 * before it. */
+	if (attr)
+		ktel_android_event__int32(&ev, ktel_android__attr_code(attr->label));
 	r = ktel_android_event__end(&ev);
 	if (r)
 		return r;

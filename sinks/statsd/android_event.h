@@ -95,6 +95,28 @@ int ktel_android__datagram(uint8_t *out, size_t cap, uint16_t tid, int64_t wall_
 int ktel_android__encode_record(const struct ktel_record *rec, uint16_t tid, uint8_t *out,
 				size_t cap);
 
+/*
+ * The attribution field: an attributed record (a derived dimension "app" or
+ * "app_class", docs/privacy.md) adds one int32 field after the atom's
+ * others, so a parser of the atom without it ignores it. Integers only, no
+ * name: KTEL_ANDROID_ATTR_* for "other", "unknown" and the classes, an
+ * app's app id (10000-19999, `by: app`) for an app.
+ */
+#define KTEL_ANDROID_ATTR_OTHER 1
+#define KTEL_ANDROID_ATTR_UNKNOWN 2
+#define KTEL_ANDROID_ATTR_SYSTEM 3
+#define KTEL_ANDROID_ATTR_APP 4
+#define KTEL_ANDROID_ATTR_SDK_SANDBOX 5
+#define KTEL_ANDROID_ATTR_ISOLATED 6
+#define KTEL_ANDROID_ATTR_EXT_GID 7
+#define KTEL_ANDROID_ATTR_SHARED_GID 8
+#define KTEL_ANDROID_ATTR_RESERVED 9
+
+/* The attribution field's value for an attribution label (a class name,
+ * "other", "unknown", or an app id in decimal); KTEL_ANDROID_ATTR_UNKNOWN
+ * for anything else. */
+int32_t ktel_android__attr_code(const char *label);
+
 /* ---- decoding ------------------------------------------------------------ */
 
 #define KTEL_ANDROID_DECODE_MAX_FIELDS KTEL_ANDROID_MAX_ELEMENTS

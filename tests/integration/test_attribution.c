@@ -13,7 +13,8 @@
  *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
  *    at least that rest;
  *  - by user: the same under three uids (setresuid in the children): exact
- *    per-user counts, the users named by their number (no such user);
+ *    per-user counts, the users named by their number (no such user); by
+ *    app class: Android uids, counted per class exactly, apps as one "app";
  *  - run queue by cgroup: two CPU hogs in two cgroups and a victim at nice
  *    19 in a third, all on one CPU: each cgroup's histogram sum agrees with
  *    its tasks' run_delay (/proc/<pid>/schedstat, the kernel's own count)
@@ -35,6 +36,15 @@
  *    service removed and made again at its path (a new cgroup id: a
  *    restart) keeps one series, whose total goes on from where it was; and
  *    the per-cgroup counts and their sum stay exact throughout;
+ *  - compaction by cgroup (compaction_duration): children in two cgroups
+ *    each write compact_memory a known number of times (the compaction runs
+ *    in the writer); each cgroup's count equals the tracefs count of
+ *    mm_compaction_end in its child (kcompactd's own compactions go to the
+ *    root cgroup and are not checked);
+ *  - names in show and the first scrape: `ktelemetryctl show` gives an
+ *    attributed metric's totals and window by name, and after a restart
+ *    (the pinned map reused) Prometheus' first scrape, before any pull of
+ *    the new interval, has each cgroup's count from the map's history;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric, at start and at
@@ -62,6 +72,7 @@
 #include "attr_names.h"
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "tracefs_oracle.h"
 
 #define BLOCK 4096
 #define IMG_MB 16
@@ -752,6 +763,34 @@ static void test_by_user(void **state)
 	assert_int_equal(total_of(&r, "write"), 19);
 }
 
+/* By app class (Android's default): two apps of another Android user are one
+ * "app", an SDK sandbox and an isolated process their classes; no app id. */
+static void test_by_app_class(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = -1, .uid = 3010057, .reads = 5},
+		{.cgroup = -1, .uid = 3010058, .reads = 6},
+		{.cgroup = -1, .uid = 3020001, .reads = 7},
+		{.cgroup = -1, .uid = 3099001, .reads = 0, .writes = 3},
+	};
+	struct report r;
+
+	(void)state;
+	start_daemon("{\"by\": \"app_class\"}");
+	run_workers(w, 4);
+	sleep(3);
+	stop_daemon();
+	read_report("app_class", &r);
+	for (size_t i = 0; i < r.n; i++)
+		printf("  %-12s %-6s %llu\n", r.v[i].name, r.v[i].op,
+		       (unsigned long long)r.v[i].count);
+	assert_int_equal(count_of(&r, "app", "read"), 11);
+	assert_int_equal(count_of(&r, "sdk_sandbox", "read"), 7);
+	assert_int_equal(count_of(&r, "isolated", "write"), 3);
+	assert_int_equal(total_of(&r, "read"), 18);
+	assert_int_equal(total_of(&r, "write"), 3);
+}
+
 /* ---- the run queue ------------------------------------------------------------- */
 
 #define RUNQ_TASKS 3
@@ -1079,10 +1118,337 @@ static void test_oom_by_cgroup(void **state)
 	assert_true(reclaims >= OOM_KILLS);
 }
 
+/* ---- compaction ------------------------------------------------------------------ */
+
+/* Histogram counts of metric's records per value of dim. */
+static void read_hist_counts(const char *metric, const char *dim, struct report *r)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+
+	memset(r, 0, sizeof(*r));
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL), *dims;
+
+		assert_non_null(rec);
+		dims = json_object_get(rec, "dims");
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
+			const char *name = json_string_value(json_object_get(dims, dim));
+
+			assert_non_null(name);
+			add_value(r, name, "",
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(rec, "histogram"),
+							  "count")));
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+}
+
+static void test_compaction_by_cgroup(void **state)
+{
+	const int writes[] = {1, 2};
+	pid_t pids[2];
+	uint64_t oracle[2], other;
+	struct tracefs_counter tc;
+	struct report r;
+	char path[700], label[300];
+
+	(void)state;
+	if (access("/proc/sys/vm/compact_memory", W_OK) != 0)
+		skip();
+	start_daemon_with("\"metrics\": {\"compaction_duration\": {\"attribution\": {\"by\": "
+			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  " \"runq_latency\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric compaction_duration: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting compaction_duration");
+	}
+	assert_int_equal(tracefs_start(&tc, "compaction/mm_compaction_end"), 0);
+	for (int i = 0; i < 2; i++) {
+		int status;
+
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			char pid[32];
+
+			snprintf(pid, sizeof(pid), "%d", getpid());
+			if (write_file(path, "cgroup.procs", pid))
+				_exit(10);
+			for (int k = 0; k < writes[i]; k++)
+				if (write_file("/proc/sys/vm", "compact_memory", "1"))
+					_exit(11);
+			_exit(0);
+		}
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	assert_int_equal(tracefs_stop_by_pids(&tc, "mm_compaction_end:", pids, 2, oracle, &other),
+			 0);
+	sleep(2);
+	stop_daemon();
+	read_hist_counts("compaction_duration", "cgroup", &r);
+	for (int i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		printf("  %s: %d writes, %llu compactions, tracefs %llu\n", label, writes[i],
+		       (unsigned long long)count_of(&r, label, ""), (unsigned long long)oracle[i]);
+		assert_true(oracle[i] >= (uint64_t)writes[i]);
+		assert_int_equal(count_of(&r, label, ""), oracle[i]);
+	}
+	printf("  other tasks (kcompactd): %llu in tracefs\n", (unsigned long long)other);
+}
+
+/* ---- names in show and in the start-up totals ----------------------------------- */
+
+/* The sandbox config with the JSON sink and a Prometheus one on a free
+ * port, block_io_latency by cgroup, pulled every interval. */
+static void write_prom_config(const char *interval)
+{
+	FILE *f = fopen(sb.config, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
+		" \"control_socket\": \"%s/control.sock\", \"interval\": \"%s\",\n"
+		" \"sinks\": {\"file\": {\"type\": \"json\", \"path\": \"%s\"},\n"
+		"  \"prom\": {\"type\": \"prometheus\", \"listen\": \"127.0.0.1\", \"port\": 0}},\n"
+		" \"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": \"cgroup\"}},\n"
+		"  \"runq_latency\": {\"enabled\": false}, \"compaction_duration\": {\"enabled\": false},\n"
+		"  \"oom_kills\": {\"enabled\": false}, \"memcg_reclaim_latency\": {\"enabled\": false}}}\n",
+		plugin_dir, sb.pin_root, sb.state, sb.dir, interval, sb.out);
+	fclose(f);
+}
+
+/* Histogram counts of show's records (part "totals" or "window") of the
+ * loop device, per cgroup label. */
+static void show_counts(const char *part, struct report *r)
+{
+	char out[700];
+	json_t *resp, *recs, *rec;
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(out, sizeof(out), "%s/show.json", sb.dir);
+	if (ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock --json "
+			  "show block_io_latency > %s",
+			  KTEL_BINARY_DIR, sb.dir, out)) {
+		dump_log(&sb);
+		fail_msg("show block_io_latency failed");
+	}
+	resp = json_load_file(out, 0, NULL);
+	assert_non_null(resp);
+	recs = json_object_get(resp, part);
+	assert_true(json_is_array(recs));
+	json_array_foreach(recs, i, rec) {
+		json_t *dims = json_object_get(rec, "dims");
+		const char *name = json_string_value(json_object_get(dims, "cgroup"));
+
+		/* Names, never the raw id. */
+		assert_null(json_object_get(dims, "attr"));
+		assert_non_null(name);
+		if (json_integer_value(json_object_get(dims, "major")) == loop_major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop_minor)
+			add_value(r, name, "",
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(rec, "histogram"),
+							  "count")));
+	}
+	json_decref(resp);
+}
+
+/* Sum of the _count series of cgroup label in a Prometheus page. */
+static uint64_t prom_count(const char *text, const char *label)
+{
+	char want[400];
+	uint64_t n = 0;
+
+	snprintf(want, sizeof(want), "cgroup=\"%s\"", label);
+	for (const char *line = text; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *end = strchr(line, '\n') ?: line + strlen(line), *sp;
+		char buf[2048];
+
+		if ((size_t)(end - line) >= sizeof(buf))
+			continue;
+		memcpy(buf, line, (size_t)(end - line));
+		buf[end - line] = '\0';
+		if (strncmp(buf, "ktel_block_io_latency", 21) != 0 || !strstr(buf, "_count{") ||
+		    !strstr(buf, want))
+			continue;
+		sp = strrchr(buf, ' ');
+		if (sp)
+			n += strtoull(sp + 1, NULL, 10);
+	}
+	return n;
+}
+
+/*
+ * The views of the running daemon: show --by cgroup has one record per
+ * cgroup, the other dimensions summed, the busiest first; top --by draws
+ * them in that order; --by a kind the metric is not attributed by fails,
+ * naming the config key.
+ */
+static void check_views(void)
+{
+	char out[700], err[700], c0[300], c1[300], *text;
+	json_t *resp, *rec;
+	json_int_t prev = -1;
+	size_t i;
+	uint64_t n0 = 0, n1 = 0;
+
+	snprintf(out, sizeof(out), "%s/by.json", sb.dir);
+	snprintf(err, sizeof(err), "%s/by.err", sb.dir);
+	cgroup_label(c0, sizeof(c0), 0);
+	cgroup_label(c1, sizeof(c1), 1);
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock --json "
+				       "show block_io_latency --by cgroup > %s",
+				       KTEL_BINARY_DIR, sb.dir, out),
+			 0);
+	resp = json_load_file(out, 0, NULL);
+	assert_non_null(resp);
+	json_array_foreach(json_object_get(resp, "totals"), i, rec) {
+		const json_t *dims = json_object_get(rec, "dims");
+		const char *name = json_string_value(json_object_get(dims, "cgroup"));
+		json_int_t count = json_integer_value(
+			json_object_get(json_object_get(rec, "histogram"), "count"));
+
+		/* The attribution alone; values in falling order of events. */
+		assert_int_equal(json_object_size(dims), 1);
+		assert_non_null(name);
+		assert_true(prev < 0 || count <= prev);
+		prev = count;
+		if (strcmp(name, c0) == 0)
+			n0 = (uint64_t)count;
+		if (strcmp(name, c1) == 0)
+			n1 = (uint64_t)count;
+	}
+	json_decref(resp);
+	/* The loop device's reads, the only I/O of these cgroups. */
+	assert_int_equal(n0, 7);
+	assert_int_equal(n1, 13);
+	/* A screen wide and long enough for every cgroup's row. */
+	assert_int_equal(ktel_test_run("COLUMNS=300 LINES=500 %s/tools/ktelemetryctl --socket "
+				       "%s/control.sock top --count 1 --by cgroup block_io_latency "
+				       "> %s",
+				       KTEL_BINARY_DIR, sb.dir, out),
+			 0);
+	text = ktel_test_slurp(out);
+	assert_non_null(text);
+	{
+		char w0[400], w1[400];
+		const char *p0, *p1;
+
+		snprintf(w0, sizeof(w0), "cgroup=%s]", c0);
+		snprintf(w1, sizeof(w1), "cgroup=%s]", c1);
+		p0 = strstr(text, w0);
+		p1 = strstr(text, w1);
+		if (!p0 || !p1 || p1 > p0)
+			fail_msg("top --by cgroup: %s (13 reads) not before %s (7):\n%s", c1, c0,
+				 text);
+		if (getenv("KTEL_TEST_SHOW_TOP"))
+			fputs(text, stdout);
+	}
+	free(text);
+	assert_int_equal(ktel_test_run("%s/tools/ktelemetryctl --socket %s/control.sock show "
+				       "block_io_latency --by user > %s 2> %s",
+				       KTEL_BINARY_DIR, sb.dir, out, err),
+			 1);
+	text = ktel_test_slurp(err);
+	assert_non_null(strstr(text, "metric block_io_latency is not attributed by user: its "
+				     "records have no \"user\" dimension (the daemon's config: "
+				     "metrics.block_io_latency.attribution.by)"));
+	free(text);
+}
+
+static void test_names_in_show_and_first_scrape(void **state)
+{
+	const struct worker w[] = {
+		{.cgroup = 0, .reads = 7},
+		{.cgroup = 1, .reads = 13},
+	};
+	const uint64_t want[] = {7, 13};
+	char path[700], label[300], sock[700], *text;
+	struct report r;
+	unsigned port;
+	struct stat st;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	write_prom_config("1s");
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+	if (!log_wait_for(&sb, "metric block_io_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting block_io_latency");
+	}
+	run_workers(w, 2);
+	sleep(3);
+	show_counts("totals", &r);
+	for (i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		printf("  show: %s total %llu\n", label,
+		       (unsigned long long)count_of(&r, label, ""));
+		assert_int_equal(count_of(&r, label, ""), want[i]);
+	}
+	show_counts("window", &r);
+	check_views();
+	stop_daemon();
+
+	/* Restarted with a long interval: the first scrape comes before any
+	 * pull of its own, from the start-up totals. */
+	write_prom_config("60s");
+	(void)!truncate(sb.log, 0);
+	daemon_pid = daemon_start(&sb, NULL);
+	assert_true(daemon_pid > 0);
+	port = daemon_prom_port(&sb);
+	snprintf(sock, sizeof(sock), "%s/control.sock", sb.dir);
+	for (i = 0; i < 400 && stat(sock, &st) != 0; i++)
+		usleep(50000);
+	assert_true(i < 400);
+	usleep(500000);
+	assert_int_equal(ktel_test_run("curl -sS -f --max-time 10 -o '%s/start.txt' "
+				       "http://127.0.0.1:%u/metrics",
+				       sb.dir, port),
+			 0);
+	snprintf(path, sizeof(path), "%s/start.txt", sb.dir);
+	text = ktel_test_slurp(path);
+	assert_non_null(text);
+	for (i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		printf("  first scrape: %s count %llu\n", label,
+		       (unsigned long long)prom_count(text, label));
+		if (prom_count(text, label) != want[i]) {
+			dump_log(&sb);
+			fail_msg("first scrape: %s counts %llu, not %llu:\n%s", label,
+				 (unsigned long long)prom_count(text, label),
+				 (unsigned long long)want[i], text);
+		}
+	}
+	/* show's totals after the restart: the same, by name. */
+	show_counts("totals", &r);
+	for (i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		assert_int_equal(count_of(&r, label, ""), want[i]);
+	}
+	free(text);
+	stop_daemon();
+}
+
 /*
  * A map past the budget; `by` on a plugin that cannot attribute: at start
  * for a plugin the config does not know (a fixture), already at
- * --check-config for a built-in one (compaction_duration).
+ * --check-config for a built-in one (kswapd_latency: kswapd works for no one task).
  */
 static void test_refusals(void **state)
 {
@@ -1112,14 +1478,14 @@ static void test_refusals(void **state)
 	}
 	stop_daemon();
 	sandbox_write_config(&sb, plugin_dir, "1s",
-			     "\"metrics\": {\"compaction_duration\": {\"attribution\": "
+			     "\"metrics\": {\"kswapd_latency\": {\"attribution\": "
 			     "{\"by\": \"user\"}}}");
 	snprintf(out, sizeof(out), "%s/check.out", sb.dir);
 	st = ktel_test_run("%s --check-config %s > %s 2>&1", KTEL_DAEMON_BIN, sb.config, out);
 	text = ktel_test_slurp(out);
 	assert_non_null(text);
-	if (st != 2 || !strstr(text, "metrics.compaction_duration.attribution.by: user: metric "
-				     "compaction_duration has no attribution dimension"))
+	if (st != 2 || !strstr(text, "metrics.kswapd_latency.attribution.by: user: metric "
+				     "kswapd_latency has no attribution dimension"))
 		fail_msg("--check-config exited %d:\n%s", st, text);
 	free(text);
 	/* The memlock budget too, before anything loads: the map's sizes from
@@ -1160,8 +1526,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kernel_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ageing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_by_app_class, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compaction_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names_in_show_and_first_scrape, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 

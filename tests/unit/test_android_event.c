@@ -120,6 +120,57 @@ static void test_histogram_record_bytes(void **state)
 	assert_int_equal(out[7], 42);
 }
 
+/*
+ * An attributed record: the same atom with one int32 more after the counts
+ * (00 + the code), numElements one higher; the atom's other bytes do not
+ * move, so a parser that stops after the counts reads the atom as before.
+ * Names never reach the wire: an app is its app id, the rest codes; an
+ * attribution by anything else (cgroup) adds no field.
+ */
+static void test_attribution_field_bytes(void **state)
+{
+	struct ktel_record r = hist_record(100002, "compaction_duration");
+	uint8_t plain[KTEL_ANDROID_MAX_DATAGRAM], out[KTEL_ANDROID_MAX_DATAGRAM];
+	int n_plain, n;
+
+	(void)state;
+	n_plain = ktel_android__encode_record(&r, 77, plain, sizeof(plain));
+	assert_true(n_plain > 0);
+	r.n_dims = 1;
+	r.dims[0] = (struct ktel_dim){.name = "app", .label = "10123", .derived = true};
+	n = ktel_android__encode_record(&r, 77, out, sizeof(out));
+	assert_int_equal(n, n_plain + 5);
+	assert_int_equal(out[15 + 1], 4); /* numElements: timestamp, atom id, counts, attribution */
+	assert_memory_equal(out + 15 + 2, plain + 15 + 2, (size_t)n_plain - 15 - 2);
+	assert_int_equal(out[n_plain], 0x00); /* int32 */
+	assert_int_equal(out[n_plain + 1] | out[n_plain + 2] << 8, 10123);
+	assert_int_equal(out[n_plain + 3], 0);
+	assert_int_equal(out[n_plain + 4], 0);
+	/* A class by its code. */
+	r.dims[0] = (struct ktel_dim){.name = "app_class", .label = "isolated", .derived = true};
+	n = ktel_android__encode_record(&r, 77, out, sizeof(out));
+	assert_int_equal(n, n_plain + 5);
+	assert_int_equal(out[n_plain + 1], KTEL_ANDROID_ATTR_ISOLATED);
+	/* Not an attribution an atom carries: no field. */
+	r.dims[0] = (struct ktel_dim){.name = "cgroup", .label = "system.slice", .derived = true};
+	n = ktel_android__encode_record(&r, 77, out, sizeof(out));
+	assert_int_equal(n, n_plain);
+	/* The codes, and labels that are no app id. */
+	assert_int_equal(ktel_android__attr_code("other"), KTEL_ANDROID_ATTR_OTHER);
+	assert_int_equal(ktel_android__attr_code("unknown"), KTEL_ANDROID_ATTR_UNKNOWN);
+	assert_int_equal(ktel_android__attr_code("system"), KTEL_ANDROID_ATTR_SYSTEM);
+	assert_int_equal(ktel_android__attr_code("app"), KTEL_ANDROID_ATTR_APP);
+	assert_int_equal(ktel_android__attr_code("reserved"), KTEL_ANDROID_ATTR_RESERVED);
+	assert_int_equal(ktel_android__attr_code("10000"), 10000);
+	assert_int_equal(ktel_android__attr_code("19999"), 19999);
+	assert_int_equal(ktel_android__attr_code("20000"), KTEL_ANDROID_ATTR_UNKNOWN);
+	assert_int_equal(ktel_android__attr_code("9999"), KTEL_ANDROID_ATTR_UNKNOWN);
+	assert_int_equal(ktel_android__attr_code("010057"), KTEL_ANDROID_ATTR_UNKNOWN);
+	assert_int_equal(ktel_android__attr_code("10057x"), KTEL_ANDROID_ATTR_UNKNOWN);
+	assert_int_equal(ktel_android__attr_code("com.example.app"), KTEL_ANDROID_ATTR_UNKNOWN);
+	assert_int_equal(ktel_android__attr_code(""), KTEL_ANDROID_ATTR_UNKNOWN);
+}
+
 /* 4064 bytes is accepted, one more is refused: never truncated. */
 static void test_size_limit(void **state)
 {
@@ -344,10 +395,11 @@ static enum ktel_record_type metric_record_type(const struct ktel_metric_desc *m
 }
 
 /*
- * The dimensions an atom carries: the declared ones but an attribution
- * dimension (KTEL_DIM_ATTRIBUTION), which records do not carry while the
- * metric is not attributed and whose atom field is yet to come. The
- * built-in plugins declare it last.
+ * The dimensions an atom carries as its first fields: the declared ones but
+ * an attribution dimension (KTEL_DIM_ATTRIBUTION), which records do not
+ * carry while the metric is not attributed and which, attributed by app or
+ * app class, is the atom's last field, after the value. The built-in
+ * plugins declare it last.
  */
 static uint32_t atom_dims(const struct ktel_metric_desc *md)
 {
@@ -412,17 +464,30 @@ static void accumulator_record(const struct ktel_metric_desc *md, bool named, st
  */
 static void check_accumulator_atom(const char *proto, const struct ktel_metric_desc *md,
 				   const struct ktel_record *r,
-				   const struct ktel_android_decoded *d)
+				   const struct ktel_android_decoded *d, const int32_t *attr)
 {
 	static struct proto_field pf[PROTO_MAX_FIELDS];
 	uint32_t n = proto_message(proto, md->atom_name, pf);
 	const uint32_t nd = atom_dims(md);
+	const bool attributable = nd != md->n_dims;
 	const struct ktel_android_field *v = &d->fields[nd];
 
-	if (n != nd + 1)
-		fail_msg("docs/atoms.proto: %s has %u fields; %u dims + 1 value expected",
-			 md->atom_name, n, nd);
-	check_envelope(d, r, md, n);
+	if (n != nd + 1 + attributable)
+		fail_msg("docs/atoms.proto: %s has %u fields; %u dims + 1 value%s expected",
+			 md->atom_name, n, nd, attributable ? " + attribution" : "");
+	/* The attribution field: an int32 after the value, on the wire only
+	 * when the record is attributed. */
+	if (attributable) {
+		check_proto_slot(md->atom_name, &pf[nd + 1], nd + 1, "attribution");
+		if (strcmp(pf[nd + 1].type, "int32"))
+			fail_msg("docs/atoms.proto: %s.attribution is %s, not int32", md->atom_name,
+				 pf[nd + 1].type);
+	}
+	check_envelope(d, r, md, nd + 1 + (attr != NULL));
+	if (attr) {
+		assert_int_equal(d->fields[nd + 1].type, KTEL_ANDROID_INT32);
+		assert_int_equal(d->fields[nd + 1].i, *attr);
+	}
 	assert_int_equal(d->tv_sec, 1700000000u);
 	assert_int_equal(d->tv_nsec, 42);
 	for (uint32_t i = 0; i < nd; i++) {
@@ -471,7 +536,10 @@ static void check_accumulator_atom(const char *proto, const struct ktel_metric_d
 			 r->type == KTEL_RECORD_COUNTER ? (int64_t)r->counter.delta : r->gauge);
 }
 
-static void round_trip_accumulator(const char *proto, const struct ktel_metric_desc *md, bool named)
+/* attr_dim/attr_label: an attributed record's derived dimension, and the
+ * field's value it must become (attr_dim NULL: not attributed). */
+static void round_trip_accumulator(const char *proto, const struct ktel_metric_desc *md, bool named,
+				   const char *attr_dim, const char *attr_label, int32_t attr)
 {
 	static struct ktel_android_decoded d;
 	uint8_t out[KTEL_ANDROID_MAX_DATAGRAM];
@@ -479,11 +547,15 @@ static void round_trip_accumulator(const char *proto, const struct ktel_metric_d
 	int n;
 
 	accumulator_record(md, named, &r);
+	if (attr_dim)
+		r.dims[r.n_dims++] = (struct ktel_dim){.name = attr_dim,
+						       .label = attr_label,
+						       .derived = true};
 	n = ktel_android__encode_record(&r, 0xbeef, out, sizeof(out));
 	if (n <= 0)
 		fail_msg("metric %s: encode: %d", md->name, n);
 	assert_int_equal(ktel_android__decode(out, (size_t)n, true, &d), 0);
-	check_accumulator_atom(proto, md, &r, &d);
+	check_accumulator_atom(proto, md, &r, &d, attr_dim ? &attr : NULL);
 }
 
 /* Label maps of stream dims: even ids have a name, odd ones do not. */
@@ -625,10 +697,21 @@ static uint32_t round_trip_plugin(const char *proto, const char *path)
 			round_trip_stream(proto, p, md);
 			continue;
 		}
-		round_trip_accumulator(proto, md, true);
+		round_trip_accumulator(proto, md, true, NULL, NULL, 0);
 		/* an id whose name the map did not have: the decimal id */
 		if (has_label_map(md))
-			round_trip_accumulator(proto, md, false);
+			round_trip_accumulator(proto, md, false, NULL, NULL, 0);
+		/* Attributed: an app by its app id, classes and other by their
+		 * codes, never a name. */
+		if (atom_dims(md) != md->n_dims) {
+			round_trip_accumulator(proto, md, true, "app", "10057", 10057);
+			round_trip_accumulator(proto, md, true, "app", "other",
+					       KTEL_ANDROID_ATTR_OTHER);
+			round_trip_accumulator(proto, md, true, "app_class", "sdk_sandbox",
+					       KTEL_ANDROID_ATTR_SDK_SANDBOX);
+			round_trip_accumulator(proto, md, true, "app_class", "app",
+					       KTEL_ANDROID_ATTR_APP);
+		}
 	}
 	n = p->desc.n_metrics;
 	ktel_plugin__free(p);
@@ -952,6 +1035,7 @@ int main(void)
 		cmocka_unit_test(test_oversized_record_refused),
 		cmocka_unit_test(test_element_limit),
 		cmocka_unit_test(test_round_trip_builtin_atoms),
+		cmocka_unit_test(test_attribution_field_bytes),
 		cmocka_unit_test(test_counter_gauge_event),
 		cmocka_unit_test(test_stream_event_atom),
 		cmocka_unit_test(test_decoder_rejects),

@@ -486,16 +486,123 @@ static void test_totals_monotonic(void **state)
 	ktel_attr_fold__free(f);
 }
 
-/* A window that read no key at all (nothing attributed happened yet): no
- * record, and nothing undefined on the way (the sanitizer tree aborts). */
-static void test_empty_window(void **state)
+/* Total of label's record in s (0 when none). */
+static uint64_t label_total(const struct sink *s, const char *label)
 {
-	struct names names = {.group = 100};
-	struct ktel_attr_fold *f = new_fold(3, 5, 100, &names);
-	static struct sink s;
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->recs[i].label, label) == 0)
+			return s->recs[i].total_count;
+	return 0;
+}
+
+/*
+ * The map's history (a reused pinned map): the first window's running
+ * totals start from the raw ids' totals, folded by name; the names are
+ * ranked by that history; later windows add their deltas; a later history
+ * is ignored. _totals gives every series with its total (the names' of the
+ * windows), _last the last window again.
+ */
+static void test_history_last_totals(void **state)
+{
+	struct names names = {.group = 10};
+	struct ktel_attr_fold *f = new_fold(1, 3, 100, &names);
+	static struct sink s, t;
+	uint64_t counts[KTEL_HIST_BUCKETS] = {0};
+	struct ktel_record delta, hist[3];
+	struct ktel_err err;
 
 	(void)state;
-	window(f, &s, 0, NULL, NULL, 0);
+	ktel_attr_fold__begin(f);
+	assert_true(ktel_attr_fold__first_window(f));
+	/* This window: 2 events of id 20 ("n2"). */
+	counts[3] = 2;
+	delta = hist_rec(0, 20, counts, 0);
+	counts[3] = 12; /* its total, this window included */
+	delta.hist.total = hist_rec(0, 20, counts, 0).hist.delta;
+	ktel_attr_fold__add(f, &delta, 1);
+	/* The history: ids 10 and 11 ("n1", 100 + 50, no events now), 20
+	 * (12), and the kernel's overflow (7). */
+	counts[3] = 100;
+	hist[0] = hist_rec(0, 10, counts, 0);
+	counts[3] = 50;
+	hist[1] = hist_rec(0, 11, counts, 0);
+	counts[3] = 7;
+	hist[2] = hist_rec(0, KTEL_ATTR_OVERFLOW_ID, counts, 0);
+	ktel_attr_fold__add_history(f, hist, 3);
+	ktel_attr_fold__add_history(f, &delta, 1);
+	s.n = 0;
+	assert_true(ktel_attr_fold__end(f, 0, collect, &s, &err) >= 0);
+	/* K = 1 goes to n1, the larger history; n2's events are other's. */
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.recs[0].label, KTEL_ATTR_OTHER);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 2);
+	assert_int_equal(label_total(&s, KTEL_ATTR_OTHER), 12 + 7);
+	t.n = 0;
+	ktel_attr_fold__totals(f, collect, &t);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(label_total(&t, "n1"), 150);
+	assert_int_equal(label_count(&t, "n1"), 150); /* a total's delta is its total */
+	assert_int_equal(label_total(&t, KTEL_ATTR_OTHER), 19);
+	t.n = 0;
+	ktel_attr_fold__last(f, collect, &t);
+	assert_int_equal(t.n, 1);
+	assert_int_equal(label_count(&t, KTEL_ATTR_OTHER), 2);
+
+	/* Second window: n1 has 3 events; a history now changes nothing. */
+	ktel_attr_fold__begin(f);
+	assert_false(ktel_attr_fold__first_window(f));
+	counts[3] = 3;
+	delta = hist_rec(0, 10, counts, 0);
+	ktel_attr_fold__add(f, &delta, 1);
+	ktel_attr_fold__add_history(f, hist, 3);
+	s.n = 0;
+	assert_true(ktel_attr_fold__end(f, 1, collect, &s, &err) >= 0);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(label_count(&s, "n1"), 3);
+	assert_int_equal(label_total(&s, "n1"), 153);
+	t.n = 0;
+	ktel_attr_fold__last(f, collect, &t);
+	assert_int_equal(t.n, 1);
+	assert_int_equal(label_count(&t, "n1"), 3);
+	t.n = 0;
+	ktel_attr_fold__totals(f, collect, &t);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(label_total(&t, "n1"), 153);
+	assert_int_equal(label_total(&t, KTEL_ATTR_OTHER), 19);
+	ktel_attr_fold__free(f);
+
+	/* A first window with a history and no events of its own (a restart
+	 * with nothing new): nothing emitted, the totals all there. */
+	f = new_fold(2, 3, 100, &names);
+	ktel_attr_fold__begin(f);
+	ktel_attr_fold__add_history(f, hist, 3);
+	s.n = 0;
+	assert_int_equal(ktel_attr_fold__end(f, 0, collect, &s, &err), 0);
+	t.n = 0;
+	ktel_attr_fold__totals(f, collect, &t);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(label_total(&t, "n1"), 150);
+	assert_int_equal(label_total(&t, KTEL_ATTR_OTHER), 7);
+	ktel_attr_fold__free(f);
+}
+
+/* A window without records (a quiet metric, a daemon's first pull): nothing
+ * emitted, nothing ranked, no name known (no sort of an empty list). */
+static void test_empty_window(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(2, 3, 100, &names);
+	static struct sink s;
+	struct ktel_err err;
+
+	(void)state;
+	for (int w = 0; w < 3; w++) {
+		ktel_attr_fold__begin(f);
+		s.n = 0;
+		assert_int_equal(ktel_attr_fold__end(f, (uint64_t)w, collect, &s, &err), 0);
+		assert_int_equal(s.n, 0);
+	}
+	ktel_attr_fold__totals(f, collect, &s);
 	assert_int_equal(s.n, 0);
 	ktel_attr_fold__free(f);
 }
@@ -549,6 +656,12 @@ static void test_app_names(void **state)
 	assert_string_equal(ktel_attr_app_name(70000, buf, sizeof(buf)), "reserved");
 	assert_string_equal(ktel_attr_process_name((uint64_t)4242 << 32 | 77, buf, sizeof(buf)),
 			    "4242");
+	/* app_class: no app's own id, ever. */
+	assert_string_equal(ktel_attr_app_class_name(10057, buf, sizeof(buf)), "app");
+	assert_string_equal(ktel_attr_app_class_name(1019999, buf, sizeof(buf)), "app");
+	assert_string_equal(ktel_attr_app_class_name(1000, buf, sizeof(buf)), "system");
+	assert_string_equal(ktel_attr_app_class_name(20012, buf, sizeof(buf)), "sdk_sandbox");
+	assert_string_equal(ktel_attr_app_class_name(99001, buf, sizeof(buf)), "isolated");
 }
 
 static void test_mountinfo(void **state)
@@ -747,6 +860,7 @@ int main(void)
 		cmocka_unit_test(test_release_ends_series),
 		cmocka_unit_test(test_release_walk),
 		cmocka_unit_test(test_totals_monotonic),
+		cmocka_unit_test(test_history_last_totals),
 		cmocka_unit_test(test_empty_window),
 		cmocka_unit_test(test_cgroup_names),
 		cmocka_unit_test(test_app_names),

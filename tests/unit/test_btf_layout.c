@@ -1026,8 +1026,11 @@ static void test_real_plugin(void **state)
 	enum_id = ktel_btf_find_enum(b, "process_state");
 	assert_true(key_id > 0 && val_id > 0 && enum_id > 0);
 
-	assert_int_equal(ktel_layout__new(b, key_id, 4, &key, &err), 0);
-	assert_int_equal(key->n_fields, 1);
+	/* process_state, the explicit pad, and the attribution member. */
+	assert_int_equal(ktel_layout__new(b, key_id, 16, &key, &err), 0);
+	assert_int_equal(key->n_fields, 3);
+	assert_int_equal(must_find(key, "attr")->size, 8);
+	assert_int_equal(must_find(key, "attr")->offset, 8);
 	f = must_find(key, "process_state");
 	assert_int_equal(f->kind, KTEL_FIELD_INT); /* a uint32_t labelled by the enum */
 	assert_int_equal(f->size, 4);

@@ -33,6 +33,8 @@ static const struct ktel_cfg_key json_keys[] = {
 static const struct ktel_cfg_key statsd_keys[] = {
 	{"port", KTEL_CFG_INT, 1, 65535, .doc = "port"},
 	{"host", KTEL_CFG_STRING, .doc = "host"},
+	{"format", KTEL_CFG_STRING, .doc = "statsd or android"},
+	{"socket", KTEL_CFG_STRING, .doc = "unix socket"},
 	{NULL},
 };
 static const struct ktel_cfg_sink_schema schemas[] = {
@@ -334,7 +336,8 @@ static void test_attribution(void **state)
 	const char *text = "{\"attribution_memlock_budget\": \"8MiB\","
 			   " \"metrics\": {\"a\": {\"attribution\": {\"by\": \"cgroup\","
 			   " \"depth\": 2, \"top\": 7, \"max_keys\": 64, \"sticky_windows\": 3,"
-			   " \"churn_per_hour\": 9}}, \"b\": {\"attribution\": {\"by\": \"app\"}},"
+			   " \"churn_per_hour\": 9}}, \"b\": {\"attribution\": {\"by\": \"app\","
+			   " \"allow_per_app_export\": true}},"
 			   " \"c\": {}}}";
 
 	(void)state;
@@ -358,17 +361,106 @@ static void test_attribution(void **state)
 	ktel_config__free(cfg);
 	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"by\": \"pod\"}}}}",
 		     "metrics.m.attribution.by: expected one of \"none\", \"cgroup\", \"user\", "
-		     "\"app\", \"process\", got \"pod\"");
+		     "\"app\", \"process\", \"app_class\", got \"pod\"");
 	expect_errors("{\"metrics\": {\"m\": {\"attribution\": {\"top\": 0}}}}",
 		      "metrics.m.attribution.top: expected integer 1..1000, got 0\n");
 	/* A built-in metric without an attribution dimension: refused. */
 	expect_error("{\"metrics\": {\"kswapd_latency\": {\"attribution\": {\"by\": \"user\"}}}}",
 		     "metrics.kswapd_latency.attribution.by: user: metric kswapd_latency has no "
 		     "attribution dimension (metrics that have one: block_io_latency, "
-		     "memcg_reclaim_latency, oom_kills, runq_latency)");
+		     "cma_allocation_latency, compaction_duration, direct_reclaim_latency, "
+		     "dmabuf_request_sizes, memcg_reclaim_latency, oom_kills, runq_latency)");
 	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"bye\": \"user\"}}}}",
 		     "metrics.m.attribution.bye: unknown key (known keys: by, depth, top, max_keys, "
-		     "sticky_windows, churn_per_hour)");
+		     "sticky_windows, churn_per_hour, allow_per_app_export, "
+		     "allow_identifying_export)");
+}
+
+/* An Android config: its statsd sink writes atoms; "log" is a JSON file. */
+#define ANDROID_SINKS                                                              \
+	"\"sinks\": {\"statsd\": {\"type\": \"statsd\", \"format\": \"android\", " \
+	"\"socket\": \"/dev/socket/statsdw\"}, \"log\": {\"type\": \"json\", \"path\": \"/l\"}}"
+
+/* Load text, which must be valid. */
+static struct ktel_config *load_ok(const char *text)
+{
+	struct ktel_config_errors errs = {0};
+	struct ktel_config *cfg = NULL;
+	struct ktel_err err;
+
+	if (ktel_config__load_string(text, "t", NULL, &cfg, &errs, &err))
+		fail_msg("%s", errs.n ? errs.msgs[0] : err.msg);
+	return cfg;
+}
+
+/*
+ * What attribution may send where (docs/privacy.md): per app only to the
+ * Android statsd sink unless allow_per_app_export; on an Android config no
+ * process, cgroup or user unless allow_identifying_export; the Android sink
+ * only app and app_class; each refusal names the metric and the sink. An
+ * Android config's default top is 10.
+ */
+static void test_attribution_privacy(void **state)
+{
+	struct ktel_config *cfg;
+
+	(void)state;
+	/* Per app to a JSON sink, on any config. */
+	expect_error("{\"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"/f\"}},"
+		     " \"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": \"app\"}}}}",
+		     "metrics.runq_latency.attribution.by: app: per-app output to sink f (type "
+		     "json) is refused: only a statsd sink of format android takes it; set "
+		     "metrics.runq_latency.attribution.allow_per_app_export to true to export it "
+		     "(docs/privacy.md)");
+	/* On an Android config, to every sink: the JSON one is refused. */
+	expect_error("{" ANDROID_SINKS ", \"metrics\": {\"runq_latency\": {\"attribution\": "
+		     "{\"by\": \"app\"}}}}",
+		     "metrics.runq_latency.attribution.by: app: per-app output to sink log (type "
+		     "json) is refused: only a statsd sink of format android takes it; set "
+		     "metrics.runq_latency.attribution.allow_per_app_export to true to export it "
+		     "(docs/privacy.md)");
+	/* Process, cgroup and user on an Android config. */
+	expect_error("{" ANDROID_SINKS ", \"metrics\": {\"runq_latency\": {\"sinks\": [\"log\"],"
+		     " \"attribution\": {\"by\": \"process\"}}}}",
+		     "metrics.runq_latency.attribution.by: process: refused on an Android config "
+		     "(sink statsd writes Android atoms): a process is named by its pid; set "
+		     "metrics.runq_latency.attribution.allow_identifying_export to true to allow "
+		     "it (docs/privacy.md)");
+	expect_error("{" ANDROID_SINKS ", \"metrics\": {\"oom_kills\": {\"sinks\": [\"log\"],"
+		     " \"attribution\": {\"by\": \"cgroup\"}}}}",
+		     "metrics.oom_kills.attribution.by: cgroup: refused on an Android config "
+		     "(sink statsd writes Android atoms): Android's cgroups are per uid and pid "
+		     "(uid_<uid>/pid_<pid>); set metrics.oom_kills.attribution."
+		     "allow_identifying_export to true to allow it (docs/privacy.md)");
+	expect_error("{" ANDROID_SINKS ", \"metrics\": {\"oom_kills\": {\"sinks\": [\"log\"],"
+		     " \"attribution\": {\"by\": \"user\"}}}}",
+		     "metrics.oom_kills.attribution.by: user: refused on an Android config (sink "
+		     "statsd writes Android atoms): a uid names an app; set metrics.oom_kills."
+		     "attribution.allow_identifying_export to true to allow it (docs/privacy.md)");
+	/* Allowed, but never as an atom: its field is an integer. */
+	expect_errors("{" ANDROID_SINKS ", \"metrics\": {\"oom_kills\": {\"attribution\": "
+		      "{\"by\": \"cgroup\", \"allow_identifying_export\": true}}}}",
+		      "metrics.oom_kills.attribution.by: cgroup: sink statsd writes Android atoms, "
+		      "whose attribution field is an integer: only app or app_class\n");
+	/* What passes: classes anywhere; per app to the Android sink alone;
+	 * the opt-ins. */
+	cfg = load_ok("{" ANDROID_SINKS ", \"metrics\": {\"runq_latency\": {\"attribution\": "
+		      "{\"by\": \"app_class\"}}, \"oom_kills\": {\"sinks\": [\"statsd\"],"
+		      " \"attribution\": {\"by\": \"app\"}}, \"block_io_latency\": {\"sinks\": "
+		      "[\"log\"], \"attribution\": {\"by\": \"cgroup\", "
+		      "\"allow_identifying_export\": true}}, \"memcg_reclaim_latency\": "
+		      "{\"attribution\": {\"by\": \"app\", \"allow_per_app_export\": true}}}}");
+	assert_int_equal(ktel_config__metric(cfg, "runq_latency")->attr.by, KTEL_ATTR_BY_APP_CLASS);
+	assert_string_equal(ktel_attr_by_name(KTEL_ATTR_BY_APP_CLASS), "app_class");
+	assert_int_equal(ktel_config__metric(cfg, "runq_latency")->attr.top,
+			 KTEL_ATTR_TOP_DEFAULT_ANDROID);
+	ktel_config__free(cfg);
+	/* Not an Android config: by cgroup, user or process anywhere. */
+	cfg = load_ok("{\"sinks\": {\"f\": {\"type\": \"json\", \"path\": \"/f\"}},"
+		      " \"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": \"process\"}},"
+		      " \"oom_kills\": {\"attribution\": {\"by\": \"user\"}}}}");
+	assert_int_equal(ktel_config__metric(cfg, "oom_kills")->attr.top, KTEL_ATTR_TOP_DEFAULT);
+	ktel_config__free(cfg);
 }
 
 static void test_durations_and_sizes(void **state)
@@ -1192,6 +1284,7 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_sink_options_expanded),
 		cmocka_unit_test(test_attribution),
+		cmocka_unit_test(test_attribution_privacy),
 		cmocka_unit_test(test_durations_and_sizes),
 		cmocka_unit_test(test_durations_and_sizes_are_strict),
 		cmocka_unit_test(test_nul_byte_is_an_error),

@@ -347,6 +347,15 @@ static void test_global_options_anywhere(void **state)
 	assert_non_null(strstr(r.out, "\"lease_ms\":120000"));
 	assert_int_equal(ctl(&r, "-s", r.sock, "show", "runq_latency", "-j", NULL), 0);
 	assert_true(r.out[0] == '{');
+	/* --by groups in the client: an answer with no records stays empty;
+	 * a kind of attribution that does not exist is a usage error. */
+	assert_int_equal(ctl(&r, "-s", r.sock, "show", "runq_latency", "--by", "cgroup", "-j",
+			     NULL),
+			 0);
+	assert_non_null(strstr(r.out, "\"by\":\"cgroup\""));
+	assert_int_equal(ctl(&r, "-s", r.sock, "show", "--by=pod", "runq_latency", NULL), 2);
+	assert_non_null(strstr(r.err, "--by: expected cgroup, user, app, app_class or process"));
+	assert_int_equal(ctl(&r, "-s", r.sock, "top", "--count", "1", "--by", "pod", NULL), 2);
 	/* "--" ends the global options: --json is then show's, refused. */
 	assert_int_equal(ctl(&r, "--socket", r.sock, "show", "--", "--json", NULL), 1);
 	assert_int_equal(ctl(&r, "--socket", r.sock, "status", "--timeout", "abc", NULL), 2);

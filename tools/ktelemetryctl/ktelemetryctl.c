@@ -55,6 +55,8 @@ struct opts {
 	bool sock_found;
 	int sock_rc;
 	char sock[PATH_MAX];
+	/* show --by, top --by: the attribution dimension to group by. */
+	const char *by;
 };
 
 struct command {
@@ -339,6 +341,205 @@ static int request(struct opts *o, const json_t *req, json_t **ret)
 		return EXIT_DAEMON_ERROR;
 	}
 	return 0;
+}
+
+/* ---- grouping by attribution (show --by, top --by) ------------------------------- */
+
+static const char *const by_dims[] = {"cgroup", "user", "app", "app_class", "process", NULL};
+
+static bool valid_by(const char *by)
+{
+	for (const char *const *p = by_dims; *p; p++)
+		if (strcmp(*p, by) == 0)
+			return true;
+	return false;
+}
+
+/* A record's events: its histogram's count, else its value. */
+static json_int_t events_of(const json_t *rec)
+{
+	const json_t *h = json_object_get(rec, "histogram");
+
+	return json_integer_value(h ? json_object_get(h, "count") : json_object_get(rec, "value"));
+}
+
+/* obj[key] += v[key] for an integer member. */
+static void add_int(json_t *obj, const json_t *v, const char *key)
+{
+	const json_t *a = json_object_get(obj, key), *b = json_object_get(v, key);
+
+	if (json_is_integer(a) && json_is_integer(b))
+		json_object_set_new(obj, key,
+				    json_integer(json_integer_value(a) + json_integer_value(b)));
+}
+
+/* Add rec's values into g (a record of the same metric). */
+static void group_add(json_t *g, const json_t *rec)
+{
+	json_t *gh = json_object_get(g, "histogram");
+	const json_t *h = json_object_get(rec, "histogram");
+
+	if (gh && h) {
+		json_t *gc = json_object_get(gh, "counts");
+		const json_t *c = json_object_get(h, "counts");
+
+		for (size_t k = 0; k < json_array_size(gc) && k < json_array_size(c); k++)
+			json_array_set_new(gc, k,
+					   json_integer(json_integer_value(json_array_get(gc, k)) +
+							json_integer_value(json_array_get(c, k))));
+		add_int(gh, h, "count");
+		add_int(gh, h, "sum");
+		return;
+	}
+	add_int(g, rec, "value");
+	add_int(g, rec, "total");
+}
+
+static int by_events_desc(const void *a, const void *b)
+{
+	json_int_t x = events_of(*(json_t *const *)a), y = events_of(*(json_t *const *)b);
+
+	return x > y ? -1 : x < y;
+}
+
+/*
+ * The records of a (show's totals or window) summed per value of the
+ * attribution dimension by, the other dimensions folded away, the values
+ * with the most events first. *ret_seen: some record carried by.
+ */
+static json_t *group_records(const json_t *a, const char *by, bool *ret_seen)
+{
+	json_t *groups = json_object(), *out = json_array(), *rec, *g;
+	json_t **sorted;
+	const char *key;
+	size_t i, n = 0;
+
+	json_array_foreach(a, i, rec) {
+		key = json_string_value(json_object_get(json_object_get(rec, "dims"), by));
+		if (!key)
+			continue;
+		*ret_seen = true;
+		g = json_object_get(groups, key);
+		if (g) {
+			group_add(g, rec);
+			continue;
+		}
+		g = json_deep_copy(rec);
+		json_object_set_new(g, "dims", json_pack("{s:s}", by, key));
+		json_object_del(g, "dims_raw");
+		json_object_set_new(groups, key, g);
+	}
+	sorted = calloc(json_object_size(groups) + 1, sizeof(*sorted));
+	json_object_foreach(groups, key, g)
+		if (sorted)
+			sorted[n++] = g;
+	if (sorted)
+		qsort(sorted, n, sizeof(*sorted), by_events_desc);
+	for (i = 0; i < n; i++)
+		json_array_append(out, sorted[i]);
+	free(sorted);
+	json_decref(groups);
+	return out;
+}
+
+/*
+ * A show answer grouped by the attribution dimension by: its totals and
+ * window per value (top's ranking). A metric whose records do not carry it
+ * (not attributed, or by another kind) makes the answer an error that says
+ * so.
+ */
+static void group_show(json_t *resp, const char *by)
+{
+	bool seen = false;
+	json_t *totals = group_records(json_object_get(resp, "totals"), by, &seen);
+	json_t *window = group_records(json_object_get(resp, "window"), by, &seen);
+	const char *metric = json_string_value(json_object_get(resp, "metric")) ?: "?";
+	char msg[512];
+
+	if (!seen && (json_array_size(json_object_get(resp, "totals")) ||
+		      json_array_size(json_object_get(resp, "window")))) {
+		snprintf(msg, sizeof(msg),
+			 "metric %s is not attributed by %s: its records have no \"%s\" "
+			 "dimension (the daemon's config: metrics.%s.attribution.by)",
+			 metric, by, by, metric);
+		json_object_set_new(resp, "ok", json_false());
+		json_object_set_new(resp, "error", json_string(msg));
+		json_decref(totals);
+		json_decref(window);
+		return;
+	}
+	json_object_set_new(resp, "totals", totals);
+	json_object_set_new(resp, "window", window);
+	json_object_set_new(resp, "by", json_string(by));
+}
+
+/* "--by DIM" or "--by=DIM" at argv[*i]: o->by set, *i past it. 1 when it is
+ * not --by, 0 when taken, else EXIT_USAGE (said). */
+static int by_option(struct opts *o, int argc, char **argv, int *i)
+{
+	const char *v;
+
+	if (strcmp(argv[*i], "--by") == 0 && *i + 1 < argc)
+		v = argv[++*i];
+	else if (strncmp(argv[*i], "--by=", 5) == 0)
+		v = argv[*i] + 5;
+	else
+		return 1;
+	if (!valid_by(v)) {
+		fprintf(stderr,
+			"ktelemetryctl: %s: --by: expected cgroup, user, app, app_class or "
+			"process, got \"%s\"\n",
+			argv[0], v);
+		return EXIT_USAGE;
+	}
+	o->by = v;
+	return 0;
+}
+
+/* show NAME [--by DIM]: the daemon's show answer, grouped with --by. */
+static int run_show(struct opts *o, int argc, char **argv)
+{
+	const char *name = NULL;
+	json_t *req, *resp = NULL;
+	int r;
+
+	for (int i = 1; i < argc; i++) {
+		r = by_option(o, argc, argv, &i);
+		if (r == 0)
+			continue;
+		if (r > 1)
+			return r;
+		/* Anything else is the name, as the daemon will judge it (after
+		 * "--", "--json" is one it does not know). */
+		if (name) {
+			fprintf(stderr, "ktelemetryctl: show needs exactly one metric NAME\n");
+			return EXIT_USAGE;
+		}
+		name = argv[i];
+	}
+	if (!name) {
+		fprintf(stderr, "ktelemetryctl: show needs exactly one metric NAME\n");
+		return EXIT_USAGE;
+	}
+	req = json_pack("{s:s, s:s}", "cmd", "show", "name", name);
+	r = request(o, req, &resp);
+	json_decref(req);
+	if (r)
+		return r;
+	if (o->by && answer_exit_code(resp) == EXIT_OK)
+		group_show(resp, o->by);
+	r = answer_exit_code(resp);
+	if (o->json) {
+		json_dumpf(resp, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+	} else if (r == EXIT_OK) {
+		ktel_ctl_render(stdout, "show", resp);
+	}
+	if (r)
+		fprintf(stderr, "ktelemetryctl: %s\n",
+			json_string_value(json_object_get(resp, "error")) ?: "failed");
+	json_decref(resp);
+	return r;
 }
 
 /* ---- request builders ----------------------------------------------------------- */
@@ -682,6 +883,8 @@ static int top_shows(struct opts *o, const json_t *names, json_t **ret_shows)
 			json_decref(all);
 			return r;
 		}
+		if (o->by && answer_exit_code(resp) == EXIT_OK)
+			group_show(resp, o->by);
 		json_array_append_new(all, resp);
 	}
 	*ret_shows = all;
@@ -789,6 +992,14 @@ static int run_top(struct opts *o, int argc, char **argv)
 	int r = 0, unknown, sig = 0;
 
 	for (int i = 1; i < argc; i++) {
+		r = by_option(o, argc, argv, &i);
+		if (r > 1) {
+			json_decref(names);
+			return r;
+		}
+		if (r == 0)
+			continue;
+		r = 0;
 		if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
 			if (ktel_parse_duration(argv[++i], &interval_ms) || !interval_ms) {
 				fprintf(stderr,
@@ -949,7 +1160,8 @@ static int run_report(struct opts *o, int argc, char **argv)
 
 static const char *const enable_own[] = {"--for", NULL};
 static const char *const watch_own[] = {"--socket", "--count", NULL};
-static const char *const top_own[] = {"--interval", "--count", NULL};
+static const char *const top_own[] = {"--interval", "--count", "--by", NULL};
+static const char *const show_own[] = {"--by", NULL};
 static const char *const report_own[] = {"--output", "-o", "--metric", "--since", "--until", NULL};
 
 /* Each command has a "### `name`" section in docs/control.md (a unit test
@@ -962,8 +1174,8 @@ static const struct command commands[] = {
 	 build_enable, NULL, enable_own},
 	{"disable", "disable NAME", "pull a last time, detach", build_name, NULL, NULL},
 	{"pull", "pull [NAME]", "pull now, print one line per record", build_opt_name, NULL, NULL},
-	{"show", "show NAME", "cumulative histograms and the last window, as bars", build_name,
-	 NULL, NULL},
+	{"show", "show NAME [--by DIM]", "cumulative histograms and the last window, as bars", NULL,
+	 run_show, show_own},
 	{"reload", "reload", "re-read the daemon's config file", build_none, NULL, NULL},
 	{"reopen", "reopen", "file sinks reopen their path (logrotate)", build_none, NULL, NULL},
 	{"help", "help", "the daemon's command list", build_none, NULL, NULL},
@@ -973,7 +1185,7 @@ static const struct command commands[] = {
 	 run_watch, watch_own},
 	{"inspect", "inspect PLUGIN.so...", "offline: how the decoder reads a plugin", NULL,
 	 run_inspect, NULL},
-	{"top", "top [--interval DURATION] [--count N] [NAME...]",
+	{"top", "top [--interval DURATION] [--count N] [--by DIM] [NAME...]",
 	 "live view: a row per key, fitted to the terminal", NULL, run_top, top_own},
 	{"report", "report FILE... [-o FILE] [--metric PATTERN] [--since WHEN] [--until WHEN]",
 	 "offline: the JSON log as an HTML page of heatmaps", NULL, run_report, report_own},

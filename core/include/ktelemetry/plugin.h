@@ -104,6 +104,10 @@ enum ktel_attr_by {
 	KTEL_ATTR_BY_USER = 2,
 	KTEL_ATTR_BY_APP = 3,
 	KTEL_ATTR_BY_PROCESS = 4,
+	/* The config's `app_class`: the kernel collects it as KTEL_ATTR_BY_APP
+	 * (the uid; never written to a plugin's .rodata), the daemon names the
+	 * class only (system, app, sdk_sandbox, isolated, ...). */
+	KTEL_ATTR_BY_APP_CLASS = 5,
 };
 #define KTEL_ATTR_OVERFLOW_ID UINT64_MAX
 /* The subject was not seen (KTEL_ATTR_UNKNOWN): named "unknown". */
