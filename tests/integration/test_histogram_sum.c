@@ -275,7 +275,12 @@ static void pin_old_layout_map(void)
 {
 	uint64_t old[HIST_BOUNDS_BUCKETS] = {[5] = OLD_COUNTS};
 	char path[700];
-	uint32_t key = 0;
+	/* Today's key (reserved, pad, the attribution id): only the value is
+	 * of the old layout, so the value is what the replacement names. */
+	struct {
+		uint32_t reserved, pad;
+		uint64_t attr;
+	} key = {0};
 	int fd;
 
 	assert_int_equal(mkdir(sb.pin_root, 0750), 0);

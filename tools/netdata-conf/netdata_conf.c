@@ -109,6 +109,19 @@ static void to_pattern(const char *name, bool last_bare, char *buf, size_t size,
 		last = p;
 	*ret_wild = last != NULL;
 	for (p = name; *p && len + 2 < size;) {
+		if (strncmp(p, OPT_PAIR, strlen(OPT_PAIR)) == 0 && !last) {
+			/* No other wildcard: the line is a fixed name, which
+			 * Netdata shows as the chart's own dimension name; it
+			 * is the name without attribution (a metric attributed
+			 * on the device has its lines charted under the other
+			 * charts only). */
+			p += strlen(OPT_PAIR);
+			if (*p == '.')
+				p++;
+			else if (len && buf[len - 1] == '.')
+				len--;
+			continue;
+		}
 		if (strncmp(p, OPT_PAIR, strlen(OPT_PAIR)) == 0) {
 			p += strlen(OPT_PAIR);
 			/* Last in the name: the dot before it goes into the
