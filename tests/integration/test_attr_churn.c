@@ -470,7 +470,14 @@ static void test_churn(void **state)
 	assert_true(pushed_max >= 1 && pushed_max <= K + 2);
 	assert_true(after.keys <= base.keys + 8);
 	assert_int_equal(after.fds, base.fds);
+	/* Under AddressSanitizer freed memory waits in its quarantine (up to
+	 * 256 MiB) before it is reused, so RSS says nothing about what the
+	 * daemon holds there; the sanitizer's own leak check at exit does. */
+#if defined(__SANITIZE_ADDRESS__)
+	printf("  RSS not compared: AddressSanitizer's quarantine holds freed memory\n");
+#else
 	assert_true(after.rss_kb <= base.rss_kb + 8 * 1024);
+#endif
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 30), 0);
 	daemon_pid = -1;
