@@ -117,6 +117,8 @@ struct conn {
 	uint64_t since_ms;      /* start of the connection or of its request */
 	bool cut;               /* shut down by the deadline or evicted */
 	bool answering;         /* its request is whole and being answered */
+	uint64_t order;         /* when it came, among connections: a burst
+				 * comes within one millisecond */
 	unsigned char addr[16]; /* the peer's address (IPv4: first 4 bytes) */
 	unsigned held;          /* scratch for evict() */
 };
@@ -134,6 +136,7 @@ struct prom_sink {
 	uv_timer_t closer;
 	pthread_mutex_t conn_lock; /* guards conns: MHD's thread and the loop */
 	struct conn *conns;
+	uint64_t conns_seen;    /* under conn_lock: the next conn's order */
 	unsigned live;          /* in conns, not cut; under conn_lock */
 	uint64_t deadline_cuts; /* under conn_lock */
 	uint64_t evictions;     /* under conn_lock */
@@ -755,7 +758,9 @@ static bool evict_before(const struct conn *a, const struct conn *b, uint64_t no
 		return a_old;
 	if (a_old && a->held != b->held)
 		return a->held > b->held;
-	return a->since_ms < b->since_ms;
+	if (a->since_ms != b->since_ms)
+		return a->since_ms < b->since_ms;
+	return a->order < b->order;
 }
 
 /*
@@ -815,6 +820,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		cn->since_ms = uv_hrtime() / 1000000;
 		peer_addr(c, cn->addr);
 		pthread_mutex_lock(&s->conn_lock);
+		cn->order = s->conns_seen++;
 		cn->next = s->conns;
 		cn->pprev = &s->conns;
 		if (s->conns)
