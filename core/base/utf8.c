@@ -60,6 +60,14 @@ static bool valid_at(const unsigned char *u, size_t n)
 	return true;
 }
 
+size_t ktel_utf8_char_len(const char *s, size_t len)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = len ? seq_len(u[0]) : 0;
+
+	return n && n <= len && valid_at(u, n) ? n : 0;
+}
+
 void ktel_utf8_sanitize(char *s)
 {
 	unsigned char *u = (unsigned char *)s;

@@ -19,6 +19,13 @@ size_t ktel_utf8_trim(const char *s, size_t len);
 /* NUL-terminate s at ktel_utf8_trim(s, strlen(s)); returns the new length. */
 size_t ktel_utf8_trim_str(char *s);
 
+/*
+ * Bytes of the valid character that starts s[0..len): 1-4, or 0 when the
+ * bytes there are not one (a stray continuation byte, an overlong form, a
+ * surrogate, a character the end cuts in two).
+ */
+size_t ktel_utf8_char_len(const char *s, size_t len);
+
 /* Replace every byte of s that is not part of valid UTF-8 by '?', in place. */
 void ktel_utf8_sanitize(char *s);
 

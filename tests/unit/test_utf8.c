@@ -132,6 +132,24 @@ static void test_escape(void **state)
 	assert_int_equal(ktel_utf8_escape("abc", buf, 0), 0);
 }
 
+/* One character's length, or 0 where no valid character starts, including
+ * one the given length cuts (the bytes after it are not read). */
+static void test_char_len(void **state)
+{
+	assert_int_equal(ktel_utf8_char_len("a", 1), 1);
+	assert_int_equal(ktel_utf8_char_len("\xc3\xa9", 2), 2);
+	assert_int_equal(ktel_utf8_char_len("\xe2\x82\xac", 3), 3);
+	assert_int_equal(ktel_utf8_char_len("\xf0\x9f\x98\x80", 4), 4);
+	assert_int_equal(ktel_utf8_char_len("\xf0\x9f\x98\x80", 3), 0);
+	assert_int_equal(ktel_utf8_char_len("\xc3\xa9", 1), 0);
+	assert_int_equal(ktel_utf8_char_len("\x80", 1), 0);
+	assert_int_equal(ktel_utf8_char_len("\xc0\xaf", 2), 0);
+	assert_int_equal(ktel_utf8_char_len("\xe0\x80\x80", 3), 0);
+	assert_int_equal(ktel_utf8_char_len("\xed\xa0\x80", 3), 0);
+	assert_int_equal(ktel_utf8_char_len("\xf4\x90\x80\x80", 4), 0);
+	assert_int_equal(ktel_utf8_char_len("\xc3", 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -140,6 +158,7 @@ int main(void)
 		cmocka_unit_test(test_error_reply_with_invalid_bytes),
 		cmocka_unit_test(test_sanitize),
 		cmocka_unit_test(test_escape),
+		cmocka_unit_test(test_char_len),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1027,25 +1027,6 @@ static unsigned level_of(const struct axes *a, uint64_t count)
 
 /* ---- text --------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (of at most len bytes), else 0. */
-static size_t utf8_seq(const unsigned char *s, size_t len)
-{
-	size_t n = s[0] >= 0xf0 && s[0] <= 0xf4   ? 4
-		   : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-		   : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
-						  : 0;
-
-	if (n > len)
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if (n && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
-		  (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f)))
-		return 0;
-	return n;
-}
-
 void ktel_report_escape(FILE *out, const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str, *end = s + len;
@@ -1072,7 +1053,8 @@ void ktel_report_escape(FILE *out, const char *str, size_t len)
 		default:
 			if (*s >= 0x20 && *s < 0x7f) {
 				fputc(*s, out);
-			} else if (*s >= 0x80 && (n = utf8_seq(s, (size_t)(end - s))) > 0) {
+			} else if (*s >= 0x80 && (n = ktel_utf8_char_len((const char *)s,
+									 (size_t)(end - s))) > 0) {
 				fwrite(s, 1, n, out);
 				s += n;
 				continue;
