@@ -191,10 +191,10 @@ static void expect_batch(struct stress *s, uint64_t n)
 /* ---- reading and ageing ----------------------------------------------------- */
 
 struct census {
-	struct acc all;       /* every key's counts, overflow included */
-	uint64_t attributed;  /* keys with an admitted id */
-	uint64_t overflow;    /* overflow keys */
-	uint64_t overflowed;  /* events counted under them */
+	struct acc all;      /* every key's counts, overflow included */
+	uint64_t attributed; /* keys with an admitted id */
+	uint64_t overflow;   /* overflow keys */
+	uint64_t overflowed; /* events counted under them */
 };
 
 static void census_of(struct stress *s, struct census *c)
@@ -356,7 +356,8 @@ static void run_rounds(struct stress *s, uint64_t rounds, uint64_t ids, uint64_t
 	for (int i = 0; i < 2; i++) {
 		pthread_join(r[i].th, NULL);
 		if (r[i].failed)
-			fail_msg("BPF_PROG_TEST_RUN on CPU %d: %s", r[i].cpu, strerror(r[i].failed));
+			fail_msg("BPF_PROG_TEST_RUN on CPU %d: %s", r[i].cpu,
+				 strerror(r[i].failed));
 	}
 	pthread_barrier_destroy(&start);
 	pthread_barrier_destroy(&done);
