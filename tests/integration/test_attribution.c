@@ -1079,8 +1079,12 @@ static void test_runq_by_cgroup(void **state)
 		assert_true(fprintf(f, "1\n") > 0);
 		assert_int_equal(fclose(f), 0);
 	}
+	/* Every task of the machine waits on a run queue: with the default K
+	 * and churn budget a concurrent test's churn of cgroups could push
+	 * these into other for a window; here each is named in every one. */
 	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
-			  "\"cgroup\"}}, \"block_io_latency\": {\"enabled\": false},"
+			  "\"cgroup\", \"top\": 1000, \"churn_per_hour\": 1000000}},"
+			  " \"block_io_latency\": {\"enabled\": false},"
 			  " \"compaction_duration\": {\"enabled\": false}}");
 	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
 		dump_log(&sb);
