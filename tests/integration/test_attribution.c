@@ -431,12 +431,16 @@ static uint64_t check_invariant(const struct report *r)
 	for (int op = 0; op < 2; op++) {
 		kernel_buckets(op, k, &counted[op]);
 		for (int b = 0; b < 32; b++)
-			if (r->buckets[op][b] != k[b])
+			if (r->buckets[op][b] != k[b]) {
+				/* The pulls' and the sink's lines say which window
+				 * or record went missing. */
+				dump_log(&sb);
 				fail_msg("%s bucket %d: the values sum to %llu, the kernel counted "
 					 "%llu",
 					 op ? "write" : "read", b,
 					 (unsigned long long)r->buckets[op][b],
 					 (unsigned long long)k[b]);
+			}
 	}
 	return counted[0];
 }
@@ -555,7 +559,14 @@ static void test_kernel_bound(void **state)
 	       (unsigned long long)count_of(&r, "unknown", "read"),
 	       (unsigned long long)total_of(&r, "read"), (unsigned long long)r.overflow_kernel,
 	       (unsigned long long)kernel_reads, (unsigned long long)r.misses);
-	assert_true(lost <= r.misses);
+	if (lost > r.misses) {
+		/* Lost in the kernel, not skipped by it: the plugin's start or
+		 * submitter map (an update refused under contention). */
+		dump_log(&sb);
+		fail_msg("%llu reads issued are not in the kernel's map, %llu program runs "
+			 "skipped",
+			 (unsigned long long)lost, (unsigned long long)r.misses);
+	}
 	/* Other cgroups of this machine take keys too: at most 64 of ours. */
 	assert_true(named > 0 && named <= LIMIT);
 	assert_true(other <= (N - named) * READS && other + lost >= (N - named) * READS);
