@@ -1048,6 +1048,33 @@ static void runq_read(const char *label, struct runq_view *v)
 	fclose(f);
 }
 
+/* Self-telemetry counters named metric summed over the windows, for the
+ * programs whose name starts with prefix. */
+static uint64_t self_count(const char *metric, const char *prefix)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	uint64_t n = 0;
+
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL);
+
+		assert_non_null(rec);
+		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0 &&
+		    strncmp(json_string_value(
+				    json_object_get(json_object_get(rec, "dims"), "program"))
+				    ?: "",
+			    prefix, strlen(prefix)) == 0)
+			n += (uint64_t)json_integer_value(json_object_get(rec, "value"));
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
+
 /* The bucket below which at least 90% of v's waits fell. */
 static int runq_p90_bucket(const struct runq_view *v)
 {
@@ -1169,6 +1196,8 @@ static void test_runq_by_cgroup(void **state)
 			printf(" %llu", (unsigned long long)v[i].buckets[b]);
 		printf("\n");
 	}
+	printf("  runq program runs the kernel skipped: %llu\n",
+	       (unsigned long long)self_count("ktel_prog_recursion_misses", "runq_"));
 	for (int i = 0; i < RUNQ_TASKS; i++) {
 		assert_true(v[i].count > 0);
 		/* Each wait is rounded down to whole microseconds: up to 1 us each. */
