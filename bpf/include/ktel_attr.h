@@ -27,7 +27,11 @@
  * fails) is counted under attr = KTEL_ATTR_OVERFLOW with its other
  * dimensions unchanged, so no count is lost. The daemon sizes the map to
  * the plugin's max_entries (which bounds the other dimensions' combinations,
- * so each has room for its overflow key) plus the limit.
+ * so each has room for its overflow key) plus the limit, and the overflow
+ * key of a combination is made before any key of it is admitted, so it
+ * always finds its room. Only KTEL_ATTR_ADMIT and the macros built on it
+ * insert attributed keys: a key that entered the map otherwise would hold
+ * a place the count does not know of.
  *
  * Not in Android's bpf_telemetry.h: that header stays as it is, so programs
  * written for it keep compiling unchanged.
@@ -219,37 +223,84 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 /*
  * Admit the key at keyp (a pointer to the key struct, whose attribution
  * member is attr) into map, or move it to the overflow key. A key already
- * in the map, and every key with attribution off, pass unchanged. A new one
- * takes a slot of <map>_attr_used; past <map>_attr_limit (the add undone)
- * or when the insert fails, its attr becomes KTEL_ATTR_OVERFLOW. Two CPUs
- * racing to insert one new key both take a slot; the one whose insert finds
- * the key there gives its slot back, so the count stays exact.
+ * in the map, and every key with attribution off, pass unchanged.
+ *
+ * First the overflow key of the same other dimensions is made, before this
+ * key can take a slot: the admitted keys can then never fill the map ahead
+ * of the overflow key that has to take what does not fit (the daemon sizes
+ * the map to hold both). Then a new key takes a slot of <map>_attr_used;
+ * past <map>_attr_limit (the add undone) its attr becomes
+ * KTEL_ATTR_OVERFLOW. A key whose insert fails for any reason (-E2BIG from
+ * a preallocated map whose free elements are being handed between CPUs,
+ * -ENOMEM, a bucket lock the kernel gave up on) gives its slot back and is
+ * counted under the overflow key too. Two CPUs racing to insert one new key
+ * both take a slot; the one whose insert finds the key there (-EEXIST)
+ * gives its slot back and keeps the key, so the count stays exact.
+ *
+ * Past the limit the count is read before it is added to: an event of an
+ * id that is not admitted then costs no atomic.
  */
-#define KTEL_ATTR_ADMIT(map, keyp, value_type)                                                     \
-	({                                                                                         \
-		__u32 __ktel_zero_idx = 0;                                                         \
-		__u64 *__ktel_used;                                                                \
-		long __ktel_err;                                                                   \
-		if (map##_attr_by != KTEL_ATTR_BY_NONE && (keyp)->attr != KTEL_ATTR_OVERFLOW &&    \
-		    !bpf_map_lookup_elem(&(map), (keyp))) {                                        \
-			__ktel_used = bpf_map_lookup_elem(&map##_attr_used, &__ktel_zero_idx);     \
-			if (!__ktel_used) {                                                        \
-				(keyp)->attr = KTEL_ATTR_OVERFLOW;                                 \
-			} else if (__sync_fetch_and_add(__ktel_used, 1) >= map##_attr_limit) {     \
-				__sync_fetch_and_add(__ktel_used, -1);                             \
-				(keyp)->attr = KTEL_ATTR_OVERFLOW;                                 \
-			} else {                                                                   \
-				value_type __ktel_zero_val = {};                                   \
-				__ktel_err = bpf_map_update_elem(&(map), (keyp), &__ktel_zero_val, \
-								 BPF_NOEXIST);                     \
-				if (__ktel_err) {                                                  \
-					__sync_fetch_and_add(__ktel_used, -1);                     \
-					/* -EEXIST: another CPU inserted it first. */              \
-					if (!bpf_map_lookup_elem(&(map), (keyp)))                  \
-						(keyp)->attr = KTEL_ATTR_OVERFLOW;                 \
-				}                                                                  \
-			}                                                                          \
-		}                                                                                  \
+#define KTEL_ATTR_ADMIT(map, keyp, value_type)                                                  \
+	({                                                                                      \
+		__u32 __ktel_zero_idx = 0;                                                      \
+		__u64 *__ktel_used, __ktel_id;                                                  \
+		long __ktel_err;                                                                \
+		if (map##_attr_by != KTEL_ATTR_BY_NONE && (keyp)->attr != KTEL_ATTR_OVERFLOW && \
+		    !bpf_map_lookup_elem(&(map), (keyp))) {                                     \
+			__ktel_id = (keyp)->attr;                                               \
+			(keyp)->attr = KTEL_ATTR_OVERFLOW;                                      \
+			if (!bpf_map_lookup_elem(&(map), (keyp))) {                             \
+				value_type __ktel_zero_ovf = {};                                \
+				bpf_map_update_elem(&(map), (keyp), &__ktel_zero_ovf,           \
+						    BPF_NOEXIST);                               \
+			}                                                                       \
+			__ktel_used = bpf_map_lookup_elem(&map##_attr_used, &__ktel_zero_idx);  \
+			if (__ktel_used && *(volatile __u64 *)__ktel_used < map##_attr_limit) { \
+				if (__sync_fetch_and_add(__ktel_used, 1) >= map##_attr_limit) { \
+					__sync_fetch_and_add(__ktel_used, -1);                  \
+				} else {                                                        \
+					value_type __ktel_zero_val = {};                        \
+					(keyp)->attr = __ktel_id;                               \
+					__ktel_err = bpf_map_update_elem(&(map), (keyp),        \
+									 &__ktel_zero_val,      \
+									 BPF_NOEXIST);          \
+					if (__ktel_err) {                                       \
+						__sync_fetch_and_add(__ktel_used, -1);          \
+						/* -EEXIST: another CPU inserted it first. */   \
+						if (!bpf_map_lookup_elem(&(map), (keyp)))       \
+							(keyp)->attr = KTEL_ATTR_OVERFLOW;      \
+					}                                                       \
+				}                                                               \
+			}                                                                       \
+		}                                                                               \
+	})
+
+/*
+ * The value at key (a pointer to the key struct) of map, admitted with
+ * KTEL_ATTR_ADMIT when new: the admitted key's, or the overflow key's (and
+ * key's attr then KTEL_ATTR_OVERFLOW). A key admitted and then deleted by
+ * the daemon before this looks it up (the ageing of a released cgroup) is
+ * not made again here, where it would hold a place without a slot: its
+ * event goes to the overflow key. NULL only when even the overflow key
+ * could not be made, or (attribution off) the key could not: a map that
+ * the daemon sized to its plugin's max_entries plus the limit always has
+ * room for it.
+ */
+#define KTEL_ATTR_GET_OR_CREATE(map, key, value_type)                                \
+	({                                                                           \
+		value_type *__ktel_v = bpf_map_lookup_elem(&(map), (key));           \
+		if (!__ktel_v) {                                                     \
+			KTEL_ATTR_ADMIT(map, key, value_type);                       \
+			__ktel_v = bpf_map_lookup_elem(&(map), (key));               \
+			if (!__ktel_v && map##_attr_by != KTEL_ATTR_BY_NONE &&       \
+			    (key)->attr != KTEL_ATTR_OVERFLOW) {                     \
+				(key)->attr = KTEL_ATTR_OVERFLOW;                    \
+				__ktel_v = bpf_map_lookup_elem(&(map), (key));       \
+			}                                                            \
+			if (!__ktel_v)                                               \
+				__ktel_v = ktel_get_or_create(map, key, value_type); \
+		}                                                                    \
+		__ktel_v;                                                            \
 	})
 
 /*
@@ -258,23 +309,19 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
  * already in the map costs one lookup, as without attribution; only a new
  * one goes through KTEL_ATTR_ADMIT.
  */
-#define KTEL_ATTR_INCREMENT_SUM(map, key, value)                                                    \
-	({                                                                                          \
-		__u64 __ktel_attr_val = (value);                                                    \
-		__u32 __ktel_attr_b = GET_BUCKET(__ktel_attr_val);                                  \
-		struct accumulator_value_sum *__ktel_attr_acc;                                      \
-		if (__ktel_attr_val != BPF_TELEMETRY_INVALID_DURATION) {                            \
-			__ktel_attr_acc = bpf_map_lookup_elem(&(map), (key));                       \
-			if (!__ktel_attr_acc) {                                                     \
-				KTEL_ATTR_ADMIT(map, key, struct accumulator_value_sum);            \
-				__ktel_attr_acc = ktel_get_or_create(map, key,                      \
-								     struct accumulator_value_sum); \
-			}                                                                           \
-			if (__ktel_attr_acc && __ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {         \
-				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1);  \
-				__sync_fetch_and_add(&__ktel_attr_acc->sum, __ktel_attr_val);       \
-			}                                                                           \
-		}                                                                                   \
+#define KTEL_ATTR_INCREMENT_SUM(map, key, value)                                                   \
+	({                                                                                         \
+		__u64 __ktel_attr_val = (value);                                                   \
+		__u32 __ktel_attr_b = GET_BUCKET(__ktel_attr_val);                                 \
+		struct accumulator_value_sum *__ktel_attr_acc;                                     \
+		if (__ktel_attr_val != BPF_TELEMETRY_INVALID_DURATION) {                           \
+			__ktel_attr_acc = KTEL_ATTR_GET_OR_CREATE(map, key,                        \
+								  struct accumulator_value_sum);   \
+			if (__ktel_attr_acc && __ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {        \
+				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1); \
+				__sync_fetch_and_add(&__ktel_attr_acc->sum, __ktel_attr_val);      \
+			}                                                                          \
+		}                                                                                  \
 	})
 
 /* INCREMENT_ACCUMULATOR (no sum) with the bound above. */
@@ -283,12 +330,8 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 		__u32 __ktel_attr_b = (bucket);                                                    \
 		struct accumulator_value *__ktel_attr_acc;                                         \
 		if (__ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {                                   \
-			__ktel_attr_acc = bpf_map_lookup_elem(&(map), (key));                      \
-			if (!__ktel_attr_acc) {                                                    \
-				KTEL_ATTR_ADMIT(map, key, struct accumulator_value);               \
-				__ktel_attr_acc = ktel_get_or_create(map, key,                     \
-								     struct accumulator_value);    \
-			}                                                                          \
+			__ktel_attr_acc = KTEL_ATTR_GET_OR_CREATE(map, key,                        \
+								  struct accumulator_value);       \
 			if (__ktel_attr_acc)                                                       \
 				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1); \
 		}                                                                                  \

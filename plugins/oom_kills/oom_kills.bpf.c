@@ -53,8 +53,7 @@ static __always_inline void oom_count(__u32 state, __u64 attr)
 	struct oom_kill_key key = {.process_state = state, .attr = attr};
 	struct oom_kill_value *v;
 
-	KTEL_ATTR_ADMIT(oom_kills_map, &key, struct oom_kill_value);
-	v = ktel_get_or_create(oom_kills_map, &key, struct oom_kill_value);
+	v = KTEL_ATTR_GET_OR_CREATE(oom_kills_map, &key, struct oom_kill_value);
 	if (v)
 		__sync_fetch_and_add(&v->count, 1);
 }
