@@ -12,20 +12,24 @@
  * bio and one request, none can merge. Reads come from the first MiB,
  * writes go to the second. Exits 0 when every one transferred 4 KiB.
  *
- * runq: one child per CGROUP_DIR joins it, pins itself to CPU 0 and spins
- * for SECONDS (the last one, the victim, at nice 19; its cgroup's cpu.weight
- * is the caller's), then sleeps until killed. Each child's run_delay
+ * runq: one child per CGROUP_DIR, all on CPU 0, spins for SECONDS (the
+ * last one, the victim, at nice 19; its cgroup's cpu.weight is the
+ * caller's), then sleeps until killed. Each child is born in its cgroup
+ * (clone3 with CLONE_INTO_CGROUP), so every wait of its life, the first one
+ * after the fork included, is a wait in that cgroup; its run_delay
  * (/proc/<pid>/schedstat, the kernel's own sum of the time it waited on a
- * run queue) is read when it has joined its cgroup and again after the
- * kill, from the zombie, before it is reaped: the difference covers every
- * wait the child had in its cgroup, the one after the kill included. Prints
- * one line per child:
+ * run queue, zero at fork) is read after the kill from the zombie, before it
+ * is reaped, so it covers the wait after the kill too. A child that joined
+ * its cgroup itself would have waits on both sides of the move, and with a
+ * cpu.weight of 1 one such wait is most of a second. Prints one line per
+ * child:
  *
- *   runq cgroup=<CGROUP_DIR> pid=<pid> run_delay_ns=<difference>
+ *   runq cgroup=<CGROUP_DIR> pid=<pid> run_delay_ns=<run_delay>
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -34,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,7 +97,6 @@ static int io(char **argv)
 
 struct runq_shared {
 	uint64_t end_ns;
-	uint64_t base_delay[MAX_TASKS];
 	int ready[MAX_TASKS];
 };
 
@@ -121,19 +125,10 @@ static uint64_t run_delay_of(pid_t pid)
 	return n == 2 ? delay : UINT64_MAX;
 }
 
-static void runq_child(struct runq_shared *sh, int i, const char *dir, int victim)
+static void runq_child(struct runq_shared *sh, int i, int victim)
 {
-	cpu_set_t set;
-
-	if (join_cgroup(dir))
-		_exit(10);
-	CPU_ZERO(&set);
-	CPU_SET(0, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		_exit(11);
 	if (victim && setpriority(PRIO_PROCESS, 0, 19))
 		_exit(12);
-	sh->base_delay[i] = run_delay_of(getpid());
 	__atomic_store_n(&sh->ready[i], 1, __ATOMIC_SEQ_CST);
 	while (!__atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST) ||
 	       mono_ns() < __atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST))
@@ -148,6 +143,7 @@ static int runq(int argc, char **argv)
 	unsigned seconds = (unsigned)strtoul(argv[1], NULL, 0);
 	pid_t pids[MAX_TASKS];
 	struct runq_shared *sh;
+	cpu_set_t set;
 
 	if (n < 1 || n > MAX_TASKS) {
 		fprintf(stderr, "attrload: runq takes 1 to %d cgroups\n", MAX_TASKS);
@@ -158,14 +154,31 @@ static int runq(int argc, char **argv)
 		perror("attrload: mmap");
 		return 1;
 	}
+	/* The children inherit CPU 0. */
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		perror("attrload: sched_setaffinity");
+		return 1;
+	}
 	for (int i = 0; i < n; i++) {
-		pids[i] = fork();
+		struct clone_args ca = {.flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD};
+		int cg = open(argv[2 + i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (cg < 0) {
+			fprintf(stderr, "attrload: %s: %s\n", argv[2 + i], strerror(errno));
+			return 1;
+		}
+		ca.cgroup = (uint64_t)cg;
+		/* Like fork(): the child runs on a copy of this stack. */
+		pids[i] = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 		if (pids[i] < 0) {
-			perror("attrload: fork");
+			perror("attrload: clone3(CLONE_INTO_CGROUP)");
 			return 1;
 		}
 		if (pids[i] == 0)
-			runq_child(sh, i, argv[2 + i], i == n - 1);
+			runq_child(sh, i, i == n - 1);
+		close(cg);
 	}
 	for (int i = 0; i < n; i++)
 		while (!__atomic_load_n(&sh->ready[i], __ATOMIC_SEQ_CST)) {
@@ -191,12 +204,12 @@ static int runq(int argc, char **argv)
 			return 1;
 		}
 		d = run_delay_of(pids[i]);
-		if (d == UINT64_MAX || sh->base_delay[i] == UINT64_MAX || d < sh->base_delay[i]) {
+		if (d == UINT64_MAX) {
 			fprintf(stderr, "attrload: no run_delay for child %d\n", i);
 			rc = 1;
 		} else {
 			printf("runq cgroup=%s pid=%d run_delay_ns=%llu\n", argv[2 + i],
-			       (int)pids[i], (unsigned long long)(d - sh->base_delay[i]));
+			       (int)pids[i], (unsigned long long)d);
 		}
 		waitpid(pids[i], NULL, 0);
 	}
