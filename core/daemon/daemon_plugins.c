@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 
 #include "attr_names.h"
+#include "cgroup_events.h"
 #include "contain.h"
 #include "label_check.h"
 #include "memory.h"
@@ -274,10 +275,99 @@ static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 	}
 }
 
-void daemon_plugins__attr_begin_pull(struct daemon_plugins *p)
+/* One of the kernel's cgroup events, to the names. */
+static void on_cgroup_event(void *ctx, const struct ktel_cgroup_ev *ev)
 {
-	if (p->attr_names)
-		ktel_attr_names__begin_pull(p->attr_names, ktel_now_boottime_ns());
+	struct daemon_plugins *p = ctx;
+
+	ktel_attr_names__cgroup_event(p->attr_names, ev, ktel_now_boottime_ns());
+}
+
+/*
+ * Take the kernel's waiting cgroup events. A loss (the ring was full) is
+ * said and makes the next pull walk cgroupfs; a ring that cannot be read
+ * any more leaves the names to the walk alone.
+ */
+static void drain_cgroup_events(struct daemon_plugins *p)
+{
+	uint64_t lost = 0;
+	int rc;
+
+	if (!p->cgroup_events)
+		return;
+	rc = ktel_cgroup_events__drain(p->cgroup_events, &lost);
+	if (lost) {
+		ktel_attr_names__events_lost(p->attr_names);
+		ktel_log(KTEL_LOG_WARN,
+			 "attribution: %llu cgroup events lost (ring buffer full): cgroupfs is "
+			 "walked again",
+			 (unsigned long long)lost);
+	}
+	if (rc >= 0)
+		return;
+	snprintf(p->cgroup_events_problem, sizeof(p->cgroup_events_problem),
+		 "cgroup events: cannot read the ring buffer: %s", strerror(-rc));
+	ktel_log(KTEL_LOG_WARN, "attribution: %s: cgroup names from walks of cgroupfs alone",
+		 p->cgroup_events_problem);
+	if (p->cgroup_events_poll_init) {
+		uv_poll_stop(&p->cgroup_events_poll);
+		/* The fd stays open (in the object) until the handle closes. */
+	}
+	ktel_attr_names__use_events(p->attr_names, false);
+}
+
+static void on_cgroup_events_ready(uv_poll_t *h, int status, int events)
+{
+	struct daemon_plugins *p = h->data;
+
+	(void)status;
+	(void)events;
+	if (ktel_attr_names__events(p->attr_names))
+		drain_cgroup_events(p);
+}
+
+void daemon_plugins__attr_begin_pull(struct daemon_plugins *p, struct ktel_metric *m)
+{
+	uint64_t now;
+
+	if (!p->attr_names)
+		return;
+	if (ktel_attr_names__events(p->attr_names))
+		drain_cgroup_events(p);
+	/* After the drain: every event taken happened before this pull reads
+	 * the map. */
+	now = ktel_now_boottime_ns();
+	m->attr_pull_ns = now;
+	ktel_attr_names__begin_pull(p->attr_names, now);
+}
+
+/* Every metric attributed by cgroup and pulled has begun a pull at or
+ * after this time (UINT64_MAX: there is none). */
+static uint64_t cgroup_pulls_settled(const struct daemon_plugins *p)
+{
+	uint64_t settled = UINT64_MAX;
+	struct ktel_metric *m;
+
+	for_each_metric(p, m)
+		if (m->fold && m->attr.by == KTEL_ATTR_BY_CGROUP && m->mp && m->enabled &&
+		    m->attr_pull_ns < settled)
+			settled = m->attr_pull_ns;
+	return settled;
+}
+
+void daemon_plugins__attr_naming(const struct daemon_plugins *p, struct daemon_attr_naming *ret)
+{
+	*ret = (struct daemon_attr_naming){.source = "walk"};
+	if (!p->attr_names)
+		return;
+	ret->active = true;
+	ktel_attr_names__stats(p->attr_names, &ret->names);
+	if (p->cgroup_events)
+		ktel_cgroup_events__stats(p->cgroup_events, &ret->events);
+	if (ktel_attr_names__events(p->attr_names))
+		ret->source = "events";
+	else if (p->cgroup_events_problem[0])
+		ret->problem = p->cgroup_events_problem;
 }
 
 static void pending_add(struct ktel_metric *m, uint64_t id)
@@ -304,6 +394,9 @@ void daemon_plugins__attr_take_released(struct daemon_plugins *p)
 
 	if (!p->attr_names)
 		return;
+	/* Released by their events: once every metric attributed by cgroup
+	 * has pulled since, so each named the cgroup's last events. */
+	ktel_attr_names__settle(p->attr_names, cgroup_pulls_settled(p));
 	n = ktel_attr_names__released(p->attr_names, &rel);
 	if (!n)
 		return;
@@ -355,6 +448,35 @@ void daemon_plugins__attr_delete(struct ktel_metric *m)
 	m->n_attr_pending = 0;
 }
 
+/*
+ * The kernel's cgroup events for the names, and the loop's poll of their
+ * ring. Where they cannot load (no BTF for the tracepoints, an older
+ * kernel, no privilege) the walk names cgroups alone, which is said once
+ * and in status.
+ */
+static void open_cgroup_events(struct daemon_plugins *p)
+{
+	struct ktel_err err;
+	int fd;
+
+	if (ktel_cgroup_events__open(on_cgroup_event, p, &p->cgroup_events, &err)) {
+		snprintf(p->cgroup_events_problem, sizeof(p->cgroup_events_problem), "%s", err.msg);
+		ktel_log(KTEL_LOG_WARN,
+			 "attribution: %s: cgroup names from walks of cgroupfs alone (a cgroup "
+			 "made and removed between two walks is unknown)",
+			 err.msg);
+		return;
+	}
+	fd = ktel_cgroup_events__fd(p->cgroup_events);
+	if (uv_poll_init(p->d->loop, &p->cgroup_events_poll, fd) == 0) {
+		p->cgroup_events_poll.data = p;
+		p->cgroup_events_poll_init = true;
+		uv_poll_start(&p->cgroup_events_poll, UV_READABLE, on_cgroup_events_ready);
+	}
+	ktel_attr_names__use_events(p->attr_names, true);
+	ktel_log(KTEL_LOG_INFO, "attribution: cgroup names from the kernel's cgroup events");
+}
+
 /* The names cache, made at the first attributed metric. Without a cgroup2
  * mount cgroup ids stay unnamed ("unknown"), which is said once. */
 static void need_attr_names(struct daemon_plugins *p)
@@ -368,9 +490,12 @@ static void need_attr_names(struct daemon_plugins *p)
 	if (p->attr_names)
 		return;
 	none.grace_ns = opts.grace_ns;
-	if (ktel_attr_names__new(&opts, &p->attr_names, &err) == 0)
+	if (ktel_attr_names__new(&opts, &p->attr_names, &err) == 0) {
+		open_cgroup_events(p);
 		return;
+	}
 	ktel_log(KTEL_LOG_WARN, "%s", err.msg);
+	snprintf(p->cgroup_events_problem, sizeof(p->cgroup_events_problem), "%s", err.msg);
 	if (ktel_attr_names__new(&none, &p->attr_names, &err))
 		ktel_log(KTEL_LOG_ERROR, "attribution: %s", err.msg);
 }
@@ -1622,6 +1747,10 @@ void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
 	}
 	intake_close(p->intake);
 	close_watchers(p);
+	if (p->cgroup_events_poll_init) {
+		uv_close((uv_handle_t *)&p->cgroup_events_poll, NULL);
+		p->cgroup_events_poll_init = false;
+	}
 }
 
 void daemon_plugins__free(struct daemon_plugins *p)
@@ -1640,6 +1769,8 @@ void daemon_plugins__free(struct daemon_plugins *p)
 	p->n_refused = 0;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
+	ktel_cgroup_events__free(p->cgroup_events);
+	p->cgroup_events = NULL;
 	ktel_attr_names__free(p->attr_names);
 	p->attr_names = NULL;
 	intake_free(p->intake);

@@ -4,30 +4,43 @@
  *   - cgroup: a v2 cgroup id is its directory's inode number in the cgroup2
  *     mount (found in /proc/self/mountinfo: /sys/fs/cgroup on a pure v2
  *     system, /sys/fs/cgroup/unified on a hybrid one); named by its path
- *     below the mount, the root "/". Ids come from a walk of the mount,
- *     cached; a miss walks again at most once per pull (begin_pull), and an
- *     id the walk did not find stays unresolved until the next pull (the
- *     negative cache). An entry no walk has seen for the grace period (the
- *     cgroup was removed) is dropped, so a removed cgroup whose last events
- *     are pulled after its rmdir still has its name.
- *   - release: a cgroup no walk has found and that had no events (no pull
- *     asked for its name) for the grace period is taken as released; an
- *     id no walk ever found (a cgroup made and removed between two walks)
- *     is kept without a name from its first lookup so that it is too. Its
- *     entry
- *     leaves the cache for the released list, which the daemon takes
- *     after a pull (ktel_attr_names__released) to delete the id's kernel
- *     keys and, unless another id carries the same name, end its series.
- *     Walks happen on a miss (at most once per pull) and, to see
- *     removals, at a pull at least grace / 4 after the last one.
+ *     below the mount, the root "/". Two sources fill the cache:
+ *       - the kernel's own events (cgroup_events.h), when the daemon could
+ *         load them (ktel_attr_names__use_events): a cgroup is named at its
+ *         mkdir, marked removed at its rmdir and released at its release,
+ *         however briefly it lived between two pulls;
+ *       - a walk of the mount: the cgroups made before the events started,
+ *         and the only source without them. A miss walks again at most
+ *         once per pull (begin_pull), and an id the walk did not find stays
+ *         unresolved until the next pull (the negative cache). Events the
+ *         kernel lost (ktel_attr_names__events_lost) make the next pull
+ *         walk, and a whole walk that no longer finds a cgroup marks it
+ *         removed.
+ *   - release: a cgroup's release event releases it; the daemon hands the
+ *     release on once every metric attributed by cgroup has pulled since
+ *     (ktel_attr_names__settle), so each names the cgroup's last events.
+ *     Besides, the grace rule: a cgroup removed (or, without events, no
+ *     longer found by walks) that had no events (no pull asked for its
+ *     name) for the grace period is taken as released; an id no walk or
+ *     event ever named (made and removed between two walks, without
+ *     events) is kept without a name from its first lookup so that it is
+ *     too. Released entries leave the cache for the released list, which
+ *     the daemon takes after a pull (ktel_attr_names__released) to delete
+ *     the id's kernel keys and, unless another id carries the same name,
+ *     end its series. Without events, walks happen on a miss (at most once
+ *     per pull) and, to see removals, at a pull at least grace / 4 after
+ *     the last one.
  *   - user: a uid, named by getpwuid_r, else by its number.
  *   - app: Android's app id (uid % 100000) for apps, the class otherwise;
  *     app_class: the class alone, "app" for every app.
  *   - process: the tgid (high half of the id), as a number.
- * Names are hostile input (a cgroup's name is anyone's mkdir): they are
- * bounded, cut to ASCII letters, digits and ._+-/@:=, every other byte
- * becoming '_', and the run-*.scope and session-*.scope components that
- * systemd makes per command and login are collapsed into one name each.
+ * Names are hostile input (a cgroup's name is anyone's mkdir, whether it
+ * comes from a walk or an event): they are bounded, cut to ASCII letters,
+ * digits and ._+-/@:=, every other byte becoming '_', and the run-*.scope
+ * and session-*.scope components that systemd makes per command and login
+ * are collapsed into one name each. An event's path, relative to the
+ * hierarchy's root, is made relative to the mount first (they differ when
+ * the mount shows a subtree), so both sources give one cgroup one name.
  */
 #ifndef KTEL_ATTR_NAMES_H
 #define KTEL_ATTR_NAMES_H
@@ -36,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cgroup_events.h"
 #include "error.h"
 
 /* Longest name given, NUL excluded. */
@@ -49,11 +63,14 @@ struct ktel_attr_names_opts {
 };
 
 struct ktel_attr_names_stats {
-	uint64_t walks;     /* cgroup walks */
-	uint64_t misses;    /* ids no walk found */
-	size_t cgroups;     /* ids cached */
-	uint64_t truncated; /* walks stopped at max_cgroups */
-	uint64_t released;  /* cgroups released */
+	uint64_t walks;          /* cgroup walks */
+	uint64_t misses;         /* ids no walk found */
+	size_t cgroups;          /* ids cached */
+	uint64_t truncated;      /* walks stopped at max_cgroups */
+	uint64_t released;       /* cgroups released */
+	uint64_t released_event; /* of which by their release event */
+	uint64_t events;         /* the kernel's cgroup events taken */
+	uint64_t event_losses;   /* drains that found events lost */
 };
 
 /* A released cgroup. */
@@ -76,6 +93,19 @@ void ktel_attr_names__free(struct ktel_attr_names *n);
 
 /* A pull starts at now_ns (a monotonic clock): a miss may walk again. */
 void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns);
+
+/* The kernel's cgroup events keep the cache current (on), or no longer
+ * do (their object failed): the walk is then the only source. */
+void ktel_attr_names__use_events(struct ktel_attr_names *n, bool on);
+bool ktel_attr_names__events(const struct ktel_attr_names *n);
+/* One of the kernel's events, taken at now_ns (the clock of begin_pull). */
+void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_cgroup_ev *ev,
+				   uint64_t now_ns);
+/* The kernel lost events: the next pull walks. */
+void ktel_attr_names__events_lost(struct ktel_attr_names *n);
+/* Every metric attributed by cgroup has begun a pull at or after
+ * settled_ns: the cgroups released by events until then are released. */
+void ktel_attr_names__settle(struct ktel_attr_names *n, uint64_t settled_ns);
 
 /* Names of id into buf (len bytes, at least KTEL_ATTR_NAME_MAX + 1):
  * buf, or NULL when it has none. */
