@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * The daemon's own BPF object (not a plugin): the kernel's cgroup mkdir,
  * rmdir and release events of the default (v2) hierarchy, into a ring
@@ -48,8 +48,8 @@ static __always_inline int send(__u64 *ctx, __u32 kind, bool with_path)
 	if (BPF_CORE_READ(cg, root, hierarchy_id) != 0)
 		return 0;
 	if (with_path)
-		ev = bpf_ringbuf_reserve(&cgroup_events,
-					 sizeof(*ev) + KTEL_CGROUP_EVENT_PATH_MAX, 0);
+		ev = bpf_ringbuf_reserve(&cgroup_events, sizeof(*ev) + KTEL_CGROUP_EVENT_PATH_MAX,
+					 0);
 	else
 		ev = bpf_ringbuf_reserve(&cgroup_events, sizeof(*ev), 0);
 	if (!ev) {

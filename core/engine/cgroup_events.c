@@ -108,8 +108,8 @@ int ktel_cgroup_events__open(ktel_cgroup_ev_fn fn, void *ctx, struct ktel_cgroup
 		}
 	}
 	step = "ring buffer";
-	ev->rb = ring_buffer__new(bpf_map__fd(bpf_object__find_map_by_name(ev->obj,
-									  "cgroup_events")),
+	ev->rb = ring_buffer__new(bpf_map__fd(
+					  bpf_object__find_map_by_name(ev->obj, "cgroup_events")),
 				  on_record, ev, NULL);
 	if (!ev->rb) {
 		rc = -(errno ? errno : ENOMEM);

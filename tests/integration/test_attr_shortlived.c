@@ -284,8 +284,8 @@ static int64_t self_total(const char *metric, const char *dim, const char *label
 		json_t *rec = json_loads(line, 0, NULL);
 		json_t *d;
 
-		if (rec && strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
-				  metric) == 0) {
+		if (rec &&
+		    strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0) {
 			d = json_object_get(json_object_get(rec, "dims"), dim);
 			if (json_is_string(d) && strcmp(json_string_value(d), label) == 0)
 				total = (int64_t)json_integer_value(json_object_get(rec, "total"));
