@@ -253,10 +253,9 @@ static int load_attr(struct daemon_plugins *p, const struct ktel_plugin *plugin,
 	return 0;
 }
 
-/* Names an attribution id for the fold of metric ctx (attr_fold.h). */
-static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
+/* The name of attribution id of metric m, or NULL. */
+static const char *attr_name(struct ktel_metric *m, uint64_t id, char *buf, size_t len)
 {
-	struct ktel_metric *m = ctx;
 	struct ktel_attr_names *names = m->daemon->plugins.attr_names;
 
 	switch (m->attr.by) {
@@ -273,6 +272,18 @@ static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 	default:
 		return NULL;
 	}
+}
+
+/* Names an attribution id for the fold of metric ctx (attr_fold.h). Only
+ * ids with events reach here (an unchanged key makes no record): a user,
+ * app or process id is noted as used for its ageing. */
+static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
+{
+	struct ktel_metric *m = ctx;
+
+	if (m->attr_ids)
+		ktel_attr_ids__used(m->attr_ids, id, m->attr_pull_ns);
+	return attr_name(m, id, buf, len);
 }
 
 /* One of the kernel's cgroup events, to the names. */
@@ -386,6 +397,71 @@ static void pending_add(struct ktel_metric *m, uint64_t id)
 	m->attr_pending[m->n_attr_pending++] = id;
 }
 
+/* A sweep's context: the metric, its grace period and the time. */
+struct sweep {
+	struct ktel_metric *m;
+	uint64_t now, grace;
+	const char *name; /* carried(): the name looked for */
+	char buf[KTEL_ATTR_NAME_MAX + 1];
+};
+
+/*
+ * Is a user, app or process id gone: a process whose tgid with that start
+ * time no longer exists and that had no events since the last sweep (an
+ * I/O it issued may complete after its exit); a user or app without
+ * events for the grace period.
+ */
+static bool id_gone(void *ctx, uint64_t id, uint64_t used_ns)
+{
+	struct sweep *s = ctx;
+
+	if (id == KTEL_ATTR_OVERFLOW_ID || id == KTEL_ATTR_UNKNOWN_ID)
+		return false;
+	if (s->m->attr.by == KTEL_ATTR_BY_PROCESS)
+		return used_ns < s->m->attr_sweep_ns && !ktel_attr_process_alive(NULL, id);
+	return s->now > s->grace && used_ns < s->now - s->grace;
+}
+
+/* Does id (one still tracked) carry the name looked for? */
+static bool carried(void *ctx, uint64_t id)
+{
+	struct sweep *s = ctx;
+	char buf[KTEL_ATTR_NAME_MAX + 1];
+	const char *name = attr_name(s->m, id, buf, sizeof(buf));
+
+	return name && strcmp(name, s->name) == 0;
+}
+
+/*
+ * Ageing of m's user, app or process ids, at most four times per grace
+ * period: the ids gone go the cgroups' way (their names' series end unless
+ * another id of m carries the name - every app of app_class is "app" -,
+ * their keys are deleted after m's next pull).
+ */
+static void sweep_ids(struct daemon_plugins *p, struct ktel_metric *m)
+{
+	struct sweep s = {.m = m,
+			  .now = ktel_now_boottime_ns(),
+			  .grace = p->d->cfg->attr_release_after_ms * 1000000ULL};
+	const uint64_t *gone;
+	size_t n;
+
+	if (!m->attr_ids || !m->fold || s.now - m->attr_sweep_ns < s.grace / 4)
+		return;
+	n = ktel_attr_ids__sweep(m->attr_ids, id_gone, &s, &gone);
+	m->attr_sweep_ns = s.now;
+	for (size_t i = 0; i < n; i++) {
+		s.name = attr_name(m, gone[i], s.buf, sizeof(s.buf));
+		if (s.name && !ktel_attr_ids__any(m->attr_ids, carried, &s))
+			ktel_attr_fold__release(m->fold, s.name);
+		pending_add(m, gone[i]);
+	}
+	m->attr_ids_released += n;
+	if (n)
+		ktel_log(KTEL_LOG_DEBUG, "metric %s: attribution: %zu %s ids released", m->md->name,
+			 n, ktel_attr_by_name(m->attr.by));
+}
+
 void daemon_plugins__attr_take_released(struct daemon_plugins *p)
 {
 	const struct ktel_attr_released *rel;
@@ -394,6 +470,8 @@ void daemon_plugins__attr_take_released(struct daemon_plugins *p)
 
 	if (!p->attr_names)
 		return;
+	for_each_metric(p, m)
+		sweep_ids(p, m);
 	/* Released by their events: once every metric attributed by cgroup
 	 * has pulled since, so each named the cgroup's last events. */
 	ktel_attr_names__settle(p->attr_names, cgroup_pulls_settled(p));
@@ -515,6 +593,9 @@ static int make_fold(struct daemon_plugins *p, struct ktel_metric *m, struct kte
 	if (m->attr.by == KTEL_ATTR_BY_NONE)
 		return 0;
 	need_attr_names(p);
+	if (m->attr.by != KTEL_ATTR_BY_CGROUP && ktel_attr_ids__new(&m->attr_ids))
+		return ktel_err_set(err, ENOMEM, "metric %s: attribution: out of memory",
+				    m->md->name);
 	return ktel_attr_fold__new(&fo, &m->fold, err);
 }
 
@@ -705,6 +786,8 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 		ktel_metric_pull__free(lp->metrics[j].mp);
 		lp->metrics[j].mp = NULL;
 		ktel_attr_fold__free(lp->metrics[j].fold);
+		ktel_attr_ids__free(lp->metrics[j].attr_ids);
+		lp->metrics[j].attr_ids = NULL;
 		lp->metrics[j].fold = NULL;
 		free(lp->metrics[j].attr_pending);
 		lp->metrics[j].attr_pending = NULL;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_GRACE_NS (600ULL * 1000000000ULL)
@@ -725,6 +726,133 @@ const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len)
 {
 	snprintf(buf, len, "%" PRIu64, id >> 32);
 	return buf;
+}
+
+/* ---- ids of users, apps and processes ------------------------------------------ */
+
+struct ktel_attr_ids {
+	struct cache c;
+	uint64_t *gone;
+	size_t n_gone, cap_gone;
+};
+
+int ktel_attr_ids__new(struct ktel_attr_ids **ret)
+{
+	struct ktel_attr_ids *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	*ret = t;
+	return 0;
+}
+
+void ktel_attr_ids__free(struct ktel_attr_ids *t)
+{
+	if (!t)
+		return;
+	cache_free(&t->c);
+	free(t->gone);
+	free(t);
+}
+
+int ktel_attr_ids__used(struct ktel_attr_ids *t, uint64_t id, uint64_t now_ns)
+{
+	struct entry *e = cache_find(&t->c, id);
+
+	if (e) {
+		e->used_ns = now_ns;
+		return 0;
+	}
+	return cache_put(&t->c, id, NULL, now_ns);
+}
+
+size_t ktel_attr_ids__count(const struct ktel_attr_ids *t)
+{
+	return t->c.n;
+}
+
+size_t ktel_attr_ids__sweep(struct ktel_attr_ids *t,
+			    bool (*gone)(void *ctx, uint64_t id, uint64_t used_ns), void *ctx,
+			    const uint64_t **ret)
+{
+	struct cache *c = &t->c;
+
+	t->n_gone = 0;
+	for (size_t i = 0; i < c->cap; i++) {
+		struct entry *e = &c->e[i];
+
+		if (!e->used || !gone(ctx, e->id, e->used_ns))
+			continue;
+		if (t->n_gone == t->cap_gone) {
+			size_t cap = t->cap_gone ? t->cap_gone * 2 : 64;
+			uint64_t *p = realloc(t->gone, cap * sizeof(*p));
+
+			/* Out of memory: kept, swept again later. */
+			if (!p)
+				break;
+			t->gone = p;
+			t->cap_gone = cap;
+		}
+		t->gone[t->n_gone++] = e->id;
+		e->used = false;
+		c->n--;
+	}
+	if (t->n_gone)
+		cache_rehash(c, c->cap);
+	*ret = t->gone;
+	return t->n_gone;
+}
+
+bool ktel_attr_ids__any(const struct ktel_attr_ids *t, bool (*fn)(void *ctx, uint64_t id),
+			void *ctx)
+{
+	for (size_t i = 0; i < t->c.cap; i++)
+		if (t->c.e[i].used && fn(ctx, t->c.e[i].id))
+			return true;
+	return false;
+}
+
+bool ktel_attr_process_alive(const char *proc, uint64_t id)
+{
+	char path[128], buf[1024], *p;
+	unsigned long long start_ticks = 0;
+	struct timespec boot, mono;
+	uint64_t tgid = id >> 32, thread_s = id & 0xffffffffULL, leader_s, slept_s;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t len;
+	int fd, field;
+
+	if (!tgid || tgid > INT32_MAX)
+		return false;
+	snprintf(path, sizeof(path), "%s/%" PRIu64 "/stat", proc ? proc : "/proc", tgid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		/* Gone (ENOENT, ESRCH); any other failure keeps it. */
+		return errno != ENOENT && errno != ESRCH;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return len < 0 && errno != ESRCH;
+	buf[len] = '\0';
+	/* The command may hold anything, ')' too: the fields follow the last. */
+	p = strrchr(buf, ')');
+	if (!p || hz <= 0)
+		return true;
+	/* starttime is field 22; the state (field 3) follows ") ". */
+	for (field = 2; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (field != 22 || sscanf(p, "%llu", &start_ticks) != 1)
+		return true;
+	leader_s = (uint64_t)(start_ticks / (unsigned long long)hz);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	slept_s = boot.tv_sec > mono.tv_sec ? (uint64_t)(boot.tv_sec - mono.tv_sec) : 0;
+	/* The thread's start is of the monotonic clock, the leader's of the
+	 * boot-time one: at most the time slept so far later; a second for
+	 * the rounding down of both. A tgid used again started after the
+	 * process of the id ended. */
+	return leader_s <= thread_s + slept_s + 1;
 }
 
 void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret)

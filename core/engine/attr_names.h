@@ -125,6 +125,38 @@ void ktel_attr_names__clear_released(struct ktel_attr_names *n);
 void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret);
 
 /*
+ * The ids one metric attributed by user, app or process has seen, each with
+ * when it last had events, for their ageing (the daemon's): a user or app
+ * is released after the grace period without events, a process once its
+ * tgid with that start time no longer exists (ktel_attr_process_alive).
+ */
+struct ktel_attr_ids;
+
+int ktel_attr_ids__new(struct ktel_attr_ids **ret);
+void ktel_attr_ids__free(struct ktel_attr_ids *t);
+/* id had events at now_ns. -ENOMEM leaves it untracked (never released). */
+int ktel_attr_ids__used(struct ktel_attr_ids *t, uint64_t id, uint64_t now_ns);
+size_t ktel_attr_ids__count(const struct ktel_attr_ids *t);
+/* Drop every id for which gone(ctx, id, used_ns) is true; their ids are at
+ * *ret (n of them, valid until the next sweep or free). */
+size_t ktel_attr_ids__sweep(struct ktel_attr_ids *t,
+			    bool (*gone)(void *ctx, uint64_t id, uint64_t used_ns), void *ctx,
+			    const uint64_t **ret);
+/* Calls fn(ctx, id) for every tracked id; stops when fn returns true
+ * (and returns true). */
+bool ktel_attr_ids__any(const struct ktel_attr_ids *t, bool (*fn)(void *ctx, uint64_t id),
+			void *ctx);
+
+/*
+ * Does the process of a KTEL_ATTR_BY_PROCESS id (tgid << 32 | the low 32
+ * bits of a thread's start time in seconds of the monotonic clock) still
+ * exist: /proc/<tgid> is there and its leader started no later than that
+ * thread (the leader's start in /proc is of the boot-time clock: the time
+ * suspended so far is allowed for). proc: the proc mount (NULL: /proc).
+ */
+bool ktel_attr_process_alive(const char *proc, uint64_t id);
+
+/*
  * A cgroup path below the mount as its name, into buf (len > 0): the
  * collapsing and character rules above, cut at KTEL_ATTR_NAME_MAX. Returns
  * the length written.

@@ -8,7 +8,9 @@
  * does not come goes by the grace rule, a live one never does; an event's
  * path is hostile input, cut like a walked name and made relative to the
  * mount's subtree; lost events make the next pull walk, and a whole walk
- * marks a cgroup it no longer finds as removed.
+ * marks a cgroup it no longer finds as removed. Then the ageing of user,
+ * app and process ids: the liveness of a process id against /proc (a real
+ * one and a made-up one), and the sweep of a metric's ids.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,9 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attr_names.h"
+#include "ktel_test.h"
 
 static void ev(struct ktel_attr_names *n, enum ktel_cgroup_event_kind kind, uint64_t id,
 	       const char *path, uint64_t now)
@@ -35,7 +40,8 @@ static void ev(struct ktel_attr_names *n, enum ktel_cgroup_event_kind kind, uint
 
 static struct ktel_attr_names *names_at(char *root, const char *mountinfo)
 {
-	struct ktel_attr_names_opts o = {.grace_ns = 1000, .cgroup_root = root,
+	struct ktel_attr_names_opts o = {.grace_ns = 1000,
+					 .cgroup_root = root,
 					 .mountinfo = mountinfo};
 	struct ktel_attr_names *n = NULL;
 	struct ktel_err err;
@@ -176,12 +182,99 @@ static void test_event_subtree(void **state)
 	rmdir(dir);
 }
 
+/* The process of a by-process id: alive while its tgid exists and its
+ * leader started no later than the id's thread; a /proc/<tgid>/stat whose
+ * command holds ") " is parsed from the last ')'. */
+static void write_stat(const char *dir, int tgid, unsigned long long start_ticks)
+{
+	char path[600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d", dir, tgid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%d/stat", dir, tgid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	/* pid (comm) state, then fields 4..21, then starttime (22). */
+	fprintf(f, "%d (a) 1 2 3 (b) S", tgid);
+	for (int i = 4; i <= 21; i++)
+		fprintf(f, " %d", i);
+	fprintf(f, " %llu 99 98\n", start_ticks);
+	fclose(f);
+}
+
+static void test_process_alive(void **state)
+{
+	char dir[] = "/tmp/ktel_attr_proc_XXXXXX";
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec mono;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	write_stat(dir, 123, 500ULL * (unsigned long long)hz);
+	write_stat(dir, 124, 5000ULL * (unsigned long long)hz);
+	assert_true(ktel_attr_process_alive(dir, 123ULL << 32 | 1000));
+	/* The tgid's leader started after the id's thread: used again. */
+	assert_false(ktel_attr_process_alive(dir, 124ULL << 32 | 1000));
+	assert_false(ktel_attr_process_alive(dir, 125ULL << 32 | 1000));
+	assert_false(ktel_attr_process_alive(dir, 0));
+	/* The real /proc: this process (a thread started now), and a child
+	 * that exited. */
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	assert_true(
+		ktel_attr_process_alive(NULL, (uint64_t)getpid() << 32 | (uint64_t)mono.tv_sec));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_false(ktel_attr_process_alive(NULL, (uint64_t)pid << 32 | (uint64_t)mono.tv_sec));
+	(void)ktel_test_run("rm -rf %s", dir);
+}
+
+/* The ids a metric saw: swept by the caller's rule, the rest kept. */
+static bool older_than_100(void *ctx, uint64_t id, uint64_t used_ns)
+{
+	(void)ctx;
+	(void)id;
+	return used_ns < 100;
+}
+
+static bool is_7(void *ctx, uint64_t id)
+{
+	(void)ctx;
+	return id == 7;
+}
+
+static void test_ids_sweep(void **state)
+{
+	struct ktel_attr_ids *t = NULL;
+	const uint64_t *gone;
+
+	(void)state;
+	assert_int_equal(ktel_attr_ids__new(&t), 0);
+	for (uint64_t id = 1; id <= 1000; id++)
+		assert_int_equal(ktel_attr_ids__used(t, id, id % 2 ? 50 : 150), 0);
+	assert_int_equal(ktel_attr_ids__used(t, 7, 200), 0); /* events again */
+	assert_int_equal(ktel_attr_ids__count(t), 1000);
+	assert_int_equal(ktel_attr_ids__sweep(t, older_than_100, NULL, &gone), 499);
+	for (size_t i = 0; i < 499; i++)
+		assert_true(gone[i] % 2 == 1 && gone[i] != 7);
+	assert_int_equal(ktel_attr_ids__count(t), 501);
+	assert_true(ktel_attr_ids__any(t, is_7, NULL));
+	assert_int_equal(ktel_attr_ids__sweep(t, older_than_100, NULL, &gone), 0);
+	ktel_attr_ids__free(t);
+	ktel_attr_ids__free(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_event_names),
-		cmocka_unit_test(test_events_lost),
-		cmocka_unit_test(test_event_subtree),
+		cmocka_unit_test(test_event_names),   cmocka_unit_test(test_events_lost),
+		cmocka_unit_test(test_event_subtree), cmocka_unit_test(test_process_alive),
+		cmocka_unit_test(test_ids_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
