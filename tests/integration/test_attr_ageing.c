@@ -297,8 +297,8 @@ static void test_user_ageing(void **state)
 		if (!left && waited >= 3)
 			break;
 	}
-	printf("  quiet users' keys left: %zu after %d s; the busy user's: %zu\n", left,
-	       waited + 1, keys_of(UID0 + N_GONE, false));
+	printf("  quiet users' keys left: %zu after %d s; the busy user's: %zu\n", left, waited + 1,
+	       keys_of(UID0 + N_GONE, false));
 	for (int i = 0; i < N_GONE; i++) {
 		snprintf(name, sizeof(name), "%d", UID0 + i);
 		assert_int_equal(reads_of("user", name), (uint64_t)(i + 1));
