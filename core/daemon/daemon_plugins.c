@@ -327,6 +327,12 @@ static void drain_cgroup_events(struct daemon_plugins *p)
 	ktel_attr_names__use_events(p->attr_names, false);
 }
 
+/* A name miss: the events that came since the pull's drain. */
+static void refill_names(void *ctx)
+{
+	drain_cgroup_events(ctx);
+}
+
 static void on_cgroup_events_ready(uv_poll_t *h, int status, int events)
 {
 	struct daemon_plugins *p = h->data;
@@ -552,6 +558,7 @@ static void open_cgroup_events(struct daemon_plugins *p)
 		uv_poll_start(&p->cgroup_events_poll, UV_READABLE, on_cgroup_events_ready);
 	}
 	ktel_attr_names__use_events(p->attr_names, true);
+	ktel_attr_names__set_refill(p->attr_names, refill_names, p);
 	ktel_log(KTEL_LOG_INFO, "attribution: cgroup names from the kernel's cgroup events");
 }
 

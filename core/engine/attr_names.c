@@ -63,6 +63,9 @@ struct ktel_attr_names {
 	bool events;      /* the kernel's cgroup events keep the cache current */
 	bool walk_wanted; /* events were lost: walk at the next pull */
 	size_t held;      /* entries released by their event, not yet settled */
+	void (*refill)(void *ctx);
+	void *refill_ctx;
+	bool refilling;
 	struct cache cgroups, users;
 	/* Released cgroups not yet taken (ktel_attr_names__released). */
 	struct ktel_attr_released *released;
@@ -602,9 +605,23 @@ void ktel_attr_names__clear_released(struct ktel_attr_names *n)
 	n->n_released = 0;
 }
 
+void ktel_attr_names__set_refill(struct ktel_attr_names *n, void (*refill)(void *ctx), void *ctx)
+{
+	n->refill = refill;
+	n->refill_ctx = ctx;
+}
+
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len)
 {
 	struct entry *e = cache_find(&n->cgroups, id);
+
+	/* Made since the pull's drain: its mkdir waits in the ring. */
+	if ((!e || !e->name) && n->events && n->refill && !n->refilling) {
+		n->refilling = true;
+		n->refill(n->refill_ctx);
+		n->refilling = false;
+		e = cache_find(&n->cgroups, id);
+	}
 
 	if ((!e || !e->name) && n->root[0] && n->walk_pull != n->pull) {
 		walk(n);

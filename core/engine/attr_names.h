@@ -101,6 +101,12 @@ bool ktel_attr_names__events(const struct ktel_attr_names *n);
 /* One of the kernel's events, taken at now_ns (the clock of begin_pull). */
 void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_cgroup_ev *ev,
 				   uint64_t now_ns);
+/*
+ * A name miss with events on calls refill(ctx) first, which should take the
+ * events waiting (ktel_attr_names__cgroup_event): a cgroup made after the
+ * pull's drain whose events the pull read has its mkdir in the ring.
+ */
+void ktel_attr_names__set_refill(struct ktel_attr_names *n, void (*refill)(void *ctx), void *ctx);
 /* The kernel lost events: the next pull walks. */
 void ktel_attr_names__events_lost(struct ktel_attr_names *n);
 /* Every metric attributed by cgroup has begun a pull at or after

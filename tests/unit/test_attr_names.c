@@ -38,6 +38,15 @@ static void ev(struct ktel_attr_names *n, enum ktel_cgroup_event_kind kind, uint
 	ktel_attr_names__cgroup_event(n, &e, now);
 }
 
+/* A refill that finds the mkdir of id 500 waiting in the ring. */
+static int refills;
+
+static void refill(void *ctx)
+{
+	refills++;
+	ev(ctx, KTEL_CGROUP_MKDIR, 500, "/late.scope", 250);
+}
+
 static struct ktel_attr_names *names_at(char *root, const char *mountinfo)
 {
 	struct ktel_attr_names_opts o = {.grace_ns = 1000,
@@ -101,6 +110,14 @@ static void test_event_names(void **state)
 	ktel_attr_names__stats(n, &st);
 	assert_int_equal(st.released_event, 1);
 	assert_int_equal(st.events, 8);
+	/* Made after the pull's drain, its events read by the pull: a miss
+	 * takes the waiting events before it walks. */
+	ktel_attr_names__set_refill(n, refill, n);
+	assert_non_null(ktel_attr_names__cgroup(n, 500, buf, sizeof(buf)));
+	assert_string_equal(buf, "late.scope");
+	assert_int_equal(refills, 1);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.walks, 1);
 	ktel_attr_names__free(n);
 	rmdir(root);
 }
