@@ -156,11 +156,15 @@ static const struct ktel_cfg_key top_keys[] = {
 		"value + 64 bytes)); a `max_keys` that needs more is refused at start, naming "
 		"the metric."},
 	{"attribution_release_after", KTEL_CFG_DURATION, 1000, 365 * DAY_MS, .default_text = "10m",
-	 .doc = "A cgroup no cgroupfs walk has found and without events for this long counts as "
-		"released: its kernel keys are deleted (the kernel admits new cgroups again), its "
-		"name is dropped and, unless another cgroup has its name (a restarted service), "
-		"its series end (Prometheus stops exposing them, remote_write sends the staleness "
-		"marker). Until then a removed cgroup's late events keep their name."},
+	 .doc = "The grace period of attribution's ageing. A removed cgroup whose release event "
+		"has not come (or, where the kernel's cgroup events cannot be used, one no "
+		"cgroupfs walk finds any more), and a user or app id, count as released after "
+		"this long without events (a cgroup is released at its release event, a process "
+		"id once its process is gone, both looked for four times per period): the id's "
+		"kernel keys are deleted (the kernel admits new ids again), its name is dropped "
+		"and, unless another id has its name (a restarted service), its series end "
+		"(Prometheus stops exposing them, remote_write sends the staleness marker). Until "
+		"then a removed cgroup's late events keep their name."},
 	{"sink_close_timeout", KTEL_CFG_DURATION, 0, 600000, .default_text = "2s",
 	 .doc = "On shutdown, how long sinks may take to flush."},
 	{"metrics", KTEL_CFG_MAP, .children = metric_keys, .default_text = "{}",

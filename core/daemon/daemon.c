@@ -123,7 +123,7 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	long folded;
 	int r;
 
-	daemon_plugins__attr_begin_pull(&d->plugins);
+	daemon_plugins__attr_begin_pull(&d->plugins, m);
 	ktel_attr_fold__begin(m->fold);
 	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), ktel_attr_fold__add, m->fold,
 				  ret_info, err);

@@ -61,8 +61,16 @@ struct ktel_metric {
 	uint64_t *attr_pending;
 	size_t n_attr_pending, cap_attr_pending;
 	uint64_t attr_keys_deleted;
+	/* When its last pull began (after the cgroup events were drained): a
+	 * cgroup released before every metric's is handed on (attr_names.h,
+	 * settle). */
+	uint64_t attr_pull_ns;
+	/* By user, app or process: the ids seen and when each last had
+	 * events, and the time of their last ageing sweep (NULL otherwise). */
+	struct ktel_attr_ids *attr_ids;
+	uint64_t attr_sweep_ns, attr_ids_released;
 	/* Self-telemetry's previous fold counts (daemon_self.c). */
-	uint64_t self_folded_kernel, self_folded_user;
+	uint64_t self_folded_kernel, self_folded_user, self_keys_deleted;
 };
 
 /* One plugin file, loaded into the kernel (or found unsupported). */

@@ -252,6 +252,31 @@ static struct ktel_metric *find_metric(struct ktel_daemon *d, const char *name,
 	return m;
 }
 
+/*
+ * How attribution names cgroups ("attribution"), or null before a metric
+ * attributes: the source in use ("events": the kernel's cgroup events;
+ * "walk": walks of cgroupfs alone, "naming_problem" says why), the names
+ * cached, and the counters of both sources.
+ */
+static json_t *attr_naming_json(struct ktel_daemon *d)
+{
+	struct daemon_attr_naming an;
+	json_t *o;
+
+	daemon_plugins__attr_naming(&d->plugins, &an);
+	if (!an.active)
+		return json_null();
+	o = json_pack("{s:s, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "naming",
+		      an.source, "naming_problem", an.problem, "cgroups",
+		      (json_int_t)an.names.cgroups, "walks", (json_int_t)an.names.walks, "misses",
+		      (json_int_t)an.names.misses, "truncated", (json_int_t)an.names.truncated,
+		      "released", (json_int_t)an.names.released, "released_by_event",
+		      (json_int_t)an.names.released_event, "events", (json_int_t)an.events.events,
+		      "events_lost", (json_int_t)an.events.lost, "events_malformed",
+		      (json_int_t)an.events.malformed);
+	return o ? o : json_null();
+}
+
 /* ---- the operations -------------------------------------------------------- */
 
 static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
@@ -282,6 +307,7 @@ static int op_status(void *ctx, json_t *resp, struct ktel_err *err)
 			    json_integer((json_int_t)ktel_daemon__n_refused_unlisted(d)));
 	json_object_set_new(resp, "metrics", metrics);
 	json_object_set_new(resp, "sinks", sinks_json(d));
+	json_object_set_new(resp, "attribution", attr_naming_json(d));
 	json_object_set_new(resp, "router",
 			    json_pack("{s:I, s:I}", "batches", (json_int_t)rs.batches, "unrouted",
 				      (json_int_t)rs.unrouted));

@@ -35,6 +35,7 @@
 #include <dirent.h>
 #include <limits.h>
 
+#include "attr_names.h"
 #include "daemon.h"
 #include "delta.h"
 #include "router.h"
@@ -84,6 +85,22 @@ struct daemon_plugins {
 	bool rescan_timer_init;
 	/* Names of attribution ids, made when a metric first attributes. */
 	struct ktel_attr_names *attr_names;
+	/* The kernel's cgroup events that keep those names current (NULL:
+	 * walks alone, cgroup_events_problem says why), drained before each
+	 * pull names ids and whenever the loop's poll finds them waiting. */
+	struct ktel_cgroup_events *cgroup_events;
+	uv_poll_t cgroup_events_poll;
+	bool cgroup_events_poll_init;
+	char cgroup_events_problem[KTEL_ERR_MSG_MAX];
+};
+
+/* How cgroup ids are named (status, self-telemetry). */
+struct daemon_attr_naming {
+	bool active;         /* a metric attributes: the names exist */
+	const char *source;  /* "events" or "walk" */
+	const char *problem; /* why not "events", or NULL */
+	struct ktel_attr_names_stats names;
+	struct ktel_cgroup_events_stats events;
 };
 
 /* Fails when the kernel has no readable BTF (-errno, err set). */
@@ -107,8 +124,10 @@ void daemon_plugins__stop_counting(struct daemon_plugins *p);
 void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams);
 void daemon_plugins__free(struct daemon_plugins *p);
 
-/* A pull of an attributed metric starts: a name miss may walk cgroupfs once. */
-void daemon_plugins__attr_begin_pull(struct daemon_plugins *p);
+/* A pull of attributed metric m starts: the kernel's cgroup events are
+ * drained, then a name miss may walk cgroupfs once. */
+void daemon_plugins__attr_begin_pull(struct daemon_plugins *p, struct ktel_metric *m);
+void daemon_plugins__attr_naming(const struct daemon_plugins *p, struct daemon_attr_naming *ret);
 /*
  * Ageing (docs/architecture.md, "Attribution"), around an attributed
  * metric's pull: take_released, after the pull's records were folded and
@@ -194,6 +213,9 @@ struct daemon_self {
 	 * the kernel's statistics on. */
 	int stats_fd;
 	bool stats_held;
+	/* Attribution's naming counters at the previous round: released by
+	 * event and by the grace rule, cgroup events taken and lost. */
+	uint64_t prev_attr[4];
 };
 
 /*

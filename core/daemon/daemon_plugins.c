@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 
 #include "attr_names.h"
+#include "cgroup_events.h"
 #include "contain.h"
 #include "label_check.h"
 #include "memory.h"
@@ -252,10 +253,9 @@ static int load_attr(struct daemon_plugins *p, const struct ktel_plugin *plugin,
 	return 0;
 }
 
-/* Names an attribution id for the fold of metric ctx (attr_fold.h). */
-static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
+/* The name of attribution id of metric m, or NULL. */
+static const char *attr_name(struct ktel_metric *m, uint64_t id, char *buf, size_t len)
 {
-	struct ktel_metric *m = ctx;
 	struct ktel_attr_names *names = m->daemon->plugins.attr_names;
 
 	switch (m->attr.by) {
@@ -274,10 +274,117 @@ static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 	}
 }
 
-void daemon_plugins__attr_begin_pull(struct daemon_plugins *p)
+/* Names an attribution id for the fold of metric ctx (attr_fold.h). Only
+ * ids with events reach here (an unchanged key makes no record): a user,
+ * app or process id is noted as used for its ageing. */
+static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 {
-	if (p->attr_names)
-		ktel_attr_names__begin_pull(p->attr_names, ktel_now_boottime_ns());
+	struct ktel_metric *m = ctx;
+
+	if (m->attr_ids)
+		ktel_attr_ids__used(m->attr_ids, id, m->attr_pull_ns);
+	return attr_name(m, id, buf, len);
+}
+
+/* One of the kernel's cgroup events, to the names. */
+static void on_cgroup_event(void *ctx, const struct ktel_cgroup_ev *ev)
+{
+	struct daemon_plugins *p = ctx;
+
+	ktel_attr_names__cgroup_event(p->attr_names, ev, ktel_now_boottime_ns());
+}
+
+/*
+ * Take the kernel's waiting cgroup events. A loss (the ring was full) is
+ * said and makes the next pull walk cgroupfs; a ring that cannot be read
+ * any more leaves the names to the walk alone.
+ */
+static void drain_cgroup_events(struct daemon_plugins *p)
+{
+	uint64_t lost = 0;
+	int rc;
+
+	if (!p->cgroup_events)
+		return;
+	rc = ktel_cgroup_events__drain(p->cgroup_events, &lost);
+	if (lost) {
+		ktel_attr_names__events_lost(p->attr_names);
+		ktel_log(KTEL_LOG_WARN,
+			 "attribution: %llu cgroup events lost (ring buffer full): cgroupfs is "
+			 "walked again",
+			 (unsigned long long)lost);
+	}
+	if (rc >= 0)
+		return;
+	snprintf(p->cgroup_events_problem, sizeof(p->cgroup_events_problem),
+		 "cgroup events: cannot read the ring buffer: %s", strerror(-rc));
+	ktel_log(KTEL_LOG_WARN, "attribution: %s: cgroup names from walks of cgroupfs alone",
+		 p->cgroup_events_problem);
+	if (p->cgroup_events_poll_init) {
+		uv_poll_stop(&p->cgroup_events_poll);
+		/* The fd stays open (in the object) until the handle closes. */
+	}
+	ktel_attr_names__use_events(p->attr_names, false);
+}
+
+/* A name miss: the events that came since the pull's drain. */
+static void refill_names(void *ctx)
+{
+	drain_cgroup_events(ctx);
+}
+
+static void on_cgroup_events_ready(uv_poll_t *h, int status, int events)
+{
+	struct daemon_plugins *p = h->data;
+
+	(void)status;
+	(void)events;
+	if (ktel_attr_names__events(p->attr_names))
+		drain_cgroup_events(p);
+}
+
+void daemon_plugins__attr_begin_pull(struct daemon_plugins *p, struct ktel_metric *m)
+{
+	uint64_t now;
+
+	if (!p->attr_names)
+		return;
+	if (ktel_attr_names__events(p->attr_names))
+		drain_cgroup_events(p);
+	/* After the drain: every event taken happened before this pull reads
+	 * the map. */
+	now = ktel_now_boottime_ns();
+	m->attr_pull_ns = now;
+	ktel_attr_names__begin_pull(p->attr_names, now);
+}
+
+/* Every metric attributed by cgroup and pulled has begun a pull at or
+ * after this time (UINT64_MAX: there is none). */
+static uint64_t cgroup_pulls_settled(const struct daemon_plugins *p)
+{
+	uint64_t settled = UINT64_MAX;
+	struct ktel_metric *m;
+
+	for_each_metric(p, m)
+		if (m->fold && m->attr.by == KTEL_ATTR_BY_CGROUP && m->mp && m->enabled &&
+		    m->attr_pull_ns < settled)
+			settled = m->attr_pull_ns;
+	return settled;
+}
+
+void daemon_plugins__attr_naming(const struct daemon_plugins *p, struct daemon_attr_naming *ret)
+{
+	*ret = (struct daemon_attr_naming){.source = "walk"};
+	if (!p->attr_names)
+		return;
+	ret->active = true;
+	ktel_attr_names__stats(p->attr_names, &ret->names);
+	if (p->cgroup_events)
+		ktel_cgroup_events__stats(p->cgroup_events, &ret->events);
+	if (ktel_attr_names__events(p->attr_names))
+		ret->source = "events";
+	else if (p->cgroup_events_problem[0])
+		ret->problem = p->cgroup_events_problem;
 }
 
 static void pending_add(struct ktel_metric *m, uint64_t id)
@@ -296,6 +403,71 @@ static void pending_add(struct ktel_metric *m, uint64_t id)
 	m->attr_pending[m->n_attr_pending++] = id;
 }
 
+/* A sweep's context: the metric, its grace period and the time. */
+struct sweep {
+	struct ktel_metric *m;
+	uint64_t now, grace;
+	const char *name; /* carried(): the name looked for */
+	char buf[KTEL_ATTR_NAME_MAX + 1];
+};
+
+/*
+ * Is a user, app or process id gone: a process whose tgid with that start
+ * time no longer exists and that had no events since the last sweep (an
+ * I/O it issued may complete after its exit); a user or app without
+ * events for the grace period.
+ */
+static bool id_gone(void *ctx, uint64_t id, uint64_t used_ns)
+{
+	struct sweep *s = ctx;
+
+	if (id == KTEL_ATTR_OVERFLOW_ID || id == KTEL_ATTR_UNKNOWN_ID)
+		return false;
+	if (s->m->attr.by == KTEL_ATTR_BY_PROCESS)
+		return used_ns < s->m->attr_sweep_ns && !ktel_attr_process_alive(NULL, id);
+	return s->now > s->grace && used_ns < s->now - s->grace;
+}
+
+/* Does id (one still tracked) carry the name looked for? */
+static bool carried(void *ctx, uint64_t id)
+{
+	struct sweep *s = ctx;
+	char buf[KTEL_ATTR_NAME_MAX + 1];
+	const char *name = attr_name(s->m, id, buf, sizeof(buf));
+
+	return name && strcmp(name, s->name) == 0;
+}
+
+/*
+ * Ageing of m's user, app or process ids, at most four times per grace
+ * period: the ids gone go the cgroups' way (their names' series end unless
+ * another id of m carries the name - every app of app_class is "app" -,
+ * their keys are deleted after m's next pull).
+ */
+static void sweep_ids(struct daemon_plugins *p, struct ktel_metric *m)
+{
+	struct sweep s = {.m = m,
+			  .now = ktel_now_boottime_ns(),
+			  .grace = p->d->cfg->attr_release_after_ms * 1000000ULL};
+	const uint64_t *gone;
+	size_t n;
+
+	if (!m->attr_ids || !m->fold || s.now - m->attr_sweep_ns < s.grace / 4)
+		return;
+	n = ktel_attr_ids__sweep(m->attr_ids, id_gone, &s, &gone);
+	m->attr_sweep_ns = s.now;
+	for (size_t i = 0; i < n; i++) {
+		s.name = attr_name(m, gone[i], s.buf, sizeof(s.buf));
+		if (s.name && !ktel_attr_ids__any(m->attr_ids, carried, &s))
+			ktel_attr_fold__release(m->fold, s.name);
+		pending_add(m, gone[i]);
+	}
+	m->attr_ids_released += n;
+	if (n)
+		ktel_log(KTEL_LOG_DEBUG, "metric %s: attribution: %zu %s ids released", m->md->name,
+			 n, ktel_attr_by_name(m->attr.by));
+}
+
 void daemon_plugins__attr_take_released(struct daemon_plugins *p)
 {
 	const struct ktel_attr_released *rel;
@@ -304,6 +476,11 @@ void daemon_plugins__attr_take_released(struct daemon_plugins *p)
 
 	if (!p->attr_names)
 		return;
+	for_each_metric(p, m)
+		sweep_ids(p, m);
+	/* Released by their events: once every metric attributed by cgroup
+	 * has pulled since, so each named the cgroup's last events. */
+	ktel_attr_names__settle(p->attr_names, cgroup_pulls_settled(p));
 	n = ktel_attr_names__released(p->attr_names, &rel);
 	if (!n)
 		return;
@@ -355,6 +532,36 @@ void daemon_plugins__attr_delete(struct ktel_metric *m)
 	m->n_attr_pending = 0;
 }
 
+/*
+ * The kernel's cgroup events for the names, and the loop's poll of their
+ * ring. Where they cannot load (no BTF for the tracepoints, an older
+ * kernel, no privilege) the walk names cgroups alone, which is said once
+ * and in status.
+ */
+static void open_cgroup_events(struct daemon_plugins *p)
+{
+	struct ktel_err err;
+	int fd;
+
+	if (ktel_cgroup_events__open(on_cgroup_event, p, &p->cgroup_events, &err)) {
+		snprintf(p->cgroup_events_problem, sizeof(p->cgroup_events_problem), "%s", err.msg);
+		ktel_log(KTEL_LOG_WARN,
+			 "attribution: %s: cgroup names from walks of cgroupfs alone (a cgroup "
+			 "made and removed between two walks is unknown)",
+			 err.msg);
+		return;
+	}
+	fd = ktel_cgroup_events__fd(p->cgroup_events);
+	if (uv_poll_init(p->d->loop, &p->cgroup_events_poll, fd) == 0) {
+		p->cgroup_events_poll.data = p;
+		p->cgroup_events_poll_init = true;
+		uv_poll_start(&p->cgroup_events_poll, UV_READABLE, on_cgroup_events_ready);
+	}
+	ktel_attr_names__use_events(p->attr_names, true);
+	ktel_attr_names__set_refill(p->attr_names, refill_names, p);
+	ktel_log(KTEL_LOG_INFO, "attribution: cgroup names from the kernel's cgroup events");
+}
+
 /* The names cache, made at the first attributed metric. Without a cgroup2
  * mount cgroup ids stay unnamed ("unknown"), which is said once. */
 static void need_attr_names(struct daemon_plugins *p)
@@ -368,9 +575,12 @@ static void need_attr_names(struct daemon_plugins *p)
 	if (p->attr_names)
 		return;
 	none.grace_ns = opts.grace_ns;
-	if (ktel_attr_names__new(&opts, &p->attr_names, &err) == 0)
+	if (ktel_attr_names__new(&opts, &p->attr_names, &err) == 0) {
+		open_cgroup_events(p);
 		return;
+	}
 	ktel_log(KTEL_LOG_WARN, "%s", err.msg);
+	snprintf(p->cgroup_events_problem, sizeof(p->cgroup_events_problem), "%s", err.msg);
 	if (ktel_attr_names__new(&none, &p->attr_names, &err))
 		ktel_log(KTEL_LOG_ERROR, "attribution: %s", err.msg);
 }
@@ -390,6 +600,9 @@ static int make_fold(struct daemon_plugins *p, struct ktel_metric *m, struct kte
 	if (m->attr.by == KTEL_ATTR_BY_NONE)
 		return 0;
 	need_attr_names(p);
+	if (m->attr.by != KTEL_ATTR_BY_CGROUP && ktel_attr_ids__new(&m->attr_ids))
+		return ktel_err_set(err, ENOMEM, "metric %s: attribution: out of memory",
+				    m->md->name);
 	return ktel_attr_fold__new(&fo, &m->fold, err);
 }
 
@@ -580,6 +793,8 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 		ktel_metric_pull__free(lp->metrics[j].mp);
 		lp->metrics[j].mp = NULL;
 		ktel_attr_fold__free(lp->metrics[j].fold);
+		ktel_attr_ids__free(lp->metrics[j].attr_ids);
+		lp->metrics[j].attr_ids = NULL;
 		lp->metrics[j].fold = NULL;
 		free(lp->metrics[j].attr_pending);
 		lp->metrics[j].attr_pending = NULL;
@@ -1622,6 +1837,10 @@ void daemon_plugins__close(struct daemon_plugins *p, bool flush_streams)
 	}
 	intake_close(p->intake);
 	close_watchers(p);
+	if (p->cgroup_events_poll_init) {
+		uv_close((uv_handle_t *)&p->cgroup_events_poll, NULL);
+		p->cgroup_events_poll_init = false;
+	}
 }
 
 void daemon_plugins__free(struct daemon_plugins *p)
@@ -1640,6 +1859,8 @@ void daemon_plugins__free(struct daemon_plugins *p)
 	p->n_refused = 0;
 	ktel_targets__free(p->targets);
 	p->targets = NULL;
+	ktel_cgroup_events__free(p->cgroup_events);
+	p->cgroup_events = NULL;
 	ktel_attr_names__free(p->attr_names);
 	p->attr_names = NULL;
 	intake_free(p->intake);

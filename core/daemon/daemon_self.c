@@ -22,7 +22,8 @@
 
 /* ---- self-telemetry -------------------------------------------------------- */
 
-#define SELF_PER_METRIC 5
+#define SELF_PER_METRIC 6
+#define SELF_ATTR_NAMING 5
 #define SELF_PER_PROG 4
 #define SELF_PER_PLUGIN 1
 /* self_prev's slots per program: recursion misses, run time, runs. */
@@ -146,8 +147,9 @@ static size_t self_prog_records(const struct daemon_self *s, const struct ktel_r
 
 /*
  * An attributed metric's events folded into "other" (attr_fold.h), by stage:
- * "kernel" past the map's bound of attributed keys, "user" past the top K.
- * Two records, or none for a metric that does not attribute.
+ * "kernel" past the map's bound of attributed keys, "user" past the top K;
+ * and the kernel keys its ageing deleted (those of released cgroups).
+ * Three records, or none for a metric that does not attribute.
  */
 static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record *tmpl, int64_t idx,
 				struct ktel_record *out)
@@ -170,7 +172,51 @@ static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record 
 		out[i].unit = "events";
 		self_counter(&out[i], cur[i], prev[i]);
 	}
-	return 2;
+	self_rec(&out[2], tmpl, "ktel_attr_keys_deleted", "metric", idx, m->md->name);
+	out[2].unit = "keys";
+	self_counter(&out[2], m->attr_keys_deleted, &m->self_keys_deleted);
+	return 3;
+}
+
+/* A naming counter of attribution: name{dim=label}. */
+static void naming_counter(struct ktel_record *r, const struct ktel_record *tmpl, const char *name,
+			   const char *unit, const char *dim, int64_t idx, const char *label,
+			   uint64_t cur, uint64_t *prev)
+{
+	self_rec(r, tmpl, name, dim, idx, label);
+	r->unit = unit;
+	self_counter(r, cur, prev);
+}
+
+/*
+ * How attribution names cgroups (daemon_attr_naming): cgroups released, by
+ * rule (their release event, or the grace rule); the kernel's cgroup
+ * events taken and lost (a loss makes the names walk cgroupfs again); the
+ * cgroup names cached, by the source in use. None before a metric
+ * attributes.
+ */
+static size_t self_naming_records(struct daemon_self *s, const struct ktel_record *tmpl,
+				  struct ktel_record *out, size_t max)
+{
+	struct daemon_attr_naming an;
+
+	daemon_plugins__attr_naming(&s->d->plugins, &an);
+	if (!an.active || max < SELF_ATTR_NAMING)
+		return 0;
+	naming_counter(&out[0], tmpl, "ktel_attr_cgroups_released", "cgroups", "rule", 0, "event",
+		       an.names.released_event, &s->prev_attr[0]);
+	naming_counter(&out[1], tmpl, "ktel_attr_cgroups_released", "cgroups", "rule", 1, "grace",
+		       an.names.released - an.names.released_event, &s->prev_attr[1]);
+	naming_counter(&out[2], tmpl, "ktel_attr_cgroup_events", "events", "result", 0, "taken",
+		       an.events.events, &s->prev_attr[2]);
+	naming_counter(&out[3], tmpl, "ktel_attr_cgroup_events", "events", "result", 1, "lost",
+		       an.events.lost, &s->prev_attr[3]);
+	self_rec(&out[4], tmpl, "ktel_attr_cgroup_names", "source",
+		 strcmp(an.source, "events") == 0 ? 0 : 1, an.source);
+	out[4].type = KTEL_RECORD_GAUGE;
+	out[4].unit = "cgroups";
+	out[4].gauge = (int64_t)an.names.cgroups;
+	return SELF_ATTR_NAMING;
 }
 
 /* Pull cost and errors of each enabled metric; idx counts every metric. */
@@ -242,7 +288,7 @@ static size_t self_max(const struct daemon_self *s)
 	}
 	return ktel_router__n_sinks(s->d->router) * KTEL_ROUTER_SELF_PER_SINK +
 	       n_metrics * SELF_PER_METRIC + n_progs * SELF_PER_PROG +
-	       daemon_plugins__n(p) * SELF_PER_PLUGIN;
+	       daemon_plugins__n(p) * SELF_PER_PLUGIN + SELF_ATTR_NAMING;
 }
 
 /*
@@ -272,6 +318,7 @@ void daemon_self__emit(struct daemon_self *s)
 	n += self_metric_records(p, &tmpl, recs + n, max - n);
 	n += self_prog_records(s, &tmpl, recs + n, max - n);
 	n += self_plugin_records(p, &tmpl, recs + n, max - n);
+	n += self_naming_records(s, &tmpl, recs + n, max - n);
 	ktel_router__route(s->d->router, recs, n, (const char *const *)cfg->self_sinks,
 			   cfg->n_self_sinks);
 	s->start_boot = tmpl.end_boottime_ns;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Names of attribution ids (attr_names.h): a cgroup id -> path cache filled
- * by walking the cgroup2 mount, a uid -> user name cache, and the fixed
- * rules for Android app ids and processes.
+ * from the kernel's cgroup events and by walking the cgroup2 mount, a uid ->
+ * user name cache, and the fixed rules for Android app ids and processes.
  */
 #include "attr_names.h"
 
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_GRACE_NS (600ULL * 1000000000ULL)
@@ -26,10 +27,16 @@
 
 struct entry {
 	uint64_t id;
-	uint64_t seen_ns; /* last walk (or lookup, for users) that found it */
-	uint64_t used_ns; /* cgroups: last pull that named it (it had events) */
-	char *name;       /* NULL: a uid getpwuid_r did not know (its number is used) */
+	/* Last walk or mkdir event that found it (for a removed cgroup: its
+	 * rmdir), or lookup, for users. */
+	uint64_t seen_ns;
+	uint64_t used_ns;     /* cgroups: last pull that named it (it had events) */
+	uint64_t released_ns; /* cgroups: when its release event came */
+	uint64_t gen;         /* cgroups: the walk generation that last found it */
+	char *name;           /* NULL: a uid getpwuid_r did not know (its number is used) */
 	bool used;
+	bool removed;  /* cgroups: rmdir seen, or a full walk no longer finds it */
+	bool released; /* cgroups: its release event came (held until settled) */
 };
 
 /* Open addressing, linear probing, tombstone-free: rebuilt when pruned. */
@@ -40,13 +47,25 @@ struct cache {
 
 struct ktel_attr_names {
 	char root[4096]; /* "" when there is no cgroup2 mount */
+	/* The directory of the hierarchy the mount shows ("/" unless the
+	 * mount, or a cgroup namespace, shows a subtree): event paths are
+	 * relative to the hierarchy, walk paths to the mount. */
+	char mount_root[4096];
 	uint64_t grace_ns;
 	size_t max_cgroups;
 	uint64_t now_ns;
 	uint64_t pull;      /* begin_pull count */
 	uint64_t walk_pull; /* pull of the last walk; 0: never */
 	uint64_t walk_ns;   /* time of the last walk */
+	uint64_t prune_ns;  /* time of the last pass for released cgroups */
+	uint64_t gen;       /* walks made */
 	bool walked;
+	bool events;      /* the kernel's cgroup events keep the cache current */
+	bool walk_wanted; /* events were lost: walk at the next pull */
+	size_t held;      /* entries released by their event, not yet settled */
+	void (*refill)(void *ctx);
+	void *refill_ctx;
+	bool refilling;
 	struct cache cgroups, users;
 	/* Released cgroups not yet taken (ktel_attr_names__released). */
 	struct ktel_attr_released *released;
@@ -128,39 +147,62 @@ static int cache_put(struct cache *c, uint64_t id, char *name, uint64_t now)
 	return 0;
 }
 
-/* Is the cgroup of e released: gone from every walk and without events for
- * the grace period? */
-static bool cgroup_released(const struct entry *e, uint64_t now, uint64_t grace)
+/*
+ * Is the cgroup of e taken as released by the grace rule: gone (no walk
+ * finds it, or its rmdir came) and without events for the grace period?
+ * With the kernel's events a named cgroup that was not removed is alive,
+ * however long ago a walk saw it.
+ */
+static bool grace_over(const struct ktel_attr_names *n, const struct entry *e)
 {
-	return now > grace && e->seen_ns < now - grace && e->used_ns < now - grace;
+	uint64_t since;
+
+	if (n->now_ns <= n->grace_ns)
+		return false;
+	since = n->now_ns - n->grace_ns;
+	if (e->used_ns >= since || e->seen_ns >= since)
+		return false;
+	return !n->events || e->removed || !e->name;
 }
 
-/* Does an entry of c other than the released ones carry name? */
-static bool name_carried(const struct cache *c, const char *name, uint64_t now, uint64_t grace)
+/* Leaves the cache for the released list at the next prune or settle. */
+static bool leaving(const struct ktel_attr_names *n, const struct entry *e, uint64_t settled_ns)
 {
+	if (e->released)
+		return e->released_ns <= settled_ns;
+	return grace_over(n, e);
+}
+
+/* Does an entry of c other than those leaving carry name? */
+static bool name_carried(const struct ktel_attr_names *n, const char *name, uint64_t settled_ns)
+{
+	const struct cache *c = &n->cgroups;
+
 	for (size_t i = 0; i < c->cap; i++)
-		if (c->e[i].used && c->e[i].name && !cgroup_released(&c->e[i], now, grace) &&
-		    strcmp(c->e[i].name, name) == 0)
+		if (c->e[i].used && c->e[i].name && !c->e[i].released &&
+		    !leaving(n, &c->e[i], settled_ns) && strcmp(c->e[i].name, name) == 0)
 			return true;
 	return false;
 }
 
 /*
- * Drop the released cgroups (cgroup_released) onto n's released list,
- * each with whether another entry carries its name. A name is compared
- * with every entry: O(entries) per release, which a walk (O(entries)
- * stat calls) outweighs.
+ * Move the cgroups that leave (leaving(): released by the grace rule, or
+ * by a release event at or before settled_ns) onto n's released list, each
+ * with whether another entry carries its name. A name is compared with
+ * every entry: O(entries) per release, which a walk (O(entries) stat calls)
+ * outweighs.
  */
-static void prune_cgroups(struct ktel_attr_names *n)
+static void prune_cgroups(struct ktel_attr_names *n, uint64_t settled_ns)
 {
 	struct cache *c = &n->cgroups;
 	bool any = false;
 
+	n->prune_ns = n->now_ns;
 	for (size_t i = 0; i < c->cap; i++) {
 		struct entry *e = &c->e[i];
 		struct ktel_attr_released *r;
 
-		if (!e->used || !cgroup_released(e, n->now_ns, n->grace_ns))
+		if (!e->used || !leaving(n, e, settled_ns))
 			continue;
 		if (n->n_released == n->cap_released) {
 			size_t cap = n->cap_released ? n->cap_released * 2 : 64;
@@ -173,9 +215,13 @@ static void prune_cgroups(struct ktel_attr_names *n)
 			n->cap_released = cap;
 		}
 		r = &n->released[n->n_released++];
+		if (e->released) {
+			n->held--;
+			n->st.released_event++;
+		}
 		r->id = e->id;
 		r->name = e->name;
-		r->carried = e->name && name_carried(c, e->name, n->now_ns, n->grace_ns);
+		r->carried = e->name && name_carried(n, e->name, settled_ns);
 		e->name = NULL;
 		e->used = false;
 		c->n--;
@@ -272,7 +318,9 @@ static void unescape(char *s)
 	*w = '\0';
 }
 
-int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len)
+/* The cgroup2 mount of a mountinfo file: its mount point into buf and the
+ * directory of the hierarchy it shows into root (may be NULL). */
+static int cgroup2_mount(const char *mountinfo, char *buf, size_t len, char *root, size_t rlen)
 {
 	FILE *f = fopen(mountinfo ? mountinfo : "/proc/self/mountinfo", "re");
 	char line[8192];
@@ -289,14 +337,22 @@ int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len)
 			fields[n++] = tok;
 		if (n < 5 || !dash || strncmp(dash + 3, "cgroup2 ", 8) != 0)
 			continue;
+		unescape(fields[3]);
 		unescape(fields[4]);
-		if (strlen(fields[4]) < len) {
+		if (strlen(fields[4]) < len && (!root || strlen(fields[3]) < rlen)) {
 			snprintf(buf, len, "%s", fields[4]);
+			if (root)
+				snprintf(root, rlen, "%s", fields[3]);
 			rc = 0;
 		}
 	}
 	fclose(f);
 	return rc;
+}
+
+int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len)
+{
+	return cgroup2_mount(mountinfo, buf, len, NULL, 0);
 }
 
 /* ---- the walk ------------------------------------------------------------------ */
@@ -329,6 +385,7 @@ static void walk_dir(struct walk *w, size_t len, int depth)
 		w->oom = true;
 		return;
 	}
+	cache_find(&w->n->cgroups, (uint64_t)st.st_ino)->gen = w->n->gen;
 	if (depth >= MAX_WALK_DEPTH)
 		return;
 	dir = opendir(w->path);
@@ -354,15 +411,24 @@ static void walk_dir(struct walk *w, size_t len, int depth)
 static void walk(struct ktel_attr_names *n)
 {
 	struct walk w = {.n = n};
+	uint64_t truncated = n->st.truncated;
+	struct cache *c = &n->cgroups;
 
 	n->st.walks++;
+	n->gen++;
 	n->walk_pull = n->pull;
+	n->walk_wanted = false;
 	snprintf(w.path, sizeof(w.path), "%s", n->root);
 	w.root_len = strlen(w.path);
 	walk_dir(&w, w.root_len, 0);
 	n->walk_ns = n->now_ns;
 	n->walked = true;
-	prune_cgroups(n);
+	/* A whole walk that did not find a named cgroup: it was removed (its
+	 * rmdir event, if any, is lost or still to come). */
+	for (size_t i = 0; !w.oom && n->st.truncated == truncated && i < c->cap; i++)
+		if (c->e[i].used && c->e[i].name && c->e[i].gen != n->gen)
+			c->e[i].removed = true;
+	prune_cgroups(n, 0);
 }
 
 /* ---- life ----------------------------------------------------------------------- */
@@ -377,11 +443,12 @@ int ktel_attr_names__new(const struct ktel_attr_names_opts *opts, struct ktel_at
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	n->grace_ns = opts && opts->grace_ns ? opts->grace_ns : DEFAULT_GRACE_NS;
 	n->max_cgroups = opts && opts->max_cgroups ? opts->max_cgroups : DEFAULT_MAX_CGROUPS;
+	snprintf(n->mount_root, sizeof(n->mount_root), "/");
 	if (opts && opts->cgroup_root) {
 		snprintf(n->root, sizeof(n->root), "%s", opts->cgroup_root);
 	} else {
-		rc = ktel_attr_cgroup2_mount(opts ? opts->mountinfo : NULL, n->root,
-					     sizeof(n->root));
+		rc = cgroup2_mount(opts ? opts->mountinfo : NULL, n->root, sizeof(n->root),
+				   n->mount_root, sizeof(n->mount_root));
 		if (rc) {
 			free(n);
 			return ktel_err_set(err, -rc,
@@ -408,18 +475,120 @@ void ktel_attr_names__free(struct ktel_attr_names *n)
 
 void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns)
 {
-	n->pull++;
-	n->now_ns = now_ns;
-	/* Removals are seen by walks: without misses, walk four times per
-	 * grace period so a released cgroup is found within 1.25 of it. This
-	 * walk, before the pull reads the map, leaves the pull its own walk
-	 * on a miss, for the cgroups made since. */
-	if (n->root[0] && n->walked && now_ns - n->walk_ns >= n->grace_ns / 4) {
-		uint64_t walk_pull = n->walk_pull;
+	uint64_t walk_pull = n->walk_pull;
 
+	n->pull++;
+	if (now_ns > n->now_ns)
+		n->now_ns = now_ns;
+	if (!n->root[0])
+		return;
+	/*
+	 * A walk here, before the pull reads the map, leaves the pull its own
+	 * walk on a miss, for the cgroups made since. Events were lost: walk
+	 * for what they would have said. Without events, removals are seen by
+	 * walks: walk four times per grace period so a released cgroup is
+	 * found within 1.25 of it. With events, only the grace rule's
+	 * releases (removed cgroups whose release is slow to come) are looked
+	 * for as often.
+	 */
+	if (n->walk_wanted ||
+	    (!n->events && n->walked && n->now_ns - n->walk_ns >= n->grace_ns / 4)) {
 		walk(n);
 		n->walk_pull = walk_pull;
+	} else if (n->events && n->now_ns - n->prune_ns >= n->grace_ns / 4) {
+		prune_cgroups(n, 0);
 	}
+}
+
+void ktel_attr_names__use_events(struct ktel_attr_names *n, bool on)
+{
+	n->events = on && n->root[0];
+	/* The cgroups made before the events started are found by a walk,
+	 * at once rather than at the first miss, so that one removed before
+	 * that miss has a name too. */
+	if (n->events)
+		n->walk_wanted = true;
+}
+
+bool ktel_attr_names__events(const struct ktel_attr_names *n)
+{
+	return n->events;
+}
+
+void ktel_attr_names__events_lost(struct ktel_attr_names *n)
+{
+	if (n->root[0])
+		n->walk_wanted = true;
+	n->st.event_losses++;
+}
+
+/* The name of an event's path (relative to the hierarchy's root) below the
+ * mount, into buf; false when the mount does not show it. */
+static bool event_name(const struct ktel_attr_names *n, const char *path, char *buf, size_t len)
+{
+	size_t l = strlen(n->mount_root);
+
+	while (l > 1 && n->mount_root[l - 1] == '/')
+		l--;
+	if (l > 1) {
+		if (strncmp(path, n->mount_root, l) != 0 || (path[l] != '/' && path[l] != '\0'))
+			return false;
+		path += l;
+	}
+	ktel_attr_cgroup_name(path, buf, len);
+	return true;
+}
+
+void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_cgroup_ev *ev,
+				   uint64_t now_ns)
+{
+	char name[KTEL_ATTR_NAME_MAX + 1], *copy;
+	struct entry *e;
+
+	if (!n->root[0])
+		return;
+	if (now_ns > n->now_ns)
+		n->now_ns = now_ns;
+	n->st.events++;
+	e = cache_find(&n->cgroups, ev->id);
+	switch (ev->kind) {
+	case KTEL_CGROUP_MKDIR:
+		if (!ev->path || !event_name(n, ev->path, name, sizeof(name)))
+			return;
+		/* Bounded like the walk: past the bound a miss walks (and
+		 * stops there too), and the id stays unnamed. */
+		if (!e && n->cgroups.n >= n->max_cgroups) {
+			n->st.truncated++;
+			return;
+		}
+		copy = strdup(name);
+		if (!copy || cache_put(&n->cgroups, ev->id, copy, n->now_ns))
+			return;
+		e = cache_find(&n->cgroups, ev->id);
+		e->gen = n->gen;
+		e->removed = false;
+		return;
+	case KTEL_CGROUP_RMDIR:
+		if (e && !e->removed) {
+			e->removed = true;
+			e->seen_ns = n->now_ns;
+		}
+		return;
+	case KTEL_CGROUP_RELEASE:
+		if (e && !e->released) {
+			e->removed = true;
+			e->released = true;
+			e->released_ns = n->now_ns;
+			n->held++;
+		}
+		return;
+	}
+}
+
+void ktel_attr_names__settle(struct ktel_attr_names *n, uint64_t settled_ns)
+{
+	if (n->held)
+		prune_cgroups(n, settled_ns);
 }
 
 size_t ktel_attr_names__released(const struct ktel_attr_names *n,
@@ -436,9 +605,23 @@ void ktel_attr_names__clear_released(struct ktel_attr_names *n)
 	n->n_released = 0;
 }
 
+void ktel_attr_names__set_refill(struct ktel_attr_names *n, void (*refill)(void *ctx), void *ctx)
+{
+	n->refill = refill;
+	n->refill_ctx = ctx;
+}
+
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len)
 {
 	struct entry *e = cache_find(&n->cgroups, id);
+
+	/* Made since the pull's drain: its mkdir waits in the ring. */
+	if ((!e || !e->name) && n->events && n->refill && !n->refilling) {
+		n->refilling = true;
+		n->refill(n->refill_ctx);
+		n->refilling = false;
+		e = cache_find(&n->cgroups, id);
+	}
 
 	if ((!e || !e->name) && n->root[0] && n->walk_pull != n->pull) {
 		walk(n);
@@ -560,6 +743,133 @@ const char *ktel_attr_process_name(uint64_t id, char *buf, size_t len)
 {
 	snprintf(buf, len, "%" PRIu64, id >> 32);
 	return buf;
+}
+
+/* ---- ids of users, apps and processes ------------------------------------------ */
+
+struct ktel_attr_ids {
+	struct cache c;
+	uint64_t *gone;
+	size_t n_gone, cap_gone;
+};
+
+int ktel_attr_ids__new(struct ktel_attr_ids **ret)
+{
+	struct ktel_attr_ids *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	*ret = t;
+	return 0;
+}
+
+void ktel_attr_ids__free(struct ktel_attr_ids *t)
+{
+	if (!t)
+		return;
+	cache_free(&t->c);
+	free(t->gone);
+	free(t);
+}
+
+int ktel_attr_ids__used(struct ktel_attr_ids *t, uint64_t id, uint64_t now_ns)
+{
+	struct entry *e = cache_find(&t->c, id);
+
+	if (e) {
+		e->used_ns = now_ns;
+		return 0;
+	}
+	return cache_put(&t->c, id, NULL, now_ns);
+}
+
+size_t ktel_attr_ids__count(const struct ktel_attr_ids *t)
+{
+	return t->c.n;
+}
+
+size_t ktel_attr_ids__sweep(struct ktel_attr_ids *t,
+			    bool (*gone)(void *ctx, uint64_t id, uint64_t used_ns), void *ctx,
+			    const uint64_t **ret)
+{
+	struct cache *c = &t->c;
+
+	t->n_gone = 0;
+	for (size_t i = 0; i < c->cap; i++) {
+		struct entry *e = &c->e[i];
+
+		if (!e->used || !gone(ctx, e->id, e->used_ns))
+			continue;
+		if (t->n_gone == t->cap_gone) {
+			size_t cap = t->cap_gone ? t->cap_gone * 2 : 64;
+			uint64_t *p = realloc(t->gone, cap * sizeof(*p));
+
+			/* Out of memory: kept, swept again later. */
+			if (!p)
+				break;
+			t->gone = p;
+			t->cap_gone = cap;
+		}
+		t->gone[t->n_gone++] = e->id;
+		e->used = false;
+		c->n--;
+	}
+	if (t->n_gone)
+		cache_rehash(c, c->cap);
+	*ret = t->gone;
+	return t->n_gone;
+}
+
+bool ktel_attr_ids__any(const struct ktel_attr_ids *t, bool (*fn)(void *ctx, uint64_t id),
+			void *ctx)
+{
+	for (size_t i = 0; i < t->c.cap; i++)
+		if (t->c.e[i].used && fn(ctx, t->c.e[i].id))
+			return true;
+	return false;
+}
+
+bool ktel_attr_process_alive(const char *proc, uint64_t id)
+{
+	char path[128], buf[1024], *p;
+	unsigned long long start_ticks = 0;
+	struct timespec boot, mono;
+	uint64_t tgid = id >> 32, thread_s = id & 0xffffffffULL, leader_s, slept_s;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t len;
+	int fd, field;
+
+	if (!tgid || tgid > INT32_MAX)
+		return false;
+	snprintf(path, sizeof(path), "%s/%" PRIu64 "/stat", proc ? proc : "/proc", tgid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		/* Gone (ENOENT, ESRCH); any other failure keeps it. */
+		return errno != ENOENT && errno != ESRCH;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return len < 0 && errno != ESRCH;
+	buf[len] = '\0';
+	/* The command may hold anything, ')' too: the fields follow the last. */
+	p = strrchr(buf, ')');
+	if (!p || hz <= 0)
+		return true;
+	/* starttime is field 22; the state (field 3) follows ") ". */
+	for (field = 2; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (field != 22 || sscanf(p, "%llu", &start_ticks) != 1)
+		return true;
+	leader_s = (uint64_t)(start_ticks / (unsigned long long)hz);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	slept_s = boot.tv_sec > mono.tv_sec ? (uint64_t)(boot.tv_sec - mono.tv_sec) : 0;
+	/* The thread's start is of the monotonic clock, the leader's of the
+	 * boot-time one: at most the time slept so far later; a second for
+	 * the rounding down of both. A tgid used again started after the
+	 * process of the id ended. */
+	return leader_s <= thread_s + slept_s + 1;
 }
 
 void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret)

@@ -4,30 +4,43 @@
  *   - cgroup: a v2 cgroup id is its directory's inode number in the cgroup2
  *     mount (found in /proc/self/mountinfo: /sys/fs/cgroup on a pure v2
  *     system, /sys/fs/cgroup/unified on a hybrid one); named by its path
- *     below the mount, the root "/". Ids come from a walk of the mount,
- *     cached; a miss walks again at most once per pull (begin_pull), and an
- *     id the walk did not find stays unresolved until the next pull (the
- *     negative cache). An entry no walk has seen for the grace period (the
- *     cgroup was removed) is dropped, so a removed cgroup whose last events
- *     are pulled after its rmdir still has its name.
- *   - release: a cgroup no walk has found and that had no events (no pull
- *     asked for its name) for the grace period is taken as released; an
- *     id no walk ever found (a cgroup made and removed between two walks)
- *     is kept without a name from its first lookup so that it is too. Its
- *     entry
- *     leaves the cache for the released list, which the daemon takes
- *     after a pull (ktel_attr_names__released) to delete the id's kernel
- *     keys and, unless another id carries the same name, end its series.
- *     Walks happen on a miss (at most once per pull) and, to see
- *     removals, at a pull at least grace / 4 after the last one.
+ *     below the mount, the root "/". Two sources fill the cache:
+ *       - the kernel's own events (cgroup_events.h), when the daemon could
+ *         load them (ktel_attr_names__use_events): a cgroup is named at its
+ *         mkdir, marked removed at its rmdir and released at its release,
+ *         however briefly it lived between two pulls;
+ *       - a walk of the mount: the cgroups made before the events started,
+ *         and the only source without them. A miss walks again at most
+ *         once per pull (begin_pull), and an id the walk did not find stays
+ *         unresolved until the next pull (the negative cache). Events the
+ *         kernel lost (ktel_attr_names__events_lost) make the next pull
+ *         walk, and a whole walk that no longer finds a cgroup marks it
+ *         removed.
+ *   - release: a cgroup's release event releases it; the daemon hands the
+ *     release on once every metric attributed by cgroup has pulled since
+ *     (ktel_attr_names__settle), so each names the cgroup's last events.
+ *     Besides, the grace rule: a cgroup removed (or, without events, no
+ *     longer found by walks) that had no events (no pull asked for its
+ *     name) for the grace period is taken as released; an id no walk or
+ *     event ever named (made and removed between two walks, without
+ *     events) is kept without a name from its first lookup so that it is
+ *     too. Released entries leave the cache for the released list, which
+ *     the daemon takes after a pull (ktel_attr_names__released) to delete
+ *     the id's kernel keys and, unless another id carries the same name,
+ *     end its series. Without events, walks happen on a miss (at most once
+ *     per pull) and, to see removals, at a pull at least grace / 4 after
+ *     the last one.
  *   - user: a uid, named by getpwuid_r, else by its number.
  *   - app: Android's app id (uid % 100000) for apps, the class otherwise;
  *     app_class: the class alone, "app" for every app.
  *   - process: the tgid (high half of the id), as a number.
- * Names are hostile input (a cgroup's name is anyone's mkdir): they are
- * bounded, cut to ASCII letters, digits and ._+-/@:=, every other byte
- * becoming '_', and the run-*.scope and session-*.scope components that
- * systemd makes per command and login are collapsed into one name each.
+ * Names are hostile input (a cgroup's name is anyone's mkdir, whether it
+ * comes from a walk or an event): they are bounded, cut to ASCII letters,
+ * digits and ._+-/@:=, every other byte becoming '_', and the run-*.scope
+ * and session-*.scope components that systemd makes per command and login
+ * are collapsed into one name each. An event's path, relative to the
+ * hierarchy's root, is made relative to the mount first (they differ when
+ * the mount shows a subtree), so both sources give one cgroup one name.
  */
 #ifndef KTEL_ATTR_NAMES_H
 #define KTEL_ATTR_NAMES_H
@@ -36,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cgroup_events.h"
 #include "error.h"
 
 /* Longest name given, NUL excluded. */
@@ -49,11 +63,14 @@ struct ktel_attr_names_opts {
 };
 
 struct ktel_attr_names_stats {
-	uint64_t walks;     /* cgroup walks */
-	uint64_t misses;    /* ids no walk found */
-	size_t cgroups;     /* ids cached */
-	uint64_t truncated; /* walks stopped at max_cgroups */
-	uint64_t released;  /* cgroups released */
+	uint64_t walks;          /* cgroup walks */
+	uint64_t misses;         /* ids no walk found */
+	size_t cgroups;          /* ids cached */
+	uint64_t truncated;      /* walks stopped at max_cgroups */
+	uint64_t released;       /* cgroups released */
+	uint64_t released_event; /* of which by their release event */
+	uint64_t events;         /* the kernel's cgroup events taken */
+	uint64_t event_losses;   /* drains that found events lost */
 };
 
 /* A released cgroup. */
@@ -77,6 +94,25 @@ void ktel_attr_names__free(struct ktel_attr_names *n);
 /* A pull starts at now_ns (a monotonic clock): a miss may walk again. */
 void ktel_attr_names__begin_pull(struct ktel_attr_names *n, uint64_t now_ns);
 
+/* The kernel's cgroup events keep the cache current (on), or no longer
+ * do (their object failed): the walk is then the only source. */
+void ktel_attr_names__use_events(struct ktel_attr_names *n, bool on);
+bool ktel_attr_names__events(const struct ktel_attr_names *n);
+/* One of the kernel's events, taken at now_ns (the clock of begin_pull). */
+void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_cgroup_ev *ev,
+				   uint64_t now_ns);
+/*
+ * A name miss with events on calls refill(ctx) first, which should take the
+ * events waiting (ktel_attr_names__cgroup_event): a cgroup made after the
+ * pull's drain whose events the pull read has its mkdir in the ring.
+ */
+void ktel_attr_names__set_refill(struct ktel_attr_names *n, void (*refill)(void *ctx), void *ctx);
+/* The kernel lost events: the next pull walks. */
+void ktel_attr_names__events_lost(struct ktel_attr_names *n);
+/* Every metric attributed by cgroup has begun a pull at or after
+ * settled_ns: the cgroups released by events until then are released. */
+void ktel_attr_names__settle(struct ktel_attr_names *n, uint64_t settled_ns);
+
 /* Names of id into buf (len bytes, at least KTEL_ATTR_NAME_MAX + 1):
  * buf, or NULL when it has none. */
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len);
@@ -93,6 +129,38 @@ size_t ktel_attr_names__released(const struct ktel_attr_names *n,
 void ktel_attr_names__clear_released(struct ktel_attr_names *n);
 
 void ktel_attr_names__stats(const struct ktel_attr_names *n, struct ktel_attr_names_stats *ret);
+
+/*
+ * The ids one metric attributed by user, app or process has seen, each with
+ * when it last had events, for their ageing (the daemon's): a user or app
+ * is released after the grace period without events, a process once its
+ * tgid with that start time no longer exists (ktel_attr_process_alive).
+ */
+struct ktel_attr_ids;
+
+int ktel_attr_ids__new(struct ktel_attr_ids **ret);
+void ktel_attr_ids__free(struct ktel_attr_ids *t);
+/* id had events at now_ns. -ENOMEM leaves it untracked (never released). */
+int ktel_attr_ids__used(struct ktel_attr_ids *t, uint64_t id, uint64_t now_ns);
+size_t ktel_attr_ids__count(const struct ktel_attr_ids *t);
+/* Drop every id for which gone(ctx, id, used_ns) is true; their ids are at
+ * *ret (n of them, valid until the next sweep or free). */
+size_t ktel_attr_ids__sweep(struct ktel_attr_ids *t,
+			    bool (*gone)(void *ctx, uint64_t id, uint64_t used_ns), void *ctx,
+			    const uint64_t **ret);
+/* Calls fn(ctx, id) for every tracked id; stops when fn returns true
+ * (and returns true). */
+bool ktel_attr_ids__any(const struct ktel_attr_ids *t, bool (*fn)(void *ctx, uint64_t id),
+			void *ctx);
+
+/*
+ * Does the process of a KTEL_ATTR_BY_PROCESS id (tgid << 32 | the low 32
+ * bits of a thread's start time in seconds of the monotonic clock) still
+ * exist: /proc/<tgid> is there and its leader started no later than that
+ * thread (the leader's start in /proc is of the boot-time clock: the time
+ * suspended so far is allowed for). proc: the proc mount (NULL: /proc).
+ */
+bool ktel_attr_process_alive(const char *proc, uint64_t id);
 
 /*
  * A cgroup path below the mount as its name, into buf (len > 0): the

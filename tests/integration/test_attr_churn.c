@@ -18,22 +18,26 @@
  *    `unknown` included, equal the reads the loop device's own counter
  *    (/sys/block/loopN/stat, completed reads) counted over the run, and the
  *    reads the test issued;
- *  - no `unknown` for a cgroup that lived through a pull: after the churn,
- *    20 cgroups that live 3 s each (several pulls) read, and the `unknown`
- *    count does not move (a churned cgroup can be unknown: made and removed
- *    between two walks, it is never seen);
- *  - afterwards (released after 3 s; waited for 10 s): the map's keys, the
- *    daemon's RSS and its fd count back near their baseline, taken after a
- *    warm-up churn of 200 cgroups was released (the churn itself adds
- *    hundreds of keys, which is checked too). The keys counted are the
- *    loop device's attributed to a cgroup, the test's own: the machine's
- *    other cgroups come and go with their I/O on its disks. Tolerances:
- *    keys within 8 of the baseline (the test's own processes outside the
- *    churned cgroups may read the device); fds exactly the baseline (a leak per cgroup would be
- *    thousands); RSS within 8 MiB (the name cache's and the fold's hash
- *    arrays keep the size the churn grew them to, about 1 MiB for 10,000
- *    ids, and malloc keeps freed memory; a leak per cgroup of even 1 KiB
- *    would pass it).
+ *  - no `unknown` at all: every churned cgroup lives through a pull of its
+ *    read (the read is counted in the map before the cgroup goes) and is
+ *    named by its mkdir event even when it is removed before any walk;
+ *    then 20 cgroups that live 3 s each (several pulls) read, named too;
+ *    status says the names come from the kernel's events ("naming":
+ *    "events") and that none were lost;
+ *  - afterwards (released at their release events, or by the grace rule
+ *    after 3 s; waited for 10 s): the map's keys, the cached cgroup names,
+ *    the daemon's RSS and its fd count back near their baseline, taken
+ *    after a warm-up churn of 200 cgroups was released (the churn itself
+ *    adds hundreds of keys, which is checked too). The keys counted are
+ *    the loop device's attributed to a cgroup, the test's own: the
+ *    machine's other cgroups come and go with their I/O on its disks.
+ *    Tolerances: keys within 8 of the baseline (the test's own processes
+ *    outside the churned cgroups may read the device); names within 8
+ *    (the machine's own cgroups made meanwhile); fds exactly the baseline
+ *    (a leak per cgroup would be thousands); RSS within 8 MiB (the name
+ *    cache's and the fold's hash arrays keep the size the churn grew them
+ *    to, about 1 MiB for 10,000 ids, and malloc keeps freed memory; a leak
+ *    per cgroup of even 1 KiB would pass it).
  *
  * About two minutes here: ctest label "slow" besides "integration" (the
  * ASan tree runs it only with tools/test --all). Needs root, losetup, curl
@@ -242,6 +246,7 @@ static void start(unsigned web)
 		"{\"plugin_dirs\": [\"%s\"], \"pin_root\": \"%s\", \"state_file\": \"%s\",\n"
 		" \"control_socket\": \"%s/control.sock\", \"interval\": \"1s\",\n"
 		" \"enable_new_plugins\": false, \"attribution_release_after\": \"3s\",\n"
+		" \"self_telemetry\": {\"interval\": \"1s\", \"sinks\": [\"file\"]},\n"
 		" \"metrics\": {\"block_io_latency\": {\"enabled\": true, \"attribution\":\n"
 		"   {\"by\": \"cgroup\", \"top\": %d, \"max_keys\": 4096, \"sticky_windows\": 3,\n"
 		"    \"churn_per_hour\": 1000000}}},\n"
@@ -263,8 +268,20 @@ static void start(unsigned web)
  * test's own: the machine's other cgroups come and go with their own
  * I/O); all: every key. */
 struct usage {
-	uint64_t keys, all, rss_kb, fds;
+	uint64_t keys, all, rss_kb, fds, names;
 };
+
+/* status's "attribution" member's integer name (the naming counters). */
+static uint64_t naming_int(const char *name)
+{
+	json_t *st = sandbox_status(&sb), *a = json_object_get(st, "attribution");
+	uint64_t v;
+
+	assert_true(json_is_integer(json_object_get(a, name)));
+	v = (uint64_t)json_integer_value(json_object_get(a, name));
+	json_decref(st);
+	return v;
+}
 
 static struct usage usage_now(void)
 {
@@ -303,6 +320,7 @@ static struct usage usage_now(void)
 	status = ktel_test_slurp(path);
 	u.fds = strtoull(status, NULL, 10);
 	free(status);
+	u.names = naming_int("cgroups");
 	return u;
 }
 
@@ -389,6 +407,45 @@ static double prom_max_values(unsigned web, bool scraped, const char *range)
 	return prom_query_value(&sb, web, q);
 }
 
+/* Program runs the kernel skipped (it was already running a BPF program on
+ * that CPU): the self-telemetry's last totals of block_io_latency's
+ * programs, summed. A count that is off by them is the kernel's skip, not
+ * the attribution's. */
+static uint64_t block_runs_skipped(void)
+{
+	FILE *f = fopen(sb.out, "r");
+	char *line = NULL, names[8][64];
+	uint64_t totals[8] = {0}, sum = 0;
+	size_t cap = 0, n = 0;
+
+	assert_non_null(f);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *rec = json_loads(line, 0, NULL);
+		const char *m = json_string_value(json_object_get(rec, "metric"));
+		const char *prog = json_string_value(
+			json_object_get(json_object_get(rec, "dims"), "program"));
+		size_t i;
+
+		if (m && prog && strcmp(m, "ktel_prog_recursion_misses") == 0 &&
+		    strncmp(prog, "block_", 6) == 0) {
+			for (i = 0; i < n && strcmp(names[i], prog) != 0; i++)
+				;
+			if (i < 8) {
+				snprintf(names[i], sizeof(names[i]), "%s", prog);
+				totals[i] = (uint64_t)json_integer_value(
+					json_object_get(rec, "total"));
+				n += i == n;
+			}
+		}
+		json_decref(rec);
+	}
+	free(line);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		sum += totals[i];
+	return sum;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -427,17 +484,30 @@ static void test_churn(void **state)
 	/* Past the warm-up's release (3 s, walks every 0.75 s): its keys gone. */
 	sleep(12);
 	base = usage_now();
-	printf("  baseline: %llu keys of the loop device (%llu in all), RSS %llu kB, %llu fds\n",
+	printf("  baseline: %llu keys of the loop device (%llu in all), %llu cgroup names, "
+	       "RSS %llu kB, %llu fds\n",
 	       (unsigned long long)base.keys, (unsigned long long)base.all,
-	       (unsigned long long)base.rss_kb, (unsigned long long)base.fds);
+	       (unsigned long long)base.names, (unsigned long long)base.rss_kb,
+	       (unsigned long long)base.fds);
+	{
+		json_t *st = sandbox_status(&sb);
+		const char *src = json_string_value(
+			json_object_get(json_object_get(st, "attribution"), "naming"));
+
+		printf("  naming source: %s\n", src ? src : "(none)");
+		assert_non_null(src);
+		assert_string_equal(src, "events");
+		json_decref(st);
+	}
 	t0 = now_s();
 	churn(N_WARM, N_CHURN - N_WARM);
 	took = now_s() - t0;
 	peak = usage_now();
 	printf("  %d cgroups made, read in and removed in %.1f s; then %llu keys (%llu in all), "
-	       "RSS %llu kB, %llu fds\n",
+	       "%llu cgroup names, RSS %llu kB, %llu fds\n",
 	       N_CHURN - N_WARM, took, (unsigned long long)peak.keys, (unsigned long long)peak.all,
-	       (unsigned long long)peak.rss_kb, (unsigned long long)peak.fds);
+	       (unsigned long long)peak.names, (unsigned long long)peak.rss_kb,
+	       (unsigned long long)peak.fds);
 	/* The churn filled the map up to its bound: its keys going back is
 	 * the ageing's doing. */
 	assert_true(peak.keys > base.keys + 8);
@@ -448,19 +518,29 @@ static void test_churn(void **state)
 	lived();
 	sleep(2);
 	read_windows(&w);
-	printf("  unknown reads: %llu during the churn, %llu after the cgroups that lived\n",
-	       (unsigned long long)unknown_before, (unsigned long long)w.unknown);
-	assert_int_equal(w.unknown, unknown_before);
+	printf("  unknown reads: %llu during the churn, %llu after the cgroups that lived; "
+	       "cgroup events %llu, %llu lost; ids no source named %llu; block program runs "
+	       "the kernel skipped so far %llu\n",
+	       (unsigned long long)unknown_before, (unsigned long long)w.unknown,
+	       (unsigned long long)naming_int("events"),
+	       (unsigned long long)naming_int("events_lost"),
+	       (unsigned long long)naming_int("misses"), (unsigned long long)block_runs_skipped());
+	assert_int_equal(naming_int("events_lost"), 0);
+	assert_int_equal(unknown_before, 0);
+	assert_int_equal(w.unknown, 0);
 	/* Released 3 s after their last event: keys, names, series go. */
 	for (settle = 0; settle < 30; settle++) {
 		sleep(1);
 		after = usage_now();
-		if (after.keys <= base.keys + 8 && settle >= 10)
+		if (after.keys <= base.keys + 8 && after.names <= base.names + 8 && settle >= 10)
 			break;
 	}
-	printf("  after: %llu keys (%llu in all), RSS %llu kB, %llu fds (%d s after the churn)\n",
+	printf("  after: %llu keys (%llu in all), %llu cgroup names, RSS %llu kB, %llu fds "
+	       "(%d s after the churn); %llu cgroups released at their release event\n",
 	       (unsigned long long)after.keys, (unsigned long long)after.all,
-	       (unsigned long long)after.rss_kb, (unsigned long long)after.fds, settle + 1);
+	       (unsigned long long)after.names, (unsigned long long)after.rss_kb,
+	       (unsigned long long)after.fds, settle + 1,
+	       (unsigned long long)naming_int("released_by_event"));
 	snprintf(range, sizeof(range), "%ds", (int)(now_s() - t0) + 30);
 	scraped_max = prom_max_values(web, true, range);
 	pushed_max = prom_max_values(web, false, range);
@@ -469,6 +549,9 @@ static void test_churn(void **state)
 	assert_true(scraped_max >= 1 && scraped_max <= K + 2);
 	assert_true(pushed_max >= 1 && pushed_max <= K + 2);
 	assert_true(after.keys <= base.keys + 8);
+	/* Every cgroup the test made was released, its names with it. */
+	assert_true(naming_int("released") >= N_CHURN + N_LIVED);
+	assert_true(after.names <= base.names + 8);
 	assert_int_equal(after.fds, base.fds);
 	/* Under AddressSanitizer freed memory waits in its quarantine (up to
 	 * 256 MiB) before it is reused, so RSS says nothing about what the
@@ -484,9 +567,9 @@ static void test_churn(void **state)
 	reads1 = loop_reads();
 	read_windows(&w);
 	printf("  reads: %llu issued, %llu counted by the device, %llu over all values; "
-	       "at most %zu values in a window\n",
+	       "at most %zu values in a window; block program runs the kernel skipped: %llu\n",
 	       (unsigned long long)(N_CHURN + N_LIVED), (unsigned long long)(reads1 - reads0),
-	       (unsigned long long)w.reads, w.max_values);
+	       (unsigned long long)w.reads, w.max_values, (unsigned long long)block_runs_skipped());
 	assert_true(w.max_values <= K + 2);
 	assert_int_equal(w.reads, reads1 - reads0);
 	assert_int_equal(w.reads, N_CHURN + N_LIVED);

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The names of cgroup ids from the kernel's events (core/engine/attr_names.c,
+ * ktel_attr_names__cgroup_event), over a test directory laid out like
+ * cgroupfs and made-up events: a cgroup made and removed between two walks
+ * is named by its mkdir; its release is held until every metric pulled
+ * since (settle), then it leaves the cache; a removed cgroup whose release
+ * does not come goes by the grace rule, a live one never does; an event's
+ * path is hostile input, cut like a walked name and made relative to the
+ * mount's subtree; lost events make the next pull walk, and a whole walk
+ * marks a cgroup it no longer finds as removed. Then the ageing of user,
+ * app and process ids: the liveness of a process id against /proc (a real
+ * one and a made-up one), and the sweep of a metric's ids.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attr_names.h"
+#include "ktel_test.h"
+
+static void ev(struct ktel_attr_names *n, enum ktel_cgroup_event_kind kind, uint64_t id,
+	       const char *path, uint64_t now)
+{
+	struct ktel_cgroup_ev e = {.kind = kind, .id = id, .level = 1, .path = path};
+
+	ktel_attr_names__cgroup_event(n, &e, now);
+}
+
+/* A refill that finds the mkdir of id 500 waiting in the ring. */
+static int refills;
+
+static void refill(void *ctx)
+{
+	refills++;
+	ev(ctx, KTEL_CGROUP_MKDIR, 500, "/late.scope", 250);
+}
+
+static struct ktel_attr_names *names_at(char *root, const char *mountinfo)
+{
+	struct ktel_attr_names_opts o = {.grace_ns = 1000,
+					 .cgroup_root = root,
+					 .mountinfo = mountinfo};
+	struct ktel_attr_names *n = NULL;
+	struct ktel_err err;
+
+	assert_int_equal(ktel_attr_names__new(&o, &n, &err), 0);
+	return n;
+}
+
+static void test_event_names(void **state)
+{
+	char root[] = "/tmp/ktel_attr_ev_XXXXXX", buf[KTEL_ATTR_NAME_MAX + 1];
+	const struct ktel_attr_released *rel;
+	struct ktel_attr_names_stats st;
+	struct ktel_attr_names *n;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	n = names_at(root, NULL);
+	ktel_attr_names__use_events(n, true);
+	assert_true(ktel_attr_names__events(n));
+	ktel_attr_names__begin_pull(n, 100); /* the walk of what was there */
+	/* Made and removed between two pulls: named all the same. */
+	ev(n, KTEL_CGROUP_MKDIR, 77, "/system.slice/run-r1.scope", 150);
+	ev(n, KTEL_CGROUP_MKDIR, 78, "/a b/\xc3\xa9\"x\n", 151);
+	ev(n, KTEL_CGROUP_MKDIR, 79, "/busy.service", 152);
+	ev(n, KTEL_CGROUP_RMDIR, 77, NULL, 160);
+	ev(n, KTEL_CGROUP_RELEASE, 77, NULL, 170);
+	ev(n, KTEL_CGROUP_RMDIR, 78, NULL, 160);
+	/* Events of ids never named are not kept. */
+	ev(n, KTEL_CGROUP_RMDIR, 99, NULL, 160);
+	ev(n, KTEL_CGROUP_RELEASE, 99, NULL, 170);
+	ktel_attr_names__begin_pull(n, 200);
+	assert_non_null(ktel_attr_names__cgroup(n, 77, buf, sizeof(buf)));
+	assert_string_equal(buf, "system.slice/run-*.scope");
+	assert_non_null(ktel_attr_names__cgroup(n, 78, buf, sizeof(buf)));
+	assert_string_equal(buf, "a_b/___x_");
+	/* Released, but a metric has not pulled since: held. */
+	ktel_attr_names__settle(n, 160);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 0);
+	ktel_attr_names__settle(n, 200);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 1);
+	assert_int_equal(rel[0].id, 77);
+	assert_string_equal(rel[0].name, "system.slice/run-*.scope");
+	assert_false(rel[0].carried);
+	ktel_attr_names__clear_released(n);
+	/* 78 was removed and its release never came: after the grace period
+	 * without events it goes. 79 is alive and quiet: it stays, however
+	 * long no walk saw it. */
+	ktel_attr_names__begin_pull(n, 1500);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 1);
+	assert_int_equal(rel[0].id, 78);
+	ktel_attr_names__clear_released(n);
+	ktel_attr_names__begin_pull(n, 5000);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 0);
+	assert_non_null(ktel_attr_names__cgroup(n, 79, buf, sizeof(buf)));
+	assert_string_equal(buf, "busy.service");
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.released_event, 1);
+	assert_int_equal(st.events, 8);
+	/* Made after the pull's drain, its events read by the pull: a miss
+	 * takes the waiting events before it walks. */
+	ktel_attr_names__set_refill(n, refill, n);
+	assert_non_null(ktel_attr_names__cgroup(n, 500, buf, sizeof(buf)));
+	assert_string_equal(buf, "late.scope");
+	assert_int_equal(refills, 1);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.walks, 1);
+	ktel_attr_names__free(n);
+	rmdir(root);
+}
+
+/* Lost events: the next pull walks, and a whole walk marks what it does not
+ * find as removed (its rmdir was lost), so the grace rule releases it. */
+static void test_events_lost(void **state)
+{
+	char root[] = "/tmp/ktel_attr_lost_XXXXXX", path[600], buf[KTEL_ATTR_NAME_MAX + 1];
+	const struct ktel_attr_released *rel;
+	struct ktel_attr_names_stats st;
+	struct ktel_attr_names *n;
+	struct stat sa;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/kept.service", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(stat(path, &sa), 0);
+	n = names_at(root, NULL);
+	ktel_attr_names__use_events(n, true);
+	ktel_attr_names__begin_pull(n, 100);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.walks, 1);
+	ev(n, KTEL_CGROUP_MKDIR, 4242, "/gone.service", 150);
+	/* No more walks while nothing is lost. */
+	ktel_attr_names__begin_pull(n, 400);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.walks, 1);
+	ktel_attr_names__events_lost(n);
+	ktel_attr_names__begin_pull(n, 500);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.walks, 2);
+	assert_int_equal(st.event_losses, 1);
+	assert_non_null(ktel_attr_names__cgroup(n, sa.st_ino, buf, sizeof(buf)));
+	assert_string_equal(buf, "kept.service");
+	ktel_attr_names__begin_pull(n, 1800);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 1);
+	assert_int_equal(rel[0].id, 4242);
+	ktel_attr_names__clear_released(n);
+	ktel_attr_names__free(n);
+	rmdir(path);
+	rmdir(root);
+}
+
+/* A mount that shows a subtree of the hierarchy (mountinfo's root field
+ * "/sub"): an event's path is made relative to it like a walked one; a
+ * cgroup outside it is not named. */
+static void test_event_subtree(void **state)
+{
+	char dir[] = "/tmp/ktel_attr_mi_XXXXXX", mi[600], buf[KTEL_ATTR_NAME_MAX + 1];
+	struct ktel_attr_names_opts o = {.grace_ns = 1000};
+	struct ktel_attr_names *n = NULL;
+	struct ktel_err err;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(mi, sizeof(mi), "%s/mountinfo", dir);
+	f = fopen(mi, "w");
+	assert_non_null(f);
+	fprintf(f, "40 30 0:37 /sub %s rw,relatime - cgroup2 cgroup2 rw\n", dir);
+	fclose(f);
+	o.mountinfo = mi;
+	assert_int_equal(ktel_attr_names__new(&o, &n, &err), 0);
+	ktel_attr_names__use_events(n, true);
+	ktel_attr_names__begin_pull(n, 100);
+	ev(n, KTEL_CGROUP_MKDIR, 1001, "/sub/app.service", 110);
+	ev(n, KTEL_CGROUP_MKDIR, 1002, "/subway/x.service", 110);
+	ev(n, KTEL_CGROUP_MKDIR, 1003, "/sub", 110);
+	ktel_attr_names__begin_pull(n, 200);
+	assert_non_null(ktel_attr_names__cgroup(n, 1001, buf, sizeof(buf)));
+	assert_string_equal(buf, "app.service");
+	assert_null(ktel_attr_names__cgroup(n, 1002, buf, sizeof(buf)));
+	assert_non_null(ktel_attr_names__cgroup(n, 1003, buf, sizeof(buf)));
+	assert_string_equal(buf, "/");
+	ktel_attr_names__free(n);
+	unlink(mi);
+	rmdir(dir);
+}
+
+/* The process of a by-process id: alive while its tgid exists and its
+ * leader started no later than the id's thread; a /proc/<tgid>/stat whose
+ * command holds ") " is parsed from the last ')'. */
+static void write_stat(const char *dir, int tgid, unsigned long long start_ticks)
+{
+	char path[600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d", dir, tgid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%d/stat", dir, tgid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	/* pid (comm) state, then fields 4..21, then starttime (22). */
+	fprintf(f, "%d (a) 1 2 3 (b) S", tgid);
+	for (int i = 4; i <= 21; i++)
+		fprintf(f, " %d", i);
+	fprintf(f, " %llu 99 98\n", start_ticks);
+	fclose(f);
+}
+
+static void test_process_alive(void **state)
+{
+	char dir[] = "/tmp/ktel_attr_proc_XXXXXX";
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec mono;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	write_stat(dir, 123, 500ULL * (unsigned long long)hz);
+	write_stat(dir, 124, 5000ULL * (unsigned long long)hz);
+	assert_true(ktel_attr_process_alive(dir, 123ULL << 32 | 1000));
+	/* The tgid's leader started after the id's thread: used again. */
+	assert_false(ktel_attr_process_alive(dir, 124ULL << 32 | 1000));
+	assert_false(ktel_attr_process_alive(dir, 125ULL << 32 | 1000));
+	assert_false(ktel_attr_process_alive(dir, 0));
+	/* The real /proc: this process (a thread started now), and a child
+	 * that exited. */
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	assert_true(
+		ktel_attr_process_alive(NULL, (uint64_t)getpid() << 32 | (uint64_t)mono.tv_sec));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_false(ktel_attr_process_alive(NULL, (uint64_t)pid << 32 | (uint64_t)mono.tv_sec));
+	(void)ktel_test_run("rm -rf %s", dir);
+}
+
+/* The ids a metric saw: swept by the caller's rule, the rest kept. */
+static bool older_than_100(void *ctx, uint64_t id, uint64_t used_ns)
+{
+	(void)ctx;
+	(void)id;
+	return used_ns < 100;
+}
+
+static bool is_7(void *ctx, uint64_t id)
+{
+	(void)ctx;
+	return id == 7;
+}
+
+static void test_ids_sweep(void **state)
+{
+	struct ktel_attr_ids *t = NULL;
+	const uint64_t *gone;
+
+	(void)state;
+	assert_int_equal(ktel_attr_ids__new(&t), 0);
+	for (uint64_t id = 1; id <= 1000; id++)
+		assert_int_equal(ktel_attr_ids__used(t, id, id % 2 ? 50 : 150), 0);
+	assert_int_equal(ktel_attr_ids__used(t, 7, 200), 0); /* events again */
+	assert_int_equal(ktel_attr_ids__count(t), 1000);
+	assert_int_equal(ktel_attr_ids__sweep(t, older_than_100, NULL, &gone), 499);
+	for (size_t i = 0; i < 499; i++)
+		assert_true(gone[i] % 2 == 1 && gone[i] != 7);
+	assert_int_equal(ktel_attr_ids__count(t), 501);
+	assert_true(ktel_attr_ids__any(t, is_7, NULL));
+	assert_int_equal(ktel_attr_ids__sweep(t, older_than_100, NULL, &gone), 0);
+	ktel_attr_ids__free(t);
+	ktel_attr_ids__free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_event_names),   cmocka_unit_test(test_events_lost),
+		cmocka_unit_test(test_event_subtree), cmocka_unit_test(test_process_alive),
+		cmocka_unit_test(test_ids_sweep),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
