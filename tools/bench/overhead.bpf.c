@@ -11,11 +11,20 @@
  *                                        rawtracepoint probe type)
  * Shapes:
  *   empty_*   return 0: the floor, the cost of the dispatch alone.
- *   acc_*     the accumulator shape of every latency plugin: start time per
- *             thread on enter (SAVE_FIRST_START_TIME), on exit the log2
- *             bucket of the elapsed microseconds (GET_LATENCY_BUCKET) added to
- *             a histogram (INCREMENT_ACCUMULATOR). Filtered on the benchmark's
- *             tgid, exactly like the bpftrace one-liner's /pid == X/.
+ *   acc_*     the Android macros, the accumulator shape of every latency
+ *             plugin: start time per thread on enter (SAVE_FIRST_START_TIME),
+ *             on exit the log2 bucket of the elapsed microseconds
+ *             (GET_LATENCY_BUCKET) added to a histogram
+ *             (INCREMENT_ACCUMULATOR), the start map a hash keyed by tid
+ *             whose entry the macros keep in place. Filtered on the
+ *             benchmark's tgid, exactly like the bpftrace one-liner's
+ *             /pid == X/.
+ *   atask_*   acc_* with the start map declared as a task map
+ *             (DEFINE_BPF_MAP(..., TASK_STORAGE, ...)): the same macro calls,
+ *             the start kept in the current task.
+ *   adel_*    acc_* with the start inserted on enter and deleted on exit,
+ *             written out: what the macros did before they kept the start in
+ *             place, and what Android's own header does.
  *   task_*    acc_* with the start in task local storage through the
  *             bpf_telemetry.h macros (KTEL_TASK_SAVE_FIRST_START and
  *             KTEL_TASK_LATENCY_BUCKET): runq_latency's shape before 1.1.
@@ -32,6 +41,7 @@
 #include <ktel_kernel_types.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf_telemetry.h>
+#include <android_bpf_defs.h>
 
 /* The benchmark process; set before load. */
 const volatile __u32 target_tgid = 0;
@@ -104,6 +114,69 @@ static __always_inline void hist_add(__u64 begin)
 	if (end < begin)
 		return;
 	INCREMENT_ACCUMULATOR(acc_map, &key, GET_BUCKET((end - begin) / 1000));
+}
+
+/* The Android macros' start map declared as a task map. */
+DEFINE_BPF_MAP(atask_start_map, TASK_STORAGE, __u32, __u64, 0);
+
+SEC("tp_btf/sys_enter")
+int atask_btf_enter(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+
+	if ((__u32)(id >> 32) != target_tgid)
+		return 0;
+	SAVE_FIRST_START_TIME(atask_start_map, &tid);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int atask_btf_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, bucket;
+	struct acc_key key = {};
+
+	if ((__u32)(id >> 32) != target_tgid)
+		return 0;
+	bucket = GET_LATENCY_BUCKET(atask_start_map, &tid);
+	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
+		return 0;
+	INCREMENT_ACCUMULATOR(acc_map, &key, bucket);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int adel_btf_enter(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 now;
+
+	if ((__u32)(id >> 32) != target_tgid)
+		return 0;
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&start_map, &tid, &now, BPF_NOEXIST);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int adel_btf_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 *start, begin;
+
+	if ((__u32)(id >> 32) != target_tgid)
+		return 0;
+	start = bpf_map_lookup_elem(&start_map, &tid);
+	if (!start)
+		return 0;
+	begin = *start;
+	bpf_map_delete_elem(&start_map, &tid);
+	hist_add(begin);
+	return 0;
 }
 
 SEC("tp_btf/sys_enter")
@@ -303,4 +376,4 @@ int acc_tp_exit(void *ctx)
 	return acc_exit();
 }
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+/* The object's license string comes from android_bpf_defs.h. */
