@@ -55,8 +55,10 @@ char _ktel_android_license[] SEC("license") = "Dual BSD/GPL";
 #define DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, usr, grp, md)          \
 	struct {                                                                                  \
 		__uint(type, BPF_MAP_TYPE_##TYPE);                                                \
-		__uint(max_entries, KTEL_ANDROID_IS_TASK(BPF_MAP_TYPE_##TYPE) ? 0 : (num_entries)); \
-		__uint(map_flags, KTEL_ANDROID_IS_TASK(BPF_MAP_TYPE_##TYPE) ? BPF_F_NO_PREALLOC : 0); \
+		__uint(max_entries,                                                               \
+		       KTEL_ANDROID_IS_TASK(BPF_MAP_TYPE_##TYPE) ? 0 : (num_entries));            \
+		__uint(map_flags,                                                                 \
+		       KTEL_ANDROID_IS_TASK(BPF_MAP_TYPE_##TYPE) ? BPF_F_NO_PREALLOC : 0);        \
 		__type(key, KeyType);                                                             \
 		__type(value, ValueType);                                                         \
 	} the_map SEC(".maps");                                                                   \

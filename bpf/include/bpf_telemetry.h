@@ -106,10 +106,10 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
  * slot is the current task's, created when create is true and the task has
  * none. A hash map's slot is key's entry, never created here.
  */
-#define ktel_start_slot(start_map, key, create)                                                  \
-	((__u64 *)(KTEL_IS_TASK_MAP(start_map)                                                   \
+#define ktel_start_slot(start_map, key, create)                                                   \
+	((__u64 *)(KTEL_IS_TASK_MAP(start_map)                                                    \
 			   ? bpf_task_storage_get(&(start_map), bpf_get_current_task_btf(), NULL, \
-						  (create) ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0) \
+						  (create) ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0)  \
 			   : bpf_map_lookup_elem(&(start_map), (key))))
 
 /*
@@ -125,21 +125,21 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
  * is the current task's and leaves with it). 0, or the failed insert's
  * -errno (a full hash map), or -1 when a task has no slot.
  */
-#define ktel_save_start(start_map, key, flags)                                         \
-	({                                                                             \
-		long __ktel_rc = 0;                                                    \
-		__u64 *__ktel_slot = ktel_start_slot(start_map, key, 1);               \
-		if (__ktel_slot) {                                                     \
-			if ((flags) == BPF_ANY || !*__ktel_slot)                       \
-				*__ktel_slot = bpf_ktime_get_ns();                     \
-		} else if (KTEL_IS_TASK_MAP(start_map)) {                              \
-			__ktel_rc = -1;                                                \
-		} else {                                                               \
-			__u64 __ktel_now = bpf_ktime_get_ns();                         \
+#define ktel_save_start(start_map, key, flags)                                            \
+	({                                                                                \
+		long __ktel_rc = 0;                                                       \
+		__u64 *__ktel_slot = ktel_start_slot(start_map, key, 1);                  \
+		if (__ktel_slot) {                                                        \
+			if ((flags) == BPF_ANY || !*__ktel_slot)                          \
+				*__ktel_slot = bpf_ktime_get_ns();                        \
+		} else if (KTEL_IS_TASK_MAP(start_map)) {                                 \
+			__ktel_rc = -1;                                                   \
+		} else {                                                                  \
+			__u64 __ktel_now = bpf_ktime_get_ns();                            \
 			__ktel_rc = bpf_map_update_elem(&(start_map), (key), &__ktel_now, \
-							(flags));                      \
-		}                                                                      \
-		__ktel_rc;                                                             \
+							(flags));                         \
+		}                                                                         \
+		__ktel_rc;                                                                \
 	})
 
 /* Remember the start time for key unless one is already there. */
@@ -195,17 +195,17 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * ktel_invalid_durations). Pass the result to INCREMENT_ACCUMULATOR_SUM to
  * bucket it and add it to the histogram's sum.
  */
-#define GET_LATENCY_US(start_map, key)                                                  \
-	({                                                                              \
-		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;                       \
-		__u64 *__ktel_start = ktel_start_slot(start_map, key, 0);               \
-		if (__ktel_start && *__ktel_start) {                                    \
-			__u64 __ktel_begin = *__ktel_start;                             \
-			__u64 __ktel_end = bpf_ktime_get_ns();                          \
-			*__ktel_start = 0;                                              \
-			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end);         \
-		}                                                                       \
-		__ktel_us;                                                              \
+#define GET_LATENCY_US(start_map, key)                                          \
+	({                                                                      \
+		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;               \
+		__u64 *__ktel_start = ktel_start_slot(start_map, key, 0);       \
+		if (__ktel_start && *__ktel_start) {                            \
+			__u64 __ktel_begin = *__ktel_start;                     \
+			__u64 __ktel_end = bpf_ktime_get_ns();                  \
+			*__ktel_start = 0;                                      \
+			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
+		}                                                               \
+		__ktel_us;                                                      \
 	})
 
 /*
