@@ -2,13 +2,14 @@
 /*
  * DirectReclaimLatency: time a task spends in direct reclaim, in microseconds,
  * by the process state its oom_score_adj maps to. The BPF program is the
- * example from Android's documentation, with one change: it keeps the sum of
- * the microseconds too (GET_LATENCY_US, INCREMENT_ACCUMULATOR_SUM and struct
- * accumulator_value_sum where Android has GET_LATENCY_BUCKET,
+ * example from Android's documentation, with two changes: it keeps the sum
+ * of the microseconds too (GET_LATENCY_US, INCREMENT_ACCUMULATOR_SUM and
+ * struct accumulator_value_sum where Android has GET_LATENCY_BUCKET,
  * INCREMENT_ACCUMULATOR and struct accumulator_value, which keep no sum),
- * and, built with ktelemetry's headers, the attribution to the reclaiming
- * task and a variant keeping the start in the task (a guard on ktel_attr.h
- * keeps Android's build of it unchanged).
+ * and the end's recording is a function both end programs share. Built with
+ * ktelemetry's headers it also attributes each reclaim to the reclaiming
+ * task and has a variant keeping the start in the task; a guard on
+ * ktel_attr.h keeps Android's build of it to the example.
  */
 #include <ktelemetry/plugin.h>
 
