@@ -117,8 +117,9 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
  * saved start, BPF_ANY replaces it). The start stays in place: the end
  * macros set it to 0 ("no start"; bpf_ktime_get_ns() is never 0) instead of
  * deleting it, so an event pays a lookup and a store, and only the first
- * start of a key inserts. That is most of what the start costs
- * (docs/benchmarks.md, "Per-event overhead"). The price: a hash start map
+ * start of a key inserts: an insert and a delete per event would cost more
+ * than the lookups and the histogram update together (docs/benchmarks.md,
+ * "Per-event overhead"). The price: a hash start map
  * keeps one entry per key that ever started, so size it for the threads that
  * take the path, or declare it LRU_HASH (the idle entries are evicted first)
  * or as a task map (BPF_MAP_TYPE_TASK_STORAGE: the key is ignored, the start
@@ -227,7 +228,7 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
  * freed by the kernel when the task exits, so no LRU or max_entries is
  * needed and a reused tid never inherits a stale start; nothing is inserted
  * or looked up by key on the event path. docs/benchmarks.md "Per-event
- * overhead" measures the forms (configs c, i, t). Task storage is available
+ * overhead" measures the forms (configs cdel, c, ct, t). Task storage is available
  * to tp_btf programs since Linux 5.11; a plugin with a task start map has a
  * hash start variant for kernels without it (docs/plugin-authoring.md).
  * task is a BTF task_struct pointer (a tp_btf argument or
