@@ -70,8 +70,9 @@ int main(int argc, char **argv)
 	struct bpf_object *obj;
 
 	if (argc < 4 || n > MAX_PROGS) {
-		fprintf(stderr, "usage: ktel-bench-prog-runtime OBJ CMD PROG [PROG...] "
-				"(at most %d programs)\n",
+		fprintf(stderr,
+			"usage: ktel-bench-prog-runtime OBJ CMD PROG [PROG...] "
+			"(at most %d programs)\n",
 			MAX_PROGS);
 		return 2;
 	}
