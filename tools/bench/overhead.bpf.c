@@ -33,9 +33,10 @@
  *             accumulator_value_sum): the shape runq_latency uses now.
  *   x_*       variants of acc_* (tp_btf only) that show where its time goes:
  *             x_start  the start map alone (no histogram update);
- *             x_inpl   start kept in place: the hash entry per tid is
- *                      written and zeroed, never deleted and re-inserted;
- *             x_task   start in task local storage instead of a hash;
+ *             x_inpl   the in-place start of acc_* written out by hand:
+ *                      the hash entry per tid is written and zeroed,
+ *                      inserted only when missing (the macros' code);
+ *             x_task   the start in task local storage by hand (atask_*);
  *             x_clock  the filter and the two clock reads alone.
  */
 #include <ktel_kernel_types.h>

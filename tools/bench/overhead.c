@@ -158,11 +158,11 @@ static struct config configs[] = {
 	 .kind = K_PROGS,
 	 .progs = {"x_start_enter", "x_start_exit"}},
 	{.id = "xi",
-	 .what = "c, start per tid kept in place (no delete)",
+	 .what = "c's in-place start written out by hand",
 	 .kind = K_PROGS,
 	 .progs = {"x_inpl_enter", "x_inpl_exit"}},
 	{.id = "xt",
-	 .what = "c, start in task local storage",
+	 .what = "ct's task storage start written out by hand",
 	 .kind = K_PROGS,
 	 .progs = {"x_task_enter", "x_task_exit"}},
 	{.id = "xc",
@@ -631,10 +631,11 @@ static void print_results(void)
 	print_ratio("ours / floor (tracepoint)", "ctp", "b2tp");
 	print_ratio("ours / bpftrace (same hooks)", "ctp", "d");
 	print_ratio("ours tp_btf / bpftrace", "c", "d");
+	print_ratio("insert+delete tp_btf / bpftrace", "cdel", "d");
 	print_ratio("bpf_stats on / off (ours tp_btf)", "e", "c");
 	print_ratio("start map only / ours", "xs", "c");
-	print_ratio("start in place / ours", "xi", "c");
-	print_ratio("start in task storage / ours", "xt", "c");
+	print_ratio("by hand / macros (in place)", "xi", "c");
+	print_ratio("by hand / macros (task map)", "xt", "ct");
 
 	printf("\nbpf_stats run_time_ns / run_cnt, configs with bpf_stats on (BODY ONLY: "
 	       "excludes the dispatch, i.e. the floor):\n");
