@@ -2,9 +2,10 @@
 /*
  * CmaAllocationLatency: time cma_alloc() takes, per CMA heap and outcome, in
  * microseconds. Start and finish fire in the same task, so the start is the
- * task's: kept in task local storage, the cheapest form, by every program
- * below, and by each one's _hash twin in a hash keyed by thread id, the
- * fallback variant for kernels without task storage. The heap name becomes a small id (ktel_labels.h); the daemon
+ * task's: kept in task local storage by every program below (no entry per
+ * thread, no stale start for a reused tid), and by each one's _hash twin in
+ * a hash keyed by thread id, the fallback variant for kernels without task
+ * storage. The heap name becomes a small id (ktel_labels.h); the daemon
  * reads the names from cma_heap_names.
  *
  * The tracepoints changed over time, so each hook has variants (the loader

@@ -3,10 +3,14 @@
  * CompactionDuration: time spent compacting one zone (compact_zone(), between
  * the mm_compaction_begin and mm_compaction_end tracepoints), system-wide, in
  * microseconds. Both tracepoints fire in the same task, so the start is the
- * task's: kept in task local storage (compaction_begin/_end), the cheapest
- * form, with a hash keyed by thread id as the fallback variant for kernels
- * without task storage (compaction_begin_hash/_end_hash; the loader picks,
- * see compaction_duration.c).
+ * task's: kept in task local storage (compaction_begin/_end), which leaves no
+ * entry per thread and no stale start for a reused tid and per event costs
+ * what a hash start kept in place does; a task's first compaction allocates
+ * its slot (kcompactd pays it once). A hash keyed by thread id is the
+ * fallback variant for kernels without task storage
+ * (compaction_begin_hash/_end_hash; the loader picks, see
+ * compaction_duration.c). docs/benchmarks.md, "Start forms under real
+ * events", has the figures.
  *
  * Attribution (ktel_attr.h): the subject is the compacting task, which is
  * current, taken at the end (compact_zone() runs synchronously in it): the

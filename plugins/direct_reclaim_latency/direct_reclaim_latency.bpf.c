@@ -86,9 +86,9 @@ DEFINE_BPF_PROG("tp_btf/mm_vmscan_direct_reclaim_end", AID_ROOT, AID_SYSTEM,
 
 #ifdef DIRECT_RECLAIM_ATTR
 /*
- * ktelemetry's build keeps the start in the reclaiming task, the cheapest
- * form: the same macro calls on a start map declared as a task map (the key
- * is then ignored). These programs come first in the descriptor's variant
+ * ktelemetry's build keeps the start in the reclaiming task (no entry per
+ * thread, no stale start for a reused tid): the same macro calls on a start
+ * map declared as a task map (the key is then ignored). These programs come first in the descriptor's variant
  * groups; the two above, whose hash start map every kernel can create, are
  * the fallback for kernels without task storage.
  */

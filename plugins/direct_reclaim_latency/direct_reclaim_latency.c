@@ -39,7 +39,7 @@ static const struct ktel_metric_desc metrics[] = {
 };
 
 /*
- * The start is kept in the task (the cheapest form) where the kernel has
+ * The start is kept in the task where the kernel has
  * task storage; a kernel without it cannot create the task map, the loader
  * leaves it out and refuses the programs that use it, and both groups fall
  * back to Android's programs, whose start map is a hash keyed by thread id.

@@ -5,10 +5,12 @@
  * between mm_vmscan_memcg_reclaim_begin and _end), in microseconds, by the
  * process state its oom_score_adj maps to - as DirectReclaimLatency does for
  * global direct reclaim. Both tracepoints fire in the reclaiming task, so the
- * start is the task's: kept in task local storage (memcg_reclaim_begin/_end),
- * the cheapest form, with a hash keyed by thread id as the fallback variant
- * for kernels without task storage (memcg_reclaim_begin_hash/_end_hash; the
- * loader picks, see memcg_reclaim_latency.c). The programs read no
+ * start is the task's: kept in task local storage (memcg_reclaim_begin/_end:
+ * no entry per thread, no stale start for a reused tid, per event the cost
+ * of a hash start kept in place), with a hash keyed by thread id as the
+ * fallback variant for kernels without task storage
+ * (memcg_reclaim_begin_hash/_end_hash; the loader picks, see
+ * memcg_reclaim_latency.c). The programs read no
  * tracepoint argument, so the prototype changes of these events do not
  * matter.
  *
