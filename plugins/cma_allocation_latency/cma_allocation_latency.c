@@ -36,9 +36,9 @@ static const struct ktel_metric_desc metrics[] = {
  * Upstream tracepoints first, newest prototype first; the Android vendor
  * hooks only when the upstream tracepoint is missing. nr_args counts the
  * TP_PROTO arguments (not the hidden void *__data). Each keeps the start in
- * the task (the cheapest form); on a kernel without task storage the loader
- * leaves the task map out and refuses the programs that use it, and the
- * groups fall back to the _hash twins, in the same order.
+ * the task; on a kernel without task storage the loader leaves the task map
+ * out and refuses the programs that use it, and the groups fall back to the
+ * _hash twins, in the same order.
  */
 static const struct ktel_prog_variant variants[] = {
 	{.group = "cma_alloc_start", .prog = "cma_alloc_start_v5", .nr_args = 5},
