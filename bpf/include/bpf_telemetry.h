@@ -101,6 +101,17 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 #define KTEL_IS_TASK_MAP(map) (KTEL_MAP_TYPE(map) == BPF_MAP_TYPE_TASK_STORAGE)
 
 /*
+ * Does the end delete the start (a plain hash map) rather than zero it in
+ * place? A hash that never evicts and keeps an entry per key that ever
+ * started fills up for good when its keys come and go (tids, over a device's
+ * life), and a full map measures no new key; deleting keeps it at the starts
+ * in flight. An LRU hash evicts idle entries and a task map's slot leaves
+ * with its task, so those keep the start in place.
+ */
+#define KTEL_START_DELETED(map) \
+	(KTEL_MAP_TYPE(map) == BPF_MAP_TYPE_HASH || KTEL_MAP_TYPE(map) == BPF_MAP_TYPE_PERCPU_HASH)
+
+/*
  * The start slot of key in start_map, or NULL when it has none. A task map
  * (BPF_MAP_TYPE_TASK_STORAGE, KTEL_DEFINE_TASK_START_MAP) ignores key: its
  * slot is the current task's, created when create is true and the task has
@@ -114,22 +125,24 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 
 /*
  * Save the current time as key's start with update flags (BPF_NOEXIST keeps a
- * saved start, BPF_ANY replaces it). The start stays in place: the end
- * macros set it to 0 ("no start"; bpf_ktime_get_ns() is never 0) instead of
- * deleting it, so an event pays a lookup and a store, and only the first
- * start of a key inserts: an insert and a delete per event would cost more
- * than the lookups and the histogram update together (docs/benchmarks.md,
- * "Per-event overhead"). The price: a hash start map
- * keeps one entry per key that ever started, so size it for the threads that
- * take the path, or declare it LRU_HASH (the idle entries are evicted first)
- * or as a task map (BPF_MAP_TYPE_TASK_STORAGE: the key is ignored, the start
- * is the current task's and leaves with it). 0, or the failed insert's
- * -errno (a full hash map), or -1 when a task has no slot.
+ * saved start, BPF_ANY replaces it). In an LRU hash or a task map
+ * (BPF_MAP_TYPE_TASK_STORAGE: the key is ignored, the start is the current
+ * task's and leaves with it) the start stays in place: the end macros set it
+ * to 0 ("no start"; bpf_ktime_get_ns() is never 0) instead of deleting it, so
+ * an event pays a lookup and a store, and only the first start of a key
+ * inserts: an insert and a delete per event would cost more than the lookups
+ * and the histogram update together (docs/benchmarks.md, "Per-event
+ * overhead"). A plain hash start map is inserted into here and deleted from
+ * at the end, as Android's header does (KTEL_START_DELETED says why). 0, or
+ * the failed insert's -errno (a full hash map), or -1 when a task has no
+ * slot.
  */
 #define ktel_save_start(start_map, key, flags)                                            \
 	({                                                                                \
 		long __ktel_rc = 0;                                                       \
-		__u64 *__ktel_slot = ktel_start_slot(start_map, key, 1);                  \
+		__u64 *__ktel_slot = KTEL_START_DELETED(start_map)                        \
+					     ? NULL                                       \
+					     : ktel_start_slot(start_map, key, 1);        \
 		if (__ktel_slot) {                                                        \
 			if ((flags) == BPF_ANY || !*__ktel_slot)                          \
 				*__ktel_slot = bpf_ktime_get_ns();                        \
@@ -139,6 +152,9 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 			__u64 __ktel_now = bpf_ktime_get_ns();                            \
 			__ktel_rc = bpf_map_update_elem(&(start_map), (key), &__ktel_now, \
 							(flags));                         \
+			/* -EEXIST: BPF_NOEXIST kept the saved start, as asked. */        \
+			if (__ktel_rc == -17 && (flags) == BPF_NOEXIST)                   \
+				__ktel_rc = 0;                                            \
 		}                                                                         \
 		__ktel_rc;                                                                \
 	})
@@ -190,8 +206,8 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 
 /*
  * Microseconds elapsed since the start saved for key (ktel_duration_us),
- * clearing that start (set to 0 in place, see ktel_save_start; never
- * creates a slot). BPF_TELEMETRY_INVALID_DURATION when no start was saved or
+ * clearing that start (set to 0 in place, or deleted from a plain hash: see
+ * ktel_save_start; never creates a slot). BPF_TELEMETRY_INVALID_DURATION when no start was saved or
  * the clock went backwards (the latter is counted in
  * ktel_invalid_durations). Pass the result to INCREMENT_ACCUMULATOR_SUM to
  * bucket it and add it to the histogram's sum.
@@ -203,7 +219,10 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 		if (__ktel_start && *__ktel_start) {                            \
 			__u64 __ktel_begin = *__ktel_start;                     \
 			__u64 __ktel_end = bpf_ktime_get_ns();                  \
-			*__ktel_start = 0;                                      \
+			if (KTEL_START_DELETED(start_map))                      \
+				bpf_map_delete_elem(&(start_map), (key));       \
+			else                                                    \
+				*__ktel_start = 0;                              \
 			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
 		}                                                               \
 		__ktel_us;                                                      \

@@ -74,11 +74,20 @@ static struct accumulator_value_sum fake_hist;
 static bool fake_hist_exists;
 static int fake_hist_map;
 
-/* A hash start map (its type is what the start macros branch on) holding at
- * most one tid's start. */
+/* An LRU hash start map (its type is what the start macros branch on: kept
+ * in place) holding at most one tid's start. */
+static struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+} hash_start;
+
+/* A plain hash start map (the end deletes) holding at most one tid's start. */
 static struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-} hash_start;
+} plain_start;
+static bool plain_start_exists;
+static __u32 plain_start_key;
+static __u64 plain_start_value;
+static int plain_start_inserts, plain_start_deletes;
 static bool hash_start_exists;
 static __u32 hash_start_key;
 static __u64 hash_start_value;
@@ -90,6 +99,10 @@ static struct fake_task current_task;
 
 static void *fake_map_lookup_elem(void *map, const void *key)
 {
+	if (map == &plain_start)
+		return plain_start_exists && plain_start_key == *(const __u32 *)key
+			       ? &plain_start_value
+			       : NULL;
 	if (map == &hash_start)
 		return hash_start_exists && hash_start_key == *(const __u32 *)key
 			       ? &hash_start_value
@@ -100,6 +113,19 @@ static void *fake_map_lookup_elem(void *map, const void *key)
 
 static long fake_map_update_elem(void *map, const void *key, const void *value, __u64 flags)
 {
+	if (map == &plain_start) {
+		if (plain_start_exists && plain_start_key == *(const __u32 *)key &&
+		    flags == BPF_NOEXIST)
+			return -17; /* -EEXIST */
+		if (plain_start_exists && plain_start_key != *(const __u32 *)key)
+			return -7; /* -E2BIG: the fake holds one tid */
+		if (!plain_start_exists)
+			plain_start_inserts++;
+		plain_start_exists = true;
+		plain_start_key = *(const __u32 *)key;
+		memcpy(&plain_start_value, value, sizeof(plain_start_value));
+		return 0;
+	}
 	if (map == &hash_start) {
 		/* The macros look up first: an insert is for a key not there. */
 		assert_false(hash_start_exists && hash_start_key == *(const __u32 *)key);
@@ -118,12 +144,15 @@ static long fake_map_update_elem(void *map, const void *key, const void *value, 
 	return 0;
 }
 
-/* Unused unless a macro deletes: then it fails the test. */
-__attribute__((unused)) static long fake_map_delete_elem(void *map, const void *key)
+/* Only a plain hash start is deleted; any other delete fails the test. */
+static long fake_map_delete_elem(void *map, const void *key)
 {
-	(void)map;
-	(void)key;
-	fail_msg("the start macros must clear the start in place, never delete it");
+	if (map != &plain_start)
+		fail_msg("the start macros must clear the start in place, never delete it");
+	if (!plain_start_exists || plain_start_key != *(const __u32 *)key)
+		return -2; /* -ENOENT */
+	plain_start_exists = false;
+	plain_start_deletes++;
 	return 0;
 }
 
@@ -157,6 +186,10 @@ static int reset_fakes(void **state)
 	hash_start_value = 0;
 	hash_start_inserts = 0;
 	hash_start_insert_rc = 0;
+	plain_start_exists = false;
+	plain_start_value = 0;
+	plain_start_inserts = 0;
+	plain_start_deletes = 0;
 	memset(&current_task, 0, sizeof(current_task));
 	return 0;
 }
@@ -395,7 +428,41 @@ static void test_increment_sum(void **state)
 }
 
 /*
- * Android's macros on a hash start map: the first start of a tid inserts its
+ * Android's macros on a plain hash start map: the start is inserted and the
+ * end deletes it, so the map holds only the starts in flight however many
+ * tids come and go; SAVE_FIRST_START_TIME keeps a saved start and still
+ * answers 0.
+ */
+static void test_plain_hash_start_deleted(void **state)
+{
+	__u32 tid = 42, other = 43;
+
+	assert_int_equal(SAVE_FIRST_START_TIME(plain_start, &tid), 0);
+	fake_now += 3000;
+	assert_int_equal(SAVE_FIRST_START_TIME(plain_start, &tid), 0);
+	assert_int_equal(plain_start_value, 1000000);
+	fake_now += 2000;
+	assert_true(GET_LATENCY_US(plain_start, &tid) == 5);
+	assert_false(plain_start_exists);
+	assert_int_equal(plain_start_deletes, 1);
+	assert_true(GET_LATENCY_US(plain_start, &tid) == BPF_TELEMETRY_INVALID_DURATION);
+	/* Another tid takes the (one-entry) map now that the first left it. */
+	assert_int_equal(SAVE_START_TIME(plain_start, &other), 0);
+	fake_now += 9000; /* 9 us: (8, 16] is bucket 4 */
+	assert_int_equal(GET_LATENCY_BUCKET(plain_start, &other), 4);
+	assert_int_equal(plain_start_inserts, 2);
+	assert_int_equal(plain_start_deletes, 2);
+	assert_false(plain_start_exists);
+	/* SAVE_START_TIME replaces a saved start. */
+	assert_int_equal(SAVE_FIRST_START_TIME(plain_start, &tid), 0);
+	fake_now += 7000;
+	assert_int_equal(SAVE_START_TIME(plain_start, &tid), 0);
+	assert_int_equal(plain_start_value, fake_now);
+	assert_int_equal(ktel_invalid_durations, 0);
+}
+
+/*
+ * Android's macros on an LRU hash start map: the first start of a tid inserts its
  * entry; the end reads and zeroes it in place (the fake fails on any
  * delete); later starts of that tid write the entry without inserting.
  */
@@ -486,6 +553,7 @@ int main(void)
 		cmocka_unit_test_setup(test_increment_sum, reset_fakes),
 		cmocka_unit_test_setup(test_hash_start_in_place, reset_fakes),
 		cmocka_unit_test_setup(test_hash_start_full, reset_fakes),
+		cmocka_unit_test_setup(test_plain_hash_start_deleted, reset_fakes),
 		cmocka_unit_test_setup(test_task_map_android_macros, reset_fakes),
 	};
 

@@ -15,8 +15,8 @@
  *             plugin: start time per thread on enter (SAVE_FIRST_START_TIME),
  *             on exit the log2 bucket of the elapsed microseconds
  *             (GET_LATENCY_BUCKET) added to a histogram
- *             (INCREMENT_ACCUMULATOR), the start map a hash keyed by tid
- *             whose entry the macros keep in place. Filtered on the
+ *             (INCREMENT_ACCUMULATOR), the start map an LRU hash keyed by
+ *             tid whose entry the macros keep in place. Filtered on the
  *             benchmark's tgid, exactly like the bpftrace one-liner's
  *             /pid == X/.
  *   atask_*   acc_* with the start map declared as a task map
@@ -54,6 +54,15 @@ struct {
 	__type(value, __u64);
 } start_map SEC(".maps");
 
+/* The macros keep a start in place in an LRU hash (a plain hash's is deleted
+ * at the end: bpf_telemetry.h, KTEL_START_DELETED). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 10240);
+	__type(key, __u32);
+	__type(value, __u64);
+} lru_start_map SEC(".maps");
+
 /* One histogram, like bpftrace's keyless @h = hist(...). */
 struct acc_key {
 	__u32 id;
@@ -81,7 +90,7 @@ static __always_inline int acc_enter(void)
 
 	if ((__u32)(id >> 32) != target_tgid)
 		return 0;
-	SAVE_FIRST_START_TIME(start_map, &tid);
+	SAVE_FIRST_START_TIME(lru_start_map, &tid);
 	return 0;
 }
 
@@ -93,7 +102,7 @@ static __always_inline int acc_exit(void)
 
 	if ((__u32)(id >> 32) != target_tgid)
 		return 0;
-	bucket = GET_LATENCY_BUCKET(start_map, &tid);
+	bucket = GET_LATENCY_BUCKET(lru_start_map, &tid);
 	if (bucket == BPF_TELEMETRY_INVALID_BUCKET)
 		return 0;
 	INCREMENT_ACCUMULATOR(acc_map, &key, bucket);
@@ -194,7 +203,7 @@ int x_start_exit(void *ctx)
 
 	if (!is_target())
 		return 0;
-	bucket = GET_LATENCY_BUCKET(start_map, &tid);
+	bucket = GET_LATENCY_BUCKET(lru_start_map, &tid);
 	(void)bucket;
 	return 0;
 }
@@ -208,9 +217,9 @@ int x_inpl_enter(void *ctx)
 	if (!is_target())
 		return 0;
 	now = bpf_ktime_get_ns();
-	start = bpf_map_lookup_elem(&start_map, &tid);
+	start = bpf_map_lookup_elem(&lru_start_map, &tid);
 	if (!start)
-		bpf_map_update_elem(&start_map, &tid, &now, BPF_NOEXIST);
+		bpf_map_update_elem(&lru_start_map, &tid, &now, BPF_NOEXIST);
 	else if (!*start)
 		*start = now;
 	return 0;
@@ -224,7 +233,7 @@ int x_inpl_exit(void *ctx)
 
 	if (!is_target())
 		return 0;
-	start = bpf_map_lookup_elem(&start_map, &tid);
+	start = bpf_map_lookup_elem(&lru_start_map, &tid);
 	if (!start || !*start)
 		return 0;
 	begin = *start;
