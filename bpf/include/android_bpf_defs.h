@@ -46,11 +46,19 @@ char _ktel_android_license[] SEC("license") = "Dual BSD/GPL";
 /*
  * A map plus Android's typed accessors bpf_<name>_{lookup,update,delete}_elem.
  * TYPE is the suffix of BPF_MAP_TYPE_<TYPE> (HASH, ARRAY, PERCPU_HASH, ...).
+ * TASK_STORAGE declares a task map (the kernel wants no preallocation, no
+ * max_entries and a 4-byte key): a start map declared so makes
+ * bpf_telemetry.h's start macros keep the current task's start in the task,
+ * the cheapest form (docs/plugin-authoring.md); num_entries is then ignored.
  */
+#define KTEL_ANDROID_IS_TASK(type) ((type) == BPF_MAP_TYPE_TASK_STORAGE)
 #define DEFINE_BPF_MAP_UGM(the_map, TYPE, KeyType, ValueType, num_entries, usr, grp, md)          \
 	struct {                                                                                  \
 		__uint(type, BPF_MAP_TYPE_##TYPE);                                                \
-		__uint(max_entries, (num_entries));                                               \
+		__uint(max_entries,                                                               \
+		       KTEL_ANDROID_IS_TASK(BPF_MAP_TYPE_##TYPE) ? 0 : (num_entries));            \
+		__uint(map_flags,                                                                 \
+		       KTEL_ANDROID_IS_TASK(BPF_MAP_TYPE_##TYPE) ? BPF_F_NO_PREALLOC : 0);        \
 		__type(key, KeyType);                                                             \
 		__type(value, ValueType);                                                         \
 	} the_map SEC(".maps");                                                                   \

@@ -91,12 +91,76 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
 
 #define GET_BUCKET(value) ktel_log2_bucket((__u64)(value))
 
-/* Remember the start time for key unless one is already there. */
-#define SAVE_FIRST_START_TIME(start_map, key)                                       \
-	({                                                                          \
-		__u64 __ktel_now = bpf_ktime_get_ns();                              \
-		bpf_map_update_elem(&(start_map), (key), &__ktel_now, BPF_NOEXIST); \
+/*
+ * The BPF_MAP_TYPE_* a BTF-defined map was declared with, as a compile-time
+ * constant: __uint(type, T) declares `int (*type)[T]`. The start macros below
+ * branch on it, and the compiler drops the branch a map's type does not take,
+ * so a program's instructions hold only the form of its own start map.
+ */
+#define KTEL_MAP_TYPE(map) (sizeof(*(map).type) / sizeof(int))
+#define KTEL_IS_TASK_MAP(map) (KTEL_MAP_TYPE(map) == BPF_MAP_TYPE_TASK_STORAGE)
+
+/*
+ * Does the end delete the start (a plain hash map) rather than zero it in
+ * place? A hash that never evicts and keeps an entry per key that ever
+ * started fills up for good when its keys come and go (tids, over a device's
+ * life), and a full map measures no new key; deleting keeps it at the starts
+ * in flight. An LRU hash evicts idle entries and a task map's slot leaves
+ * with its task, so those keep the start in place.
+ */
+#define KTEL_START_DELETED(map) \
+	(KTEL_MAP_TYPE(map) == BPF_MAP_TYPE_HASH || KTEL_MAP_TYPE(map) == BPF_MAP_TYPE_PERCPU_HASH)
+
+/*
+ * The start slot of key in start_map, or NULL when it has none. A task map
+ * (BPF_MAP_TYPE_TASK_STORAGE, KTEL_DEFINE_TASK_START_MAP) ignores key: its
+ * slot is the current task's, created when create is true and the task has
+ * none. A hash map's slot is key's entry, never created here.
+ */
+#define ktel_start_slot(start_map, key, create)                                                   \
+	((__u64 *)(KTEL_IS_TASK_MAP(start_map)                                                    \
+			   ? bpf_task_storage_get(&(start_map), bpf_get_current_task_btf(), NULL, \
+						  (create) ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0)  \
+			   : bpf_map_lookup_elem(&(start_map), (key))))
+
+/*
+ * Save the current time as key's start with update flags (BPF_NOEXIST keeps a
+ * saved start, BPF_ANY replaces it). In an LRU hash or a task map
+ * (BPF_MAP_TYPE_TASK_STORAGE: the key is ignored, the start is the current
+ * task's and leaves with it) the start stays in place: the end macros set it
+ * to 0 ("no start"; bpf_ktime_get_ns() is never 0) instead of deleting it, so
+ * an event pays a lookup and a store, and only the first start of a key
+ * inserts: an insert and a delete per event would cost more than the lookups
+ * and the histogram update together (docs/benchmarks.md, "Per-event
+ * overhead"). A plain hash start map is inserted into here and deleted from
+ * at the end, as Android's header does (KTEL_START_DELETED says why). 0, or
+ * the failed insert's -errno (a full hash map), or -1 when a task has no
+ * slot.
+ */
+#define ktel_save_start(start_map, key, flags)                                            \
+	({                                                                                \
+		long __ktel_rc = 0;                                                       \
+		__u64 *__ktel_slot = KTEL_START_DELETED(start_map)                        \
+					     ? NULL                                       \
+					     : ktel_start_slot(start_map, key, 1);        \
+		if (__ktel_slot) {                                                        \
+			if ((flags) == BPF_ANY || !*__ktel_slot)                          \
+				*__ktel_slot = bpf_ktime_get_ns();                        \
+		} else if (KTEL_IS_TASK_MAP(start_map)) {                                 \
+			__ktel_rc = -1;                                                   \
+		} else {                                                                  \
+			__u64 __ktel_now = bpf_ktime_get_ns();                            \
+			__ktel_rc = bpf_map_update_elem(&(start_map), (key), &__ktel_now, \
+							(flags));                         \
+			/* -EEXIST: BPF_NOEXIST kept the saved start, as asked. */        \
+			if (__ktel_rc == -17 && (flags) == BPF_NOEXIST)                   \
+				__ktel_rc = 0;                                            \
+		}                                                                         \
+		__ktel_rc;                                                                \
 	})
+
+/* Remember the start time for key unless one is already there. */
+#define SAVE_FIRST_START_TIME(start_map, key) ktel_save_start(start_map, key, BPF_NOEXIST)
 
 /*
  * Save the current time as key's start, replacing any saved one. For events
@@ -104,11 +168,7 @@ static __always_inline __u32 ktel_log2_bucket(__u64 v)
  * attached later, a detach in between) is stale, and the next begin must
  * replace it rather than be measured from it.
  */
-#define SAVE_START_TIME(start_map, key)                                         \
-	({                                                                      \
-		__u64 __ktel_now = bpf_ktime_get_ns();                          \
-		bpf_map_update_elem(&(start_map), (key), &__ktel_now, BPF_ANY); \
-	})
+#define SAVE_START_TIME(start_map, key) ktel_save_start(start_map, key, BPF_ANY)
 
 /*
  * A duration macro's "no duration" result: no start was saved, or the end
@@ -146,26 +206,30 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 
 /*
  * Microseconds elapsed since the start saved for key (ktel_duration_us),
- * deleting that start. BPF_TELEMETRY_INVALID_DURATION when no start was
- * saved or the clock went backwards (the latter is counted in
+ * clearing that start (set to 0 in place, or deleted from a plain hash: see
+ * ktel_save_start; never creates a slot). BPF_TELEMETRY_INVALID_DURATION when no start was saved or
+ * the clock went backwards (the latter is counted in
  * ktel_invalid_durations). Pass the result to INCREMENT_ACCUMULATOR_SUM to
  * bucket it and add it to the histogram's sum.
  */
 #define GET_LATENCY_US(start_map, key)                                          \
 	({                                                                      \
 		__u64 __ktel_us = BPF_TELEMETRY_INVALID_DURATION;               \
-		__u64 *__ktel_start = bpf_map_lookup_elem(&(start_map), (key)); \
-		if (__ktel_start) {                                             \
+		__u64 *__ktel_start = ktel_start_slot(start_map, key, 0);       \
+		if (__ktel_start && *__ktel_start) {                            \
 			__u64 __ktel_begin = *__ktel_start;                     \
 			__u64 __ktel_end = bpf_ktime_get_ns();                  \
-			bpf_map_delete_elem(&(start_map), (key));               \
+			if (KTEL_START_DELETED(start_map))                      \
+				bpf_map_delete_elem(&(start_map), (key));       \
+			else                                                    \
+				*__ktel_start = 0;                              \
 			__ktel_us = ktel_duration_us(__ktel_begin, __ktel_end); \
 		}                                                               \
 		__ktel_us;                                                      \
 	})
 
 /*
- * Bucket of the microseconds elapsed since the start saved for key, deleting
+ * Bucket of the microseconds elapsed since the start saved for key, clearing
  * that start. BPF_TELEMETRY_INVALID_BUCKET when no start was saved or the
  * clock went backwards (the latter is counted in ktel_invalid_durations).
  * Android's macro: it loses the duration, so a histogram filled from it has
@@ -175,15 +239,19 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 
 /*
  * Starts kept in task local storage, for start/end pairs that belong to one
- * task (ours: Android's header has no such macros). Unlike a start map keyed
- * by tid they never insert or delete on the event path: the u64
- * slot is created once per task, written at the start, read and set to 0 at
- * the end (0 means "no start"; bpf_ktime_get_ns() is never 0), and freed by
- * the kernel when the task exits, so no LRU or max_entries is needed and a
- * reused tid never inherits a stale start. docs/benchmarks.md "Per-event
- * overhead" measures the difference (config t against c). Task storage is
- * available to tp_btf programs on every kernel we support (6.1+); task is a
- * BTF task_struct pointer (a tp_btf argument or bpf_get_current_task_btf()).
+ * task. SAVE_FIRST_START_TIME, SAVE_START_TIME and GET_LATENCY_US take such
+ * a map too (the current task's start); these take any task, for a start
+ * saved in one task for another (runq_latency: the waker saves the wakee's).
+ * The u64 slot is created once per task, written at the start, read and set
+ * to 0 at the end (0 means "no start"; bpf_ktime_get_ns() is never 0), and
+ * freed by the kernel when the task exits, so no LRU or max_entries is
+ * needed and a reused tid never inherits a stale start; nothing is inserted
+ * or looked up by key on the event path. docs/benchmarks.md "Per-event
+ * overhead" measures the forms (configs cdel, c, ct, t). Task storage is available
+ * to tp_btf programs since Linux 5.11; a plugin with a task start map has a
+ * hash start variant for kernels without it (docs/plugin-authoring.md).
+ * task is a BTF task_struct pointer (a tp_btf argument or
+ * bpf_get_current_task_btf()).
  */
 #define KTEL_DEFINE_TASK_START_MAP(name)                 \
 	struct {                                         \

@@ -1029,6 +1029,38 @@ static void fill_ids(struct ktel_bpf_plugin *p)
 
 /* ---- load ------------------------------------------------------------ */
 
+/* Whether the running kernel creates task storage maps (Linux 5.11+);
+ * probed once per process. */
+static bool kernel_has_task_storage(void)
+{
+	static int has = -1; /* -1: not probed yet */
+	int v = __atomic_load_n(&has, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		v = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1;
+		__atomic_store_n(&has, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+/*
+ * On a kernel without task storage (or when p->no_task_storage says to act
+ * as if), leave p's task storage maps out of the load instead of failing
+ * the whole object on them. A program that uses one then refers to no map,
+ * the verifier refuses it, and its variant group falls back to the next
+ * variant: a latency plugin's task start form falls back to its hash form.
+ */
+static void leave_out_task_maps(struct ktel_bpf_plugin *p)
+{
+	struct bpf_map *map;
+
+	if (!p->no_task_storage && kernel_has_task_storage())
+		return;
+	bpf_object__for_each_map(map, p->obj)
+		if (bpf_map__type(map) == BPF_MAP_TYPE_TASK_STORAGE)
+			bpf_map__set_autocreate(map, false);
+}
+
 static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 {
 	const struct ktel_plugin_desc *d = &p->plugin->desc;
@@ -1038,8 +1070,10 @@ static int open_object(struct ktel_bpf_plugin *p, struct ktel_err *err)
 
 	ktel_libbpf_log__reset();
 	p->obj = bpf_object__open_mem(d->bpf_object, d->bpf_object_size, &opts);
-	if (p->obj)
+	if (p->obj) {
+		leave_out_task_maps(p);
 		return 0;
+	}
 	rc = ktel_libbpf_strerror(errno ? errno : EINVAL, msg, sizeof(msg));
 	return ktel_err_set(err, rc, "plugin %s: cannot open BPF object: %s%s", d->name, msg,
 			    libbpf_why(why, sizeof(why)));
@@ -1120,7 +1154,7 @@ static bool verifier_refusal(const struct ktel_bpf_plugin *p, char *logs, int rc
 static int load_alone(const struct ktel_bpf_plugin *p, const int64_t *param_values,
 		      const char *name, char *log)
 {
-	struct ktel_bpf_plugin alone = {.plugin = p->plugin};
+	struct ktel_bpf_plugin alone = {.plugin = p->plugin, .no_task_storage = p->no_task_storage};
 	struct bpf_program *prog;
 	bool it;
 	int rc;
@@ -1405,6 +1439,7 @@ int ktel_bpf_plugin__load(const struct ktel_plugin *plugin, const struct ktel_bp
 		return ktel_err_set(err, ENOMEM, "plugin %s: out of memory", plugin->desc.name);
 	}
 	p->plugin = plugin;
+	p->no_task_storage = opts->no_task_storage;
 	/* Bounded: each refusal excludes one more program. */
 	for (;;) {
 		res = load_attempt(p, opts, ex, err);

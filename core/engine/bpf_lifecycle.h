@@ -131,6 +131,8 @@ struct ktel_bpf_opts {
 	const struct ktel_bpf_attr *attr;   /* n_attr metrics' attribution, or NULL */
 	size_t n_attr;
 	uint64_t attr_memlock_budget; /* bytes per attributed map; 0: no bound */
+	bool no_task_storage;         /* act as on a kernel without task storage
+				       * (its fallback variants are tested so) */
 };
 
 /* One program of the object. */
@@ -197,6 +199,7 @@ struct ktel_bpf_plugin {
 	size_t n_groups;
 	struct ktel_bpf_map *maps;
 	size_t n_maps;
+	bool no_task_storage; /* from ktel_bpf_opts */
 };
 
 /*

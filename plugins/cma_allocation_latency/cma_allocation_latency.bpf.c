@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * CmaAllocationLatency: time cma_alloc() takes, per CMA heap and outcome, in
- * microseconds. Start and finish fire in the same task, so the start is keyed
- * by thread id. The heap name becomes a small id (ktel_labels.h); the daemon
+ * microseconds. Start and finish fire in the same task, so the start is the
+ * task's: kept in task local storage by every program below (no entry per
+ * thread, no stale start for a reused tid), and by each one's _hash twin in
+ * a hash keyed by thread id, the fallback variant for kernels without task
+ * storage. The heap name becomes a small id (ktel_labels.h); the daemon
  * reads the names from cma_heap_names.
  *
  * The tracepoints changed over time, so each hook has variants (the loader
@@ -47,9 +50,12 @@ struct cma_alloc_key {
 
 KTEL_DEFINE_LABEL_MAPS(cma_heap, CMA_MAX_HEAPS);
 
-/* Thread id -> start time (ns). */
+KTEL_DEFINE_TASK_START_MAP(cma_task_start);
+
+/* The fallback's starts, thread id -> ns, kept in place (bpf_telemetry.h):
+ * LRU so that the entries of exited threads cannot fill the map. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -64,21 +70,27 @@ struct {
 
 KTEL_ATTR_SETTINGS(cma_alloc_latency_map);
 
-static __always_inline void cma_start(void)
+/* task: the start in the task (else in cma_start_map); a constant, so each
+ * program holds one form. */
+static __always_inline void cma_start(bool task)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u64 now = bpf_ktime_get_ns();
 
 	/* cma_alloc() does not nest: a left-over start is stale, replace it. */
-	bpf_map_update_elem(&cma_start_map, &tid, &now, BPF_ANY);
+	if (task)
+		KTEL_TASK_SAVE_START(cma_task_start, bpf_get_current_task_btf());
+	else
+		SAVE_START_TIME(cma_start_map, &tid);
 }
 
-/* label: the heap name, already read; failed: the allocation's outcome. */
-static __always_inline void cma_finish(const struct ktel_label *label, bool failed)
+/* label: the heap name, already read; failed: the allocation's outcome;
+ * task: as for cma_start. */
+static __always_inline void cma_finish(const struct ktel_label *label, bool failed, bool task)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct cma_alloc_key key = {};
-	__u64 us = GET_LATENCY_US(cma_start_map, &tid);
+	__u64 us = task ? KTEL_TASK_LATENCY_US(cma_task_start, bpf_get_current_task_btf())
+			: GET_LATENCY_US(cma_start_map, &tid);
 
 	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return;
@@ -91,63 +103,117 @@ static __always_inline void cma_finish(const struct ktel_label *label, bool fail
 /* cma_alloc_start(const char *name, unsigned long request_count,
  *                 unsigned long available_count, unsigned long total_count,
  *                 unsigned int align) */
+static __always_inline int cma_alloc_start_v5_body(__u64 *ctx, bool task)
+{
+	cma_start(task);
+	return 0;
+}
+
 SEC("tp_btf/cma_alloc_start")
 int cma_alloc_start_v5(__u64 *ctx)
 {
-	cma_start();
-	return 0;
+	return cma_alloc_start_v5_body(ctx, true);
+}
+
+SEC("tp_btf/cma_alloc_start")
+int cma_alloc_start_v5_hash(__u64 *ctx)
+{
+	return cma_alloc_start_v5_body(ctx, false);
 }
 
 /* cma_alloc_start(const char *name, unsigned long count, unsigned int align).
  * Same body: the variants differ only in the prototype they were written
  * for, so that a kernel with yet another prototype is reported unsupported
  * instead of being measured with changed meaning. */
-SEC("tp_btf/cma_alloc_start")
-int cma_alloc_start_v3(__u64 *ctx)
+static __always_inline int cma_alloc_start_v3_body(__u64 *ctx, bool task)
 {
-	cma_start();
+	cma_start(task);
 	return 0;
 }
 
+SEC("tp_btf/cma_alloc_start")
+int cma_alloc_start_v3(__u64 *ctx)
+{
+	return cma_alloc_start_v3_body(ctx, true);
+}
+
+SEC("tp_btf/cma_alloc_start")
+int cma_alloc_start_v3_hash(__u64 *ctx)
+{
+	return cma_alloc_start_v3_body(ctx, false);
+}
+
 /* android_vh_cma_alloc_start(s64 *ts) */
+static __always_inline int cma_alloc_start_vh_body(__u64 *ctx, bool task)
+{
+	cma_start(task);
+	return 0;
+}
+
 SEC("tp_btf/android_vh_cma_alloc_start")
 int cma_alloc_start_vh(__u64 *ctx)
 {
-	cma_start();
-	return 0;
+	return cma_alloc_start_vh_body(ctx, true);
+}
+
+SEC("tp_btf/android_vh_cma_alloc_start")
+int cma_alloc_start_vh_hash(__u64 *ctx)
+{
+	return cma_alloc_start_vh_body(ctx, false);
 }
 
 /* cma_alloc_finish(const char *name, unsigned long pfn,
  *                  const struct page *page, unsigned long count,
  *                  unsigned int align, int errorno) */
-SEC("tp_btf/cma_alloc_finish")
-int cma_alloc_finish_v6(__u64 *ctx)
+static __always_inline int cma_alloc_finish_v6_body(__u64 *ctx, bool task)
 {
 	struct ktel_label label = {};
 
 	ktel_label_read(&label, (const void *)ctx[0]);
-	cma_finish(&label, (int)ctx[5] != 0 || !ctx[2]);
+	cma_finish(&label, (int)ctx[5] != 0 || !ctx[2], task);
 	return 0;
+}
+
+SEC("tp_btf/cma_alloc_finish")
+int cma_alloc_finish_v6(__u64 *ctx)
+{
+	return cma_alloc_finish_v6_body(ctx, true);
+}
+
+SEC("tp_btf/cma_alloc_finish")
+int cma_alloc_finish_v6_hash(__u64 *ctx)
+{
+	return cma_alloc_finish_v6_body(ctx, false);
 }
 
 /* cma_alloc_finish(const char *name, unsigned long pfn,
  *                  const struct page *page, unsigned long count,
  *                  unsigned int align): a NULL page means failure. */
-SEC("tp_btf/cma_alloc_finish")
-int cma_alloc_finish_v5(__u64 *ctx)
+static __always_inline int cma_alloc_finish_v5_body(__u64 *ctx, bool task)
 {
 	struct ktel_label label = {};
 
 	ktel_label_read(&label, (const void *)ctx[0]);
-	cma_finish(&label, !ctx[2]);
+	cma_finish(&label, !ctx[2], task);
 	return 0;
+}
+
+SEC("tp_btf/cma_alloc_finish")
+int cma_alloc_finish_v5(__u64 *ctx)
+{
+	return cma_alloc_finish_v5_body(ctx, true);
+}
+
+SEC("tp_btf/cma_alloc_finish")
+int cma_alloc_finish_v5_hash(__u64 *ctx)
+{
+	return cma_alloc_finish_v5_body(ctx, false);
 }
 
 /* android_vh_cma_alloc_finish(struct cma *cma, struct page *page,
  *                             unsigned long count, unsigned int align,
  *                             gfp_t gfp_mask, s64 ts) */
-SEC("tp_btf/android_vh_cma_alloc_finish")
-int cma_alloc_finish_vh(__u64 *ctx)
+static __always_inline int cma_alloc_finish_vh_body(__u64 *ctx, bool task)
 {
 	struct cma *cma = (struct cma *)ctx[0];
 	struct ktel_label label = {};
@@ -158,8 +224,20 @@ int cma_alloc_finish_vh(__u64 *ctx)
 		bpf_probe_read_kernel_str(label.name, sizeof(label.name), cma->name);
 	if (!label.name[0])
 		ktel_label_read(&label, 0);
-	cma_finish(&label, !ctx[1]);
+	cma_finish(&label, !ctx[1], task);
 	return 0;
+}
+
+SEC("tp_btf/android_vh_cma_alloc_finish")
+int cma_alloc_finish_vh(__u64 *ctx)
+{
+	return cma_alloc_finish_vh_body(ctx, true);
+}
+
+SEC("tp_btf/android_vh_cma_alloc_finish")
+int cma_alloc_finish_vh_hash(__u64 *ctx)
+{
+	return cma_alloc_finish_vh_body(ctx, false);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -35,15 +35,24 @@ static const struct ktel_metric_desc metrics[] = {
 /*
  * Upstream tracepoints first, newest prototype first; the Android vendor
  * hooks only when the upstream tracepoint is missing. nr_args counts the
- * TP_PROTO arguments (not the hidden void *__data).
+ * TP_PROTO arguments (not the hidden void *__data). Each keeps the start in
+ * the task; on a kernel without task storage the loader leaves the task map
+ * out and refuses the programs that use it, and the groups fall back to the
+ * _hash twins, in the same order.
  */
 static const struct ktel_prog_variant variants[] = {
 	{.group = "cma_alloc_start", .prog = "cma_alloc_start_v5", .nr_args = 5},
 	{.group = "cma_alloc_start", .prog = "cma_alloc_start_v3", .nr_args = 3},
 	{.group = "cma_alloc_start", .prog = "cma_alloc_start_vh", .nr_args = 1},
+	{.group = "cma_alloc_start", .prog = "cma_alloc_start_v5_hash", .nr_args = 5},
+	{.group = "cma_alloc_start", .prog = "cma_alloc_start_v3_hash", .nr_args = 3},
+	{.group = "cma_alloc_start", .prog = "cma_alloc_start_vh_hash", .nr_args = 1},
 	{.group = "cma_alloc_finish", .prog = "cma_alloc_finish_v6", .nr_args = 6},
 	{.group = "cma_alloc_finish", .prog = "cma_alloc_finish_v5", .nr_args = 5},
 	{.group = "cma_alloc_finish", .prog = "cma_alloc_finish_vh", .nr_args = 6},
+	{.group = "cma_alloc_finish", .prog = "cma_alloc_finish_v6_hash", .nr_args = 6},
+	{.group = "cma_alloc_finish", .prog = "cma_alloc_finish_v5_hash", .nr_args = 5},
+	{.group = "cma_alloc_finish", .prog = "cma_alloc_finish_vh_hash", .nr_args = 6},
 };
 
 KTEL_PLUGIN(.name = "cma_allocation_latency",

@@ -29,11 +29,27 @@ static const struct ktel_metric_desc metrics[] = {
 		    .dim_flags = dim_flags),
 };
 
+/*
+ * The start is kept in the task where the kernel has
+ * task storage; a kernel without it cannot create the task map, the loader
+ * leaves it out and refuses the programs that use it, and each group falls
+ * back to its hash variant. Both groups fall back together, as both task
+ * programs use the map.
+ */
+static const struct ktel_prog_variant variants[] = {
+	{.group = "compaction_begin", .prog = "compaction_begin", .nr_args = -1},
+	{.group = "compaction_begin", .prog = "compaction_begin_hash", .nr_args = -1},
+	{.group = "compaction_end", .prog = "compaction_end", .nr_args = -1},
+	{.group = "compaction_end", .prog = "compaction_end_hash", .nr_args = -1},
+};
+
 KTEL_PLUGIN(.name = "compaction_duration",
 	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "Memory compaction duration (Android CompactionDuration atom)",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics,
-	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
+	    .variants = variants,
+	    .n_variants = KTEL_ARRAY_SIZE(variants));
 /* clang-format on */

@@ -5,8 +5,14 @@
  * between mm_vmscan_memcg_reclaim_begin and _end), in microseconds, by the
  * process state its oom_score_adj maps to - as DirectReclaimLatency does for
  * global direct reclaim. Both tracepoints fire in the reclaiming task, so the
- * start is keyed by thread id. The programs read no tracepoint argument, so
- * the prototype changes of these events do not matter.
+ * start is the task's: kept in task local storage (memcg_reclaim_begin/_end:
+ * no entry per thread, no stale start for a reused tid, per event the cost
+ * of a hash start kept in place), with a hash keyed by thread id as the
+ * fallback variant for kernels without task storage
+ * (memcg_reclaim_begin_hash/_end_hash; the loader picks, see
+ * memcg_reclaim_latency.c). The programs read no
+ * tracepoint argument, so the prototype changes of these events do not
+ * matter.
  *
  * Attribution (ktel_attr.h): the subject is the reclaiming task, which is
  * current: the reclaim runs synchronously in the task that charged memory.
@@ -23,8 +29,12 @@ struct memcg_reclaim_key {
 	__u64 attr;          /* the reclaiming task (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
-/* Thread id -> start. Memcg reclaim does not nest, so a begin replaces any
- * start a missed end left behind; LRU so such entries cannot fill the map. */
+/* Memcg reclaim does not nest, so a begin replaces any start a missed end
+ * left behind. */
+KTEL_DEFINE_TASK_START_MAP(memcg_reclaim_task_start);
+
+/* The fallback's starts, thread id -> ns, kept in place (bpf_telemetry.h):
+ * LRU so that the entries of exited threads cannot fill the map. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -41,8 +51,37 @@ struct {
 
 KTEL_ATTR_SETTINGS(memcg_reclaim_latency_map);
 
+/* us: a duration macro's result. */
+static __always_inline void memcg_reclaim_record(__u64 us)
+{
+	struct memcg_reclaim_key key = {};
+	struct task_struct *task;
+
+	if (us == BPF_TELEMETRY_INVALID_DURATION)
+		return;
+	task = (struct task_struct *)bpf_get_current_task();
+	key.process_state = get_process_state(BPF_CORE_READ(task, signal, oom_score_adj));
+	key.attr = ktel_attr_of_current(memcg_reclaim_latency_map);
+	KTEL_ATTR_INCREMENT_SUM(memcg_reclaim_latency_map, &key, us);
+}
+
 SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
 int memcg_reclaim_begin(__u64 *ctx)
+{
+	KTEL_TASK_SAVE_START(memcg_reclaim_task_start, bpf_get_current_task_btf());
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int memcg_reclaim_end(__u64 *ctx)
+{
+	memcg_reclaim_record(
+		KTEL_TASK_LATENCY_US(memcg_reclaim_task_start, bpf_get_current_task_btf()));
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int memcg_reclaim_begin_hash(__u64 *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
@@ -51,20 +90,11 @@ int memcg_reclaim_begin(__u64 *ctx)
 }
 
 SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
-int memcg_reclaim_end(__u64 *ctx)
+int memcg_reclaim_end_hash(__u64 *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct memcg_reclaim_key key = {};
-	struct task_struct *task;
-	__u64 us;
 
-	us = GET_LATENCY_US(memcg_reclaim_start_map, &tid);
-	if (us == BPF_TELEMETRY_INVALID_DURATION)
-		return 0;
-	task = (struct task_struct *)bpf_get_current_task();
-	key.process_state = get_process_state(BPF_CORE_READ(task, signal, oom_score_adj));
-	key.attr = ktel_attr_of_current(memcg_reclaim_latency_map);
-	KTEL_ATTR_INCREMENT_SUM(memcg_reclaim_latency_map, &key, us);
+	memcg_reclaim_record(GET_LATENCY_US(memcg_reclaim_start_map, &tid));
 	return 0;
 }
 

@@ -30,11 +30,26 @@ static const struct ktel_metric_desc metrics[] = {
 		    .dim_flags = dim_flags),
 };
 
+/*
+ * The start is kept in the task where the kernel has
+ * task storage; a kernel without it cannot create the task map, the loader
+ * leaves it out and refuses the programs that use it, and both groups fall
+ * back to their hash variants.
+ */
+static const struct ktel_prog_variant variants[] = {
+	{.group = "memcg_reclaim_begin", .prog = "memcg_reclaim_begin", .nr_args = -1},
+	{.group = "memcg_reclaim_begin", .prog = "memcg_reclaim_begin_hash", .nr_args = -1},
+	{.group = "memcg_reclaim_end", .prog = "memcg_reclaim_end", .nr_args = -1},
+	{.group = "memcg_reclaim_end", .prog = "memcg_reclaim_end_hash", .nr_args = -1},
+};
+
 KTEL_PLUGIN(.name = "memcg_reclaim_latency",
 	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
 	    .description = "Memory cgroup reclaim latency",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics,
-	    .n_metrics = KTEL_ARRAY_SIZE(metrics));
+	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
+	    .variants = variants,
+	    .n_variants = KTEL_ARRAY_SIZE(variants));
 /* clang-format on */

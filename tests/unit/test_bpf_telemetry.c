@@ -4,8 +4,11 @@
  * project's histogram convention (an independent oracle written from the
  * definition, not from the implementation), get_process_state for every
  * Android ProcessList value, the task-storage start macros against a fake
- * bpf_task_storage_get and clock, and the durations the latency macros hand to
- * INCREMENT_ACCUMULATOR_SUM (whole microseconds, the bucket's own value).
+ * bpf_task_storage_get and clock, the Android start macros on a hash start map
+ * (the start kept in place: inserted once per key, never deleted) and on a
+ * task map (the current task's slot), and the durations the latency macros
+ * hand to INCREMENT_ACCUMULATOR_SUM (whole microseconds, the bucket's own
+ * value).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,16 +74,69 @@ static struct accumulator_value_sum fake_hist;
 static bool fake_hist_exists;
 static int fake_hist_map;
 
+/* An LRU hash start map (its type is what the start macros branch on: kept
+ * in place) holding at most one tid's start. */
+static struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+} hash_start;
+
+/* A plain hash start map (the end deletes) holding at most one tid's start. */
+static struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+} plain_start;
+static bool plain_start_exists;
+static __u32 plain_start_key;
+static __u64 plain_start_value;
+static int plain_start_inserts, plain_start_deletes;
+static bool hash_start_exists;
+static __u32 hash_start_key;
+static __u64 hash_start_value;
+static int hash_start_inserts;
+static long hash_start_insert_rc; /* what an insert returns: 0, or -E2BIG when "full" */
+
+/* The current task of the task-map tests. */
+static struct fake_task current_task;
+
 static void *fake_map_lookup_elem(void *map, const void *key)
 {
-	(void)key;
+	if (map == &plain_start)
+		return plain_start_exists && plain_start_key == *(const __u32 *)key
+			       ? &plain_start_value
+			       : NULL;
+	if (map == &hash_start)
+		return hash_start_exists && hash_start_key == *(const __u32 *)key
+			       ? &hash_start_value
+			       : NULL;
 	assert_ptr_equal(map, &fake_hist_map);
 	return fake_hist_exists ? &fake_hist : NULL;
 }
 
 static long fake_map_update_elem(void *map, const void *key, const void *value, __u64 flags)
 {
-	(void)key;
+	if (map == &plain_start) {
+		if (plain_start_exists && plain_start_key == *(const __u32 *)key &&
+		    flags == BPF_NOEXIST)
+			return -17; /* -EEXIST */
+		if (plain_start_exists && plain_start_key != *(const __u32 *)key)
+			return -7; /* -E2BIG: the fake holds one tid */
+		if (!plain_start_exists)
+			plain_start_inserts++;
+		plain_start_exists = true;
+		plain_start_key = *(const __u32 *)key;
+		memcpy(&plain_start_value, value, sizeof(plain_start_value));
+		return 0;
+	}
+	if (map == &hash_start) {
+		/* The macros look up first: an insert is for a key not there. */
+		assert_false(hash_start_exists && hash_start_key == *(const __u32 *)key);
+		if (hash_start_insert_rc)
+			return hash_start_insert_rc;
+		hash_start_exists = true;
+		hash_start_key = *(const __u32 *)key;
+		memcpy(&hash_start_value, value, sizeof(hash_start_value));
+		hash_start_inserts++;
+		return 0;
+	}
 	assert_ptr_equal(map, &fake_hist_map);
 	assert_int_equal(flags, BPF_NOEXIST);
 	memcpy(&fake_hist, value, sizeof(fake_hist));
@@ -88,8 +144,27 @@ static long fake_map_update_elem(void *map, const void *key, const void *value, 
 	return 0;
 }
 
+/* Only a plain hash start is deleted; any other delete fails the test. */
+static long fake_map_delete_elem(void *map, const void *key)
+{
+	if (map != &plain_start)
+		fail_msg("the start macros must clear the start in place, never delete it");
+	if (!plain_start_exists || plain_start_key != *(const __u32 *)key)
+		return -2; /* -ENOENT */
+	plain_start_exists = false;
+	plain_start_deletes++;
+	return 0;
+}
+
+static struct task_struct *fake_get_current_task_btf(void)
+{
+	return (struct task_struct *)&current_task;
+}
+
 #define bpf_map_lookup_elem fake_map_lookup_elem
 #define bpf_map_update_elem fake_map_update_elem
+#define bpf_map_delete_elem fake_map_delete_elem
+#define bpf_get_current_task_btf fake_get_current_task_btf
 #define bpf_task_storage_get fake_task_storage_get
 #define bpf_task_storage_delete fake_task_storage_delete
 #define bpf_ktime_get_ns fake_ktime_get_ns
@@ -107,6 +182,15 @@ static int reset_fakes(void **state)
 	ktel_invalid_durations = 0;
 	memset(&fake_hist, 0xa5, sizeof(fake_hist)); /* a created value must be zeroed */
 	fake_hist_exists = false;
+	hash_start_exists = false;
+	hash_start_value = 0;
+	hash_start_inserts = 0;
+	hash_start_insert_rc = 0;
+	plain_start_exists = false;
+	plain_start_value = 0;
+	plain_start_inserts = 0;
+	plain_start_deletes = 0;
+	memset(&current_task, 0, sizeof(current_task));
 	return 0;
 }
 
@@ -343,6 +427,113 @@ static void test_increment_sum(void **state)
 	assert_true(fake_hist.sum == 5 + (1ULL << 40));
 }
 
+/*
+ * Android's macros on a plain hash start map: the start is inserted and the
+ * end deletes it, so the map holds only the starts in flight however many
+ * tids come and go; SAVE_FIRST_START_TIME keeps a saved start and still
+ * answers 0.
+ */
+static void test_plain_hash_start_deleted(void **state)
+{
+	__u32 tid = 42, other = 43;
+
+	assert_int_equal(SAVE_FIRST_START_TIME(plain_start, &tid), 0);
+	fake_now += 3000;
+	assert_int_equal(SAVE_FIRST_START_TIME(plain_start, &tid), 0);
+	assert_int_equal(plain_start_value, 1000000);
+	fake_now += 2000;
+	assert_true(GET_LATENCY_US(plain_start, &tid) == 5);
+	assert_false(plain_start_exists);
+	assert_int_equal(plain_start_deletes, 1);
+	assert_true(GET_LATENCY_US(plain_start, &tid) == BPF_TELEMETRY_INVALID_DURATION);
+	/* Another tid takes the (one-entry) map now that the first left it. */
+	assert_int_equal(SAVE_START_TIME(plain_start, &other), 0);
+	fake_now += 9000; /* 9 us: (8, 16] is bucket 4 */
+	assert_int_equal(GET_LATENCY_BUCKET(plain_start, &other), 4);
+	assert_int_equal(plain_start_inserts, 2);
+	assert_int_equal(plain_start_deletes, 2);
+	assert_false(plain_start_exists);
+	/* SAVE_START_TIME replaces a saved start. */
+	assert_int_equal(SAVE_FIRST_START_TIME(plain_start, &tid), 0);
+	fake_now += 7000;
+	assert_int_equal(SAVE_START_TIME(plain_start, &tid), 0);
+	assert_int_equal(plain_start_value, fake_now);
+	assert_int_equal(ktel_invalid_durations, 0);
+}
+
+/*
+ * Android's macros on an LRU hash start map: the first start of a tid inserts its
+ * entry; the end reads and zeroes it in place (the fake fails on any
+ * delete); later starts of that tid write the entry without inserting.
+ */
+static void test_hash_start_in_place(void **state)
+{
+	__u32 tid = 42, other = 43;
+
+	assert_int_equal(SAVE_FIRST_START_TIME(hash_start, &tid), 0);
+	assert_int_equal(hash_start_inserts, 1);
+	fake_now += 3000;
+	/* SAVE_FIRST_START_TIME keeps a saved start. */
+	assert_int_equal(SAVE_FIRST_START_TIME(hash_start, &tid), 0);
+	assert_int_equal(hash_start_value, 1000000);
+	fake_now += 2000;
+	assert_true(GET_LATENCY_US(hash_start, &tid) == 5);
+	assert_true(hash_start_exists);
+	assert_int_equal(hash_start_value, 0);
+	/* No start now: no duration, nothing inserted. */
+	assert_true(GET_LATENCY_US(hash_start, &tid) == BPF_TELEMETRY_INVALID_DURATION);
+	assert_int_equal(GET_LATENCY_BUCKET(hash_start, &tid), BPF_TELEMETRY_INVALID_BUCKET);
+	assert_int_equal(hash_start_inserts, 1);
+	/* The next start reuses the entry. */
+	assert_int_equal(SAVE_FIRST_START_TIME(hash_start, &tid), 0);
+	assert_int_equal(hash_start_inserts, 1);
+	assert_int_equal(hash_start_value, fake_now);
+	/* SAVE_START_TIME replaces a saved start. */
+	fake_now += 7000;
+	assert_int_equal(SAVE_START_TIME(hash_start, &tid), 0);
+	assert_int_equal(hash_start_value, fake_now);
+	fake_now += 9000; /* 9 us: (8, 16] is bucket 4 */
+	assert_int_equal(GET_LATENCY_BUCKET(hash_start, &tid), 4);
+	/* A key without an entry has no start. */
+	assert_true(GET_LATENCY_US(hash_start, &other) == BPF_TELEMETRY_INVALID_DURATION);
+	assert_int_equal(ktel_invalid_durations, 0);
+}
+
+/* A full hash start map: the insert's error comes back, and no start is saved. */
+static void test_hash_start_full(void **state)
+{
+	__u32 tid = 42;
+
+	hash_start_insert_rc = -7; /* -E2BIG */
+	assert_int_equal(SAVE_FIRST_START_TIME(hash_start, &tid), -7);
+	assert_int_equal(SAVE_START_TIME(hash_start, &tid), -7);
+	assert_true(GET_LATENCY_US(hash_start, &tid) == BPF_TELEMETRY_INVALID_DURATION);
+}
+
+/* Android's macros on a task map: the key is ignored, the slot is the
+ * current task's, created at the start and cleared at the end. */
+static void test_task_map_android_macros(void **state)
+{
+	__u32 tid = 42;
+
+	assert_true(GET_LATENCY_US(task_start, &tid) == BPF_TELEMETRY_INVALID_DURATION);
+	assert_false(current_task.has_slot); /* the end never creates a slot */
+	assert_int_equal(SAVE_FIRST_START_TIME(task_start, &tid), 0);
+	assert_true(current_task.has_slot);
+	assert_int_equal(current_task.slot, 1000000);
+	fake_now += 1000;
+	assert_int_equal(SAVE_FIRST_START_TIME(task_start, &tid), 0);
+	assert_int_equal(current_task.slot, 1000000);
+	assert_int_equal(SAVE_START_TIME(task_start, &tid), 0);
+	assert_int_equal(current_task.slot, 1001000);
+	fake_now += 4000; /* 4 us: (2, 4] is bucket 2 */
+	assert_int_equal(GET_LATENCY_BUCKET(task_start, &tid), 2);
+	assert_int_equal(current_task.slot, 0);
+	assert_false(hash_start_exists);
+	storage_unavailable = true;
+	assert_int_equal(SAVE_FIRST_START_TIME(task_start, &tid), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -360,6 +551,10 @@ int main(void)
 		cmocka_unit_test_setup(test_duration_us, reset_fakes),
 		cmocka_unit_test_setup(test_task_latency_us, reset_fakes),
 		cmocka_unit_test_setup(test_increment_sum, reset_fakes),
+		cmocka_unit_test_setup(test_hash_start_in_place, reset_fakes),
+		cmocka_unit_test_setup(test_hash_start_full, reset_fakes),
+		cmocka_unit_test_setup(test_plain_hash_start_deleted, reset_fakes),
+		cmocka_unit_test_setup(test_task_map_android_macros, reset_fakes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

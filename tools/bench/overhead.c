@@ -9,8 +9,14 @@
  * Configurations (programs in overhead.bpf.c):
  *   a  nothing attached                       the baseline
  *   b  empty program(s)                       the floor (dispatch alone)
- *   c  the accumulator shape of our plugins   enter: start per tid; exit:
- *                                             log2 bucket, histogram += 1
+ *   c  the Android macros (SAVE_FIRST_START_  enter: start per tid; exit:
+ *      TIME, GET_LATENCY_BUCKET, INCREMENT_   log2 bucket, histogram += 1;
+ *      ACCUMULATOR), start map a hash         the start kept in place
+ *   cdel c with the start inserted and        what the macros did before
+ *      deleted per event                      (Android's own header does)
+ *   ct c with the start map declared          the same macro calls
+ *      TASK_STORAGE
+ *      (cdele, cte: with bpf_stats on)
  *   d  bpftrace hist() on the same hooks      classic tracepoints: bpftrace
  *                                             0.17 has no raw tracepoints
  *   e  c with bpf_stats (BPF_ENABLE_STATS) on and off
@@ -25,13 +31,19 @@
  * Every attached run is paired with a baseline run just before it (bpftrace,
  * which starts in seconds, gets a block of baseline runs before and after);
  * "added" is run minus baseline, in ns per loop iteration. Each iteration is
- * one syscall, i.e. one sys_enter and one sys_exit event.
+ * one syscall, i.e. one sys_enter and one sys_exit event. Each run is timed
+ * twice: wall clock, and the thread's own CPU time (CLOCK_THREAD_CPUTIME_ID:
+ * a program runs in the syscall, so its time is the thread's; time spent
+ * preempted by other work or stolen by the hypervisor is not), which is what
+ * a loaded machine can still resolve. The CPU figures are the mean of the
+ * paired differences with a 95% confidence interval (Student's t).
  *
  * Needs root. bpf_stats_enabled is forced to 0 for the run and restored.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -67,6 +79,9 @@ struct config {
 	double run_ns[MAX_RUNS];
 	double added_ns[MAX_RUNS];
 	double base_ns[2 * MAX_RUNS];
+	double run_cpu[MAX_RUNS]; /* the same, in thread CPU time */
+	double added_cpu[MAX_RUNS];
+	double base_cpu[2 * MAX_RUNS];
 	int n_base;
 	uint64_t events;   /* histogram counts recorded (sanity check) */
 	int attached_runs; /* loop runs made while attached */
@@ -87,6 +102,24 @@ static struct config configs[] = {
 	 .what = "ours, tp_btf enter + exit",
 	 .kind = K_PROGS,
 	 .progs = {"acc_btf_enter", "acc_btf_exit"}},
+	{.id = "cdel",
+	 .what = "c, start inserted + deleted per event",
+	 .kind = K_PROGS,
+	 .progs = {"adel_btf_enter", "adel_btf_exit"}},
+	{.id = "ct",
+	 .what = "c, start map declared TASK_STORAGE",
+	 .kind = K_PROGS,
+	 .progs = {"atask_btf_enter", "atask_btf_exit"}},
+	{.id = "cdele",
+	 .what = "cdel with bpf_stats on",
+	 .kind = K_PROGS,
+	 .progs = {"adel_btf_enter", "adel_btf_exit"},
+	 .bpf_stats = true},
+	{.id = "cte",
+	 .what = "ct with bpf_stats on",
+	 .kind = K_PROGS,
+	 .progs = {"atask_btf_enter", "atask_btf_exit"},
+	 .bpf_stats = true},
 	{.id = "e",
 	 .what = "ours, tp_btf enter + exit, bpf_stats on",
 	 .kind = K_PROGS,
@@ -125,11 +158,11 @@ static struct config configs[] = {
 	 .kind = K_PROGS,
 	 .progs = {"x_start_enter", "x_start_exit"}},
 	{.id = "xi",
-	 .what = "c, start per tid kept in place (no delete)",
+	 .what = "c's in-place start written out by hand",
 	 .kind = K_PROGS,
 	 .progs = {"x_inpl_enter", "x_inpl_exit"}},
 	{.id = "xt",
-	 .what = "c, start in task local storage",
+	 .what = "ct's task storage start written out by hand",
 	 .kind = K_PROGS,
 	 .progs = {"x_task_enter", "x_task_exit"}},
 	{.id = "xc",
@@ -193,15 +226,54 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* One run of the loop: ns per iteration. syscall() so that no libc cache
- * can answer without entering the kernel. */
-static double loop_once(void)
+static uint64_t thread_cpu_ns(void)
 {
-	uint64_t t0 = now_ns();
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* One run of the loop: wall ns per iteration, and the thread's CPU ns per
+ * iteration in *ret_cpu. syscall() so that no libc cache can answer without
+ * entering the kernel. */
+static double loop_once(double *ret_cpu)
+{
+	uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
 
 	for (long i = 0; i < iters; i++)
 		syscall(SYS_getppid);
+	*ret_cpu = (double)(thread_cpu_ns() - c0) / (double)iters;
 	return (double)(now_ns() - t0) / (double)iters;
+}
+
+/* Two-sided 95% quantile of Student's t with df degrees of freedom. */
+static double t95(int df)
+{
+	static const double t[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+				   2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+				   2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+				   2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+
+	if (df < 1)
+		return 0;
+	if (df < (int)(sizeof(t) / sizeof(t[0])))
+		return t[df];
+	return df < 60 ? 2.00 : 1.98;
+}
+
+/* Mean of n values and the half-width of its 95% confidence interval. */
+static void mean_ci(const double *v, int n, double *ret_mean, double *ret_half)
+{
+	double sum = 0, ss = 0, mean;
+
+	for (int i = 0; i < n; i++)
+		sum += v[i];
+	mean = sum / n;
+	for (int i = 0; i < n; i++)
+		ss += (v[i] - mean) * (v[i] - mean);
+	*ret_mean = mean;
+	*ret_half = n > 1 ? t95(n - 1) * sqrt(ss / (n - 1)) / sqrt(n) : 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -290,7 +362,7 @@ static int run_progs(struct bpf_object *obj, struct config *c)
 			prog_stats(progs[i], &t0[i], &n0[i]);
 	}
 	for (int r = 0; r < runs; r++) {
-		c->base_ns[r] = loop_once();
+		c->base_ns[r] = loop_once(&c->base_cpu[r]);
 		for (int i = 0; i < n; i++) {
 			links[i] = bpf_program__attach(progs[i]);
 			if (!links[i]) {
@@ -300,8 +372,9 @@ static int run_progs(struct bpf_object *obj, struct config *c)
 				goto detach;
 			}
 		}
-		c->run_ns[r] = loop_once();
+		c->run_ns[r] = loop_once(&c->run_cpu[r]);
 		c->added_ns[r] = c->run_ns[r] - c->base_ns[r];
+		c->added_cpu[r] = c->run_cpu[r] - c->base_cpu[r];
 detach:
 		for (int i = 0; i < n; i++) {
 			bpf_link__destroy(links[i]);
@@ -415,31 +488,34 @@ static int run_bpftrace(struct config *c)
 {
 	FILE *out = NULL;
 	pid_t pid;
-	double base;
+	double base, base_cpu, half, warm;
 	int r;
 
 	for (r = 0; r < runs; r++)
-		c->base_ns[r] = loop_once();
+		c->base_ns[r] = loop_once(&c->base_cpu[r]);
 	pid = start_bpftrace(&out);
 	if (pid < 0) {
 		fprintf(stderr, "overhead: could not start %s (skipped): %s\n", bpftrace_bin,
 			strerror((int)-pid));
 		return 0;
 	}
-	loop_once(); /* warm bpftrace's maps */
+	loop_once(&warm); /* warm bpftrace's maps */
 	for (r = 0; r < runs; r++)
-		c->run_ns[r] = loop_once();
+		c->run_ns[r] = loop_once(&c->run_cpu[r]);
 	kill(pid, SIGINT);
 	c->events = bpftrace_hist_total(out);
 	fclose(out);
 	waitpid(pid, NULL, 0);
 	for (r = 0; r < runs; r++)
-		c->base_ns[runs + r] = loop_once();
+		c->base_ns[runs + r] = loop_once(&c->base_cpu[runs + r]);
 	c->n_base = 2 * runs;
 	c->attached_runs = runs + 1;
 	summarize(c->base_ns, c->n_base, &base, &(double){0}, &(double){0});
-	for (r = 0; r < runs; r++)
+	mean_ci(c->base_cpu, c->n_base, &base_cpu, &half);
+	for (r = 0; r < runs; r++) {
 		c->added_ns[r] = c->run_ns[r] - base;
+		c->added_cpu[r] = c->run_cpu[r] - base_cpu;
+	}
 	c->done = true;
 	return 0;
 }
@@ -480,14 +556,28 @@ static double added_median(const struct config *c)
 	return med;
 }
 
+/*
+ * The ratio of num's added ns to den's: of the wall-clock medians, and of
+ * the CPU-time means with the range the two 95% intervals allow (num's low
+ * end over den's high end to num's high end over den's low end; "-" when
+ * den's interval reaches 0).
+ */
 static void print_ratio(const char *label, const char *num, const char *den)
 {
 	struct config *a = find_config(num), *b = find_config(den);
+	double am, ah, bm, bh;
 
-	if (a && b)
-		printf("  %-34s %6.2f  (%s %.1f ns / %s %.1f ns)\n", label,
-		       added_median(a) / added_median(b), num, added_median(a), den,
-		       added_median(b));
+	if (!a || !b)
+		return;
+	mean_ci(a->added_cpu, runs, &am, &ah);
+	mean_ci(b->added_cpu, runs, &bm, &bh);
+	printf("  %-34s wall %6.2f   cpu %6.2f ", label, added_median(a) / added_median(b),
+	       am / bm);
+	if (bm - bh > 0)
+		printf("[%5.2f, %5.2f]", (am - ah) / (bm + bh), (am + ah) / (bm - bh));
+	else
+		printf("[    -,     -]");
+	printf("  (%s %.1f / %s %.1f cpu ns)\n", num, am, den, bm);
 }
 
 static void print_machine(void)
@@ -511,10 +601,10 @@ static void print_machine(void)
 
 static void print_results(void)
 {
-	double bmed, blo, bhi, med, lo, hi, amed, alo, ahi;
+	double bmed, blo, bhi, med, lo, hi, amed, alo, ahi, cm, ch;
 
-	printf("\n%-5s %-46s %9s %9s %22s %12s\n", "cfg", "what", "base ns", "run ns",
-	       "added ns med [min,max]", "events/iter");
+	printf("\n%-5s %-46s %9s %9s %22s %18s %12s\n", "cfg", "what", "base ns", "run ns",
+	       "added ns med [min,max]", "added cpu ns +-95%", "events/iter");
 	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
 		struct config *c = &configs[i];
 
@@ -523,24 +613,29 @@ static void print_results(void)
 		summarize(c->base_ns, c->n_base, &bmed, &blo, &bhi);
 		summarize(c->run_ns, runs, &med, &lo, &hi);
 		summarize(c->added_ns, runs, &amed, &alo, &ahi);
-		printf("%-5s %-46s %9.1f %9.1f %8.1f [%5.1f,%5.1f]", c->id, c->what, bmed, med,
-		       amed, alo, ahi);
+		mean_ci(c->added_cpu, runs, &cm, &ch);
+		printf("%-5s %-46s %9.1f %9.1f %8.1f [%5.1f,%5.1f] %9.1f +- %5.1f", c->id, c->what,
+		       bmed, med, amed, alo, ahi, cm, ch);
 		if (c->events)
 			printf(" %12.3f", (double)c->events / ((double)iters * c->attached_runs));
 		printf("\n");
 	}
-	printf("\nratios of added ns (medians):\n");
-	print_ratio("ours / floor (tp_btf)", "c", "b2");
+	printf("\nratios of added ns (wall: medians; cpu: means [95%% range]):\n");
+	print_ratio("Android macros / floor (tp_btf)", "c", "b2");
+	print_ratio("macros, insert+delete / floor", "cdel", "b2");
+	print_ratio("macros, task map / floor", "ct", "b2");
+	print_ratio("macros in place / insert+delete", "c", "cdel");
 	print_ratio("task storage / floor (tp_btf)", "t", "b2");
 	print_ratio("task storage / hash start (ours)", "t", "c");
 	print_ratio("with sum / without (task storage)", "ts", "t");
 	print_ratio("ours / floor (tracepoint)", "ctp", "b2tp");
 	print_ratio("ours / bpftrace (same hooks)", "ctp", "d");
 	print_ratio("ours tp_btf / bpftrace", "c", "d");
+	print_ratio("insert+delete tp_btf / bpftrace", "cdel", "d");
 	print_ratio("bpf_stats on / off (ours tp_btf)", "e", "c");
 	print_ratio("start map only / ours", "xs", "c");
-	print_ratio("start in place / ours", "xi", "c");
-	print_ratio("start in task storage / ours", "xt", "c");
+	print_ratio("by hand / macros (in place)", "xi", "c");
+	print_ratio("by hand / macros (task map)", "xt", "ct");
 
 	printf("\nbpf_stats run_time_ns / run_cnt, configs with bpf_stats on (BODY ONLY: "
 	       "excludes the dispatch, i.e. the floor):\n");
@@ -683,10 +778,12 @@ int main(int argc, char **argv)
 	printf("method: %ld x syscall(SYS_getppid) per run on CPU %d, %d runs per config;\n"
 	       "each attached run is paired with a baseline run right before it (bpftrace:\n"
 	       "%d baseline runs before start and %d after exit); added = run - baseline,\n"
-	       "ns per iteration = per syscall = one sys_enter + one sys_exit event.\n"
+	       "ns per iteration = per syscall = one sys_enter + one sys_exit event;\n"
+	       "timed as wall clock and as the thread's CPU time (cpu: mean of the paired\n"
+	       "differences +- its 95%% confidence interval, Student's t).\n"
 	       "bpf_stats_enabled was %d, held at 0 except in config e (BPF_ENABLE_STATS).\n",
 	       iters, cpu, runs, runs, runs, saved_stats);
-	loop_once(); /* warm up */
+	loop_once(&(double){0}); /* warm up */
 	for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
 		struct config *c = &configs[i];
 
