@@ -108,9 +108,9 @@ static struct bench benches[] = {
 	 .obj_path = KTEL_BENCH_BLOCK_OBJ},
 };
 
-static int reps = 30;
-static long passes = 20000; /* runq: byte passes per attached run */
-static long ios = 2000;     /* block: reads per attached run */
+static int reps = 100;
+static long passes = 4000; /* runq: byte passes per attached run */
+static long ios = 400;     /* block: reads per attached run */
 static int cpu = -1;
 static const char *device;
 static const char *only;
@@ -155,6 +155,24 @@ static double t95(int df)
 	if (df <= 30)
 		return t[df];
 	return df <= 60 ? 2.000 : df <= 120 ? 1.980 : 1.960;
+}
+
+/*
+ * Median of v with a distribution-free 95% confidence interval: the order
+ * statistics at ranks n/2 -+ 0.98 sqrt(n) (the binomial's normal
+ * approximation), so a repetition hit by a stall (the hypervisor taking the
+ * CPU in the middle of a program) moves it by one rank, not by its size.
+ */
+static void median_ci(const double *v, int n, double *ret_med, double *ret_lo, double *ret_hi)
+{
+	double s[MAX_REPS];
+	int k = (int)floor(0.98 * sqrt((double)n));
+
+	memcpy(s, v, sizeof(*v) * (size_t)n);
+	qsort(s, (size_t)n, sizeof(*s), cmp_double);
+	*ret_med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	*ret_lo = s[n / 2 - k < 0 ? 0 : n / 2 - k];
+	*ret_hi = s[(n - 1) / 2 + k >= n ? n - 1 : (n - 1) / 2 + k];
 }
 
 /* Mean and half-width of its 95% confidence interval. */
@@ -472,10 +490,19 @@ static int run_bench(struct bench *b)
 	return 0;
 }
 
+/* Program i of c's counterpart in off (same name), or -1. */
+static int same_prog(const struct cfg *off, const struct cfg *c, int i)
+{
+	for (int j = 0; j < off->n_progs; j++)
+		if (!strcmp(bpf_program__name(off->progs[j]), bpf_program__name(c->progs[i])))
+			return j;
+	return -1;
+}
+
 static void print_bench(struct bench *b)
 {
 	struct cfg *off = &b->cfgs[1];
-	double diff[MAX_REPS], v[MAX_REPS], m, h;
+	double diff[MAX_REPS], v[MAX_REPS], m, h, lo, hi;
 	struct bpf_prog_info info;
 
 	printf("\n%s: %s, %d repetitions of %ld %s per configuration\n", b->name, b->obj_path,
@@ -483,8 +510,10 @@ static void print_bench(struct bench *b)
 	       b->w == W_RUNQ ? "passes (wakeup + switch each)" : "4 KiB O_DIRECT reads");
 	if (b->old_path)
 		printf("  before: %s\n", b->old_path);
-	printf("%-7s %12s %22s %24s %12s\n", "cfg", "events/rep", "body ns/event mean±CI95",
-	       "added vs off mean±CI95", "wall ns/unit");
+	printf("body ns per recorded event (all programs): median [95%% CI], mean ± CI95;\n"
+	       "added = paired difference with off in the same repetition\n");
+	printf("%-7s %10s %24s %16s %26s %16s %9s\n", "cfg", "events/rep", "median [CI]",
+	       "mean±CI", "added median [CI]", "added mean±CI", "wall/unit");
 	for (int k = 0; k < MAX_CFGS; k++) {
 		struct cfg *c = &b->cfgs[k];
 		uint64_t ev = 0;
@@ -495,18 +524,22 @@ static void print_bench(struct bench *b)
 			ev += c->events[r];
 			diff[r] = c->per_event[r] - off->per_event[r];
 		}
+		median_ci(c->per_event, reps, &m, &lo, &hi);
+		printf("%-7s %10.0f %8.1f [%6.1f,%6.1f]", c->id, (double)ev / reps, m, lo, hi);
 		mean_ci(c->per_event, reps, &m, &h);
-		printf("%-7s %12.0f %13.1f ± %6.1f", c->id, (double)ev / reps, m, h);
+		printf(" %7.1f ± %5.1f", m, h);
 		if (c != off) {
+			median_ci(diff, reps, &m, &lo, &hi);
+			printf(" %10.1f [%6.1f,%6.1f]", m, lo, hi);
 			mean_ci(diff, reps, &m, &h);
-			printf(" %15.1f ± %6.1f", m, h);
+			printf(" %7.1f ± %5.1f", m, h);
 		} else {
-			printf(" %24s", "-");
+			printf(" %26s %16s", "-", "-");
 		}
-		printf(" %12.1f\n", median(c->wall_ns, reps));
+		printf(" %8.0fns\n", median(c->wall_ns, reps));
 	}
-	printf("per program: body ns/run median over repetitions, runs per recorded event,"
-	       " xlated insns, jited bytes\n");
+	printf("per program: body ns/run median, added vs off's same program median [95%% CI],\n"
+	       "runs per recorded event, instructions after verification (xlated), JIT bytes\n");
 	for (int k = 0; k < MAX_CFGS; k++) {
 		struct cfg *c = &b->cfgs[k];
 
@@ -514,15 +547,24 @@ static void print_bench(struct bench *b)
 			continue;
 		for (int i = 0; i < c->n_progs; i++) {
 			uint64_t runs = 0, ev = 0;
+			int j = same_prog(off, c, i);
 
 			for (int r = 0; r < reps; r++) {
 				v[r] = c->body_ns[r][i];
+				diff[r] = j >= 0 ? c->body_ns[r][i] - off->body_ns[r][j] : 0;
 				runs += c->runs[r][i];
 				ev += c->events[r];
 			}
 			prog_info(c->progs[i], &info);
-			printf("  %-7s %-16s %8.1f ns/run %6.2f runs/event %5u insns %6u bytes\n",
-			       c->id, bpf_program__name(c->progs[i]), median(v, reps),
+			printf("  %-7s %-16s %8.1f", c->id, bpf_program__name(c->progs[i]),
+			       median(v, reps));
+			if (c != off && j >= 0) {
+				median_ci(diff, reps, &m, &lo, &hi);
+				printf(" %+7.1f [%+6.1f,%+6.1f]", m, lo, hi);
+			} else {
+				printf(" %24s", "-");
+			}
+			printf(" %6.2f runs/event %4u insns %5u bytes\n",
 			       ev ? (double)runs / (double)ev : 0, info.xlated_prog_len / 8,
 			       info.jited_prog_len);
 		}
