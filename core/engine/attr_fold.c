@@ -98,6 +98,7 @@ struct ktel_attr_fold {
 	bool have_last_ns;
 	struct ktel_attr_fold_stats st;
 	struct ktel_record *out;
+	struct cell *spare; /* cells of past windows, for reuse */
 };
 
 /* ---- hashing and tables --------------------------------------------------- */
@@ -390,7 +391,13 @@ static struct cell *cell_get(struct ktel_attr_fold *f, const struct rest *r, enu
 		for (e = (struct cell *)*table_head(&f->cells, h); e; e = e->next)
 			if (e->rest == r && e->kind == kind && e->name == n)
 				return e;
-	e = calloc(1, sizeof(*e));
+	if (f->spare) {
+		e = f->spare;
+		f->spare = e->next;
+		memset(e, 0, sizeof(*e));
+	} else {
+		e = calloc(1, sizeof(*e));
+	}
 	if (!e)
 		return NULL;
 	e->hash = h;
@@ -402,6 +409,23 @@ static struct cell *cell_get(struct ktel_attr_fold *f, const struct rest *r, enu
 		return NULL;
 	}
 	return e;
+}
+
+/*
+ * A window's cells go to the spare list, not back to the heap: the next
+ * window needs about as many (one per key read, at most), and a pull of
+ * many keys would otherwise allocate and free one per key.
+ */
+static void cells_clear(struct ktel_attr_fold *f)
+{
+	table_for_each(&f->cells, struct cell, c)
+	{
+		c->next = f->spare;
+		f->spare = c;
+	}
+	for (size_t i = 0; i < f->cells.n_slots; i++)
+		f->cells.slots[i] = NULL;
+	f->cells.n = 0;
 }
 
 static struct series *series_get(struct ktel_attr_fold *f, const struct rest *r, const char *label,
@@ -460,7 +484,13 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 {
 	if (!f)
 		return;
-	table_clear(&f->cells, free);
+	cells_clear(f);
+	while (f->spare) {
+		struct cell *c = f->spare;
+
+		f->spare = c->next;
+		free(c);
+	}
 	table_clear(&f->series, free);
 	table_clear(&f->names, name_free);
 	table_clear(&f->rests, rest_free);
@@ -477,7 +507,7 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 
 void ktel_attr_fold__begin(struct ktel_attr_fold *f)
 {
-	table_clear(&f->cells, free);
+	cells_clear(f);
 	f->win++;
 	f->have_head = false;
 	f->oom = false;
@@ -754,7 +784,7 @@ static void age_names(struct ktel_attr_fold *f)
  * restarts), as their names go in age_names. */
 static void fail_window(struct ktel_attr_fold *f)
 {
-	table_clear(&f->cells, free);
+	cells_clear(f);
 	table_for_each(&f->series, struct series, s)
 	{
 		if (s->ending) {
@@ -800,7 +830,7 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 		value_add(&s->total, c->has_history ? &c->history : &c->delta);
 		s->touched |= c->has_delta;
 	}
-	table_clear(&f->cells, free);
+	cells_clear(f);
 	table_for_each(&f->series, struct series, s)
 	{
 		if (s->ending) {

@@ -77,7 +77,7 @@ enum workload {
 
 struct cfg {
 	const char *id;
-	int by;     /* -1: an old object, no settings */
+	int by;      /* -1: an old object, no settings */
 	bool exists; /* an object to measure */
 	struct bpf_object *obj;
 	struct bpf_program *progs[MAX_PROGS];
@@ -463,7 +463,10 @@ static int run_bench(struct bench *b)
 	static const struct {
 		const char *id;
 		int by;
-	} kinds[MAX_CFGS] = {{"before", -1}, {"off", BY_NONE}, {"cgroup", BY_CGROUP}, {"user", BY_USER}};
+	} kinds[MAX_CFGS] = {{"before", -1},
+			     {"off", BY_NONE},
+			     {"cgroup", BY_CGROUP},
+			     {"user", BY_USER}};
 	int err, n = 0;
 
 	for (int k = 0; k < MAX_CFGS; k++) {
@@ -505,15 +508,15 @@ static void print_bench(struct bench *b)
 	double diff[MAX_REPS], v[MAX_REPS], m, h, lo, hi;
 	struct bpf_prog_info info;
 
-	printf("\n%s: %s, %d repetitions of %ld %s per configuration\n", b->name, b->obj_path,
-	       reps, b->w == W_RUNQ ? passes : ios,
+	printf("\n%s: %s, %d repetitions of %ld %s per configuration\n", b->name, b->obj_path, reps,
+	       b->w == W_RUNQ ? passes : ios,
 	       b->w == W_RUNQ ? "passes (wakeup + switch each)" : "4 KiB O_DIRECT reads");
 	if (b->old_path)
 		printf("  before: %s\n", b->old_path);
 	printf("body ns per recorded event (all programs): median [95%% CI], mean ± CI95;\n"
 	       "added = paired difference with off in the same repetition\n");
-	printf("%-7s %10s %24s %16s %26s %16s %9s\n", "cfg", "events/rep", "median [CI]",
-	       "mean±CI", "added median [CI]", "added mean±CI", "wall/unit");
+	printf("%-7s %10s %24s %16s %26s %16s %9s\n", "cfg", "events/rep", "median [CI]", "mean±CI",
+	       "added median [CI]", "added mean±CI", "wall/unit");
 	for (int k = 0; k < MAX_CFGS; k++) {
 		struct cfg *c = &b->cfgs[k];
 		uint64_t ev = 0;
