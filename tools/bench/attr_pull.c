@@ -228,15 +228,15 @@ static int pull(struct side *s, bool attributed, int r)
 					   NULL, &err);
 		if (ktel_attr_fold__first_window(fold))
 			ktel_metric_pull__totals(s->mp, ktel_attr_fold__add_history, fold);
-		folded = ktel_attr_fold__end(fold, ktel_now_boottime_ns(), count_records, s,
-					     &err);
+		folded = ktel_attr_fold__end(fold, ktel_now_boottime_ns(), count_records, s, &err);
 		if (!rc && folded < 0)
 			rc = (int)folded;
 	}
 	s->wall_ns[r] = (double)(clock_ns(CLOCK_MONOTONIC) - w0);
 	s->cpu_ns[r] = (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
 	if (rc)
-		fprintf(stderr, "attr-pull: %s: %s\n", s->name, err.msg[0] ? err.msg : strerror(-rc));
+		fprintf(stderr, "attr-pull: %s: %s\n", s->name,
+			err.msg[0] ? err.msg : strerror(-rc));
 	return rc;
 }
 
@@ -321,8 +321,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (n_keys < 1 || n_cpus < 1 || n_cpus > n_keys || reps < 2 || reps >= MAX_REPS) {
-		fprintf(stderr, "attr-pull: need 1 <= CPUS <= KEYS and 2 <= REPS < %d\n",
-			MAX_REPS);
+		fprintf(stderr, "attr-pull: need 1 <= CPUS <= KEYS and 2 <= REPS < %d\n", MAX_REPS);
 		return 2;
 	}
 	if (geteuid()) {
@@ -349,8 +348,8 @@ int main(int argc, char **argv)
 		attr.keys[i] = (struct attr_key){.cpu = (uint32_t)(i % n_cpus),
 						 .attr = ids[i / n_cpus]};
 		for (int k = 0; k < NBUCKETS; k++)
-			plain.vals[i].buckets[k] = attr.vals[i].buckets[k] =
-				(i * 7 + (size_t)k) % 1000;
+			plain.vals[i].buckets[k] = attr.vals[i].buckets[k] = (i * 7 + (size_t)k) %
+									     1000;
 	}
 	obj = bpf_object__open_file(obj_path, NULL);
 	if (!obj) {
@@ -367,8 +366,8 @@ int main(int argc, char **argv)
 	if ((plain.on && side_open(&plain, obj, &md_plain, NULL)) ||
 	    (attr.on && side_open(&attr, obj, &md_attr, "cgroup")))
 		goto out;
-	if (attr.on && (ktel_attr_names__new(&no, &names, &err) ||
-			ktel_attr_fold__new(&fo, &fold, &err))) {
+	if (attr.on &&
+	    (ktel_attr_names__new(&no, &names, &err) || ktel_attr_fold__new(&fo, &fold, &err))) {
 		fprintf(stderr, "attr-pull: %s\n", err.msg);
 		goto out;
 	}
