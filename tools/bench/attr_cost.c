@@ -13,7 +13,8 @@
  *
  * Each object is set up as the daemon sets it (the three .rodata settings,
  * the map grown by max_keys = 1024, block_insert left out where
- * block_io_start exists) and loaded once. A repetition attaches each
+ * block_io_start exists, both submit programs left out with attribution
+ * off) and loaded once. A repetition attaches each
  * configuration in turn (the order rotates every repetition), generates the
  * same events, and detaches it:
  *
@@ -262,13 +263,17 @@ static int open_cfg(struct bench *b, struct cfg *c)
 		}
 	}
 	/* The daemon's choice in the block_submit group: block_io_start where
-	 * the kernel has it, block_rq_insert before. */
+	 * the kernel has it, block_rq_insert before; with attribution off
+	 * neither (the descriptor's attr_progs). */
 	bpf_object__for_each_program(p, c->obj) {
 		const char *n = bpf_program__name(p);
+		bool submit = !strcmp(n, "block_insert") || !strcmp(n, "block_submit");
 
 		if (!strcmp(n, "block_insert") && have_tracepoint("block_io_start"))
 			bpf_program__set_autoload(p, false);
 		if (!strcmp(n, "block_submit") && !have_tracepoint("block_io_start"))
+			bpf_program__set_autoload(p, false);
+		if (submit && c->by == BY_NONE)
 			bpf_program__set_autoload(p, false);
 	}
 	rc = bpf_object__load(c->obj);
