@@ -22,7 +22,12 @@
  * against the resolved text, not hashed again); dimension names are
  * compared by pointer first and their hashes cached by pointer; and the
  * window's end selects only the newcomers it can admit instead of sorting
- * every name.
+ * every name. When a window can admit no name at all (every place taken,
+ * no admitted name it could evict, no release: the steady state), a name
+ * not admitted cannot become one by its end, so its records go straight
+ * into its rest's other cell: cells stay a few per rest instead of one per
+ * key, which is what a pull of many keys spent its time on (in cache
+ * misses more than in instructions).
  */
 #include "attr_fold.h"
 
@@ -151,6 +156,11 @@ struct ktel_attr_fold {
 	const char *attr_dim_ptr; /* the records' attribution dimension name */
 	int attr_dim_idx;         /* and its index there */
 	bool win_history;         /* the window has a history (add_history) */
+	/* The window can admit no name (every place taken, none evictable,
+	 * no release): a name not admitted is summed into other at once. */
+	bool direct;
+	uint32_t evictable;   /* admitted names the next window's end may evict */
+	bool release_pending; /* a release since the last window began */
 };
 
 /* ---- hashing and tables --------------------------------------------------- */
@@ -713,6 +723,9 @@ void ktel_attr_fold__begin(struct ktel_attr_fold *f)
 	f->have_head = false;
 	f->oom = false;
 	f->win_history = false;
+	f->direct = f->win > 1 && f->st.admitted >= f->o.top && !f->evictable &&
+		    !f->release_pending;
+	f->release_pending = false;
 }
 
 static int attr_dim_of(struct ktel_attr_fold *f, const struct ktel_record *r)
@@ -740,6 +753,7 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 	struct rest *rest;
 	struct cell *cell;
 	uint64_t id, ev;
+	bool direct;
 
 	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
 		return;
@@ -753,7 +767,11 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 		}
 	}
 	rest = rest_get(f, r, ai);
-	cell = rest ? cell_get(f, rest, kind, name) : NULL;
+	/* Not admitted, and it cannot be by this window's end: other now. */
+	direct = f->direct && !history && kind == TARGET_NAME && !name->admitted;
+	cell = !rest    ? NULL
+	       : direct ? cell_get(f, rest, TARGET_KERNEL_OTHER, NULL)
+			: cell_get(f, rest, kind, name);
 	if (!cell) {
 		f->oom = true;
 		return;
@@ -765,6 +783,12 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 		f->win_history = true;
 	} else {
 		ev = value_add_record(&cell->delta, r);
+		/* What the window's end counts for a name not admitted:
+		 * its cell's events (cell_events). */
+		if (direct)
+			f->st.folded_user += r->type == KTEL_RECORD_HISTOGRAM ? ev
+					     : r->type == KTEL_RECORD_COUNTER ? r->counter.delta
+									      : (uint64_t)r->gauge;
 		if (r->type != KTEL_RECORD_HISTOGRAM)
 			ev = events_of(r);
 		cell->events += ev;
@@ -840,6 +864,7 @@ void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
 {
 	uint64_t h = hash_str(text);
 
+	f->release_pending = true;
 	if (!f->names.n_slots)
 		return;
 	for (struct name *e = (struct name *)*table_head(&f->names, h); e; e = e->next)
@@ -948,7 +973,10 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 			evict(f, nm);
 	}
 	refill(f, now_ns);
-	m = places(f);
+	/* A window folded directly has no cells of names not admitted: it
+	 * admits none (it could not, unless a release came within it; then
+	 * the next window does). */
+	m = f->direct ? 0 : places(f);
 	/* Every place taken (the steady state) or no budget: no candidates. */
 	if (!m)
 		return 0;
@@ -1023,8 +1051,13 @@ static void make_record(const struct ktel_attr_fold *f, const struct series *s,
 /* Forget names neither admitted nor seen in the last W windows. */
 static void age_names(struct ktel_attr_fold *f)
 {
+	f->evictable = 0;
 	table_for_each(&f->names, struct name, nm)
 	{
+		/* Evicted at the next window's end if it has no events. */
+		if (nm->admitted && !nm->gone &&
+		    f->win + 1 - nm->last_active >= f->o.sticky_windows)
+			f->evictable++;
 		nm->win_events = 0;
 		nm->hist_events = 0;
 		nm->emitted = false;
