@@ -19,7 +19,8 @@
  * The subject of an event is the task it belongs to, which is not always
  * `current`: the woken task of a wakeup, the issuer of an I/O whose
  * completion runs in an interrupt, the victim of an OOM kill. Fill attr
- * with ktel_attr_of(map, task) from that task; ktel_attr_of_current(map)
+ * with ktel_attr_of(map, task) from that task (ktel_attr_of_btf(map, task)
+ * where task is a tp_btf or fentry argument: cheaper); ktel_attr_of_current(map)
  * only where the subject is the running task (a synchronous path).
  *
  * The bound: at most <map>_attr_limit attributed keys enter the map. An
@@ -180,6 +181,33 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 	return (__u64)(__u32)BPF_CORE_READ(t, tgid) << 32 | (start_s & 0xffffffffULL);
 }
 
+/*
+ * The same reads for a task pointer the verifier knows by its BTF type (an
+ * argument of a tp_btf or fentry program, not a u64 from a helper or from
+ * memory): plain loads, which the JIT makes fault-safe, instead of a
+ * bpf_probe_read_kernel call per pointer (four for a cgroup id, the most of
+ * what attribution added per event to the run-queue switch; see
+ * docs/benchmarks.md, "Attribution cost"). A rolled-up cgroup (depth) indexes
+ * an array, which only the helper read can, so it takes the path above.
+ */
+static __always_inline __u64 ktel_attr_cgroup_of_btf(struct task_struct *task, __u32 depth)
+{
+	struct task_struct___ktel_attr *t = (void *)task;
+	struct cgroup___ktel_attr *cg;
+
+	if (depth)
+		return ktel_attr_cgroup_of(task, depth);
+	cg = t->cgroups->dfl_cgrp;
+	return cg ? cg->kn->id : 0;
+}
+
+static __always_inline __u64 ktel_attr_uid_of_btf(struct task_struct *task)
+{
+	struct task_struct___ktel_attr *t = (void *)task;
+
+	return t->real_cred->uid.val;
+}
+
 /* KTEL_ATTR_UNKNOWN for map, or 0 with attribution off (which the member
  * must then be). */
 #define ktel_attr_unknown(map) (map##_attr_by != KTEL_ATTR_BY_NONE ? KTEL_ATTR_UNKNOWN : 0)
@@ -192,6 +220,19 @@ static __always_inline __u64 ktel_attr_process_of(struct task_struct *task)
 			__ktel_attr = ktel_attr_cgroup_of((task), map##_attr_depth);              \
 		else if (map##_attr_by == KTEL_ATTR_BY_USER || map##_attr_by == KTEL_ATTR_BY_APP) \
 			__ktel_attr = ktel_attr_uid_of(task);                                     \
+		else if (map##_attr_by == KTEL_ATTR_BY_PROCESS)                                   \
+			__ktel_attr = ktel_attr_process_of(task);                                 \
+		__ktel_attr;                                                                      \
+	})
+
+/* ktel_attr_of for a BTF-typed task pointer (see ktel_attr_cgroup_of_btf). */
+#define ktel_attr_of_btf(map, task)                                                               \
+	({                                                                                        \
+		__u64 __ktel_attr = 0;                                                            \
+		if (map##_attr_by == KTEL_ATTR_BY_CGROUP)                                         \
+			__ktel_attr = ktel_attr_cgroup_of_btf((task), map##_attr_depth);          \
+		else if (map##_attr_by == KTEL_ATTR_BY_USER || map##_attr_by == KTEL_ATTR_BY_APP) \
+			__ktel_attr = ktel_attr_uid_of_btf(task);                                 \
 		else if (map##_attr_by == KTEL_ATTR_BY_PROCESS)                                   \
 			__ktel_attr = ktel_attr_process_of(task);                                 \
 		__ktel_attr;                                                                      \

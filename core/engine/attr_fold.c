@@ -13,6 +13,21 @@
  * A window's input is summed into cells (rest, name or other/unknown),
  * which at its end are merged into the series they fold into. A series
  * keeps the last window's delta until the next window ends (show's window).
+ *
+ * This runs once per key of every attributed pull, so the per-record path
+ * avoids what scales with the key count and not with the names: an id is
+ * named (resolve, whose side effects the names' ageing relies on) once per
+ * window, its later records in the window take the name from a cache of
+ * ids, which also keeps the id's name entry across windows (checked
+ * against the resolved text, not hashed again); dimension names are
+ * compared by pointer first and their hashes cached by pointer; and the
+ * window's end selects only the newcomers it can admit instead of sorting
+ * every name. When a window can admit no name at all (every place taken,
+ * no admitted name it could evict, no release: the steady state), a name
+ * not admitted cannot become one by its end, so its records go straight
+ * into its rest's other cell: cells stay a few per rest instead of one per
+ * key, which is what a pull of many keys spent its time on (in cache
+ * misses more than in instructions).
  */
 #include "attr_fold.h"
 
@@ -39,6 +54,9 @@ struct rest {
 	struct ktel_dim dims[KTEL_MAX_DIMS - 1]; /* labels owned */
 	/* The histogram's scheme and bucket count, from its first record. */
 	struct ktel_histogram head;
+	/* Its other and unknown series once made: those are never forgotten
+	 * before the fold, so the pointers stay valid. */
+	struct series *other, *unknown;
 };
 
 struct name {
@@ -62,12 +80,15 @@ struct value {
 struct cell {
 	struct cell *next;
 	uint64_t hash;
-	const struct rest *rest;
+	struct rest *rest;
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
-	struct value delta;
-	struct value history; /* the first window's totals (add_history) */
+	uint64_t events;   /* a histogram delta's events, summed as it is added */
 	bool has_delta, has_history;
+	struct value delta;
+	/* Last: only the first window (add_history) uses it, so a cell reused
+	 * in a later one clears only what is above. */
+	struct value history;
 };
 
 struct series {
@@ -86,6 +107,35 @@ struct table {
 	size_t n_slots, n;
 };
 
+/*
+ * Raw id -> how the window named it: open addressing, linear probing, keyed
+ * by id. An entry named in the current window is used as is; an older one
+ * keeps its name entry as a guess that the next resolve of the id confirms
+ * by comparing texts. name is valid only while epoch is the fold's
+ * name_epoch, which every freed name entry moves on.
+ */
+struct idslot {
+	uint64_t id;
+	uint64_t win;   /* window it was named in */
+	uint64_t epoch; /* the fold's name_epoch when name was taken */
+	enum target_kind kind;
+	struct name *name; /* TARGET_NAME */
+	bool used;
+};
+
+struct idcache {
+	struct idslot *s;
+	size_t cap, n;
+	size_t named_win, named_last; /* ids named this window, the last one */
+};
+
+/* Dimension name -> its string hash, by pointer (names are the
+ * descriptor's, stable for the fold's life, as the metric name is). */
+struct dimhash {
+	const char *name;
+	uint64_t hash;
+};
+
 struct ktel_attr_fold {
 	struct ktel_attr_fold_opts o;
 	char *dim_name;
@@ -98,6 +148,19 @@ struct ktel_attr_fold {
 	bool have_last_ns;
 	struct ktel_attr_fold_stats st;
 	struct ktel_record *out;
+	struct cell *spare; /* cells of past windows, for reuse */
+	struct idcache ids;
+	uint64_t name_epoch; /* moved on by every name entry freed */
+	struct dimhash dimhash[KTEL_MAX_DIMS];
+	unsigned int dimhash_next;
+	const char *attr_dim_ptr; /* the records' attribution dimension name */
+	int attr_dim_idx;         /* and its index there */
+	bool win_history;         /* the window has a history (add_history) */
+	/* The window can admit no name (every place taken, none evictable,
+	 * no release): a name not admitted is summed into other at once. */
+	bool direct;
+	uint32_t evictable;   /* admitted names the next window's end may evict */
+	bool release_pending; /* a release since the last window began */
 };
 
 /* ---- hashing and tables --------------------------------------------------- */
@@ -207,19 +270,35 @@ static uint64_t events_of(const struct ktel_record *r)
 	return r->gauge > 0 ? (uint64_t)r->gauge : 0;
 }
 
-static void value_add_record(struct value *v, const struct ktel_record *r)
+/* Add r's delta to v; returns a histogram's events (its bucket sum), which
+ * the same pass counts. */
+static uint64_t value_add_record(struct value *v, const struct ktel_record *r)
 {
+	uint64_t n = 0;
+
 	if (r->type == KTEL_RECORD_HISTOGRAM) {
 		const struct ktel_histogram *h = &r->hist.delta;
 
-		for (uint32_t k = 0; k < h->n_buckets && k < KTEL_HIST_BUCKETS; k++)
-			v->hist.counts[k] += h->counts[k];
+		/* The usual bucket count as a loop of constant length, which
+		 * the compiler vectorizes. */
+		if (h->n_buckets == KTEL_HIST_BUCKETS) {
+			for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
+				v->hist.counts[k] += h->counts[k];
+				n += h->counts[k];
+			}
+		} else {
+			for (uint32_t k = 0; k < h->n_buckets && k < KTEL_HIST_BUCKETS; k++) {
+				v->hist.counts[k] += h->counts[k];
+				n += h->counts[k];
+			}
+		}
 		v->hist.sum += h->sum;
 	} else if (r->type == KTEL_RECORD_COUNTER) {
 		v->counter += r->counter.delta;
 	} else {
 		v->counter += (uint64_t)r->gauge;
 	}
+	return n;
 }
 
 static void value_add(struct value *v, const struct value *d)
@@ -230,15 +309,11 @@ static void value_add(struct value *v, const struct value *d)
 	v->counter += d->counter;
 }
 
-static uint64_t value_events(const struct rest *r, const struct value *v)
+/* A cell's events: its histogram's bucket sum (counted as it was added),
+ * else its counter. */
+static uint64_t cell_events(const struct cell *c)
 {
-	uint64_t n = 0;
-
-	if (r->type != KTEL_RECORD_HISTOGRAM)
-		return v->counter;
-	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++)
-		n += v->hist.counts[k];
-	return n;
+	return c->rest->type == KTEL_RECORD_HISTOGRAM ? c->events : c->delta.counter;
 }
 
 /* A record's totals (add_history); gauges have none. */
@@ -264,13 +339,27 @@ static uint64_t total_events_of(const struct ktel_record *r)
 
 /* ---- rests ---------------------------------------------------------------- */
 
-static uint64_t rest_hash(const struct ktel_record *r, int skip)
+static uint64_t dim_name_hash(struct ktel_attr_fold *f, const char *name)
+{
+	struct dimhash *d;
+
+	for (unsigned int i = 0; i < KTEL_MAX_DIMS; i++)
+		if (f->dimhash[i].name == name)
+			return f->dimhash[i].hash;
+	d = &f->dimhash[f->dimhash_next++ % KTEL_MAX_DIMS];
+	d->name = name;
+	d->hash = hash_str(name);
+	return d->hash;
+}
+
+static uint64_t rest_hash(struct ktel_attr_fold *f, const struct ktel_record *r, int skip)
 {
 	uint64_t h = mix((uintptr_t)r->metric, r->type);
 
 	for (uint32_t i = 0; i < r->n_dims; i++)
 		if ((int)i != skip)
-			h = mix(mix(h, hash_str(r->dims[i].name)), (uint64_t)r->dims[i].value);
+			h = mix(mix(h, dim_name_hash(f, r->dims[i].name)),
+				(uint64_t)r->dims[i].value);
 	return h;
 }
 
@@ -284,7 +373,8 @@ static bool rest_equal(const struct rest *a, const struct ktel_record *r, int sk
 		if ((int)i == skip)
 			continue;
 		if (j >= a->n_dims || a->dims[j].value != r->dims[i].value ||
-		    strcmp(a->dims[j].name, r->dims[i].name) != 0)
+		    (a->dims[j].name != r->dims[i].name &&
+		     strcmp(a->dims[j].name, r->dims[i].name) != 0))
 			return false;
 		j++;
 	}
@@ -302,7 +392,7 @@ static void rest_free(void *p)
 
 static struct rest *rest_get(struct ktel_attr_fold *f, const struct ktel_record *r, int skip)
 {
-	uint64_t h = rest_hash(r, skip);
+	uint64_t h = rest_hash(f, r, skip);
 	struct rest *e;
 
 	if (f->rests.n_slots)
@@ -352,6 +442,15 @@ static void name_free(void *p)
 	free(n);
 }
 
+/* Free a name entry the fold goes on without: the id cache's pointers to
+ * it become stale. */
+static void name_forget(struct ktel_attr_fold *f, struct name *n)
+{
+	table_unlink(&f->names, (struct entry *)n);
+	name_free(n);
+	f->name_epoch++;
+}
+
 static struct name *name_get(struct ktel_attr_fold *f, const char *text)
 {
 	uint64_t h = hash_str(text);
@@ -373,6 +472,111 @@ static struct name *name_get(struct ktel_attr_fold *f, const char *text)
 	return e;
 }
 
+/* ---- the id cache ----------------------------------------------------------- */
+
+static size_t id_slot_of(uint64_t id, size_t cap)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdULL;
+	id ^= id >> 33;
+	return (size_t)(id & (cap - 1));
+}
+
+static void idcache_free(struct idcache *c)
+{
+	free(c->s);
+	c->s = NULL;
+	c->cap = c->n = 0;
+}
+
+static int idcache_grow(struct idcache *c)
+{
+	size_t cap = c->cap ? c->cap * 2 : 256;
+	struct idslot *s = calloc(cap, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->cap; i++) {
+		size_t j;
+
+		if (!c->s[i].used)
+			continue;
+		for (j = id_slot_of(c->s[i].id, cap); s[j].used; j = (j + 1) & (cap - 1))
+			;
+		s[j] = c->s[i];
+	}
+	free(c->s);
+	c->s = s;
+	c->cap = cap;
+	return 0;
+}
+
+/* id's slot, a new (unnamed) one when it has none; NULL out of memory. */
+static struct idslot *idcache_get(struct idcache *c, uint64_t id)
+{
+	size_t i;
+
+	if (c->cap)
+		for (i = id_slot_of(id, c->cap); c->s[i].used; i = (i + 1) & (c->cap - 1))
+			if (c->s[i].id == id)
+				return &c->s[i];
+	if ((c->n + 1) * 2 > c->cap && idcache_grow(c))
+		return NULL;
+	for (i = id_slot_of(id, c->cap); c->s[i].used; i = (i + 1) & (c->cap - 1))
+		;
+	c->s[i] = (struct idslot){.id = id, .used = true};
+	c->n++;
+	return &c->s[i];
+}
+
+/*
+ * How id is named this window: resolved at its first record of the window
+ * (so the resolver sees every id that had events, as it would per record),
+ * from the cache at the others. Within a window an id keeps the name of its
+ * first record. 0, or -ENOMEM.
+ */
+static int name_id(struct ktel_attr_fold *f, uint64_t id, enum target_kind *ret_kind,
+		   struct name **ret_name)
+{
+	struct idslot *slot = idcache_get(&f->ids, id);
+	enum target_kind kind = TARGET_UNKNOWN;
+	struct name *name = NULL;
+	char buf[NAME_MAX_LEN];
+	const char *text;
+
+	if (slot && slot->win == f->win) {
+		*ret_kind = slot->kind;
+		*ret_name = slot->name;
+		return 0;
+	}
+	text = f->o.resolve(f->o.resolve_ctx, id, buf, sizeof(buf));
+	if (text && strcmp(text, KTEL_ATTR_OTHER) == 0) {
+		kind = TARGET_KERNEL_OTHER;
+	} else if (text && strcmp(text, KTEL_ATTR_UNKNOWN) != 0 && text[0]) {
+		kind = TARGET_NAME;
+		/* The name entry of the id's last window, when the text is
+		 * still its name (a renamed cgroup's is not). */
+		if (slot && slot->name && slot->epoch == f->name_epoch &&
+		    strcmp(slot->name->text, text) == 0)
+			name = slot->name;
+		else
+			name = name_get(f, text);
+		if (!name)
+			return -ENOMEM;
+	}
+	if (slot) {
+		if (slot->win != f->win)
+			f->ids.named_win++;
+		slot->win = f->win;
+		slot->kind = kind;
+		slot->name = name;
+		slot->epoch = f->name_epoch;
+	}
+	*ret_kind = kind;
+	*ret_name = name;
+	return 0;
+}
+
 /* ---- cells and series ----------------------------------------------------- */
 
 static uint64_t cell_hash(const struct rest *r, enum target_kind kind, const struct name *n)
@@ -380,7 +584,7 @@ static uint64_t cell_hash(const struct rest *r, enum target_kind kind, const str
 	return mix(mix((uintptr_t)r, kind), (uintptr_t)n);
 }
 
-static struct cell *cell_get(struct ktel_attr_fold *f, const struct rest *r, enum target_kind kind,
+static struct cell *cell_get(struct ktel_attr_fold *f, struct rest *r, enum target_kind kind,
 			     struct name *n)
 {
 	uint64_t h = cell_hash(r, kind, n);
@@ -390,7 +594,13 @@ static struct cell *cell_get(struct ktel_attr_fold *f, const struct rest *r, enu
 		for (e = (struct cell *)*table_head(&f->cells, h); e; e = e->next)
 			if (e->rest == r && e->kind == kind && e->name == n)
 				return e;
-	e = calloc(1, sizeof(*e));
+	if (f->spare) {
+		e = f->spare;
+		f->spare = e->next;
+		memset(e, 0, f->win == 1 ? sizeof(*e) : offsetof(struct cell, history));
+	} else {
+		e = calloc(1, sizeof(*e));
+	}
 	if (!e)
 		return NULL;
 	e->hash = h;
@@ -402,6 +612,23 @@ static struct cell *cell_get(struct ktel_attr_fold *f, const struct rest *r, enu
 		return NULL;
 	}
 	return e;
+}
+
+/*
+ * A window's cells go to the spare list, not back to the heap: the next
+ * window needs about as many (one per key read, at most), and a pull of
+ * many keys would otherwise allocate and free one per key.
+ */
+static void cells_clear(struct ktel_attr_fold *f)
+{
+	table_for_each(&f->cells, struct cell, c)
+	{
+		c->next = f->spare;
+		f->spare = c;
+	}
+	for (size_t i = 0; i < f->cells.n_slots; i++)
+		f->cells.slots[i] = NULL;
+	f->cells.n = 0;
 }
 
 static struct series *series_get(struct ktel_attr_fold *f, const struct rest *r, const char *label,
@@ -450,6 +677,7 @@ int ktel_attr_fold__new(const struct ktel_attr_fold_opts *opts, struct ktel_attr
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	}
 	f->o.dim_name = f->dim_name;
+	f->attr_dim_idx = -1;
 	/* Full at start: the first windows fill the K places at once. */
 	f->tokens = opts->churn_per_hour;
 	*ret = f;
@@ -460,7 +688,14 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 {
 	if (!f)
 		return;
-	table_clear(&f->cells, free);
+	cells_clear(f);
+	while (f->spare) {
+		struct cell *c = f->spare;
+
+		f->spare = c->next;
+		free(c);
+	}
+	idcache_free(&f->ids);
 	table_clear(&f->series, free);
 	table_clear(&f->names, name_free);
 	table_clear(&f->rests, rest_free);
@@ -477,17 +712,35 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 
 void ktel_attr_fold__begin(struct ktel_attr_fold *f)
 {
-	table_clear(&f->cells, free);
+	cells_clear(f);
+	/* Ids of long-gone keys would stay in the id cache forever: it is
+	 * dropped when it holds many more than a window names. */
+	f->ids.named_last = f->ids.named_win;
+	f->ids.named_win = 0;
+	if (f->ids.n > 4 * f->ids.named_last + 4096)
+		idcache_free(&f->ids);
 	f->win++;
 	f->have_head = false;
 	f->oom = false;
+	f->win_history = false;
+	f->direct = f->win > 1 && f->st.admitted >= f->o.top && !f->evictable &&
+		    !f->release_pending;
+	f->release_pending = false;
 }
 
-static int attr_dim_of(const struct ktel_attr_fold *f, const struct ktel_record *r)
+static int attr_dim_of(struct ktel_attr_fold *f, const struct ktel_record *r)
 {
-	for (uint32_t i = 0; i < r->n_dims; i++)
-		if (strcmp(r->dims[i].name, f->dim_name) == 0)
-			return (int)i;
+	int i = f->attr_dim_idx;
+
+	/* Every record of a metric has it at one place, under one pointer. */
+	if (i >= 0 && (uint32_t)i < r->n_dims && r->dims[i].name == f->attr_dim_ptr)
+		return i;
+	for (uint32_t k = 0; k < r->n_dims; k++)
+		if (strcmp(r->dims[k].name, f->dim_name) == 0) {
+			f->attr_dim_idx = (int)k;
+			f->attr_dim_ptr = r->dims[k].name;
+			return (int)k;
+		}
 	return -1;
 }
 
@@ -499,28 +752,49 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 	struct name *name = NULL;
 	struct rest *rest;
 	struct cell *cell;
-	char buf[NAME_MAX_LEN];
-	const char *text = NULL;
-	uint64_t id, ev = history ? total_events_of(r) : events_of(r);
+	uint64_t id, ev;
+	bool direct;
 
 	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
 		return;
 	if (ai >= 0) {
 		id = (uint64_t)r->dims[ai].value;
-		if (id == KTEL_ATTR_OVERFLOW_ID)
+		if (id == KTEL_ATTR_OVERFLOW_ID) {
 			kind = TARGET_KERNEL_OTHER;
-		else if (id != KTEL_ATTR_UNKNOWN_ID)
-			text = f->o.resolve(f->o.resolve_ctx, id, buf, sizeof(buf));
-	}
-	if (text && strcmp(text, KTEL_ATTR_OTHER) == 0)
-		kind = TARGET_KERNEL_OTHER;
-	else if (text && strcmp(text, KTEL_ATTR_UNKNOWN) != 0 && text[0]) {
-		name = name_get(f, text);
-		if (!name) {
+		} else if (id != KTEL_ATTR_UNKNOWN_ID && name_id(f, id, &kind, &name)) {
 			f->oom = true;
 			return;
 		}
-		kind = TARGET_NAME;
+	}
+	rest = rest_get(f, r, ai);
+	/* Not admitted, and it cannot be by this window's end: other now. */
+	direct = f->direct && !history && kind == TARGET_NAME && !name->admitted;
+	cell = !rest    ? NULL
+	       : direct ? cell_get(f, rest, TARGET_KERNEL_OTHER, NULL)
+			: cell_get(f, rest, kind, name);
+	if (!cell) {
+		f->oom = true;
+		return;
+	}
+	if (history) {
+		ev = total_events_of(r);
+		value_add_total(&cell->history, r);
+		cell->has_history = true;
+		f->win_history = true;
+	} else {
+		ev = value_add_record(&cell->delta, r);
+		/* What the window's end counts for a name not admitted:
+		 * its cell's events (cell_events). */
+		if (direct)
+			f->st.folded_user += r->type == KTEL_RECORD_HISTOGRAM ? ev
+					     : r->type == KTEL_RECORD_COUNTER ? r->counter.delta
+									      : (uint64_t)r->gauge;
+		if (r->type != KTEL_RECORD_HISTOGRAM)
+			ev = events_of(r);
+		cell->events += ev;
+		cell->has_delta = true;
+	}
+	if (name) {
 		if (history)
 			name->hist_events += ev;
 		else
@@ -533,19 +807,6 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 		f->st.folded_kernel += ev;
 	if (!history && kind == TARGET_UNKNOWN)
 		f->st.unknown += ev;
-	rest = rest_get(f, r, ai);
-	cell = rest ? cell_get(f, rest, kind, name) : NULL;
-	if (!cell) {
-		f->oom = true;
-		return;
-	}
-	if (history) {
-		value_add_total(&cell->history, r);
-		cell->has_history = true;
-	} else {
-		value_add_record(&cell->delta, r);
-		cell->has_delta = true;
-	}
 	/* A window's own records come first: a history gives the header only
 	 * of a window without any. */
 	if (!f->have_head) {
@@ -554,10 +815,39 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 	}
 }
 
+/*
+ * Fetch ahead what the records' ids will touch: their id cache slots, then
+ * (once those are in) the name entries the slots point at. Ids are spread
+ * over both tables at random, so without this nearly every record waits
+ * for memory twice; with it the waits of a batch overlap.
+ */
+static void prefetch_ids(struct ktel_attr_fold *f, const struct ktel_record *recs, size_t n)
+{
+	const struct idcache *c = &f->ids;
+	int ai;
+
+	if (!c->cap || !n || (ai = attr_dim_of(f, &recs[0])) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if ((uint32_t)ai < recs[i].n_dims)
+			__builtin_prefetch(
+				&c->s[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)]);
+	for (size_t i = 0; i < n; i++) {
+		const struct idslot *slot;
+
+		if ((uint32_t)ai >= recs[i].n_dims)
+			continue;
+		slot = &c->s[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
+		if (slot->used && slot->name && slot->epoch == f->name_epoch)
+			__builtin_prefetch(slot->name);
+	}
+}
+
 void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n)
 {
 	struct ktel_attr_fold *f = ctx;
 
+	prefetch_ids(f, recs, n);
 	for (size_t i = 0; i < n && !f->oom; i++)
 		add_one(f, &recs[i], false);
 }
@@ -603,6 +893,7 @@ void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
 {
 	uint64_t h = hash_str(text);
 
+	f->release_pending = true;
 	if (!f->names.n_slots)
 		return;
 	for (struct name *e = (struct name *)*table_head(&f->names, h); e; e = e->next)
@@ -656,12 +947,54 @@ static void refill(struct ktel_attr_fold *f, uint64_t now_ns)
 	f->have_last_ns = true;
 }
 
+/* Places this window can fill: free ones, as far as the budget goes. */
+static size_t places(const struct ktel_attr_fold *f)
+{
+	double tokens = f->tokens;
+	size_t m = 0;
+
+	while (f->st.admitted + m < f->o.top && tokens >= 1.0) {
+		tokens -= 1.0;
+		m++;
+	}
+	return m;
+}
+
+/*
+ * The m best of the n candidates (by_events_desc) into cand[0..m): a sorted
+ * run of m that a candidate enters only when it beats its last, so a
+ * window of many names and few places costs one comparison per name
+ * instead of a sort.
+ */
+static size_t select_best(struct name **cand, size_t n, size_t m)
+{
+	size_t k = 0;
+
+	if (m >= n || m > 64) {
+		if (n)
+			qsort(cand, n, sizeof(*cand), by_events_desc);
+		return m < n ? m : n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct name *c = cand[i];
+		size_t j;
+
+		if (k == m && by_events_desc(&c, &cand[k - 1]) >= 0)
+			continue;
+		j = k < m ? k++ : k - 1;
+		for (; j > 0 && by_events_desc(&c, &cand[j - 1]) < 0; j--)
+			cand[j] = cand[j - 1];
+		cand[j] = c;
+	}
+	return k;
+}
+
 /* Sticky eviction, then the newcomers with the most events into the free
  * places, within the churn budget. */
 static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 {
 	struct name **cand;
-	size_t n = 0;
+	size_t n = 0, m;
 
 	table_for_each(&f->names, struct name, nm)
 	{
@@ -669,6 +1002,13 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 			evict(f, nm);
 	}
 	refill(f, now_ns);
+	/* A window folded directly has no cells of names not admitted: it
+	 * admits none (it could not, unless a release came within it; then
+	 * the next window does). */
+	m = f->direct ? 0 : places(f);
+	/* Every place taken (the steady state) or no budget: no candidates. */
+	if (!m)
+		return 0;
 	cand = f->names.n ? malloc(f->names.n * sizeof(*cand)) : NULL;
 	if (f->names.n && !cand)
 		return -ENOMEM;
@@ -677,10 +1017,8 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 		if (!nm->admitted && rank_events(nm))
 			cand[n++] = nm;
 	}
-	/* A window without a name: qsort's pointer may not be NULL. */
-	if (n)
-		qsort(cand, n, sizeof(*cand), by_events_desc);
-	for (size_t i = 0; i < n && f->st.admitted < f->o.top && f->tokens >= 1.0; i++) {
+	m = select_best(cand, n, m);
+	for (size_t i = 0; i < m; i++) {
 		cand[i]->admitted = true;
 		f->tokens -= 1.0;
 		f->st.admitted++;
@@ -693,11 +1031,18 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 /* The output series cell c folds into. */
 static struct series *target_series(struct ktel_attr_fold *f, const struct cell *c)
 {
+	struct rest *r = c->rest;
+
 	if (c->kind == TARGET_NAME && c->name->admitted)
-		return series_get(f, c->rest, c->name->text, c->name);
-	if (c->kind == TARGET_UNKNOWN)
-		return series_get(f, c->rest, KTEL_ATTR_UNKNOWN, NULL);
-	return series_get(f, c->rest, KTEL_ATTR_OTHER, NULL);
+		return series_get(f, r, c->name->text, c->name);
+	if (c->kind == TARGET_UNKNOWN) {
+		if (!r->unknown)
+			r->unknown = series_get(f, r, KTEL_ATTR_UNKNOWN, NULL);
+		return r->unknown;
+	}
+	if (!r->other)
+		r->other = series_get(f, r, KTEL_ATTR_OTHER, NULL);
+	return r->other;
 }
 
 static void make_record(const struct ktel_attr_fold *f, const struct series *s,
@@ -735,16 +1080,19 @@ static void make_record(const struct ktel_attr_fold *f, const struct series *s,
 /* Forget names neither admitted nor seen in the last W windows. */
 static void age_names(struct ktel_attr_fold *f)
 {
+	f->evictable = 0;
 	table_for_each(&f->names, struct name, nm)
 	{
+		/* Evicted at the next window's end if it has no events. */
+		if (nm->admitted && !nm->gone &&
+		    f->win + 1 - nm->last_active >= f->o.sticky_windows)
+			f->evictable++;
 		nm->win_events = 0;
 		nm->hist_events = 0;
 		nm->emitted = false;
 		if (nm->gone || (!nm->admitted && !nm->released &&
-				 f->win - nm->last_active >= f->o.sticky_windows)) {
-			table_unlink(&f->names, (struct entry *)nm);
-			name_free(nm);
-		}
+				 f->win - nm->last_active >= f->o.sticky_windows))
+			name_forget(f, nm);
 	}
 	f->st.tracked = (uint32_t)f->names.n;
 }
@@ -754,7 +1102,7 @@ static void age_names(struct ktel_attr_fold *f)
  * restarts), as their names go in age_names. */
 static void fail_window(struct ktel_attr_fold *f)
 {
-	table_clear(&f->cells, free);
+	cells_clear(f);
 	table_for_each(&f->series, struct series, s)
 	{
 		if (s->ending) {
@@ -794,13 +1142,21 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 					    f->dim_name);
 		}
 		if (c->kind == TARGET_NAME && !c->name->admitted)
-			f->st.folded_user += value_events(c->rest, &c->delta);
+			f->st.folded_user += cell_events(c);
 		value_add(&s->delta, &c->delta);
-		/* The history includes this window's delta. */
-		value_add(&s->total, c->has_history ? &c->history : &c->delta);
+		/* The history includes this window's delta. Without one, the
+		 * totals take the series' summed delta below, once each. */
+		if (f->win_history)
+			value_add(&s->total, c->has_history ? &c->history : &c->delta);
 		s->touched |= c->has_delta;
 	}
-	table_clear(&f->cells, free);
+	if (!f->win_history)
+		table_for_each(&f->series, struct series, s)
+		{
+			if (s->touched)
+				value_add(&s->total, &s->delta);
+		}
+	cells_clear(f);
 	table_for_each(&f->series, struct series, s)
 	{
 		if (s->ending) {

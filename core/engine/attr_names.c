@@ -614,6 +614,7 @@ void ktel_attr_names__set_refill(struct ktel_attr_names *n, void (*refill)(void 
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len)
 {
 	struct entry *e = cache_find(&n->cgroups, id);
+	size_t n_copy;
 
 	/* Made since the pull's drain: its mkdir waits in the ring. */
 	if ((!e || !e->name) && n->events && n->refill && !n->refilling) {
@@ -643,7 +644,12 @@ const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char
 		n->st.misses++;
 		return NULL;
 	}
-	snprintf(buf, len, "%s", e->name);
+	if (!len)
+		return NULL;
+	/* A copy, not snprintf: this runs once per key of every pull. */
+	n_copy = strnlen(e->name, len - 1);
+	memcpy(buf, e->name, n_copy);
+	buf[n_copy] = '\0';
 	return buf;
 }
 

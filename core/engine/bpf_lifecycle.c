@@ -676,7 +676,52 @@ static bool group_listed(const struct ktel_bpf_plugin *p, const char *group)
 	return false;
 }
 
-/* One entry per variant group of the descriptor, in table order. */
+/* Is every program of group unneeded by this load (desc.attr_progs)? */
+static bool group_unneeded(struct ktel_bpf_plugin *p, const char *group)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	struct ktel_bpf_prog *bp;
+
+	for (uint32_t v = 0; v < d->n_variants; v++) {
+		if (!d->variants[v].group || strcmp(d->variants[v].group, group) != 0 ||
+		    !d->variants[v].prog)
+			continue;
+		bp = ktel_bpf_plugin__prog(p, d->variants[v].prog);
+		if (bp && !bp->unneeded)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Why prog is not needed by this load: it is listed in desc.attr_progs and
+ * none of the metrics it is listed for is attributed (opts->attr). NULL
+ * when it is needed. The reason is written to buf.
+ */
+static const char *unneeded_reason(const struct ktel_bpf_plugin *p,
+				   const struct ktel_bpf_opts *opts, const char *prog, char *buf,
+				   size_t len)
+{
+	const struct ktel_plugin_desc *d = &p->plugin->desc;
+	const char *metric = NULL;
+
+	for (uint32_t i = 0; i < d->n_attr_progs; i++) {
+		if (strcmp(d->attr_progs[i].prog, prog) != 0)
+			continue;
+		metric = d->attr_progs[i].metric;
+		for (size_t k = 0; opts && k < opts->n_attr; k++)
+			if (opts->attr[k].by != KTEL_ATTR_BY_NONE && opts->attr[k].metric &&
+			    strcmp(opts->attr[k].metric, metric) == 0)
+				return NULL;
+	}
+	if (!metric)
+		return NULL;
+	snprintf(buf, len, "not needed: only while metric %s is attributed", metric);
+	return buf;
+}
+
+/* One entry per variant group of the descriptor, in table order; a group
+ * whose programs are all unneeded by this load has none. */
 static int init_groups(struct ktel_bpf_plugin *p, struct ktel_err *err)
 {
 	const struct ktel_plugin_desc *d = &p->plugin->desc;
@@ -687,7 +732,7 @@ static int init_groups(struct ktel_bpf_plugin *p, struct ktel_err *err)
 	for (uint32_t v = 0; v < d->n_variants; v++) {
 		const char *group = d->variants[v].group;
 
-		if (!group || group_listed(p, group))
+		if (!group || group_listed(p, group) || group_unneeded(p, group))
 			continue;
 		p->groups[p->n_groups].name = group;
 		p->groups[p->n_groups].winner = group_winner(p, group);
@@ -696,9 +741,11 @@ static int init_groups(struct ktel_bpf_plugin *p, struct ktel_err *err)
 	return 0;
 }
 
-static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
+static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		      const struct exclusions *ex, struct ktel_err *err)
 {
+	const struct ktel_targets *t = opts->targets;
+	char(*why)[KTEL_TARGET_REASON_MAX] = NULL;
 	const struct ktel_plugin_desc *d = &p->plugin->desc;
 	struct ktel_prog_choice *choices = NULL;
 	struct bpf_program *prog;
@@ -709,7 +756,8 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		n++;
 	p->progs = calloc(n ? n : 1, sizeof(*p->progs));
 	choices = calloc(n ? n : 1, sizeof(*choices));
-	if (!p->progs || !choices) {
+	why = calloc(n ? n : 1, sizeof(*why));
+	if (!p->progs || !choices || !why) {
 		rc = ktel_err_set(err, ENOMEM, "plugin %s: out of memory", d->name);
 		goto out;
 	}
@@ -727,6 +775,10 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 		choices[p->n_progs].name = p->progs[p->n_progs].name;
 		choices[p->n_progs].section = p->progs[p->n_progs].section;
 		choices[p->n_progs].excluded = excluded_reason(ex, p->progs[p->n_progs].name);
+		choices[p->n_progs].unneeded = unneeded_reason(p, opts, p->progs[p->n_progs].name,
+							       why[p->n_progs],
+							       sizeof(why[p->n_progs]));
+		p->progs[p->n_progs].unneeded = choices[p->n_progs].unneeded != NULL;
 		p->n_progs++;
 	}
 	ktel_targets__choose_why(t, d->variants, d->n_variants, choices, n, p->unsupported_reason,
@@ -742,6 +794,7 @@ static int init_progs(struct ktel_bpf_plugin *p, const struct ktel_targets *t,
 	rc = init_groups(p, err);
 out:
 	free(choices);
+	free(why);
 	return rc;
 }
 
@@ -1384,7 +1437,7 @@ static struct attempt load_attempt(struct ktel_bpf_plugin *p, const struct ktel_
 	rc = open_object(p, err);
 	rc = rc ?: set_params(p, opts->param_values, err);
 	rc = rc ?: set_attr(p, opts, err);
-	rc = rc ?: init_progs(p, opts->targets, ex, err);
+	rc = rc ?: init_progs(p, opts, ex, err);
 	if (rc)
 		return attempt_failed(rc);
 	for (i = 0; i < p->n_progs; i++)
@@ -1599,7 +1652,8 @@ int ktel_bpf_plugin__metric_complete(const struct ktel_bpf_plugin *p,
 	}
 	for (size_t i = 0; i < p->n_progs; i++) {
 		bp = &p->progs[i];
-		if (group_of(d, bp->name) || !metric_uses(md, bp->name) || bp->attached)
+		if (group_of(d, bp->name) || !metric_uses(md, bp->name) || bp->attached ||
+		    bp->unneeded)
 			continue;
 		return ktel_err_set(err, ENODEV, "metric %s: program %s is not attached%s%s",
 				    md->name, bp->name, bp->attach_error[0] ? ": " : "",

@@ -141,6 +141,9 @@ struct ktel_bpf_prog {
 	const char *section; /* ELF section, e.g. "tp_btf/mm_compaction_begin" */
 	struct bpf_program *prog;
 	bool selected; /* loaded (its target exists and it won its group) */
+	/* Not needed by this load: only an attributed metric needs it
+	 * (desc.attr_progs) and none of its metrics is. */
+	bool unneeded;
 	char skip_reason[KTEL_TARGET_REASON_MAX]; /* why not selected */
 	int nr_args;                              /* of its target, -1 unknown */
 	uint32_t prog_id;                         /* kernel id once loaded */

@@ -613,6 +613,8 @@ static bool group_met(const struct ktel_prog_variant *variants, uint32_t n_varia
 			continue;
 		if (progs[i].selected)
 			return true;
+		if (progs[i].unneeded)
+			continue;
 		any = true;
 		if (used < len && !strstr(clause, reason_in_group(&progs[i], group)))
 			used += (size_t)snprintf(clause + used, len - used, "%s%s",
@@ -650,7 +652,8 @@ static size_t describe_unmet(const struct ktel_prog_variant *variants, uint32_t 
 		append_clause(why, why_len, clause);
 	}
 	for (i = 0; i < n_progs; i++) {
-		if (progs[i].selected || variant_of(variants, n_variants, &progs[i]) >= 0)
+		if (progs[i].selected || progs[i].unneeded ||
+		    variant_of(variants, n_variants, &progs[i]) >= 0)
 			continue;
 		if (!n_unmet++)
 			snprintf(first, first_len, "program %s cannot run", progs[i].name);
@@ -679,6 +682,8 @@ size_t ktel_targets__choose_why(const struct ktel_targets *t,
 				    sizeof(progs[i].reason));
 		if (progs[i].excluded && !progs[i].reason[0])
 			snprintf(progs[i].reason, sizeof(progs[i].reason), "%s", progs[i].excluded);
+		if (progs[i].unneeded)
+			snprintf(progs[i].reason, sizeof(progs[i].reason), "%s", progs[i].unneeded);
 		progs[i].selected = !progs[i].reason[0] &&
 				    variant_of(variants, n_variants, &progs[i]) < 0;
 	}

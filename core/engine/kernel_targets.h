@@ -82,8 +82,12 @@ int ktel_targets__check(const struct ktel_targets *t, const char *section_name, 
 
 /* One program of a BPF object, as ktel_targets__choose() sees it. */
 struct ktel_prog_choice {
-	const char *name;                    /* in: program (function) name */
-	const char *section;                 /* in: ELF section name */
+	const char *name;    /* in: program (function) name */
+	const char *section; /* in: ELF section name */
+	/* in: non-NULL: not needed by this load (a program only an attributed
+	 * metric needs, with that attribution off), this is why: never
+	 * selected, and its group or its absence is no unmet requirement. */
+	const char *unneeded;
 	const char *excluded;                /* in: non-NULL: never select, this is why (a
 			       * program the kernel refused to load) */
 	bool selected;                       /* out: keep autoload on */

@@ -571,7 +571,7 @@ static int copy_metrics(const struct validator *v, struct ktel_plugin *p, const 
 
 static int check_variants_params(const struct validator *v, const struct ktel_plugin_desc *d)
 {
-	uint32_t i;
+	uint32_t i, j;
 	int rc;
 
 	rc = check_array(v, "variants", d->variants, d->n_variants, KTEL_PLUGIN_MAX_VARIANTS,
@@ -579,6 +579,23 @@ static int check_variants_params(const struct validator *v, const struct ktel_pl
 	for (i = 0; !rc && i < d->n_variants; i++) {
 		rc = check_str(v, "variant group", d->variants[i].group, false, BPF_NAME);
 		rc = rc ?: check_str(v, "variant prog", d->variants[i].prog, false, BPF_NAME);
+	}
+	rc = rc
+		     ?: check_array(v, "attr_progs", d->attr_progs, d->n_attr_progs,
+				    KTEL_PLUGIN_MAX_VARIANTS, sizeof(*d->attr_progs));
+	for (i = 0; !rc && i < d->n_attr_progs; i++) {
+		rc = check_str(v, "attr_progs prog", d->attr_progs[i].prog, false, BPF_NAME);
+		rc = rc
+			     ?: check_str(v, "attr_progs metric", d->attr_progs[i].metric, false,
+					  METRIC_NAME);
+		for (j = 0; !rc && j < d->n_metrics; j++)
+			if (strcmp(d->metrics[j].name, d->attr_progs[i].metric) == 0)
+				break;
+		if (!rc && j == d->n_metrics)
+			rc = ktel_err_set(v->err, EINVAL,
+					  "%s: refused: attr_progs names metric %s, which the "
+					  "plugin has not",
+					  v->path, d->attr_progs[i].metric);
 	}
 	rc = rc
 		     ?: check_array(v, "params", d->params, d->n_params, KTEL_PLUGIN_MAX_PARAMS,
@@ -671,6 +688,8 @@ static int check_object_names(const struct validator *v, const struct ktel_plugi
 	}
 	for (i = 0; !rc && i < d->n_variants; i++)
 		rc = check_prog(v, obj, "variant", d->variants[i].prog);
+	for (i = 0; !rc && i < d->n_attr_progs; i++)
+		rc = check_prog(v, obj, "attr_progs", d->attr_progs[i].prog);
 	for (i = 0; !rc && i < d->n_params; i++) {
 		if (ktel_bpf_rodata_var(obj, d->params[i].name, &off, &size) != 0)
 			rc = ktel_err_set(
@@ -927,6 +946,7 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 	struct ktel_plugin_desc *d = &p->desc;
 	struct ktel_prog_variant *variants;
 	struct ktel_param_desc *params;
+	struct ktel_attr_prog *attr_progs;
 	bool oom = false;
 
 	d->name = copy_str(p, d->name, &oom);
@@ -954,6 +974,14 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 		params[i].description = copy_str(p, params[i].description, &oom);
 	}
 	d->params = params;
+	attr_progs = d->n_attr_progs ? copy_mem(p, d->attr_progs,
+						d->n_attr_progs * sizeof(*attr_progs), &oom)
+				     : NULL;
+	for (uint32_t i = 0; attr_progs && i < d->n_attr_progs; i++) {
+		attr_progs[i].prog = copy_str(p, attr_progs[i].prog, &oom);
+		attr_progs[i].metric = copy_str(p, attr_progs[i].metric, &oom);
+	}
+	d->attr_progs = attr_progs;
 	if (oom)
 		return ktel_err_set(err, ENOMEM, "%s: out of memory", p->path);
 	return 0;

@@ -15,7 +15,11 @@
  * submitter's context, 6.5 and later; block_rq_insert before) and carried to
  * the completion, which runs in an interrupt or another task's context. A
  * request neither saw (issued directly on an older kernel) takes the task
- * that issues it, which for a direct issue is the submitter.
+ * that issues it, which for a direct issue is the submitter. The submitter
+ * rides in the request's start entry, made at submit and given its time at
+ * issue: one map entry per request, inserted and deleted once, as with
+ * attribution off, where the submit programs are not loaded at all (the
+ * descriptor marks them as needed only while the metric is attributed).
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
@@ -45,16 +49,22 @@ struct block_io_key {
 	__u64 attr; /* the submitter (KTEL_DIM_ATTRIBUTION), 0 when off */
 };
 
+/* A request in flight. */
+struct block_start {
+	__u64 ns;   /* issue time; 0 while submitted and not yet issued */
+	__u64 attr; /* its submitter (attribution on), else 0 */
+};
+
 /*
- * Request -> issue time (ns). LRU: a request the driver never completes
- * through this tracepoint (or one issued before we attached and completed
- * after we detached) must not hold a slot forever.
+ * Request -> its start. LRU: a request the driver never completes through
+ * this tracepoint (or one issued before we attached and completed after we
+ * detached) must not hold a slot forever.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, BLOCK_MAX_REQUESTS);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct block_start);
 } block_start_map SEC(".maps");
 
 struct {
@@ -66,26 +76,13 @@ struct {
 
 KTEL_ATTR_SETTINGS(block_io_latency_map);
 
-/*
- * Request -> its submitter's attribution value, while attribution is on.
- * LRU for the reason block_start_map is.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, BLOCK_MAX_REQUESTS);
-	__type(key, __u64);
-	__type(value, __u64);
-} block_attr_map SEC(".maps");
-
-/* Record current as the submitter of request rq (attribution on only). */
-static __always_inline void block_note_submitter(__u64 rq, __u64 flags)
+/* Record current as the submitter of request rq: its start entry, not yet
+ * issued. A reused request pointer's stale entry is overwritten. */
+static __always_inline void block_note_submitter(__u64 rq)
 {
-	__u64 attr;
+	struct block_start st = {.attr = ktel_attr_of_current(block_io_latency_map)};
 
-	if (block_io_latency_map_attr_by == KTEL_ATTR_BY_NONE)
-		return;
-	attr = ktel_attr_of_current(block_io_latency_map);
-	bpf_map_update_elem(&block_attr_map, &rq, &attr, flags);
+	bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY);
 }
 
 static __always_inline __u32 block_op_of(unsigned int cmd_flags)
@@ -122,11 +119,22 @@ SEC("tp_btf/block_rq_issue")
 int block_issue(__u64 *ctx)
 {
 	__u64 rq = ctx[0];
-	__u64 now = bpf_ktime_get_ns();
+	struct block_start st = {.ns = bpf_ktime_get_ns()};
+	struct block_start *cur;
 
-	bpf_map_update_elem(&block_start_map, &rq, &now, BPF_ANY);
-	/* Only when neither block_io_start nor block_rq_insert saw it. */
-	block_note_submitter(rq, BPF_NOEXIST);
+	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
+		/* Its submit made the entry: the time goes in, a lookup and
+		 * a store instead of an insert. A requeued request is issued
+		 * again: its time counts from the last issue. */
+		cur = bpf_map_lookup_elem(&block_start_map, &rq);
+		if (cur) {
+			cur->ns = st.ns;
+			return 0;
+		}
+		/* Neither block_io_start nor block_rq_insert saw it. */
+		st.attr = ktel_attr_of_current(block_io_latency_map);
+	}
+	bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY);
 	return 0;
 }
 
@@ -135,7 +143,7 @@ int block_issue(__u64 *ctx)
 SEC("tp_btf/block_io_start")
 int block_submit(__u64 *ctx)
 {
-	block_note_submitter(ctx[0], BPF_ANY);
+	block_note_submitter(ctx[0]);
 	return 0;
 }
 
@@ -144,7 +152,7 @@ int block_submit(__u64 *ctx)
 SEC("tp_btf/block_rq_insert")
 int block_insert(__u64 *ctx)
 {
-	block_note_submitter(ctx[0], BPF_ANY);
+	block_note_submitter(ctx[0]);
 	return 0;
 }
 
@@ -156,10 +164,22 @@ int block_complete(__u64 *ctx)
 	struct request *rq = (struct request *)ctx[0];
 	__u64 rq_key = ctx[0];
 	struct block_io_key key = {};
+	struct block_start *st;
 	struct gendisk *disk;
-	__u64 us;
+	__u64 ns, now, us;
 
-	us = GET_LATENCY_US(block_start_map, &rq_key);
+	st = bpf_map_lookup_elem(&block_start_map, &rq_key);
+	if (!st)
+		return 0;
+	ns = st->ns;
+	key.attr = st->attr;
+	now = bpf_ktime_get_ns();
+	bpf_map_delete_elem(&block_start_map, &rq_key);
+	/* Submitted, completed without an issue seen (ended with an error
+	 * before it reached the driver): no latency of ours. */
+	if (!ns)
+		return 0;
+	us = ktel_duration_us(ns, now);
 	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
 	disk = block_disk_of(rq);
@@ -168,12 +188,6 @@ int block_complete(__u64 *ctx)
 		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
 	}
 	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
-	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
-		__u64 *attr = bpf_map_lookup_elem(&block_attr_map, &rq_key);
-
-		key.attr = attr ? *attr : KTEL_ATTR_UNKNOWN;
-		bpf_map_delete_elem(&block_attr_map, &rq_key);
-	}
 	KTEL_ATTR_INCREMENT_SUM(block_io_latency_map, &key, us);
 	return 0;
 }

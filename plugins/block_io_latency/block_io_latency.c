@@ -45,13 +45,23 @@ static const struct ktel_prog_variant variants[] = {
 	{.group = "block_submit", .prog = "block_insert", .nr_args = 1},
 };
 
+/* The submitter is recorded only for attribution: with it off, the submit
+ * programs are not loaded and block_issue makes the start entry. */
+static const struct ktel_attr_prog attr_progs[] = {
+	{.prog = "block_submit", .metric = "block_io_latency"},
+	{.prog = "block_insert", .metric = "block_io_latency"},
+};
+
 KTEL_PLUGIN(.name = "block_io_latency",
-	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
+	    .version = "1.3", /* 1.1: the histogram keeps the sum; 1.2: attribution;
+			       * 1.3: submit programs only with attribution */
 	    .description = "Block I/O latency per disk and operation",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),
 	    .metrics = metrics,
 	    .n_metrics = KTEL_ARRAY_SIZE(metrics),
 	    .variants = variants,
-	    .n_variants = KTEL_ARRAY_SIZE(variants));
+	    .n_variants = KTEL_ARRAY_SIZE(variants),
+	    .attr_progs = attr_progs,
+	    .n_attr_progs = KTEL_ARRAY_SIZE(attr_progs));
 /* clang-format on */

@@ -89,7 +89,7 @@ int runq_switch(__u64 *ctx)
 	us = KTEL_TASK_LATENCY_US(runq_start_map, next);
 	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
-	key.attr = ktel_attr_of(runq_latency_map, next);
+	key.attr = ktel_attr_of_btf(runq_latency_map, next);
 	KTEL_ATTR_INCREMENT_SUM(runq_latency_map, &key, us);
 	return 0;
 }

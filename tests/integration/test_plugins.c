@@ -1085,6 +1085,91 @@ static void test_refused_variant(void **state)
 	ktel_test_rm_rf(pin_root);
 }
 
+/*
+ * Load block_io_latency with its metric attributed by cgroup or not: the
+ * submit programs (desc.attr_progs) are loaded and attached only with it
+ * on; with it off they are not loaded, the metric is complete without
+ * them, and the plugin is not reported unsupported.
+ */
+static void load_block(bool attributed)
+{
+	struct ktel_bpf_attr attr = {.metric = "block_io_latency",
+				     .map_name = "block_io_latency_map",
+				     .by = KTEL_ATTR_BY_CGROUP,
+				     .limit = 64};
+	struct ktel_bpf_opts opts = {.pin_gid = (gid_t)-1, .no_attach = false};
+	const struct ktel_metric_desc *md = NULL;
+	struct ktel_bpf_plugin *bp = NULL;
+	struct ktel_plugin *plugin = NULL;
+	struct ktel_bpf_prog *submit, *insert, *issue, *complete;
+	struct ktel_err err = {0};
+	char pin_root[256];
+
+	if (access("/sys/fs/bpf", F_OK) == 0 && system("mountpoint -q /sys/fs/bpf") != 0)
+		(void)system("mount -t bpf bpf /sys/fs/bpf");
+	snprintf(pin_root, sizeof(pin_root), "/sys/fs/bpf/ktel-test-attrprogs-%d", getpid());
+	ktel_test_rm_rf(pin_root);
+	assert_int_equal(mkdir(pin_root, 0750), 0);
+	if (ktel_plugin__open(KTEL_PLUGIN_DIR "/block_io_latency.so", &plugin, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(plugin->desc.n_attr_progs, 2);
+	opts.pin_root = pin_root;
+	opts.targets = targets;
+	if (attributed) {
+		opts.attr = &attr;
+		opts.n_attr = 1;
+	}
+	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err))
+		fail_msg("%s", err.msg);
+	assert_false(bp->unsupported);
+	submit = ktel_bpf_plugin__prog(bp, "block_submit");
+	insert = ktel_bpf_plugin__prog(bp, "block_insert");
+	issue = ktel_bpf_plugin__prog(bp, "block_issue");
+	complete = ktel_bpf_plugin__prog(bp, "block_complete");
+	assert_non_null(submit);
+	assert_non_null(insert);
+	assert_non_null(issue);
+	assert_non_null(complete);
+	printf("attribution %s: block_submit %s (%s), block_insert %s (%s)\n",
+	       attributed ? "on" : "off", submit->attached ? "attached" : "not attached",
+	       submit->skip_reason, insert->attached ? "attached" : "not attached",
+	       insert->skip_reason);
+	assert_true(issue->attached);
+	assert_true(complete->attached);
+	if (attributed) {
+		/* This kernel has block_io_start: the group's first variant. */
+		assert_false(submit->unneeded);
+		assert_true(submit->selected);
+		assert_true(submit->attached);
+		assert_false(insert->selected);
+	} else {
+		assert_true(submit->unneeded);
+		assert_true(insert->unneeded);
+		assert_false(submit->selected);
+		assert_false(submit->attached);
+		assert_false(insert->selected);
+		assert_false(insert->attached);
+		assert_non_null(strstr(submit->skip_reason, "not needed"));
+	}
+	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++)
+		if (strcmp(plugin->desc.metrics[i].name, "block_io_latency") == 0)
+			md = &plugin->desc.metrics[i];
+	assert_non_null(md);
+	if (ktel_bpf_plugin__metric_complete(bp, md, &err))
+		fail_msg("%s", err.msg);
+	ktel_bpf_plugin__unpin(bp, &err);
+	ktel_bpf_plugin__free(bp);
+	ktel_plugin__free(plugin);
+	ktel_test_rm_rf(pin_root);
+}
+
+static void test_attr_only_programs(void **state)
+{
+	(void)state;
+	load_block(false);
+	load_block(true);
+}
+
 /* -------------------------------------------------------------------------
  * (d) The plugin directory as the front door: what the daemon refuses.
  */
@@ -1467,6 +1552,7 @@ int main(void)
 		cmocka_unit_test(test_example_plugin),
 		cmocka_unit_test(test_constructor_never_runs),
 		cmocka_unit_test(test_refused_variant),
+		cmocka_unit_test(test_attr_only_programs),
 		cmocka_unit_test(test_name_copy_refused),
 		cmocka_unit_test(test_verifier_refusal_reason),
 		cmocka_unit_test(test_refusals_logged_once),

@@ -350,6 +350,61 @@ static void count_recs(const struct sink *s, const char *label, size_t *ret_ends
 	}
 }
 
+/*
+ * Every place taken and every admitted name busy: the windows in between
+ * fold the others into other as they come, counted as folded. When an
+ * admitted name goes quiet, the window whose end evicts it keeps the
+ * newcomer's own events: it is admitted with that window's delta, not
+ * with an empty one and not from other. A release lets a newcomer in the
+ * same way.
+ */
+static void test_full_then_handover(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold *f = new_fold(2, 2, 100, &names);
+	static struct sink s;
+	uint64_t abc[] = {1, 2, 3}, bc[] = {2, 3}, ac[] = {1, 3};
+	uint64_t ev3[] = {50, 40, 7}, ev2[] = {40, 7}, ev2b[] = {50, 9};
+	struct ktel_attr_fold_stats st;
+
+	(void)state;
+	window(f, &s, 0, abc, ev3, 3); /* n1 and n2 admitted */
+	assert_int_equal(label_count(&s, "n1"), 50);
+	assert_int_equal(label_count(&s, "other"), 7);
+	for (uint64_t w = 1; w <= 3; w++) {
+		window(f, &s, w, abc, ev3, 3);
+		assert_int_equal(label_count(&s, "n1"), 50);
+		assert_int_equal(label_count(&s, "n2"), 40);
+		assert_int_equal(label_count(&s, "other"), 7);
+		assert_int_equal(label_count(&s, "n3"), 0);
+	}
+	ktel_attr_fold__stats(f, &st);
+	assert_int_equal(st.folded_user, 4 * 7);
+	/* n1 quiet: kept a window (sticky 2), evicted at the next's end,
+	 * where n3 takes its place with that window's own 7. */
+	window(f, &s, 4, bc, ev2, 2);
+	assert_int_equal(label_count(&s, "n3"), 0);
+	assert_int_equal(label_count(&s, "other"), 7);
+	window(f, &s, 5, bc, ev2, 2);
+	assert_int_equal(label_count(&s, "n3"), 7);
+	assert_int_equal(label_count(&s, "other"), 0);
+	ktel_attr_fold__stats(f, &st);
+	assert_int_equal(st.folded_user, 5 * 7);
+	assert_int_equal(st.admitted, 2);
+	/* Full again (n2, n3), n1 back but folded. A release of n2, quiet
+	 * from now: the next window ends it and admits n1 with that window's
+	 * 50. */
+	window(f, &s, 6, abc, ev3, 3);
+	assert_int_equal(label_count(&s, "n1"), 0);
+	assert_int_equal(label_count(&s, "other"), 50);
+	ktel_attr_fold__release(f, "n2");
+	window(f, &s, 7, ac, ev2b, 2);
+	assert_int_equal(label_count(&s, "n1"), 50);
+	assert_int_equal(label_count(&s, "n3"), 9);
+	assert_int_equal(label_count(&s, "other"), 0);
+	ktel_attr_fold__free(f);
+}
+
 /* An evicted name's series end with one record each (series_end, no delta,
  * the last total): a sink that keeps totals forgets them, so the name's
  * next admission starts a new series from zero without a fall. */
@@ -856,6 +911,7 @@ int main(void)
 		cmocka_unit_test(test_ids_summed_and_ranked),
 		cmocka_unit_test(test_sticky),
 		cmocka_unit_test(test_churn_budget),
+		cmocka_unit_test(test_full_then_handover),
 		cmocka_unit_test(test_eviction_ends_series),
 		cmocka_unit_test(test_release_ends_series),
 		cmocka_unit_test(test_release_walk),

@@ -174,6 +174,18 @@ static void test_attr_two_refused(void **state)
 	expect_refusal(path, msg);
 }
 
+/* attr_progs (ABI 1.3) must name metrics of the plugin. */
+static void test_attr_progs_unknown_metric_refused(void **state)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 256];
+
+	fixture(path, sizeof(path), "fx_attr_progs");
+	snprintf(msg, sizeof(msg),
+		 "%s: refused: attr_progs names metric no_such_metric, which the plugin has not",
+		 path);
+	expect_refusal(path, msg);
+}
+
 /* Before ABI 1.2 the bit meant nothing: the plugin loads, the bit cleared. */
 static void test_attr_ignored_before_minor_2(void **state)
 {
@@ -1103,6 +1115,7 @@ int main(void)
 		cmocka_unit_test(test_dim_flags_ignored_before_minor_1),
 		cmocka_unit_test(test_dim_flags_copied),
 		cmocka_unit_test(test_attr_two_refused),
+		cmocka_unit_test(test_attr_progs_unknown_metric_refused),
 		cmocka_unit_test(test_attr_ignored_before_minor_2),
 		cmocka_unit_test(test_corrupt_bpf),
 		cmocka_unit_test(test_not_bpf_elf),

@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define KTEL_PLUGIN_ABI_MAJOR 1
-#define KTEL_PLUGIN_ABI_MINOR 2
+#define KTEL_PLUGIN_ABI_MINOR 3
 #define KTEL_PLUGIN_SYMBOL "ktel_plugin"
 
 /* How the daemon consumes a metric's map. */
@@ -168,6 +168,19 @@ struct ktel_prog_variant {
 };
 
 /*
+ * ABI 1.3: a program needed only while a metric is attributed (the hook
+ * that records an event's subject for a later program, which attribution
+ * off does not need). With the metric's attribution off the loader does
+ * not load it, and a variant group all of whose programs are such is not
+ * required. A program listed for several metrics is loaded when any of
+ * them is attributed.
+ */
+struct ktel_attr_prog {
+	const char *prog;   /* BPF program (function) name */
+	const char *metric; /* a metric of this plugin */
+};
+
+/*
  * Run-time settings of the BPF object: read-only globals (const volatile in
  * .rodata) the daemon may set from the config before load.
  */
@@ -192,6 +205,10 @@ struct ktel_plugin_desc {
 	uint32_t n_variants;
 	const struct ktel_param_desc *params;
 	uint32_t n_params;
+	/* ABI 1.3, optional: programs needed only while a metric is
+	 * attributed. */
+	const struct ktel_attr_prog *attr_progs;
+	uint32_t n_attr_progs;
 };
 
 #define KTEL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
