@@ -234,8 +234,9 @@ echo "# shipped scripts on the host: $(awk '{ printf "%s %s ", $2, substr($1, 1,
 echo "# in the guest:                $(sed -n 's/^PEERS-SHA //p' "$RES.txt" | awk '{ for (i = 1; i < NF; i += 2) printf "%s %s ", $(i + 1), substr($i, 1, 16) }')"
 echo
 echo "Per program, for each of the 3 workload runs: runs, and ns per run (bpf_stats"
-echo "run time / runs; under TCG, and with the host busy, a guest clock read can"
-echo "span host preemptions: compare within this table, across the three runs)."
+echo "run time / runs). Under TCG on a busy host the guest's clock jumps with the"
+echo "host's preemptions and can step back between CPUs' reads: ns/run is noise"
+echo "(negative when the sum wrapped); the runs are exact."
 echo
 echo "| tool | runs unchanged | program | runs per workload run | ns/run, runs 1 / 2 / 3 |"
 echo "|---|---|---|---:|---:|"
@@ -246,8 +247,11 @@ grep '^PEERS-TOOL' "$RES.txt" | while read -r _ name st rest; do
 		continue
 	fi
 	grep "^PEERS-PROG $name " "$RES.txt" | awk -v t="$name" '
-		{ k = $4; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+		# One script can load programs of one name (biolatency.bt: four
+		# kprobes): the n-th of a name in a run is one program.
+		{ k = $4 "#" (++dup[$3 SUBSEP $4]); if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 		  cnt[k] = cnt[k] " " $6; per[k] = per[k] ($6 > 0 ? sprintf(" %.0f", $5 / $6) : " -") }
 		END { for (i = 1; i <= n; i++) { k = order[i]
-			printf "| %s | yes | %s |%s |%s |\n", t, k, cnt[k], per[k] } }'
+			name = k; sub(/#1$/, "", name)
+			printf "| %s | yes | %s |%s |%s |\n", t, name, cnt[k], per[k] } }'
 done

@@ -265,11 +265,19 @@ start_config() {
 }
 
 stop_config() {
-	local p
+	local p i
 	for p in "${TOOL_PIDS[@]}"; do
 		kill -INT "$p" 2>/dev/null || true
 	done
+	# bpftrace 0.17 now and then sleeps on in epoll_wait after a SIGINT (seen
+	# after 12 minutes): a second one ends it; after 20 s, SIGKILL.
 	for p in "${TOOL_PIDS[@]}"; do
+		for i in $(seq 200); do
+			kill -0 "$p" 2>/dev/null || break
+			[ "$i" -ne 50 ] || kill -INT "$p" 2>/dev/null || true
+			sleep 0.1
+		done
+		kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
 	TOOL_PIDS=()
