@@ -51,7 +51,9 @@
 #     programs see every event of the machine, not only the workload's),
 #     D the fixed cost per program run that run time leaves out (-D NS,
 #     dispatch; default 18, machine A's empty tp_btf program), with its
-#     interval; and the part bpf_stats itself adds (runs * S, -S NS, its
+#     interval (the daemon's programs: the ids its status names; a
+#     tracer's: the tracepoint programs that appeared while it started);
+#     and the part bpf_stats itself adds (runs * S, -S NS, its
 #     two clock reads per run; default 39, machine A's), which every
 #     measured slowdown includes while it is on;
 #   - each program's runs and run time per workload run.
@@ -407,7 +409,20 @@ while [ $round -lt "$REPS" ] || [ $((SECONDS - T_START)) -lt "$BUDGET" ]; do
 	for c in "${order[@]}"; do
 		prog_ids >"$SB/ids-before"
 		start_config "$c"
-		prog_ids | comm -13 "$SB/ids-before" - >"$SB/ids-$c"
+		prog_ids | comm -13 "$SB/ids-before" - >"$SB/ids-new"
+		# Whose programs: the daemon names its own; of the programs that
+		# appeared while a tracer started, bpftrace's are the tracepoint
+		# ones (other users' daemons and tests load tp_btf and fentry).
+		case $c in
+		default | server | equiv)
+			"$CTL" --socket "$SB/$c/control.sock" --json status |
+				jq -r '.. | objects | .prog_id? // empty' | sort -u >"$SB/ids-$c"
+			;;
+		*)
+			bpftool prog show -j | jq -r '.[] | select(.type == "tracepoint") | .id' |
+				sort | comm -12 "$SB/ids-new" - >"$SB/ids-$c"
+			;;
+		esac
 		for k in $(seq "$PER"); do
 			for w in "${wls[@]}"; do measure "$round" "$c" "$w" "$k" "$SB/ids-$c"; done
 		done

@@ -262,6 +262,10 @@ tool: the daemon's or tracer's own CPU seconds per run and peak RSS.""")
                  if r["bpf_stats"] == "1"}
     per = collections.defaultdict(lambda: [0.0, 0.0])
     for p in progs:
+        # "none" loads nothing: what appeared while it "started" is another
+        # user's.
+        if p["config"] == "none":
+            continue
         if (p["round"], p["config"], p["workload"], p["rep"]) not in stat_keys:
             continue
         acc = per[(p["workload"], p["config"], p["prog"])]
