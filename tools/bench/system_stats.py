@@ -95,6 +95,20 @@ def mean_ci(x):
     return m, t_quantile(0.95, len(x) - 1) * math.sqrt(v / len(x))
 
 
+def ratio_ci(y, x):
+    """sum(y) / sum(x) with the half-width of its 95% interval by the delta
+    method (n - 1 degrees of freedom): the ratio estimator, which weighs
+    each unit by its size where a mean of ratios would weigh a short run
+    like a long one."""
+    n = len(x)
+    r = sum(y) / sum(x)
+    if n < 2:
+        return r, float("nan")
+    xm = sum(x) / n
+    v = sum((b - r * a) ** 2 for a, b in zip(x, y)) / (n - 1)
+    return r, t_quantile(0.95, n - 1) * math.sqrt(v / n) / xm
+
+
 def welch(x, base):
     """Slowdown mean(x) / mean(base) - 1 in %, with the half-width in % of
     Welch's 95% interval on the difference of the means over mean(base)."""
@@ -134,6 +148,12 @@ def self_test():
     mid, h = welch(x, b)
     want = 100 * t_quantile(0.95, 4) * math.sqrt(2 / 3) / 3
     assert abs(mid + 100 / 3) < 1e-9 and abs(h - want) < 1e-9, (mid, h, want)
+    # Ratio: proportional units have an empty interval; the estimate is the
+    # ratio of the sums, not the mean of the ratios.
+    r, h = ratio_ci([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+    assert abs(r - 2) < 1e-12 and abs(h) < 1e-12
+    r, h = ratio_ci([1.0, 1.0], [1.0, 3.0])
+    assert abs(r - 0.5) < 1e-12 and h > 0
     # Paired: a constant 2% ratio has an empty interval.
     mid, lo, hi, n = paired({1: 1.02, 2: 2.04}, {1: 1.0, 2: 2.0})
     assert abs(mid - 2) < 1e-9 and abs(lo - 2) < 1e-9 and n == 2
@@ -196,10 +216,11 @@ half-width of the unpaired Welch interval on all runs, for comparison.
 wall: elapsed. cpu: the workload's user + system time (a program's run time is
 charged to the task it runs in: the workload's, or a kernel thread's for block
 completions, which the cpu column then leaves out). prog%: the
-configuration's programs' share of the machine's busy CPU time, run by run
-(they run on every event of the machine, the workload's and everyone else's):
-(run time + runs x {dispatch_ns:g} ns dispatch) / the CPU time all CPUs were busy
-during the run, mean and 95% interval; stats%: what bpf_stats itself adds
+configuration's programs' share of the machine's busy CPU time (they run on
+every event of the machine, the workload's and everyone else's): the sum over
+the runs of (run time + runs x {dispatch_ns:g} ns dispatch) over the sum of the
+CPU time all CPUs were busy during the runs, with its 95% interval (ratio
+estimator, delta method, runs - 1 degrees of freedom); stats%: what bpf_stats itself adds
 (runs x {stats_ns:g} ns) in the same terms, a part of every measured slowdown while
 bpf_stats is on ({stats_runs} of {len(runs)} runs).
 tool: the daemon's or tracer's own CPU seconds per run and peak RSS.""")
@@ -233,16 +254,14 @@ tool: the daemon's or tracer's own CPU seconds per run and peak RSS.""")
                     cells[col] = (fmt_ci(mid, lo, hi), f"{wh:.2f}")
                     print(f"slowdown {wl} {cfg} {col} {fmt_ci(mid, lo, hi)} paired over {n} "
                           f"rounds; welch +-{wh:.2f}", file=sys.stderr)
-            share = [100 * (float(r["bpf_run_ns"]) + float(r["bpf_run_cnt"]) * dispatch_ns)
-                     / (float(r["busy_s"]) * 1e9) for r in x
-                     if r["bpf_stats"] == "1" and float(r["busy_s"]) > 0]
-            stats = [100 * float(r["bpf_run_cnt"]) * stats_ns / (float(r["busy_s"]) * 1e9)
-                     for r in x if r["bpf_stats"] == "1" and float(r["busy_s"]) > 0]
+            on = [r for r in x if r["bpf_stats"] == "1" and float(r["busy_s"]) > 0]
             pc = ss = "-"
-            if share and cfg != "none":
-                m, h = mean_ci(share)
-                pc = f"{m:.3f}+-{h:.3f}" if not math.isnan(h) else f"{m:.3f}"
-                ss = f"{sum(stats) / len(stats):.3f}"
+            if on and cfg != "none":
+                busy = [float(r["busy_s"]) * 1e9 for r in on]
+                m, h = ratio_ci([float(r["bpf_run_ns"]) + float(r["bpf_run_cnt"]) * dispatch_ns
+                                 for r in on], busy)
+                pc = f"{100 * m:.3f}+-{100 * h:.3f}" if not math.isnan(h) else f"{100 * m:.3f}"
+                ss = f"{100 * stats_ns * sum(float(r['bpf_run_cnt']) for r in on) / sum(busy):.3f}"
                 print(f"progshare {wl} {cfg} {pc}% of the busy CPU; bpf_stats adds "
                       f"{ss}%", file=sys.stderr)
             tool = sum(float(r["tool_cpu_s"]) for r in x) / len(x)
