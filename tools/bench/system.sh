@@ -4,8 +4,9 @@
 # ktelemetry attached, side by side with the tools people run instead
 # (docs/benchmarks.md, "System overhead").
 #
-#   tools/bench/system.sh [-b BUILD_DIR] [-n REPS] [-q] [-w WORKLOADS]
-#                         [-c CONFIGS] [-s SEED] [-o OUT_DIR]
+#   tools/bench/system.sh [-b BUILD_DIR] [-n ROUNDS] [-t SECONDS] [-k RUNS]
+#                         [-q] [-w WORKLOADS] [-c CONFIGS] [-s SEED]
+#                         [-a CPULIST] [-D NS] [-S NS] [-o OUT_DIR]
 #
 # Workloads (-w, comma-separated; default all):
 #   hackbench  rt-tests' hackbench: processes passing messages over pipes
@@ -28,24 +29,45 @@
 # Config paths are rewritten into a sandbox under BUILD_DIR; the daemon runs
 # from BUILD_DIR's binaries and plugins.
 #
-# Method: REPS rounds (default 20; -q: 3 rounds of tiny workloads, only to
-# see that everything runs). Each round runs the configurations in a fresh
-# random order (SEED, default the time); each configuration is started,
-# waited for until attached, runs every workload once, and is stopped. Per
-# run: the workload's wall time and CPU time (user + system of its
-# processes, from the shell's `times`), the tool's own CPU time and peak
-# RSS (its processes' /proc stat and VmHWM) and, when bpf_stats is on
-# (sysctl kernel.bpf_stats_enabled=1 before the run; the script leaves it
-# as it finds it), the run time of the programs the configuration loaded.
-# The summary gives per workload each configuration's mean and its slowdown
-# against "none" with a 95% confidence interval from Welch's t on the
-# difference of the means (over the mean of "none"). Needs root; installs
-# rt-tests, fio, stress-ng, bpftrace and bpfcc-tools when missing. Never
-# passes or fails on a figure.
+# Method: rounds (-n, default 12; -t SECONDS: keep starting rounds until
+# that much time has passed, at least -n; -q: 3 rounds of tiny workloads,
+# only to see that everything runs). Each round runs the configurations in a
+# fresh random order (SEED, default the time); each configuration is
+# started, waited for until attached, runs every workload -k times (default
+# 2; alternating), and is stopped. -a CPULIST runs the workloads under
+# taskset. Per run: the workload's wall time and CPU time (user + system of
+# its processes, from the shell's `times`), the tool's own CPU time and peak
+# RSS (its processes' /proc stat and VmHWM), the 1-minute load average and,
+# when bpf_stats is on (kernel.bpf_stats_enabled; the script does not change
+# it), the run time and run count of each program the configuration loaded.
+# The summary gives per workload and configuration:
+#   - the slowdown against "none" paired by round: each round's mean of the
+#     configuration over that round's mean of "none", the log of that ratio
+#     averaged over the rounds, Student's t interval (rounds - 1 degrees of
+#     freedom), for wall and for CPU time; and, for comparison, the width of
+#     the unpaired Welch interval over all runs;
+#   - the programs' share of the workload's CPU time, run by run: (run time
+#     + runs * D) / the CPU time every CPU was busy during the run (the
+#     programs see every event of the machine, not only the workload's),
+#     D the fixed cost per program run that run time leaves out (-D NS,
+#     dispatch; default 18, machine A's empty tp_btf program), with its
+#     interval (the daemon's programs: the ids its status names; a
+#     tracer's: the tracepoint programs that appeared while it started);
+#     and the part bpf_stats itself adds (runs * S, -S NS, its
+#     two clock reads per run; default 39, machine A's), which every
+#     measured slowdown includes while it is on;
+#   - each program's runs and run time per workload run.
+# Needs root; installs rt-tests, fio, stress-ng, bpftrace and bpfcc-tools
+# when missing. Never passes or fails on a figure.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$ROOT/build
-REPS=20
+REPS=12
+BUDGET=0
+PER=2
+AFF=
+DISPATCH_NS=18
+STATS_NS=39
 QUICK=
 WORKLOADS=hackbench,fio,vm
 CONFIGS=none,default,server,equiv,bpftrace,bcc
@@ -55,6 +77,11 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-b) BUILD=$2; shift ;;
 	-n) REPS=$2; shift ;;
+	-t) BUDGET=$2; shift ;;
+	-k) PER=$2; shift ;;
+	-a) AFF=$2; shift ;;
+	-D) DISPATCH_NS=$2; shift ;;
+	-S) STATS_NS=$2; shift ;;
 	-q | --quick) QUICK=1 ;;
 	-w) WORKLOADS=$2; shift ;;
 	-c) CONFIGS=$2; shift ;;
@@ -69,21 +96,27 @@ done
 BUILD=$(cd "$BUILD" && pwd)
 [ -x "$BUILD/core/ktelemetryd" ] || { echo "system.sh: build $BUILD first" >&2; exit 2; }
 if [ -n "$QUICK" ]; then
-	REPS=3
+	REPS=3 BUDGET=0 PER=1
 	HB_ARGS=(-g 2 -l 200)
 	FIO_SIZE=32M FIO_IO=4M
 	VM_OPS=20000 VM_BYTES=24M CACHE_MB=64 CACHE_PASSES=4 VM_LIMIT=$((48 << 20))
 else
-	HB_ARGS=(-g 10 -l 400)
-	FIO_SIZE=512M FIO_IO=64M
-	VM_OPS=200000 VM_BYTES=64M CACHE_MB=256 CACHE_PASSES=8 VM_LIMIT=$((128 << 20))
+	# Short runs, many of them: the intervals narrow with the number of
+	# rounds, and a short run is less likely to straddle a change of the
+	# shared machine's load.
+	HB_ARGS=(-g 4 -l 200)
+	FIO_SIZE=256M FIO_IO=16M
+	VM_OPS=50000 VM_BYTES=32M CACHE_MB=128 CACHE_PASSES=4 VM_LIMIT=$((64 << 20))
 fi
+PIN=()
+[ -z "$AFF" ] || PIN=(taskset -c "$AFF")
 CTL=$BUILD/tools/ktelemetryctl
 PLUGINS=$BUILD/lib/ktelemetry/plugins
 SB=$(mktemp -d "$BUILD/system-bench.XXXXXX")
 OUT=${OUT:-$SB}
 mkdir -p "$OUT"
 RESULTS=$OUT/system-runs.tsv
+PROGS=$OUT/system-progs.tsv
 CG=
 LOOP=
 TOOL_PIDS=()
@@ -142,10 +175,10 @@ setup_vm() {
 	fi
 }
 
-run_hackbench() { hackbench "${HB_ARGS[@]}" >/dev/null; }
+run_hackbench() { "${PIN[@]}" hackbench "${HB_ARGS[@]}" >/dev/null; }
 
 run_fio() {
-	fio --name=rand --filename="$LOOP" --direct=1 --rw=randrw --bs=4k --ioengine=psync \
+	"${PIN[@]}" fio --name=rand --filename="$LOOP" --direct=1 --rw=randrw --bs=4k --ioengine=psync \
 		--size="$FIO_SIZE" --io_size="$FIO_IO" --randrepeat=1 --norandommap \
 		--output=/dev/null
 }
@@ -153,7 +186,7 @@ run_fio() {
 run_vm() {
 	dd if="$SB/cache.img" iflag=nocache count=0 status=none
 	# In the cgroup first, so that everything it starts is charged to it.
-	sh -c '[ -z "$1" ] || echo $$ >"$1/cgroup.procs"
+	"${PIN[@]}" sh -c '[ -z "$1" ] || echo $$ >"$1/cgroup.procs"
 		stress-ng --vm 1 --vm-bytes "$2" --vm-ops "$3" --quiet &
 		for _ in $(seq "$5"); do dd if="$4" of=/dev/null bs=1M status=none; done
 		wait $!' sh "$CG" "$VM_BYTES" "$VM_OPS" "$SB/cache.img" "$CACHE_PASSES"
@@ -161,7 +194,7 @@ run_vm() {
 
 # ---- configurations ----------------------------------------------------------
 
-prog_ids() { bpftool prog show -j 2>/dev/null | jq -r '.[].id' | sort -n; }
+prog_ids() { bpftool prog show -j 2>/dev/null | jq -r ".[].id" | sort; }
 
 # A config file of the repository with its paths moved into the sandbox.
 sandbox_config() {
@@ -234,11 +267,19 @@ start_config() {
 }
 
 stop_config() {
-	local p
+	local p i
 	for p in "${TOOL_PIDS[@]}"; do
 		kill -INT "$p" 2>/dev/null || true
 	done
+	# bpftrace 0.17 now and then sleeps on in epoll_wait after a SIGINT (seen
+	# after 12 minutes): a second one ends it; after 20 s, SIGKILL.
 	for p in "${TOOL_PIDS[@]}"; do
+		for i in $(seq 200); do
+			kill -0 "$p" 2>/dev/null || break
+			[ "$i" -ne 50 ] || kill -INT "$p" 2>/dev/null || true
+			sleep 0.1
+		done
+		kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
 	TOOL_PIDS=()
@@ -266,31 +307,47 @@ tool_hwm_kb() {
 	echo $t
 }
 
-# Summed run_time_ns of the programs in the ids file.
-bpf_run_ns() {
-	[ -s "$1" ] || { echo 0; return; }
+# CPU ticks every CPU spent busy (user, nice, system, irq, softirq): the
+# programs run on whatever the machine does, so their run time is set
+# against all of it.
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+
+# One line per program in the ids file: id, name, run_time_ns, run_cnt.
+prog_stats() {
+	[ -s "$1" ] || return 0
 	bpftool prog show -j 2>/dev/null |
-		jq --slurpfile ids <(jq -R 'tonumber' "$1") \
-			'[.[] | select(.id as $i | $ids | index($i)) | .run_time_ns // 0] | add // 0'
+		jq -r --slurpfile ids <(jq -R 'tonumber' "$1") '.[]
+			| select(.id as $i | $ids | index($i))
+			| [.id, .name // "?", .run_time_ns // 0, .run_cnt // 0] | @tsv'
 }
 
-# One timed run: workload under the current config; one TSV line.
+# One timed run: workload under the current config; one line in RESULTS,
+# one per program in PROGS.
 measure() {
-	local round=$1 cfg=$2 wl=$3 ids=$4 t0 t1 k0 k1 b0 b1 cpu
+	local round=$1 cfg=$2 wl=$3 rep=$4 ids=$5 t0 t1 k0 k1 u0 u1 cpu st load
 	k0=$(tool_ticks)
-	b0=$(bpf_run_ns "$ids")
+	prog_stats "$ids" >"$SB/p0"
+	st=$(cat /proc/sys/kernel/bpf_stats_enabled)
+	u0=$(busy_ticks)
 	t0=$(date +%s%N)
 	# The subshell's `times` second line: its children's user and system time.
 	cpu=$( (run_"$wl" && times) | tail -1 | awk '{
 		split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
 	t1=$(date +%s%N)
-	b1=$(bpf_run_ns "$ids")
+	u1=$(busy_ticks)
+	prog_stats "$ids" >"$SB/p1"
 	k1=$(tool_ticks)
-	awk -v r="$round" -v c="$cfg" -v w="$wl" -v ns=$((t1 - t0)) -v cpu="$cpu" \
-		-v k=$((k1 - k0)) -v hz="$(getconf CLK_TCK)" -v hwm="$(tool_hwm_kb)" \
-		-v b=$((b1 - b0)) 'BEGIN {
-		printf "%s\t%s\t%s\t%.6f\t%s\t%.3f\t%s\t%s\n", r, c, w, ns / 1e9, cpu, k / hz, hwm, b }' \
-		>>"$RESULTS"
+	read -r load _ </proc/loadavg
+	# Per program: the difference of its counters over the run.
+	awk -F'\t' -v pre="$round\t$cfg\t$wl\t$rep" 'NR == FNR { ns[$1] = $3; n[$1] = $4; next }
+		($1 in ns) { printf "%s\t%s\t%s\t%s\n", pre, $2, $3 - ns[$1], $4 - n[$1] }' \
+		"$SB/p0" "$SB/p1" >"$SB/pd"
+	cat "$SB/pd" >>"$PROGS"
+	awk -F'\t' -v r="$round" -v c="$cfg" -v w="$wl" -v rep="$rep" -v ns=$((t1 - t0)) \
+		-v cpu="$cpu" -v k=$((k1 - k0)) -v hz="$(getconf CLK_TCK)" -v hwm="$(tool_hwm_kb)" \
+		-v st="$st" -v load="$load" -v busy=$((u1 - u0)) '{ b += $6; bn += $7 } END {
+		printf "%s\t%s\t%s\t%s\t%.6f\t%s\t%.3f\t%s\t%d\t%d\t%s\t%s\t%.2f\n", r, c, w,
+			rep, ns / 1e9, cpu, k / hz, hwm, b, bn, st, load, busy / hz }' "$SB/pd" >>"$RESULTS"
 }
 
 # ---- main --------------------------------------------------------------------
@@ -325,102 +382,55 @@ for c in "${cfgs[@]}"; do
 	kept+=("$c")
 done
 {
-	echo "# tools/bench/system.sh $([ -n "$QUICK" ] && echo --quick) -n $REPS -s $SEED"
+	echo "# tools/bench/system.sh $([ -n "$QUICK" ] && echo --quick) -n $REPS -t $BUDGET -k $PER -s $SEED${AFF:+ -a $AFF} -D $DISPATCH_NS -S $STATS_NS"
+	echo "# $(date -u +%FT%TZ), commit $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown), nice $(nice)"
 	echo "# $(uname -r), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 	echo "# $(uptime)"
 	echo "# hackbench ${HB_ARGS[*]}; fio randrw 4k direct psync size $FIO_SIZE io_size $FIO_IO"
 	echo "# vm: stress-ng --vm 1 --vm-bytes $VM_BYTES --vm-ops $VM_OPS and $CACHE_PASSES reads of a $CACHE_MB MiB file, memory limit $((VM_LIMIT >> 20)) MiB"
-	echo "# bpf_stats $([ "$stats" = 1 ] && echo on || echo 'off: no program run times')"
+	echo "# bpf_stats $([ "$stats" = 1 ] && echo on || echo 'off: no program run times') at the start (recorded per run)"
 } | tee "$OUT/system-header.txt" >&2
-printf 'round\tconfig\tworkload\twall_s\tcpu_s\ttool_cpu_s\ttool_hwm_kb\tbpf_run_ns\n' >"$RESULTS"
+printf 'round\tconfig\tworkload\trep\twall_s\tcpu_s\ttool_cpu_s\ttool_hwm_kb\tbpf_run_ns\tbpf_run_cnt\tbpf_stats\tload1\tbusy_s\n' >"$RESULTS"
+printf 'round\tconfig\tworkload\trep\tprog\trun_ns\trun_cnt\n' >"$PROGS"
 
 # Warm-up, not recorded: page cache, the loop file's blocks, the binaries.
 for w in "${wls[@]}"; do run_"$w"; done
 
 RANDOM=$SEED
-for round in $(seq "$REPS"); do
+T_START=$SECONDS
+round=0
+while [ $round -lt "$REPS" ] || [ $((SECONDS - T_START)) -lt "$BUDGET" ]; do
+	round=$((round + 1))
 	# $RANDOM read here, not in a subshell, so that SEED decides the orders.
 	keyed=()
 	for c in "${kept[@]}"; do keyed+=("$RANDOM $c"); done
 	mapfile -t order < <(printf '%s\n' "${keyed[@]}" | sort -n | cut -d' ' -f2)
-	echo "round $round/$REPS: ${order[*]}" >&2
+	echo "round $round ($((SECONDS - T_START)) s, load $(cut -d' ' -f1 /proc/loadavg)): ${order[*]}" >&2
 	for c in "${order[@]}"; do
 		prog_ids >"$SB/ids-before"
 		start_config "$c"
-		prog_ids | comm -13 "$SB/ids-before" - >"$SB/ids-$c"
-		for w in "${wls[@]}"; do measure "$round" "$c" "$w" "$SB/ids-$c"; done
+		prog_ids | comm -13 "$SB/ids-before" - >"$SB/ids-new"
+		# Whose programs: the daemon names its own; of the programs that
+		# appeared while a tracer started, bpftrace's are the tracepoint
+		# ones (other users' daemons and tests load tp_btf and fentry).
+		case $c in
+		default | server | equiv)
+			"$CTL" --socket "$SB/$c/control.sock" --json status |
+				jq -r '.. | objects | .prog_id? // empty' | sort -u >"$SB/ids-$c"
+			;;
+		*)
+			bpftool prog show -j | jq -r '.[] | select(.type == "tracepoint") | .id' |
+				sort | comm -12 "$SB/ids-new" - >"$SB/ids-$c"
+			;;
+		esac
+		for k in $(seq "$PER"); do
+			for w in "${wls[@]}"; do measure "$round" "$c" "$w" "$k" "$SB/ids-$c"; done
+		done
 		stop_config
 	done
 done
 
-python3 - "$RESULTS" "$stats" <<'EOF'
-import math, sys, collections
-
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
-stats_on = sys.argv[2] == "1"
-data = collections.defaultdict(list)
-for r in rows:
-    data[(r[2], r[1])].append([float(x) for x in r[3:8]])
-
-# Two-sided 95% quantiles of Student's t by degrees of freedom.
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-       2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-def t95(df):
-    if df < 1:
-        return float("nan")
-    if df <= 30:
-        lo = T95[int(math.floor(df)) - 1]
-        hi = T95[min(int(math.ceil(df)), 30) - 1]
-        return lo + (hi - lo) * (df - math.floor(df))
-    return 1.960 + 2.4 / df  # within 0.005 of the exact value above 30
-
-def mean_var(x):
-    m = sum(x) / len(x)
-    v = sum((a - m) ** 2 for a in x) / (len(x) - 1) if len(x) > 1 else float("nan")
-    return m, v
-
-def slowdown(x, base):
-    """(mean(x) / mean(base) - 1) with Welch's 95% interval on the
-    difference of the means, scaled by mean(base)."""
-    mx, vx = mean_var(x)
-    mb, vb = mean_var(base)
-    d = mx - mb
-    se2 = vx / len(x) + vb / len(base)
-    if not se2 > 0:
-        return 100 * d / mb, float("nan"), float("nan")
-    df = se2 ** 2 / ((vx / len(x)) ** 2 / (len(x) - 1) + (vb / len(base)) ** 2 / (len(base) - 1))
-    h = t95(df) * math.sqrt(se2)
-    return 100 * d / mb, 100 * (d - h) / mb, 100 * (d + h) / mb
-
-print("\nslowdown = mean / mean(none) - 1; [95% CI]: Welch's t on the difference of the means,")
-print("over mean(none). wall: elapsed; cpu: the workload's user+system time (a program's run")
-print("time is charged to the task it interrupts, so it shows here). tool: the daemon's or")
-print("tracer's own CPU seconds per run and peak RSS. bpf: the configuration's programs'")
-print("run time per run (bpf_stats)" + ("" if stats_on else ": off, not measured") + ".")
-for wl in dict.fromkeys(r[2] for r in rows):
-    base = data.get((wl, "none"))
-    print(f"\n{wl}")
-    print(f"  {'config':<9} {'n':>3} {'wall s':>8} {'slowdown wall':>26} {'cpu s':>8} "
-          f"{'slowdown cpu':>26} {'tool cpu s':>10} {'tool MiB':>8} {'bpf ms':>8}")
-    for cfg in dict.fromkeys(r[1] for r in rows):
-        x = data.get((wl, cfg))
-        if not x:
-            continue
-        cols = list(zip(*x))
-        mw, mc = mean_var(cols[0])[0], mean_var(cols[1])[0]
-        sw = sc = "-"
-        if base and cfg != "none":
-            s = slowdown(cols[0], [b[0] for b in base])
-            sw = f"{s[0]:+.2f}% [{s[1]:+.2f}, {s[2]:+.2f}]"
-            s = slowdown(cols[1], [b[1] for b in base])
-            sc = f"{s[0]:+.2f}% [{s[1]:+.2f}, {s[2]:+.2f}]"
-            print(f"slowdown {wl} {cfg} wall {sw} cpu {sc}", file=sys.stderr)
-        tool = sum(cols[2]) / len(x)
-        hwm = max(cols[3]) / 1024
-        bpf = sum(cols[4]) / len(x) / 1e6 if stats_on else float("nan")
-        print(f"  {cfg:<9} {len(x):>3} {mw:>8.3f} {sw:>26} {mc:>8.3f} {sc:>26} "
-              f"{tool:>10.3f} {hwm:>8.1f} {bpf:>8.2f}")
-EOF
-echo "runs: $RESULTS" >&2
+echo "# end $(date -u +%FT%TZ), $round rounds, $(uptime)" | tee -a "$OUT/system-header.txt" >&2
+python3 "$ROOT/tools/bench/system_stats.py" -D "$DISPATCH_NS" -S "$STATS_NS" "$RESULTS" "$PROGS"
+echo "runs: $RESULTS, programs: $PROGS" >&2
+exit 0
