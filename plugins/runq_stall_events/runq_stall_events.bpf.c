@@ -79,6 +79,7 @@ static __always_inline void enqueue_task(struct task_struct *p)
 	KTEL_TASK_SAVE_START(runq_stall_task_start, p);
 }
 
+/* enqueue_task for the fallback: the start in the LRU hash, by thread id. */
 static __always_inline void enqueue_hash(struct task_struct *p)
 {
 	__u32 tid = (__u32)p->pid;
