@@ -7,6 +7,15 @@
  * the long ones leave the kernel, so the stream stays small while the
  * histogram path keeps the full distribution.
  *
+ * The start is kept in the waiting task's local storage (runq_stall_wakeup,
+ * _wakeup_new, _switch), as in runq_latency: these programs run on every
+ * wakeup and context switch, and a start kept in the task costs no hash
+ * update per wakeup and no lookup and delete per switch (docs/benchmarks.md,
+ * "Start forms under real events"). A hash keyed by thread id is the fallback
+ * variant for kernels without task storage (the _hash programs; the loader
+ * picks, see runq_stall_events.c). The task arguments of tp_btf programs are
+ * BTF pointers: both forms read their members with plain loads.
+ *
  * threshold_us is a .rodata param: the daemon sets it from the config
  * (metrics.runq_stall_events.params.threshold_us, default 100 ms; the
  * descriptor in runq_stall_events.c says why) before load, and the
@@ -35,8 +44,13 @@ struct runq_stall_event {
 };
 KTEL_EXPORT_TYPE(struct runq_stall_event, runq_stall_event);
 
-/* Task id -> time it became runnable (ns). LRU: a task that exits while
- * runnable never switches in, and its entry must not hold a slot forever. */
+/* Time each task became runnable (ns), in the task; 0 when it is not waiting.
+ * A task that exits while runnable takes its start with it. */
+KTEL_DEFINE_TASK_START_MAP(runq_stall_task_start);
+
+/* The fallback's starts, task id -> time it became runnable (ns). LRU: a task
+ * that exits while runnable never switches in, and its entry must not hold a
+ * slot forever. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, RUNQ_STALL_MAX_TASKS);
@@ -57,34 +71,24 @@ struct {
 	__type(value, __u64);
 } runq_stall_lost SEC(".maps");
 
-static __always_inline void enqueue(__u32 tid)
+/* The latest wakeup counts: a later one restarts the wait. */
+static __always_inline void enqueue_task(struct task_struct *p)
 {
-	__u64 now = bpf_ktime_get_ns();
+	if (!p->pid) /* the idle task never waits */
+		return;
+	KTEL_TASK_SAVE_START(runq_stall_task_start, p);
+}
+
+/* enqueue_task for the fallback: the start in the LRU hash, by thread id. */
+static __always_inline void enqueue_hash(struct task_struct *p)
+{
+	__u32 tid = (__u32)p->pid;
+	__u64 now;
 
 	if (!tid) /* the idle task never waits */
 		return;
-	/* The latest wakeup counts: a later one restarts the wait. */
+	now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&runq_stall_start, &tid, &now, BPF_ANY);
-}
-
-/* sched_wakeup(struct task_struct *p) */
-SEC("tp_btf/sched_wakeup")
-int runq_stall_wakeup(__u64 *ctx)
-{
-	struct task_struct *p = (struct task_struct *)ctx[0];
-
-	enqueue((__u32)BPF_CORE_READ(p, pid));
-	return 0;
-}
-
-/* sched_wakeup_new(struct task_struct *p) */
-SEC("tp_btf/sched_wakeup_new")
-int runq_stall_wakeup_new(__u64 *ctx)
-{
-	struct task_struct *p = (struct task_struct *)ctx[0];
-
-	enqueue((__u32)BPF_CORE_READ(p, pid));
-	return 0;
 }
 
 static __always_inline void emit(struct task_struct *prev, struct task_struct *next, __u32 tid,
@@ -103,12 +107,41 @@ static __always_inline void emit(struct task_struct *prev, struct task_struct *n
 	e->ts_ns = now;
 	e->wait_us = wait_us;
 	e->tid = (__s32)tid;
-	e->pid = BPF_CORE_READ(next, tgid);
+	e->pid = next->tgid;
 	e->cpu = bpf_get_smp_processor_id();
-	e->prev_tid = BPF_CORE_READ(prev, pid);
+	e->prev_tid = prev->pid;
 	BPF_CORE_READ_STR_INTO(&e->comm, next, comm);
 	BPF_CORE_READ_STR_INTO(&e->prev_comm, prev, comm);
 	bpf_ringbuf_submit(e, 0);
+}
+
+/* A switch-in of next that waited since start (ns): an event when the wait
+ * reaches the threshold. */
+static __always_inline void switched_in(struct task_struct *prev, struct task_struct *next,
+					__u32 tid, __u64 start)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 wait_us = now >= start ? (now - start) / 1000 : 0;
+
+	if (wait_us < threshold_us)
+		return;
+	emit(prev, next, tid, now, wait_us);
+}
+
+/* sched_wakeup(struct task_struct *p) */
+SEC("tp_btf/sched_wakeup")
+int runq_stall_wakeup(__u64 *ctx)
+{
+	enqueue_task((struct task_struct *)ctx[0]);
+	return 0;
+}
+
+/* sched_wakeup_new(struct task_struct *p) */
+SEC("tp_btf/sched_wakeup_new")
+int runq_stall_wakeup_new(__u64 *ctx)
+{
+	enqueue_task((struct task_struct *)ctx[0]);
+	return 0;
 }
 
 /* sched_switch(bool preempt, struct task_struct *prev,
@@ -119,23 +152,58 @@ int runq_stall_switch(__u64 *ctx)
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = (unsigned int)ctx[3];
-	__u64 *start, now, wait_us;
+	__u64 *slot, start;
 	__u32 tid;
 
 	if (prev_state == KTEL_TASK_RUNNING)
-		enqueue((__u32)BPF_CORE_READ(prev, pid));
-	tid = (__u32)BPF_CORE_READ(next, pid);
+		enqueue_task(prev);
+	tid = (__u32)next->pid;
 	if (!tid)
 		return 0;
-	start = bpf_map_lookup_elem(&runq_stall_start, &tid);
-	if (!start)
+	/* Never creates a slot: a task with none was not seen waiting. */
+	slot = bpf_task_storage_get(&runq_stall_task_start, next, NULL, 0);
+	if (!slot || !*slot)
 		return 0;
-	now = bpf_ktime_get_ns();
-	wait_us = now >= *start ? (now - *start) / 1000 : 0;
+	start = *slot;
+	*slot = 0;
+	switched_in(prev, next, tid, start);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int runq_stall_wakeup_hash(__u64 *ctx)
+{
+	enqueue_hash((struct task_struct *)ctx[0]);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int runq_stall_wakeup_new_hash(__u64 *ctx)
+{
+	enqueue_hash((struct task_struct *)ctx[0]);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int runq_stall_switch_hash(__u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	unsigned int prev_state = (unsigned int)ctx[3];
+	__u64 *slot, start;
+	__u32 tid;
+
+	if (prev_state == KTEL_TASK_RUNNING)
+		enqueue_hash(prev);
+	tid = (__u32)next->pid;
+	if (!tid)
+		return 0;
+	slot = bpf_map_lookup_elem(&runq_stall_start, &tid);
+	if (!slot)
+		return 0;
+	start = *slot;
 	bpf_map_delete_elem(&runq_stall_start, &tid);
-	if (wait_us < threshold_us)
-		return 0;
-	emit(prev, next, tid, now, wait_us);
+	switched_in(prev, next, tid, start);
 	return 0;
 }
 

@@ -28,10 +28,19 @@ static const struct ktel_metric_desc metrics[] = {
 		    .lost_map = "runq_stall_lost"),
 };
 
-/* sched_switch gained prev_state as its 4th argument in 5.18; the program
- * reads it, so pin the prototype down. */
+/*
+ * Each hook's start in task storage first, its hash twin for kernels without
+ * task storage (the kernel refuses the task programs there, and every group
+ * falls back alike). sched_switch gained prev_state as its 4th argument in
+ * 5.18; the programs read it, so pin the prototype down.
+ */
 static const struct ktel_prog_variant variants[] = {
+	{.group = "runq_wakeup", .prog = "runq_stall_wakeup", .nr_args = -1},
+	{.group = "runq_wakeup", .prog = "runq_stall_wakeup_hash", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_stall_wakeup_new", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_stall_wakeup_new_hash", .nr_args = -1},
 	{.group = "runq_switch", .prog = "runq_stall_switch", .nr_args = 4},
+	{.group = "runq_switch", .prog = "runq_stall_switch_hash", .nr_args = 4},
 };
 
 /*

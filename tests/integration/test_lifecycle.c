@@ -325,8 +325,8 @@ static void test_variants_and_params(void **state)
  * their hash start fallbacks. */
 struct task_start_plugin {
 	const char *name;
-	const char *task_progs[2];
-	const char *hash_progs[2];
+	const char *task_progs[3]; /* NULL after the last */
+	const char *hash_progs[3];
 };
 
 static const struct task_start_plugin task_start_plugins[] = {
@@ -340,6 +340,9 @@ static const struct task_start_plugin task_start_plugins[] = {
 	 {"direct_reclaim_begin_task", "direct_reclaim_end_task"},
 	 {"tracepoint_vmscan_mm_vmscan_direct_reclaim_begin",
 	  "tracepoint_vmscan_mm_vmscan_direct_reclaim_end"}},
+	{"runq_stall_events",
+	 {"runq_stall_wakeup", "runq_stall_wakeup_new", "runq_stall_switch"},
+	 {"runq_stall_wakeup_hash", "runq_stall_wakeup_new_hash", "runq_stall_switch_hash"}},
 };
 
 /* Load plugin with or without task storage; expect the one form attached
@@ -360,7 +363,7 @@ static struct ktel_bpf_plugin *load_start_form(const struct ktel_plugin *p,
 	if (ktel_bpf_plugin__load(p, &opts, &bp, &err) != 0)
 		fail_msg("%s: %s", e->name, err.msg);
 	assert_false(bp->unsupported);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3 && on[i]; i++) {
 		pr = ktel_bpf_plugin__prog(bp, on[i]);
 		assert_non_null(pr);
 		if (!pr->selected || !pr->attached)
@@ -374,7 +377,7 @@ static struct ktel_bpf_plugin *load_start_form(const struct ktel_plugin *p,
 }
 
 /*
- * Every latency plugin whose start is the task's keeps it in task storage
+ * Every plugin whose start is a task's keeps it in task storage
  * here, and on a kernel without task storage (acted out with
  * no_task_storage: the task map is left out of the load) falls back to its
  * hash start programs, which load, attach and measure: compaction counted

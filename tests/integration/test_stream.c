@@ -15,7 +15,8 @@
  *    event, with its pid, comm, oom_score_adj and memory cgroup;
  *  - runq_stall_events' threshold_us .rodata param reaches the kernel: with
  *    1 ms, CPU-bound threads sharing a CPU produce stalls of >= 1 ms and no
- *    shorter ones; with 60 s, none.
+ *    shorter ones; with 60 s, none; alike with the start in task storage
+ *    and with the hash fallback variant.
  * Hermetic: own pin root and cgroup, removed at the end.
  */
 #include <dirent.h>
@@ -190,13 +191,16 @@ static struct ktel_plugin *open_plugin(const char *dir, const char *name)
 	return p;
 }
 
-static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
+/* no_task: act as on a kernel without task storage. */
+static struct ktel_bpf_plugin *load_form(const struct ktel_plugin *plugin, const int64_t *params,
+					 bool no_task)
 {
 	struct ktel_bpf_opts opts = {
 		.pin_root = pins.path,
 		.pin_gid = (gid_t)-1,
 		.targets = pins.targets,
 		.param_values = params,
+		.no_task_storage = no_task,
 	};
 	struct ktel_bpf_plugin *bp = NULL;
 	struct ktel_err err = {0};
@@ -208,6 +212,11 @@ static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int6
 		if (bp->progs[i].selected && !bp->progs[i].attached)
 			fail_msg("%s: %s", bp->progs[i].name, bp->progs[i].attach_error);
 	return bp;
+}
+
+static struct ktel_bpf_plugin *load(const struct ktel_plugin *plugin, const int64_t *params)
+{
+	return load_form(plugin, params, false);
 }
 
 static const struct ktel_metric_desc *metric(const struct ktel_plugin *p, const char *name)
@@ -951,13 +960,36 @@ static size_t stalls_of_spinners(uv_loop_t *loop, struct kept *k, uint64_t ms)
 	return ours;
 }
 
+/* The program of hook selected in bp: its task storage form, or with no_task
+ * its hash fallback (hook_hash), the other one not. */
+static void expect_start_form(struct ktel_bpf_plugin *bp, const char *hook, bool no_task)
+{
+	char hash[64];
+	struct ktel_bpf_prog *task_prog, *hash_prog;
+
+	snprintf(hash, sizeof(hash), "%s_hash", hook);
+	task_prog = ktel_bpf_plugin__prog(bp, hook);
+	hash_prog = ktel_bpf_plugin__prog(bp, hash);
+	assert_non_null(task_prog);
+	assert_non_null(hash_prog);
+	assert_int_equal(task_prog->selected, !no_task);
+	assert_int_equal(hash_prog->selected, no_task);
+}
+
+/*
+ * The threshold reaches the kernel, and the events are alike whichever start
+ * form the kernel offers: the start in task storage, or (no_task_storage:
+ * acted out as on a kernel without it) the hash fallback.
+ */
 static void test_runq_threshold_param(void **state)
 {
 	static const int64_t thresholds[] = {1000, 60000000};
 	struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, "runq_stall_events");
 
-	for (size_t t = 0; t < KTEL_ARRAY_SIZE(thresholds); t++) {
-		struct ktel_bpf_plugin *bp = load(p, &thresholds[t]);
+	for (size_t run = 0; run < 2 * KTEL_ARRAY_SIZE(thresholds); run++) {
+		size_t t = run % KTEL_ARRAY_SIZE(thresholds);
+		bool no_task = run >= KTEL_ARRAY_SIZE(thresholds);
+		struct ktel_bpf_plugin *bp = load_form(p, &thresholds[t], no_task);
 		struct kept *k = calloc(1, sizeof(*k));
 		struct ktel_stream_reader *sr;
 		uint64_t min_wait = UINT64_MAX;
@@ -965,6 +997,9 @@ static void test_runq_threshold_param(void **state)
 		uv_loop_t loop;
 
 		assert_non_null(k);
+		expect_start_form(bp, "runq_stall_wakeup", no_task);
+		expect_start_form(bp, "runq_stall_wakeup_new", no_task);
+		expect_start_form(bp, "runq_stall_switch", no_task);
 		uv_loop_init(&loop);
 		sr = reader(&loop, p, bp, "runq_stall_events", on_records, k);
 		start(sr);
@@ -972,9 +1007,9 @@ static void test_runq_threshold_param(void **state)
 		for (size_t i = 0; i < k->n && i < MAX_KEPT; i++)
 			if (field_u(&k->recs[i], "wait_us") < min_wait)
 				min_wait = field_u(&k->recs[i], "wait_us");
-		printf("threshold_us %lld: %zu stall events, %zu of the spinning threads, shortest "
-		       "%llu us\n",
-		       (long long)thresholds[t], k->n, ours,
+		printf("%s start, threshold_us %lld: %zu stall events, %zu of the spinning threads, "
+		       "shortest %llu us\n",
+		       no_task ? "hash" : "task", (long long)thresholds[t], k->n, ours,
 		       (unsigned long long)(k->n ? min_wait : 0));
 		if (t == 0) {
 			assert_true(ours > 0);
