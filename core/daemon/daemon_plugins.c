@@ -489,7 +489,7 @@ static bool carried(void *ctx, uint64_t id)
  * Ageing of m's user, app or process ids, at most four times per grace
  * period: the ids gone go the cgroups' way (their names' series end unless
  * another id of m carries the name - every app of app_class is "app" -,
- * their keys are deleted after m's next pull).
+ * m's next pull takes their keys out of its map).
  */
 static void sweep_ids(struct daemon_plugins *p, struct ktel_metric *m)
 {

@@ -244,10 +244,13 @@ static void run(struct take *t)
 {
 	static const struct ktel_dimension_desc dims[] = {{.name = "rest"}, {.name = "attr"}};
 	static const uint32_t dim_flags[] = {0, KTEL_DIM_ATTRIBUTION};
-	const struct ktel_metric_desc md = KTEL_METRIC(
-		.name = "take_test", .map_name = "stress_map", .model = KTEL_MODEL_ACCUMULATOR,
-		.unit = "us", .scheme = KTEL_HIST_LOG2, .dims = dims,
-		.n_dims = KTEL_ARRAY_SIZE(dims), .dim_flags = dim_flags);
+	const struct ktel_metric_desc md = KTEL_METRIC(.name = "take_test",
+						       .map_name = "stress_map",
+						       .model = KTEL_MODEL_ACCUMULATOR,
+						       .unit = "us", .scheme = KTEL_HIST_LOG2,
+						       .dims = dims,
+						       .n_dims = KTEL_ARRAY_SIZE(dims),
+						       .dim_flags = dim_flags);
 	struct ktel_map_reader_sys sys = {
 		.get_info = sys_get_info,
 		.num_possible_cpus = sys_num_possible_cpus,
