@@ -606,7 +606,8 @@ void daemon_plugins__attr_taken(struct ktel_metric *m, bool pulled)
 	m->attr_keys_deleted += deleted;
 	ktel_log(KTEL_LOG_DEBUG, "metric %s: attribution: %zu released ids, %zu keys deleted",
 		 m->md->name, armed, deleted);
-	/* A failed pull took nothing for sure: every id waits for the next. */
+	/* A failed pull may not have read the map: every id waits for the
+	 * next (one whose keys it took finds none then, and ends). */
 	if (!pulled)
 		return;
 	for (size_t i = 0; i < m->n_attr_gone; i++) {
