@@ -106,8 +106,10 @@ struct task_struct___ktel_attr {
  *   <map>_attr_limit  attributed keys admitted into the map
  * and <map>_attr_used, the count of admitted keys (one u64, atomics). The
  * daemon maps that count (it makes it BPF_F_MMAPABLE before load) and, when
- * it deletes the keys of a released cgroup, gives their slots back with an
- * atomic of its own, so the kernel admits new ids again.
+ * it deletes the keys of a released id, gives their slots back with an
+ * atomic of its own, once per key deleted, so the kernel admits new ids
+ * again. A key deleted this way that an event makes again is admitted as
+ * a new one and takes a slot of its own.
  */
 #define KTEL_ATTR_SETTINGS(map)                    \
 	const volatile __u32 map##_attr_by = 0;    \

@@ -124,6 +124,7 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	int r;
 
 	daemon_plugins__attr_begin_pull(&d->plugins, m);
+	daemon_plugins__attr_arm(m);
 	ktel_attr_fold__begin(m->fold);
 	r = ktel_metric_pull__run(m->mp, d->delta, ktel_boot_id(), ktel_attr_fold__add, m->fold,
 				  ret_info, err);
@@ -135,11 +136,9 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	/* Also after a failed delta round: the records of the keys before the
 	 * failure moved their state on and must be delivered (see below). */
 	folded = ktel_attr_fold__end(m->fold, ktel_now_boottime_ns(), route_window, m, &ferr);
-	/* Right after the read whose records were just emitted: what the
-	 * released cgroups' keys counted until now is out, so deleting them
-	 * loses nothing (no task is left in them to count more). */
-	if (!r)
-		daemon_plugins__attr_delete(m);
+	/* The keys of the ids released at the pull before left the map as
+	 * this pull read them, with their last events in its window. */
+	daemon_plugins__attr_taken(m, !r);
 	if (!r && folded < 0) {
 		*err = ferr;
 		r = (int)folded;

@@ -27,6 +27,16 @@ struct ktel_router;
 struct ktel_control_ops;
 
 /* One metric as the daemon sees it. */
+/* A released attribution id: its name then (NULL: it had none), the pulls
+ * that may still take a key of it, and whether the pull under way found
+ * one. */
+struct daemon_attr_gone {
+	uint64_t id;
+	char *name;
+	uint32_t pulls;
+	bool found;
+};
+
 struct ktel_metric {
 	struct ktel_daemon *daemon;
 	struct ktel_loaded_plugin *lp;
@@ -55,11 +65,13 @@ struct ktel_metric {
 	 * fold is NULL with attribution off. */
 	struct ktel_attr_cfg attr;
 	struct ktel_attr_fold *fold;
-	/* Released cgroups (attr_names.h) whose keys are still to be deleted
-	 * from this metric's map, after its next pull; and the keys deleted
-	 * so far. */
-	uint64_t *attr_pending;
-	size_t n_attr_pending, cap_attr_pending;
+	/* Released ids (cgroups by attr_names.h, users, apps and processes by
+	 * their ageing) whose keys the metric's pulls take out of its map
+	 * (daemon_plugins.c, attr_arm), with the names they had; the first
+	 * n_attr_armed, sorted by id, are those of the pull under way. And
+	 * the keys deleted so far. */
+	struct daemon_attr_gone *attr_gone;
+	size_t n_attr_gone, cap_attr_gone, n_attr_armed;
 	uint64_t attr_keys_deleted;
 	/* When its last pull began (after the cgroup events were drained): a
 	 * cgroup released before every metric's is handed on (attr_names.h,

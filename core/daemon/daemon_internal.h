@@ -132,12 +132,16 @@ void daemon_plugins__attr_naming(const struct daemon_plugins *p, struct daemon_a
  * Ageing (docs/architecture.md, "Attribution"), around an attributed
  * metric's pull: take_released, after the pull's records were folded and
  * before the fold's window ends, hands the cgroups the names found released
- * to every metric attributed by cgroup: their folds end the series of names
- * no other id carries, and each metric deletes the ids' keys after its next
- * pull (attr_delete, which m's own pull calls right after the window).
+ * to every metric attributed by cgroup, and the user, app or process ids
+ * gone to their metric: their folds end the series of names no other id
+ * carries, and each metric's next pull takes the ids' keys out of its map.
+ * attr_arm, right before m's pull reads, gives it those ids; attr_taken,
+ * after its window (pulled: the pull succeeded), counts the keys deleted
+ * and keeps an id for the pulls after while its key is made again.
  */
 void daemon_plugins__attr_take_released(struct daemon_plugins *p);
-void daemon_plugins__attr_delete(struct ktel_metric *m);
+void daemon_plugins__attr_arm(struct ktel_metric *m);
+void daemon_plugins__attr_taken(struct ktel_metric *m, bool pulled);
 
 size_t daemon_plugins__n(const struct daemon_plugins *p);
 struct ktel_loaded_plugin *daemon_plugins__at(const struct daemon_plugins *p, size_t i);

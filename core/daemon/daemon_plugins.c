@@ -274,13 +274,38 @@ static const char *attr_name(struct ktel_metric *m, uint64_t id, char *buf, size
 	}
 }
 
+static int cmp_gone(const void *a, const void *b)
+{
+	uint64_t x = ((const struct daemon_attr_gone *)a)->id;
+	uint64_t y = ((const struct daemon_attr_gone *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The released id id among those of m's pull under way, or NULL. */
+static struct daemon_attr_gone *gone_find(const struct ktel_metric *m, uint64_t id)
+{
+	struct daemon_attr_gone key = {.id = id};
+
+	if (!m->n_attr_armed)
+		return NULL;
+	return bsearch(&key, m->attr_gone, m->n_attr_armed, sizeof(key), cmp_gone);
+}
+
 /* Names an attribution id for the fold of metric ctx (attr_fold.h). Only
  * ids with events reach here (an unchanged key makes no record): a user,
  * app or process id is noted as used for its ageing. */
 static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 {
 	struct ktel_metric *m = ctx;
+	const struct daemon_attr_gone *g = gone_find(m, id);
 
+	/* A released id's last events, taken with its keys: under the name it
+	 * had (a released cgroup's left the names' cache). */
+	if (g && g->name) {
+		snprintf(buf, len, "%s", g->name);
+		return buf;
+	}
 	if (m->attr_ids)
 		ktel_attr_ids__used(m->attr_ids, id, m->attr_pull_ns);
 	return attr_name(m, id, buf, len);
@@ -387,20 +412,42 @@ void daemon_plugins__attr_naming(const struct daemon_plugins *p, struct daemon_a
 		ret->problem = p->cgroup_events_problem;
 }
 
-static void pending_add(struct ktel_metric *m, uint64_t id)
-{
-	if (m->n_attr_pending == m->cap_attr_pending) {
-		size_t cap = m->cap_attr_pending ? m->cap_attr_pending * 2 : 64;
-		uint64_t *a = realloc(m->attr_pending, cap * sizeof(*a));
+/* Pulls that take a released id's keys: the first, and two more for a key
+ * an event made again after it (an I/O that completes after its issuer's
+ * cgroup was released); a pull that finds no key of the id ends it. */
+#define GONE_PULLS 3
 
+/* Released id (named name, or NULL) for m's pulls to take out of its map. */
+static void gone_add(struct ktel_metric *m, uint64_t id, const char *name)
+{
+	struct daemon_attr_gone *g;
+
+	if (m->n_attr_gone == m->cap_attr_gone) {
+		size_t cap = m->cap_attr_gone ? m->cap_attr_gone * 2 : 64;
+
+		g = realloc(m->attr_gone, cap * sizeof(*g));
 		/* Out of memory: the id's keys stay (their slots taken) until
 		 * the daemon restarts; nothing is miscounted. */
-		if (!a)
+		if (!g)
 			return;
-		m->attr_pending = a;
-		m->cap_attr_pending = cap;
+		m->attr_gone = g;
+		m->cap_attr_gone = cap;
 	}
-	m->attr_pending[m->n_attr_pending++] = id;
+	g = &m->attr_gone[m->n_attr_gone];
+	*g = (struct daemon_attr_gone){.id = id, .pulls = GONE_PULLS};
+	/* Without the name the id's last events are "unknown": counted all
+	 * the same. */
+	g->name = name ? strdup(name) : NULL;
+	m->n_attr_gone++;
+}
+
+static void gone_free(struct ktel_metric *m)
+{
+	for (size_t i = 0; i < m->n_attr_gone; i++)
+		free(m->attr_gone[i].name);
+	free(m->attr_gone);
+	m->attr_gone = NULL;
+	m->n_attr_gone = m->cap_attr_gone = m->n_attr_armed = 0;
 }
 
 /* A sweep's context: the metric, its grace period and the time. */
@@ -442,7 +489,7 @@ static bool carried(void *ctx, uint64_t id)
  * Ageing of m's user, app or process ids, at most four times per grace
  * period: the ids gone go the cgroups' way (their names' series end unless
  * another id of m carries the name - every app of app_class is "app" -,
- * their keys are deleted after m's next pull).
+ * m's next pull takes their keys out of its map).
  */
 static void sweep_ids(struct daemon_plugins *p, struct ktel_metric *m)
 {
@@ -460,7 +507,7 @@ static void sweep_ids(struct daemon_plugins *p, struct ktel_metric *m)
 		s.name = attr_name(m, gone[i], s.buf, sizeof(s.buf));
 		if (s.name && !ktel_attr_ids__any(m->attr_ids, carried, &s))
 			ktel_attr_fold__release(m->fold, s.name);
-		pending_add(m, gone[i]);
+		gone_add(m, gone[i], s.name);
 	}
 	m->attr_ids_released += n;
 	if (n)
@@ -492,44 +539,87 @@ void daemon_plugins__attr_take_released(struct daemon_plugins *p)
 			 * its series go on. */
 			if (rel[i].name && !rel[i].carried)
 				ktel_attr_fold__release(m->fold, rel[i].name);
-			pending_add(m, rel[i].id);
+			gone_add(m, rel[i].id, rel[i].name);
 		}
 	}
 	ktel_log(KTEL_LOG_DEBUG, "attribution: %zu cgroups released", n);
 	ktel_attr_names__clear_released(p->attr_names);
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Is id one of the released ids of m's pull (metric_pull.h)? Its key is
+ * then taken. */
+static bool id_released(void *ctx, uint64_t id)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	struct daemon_attr_gone *g = gone_find(ctx, id);
 
-	return x < y ? -1 : x > y;
+	if (!g)
+		return false;
+	g->found = true;
+	return true;
 }
 
-static bool id_pending(void *ctx, uint64_t id)
+void daemon_plugins__attr_arm(struct ktel_metric *m)
 {
-	const struct ktel_metric *m = ctx;
+	size_t n = 0;
 
-	return bsearch(&id, m->attr_pending, m->n_attr_pending, sizeof(id), cmp_u64) != NULL;
+	m->n_attr_armed = 0;
+	if (!m->n_attr_gone || !m->mp)
+		return;
+	qsort(m->attr_gone, m->n_attr_gone, sizeof(*m->attr_gone), cmp_gone);
+	/* An id released again (a user quiet once more) is taken for as many
+	 * pulls as a new one, under its latest name. */
+	for (size_t i = 0; i < m->n_attr_gone; i++) {
+		struct daemon_attr_gone *g = &m->attr_gone[i];
+
+		if (n && m->attr_gone[n - 1].id == g->id) {
+			struct daemon_attr_gone *kept = &m->attr_gone[n - 1];
+
+			if (g->name) {
+				free(kept->name);
+				kept->name = g->name;
+			}
+			if (g->pulls > kept->pulls)
+				kept->pulls = g->pulls;
+			continue;
+		}
+		m->attr_gone[n++] = *g;
+	}
+	for (size_t i = 0; i < n; i++)
+		m->attr_gone[i].found = false;
+	m->n_attr_gone = m->n_attr_armed = n;
+	ktel_metric_pull__attr_release(m->mp, id_released, m);
 }
 
-void daemon_plugins__attr_delete(struct ktel_metric *m)
+void daemon_plugins__attr_taken(struct ktel_metric *m, bool pulled)
 {
-	size_t deleted = 0;
+	size_t armed = m->n_attr_armed, n = 0, deleted;
 	int rc;
 
-	if (!m->n_attr_pending || !m->mp)
+	if (!armed || !m->mp)
 		return;
-	qsort(m->attr_pending, m->n_attr_pending, sizeof(*m->attr_pending), cmp_u64);
-	rc = ktel_metric_pull__attr_delete(m->mp, id_pending, m, &deleted);
-	if (rc && rc != -ENOENT)
+	deleted = ktel_metric_pull__attr_taken(m->mp, &rc);
+	m->n_attr_armed = 0;
+	if (rc)
 		ktel_complain(&m->complaint, KTEL_LOG_WARN,
-			      "metric %s: attribution: cannot delete a released cgroup's keys: %s",
+			      "metric %s: attribution: cannot delete a released id's keys: %s",
 			      m->md->name, strerror(-rc));
 	m->attr_keys_deleted += deleted;
-	ktel_log(KTEL_LOG_DEBUG, "metric %s: attribution: %zu released cgroups, %zu keys deleted",
-		 m->md->name, m->n_attr_pending, deleted);
-	m->n_attr_pending = 0;
+	ktel_log(KTEL_LOG_DEBUG, "metric %s: attribution: %zu released ids, %zu keys deleted",
+		 m->md->name, armed, deleted);
+	/* A failed pull may not have read the map: every id waits for the
+	 * next (one whose keys it took finds none then, and ends). */
+	if (!pulled)
+		return;
+	for (size_t i = 0; i < m->n_attr_gone; i++) {
+		struct daemon_attr_gone *g = &m->attr_gone[i];
+
+		/* Those released during this pull wait for the next. */
+		if (i >= armed || (g->found && --g->pulls > 0))
+			m->attr_gone[n++] = *g;
+		else
+			free(g->name);
+	}
+	m->n_attr_gone = n;
 }
 
 /*
@@ -796,9 +886,7 @@ static void release_plugin_code(struct ktel_loaded_plugin *lp)
 		ktel_attr_ids__free(lp->metrics[j].attr_ids);
 		lp->metrics[j].attr_ids = NULL;
 		lp->metrics[j].fold = NULL;
-		free(lp->metrics[j].attr_pending);
-		lp->metrics[j].attr_pending = NULL;
-		lp->metrics[j].n_attr_pending = lp->metrics[j].cap_attr_pending = 0;
+		gone_free(&lp->metrics[j]);
 		/* Normally freed already (unload, shutdown), while the loop runs
 		 * to close its handle. */
 		ktel_stream_reader__free(lp->metrics[j].sr);

@@ -366,8 +366,8 @@ static bool entry_advance(struct ktel_delta_metric *m, struct entry *e, const ui
  * Hot path: every key of every pull. The metric came from begin, so no name
  * is looked up here.
  */
-int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
-		      uint64_t *ret_delta)
+static int apply(struct ktel_delta_metric *m, const struct ktel_delta_reading *in, bool taken,
+		 uint64_t *ret_delta)
 {
 	struct entry **pe, *e;
 	bool reset, nonzero;
@@ -403,6 +403,12 @@ int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_readi
 		reset = e->map_id != m->map_id || went_down(e, in->vals);
 	}
 	nonzero = entry_advance(m, e, in->vals, reset, ret_delta);
+	if (taken) {
+		/* The key left the map with these values: one made again
+		 * under it starts from zero. */
+		memset(e->vals, 0, e->n * sizeof(*e->vals));
+		m->owner->dirty = true;
+	}
 	if (m->policy == KTEL_DELTA_START_BASELINE) {
 		memset(ret_delta, 0, in->n * sizeof(*ret_delta));
 		return KTEL_DELTA_BASELINE;
@@ -412,6 +418,18 @@ int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_readi
 	if (!nonzero && !m->emit_zeros)
 		return KTEL_DELTA_ZERO;
 	return reset ? KTEL_DELTA_RESET : KTEL_DELTA_EMIT;
+}
+
+int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
+		      uint64_t *ret_delta)
+{
+	return apply(m, in, false, ret_delta);
+}
+
+int ktel_delta__apply_taken(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
+			    uint64_t *ret_delta)
+{
+	return apply(m, in, true, ret_delta);
 }
 
 int ktel_delta__end(struct ktel_delta *d, const char *metric)

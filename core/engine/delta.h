@@ -147,6 +147,16 @@ enum ktel_delta_outcome {
 int ktel_delta__apply(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
 		      uint64_t *ret_delta);
 
+/*
+ * The same for a key that was deleted from the map as it was read (its
+ * last values, taken with the delete): the delta is counted as by apply,
+ * and the key's state then holds zero, so a key the programs make again
+ * under the same bytes counts from zero, and end forgets it at the first
+ * pull that does not read it.
+ */
+int ktel_delta__apply_taken(struct ktel_delta_metric *m, const struct ktel_delta_reading *in,
+			    uint64_t *ret_delta);
+
 /* End the pull: forget keys not applied since begin. Returns how many were
  * forgotten, or -ENOENT. */
 int ktel_delta__end(struct ktel_delta *d, const char *metric);

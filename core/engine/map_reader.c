@@ -33,6 +33,7 @@ struct ktel_map_reader {
 	size_t raw_value_size; /* bytes per entry as the kernel returns it */
 	unsigned int max_retries;
 	bool iterate; /* batch unsupported or forced off */
+	bool no_take; /* the kernel has no lookup-and-delete for this map */
 	char fallback_reason[160];
 
 	const struct ktel_map_reader_sys *sys;
@@ -82,8 +83,14 @@ static int sys_delete_elem(void *ctx, int fd, const void *key)
 	return bpf_map_delete_elem(fd, key);
 }
 
+static int sys_lookup_and_delete_elem(void *ctx, int fd, const void *key, void *value)
+{
+	return bpf_map_lookup_and_delete_elem(fd, key, value);
+}
+
 static const struct ktel_map_reader_sys real_sys = {
 	.delete_elem = sys_delete_elem,
+	.lookup_and_delete_elem = sys_lookup_and_delete_elem,
 	.get_info = sys_get_info,
 	.num_possible_cpus = sys_num_possible_cpus,
 	.lookup_batch = sys_lookup_batch,
@@ -573,6 +580,32 @@ void ktel_map_reader__free(struct ktel_map_reader *r)
 	free(r->cursor);
 	free(r->seen);
 	free(r);
+}
+
+int ktel_map_reader__take(struct ktel_map_reader *r, size_t i)
+{
+	unsigned char *raw = (unsigned char *)r->raw + i * r->raw_value_size;
+	const void *key = (const unsigned char *)r->keys + i * r->key_size;
+	int rc;
+
+	if (i >= r->max_entries)
+		return -EINVAL;
+	if (!r->sys->lookup_and_delete_elem || r->no_take)
+		return -EOPNOTSUPP;
+	rc = r->sys->lookup_and_delete_elem(r->sys_ctx, r->fd, key, raw);
+	/* Hash maps take this command since 5.14; before, the kernel
+	 * answers -ENOTSUPP (524, which user space has no name for) or,
+	 * for a flagless call on some types, -EINVAL. */
+	if (rc == -EOPNOTSUPP || rc == -524 || rc == -EINVAL) {
+		r->no_take = true;
+		return -EOPNOTSUPP;
+	}
+	if (rc)
+		return rc;
+	if (r->percpu)
+		ktel_map_reader_sum_percpu((unsigned char *)r->values + i * r->value_size, raw,
+					   r->value_size, r->ncpus);
+	return 0;
 }
 
 int ktel_map_reader__delete(struct ktel_map_reader *r, const void *key)

@@ -53,6 +53,9 @@ struct ktel_map_reader_sys {
 	int (*lookup_elem)(void *ctx, int fd, const void *key, void *value);
 	/* Optional (NULL: ktel_map_reader__delete answers -EOPNOTSUPP). */
 	int (*delete_elem)(void *ctx, int fd, const void *key);
+	/* Optional (NULL: ktel_map_reader__take answers -EOPNOTSUPP). value
+	 * is laid out as lookup_elem's (per CPU for a per-CPU map). */
+	int (*lookup_and_delete_elem)(void *ctx, int fd, const void *key, void *value);
 };
 
 struct ktel_map_reader_opts {
@@ -131,6 +134,19 @@ bool ktel_map_reader__is_percpu(const struct ktel_map_reader *r);
 /* Delete key from the map (not a read: the attribution's ageing). 0 or
  * -errno (-ENOENT: not there). */
 int ktel_map_reader__delete(struct ktel_map_reader *r, const void *key);
+
+/*
+ * Take entry i of the last read's snapshot out of the map: delete its key
+ * and, in the same bpf() call (BPF_MAP_LOOKUP_AND_DELETE_ELEM), get the
+ * value it held at that moment, which replaces entry i's value in the
+ * snapshot (per-CPU values summed). An event counted under the key
+ * between the read and the delete is in that value, where a read followed
+ * by a delete would lose it. 0; -ENOENT (the key is not there: entry i
+ * unchanged); -EOPNOTSUPP (the kernel has no such command for this map,
+ * before 5.14, said once and then without a call; the caller deletes
+ * instead); or another -errno.
+ */
+int ktel_map_reader__take(struct ktel_map_reader *r, size_t i);
 
 /* Accepts NULL. Does not close the map fd. */
 void ktel_map_reader__free(struct ktel_map_reader *r);

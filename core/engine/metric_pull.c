@@ -108,6 +108,14 @@ struct ktel_metric_pull {
 	 * this process (ktel_attr.h; BPF_F_MMAPABLE, set before load), or
 	 * NULL when it could not be: deleted keys then keep their slots. */
 	uint64_t *attr_used;
+	/* Ageing (ktel_metric_pull__attr_release): the released ids of the
+	 * next run, and what it took out of the map (taken: a bit per entry
+	 * of the snapshot, max_entries bits, made at the first use). */
+	bool (*released)(void *ctx, uint64_t id);
+	void *released_ctx;
+	uint64_t *taken;
+	size_t n_taken, n_deleted;
+	int take_err;
 	/* Values per key: histogram buckets (+ sum), or the integer members. */
 	const struct ktel_field **scalars;
 	char **scalar_names;
@@ -621,6 +629,7 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 	free(mp->lp.deltas);
 	free(mp->cur);
 	free(mp->delta);
+	free(mp->taken);
 	free(mp);
 }
 
@@ -874,6 +883,12 @@ static uint64_t *delta_slot(struct ktel_metric_pull *mp)
 	return &mp->lp.deltas[mp->lp.n * mp->n_values];
 }
 
+/* Was entry i of this run's snapshot taken out of the map (take_released)? */
+static bool was_taken(const struct ktel_metric_pull *mp, size_t i)
+{
+	return mp->n_taken && (mp->taken[i / 64] >> (i % 64) & 1);
+}
+
 /*
  * Records for every entry of s, to e: the current level of a gauge, the
  * delta against dm (this pull's round of the metric in the delta engine) of
@@ -904,7 +919,8 @@ static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *d
 		read_values(mp, (const char *)s->values + i * s->value_size);
 		if (!gauge) {
 			in.key = key;
-			r = ktel_delta__apply(dm, &in, delta);
+			r = was_taken(mp, i) ? ktel_delta__apply_taken(dm, &in, delta)
+					     : ktel_delta__apply(dm, &in, delta);
 			if (r < 0) {
 				emit_flush(mp, e);
 				return ktel_err_set(err, -r,
@@ -995,6 +1011,60 @@ static int delta_round(struct ktel_metric_pull *mp, struct ktel_delta *d,
 	return r;
 }
 
+static void give_back(uint64_t *used, uint64_t n);
+
+/*
+ * Ageing, right after the read: every key of a released id leaves the map
+ * with the value it held as it left (ktel_map_reader__take), which replaces
+ * the one read, so the window counts the key's events up to its delete and
+ * none is lost between the read and the delete. Where the kernel cannot
+ * take a key (before 5.14) it is deleted after the read as it was read:
+ * the events counted in between are lost. A key that is gone already
+ * counts as taken with the value read (nothing else deletes keys). The
+ * taken keys' slots go back to the admitted-key count, once each: the
+ * kernel admits an id whose key is made again like any new one.
+ */
+static void take_released(struct ktel_metric_pull *mp, const struct ktel_map_snapshot *s)
+{
+	const struct ktel_field *field = mp->dims[mp->attr_dim].field;
+	size_t words = (ktel_map_reader__max_entries(mp->reader) + 63) / 64;
+	size_t deleted = 0;
+
+	for (size_t i = 0; i < s->count; i++) {
+		const void *key = (const unsigned char *)s->keys + i * s->key_size;
+		uint64_t id = ktel_field_read_u64(field, key);
+		int r;
+
+		if (id == KTEL_ATTR_OVERFLOW_ID || id == KTEL_ATTR_UNKNOWN_ID ||
+		    !mp->released(mp->released_ctx, id))
+			continue;
+		if (!mp->taken) {
+			mp->taken = calloc(words, sizeof(*mp->taken));
+			if (!mp->taken) {
+				mp->take_err = -ENOMEM;
+				break;
+			}
+		}
+		if (!mp->n_taken)
+			memset(mp->taken, 0, words * sizeof(*mp->taken));
+		r = ktel_map_reader__take(mp->reader, i);
+		if (r == -EOPNOTSUPP)
+			r = ktel_map_reader__delete(mp->reader, key);
+		if (r && r != -ENOENT) {
+			if (!mp->take_err)
+				mp->take_err = r;
+			continue;
+		}
+		if (!r)
+			deleted++;
+		mp->taken[i / 64] |= 1ULL << (i % 64);
+		mp->n_taken++;
+	}
+	if (deleted && mp->attr_used)
+		give_back(mp->attr_used, deleted);
+	mp->n_deleted = deleted;
+}
+
 int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
 			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
 			  struct ktel_err *err)
@@ -1011,7 +1081,12 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, con
 	struct ktel_map_snapshot s;
 	int r;
 
+	mp->n_taken = mp->n_deleted = 0;
+	mp->take_err = 0;
 	r = read_all(mp, &s, err);
+	if (!r && mp->released)
+		take_released(mp, &s);
+	mp->released = NULL;
 	if (r)
 		return r;
 	r = delta_round(mp, d, &s, &w, &e, &info.start, err);
@@ -1126,35 +1201,19 @@ static void give_back(uint64_t *used, uint64_t n)
 					      __ATOMIC_RELAXED));
 }
 
-int ktel_metric_pull__attr_delete(struct ktel_metric_pull *mp,
-				  bool (*released)(void *ctx, uint64_t id), void *ctx,
-				  size_t *ret_deleted)
+void ktel_metric_pull__attr_release(struct ktel_metric_pull *mp,
+				    bool (*released)(void *ctx, uint64_t id), void *ctx)
 {
-	const struct ktel_map_snapshot *s = &mp->last;
-	const struct ktel_field *field;
-	size_t deleted = 0;
-	int rc = 0;
+	if (mp->attr_dim < 0 || !mp->attr_name || is_gauge(mp))
+		return;
+	mp->released = released;
+	mp->released_ctx = ctx;
+}
 
-	if (mp->attr_dim < 0 || !mp->attr_name || !mp->have_last)
-		return -ENOENT;
-	field = mp->dims[mp->attr_dim].field;
-	for (size_t i = 0; i < s->count; i++) {
-		const void *key = (const unsigned char *)s->keys + i * s->key_size;
-		uint64_t id = ktel_field_read_u64(field, key);
-		int r;
-
-		if (id == KTEL_ATTR_OVERFLOW_ID || id == KTEL_ATTR_UNKNOWN_ID || !released(ctx, id))
-			continue;
-		r = ktel_map_reader__delete(mp->reader, key);
-		if (!r)
-			deleted++;
-		else if (r != -ENOENT && !rc)
-			rc = r;
-	}
-	if (deleted && mp->attr_used)
-		give_back(mp->attr_used, deleted);
-	*ret_deleted = deleted;
-	return rc;
+size_t ktel_metric_pull__attr_taken(const struct ktel_metric_pull *mp, int *ret_err)
+{
+	*ret_err = mp->take_err;
+	return mp->n_deleted;
 }
 
 bool ktel_metric_pull__attr_counted(const struct ktel_metric_pull *mp)

@@ -156,18 +156,24 @@ size_t ktel_metric_pull__last_records(struct ktel_metric_pull *mp, ktel_pull_rec
 				      void *ctx);
 
 /*
- * Ageing of an attributed metric: delete from its map every key of the
- * last pull's snapshot whose attribution id released(ctx, id) says was
- * released, and give their slots back to the kernel's count of admitted
- * keys (<map>_attr_used), so the kernel admits new ids again. Call it
- * right after a pull: the snapshot is then the map as the pull read it,
- * and what was counted under those keys until then was emitted by it.
- * *ret_deleted: keys deleted. 0, -ENOENT (attribution off, no pull yet),
- * or the first deletion's -errno besides -ENOENT (the others still tried).
+ * Ageing of an attributed metric: the next run (and only it) takes every
+ * key whose attribution id released(ctx, id) says was released out of the
+ * map as it reads it, with BPF_MAP_LOOKUP_AND_DELETE_ELEM: the key's value
+ * as it left the map is the one the run's window counts (its delta against
+ * the last pull), so an event counted between the read and the delete is
+ * not lost, and the key's delta state restarts from zero. An event after
+ * the delete makes the key again through the kernel's admission: the next
+ * pull counts it from zero (and takes it again while the id stays
+ * released). The keys deleted give their slots back to the kernel's count
+ * of admitted keys (<map>_attr_used) once each, so the kernel admits new
+ * ids again. released is called once per attributed key read, overflow and
+ * unknown keys aside. Nothing happens with attribution off or for a gauge.
  */
-int ktel_metric_pull__attr_delete(struct ktel_metric_pull *mp,
-				  bool (*released)(void *ctx, uint64_t id), void *ctx,
-				  size_t *ret_deleted);
+void ktel_metric_pull__attr_release(struct ktel_metric_pull *mp,
+				    bool (*released)(void *ctx, uint64_t id), void *ctx);
+/* Keys the last run deleted; *ret_err: the first deletion's -errno besides
+ * -ENOENT (the others still tried), or 0. */
+size_t ktel_metric_pull__attr_taken(const struct ktel_metric_pull *mp, int *ret_err);
 /* Is the admitted-key count mapped, so deleted keys give their slots back? */
 bool ktel_metric_pull__attr_counted(const struct ktel_metric_pull *mp);
 

@@ -231,6 +231,32 @@ static void test_reopen_text_and_json(void **state)
 	rig_stop(&r);
 }
 
+/* status's attribution, which --json carries, in the text form too; none
+ * before a metric attributes. */
+static void test_status_attribution_text(void **state)
+{
+	struct rig r;
+	json_t *j;
+
+	rig_start(&r, "ctl-attr");
+	assert_int_equal(ctl(&r, "--socket", r.sock, "status", NULL), 0);
+	assert_null(strstr(r.out, "attribution"));
+	r.fake.attributes = true;
+	assert_int_equal(ctl(&r, "--socket", r.sock, "status", NULL), 0);
+	assert_non_null(strstr(r.out, "\nattribution\n  naming walk (walks of cgroupfs alone): "
+				      "cgroup events: no BTF for cgroup_mkdir\n"));
+	assert_non_null(strstr(r.out, "  412 cgroup names cached, 7 walks, 3 misses, 0 truncated; "
+				      "10007 cgroups released (0 at their release event)\n"));
+	assert_non_null(strstr(r.out, "  cgroup events: 0 taken, 0 lost, 0 malformed\n"));
+	assert_int_equal(ctl(&r, "--socket", r.sock, "status", "--json", NULL), 0);
+	j = json_loads(r.out, 0, NULL);
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(j, "attribution"), "naming")),
+			    "walk");
+	json_decref(j);
+	rig_stop(&r);
+}
+
 static void test_json_on_every_command(void **state)
 {
 	struct rig r;
@@ -501,6 +527,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_config_still_finds_socket),
 		cmocka_unit_test(test_reopen_text_and_json),
+		cmocka_unit_test(test_status_attribution_text),
 		cmocka_unit_test(test_json_on_every_command),
 		cmocka_unit_test(test_watch_text_and_json),
 		cmocka_unit_test(test_top_unknown_metric),

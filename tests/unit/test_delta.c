@@ -196,6 +196,39 @@ static void test_zero_skip_and_zero_emit(void **state)
 	ktel_delta__free(d);
 }
 
+/* A key taken out of the map with its last values: counted against the
+ * state, which then restarts from zero, so the key made again counts from
+ * zero, even above the last values; not read again, it is forgotten. */
+static void test_taken_key_restarts(void **state)
+{
+	struct ktel_delta *d = ktel_delta__new(BOOT);
+	uint64_t c1[N] = {5, 1, 0, 2}, c2[N] = {8, 1, 4, 2}, c3[N] = {9, 2, 5, 3};
+	uint64_t w2[N] = {3, 0, 4, 0};
+	struct key k = {.state = 1, .uid = 1000};
+	const struct ktel_delta_reading in = {.key = &k, .key_size = sizeof(k), .vals = c2, .n = N};
+	struct ktel_delta_metric *m;
+	uint64_t delta[N];
+
+	m = begin(d, 7, true, KTEL_DELTA_START_ZERO);
+	apply(m, 1, c1, c1, KTEL_DELTA_EMIT);
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	m = begin(d, 7, true, KTEL_DELTA_START_STATE);
+	assert_int_equal(ktel_delta__apply_taken(m, &in, delta), KTEL_DELTA_EMIT);
+	assert_memory_equal(delta, w2, sizeof(delta));
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	/* Made again: all of it counts, no reset. */
+	m = begin(d, 7, true, KTEL_DELTA_START_STATE);
+	apply(m, 1, c3, c3, KTEL_DELTA_EMIT);
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	/* Taken again, then not there. */
+	m = begin(d, 7, true, KTEL_DELTA_START_STATE);
+	assert_int_equal(ktel_delta__apply_taken(m, &in, delta), KTEL_DELTA_RESET);
+	assert_int_equal(ktel_delta__end(d, M), 0);
+	m = begin(d, 7, true, KTEL_DELTA_START_STATE);
+	assert_int_equal(ktel_delta__end(d, M), 1);
+	ktel_delta__free(d);
+}
+
 static void test_vanished_key_forgotten(void **state)
 {
 	struct ktel_delta *d = ktel_delta__new(BOOT);
@@ -981,6 +1014,7 @@ int main(void)
 		cmocka_unit_test(test_reset_by_map_id_change),
 		cmocka_unit_test(test_dirty_only_on_change),
 		cmocka_unit_test(test_zero_skip_and_zero_emit),
+		cmocka_unit_test(test_taken_key_restarts),
 		cmocka_unit_test(test_vanished_key_forgotten),
 		cmocka_unit_test(test_entry_limit_counted),
 		cmocka_unit_test(test_many_keys_rehash),

@@ -50,6 +50,8 @@ struct fake {
 	__u32 last_cursor;
 	int delete_at_gnk; /* delete the returned key after this gnk call */
 	bool cycle;        /* get_next_key never ends: 0,1,0,1... */
+	int take_rc;       /* non-zero: lookup_and_delete answers it */
+	int take_calls;
 };
 
 static int fake_info(void *ctx, int fd, struct bpf_map_info *info)
@@ -160,7 +162,23 @@ static int fake_lookup(void *ctx, int fd, const void *key, void *value)
 	return 0;
 }
 
+static int fake_lookup_and_delete(void *ctx, int fd, const void *key, void *value)
+{
+	struct fake *f = ctx;
+	int i = find_key(f, key);
+
+	f->take_calls++;
+	if (f->take_rc)
+		return f->take_rc;
+	if (i < 0)
+		return -ENOENT;
+	copy_value(f, i, value);
+	delete_at(f, i);
+	return 0;
+}
+
 static const struct ktel_map_reader_sys fake_sys = {
+	.lookup_and_delete_elem = fake_lookup_and_delete,
 	.get_info = fake_info,
 	.num_possible_cpus = fake_ncpus,
 	.lookup_batch = fake_batch,
@@ -454,6 +472,40 @@ static void test_percpu_summed(void **state)
 	}
 }
 
+/* take: the value as the key left the map (per CPU, summed) replaces the
+ * one read; a key gone is -ENOENT; a kernel without the command is said
+ * once, then not asked again. */
+static void test_take(void **state)
+{
+	struct fake *f = fake_new(BPF_MAP_TYPE_PERCPU_HASH, 10, 64, 3);
+	struct ktel_map_reader *r = reader(f, false, 0);
+	struct ktel_map_snapshot s;
+	__u16 k;
+	__u64 v;
+
+	assert_int_equal(ktel_map_reader__read(r, &s, NULL), 0);
+	check(&s, 10, 3);
+	memcpy(&k, (const char *)s.keys + 2 * 4, 2);
+	/* Events after the read, on every CPU. */
+	for (int c = 0; c < 3; c++)
+		f->vals[find_key(f, &k)][c][0] += 7;
+	assert_int_equal(ktel_map_reader__take(r, 4), 0);
+	memcpy(&v, (const char *)s.values + 8 * 4, 8);
+	assert_int_equal(v, 3 * (k * 100ull) + 1 + 2 + 3 + 3 * 7);
+	assert_int_equal(f->n, 9);
+	assert_true(find_key(f, &k) < 0);
+	assert_int_equal(ktel_map_reader__take(r, 4), -ENOENT);
+	memcpy(&v, (const char *)s.values + 8 * 4, 8);
+	assert_int_equal(v, 3 * (k * 100ull) + 1 + 2 + 3 + 3 * 7);
+	f->take_rc = -ENOTSUPP;
+	assert_int_equal(ktel_map_reader__take(r, 5), -EOPNOTSUPP);
+	assert_int_equal(ktel_map_reader__take(r, 6), -EOPNOTSUPP);
+	assert_int_equal(f->take_calls, 3);
+	assert_int_equal(f->n, 9);
+	ktel_map_reader__free(r);
+	free(f);
+}
+
 static void test_refusals(void **state)
 {
 	struct fake *f = fake_new(BPF_MAP_TYPE_PERCPU_HASH, 0, 64, 2);
@@ -570,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_unsupported_switches_once),
 		cmocka_unit_test(test_einval_later_is_an_error),
 		cmocka_unit_test(test_percpu_summed),
+		cmocka_unit_test(test_take),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_iterate_restart),
 		cmocka_unit_test(test_iterate_bounded),

@@ -366,6 +366,27 @@ static void render_cost(FILE *out, const json_t *cost)
 		jint(cost, "run_time_ns") / 1e6);
 }
 
+/* How attribution names cgroups: nothing before a metric attributes. */
+static void render_attribution(FILE *out, const json_t *a)
+{
+	if (!json_is_object(a))
+		return;
+	fprintf(out, "\nattribution\n  naming %s", jstr(a, "naming"));
+	if (strcmp(jstr(a, "naming"), "events") == 0)
+		fprintf(out, " (the kernel's cgroup events, walks for the cgroups made before)");
+	else
+		fprintf(out, " (walks of cgroupfs alone)");
+	if (json_is_string(json_object_get(a, "naming_problem")))
+		fprintf(out, ": %s", jstr(a, "naming_problem"));
+	fprintf(out,
+		"\n  %lld cgroup names cached, %lld walks, %lld misses, %lld truncated; "
+		"%lld cgroups released (%lld at their release event)\n"
+		"  cgroup events: %lld taken, %lld lost, %lld malformed\n",
+		jint(a, "cgroups"), jint(a, "walks"), jint(a, "misses"), jint(a, "truncated"),
+		jint(a, "released"), jint(a, "released_by_event"), jint(a, "events"),
+		jint(a, "events_lost"), jint(a, "events_malformed"));
+}
+
 static void render_status(FILE *out, const json_t *resp)
 {
 	const json_t *d = json_object_get(resp, "daemon"), *p, *m, *s, *prog;
@@ -439,6 +460,7 @@ static void render_status(FILE *out, const json_t *resp)
 			fprintf(out, "; last error: %s", jstr(s, "last_error"));
 		fputc('\n', out);
 	}
+	render_attribution(out, json_object_get(resp, "attribution"));
 }
 
 static void render_toggle(FILE *out, const json_t *resp)
