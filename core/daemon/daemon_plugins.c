@@ -311,6 +311,30 @@ static const char *resolve_attr(void *ctx, uint64_t id, char *buf, size_t len)
 	return attr_name(m, id, buf, len);
 }
 
+/*
+ * When the names of metric ctx's ids may have changed (attr_fold.h): a
+ * cgroup's name only with the names' generation, and never while released
+ * ids are pulled under their old names; users, apps and processes are
+ * resolved every window (their ageing is noted in resolve_attr).
+ */
+static uint64_t attr_generation(void *ctx)
+{
+	struct ktel_metric *m = ctx;
+	struct ktel_attr_names *names = m->daemon->plugins.attr_names;
+
+	if (m->attr.by != KTEL_ATTR_BY_CGROUP || !names || m->n_attr_armed)
+		return 0;
+	return ktel_attr_names__generation(names);
+}
+
+/* What resolve_attr does for a cgroup id named before, besides naming it. */
+static bool attr_used(void *ctx, uint64_t id, uint64_t *hint)
+{
+	struct ktel_metric *m = ctx;
+
+	return ktel_attr_names__cgroup_used(m->daemon->plugins.attr_names, id, hint);
+}
+
 /* One of the kernel's cgroup events, to the names. */
 static void on_cgroup_event(void *ctx, const struct ktel_cgroup_ev *ev)
 {
@@ -685,6 +709,8 @@ static int make_fold(struct daemon_plugins *p, struct ktel_metric *m, struct kte
 		.churn_per_hour = m->attr.churn_per_hour,
 		.resolve = resolve_attr,
 		.resolve_ctx = m,
+		.generation = attr_generation,
+		.used = attr_used,
 	};
 
 	if (m->attr.by == KTEL_ATTR_BY_NONE)

@@ -19,7 +19,10 @@
  * named (resolve, whose side effects the names' ageing relies on) once per
  * window, its later records in the window take the name from a cache of
  * ids, which also keeps the id's name entry across windows (checked
- * against the resolved text, not hashed again); dimension names are
+ * against the resolved text, not hashed again); with a resolver that says
+ * when names may have changed (opts.generation), an id named before is not
+ * resolved again while none has, only noted as used (opts.used: its side
+ * effects without the lookup by id and the copy of the name); dimension names are
  * compared by pointer first and their hashes cached by pointer; and the
  * window's end selects only the newcomers it can admit instead of sorting
  * every name. When a window can admit no name at all (every place taken,
@@ -120,6 +123,8 @@ struct idslot {
 	uint64_t epoch; /* the fold's name_epoch when name was taken */
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
+	uint64_t gen;      /* opts.generation right after the resolve; 0: none */
+	uint64_t hint;     /* opts.used's */
 	bool used;
 };
 
@@ -549,6 +554,17 @@ static int name_id(struct ktel_attr_fold *f, uint64_t id, enum target_kind *ret_
 		*ret_name = slot->name;
 		return 0;
 	}
+	/* Named in an earlier window and no name has changed since: the
+	 * resolver only notes that the id had events. */
+	if (slot && slot->gen && slot->kind == TARGET_NAME && slot->epoch == f->name_epoch &&
+	    slot->gen == f->o.generation(f->o.resolve_ctx) &&
+	    f->o.used(f->o.resolve_ctx, id, &slot->hint)) {
+		f->ids.named_win++;
+		slot->win = f->win;
+		*ret_kind = slot->kind;
+		*ret_name = slot->name;
+		return 0;
+	}
 	text = f->o.resolve(f->o.resolve_ctx, id, buf, sizeof(buf));
 	if (text && strcmp(text, KTEL_ATTR_OTHER) == 0) {
 		kind = TARGET_KERNEL_OTHER;
@@ -571,6 +587,7 @@ static int name_id(struct ktel_attr_fold *f, uint64_t id, enum target_kind *ret_
 		slot->kind = kind;
 		slot->name = name;
 		slot->epoch = f->name_epoch;
+		slot->gen = f->o.generation ? f->o.generation(f->o.resolve_ctx) : 0;
 	}
 	*ret_kind = kind;
 	*ret_name = name;
@@ -662,10 +679,12 @@ int ktel_attr_fold__new(const struct ktel_attr_fold_opts *opts, struct ktel_attr
 {
 	struct ktel_attr_fold *f;
 
-	if (!opts->dim_name || !opts->resolve || !opts->top || !opts->sticky_windows)
+	if (!opts->dim_name || !opts->resolve || !opts->top || !opts->sticky_windows ||
+	    !opts->generation != !opts->used)
 		return ktel_err_set(err, EINVAL,
 				    "attribution fold: needs a dimension name, a resolver, "
-				    "top >= 1 and sticky_windows >= 1");
+				    "top >= 1, sticky_windows >= 1, and a generation with used "
+				    "or neither");
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return ktel_err_set(err, ENOMEM, "out of memory");

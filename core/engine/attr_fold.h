@@ -56,6 +56,20 @@ struct ktel_attr_fold_opts {
 	uint32_t churn_per_hour;
 	ktel_attr_resolve_fn resolve;
 	void *resolve_ctx;
+	/*
+	 * Optional, both or neither: an id resolved once while its name
+	 * stays, not once per window. generation(resolve_ctx) moves on
+	 * whenever resolve could name some id differently than it did (0: it
+	 * may at any time). An id that resolved to a name in an earlier
+	 * window, the generation now what it was right after that resolve,
+	 * keeps the name, and used(resolve_ctx, id, hint) is called instead
+	 * at its first record of the window: it does what resolve would have
+	 * done for the id besides naming it and returns true, or does nothing
+	 * and returns false (resolve is then called). *hint is kept by the
+	 * fold per id for used, 0 at first.
+	 */
+	uint64_t (*generation)(void *ctx);
+	bool (*used)(void *ctx, uint64_t id, uint64_t *hint);
 };
 
 /* What a fold has done, for self-telemetry. Event counts are cumulative. */

@@ -59,6 +59,9 @@ struct ktel_attr_names {
 	uint64_t walk_ns;   /* time of the last walk */
 	uint64_t prune_ns;  /* time of the last pass for released cgroups */
 	uint64_t gen;       /* walks made */
+	/* Moved on by every change a name of a cgroup may have had, and by
+	 * every move of the cache's entries (ktel_attr_names__generation). */
+	uint64_t name_gen;
 	bool walked;
 	bool events;      /* the kernel's cgroup events keep the cache current */
 	bool walk_wanted; /* events were lost: walk at the next pull */
@@ -230,8 +233,10 @@ static void prune_cgroups(struct ktel_attr_names *n, uint64_t settled_ns)
 	}
 	/* Linear probing without tombstones: rebuild so probes still find
 	 * the entries past the holes. */
-	if (any)
+	if (any) {
 		cache_rehash(c, c->cap);
+		n->name_gen++;
+	}
 }
 
 static void cache_free(struct cache *c)
@@ -416,6 +421,7 @@ static void walk(struct ktel_attr_names *n)
 
 	n->st.walks++;
 	n->gen++;
+	n->name_gen++;
 	n->walk_pull = n->pull;
 	n->walk_wanted = false;
 	snprintf(w.path, sizeof(w.path), "%s", n->root);
@@ -443,6 +449,7 @@ int ktel_attr_names__new(const struct ktel_attr_names_opts *opts, struct ktel_at
 		return ktel_err_set(err, ENOMEM, "out of memory");
 	n->grace_ns = opts && opts->grace_ns ? opts->grace_ns : DEFAULT_GRACE_NS;
 	n->max_cgroups = opts && opts->max_cgroups ? opts->max_cgroups : DEFAULT_MAX_CGROUPS;
+	n->name_gen = 1; /* never 0, which would say that names may change at any time */
 	snprintf(n->mount_root, sizeof(n->mount_root), "/");
 	if (opts && opts->cgroup_root) {
 		snprintf(n->root, sizeof(n->root), "%s", opts->cgroup_root);
@@ -562,6 +569,7 @@ void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_
 			return;
 		}
 		copy = strdup(name);
+		n->name_gen++;
 		if (!copy || cache_put(&n->cgroups, ev->id, copy, n->now_ns))
 			return;
 		e = cache_find(&n->cgroups, ev->id);
@@ -580,6 +588,7 @@ void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_
 			e->released = true;
 			e->released_ns = n->now_ns;
 			n->held++;
+			n->name_gen++;
 		}
 		return;
 	}
@@ -634,6 +643,8 @@ const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char
 	 * keys are in the kernel's maps all the same and must be released
 	 * (deleted) once it is quiet. A later walk that finds it names it.
 	 */
+	if (!e && n->root[0])
+		n->name_gen++;
 	if (!e && n->root[0] && cache_put(&n->cgroups, id, NULL, n->now_ns) == 0) {
 		e = cache_find(&n->cgroups, id);
 		e->seen_ns = 0; /* no walk found it */
@@ -651,6 +662,28 @@ const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char
 	memcpy(buf, e->name, n_copy);
 	buf[n_copy] = '\0';
 	return buf;
+}
+
+uint64_t ktel_attr_names__generation(const struct ktel_attr_names *n)
+{
+	return n->name_gen;
+}
+
+bool ktel_attr_names__cgroup_used(struct ktel_attr_names *n, uint64_t id, uint64_t *hint)
+{
+	struct cache *c = &n->cgroups;
+	struct entry *e = NULL;
+
+	/* The slot of the last call for id, if the entries have not moved
+	 * since: no hashing, no probing. */
+	if (*hint && *hint <= c->cap && c->e[*hint - 1].used && c->e[*hint - 1].id == id)
+		e = &c->e[*hint - 1];
+	else if ((e = cache_find(c, id)) != NULL)
+		*hint = (uint64_t)(e - c->e) + 1;
+	if (!e || !e->name)
+		return false;
+	e->used_ns = n->now_ns;
+	return true;
 }
 
 /* The user name of uid, checked like a cgroup name; NULL when none. */

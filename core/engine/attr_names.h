@@ -116,6 +116,23 @@ void ktel_attr_names__settle(struct ktel_attr_names *n, uint64_t settled_ns);
 /* Names of id into buf (len bytes, at least KTEL_ATTR_NAME_MAX + 1):
  * buf, or NULL when it has none. */
 const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char *buf, size_t len);
+/*
+ * What ktel_attr_names__cgroup(n, id, ...) does for a named id besides
+ * copying its name, and nothing else: id had events now (its used time,
+ * which the grace rule reads). False, with nothing done, when id has no
+ * name in the cache (call ktel_attr_names__cgroup, which may look further).
+ * *hint is the caller's, 0 at first and kept between calls for the same
+ * id: it makes the next call a direct access.
+ */
+bool ktel_attr_names__cgroup_used(struct ktel_attr_names *n, uint64_t id, uint64_t *hint);
+/*
+ * A number that moves on whenever the name ktel_attr_names__cgroup gives
+ * any id may have changed (a walk, a cgroup event naming or releasing one,
+ * a prune, a new id looked up): while it has not, an id named before has
+ * the same name, and ktel_attr_names__cgroup_used is all a new lookup of
+ * it would do besides the copy.
+ */
+uint64_t ktel_attr_names__generation(const struct ktel_attr_names *n);
 const char *ktel_attr_names__user(struct ktel_attr_names *n, uint64_t uid, char *buf, size_t len);
 const char *ktel_attr_app_name(uint64_t uid, char *buf, size_t len);
 /* The class alone: "app" for an app, else as ktel_attr_app_name. */

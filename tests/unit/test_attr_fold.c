@@ -305,6 +305,122 @@ static void test_ids_summed_and_ranked(void **state)
 	ktel_attr_fold__free(f);
 }
 
+/* ---- a resolver that says when names change ------------------------------ */
+
+struct gen_names {
+	uint64_t gen;
+	const char *name1; /* id 1's name; id 2 is "b", others unknown */
+	bool used_ok;      /* what used answers */
+	int resolves, useds;
+	uint64_t hint_seen; /* the hint used last got */
+};
+
+static const char *gen_resolve(void *ctx, uint64_t id, char *buf, size_t len)
+{
+	struct gen_names *g = ctx;
+
+	g->resolves++;
+	if (id > 2)
+		return NULL;
+	snprintf(buf, len, "%s", id == 1 ? g->name1 : "b");
+	return buf;
+}
+
+static uint64_t gen_generation(void *ctx)
+{
+	return ((struct gen_names *)ctx)->gen;
+}
+
+static bool gen_used(void *ctx, uint64_t id, uint64_t *hint)
+{
+	struct gen_names *g = ctx;
+
+	g->useds++;
+	g->hint_seen = *hint;
+	if (!g->used_ok)
+		return false;
+	*hint = id + 100;
+	return true;
+}
+
+/*
+ * With a generation, an id named in an earlier window is not resolved
+ * again while the generation stays (used is called instead, once per id
+ * and window, with the hint it left); a new generation, a used that says
+ * no, or an id that did not resolve, is resolved as before: a rename is
+ * seen at once.
+ */
+static void test_generation_skips_resolve(void **state)
+{
+	struct gen_names g = {.gen = 5, .name1 = "a", .used_ok = true};
+	struct ktel_attr_fold_opts o = {
+		.dim_name = "cgroup",
+		.top = 10,
+		.sticky_windows = 3,
+		.churn_per_hour = 100,
+		.resolve = gen_resolve,
+		.resolve_ctx = &g,
+		.generation = gen_generation,
+		.used = gen_used,
+	};
+	struct ktel_attr_fold *f = NULL;
+	struct ktel_err err;
+	static struct sink s;
+	/* Two CPUs' records per id: one resolve or used per id and window. */
+	uint64_t ids[] = {1, 2, 3, 1, 2, 3};
+	uint64_t ev[] = {1, 2, 4, 1, 2, 4};
+
+	(void)state;
+	assert_int_equal(ktel_attr_fold__new(&o, &f, &err), 0);
+	window(f, &s, 0, ids, ev, 6);
+	assert_int_equal(g.resolves, 3);
+	assert_int_equal(g.useds, 0);
+	assert_int_equal(label_count(&s, "a"), 2);
+
+	/* Nothing changed: ids 1 and 2 are only noted as used; 3 is unknown
+	 * and resolved again (a walk may find it). */
+	window(f, &s, 1, ids, ev, 6);
+	assert_int_equal(g.resolves, 4);
+	assert_int_equal(g.useds, 2);
+	assert_int_equal(g.hint_seen, 0);
+	assert_int_equal(label_count(&s, "a"), 2);
+	assert_int_equal(label_count(&s, "b"), 4);
+	assert_int_equal(label_count(&s, KTEL_ATTR_UNKNOWN), 8);
+	window(f, &s, 2, ids, ev, 6);
+	assert_int_equal(g.resolves, 5);
+	assert_int_equal(g.useds, 4);
+	assert_true(g.hint_seen == 101 || g.hint_seen == 102);
+
+	/* Renamed under a new generation: resolved, the new name counted. */
+	g.gen++;
+	g.name1 = "c";
+	window(f, &s, 3, ids, ev, 6);
+	assert_int_equal(g.resolves, 8);
+	assert_int_equal(g.useds, 4);
+	assert_int_equal(label_count(&s, "c"), 2);
+	assert_int_equal(label_count(&s, "a"), 0);
+
+	/* used says no: resolved. */
+	g.used_ok = false;
+	window(f, &s, 4, ids, ev, 6);
+	assert_int_equal(g.resolves, 11);
+	assert_int_equal(g.useds, 6);
+	assert_int_equal(label_count(&s, "c"), 2);
+
+	/* Generation 0: every window resolves, used is not asked. */
+	g.used_ok = true;
+	g.gen = 0;
+	window(f, &s, 5, ids, ev, 6);
+	window(f, &s, 6, ids, ev, 6);
+	assert_int_equal(g.resolves, 17);
+	assert_int_equal(g.useds, 6);
+	ktel_attr_fold__free(f);
+
+	/* One of the two alone is refused. */
+	o.used = NULL;
+	assert_int_equal(ktel_attr_fold__new(&o, &f, &err), -EINVAL);
+}
+
 /* An admitted name stays while it had events in the last W windows, even
  * when a busier newcomer shows up; then it leaves and the newcomer enters. */
 static void test_sticky(void **state)
@@ -909,6 +1025,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_invariant_random),
 		cmocka_unit_test(test_ids_summed_and_ranked),
+		cmocka_unit_test(test_generation_skips_resolve),
 		cmocka_unit_test(test_sticky),
 		cmocka_unit_test(test_churn_budget),
 		cmocka_unit_test(test_full_then_handover),

@@ -122,6 +122,64 @@ static void test_event_names(void **state)
 	rmdir(root);
 }
 
+/*
+ * cgroup_used notes a named id's events as a lookup does (a removed cgroup
+ * used within the grace period stays), and the generation moves on with
+ * what may change a name (a walk, a mkdir, a release, a prune), not with
+ * lookups of named ids, their use or an rmdir.
+ */
+static void test_used_generation(void **state)
+{
+	char root[] = "/tmp/ktel_attr_gen_XXXXXX", buf[KTEL_ATTR_NAME_MAX + 1];
+	const struct ktel_attr_released *rel;
+	struct ktel_attr_names *n;
+	uint64_t g0, g, hint = 0, hint2 = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	n = names_at(root, NULL);
+	g = ktel_attr_names__generation(n);
+	assert_int_not_equal(g, 0);
+	ktel_attr_names__use_events(n, true);
+	ktel_attr_names__begin_pull(n, 100); /* walks */
+	assert_int_not_equal(ktel_attr_names__generation(n), g);
+	g = ktel_attr_names__generation(n);
+	ev(n, KTEL_CGROUP_MKDIR, 80, "/x.service", 150);
+	assert_int_not_equal(ktel_attr_names__generation(n), g);
+	g0 = ktel_attr_names__generation(n);
+	ktel_attr_names__begin_pull(n, 200);
+	assert_non_null(ktel_attr_names__cgroup(n, 80, buf, sizeof(buf)));
+	assert_string_equal(buf, "x.service");
+	assert_true(ktel_attr_names__cgroup_used(n, 80, &hint));
+	assert_int_not_equal(hint, 0);
+	assert_true(ktel_attr_names__cgroup_used(n, 80, &hint));
+	/* Not in the cache: nothing done, not even kept as unnamed. */
+	assert_false(ktel_attr_names__cgroup_used(n, 81, &hint2));
+	ev(n, KTEL_CGROUP_RMDIR, 80, NULL, 300);
+	assert_int_equal(ktel_attr_names__generation(n), g0);
+	/* Removed, used at 1100: not released at 1400 (only 300 after its
+	 * use), though its last lookup (200) and rmdir (300) are older than
+	 * the grace period. */
+	ktel_attr_names__begin_pull(n, 1100);
+	assert_true(ktel_attr_names__cgroup_used(n, 80, &hint));
+	ktel_attr_names__begin_pull(n, 1400);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 0);
+	assert_int_equal(ktel_attr_names__generation(n), g0);
+	ktel_attr_names__begin_pull(n, 2200);
+	assert_int_equal(ktel_attr_names__released(n, &rel), 1);
+	assert_int_equal(rel[0].id, 80);
+	ktel_attr_names__clear_released(n);
+	assert_int_not_equal(ktel_attr_names__generation(n), g0);
+	assert_false(ktel_attr_names__cgroup_used(n, 80, &hint));
+	/* A release event moves it on too. */
+	ev(n, KTEL_CGROUP_MKDIR, 82, "/y.service", 2300);
+	g = ktel_attr_names__generation(n);
+	ev(n, KTEL_CGROUP_RELEASE, 82, NULL, 2310);
+	assert_int_not_equal(ktel_attr_names__generation(n), g);
+	ktel_attr_names__free(n);
+	rmdir(root);
+}
+
 /* Lost events: the next pull walks, and a whole walk marks what it does not
  * find as removed (its rmdir was lost), so the grace rule releases it. */
 static void test_events_lost(void **state)
@@ -291,7 +349,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_names),   cmocka_unit_test(test_events_lost),
 		cmocka_unit_test(test_event_subtree), cmocka_unit_test(test_process_alive),
-		cmocka_unit_test(test_ids_sweep),
+		cmocka_unit_test(test_ids_sweep),     cmocka_unit_test(test_used_generation),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -209,6 +209,18 @@ static const char *resolve(void *ctx, uint64_t id, char *buf, size_t len)
 	return ktel_attr_names__cgroup(names, id, buf, len);
 }
 
+static uint64_t generation(void *ctx)
+{
+	(void)ctx;
+	return ktel_attr_names__generation(names);
+}
+
+static bool used(void *ctx, uint64_t id, uint64_t *hint)
+{
+	(void)ctx;
+	return ktel_attr_names__cgroup_used(names, id, hint);
+}
+
 /* One pull of s: what the daemon's pull_accumulator() does for it. */
 static int pull(struct side *s, bool attributed, int r)
 {
@@ -288,6 +300,8 @@ int main(int argc, char **argv)
 		.sticky_windows = 10,
 		.churn_per_hour = 80,
 		.resolve = resolve,
+		.generation = generation,
+		.used = used,
 	};
 	struct ktel_attr_names_opts no = {0};
 	struct ktel_err err = {0};
