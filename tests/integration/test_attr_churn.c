@@ -466,19 +466,21 @@ static uint64_t block_runs_skipped(void)
  * block_io_latency, not only the test's reads): program runs the kernel
  * skipped; map writes the programs needed and the kernel refused (a failed
  * accumulator insert loses its event); completions whose start entry was
- * missing; the events the fold took in and handed on; the JSON sink's
- * dropped records.
+ * missing; durations dropped because the clock ran backwards; the events
+ * the fold took in and handed on; the JSON sink's dropped records.
  */
 static void print_where(void)
 {
 	printf("  where reads could go: program runs skipped %llu, map writes refused %llu, "
-	       "completions without a start %llu; fold events in %llu, out %llu; "
+	       "completions without a start %llu, durations that ran backwards %llu; fold events in %llu, out %llu; "
 	       "file sink records dropped %llu\n",
 	       (unsigned long long)block_runs_skipped(),
 	       (unsigned long long)self_total("ktel_map_write_failures", "plugin",
 					      "block_io_latency", NULL),
 	       (unsigned long long)self_total("ktel_unpaired_events", "plugin", "block_io_latency",
 					      NULL),
+	       (unsigned long long)self_total("ktel_invalid_durations", "plugin",
+					      "block_io_latency", NULL),
 	       (unsigned long long)self_total("ktel_attr_events", "metric", "block_io_latency",
 					      "in"),
 	       (unsigned long long)self_total("ktel_attr_events", "metric", "block_io_latency",
