@@ -68,6 +68,23 @@ __u64 ktel_map_write_failures = 0;
 __u64 ktel_unpaired_events = 0;
 
 /*
+ * An audit build (cmake -DKTEL_BPF_AUDIT=ON, never the default: an atomic
+ * add on one shared counter per event costs more than the rest of a
+ * program) counts every event the accumulator macros recorded, exported as
+ * ktel_events_counted: against the events the daemon's pulls took from the
+ * maps it says whether a short sum lost its events in the kernel or in the
+ * daemon. Without it the macro is empty and the object has no counter.
+ */
+#ifdef KTEL_BPF_AUDIT
+__u64 ktel_events_counted = 0;
+#define ktel_audit_counted() __sync_fetch_and_add(&ktel_events_counted, 1)
+#else
+#define ktel_audit_counted() \
+	do {                 \
+	} while (0)
+#endif
+
+/*
  * Keep a type in the object's BTF even when no map or function refers to it,
  * so the daemon can name it in a descriptor (for example the enum that labels
  * a dimension whose key member is a plain u32). libbpf skips the section.
@@ -355,8 +372,10 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 		__u32 __ktel_b = (bucket);                                                    \
 		struct accumulator_value                                                      \
 			*__ktel_acc = ktel_get_or_create(map, key, struct accumulator_value); \
-		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS)                       \
+		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {                     \
 			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1);              \
+			ktel_audit_counted();                                                 \
+		}                                                                             \
 	})
 
 /*
@@ -377,6 +396,7 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 			if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {                \
 				__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1);         \
 				__sync_fetch_and_add(&__ktel_acc->sum, __ktel_val);              \
+				ktel_audit_counted();                                            \
 			}                                                                        \
 		}                                                                                \
 	})

@@ -25,10 +25,10 @@
 #define SELF_PER_METRIC 8
 #define SELF_ATTR_NAMING 5
 #define SELF_PER_PROG 4
-#define SELF_PER_PLUGIN 3
+#define SELF_PER_PLUGIN 4
 /* self_prev's slots per plugin: invalid durations, map write failures,
- * unpaired events. */
-#define SELF_PREV_PER_PLUGIN 3
+ * unpaired events, events counted (audit builds). */
+#define SELF_PREV_PER_PLUGIN 4
 /* self_prev's slots per program: recursion misses, run time, runs. */
 #define SELF_PREV_PER_PROG 3
 
@@ -69,7 +69,7 @@ static bool plugin_in_use(const struct ktel_loaded_plugin *lp)
 
 /*
  * lp's self-telemetry memory: SELF_PREV_PER_PLUGIN slots (the invalid
- * durations, map write failures, unpaired events), then
+ * durations, map write failures, unpaired events, events counted), then
  * SELF_PREV_PER_PROG slots per program (recursion misses, run time, runs),
  * as of the previous self-telemetry. NULL on ENOMEM (the plugin's records
  * are left out).
@@ -275,8 +275,9 @@ static size_t self_metric_records(const struct daemon_plugins *p, const struct k
  * bpf_telemetry.h: durations dropped because the clock went backwards
  * (ktel_invalid_durations), map writes the kernel refused
  * (ktel_map_write_failures) and end events without a recorded start
- * (ktel_unpaired_events). The last two where the object has them (one
- * built before them has not).
+ * (ktel_unpaired_events); in an audit build (KTEL_BPF_AUDIT) the events
+ * the accumulator macros recorded (ktel_events_counted). Each where the
+ * object has it (one built before them has not).
  */
 static size_t self_plugin_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
 				  struct ktel_record *out, size_t max)
@@ -288,9 +289,10 @@ static size_t self_plugin_records(const struct daemon_plugins *p, const struct k
 		struct ktel_bpf_plugin *bp = lp->bpf;
 		static const char *const names[SELF_PREV_PER_PLUGIN] = {"ktel_invalid_durations",
 									"ktel_map_write_failures",
-									"ktel_unpaired_events"};
+									"ktel_unpaired_events",
+									"ktel_events_counted"};
 		static const char *const units[SELF_PREV_PER_PLUGIN] = {"events", "writes",
-									"events"};
+									"events", "events"};
 		uint64_t *prev = self_prev(lp), cur;
 
 		if (!bp || !bp->obj || bp->unsupported || !prev || n + SELF_PER_PLUGIN > max ||

@@ -24,6 +24,7 @@ static const struct {
 	{"ktel_invalid_durations", "plugin"},
 	{"ktel_map_write_failures", "plugin"},
 	{"ktel_unpaired_events", "plugin"},
+	{"ktel_events_counted", "plugin"},
 };
 
 static bool routed(const char *const *names, size_t n, const char *sink)

@@ -467,12 +467,16 @@ static uint64_t block_runs_skipped(void)
  * skipped; map writes the programs needed and the kernel refused (a failed
  * accumulator insert loses its event); completions whose start entry was
  * missing; durations dropped because the clock ran backwards; the events
- * the fold took in and handed on; the JSON sink's dropped records.
+ * the fold took in and handed on; the JSON sink's dropped records. In an
+ * audit build (KTEL_BPF_AUDIT) the events the programs counted: more than
+ * the fold took in says the daemon's pulls lost them, as many says the
+ * kernel never counted them.
  */
 static void print_where(void)
 {
 	printf("  where reads could go: program runs skipped %llu, map writes refused %llu, "
-	       "completions without a start %llu, durations that ran backwards %llu; fold events in %llu, out %llu; "
+	       "completions without a start %llu, durations that ran backwards %llu; events the "
+	       "programs counted %llu (audit builds only, KTEL_BPF_AUDIT); fold events in %llu, out %llu; "
 	       "file sink records dropped %llu\n",
 	       (unsigned long long)block_runs_skipped(),
 	       (unsigned long long)self_total("ktel_map_write_failures", "plugin",
@@ -481,6 +485,8 @@ static void print_where(void)
 					      NULL),
 	       (unsigned long long)self_total("ktel_invalid_durations", "plugin",
 					      "block_io_latency", NULL),
+	       (unsigned long long)self_total("ktel_events_counted", "plugin", "block_io_latency",
+					      NULL),
 	       (unsigned long long)self_total("ktel_attr_events", "metric", "block_io_latency",
 					      "in"),
 	       (unsigned long long)self_total("ktel_attr_events", "metric", "block_io_latency",
