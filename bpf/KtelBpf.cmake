@@ -41,6 +41,10 @@ function(ktel_bpf_object out_var src)
   foreach(dir ${B_INCLUDES} ${KTEL_BPF_INCLUDE_DIRS})
     list(APPEND incs -I${dir})
   endforeach()
+  # An audit build counts every recorded event (bpf_telemetry.h).
+  if(KTEL_BPF_AUDIT)
+    list(APPEND incs -DKTEL_BPF_AUDIT)
+  endif()
   # -MT: the depfile must name the command's OUTPUT (the stripped object),
   # not clang's -o file, or a changed header (bpf_telemetry.h) rebuilds
   # nothing.

@@ -48,6 +48,43 @@ struct accumulator_value_sum {
 __u64 ktel_invalid_durations = 0;
 
 /*
+ * Map writes an event needed that the kernel refused: an insert or update
+ * (of a start entry, an accumulator key or the overflow key) or a delete.
+ * The kernel's hash-map bucket locks give up under contention or nesting
+ * instead of spinning, and an LRU map may find no free entry, so a write
+ * can fail where nothing is full. An event whose accumulator could not be
+ * made is lost; a failed start or delete may cost nothing (the start is
+ * written again later, a stale entry is overwritten). Exported by the
+ * daemon as self-telemetry (ktel_map_write_failures), so a total that
+ * comes out short says whether the kernel side lost events.
+ */
+__u64 ktel_map_write_failures = 0;
+
+/*
+ * End events whose start the program had not recorded (begun before the
+ * attach, or their start entry was evicted or never written): no duration,
+ * counted here and exported as ktel_unpaired_events.
+ */
+__u64 ktel_unpaired_events = 0;
+
+/*
+ * An audit build (cmake -DKTEL_BPF_AUDIT=ON, never the default: an atomic
+ * add on one shared counter per event costs more than the rest of a
+ * program) counts every event the accumulator macros recorded, exported as
+ * ktel_events_counted: against the events the daemon's pulls took from the
+ * maps it says whether a short sum lost its events in the kernel or in the
+ * daemon. Without it the macro is empty and the object has no counter.
+ */
+#ifdef KTEL_BPF_AUDIT
+__u64 ktel_events_counted = 0;
+#define ktel_audit_counted() __sync_fetch_and_add(&ktel_events_counted, 1)
+#else
+#define ktel_audit_counted() \
+	do {                 \
+	} while (0)
+#endif
+
+/*
  * Keep a type in the object's BTF even when no map or function refers to it,
  * so the daemon can name it in a descriptor (for example the enum that labels
  * a dimension whose key member is a plain u32). libbpf skips the section.
@@ -312,7 +349,9 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 
 /*
  * Return the histogram for key, creating a zeroed one when missing. Works for
- * any value type whose first member is the bucket array.
+ * any value type whose first member is the bucket array. NULL when the map
+ * refused the insert: the caller's event is lost, counted in
+ * ktel_map_write_failures.
  */
 #define ktel_get_or_create(map, key, value_type)                                       \
 	({                                                                             \
@@ -321,6 +360,8 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 			value_type __ktel_zero = {};                                   \
 			bpf_map_update_elem(&(map), (key), &__ktel_zero, BPF_NOEXIST); \
 			__ktel_v = bpf_map_lookup_elem(&(map), (key));                 \
+			if (!__ktel_v)                                                 \
+				__sync_fetch_and_add(&ktel_map_write_failures, 1);     \
 		}                                                                      \
 		__ktel_v;                                                              \
 	})
@@ -331,8 +372,10 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 		__u32 __ktel_b = (bucket);                                                    \
 		struct accumulator_value                                                      \
 			*__ktel_acc = ktel_get_or_create(map, key, struct accumulator_value); \
-		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS)                       \
+		if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {                     \
 			__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1);              \
+			ktel_audit_counted();                                                 \
+		}                                                                             \
 	})
 
 /*
@@ -353,6 +396,7 @@ static __always_inline __u32 ktel_duration_bucket(__u64 begin, __u64 end)
 			if (__ktel_acc && __ktel_b < BPF_TELEMETRY_NUM_BUCKETS) {                \
 				__sync_fetch_and_add(&__ktel_acc->buckets[__ktel_b], 1);         \
 				__sync_fetch_and_add(&__ktel_acc->sum, __ktel_val);              \
+				ktel_audit_counted();                                            \
 			}                                                                        \
 		}                                                                                \
 	})

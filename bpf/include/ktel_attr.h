@@ -363,6 +363,7 @@ static __always_inline __u64 ktel_attr_uid_of_btf(struct task_struct *task)
 			if (__ktel_attr_acc && __ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {        \
 				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1); \
 				__sync_fetch_and_add(&__ktel_attr_acc->sum, __ktel_attr_val);      \
+				ktel_audit_counted();                                              \
 			}                                                                          \
 		}                                                                                  \
 	})
@@ -375,8 +376,10 @@ static __always_inline __u64 ktel_attr_uid_of_btf(struct task_struct *task)
 		if (__ktel_attr_b < BPF_TELEMETRY_NUM_BUCKETS) {                                   \
 			__ktel_attr_acc = KTEL_ATTR_GET_OR_CREATE(map, key,                        \
 								  struct accumulator_value);       \
-			if (__ktel_attr_acc)                                                       \
+			if (__ktel_attr_acc) {                                                     \
 				__sync_fetch_and_add(&__ktel_attr_acc->buckets[__ktel_attr_b], 1); \
+				ktel_audit_counted();                                              \
+			}                                                                          \
 		}                                                                                  \
 	})
 

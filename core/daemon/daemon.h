@@ -83,6 +83,7 @@ struct ktel_metric {
 	uint64_t attr_sweep_ns, attr_ids_released;
 	/* Self-telemetry's previous fold counts (daemon_self.c). */
 	uint64_t self_folded_kernel, self_folded_user, self_keys_deleted;
+	uint64_t self_events_in, self_events_out;
 };
 
 /* One plugin file, loaded into the kernel (or found unsupported). */

@@ -22,10 +22,13 @@
 
 /* ---- self-telemetry -------------------------------------------------------- */
 
-#define SELF_PER_METRIC 6
+#define SELF_PER_METRIC 8
 #define SELF_ATTR_NAMING 5
 #define SELF_PER_PROG 4
-#define SELF_PER_PLUGIN 1
+#define SELF_PER_PLUGIN 4
+/* self_prev's slots per plugin: invalid durations, map write failures,
+ * unpaired events, events counted (audit builds). */
+#define SELF_PREV_PER_PLUGIN 4
 /* self_prev's slots per program: recursion misses, run time, runs. */
 #define SELF_PREV_PER_PROG 3
 
@@ -65,14 +68,15 @@ static bool plugin_in_use(const struct ktel_loaded_plugin *lp)
 }
 
 /*
- * lp's self-telemetry memory: slot 0 the invalid durations, then
+ * lp's self-telemetry memory: SELF_PREV_PER_PLUGIN slots (the invalid
+ * durations, map write failures, unpaired events, events counted), then
  * SELF_PREV_PER_PROG slots per program (recursion misses, run time, runs),
  * as of the previous self-telemetry. NULL on ENOMEM (the plugin's records
  * are left out).
  */
 static uint64_t *self_prev(struct ktel_loaded_plugin *lp)
 {
-	size_t n = 1 + SELF_PREV_PER_PROG * (lp->bpf ? lp->bpf->n_progs : 0);
+	size_t n = SELF_PREV_PER_PLUGIN + SELF_PREV_PER_PROG * (lp->bpf ? lp->bpf->n_progs : 0);
 
 	if (!lp->self_prev) {
 		lp->self_prev = calloc(n, sizeof(*lp->self_prev));
@@ -118,7 +122,8 @@ static size_t self_prog_records(const struct daemon_self *s, const struct ktel_r
 
 		for (size_t j = 0; bp && j < bp->n_progs; j++, idx++) {
 			const struct ktel_bpf_prog *bpr = &bp->progs[j];
-			uint64_t *pp = prev ? prev + 1 + SELF_PREV_PER_PROG * j : NULL;
+			uint64_t *pp = prev ? prev + SELF_PREV_PER_PLUGIN + SELF_PREV_PER_PROG * j
+					    : NULL;
 			struct ktel_bpf_prog_stats st;
 
 			if (!in_use || !pp || !bpr->attached || n + SELF_PER_PROG > max ||
@@ -148,8 +153,9 @@ static size_t self_prog_records(const struct daemon_self *s, const struct ktel_r
 /*
  * An attributed metric's events folded into "other" (attr_fold.h), by stage:
  * "kernel" past the map's bound of attributed keys, "user" past the top K;
- * and the kernel keys its ageing deleted (those of released cgroups).
- * Three records, or none for a metric that does not attribute.
+ * the kernel keys its ageing deleted (those of released cgroups); and the
+ * events the fold took in and handed on (ktel_attr_events by stage "in",
+ * "out"). Five records, or none for a metric that does not attribute.
  */
 static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record *tmpl, int64_t idx,
 				struct ktel_record *out)
@@ -175,7 +181,22 @@ static size_t self_attr_records(struct ktel_metric *m, const struct ktel_record 
 	self_rec(&out[2], tmpl, "ktel_attr_keys_deleted", "metric", idx, m->md->name);
 	out[2].unit = "keys";
 	self_counter(&out[2], m->attr_keys_deleted, &m->self_keys_deleted);
-	return 3;
+	/* What the fold took in and handed on: equal while every event of
+	 * the windows reaches the sinks. */
+	cur[0] = st.events_in;
+	cur[1] = st.events_out;
+	prev[0] = &m->self_events_in;
+	prev[1] = &m->self_events_out;
+	for (size_t i = 0; i < 2; i++) {
+		self_rec(&out[3 + i], tmpl, "ktel_attr_events", "metric", idx, m->md->name);
+		out[3 + i].n_dims = 2;
+		out[3 + i].dims[1] = (struct ktel_dim){.name = "stage",
+						       .value = (int64_t)i,
+						       .label = i ? "out" : "in"};
+		out[3 + i].unit = "events";
+		self_counter(&out[3 + i], cur[i], prev[i]);
+	}
+	return 5;
 }
 
 /* A naming counter of attribution: name{dim=label}. */
@@ -250,8 +271,13 @@ static size_t self_metric_records(const struct daemon_plugins *p, const struct k
 }
 
 /*
- * Per loaded plugin: durations its programs dropped because the clock went
- * backwards (ktel_invalid_durations in bpf_telemetry.h), a counter.
+ * Per loaded plugin, counters of its programs' running totals in
+ * bpf_telemetry.h: durations dropped because the clock went backwards
+ * (ktel_invalid_durations), map writes the kernel refused
+ * (ktel_map_write_failures) and end events without a recorded start
+ * (ktel_unpaired_events); in an audit build (KTEL_BPF_AUDIT) the events
+ * the accumulator macros recorded (ktel_events_counted). Each where the
+ * object has it (one built before them has not).
  */
 static size_t self_plugin_records(const struct daemon_plugins *p, const struct ktel_record *tmpl,
 				  struct ktel_record *out, size_t max)
@@ -261,16 +287,25 @@ static size_t self_plugin_records(const struct daemon_plugins *p, const struct k
 
 	for (size_t i = 0; (lp = daemon_plugins__at(p, i)); i++) {
 		struct ktel_bpf_plugin *bp = lp->bpf;
-		uint64_t invalid, *prev = self_prev(lp);
+		static const char *const names[SELF_PREV_PER_PLUGIN] = {"ktel_invalid_durations",
+									"ktel_map_write_failures",
+									"ktel_unpaired_events",
+									"ktel_events_counted"};
+		static const char *const units[SELF_PREV_PER_PLUGIN] = {"events", "writes",
+									"events", "events"};
+		uint64_t *prev = self_prev(lp), cur;
 
 		if (!bp || !bp->obj || bp->unsupported || !prev || n + SELF_PER_PLUGIN > max ||
-		    !plugin_in_use(lp) ||
-		    ktel_bpf_global_u64(bp->obj, "ktel_invalid_durations", &invalid) != 0)
+		    !plugin_in_use(lp))
 			continue;
-		self_rec(&out[n], tmpl, "ktel_invalid_durations", "plugin", (int64_t)i,
-			 bp->plugin->desc.name);
-		out[n].unit = "events";
-		self_counter(&out[n++], invalid, &prev[0]);
+		for (size_t k = 0; k < SELF_PREV_PER_PLUGIN; k++) {
+			if (ktel_bpf_global_u64(bp->obj, names[k], &cur) != 0)
+				continue;
+			self_rec(&out[n], tmpl, names[k], "plugin", (int64_t)i,
+				 bp->plugin->desc.name);
+			out[n].unit = units[k];
+			self_counter(&out[n++], cur, &prev[k]);
+		}
 	}
 	return n;
 }

@@ -22,6 +22,9 @@ static const struct {
 	{"ktel_prog_*", "program"},
 	{"ktel_pull_*", "metric"},
 	{"ktel_invalid_durations", "plugin"},
+	{"ktel_map_write_failures", "plugin"},
+	{"ktel_unpaired_events", "plugin"},
+	{"ktel_events_counted", "plugin"},
 };
 
 static bool routed(const char *const *names, size_t n, const char *sink)

@@ -802,6 +802,10 @@ static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool 
 		f->win_history = true;
 	} else {
 		ev = value_add_record(&cell->delta, r);
+		if (r->type == KTEL_RECORD_HISTOGRAM)
+			f->st.events_in += ev;
+		else if (r->type == KTEL_RECORD_COUNTER)
+			f->st.events_in += r->counter.delta;
 		/* What the window's end counts for a name not admitted:
 		 * its cell's events (cell_events). */
 		if (direct)
@@ -1096,6 +1100,20 @@ static void make_record(const struct ktel_attr_fold *f, const struct series *s,
 	}
 }
 
+/* Events of a series' delta in the window (events_out): bucket counts of
+ * a histogram, a counter's delta; none for gauges. */
+static uint64_t series_events(const struct series *s)
+{
+	uint64_t n = 0;
+
+	if (s->rest->type == KTEL_RECORD_HISTOGRAM)
+		for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++)
+			n += s->delta.hist.counts[k];
+	else if (s->rest->type == KTEL_RECORD_COUNTER)
+		n = s->delta.counter;
+	return n;
+}
+
 /* Forget names neither admitted nor seen in the last W windows. */
 static void age_names(struct ktel_attr_fold *f)
 {
@@ -1190,6 +1208,7 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 			continue;
 		} else {
 			make_record(f, s, &f->out[n_out++]);
+			f->st.events_out += series_events(s);
 			if (s->name)
 				values += !s->name->emitted;
 			if (s->name)

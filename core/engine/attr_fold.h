@@ -81,9 +81,16 @@ struct ktel_attr_fold_stats {
 	uint64_t evictions;     /* admitted names dropped for inactivity or release */
 	uint64_t released;      /* names released (no live id carries them) */
 	uint64_t ended;         /* series ended (records with series_end) */
-	uint32_t admitted;      /* names admitted now */
-	uint32_t tracked;       /* names the fold keeps (admitted or recent) */
-	uint32_t values_last;   /* attribution values of the last window */
+	/* Events (histogram counts, counter deltas) of the windows' records
+	 * the fold took in, and of the records it handed on without
+	 * series_end (those a sink writing deltas writes): equal unless a
+	 * window failed (out of memory) or an ending record carried a
+	 * delta, which is the first thing to compare when a sum comes out
+	 * short. */
+	uint64_t events_in, events_out;
+	uint32_t admitted;    /* names admitted now */
+	uint32_t tracked;     /* names the fold keeps (admitted or recent) */
+	uint32_t values_last; /* attribution values of the last window */
 };
 
 struct ktel_attr_fold;

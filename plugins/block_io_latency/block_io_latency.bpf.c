@@ -82,7 +82,8 @@ static __always_inline void block_note_submitter(__u64 rq)
 {
 	struct block_start st = {.attr = ktel_attr_of_current(block_io_latency_map)};
 
-	bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY);
+	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
+		__sync_fetch_and_add(&ktel_map_write_failures, 1);
 }
 
 static __always_inline __u32 block_op_of(unsigned int cmd_flags)
@@ -134,7 +135,8 @@ int block_issue(__u64 *ctx)
 		/* Neither block_io_start nor block_rq_insert saw it. */
 		st.attr = ktel_attr_of_current(block_io_latency_map);
 	}
-	bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY);
+	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
+		__sync_fetch_and_add(&ktel_map_write_failures, 1);
 	return 0;
 }
 
@@ -169,16 +171,23 @@ int block_complete(__u64 *ctx)
 	__u64 ns, now, us;
 
 	st = bpf_map_lookup_elem(&block_start_map, &rq_key);
-	if (!st)
+	if (!st) {
+		__sync_fetch_and_add(&ktel_unpaired_events, 1);
 		return 0;
+	}
 	ns = st->ns;
 	key.attr = st->attr;
 	now = bpf_ktime_get_ns();
-	bpf_map_delete_elem(&block_start_map, &rq_key);
+	/* A delete the map refused leaves a stale entry, which the request's
+	 * next submit overwrites: counted, nothing lost. */
+	if (bpf_map_delete_elem(&block_start_map, &rq_key))
+		__sync_fetch_and_add(&ktel_map_write_failures, 1);
 	/* Submitted, completed without an issue seen (ended with an error
 	 * before it reached the driver): no latency of ours. */
-	if (!ns)
+	if (!ns) {
+		__sync_fetch_and_add(&ktel_unpaired_events, 1);
 		return 0;
+	}
 	us = ktel_duration_us(ns, now);
 	if (us == BPF_TELEMETRY_INVALID_DURATION)
 		return 0;
