@@ -38,6 +38,7 @@
 #include <bpf/libbpf.h>
 
 #include "ktel_test.h"
+#include "bpf_rodata.h"
 
 #define NUM_BUCKETS 32
 #define OVERFLOW_ID UINT64_MAX
@@ -65,54 +66,6 @@ struct stress {
 
 /* ---- the object ----------------------------------------------------------- */
 
-/* Set the .rodata variable name of obj (4 or 8 bytes) to value, before load. */
-static void set_rodata(struct bpf_object *obj, const char *name, uint64_t value)
-{
-	struct bpf_map *rodata = NULL, *m;
-	const struct btf_var_secinfo *vs;
-	const struct btf_type *sec;
-	struct btf *btf = bpf_object__btf(obj);
-	const void *init;
-	unsigned char *data;
-	size_t size;
-	int id;
-
-	bpf_object__for_each_map(m, obj)
-		if (strstr(bpf_map__name(m), ".rodata"))
-			rodata = m;
-	assert_non_null(rodata);
-	assert_non_null(btf);
-	init = bpf_map__initial_value(rodata, &size);
-	assert_non_null(init);
-	data = malloc(size);
-	assert_non_null(data);
-	memcpy(data, init, size);
-	id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
-	assert_true(id > 0);
-	sec = btf__type_by_id(btf, (uint32_t)id);
-	vs = btf_var_secinfos(sec);
-	for (int i = 0; i < btf_vlen(sec); i++, vs++) {
-		const struct btf_type *var = btf__type_by_id(btf, vs->type);
-
-		if (strcmp(btf__name_by_offset(btf, var->name_off), name))
-			continue;
-		assert_true(vs->offset + vs->size <= size);
-		if (vs->size == 4) {
-			uint32_t v = (uint32_t)value;
-
-			memcpy(data + vs->offset, &v, 4);
-		} else {
-			assert_int_equal(vs->size, 8);
-			memcpy(data + vs->offset, &value, 8);
-		}
-		assert_int_equal(bpf_map__set_initial_value(rodata, data, size), 0);
-		free(data);
-		return;
-	}
-	free(data);
-	fail_msg("no %s in .rodata", name);
-}
-
 /* Load the object with stress_map of entries entries and the given limit,
  * attribution by cgroup (any value but none: the ids are the test's). */
 static void stress_open(struct stress *s, uint32_t entries, uint64_t limit, uint64_t rests)
@@ -132,8 +85,8 @@ static void stress_open(struct stress *s, uint32_t entries, uint64_t limit, uint
 	assert_int_equal(bpf_map__set_max_entries(map, entries), 0);
 	assert_int_equal(bpf_map__set_map_flags(used, bpf_map__map_flags(used) | BPF_F_MMAPABLE),
 			 0);
-	set_rodata(s->obj, "stress_map_attr_by", 1);
-	set_rodata(s->obj, "stress_map_attr_limit", limit);
+	ktel_test_set_rodata(s->obj, "stress_map_attr_by", 1);
+	ktel_test_set_rodata(s->obj, "stress_map_attr_limit", limit);
 	assert_int_equal(bpf_object__load(s->obj), 0);
 	prog = bpf_object__find_program_by_name(s->obj, "stress_events");
 	assert_non_null(prog);

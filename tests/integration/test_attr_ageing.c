@@ -35,6 +35,7 @@
 
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "loop_device.h"
 
 #define BLOCK 4096
 #define N_GONE 3
@@ -43,8 +44,7 @@
 
 static struct sandbox sb;
 static pid_t daemon_pid = -1, keeper = -1;
-static char loop_dev[64], loop_name[32];
-static unsigned loop_major, loop_minor;
+static struct ktel_test_loop loop;
 
 static int teardown(void **state)
 {
@@ -59,37 +59,19 @@ static int teardown(void **state)
 		waitpid(daemon_pid, NULL, 0);
 		daemon_pid = -1;
 	}
-	if (loop_dev[0])
-		(void)ktel_test_run("losetup -d %s", loop_dev);
-	loop_dev[0] = '\0';
+	ktel_test_loop_detach(&loop);
 	sandbox_cleanup(&sb);
 	return 0;
 }
 
 static void setup(const char *name, const char *by)
 {
-	char out[700], *text;
-	struct stat st;
 	FILE *f;
 
 	sandbox_init(&sb, name);
-	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
-	assert_int_equal(ktel_test_run("truncate -s 4M %s/disk.img && losetup --show -f "
-				       "%s/disk.img > %s",
-				       sb.dir, sb.dir, out),
-			 0);
-	text = ktel_test_slurp(out);
-	assert_non_null(text);
-	text[strcspn(text, "\n")] = '\0';
-	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
-	free(text);
-	snprintf(loop_name, sizeof(loop_name), "%s", strrchr(loop_dev, '/') + 1);
-	assert_int_equal(stat(loop_dev, &st), 0);
-	loop_major = major(st.st_rdev);
-	loop_minor = minor(st.st_rdev);
-	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
+	ktel_test_loop_attach(&loop, sb.dir, 4);
 	/* The test's own device: the children under other uids read it too. */
-	assert_int_equal(chmod(loop_dev, 0666), 0);
+	assert_int_equal(chmod(loop.dev, 0666), 0);
 	f = fopen(sb.config, "w");
 	assert_non_null(f);
 	fprintf(f,
@@ -114,7 +96,7 @@ static void setup(const char *name, const char *by)
 static void do_reads(int reads)
 {
 	void *buf;
-	int fd = open(loop_dev, O_RDONLY | O_DIRECT);
+	int fd = open(loop.dev, O_RDONLY | O_DIRECT);
 
 	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
 		_exit(11);
@@ -172,7 +154,7 @@ static size_t keys_of(uint64_t want, bool top_half)
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (key.major == loop_major && key.minor == loop_minor &&
+		if (key.major == loop.major && key.minor == loop.minor &&
 		    (top_half ? key.attr >> 32 : key.attr) == want)
 			n++;
 	}
@@ -196,7 +178,7 @@ static uint64_t reads_of(const char *dim, const char *name)
 		const char *op = json_string_value(json_object_get(dims, "operation"));
 		const char *v = json_string_value(json_object_get(dims, dim));
 
-		if (dev && strcmp(dev, loop_name) == 0 && op && strcmp(op, "read") == 0 && v &&
+		if (dev && strcmp(dev, loop.name) == 0 && op && strcmp(op, "read") == 0 && v &&
 		    strcmp(v, name) == 0)
 			n += (uint64_t)json_integer_value(
 				json_object_get(json_object_get(rec, "histogram"), "count"));

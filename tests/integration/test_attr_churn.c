@@ -66,6 +66,7 @@
 #include "attr_names.h"
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "loop_device.h"
 #include "prom_server.h"
 
 #define BLOCK 4096
@@ -81,8 +82,8 @@ static unsigned N_CHURN = N_CHURN_DEFAULT;
 
 static struct sandbox sb;
 static pid_t daemon_pid = -1, prom_pid = -1;
-static char loop_dev[64], loop_name[32], cg_base[600];
-static unsigned loop_major, loop_minor;
+static struct ktel_test_loop loop;
+static char cg_base[600];
 
 static int teardown(void **state)
 {
@@ -97,9 +98,7 @@ static int teardown(void **state)
 		waitpid(prom_pid, NULL, 0);
 		prom_pid = -1;
 	}
-	if (loop_dev[0])
-		(void)ktel_test_run("losetup -d %s", loop_dev);
-	loop_dev[0] = '\0';
+	ktel_test_loop_detach(&loop);
 	if (cg_base[0])
 		(void)ktel_test_run("find %s -mindepth 1 -depth -type d -exec rmdir {} + "
 				    "2>/dev/null; rmdir %s",
@@ -109,35 +108,13 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void setup_loop(void)
-{
-	char out[700], *text;
-	struct stat st;
-
-	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
-	assert_int_equal(ktel_test_run("truncate -s 16M %s/disk.img && losetup --show -f "
-				       "%s/disk.img > %s",
-				       sb.dir, sb.dir, out),
-			 0);
-	text = ktel_test_slurp(out);
-	assert_non_null(text);
-	text[strcspn(text, "\n")] = '\0';
-	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
-	free(text);
-	snprintf(loop_name, sizeof(loop_name), "%s", strrchr(loop_dev, '/') + 1);
-	assert_int_equal(stat(loop_dev, &st), 0);
-	loop_major = major(st.st_rdev);
-	loop_minor = minor(st.st_rdev);
-	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
-}
-
 /* Completed reads of the loop device, its own count. */
 static uint64_t loop_reads(void)
 {
 	char path[128], *text;
 	uint64_t n;
 
-	snprintf(path, sizeof(path), "/sys/block/%s/stat", loop_name);
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", loop.name);
 	text = ktel_test_slurp(path);
 	assert_non_null(text);
 	n = strtoull(text, NULL, 10);
@@ -159,7 +136,7 @@ static void reader(const char *path, int reads)
 	f = fopen(procs, "w");
 	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
 		_exit(10);
-	fd = open(loop_dev, O_RDONLY | O_DIRECT);
+	fd = open(loop.dev, O_RDONLY | O_DIRECT);
 	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
 		_exit(11);
 	for (int i = 0; i < reads; i++)
@@ -306,7 +283,7 @@ static struct usage usage_now(void)
 		key = next;
 		prev = &key;
 		u.all++;
-		u.keys += key.major == loop_major && key.minor == loop_minor &&
+		u.keys += key.major == loop.major && key.minor == loop.minor &&
 			  key.attr < UINT64_MAX - 1;
 	}
 	close(fd);
@@ -361,18 +338,18 @@ static void read_windows(struct windows *w)
 		dims = json_object_get(rec, "dims");
 		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
 			   "block_io_latency") == 0 &&
-		    json_integer_value(json_object_get(dims, "major")) == loop_major &&
-		    json_integer_value(json_object_get(dims, "minor")) == loop_minor &&
-		    strcmp(json_string_value(json_object_get(dims, "device")) ?: "", loop_name) &&
+		    json_integer_value(json_object_get(dims, "major")) == loop.major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop.minor &&
+		    strcmp(json_string_value(json_object_get(dims, "device")) ?: "", loop.name) &&
 		    strcmp(json_string_value(json_object_get(dims, "operation")) ?: "", "read") ==
 			    0)
 			w->unnamed += (uint64_t)json_integer_value(
 				json_object_get(json_object_get(rec, "histogram"), "count"));
 		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
 			   "block_io_latency") != 0 ||
-		    json_integer_value(json_object_get(dims, "minor")) != loop_minor ||
+		    json_integer_value(json_object_get(dims, "minor")) != loop.minor ||
 		    !json_object_get(dims, "device") ||
-		    strcmp(json_string_value(json_object_get(dims, "device")) ?: "", loop_name)) {
+		    strcmp(json_string_value(json_object_get(dims, "device")) ?: "", loop.name)) {
 			json_decref(rec);
 			continue;
 		}
@@ -419,7 +396,7 @@ static double prom_max_values(unsigned web, bool scraped, const char *range)
 	snprintf(q, sizeof(q),
 		 "max_over_time((count(ktel_block_io_latency_seconds_count{minor=\"%u\","
 		 "operation=\"read\",job%s\"ktel\"}))[%s:1s])",
-		 loop_minor, scraped ? "=" : "!=", range);
+		 loop.minor, scraped ? "=" : "!=", range);
 	return prom_query_value(&sb, web, q);
 }
 
@@ -529,7 +506,7 @@ static void test_churn(void **state)
 	if (getenv("KTEL_CHURN_N") && atoi(getenv("KTEL_CHURN_N")) >= N_WARM + 100)
 		N_CHURN = (unsigned)atoi(getenv("KTEL_CHURN_N"));
 	sandbox_init(&sb, "attr-churn");
-	setup_loop();
+	ktel_test_loop_attach(&loop, sb.dir, 16);
 	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
 	snprintf(cg_base, sizeof(cg_base), "%s/ktel-churn-%d", mount, getpid());
 	assert_int_equal(mkdir(cg_base, 0755), 0);

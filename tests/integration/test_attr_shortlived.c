@@ -43,6 +43,7 @@
 #include "attr_names.h"
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "loop_device.h"
 
 #define BLOCK 4096
 #define N_SHORT 8
@@ -50,8 +51,8 @@
 
 static struct sandbox sb;
 static pid_t daemon_pid = -1;
-static char loop_dev[64], loop_name[32], cg_base[600], cg_rel[128];
-static unsigned loop_major, loop_minor;
+static struct ktel_test_loop loop;
+static char cg_base[600], cg_rel[128];
 static uint64_t ids[N_SHORT];
 
 static int teardown(void **state)
@@ -62,9 +63,7 @@ static int teardown(void **state)
 		waitpid(daemon_pid, NULL, 0);
 		daemon_pid = -1;
 	}
-	if (loop_dev[0])
-		(void)ktel_test_run("losetup -d %s", loop_dev);
-	loop_dev[0] = '\0';
+	ktel_test_loop_detach(&loop);
 	if (cg_base[0])
 		(void)ktel_test_run("find %s -mindepth 1 -depth -type d -exec rmdir {} + "
 				    "2>/dev/null; rmdir %s",
@@ -72,28 +71,6 @@ static int teardown(void **state)
 	cg_base[0] = '\0';
 	sandbox_cleanup(&sb);
 	return 0;
-}
-
-static void setup_loop(void)
-{
-	char out[700], *text;
-	struct stat st;
-
-	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
-	assert_int_equal(ktel_test_run("truncate -s 4M %s/disk.img && losetup --show -f "
-				       "%s/disk.img > %s",
-				       sb.dir, sb.dir, out),
-			 0);
-	text = ktel_test_slurp(out);
-	assert_non_null(text);
-	text[strcspn(text, "\n")] = '\0';
-	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
-	free(text);
-	snprintf(loop_name, sizeof(loop_name), "%s", strrchr(loop_dev, '/') + 1);
-	assert_int_equal(stat(loop_dev, &st), 0);
-	loop_major = major(st.st_rdev);
-	loop_minor = minor(st.st_rdev);
-	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
 }
 
 /* In a child: join the cgroup at path, `reads` O_DIRECT reads, exit. */
@@ -108,7 +85,7 @@ static void reader(const char *path, int reads)
 	f = fopen(procs, "w");
 	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
 		_exit(10);
-	fd = open(loop_dev, O_RDONLY | O_DIRECT);
+	fd = open(loop.dev, O_RDONLY | O_DIRECT);
 	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
 		_exit(11);
 	for (int i = 0; i < reads; i++)
@@ -230,7 +207,7 @@ static void read_out(struct reads *r)
 		name = json_string_value(json_object_get(dims, "cgroup"));
 		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "",
 			   "block_io_latency") != 0 ||
-		    !dev || strcmp(dev, loop_name) != 0 || !op || strcmp(op, "read") != 0) {
+		    !dev || strcmp(dev, loop.name) != 0 || !op || strcmp(op, "read") != 0) {
 			json_decref(rec);
 			continue;
 		}
@@ -314,7 +291,7 @@ static void test_shortlived(void **state)
 
 	(void)state;
 	sandbox_init(&sb, "attr-short");
-	setup_loop();
+	ktel_test_loop_attach(&loop, sb.dir, 4);
 	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
 	snprintf(cg_rel, sizeof(cg_rel), "ktel-short-%d", getpid());
 	snprintf(cg_base, sizeof(cg_base), "%s/%s", mount, cg_rel);

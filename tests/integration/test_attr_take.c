@@ -34,6 +34,7 @@
 
 #include "delta.h"
 #include "ktel_test.h"
+#include "bpf_rodata.h"
 #include "map_reader.h"
 #include "metric_pull.h"
 
@@ -65,53 +66,6 @@ struct take {
 	uint64_t n_issued, n_counted;
 	uint64_t deletes; /* deletions the test saw */
 };
-
-/* Set the .rodata variable name of obj (4 or 8 bytes) to value, before load. */
-static void set_rodata(struct bpf_object *obj, const char *name, uint64_t value)
-{
-	struct bpf_map *rodata = NULL, *m;
-	const struct btf_var_secinfo *vs;
-	const struct btf_type *sec;
-	struct btf *btf = bpf_object__btf(obj);
-	const void *init;
-	unsigned char *data;
-	size_t size;
-	int id;
-
-	bpf_object__for_each_map(m, obj)
-		if (strstr(bpf_map__name(m), ".rodata"))
-			rodata = m;
-	assert_non_null(rodata);
-	init = bpf_map__initial_value(rodata, &size);
-	assert_non_null(init);
-	data = malloc(size);
-	assert_non_null(data);
-	memcpy(data, init, size);
-	id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
-	assert_true(id > 0);
-	sec = btf__type_by_id(btf, (uint32_t)id);
-	vs = btf_var_secinfos(sec);
-	for (int i = 0; i < btf_vlen(sec); i++, vs++) {
-		const struct btf_type *var = btf__type_by_id(btf, vs->type);
-
-		if (strcmp(btf__name_by_offset(btf, var->name_off), name))
-			continue;
-		assert_true(vs->offset + vs->size <= size);
-		if (vs->size == 4) {
-			uint32_t v = (uint32_t)value;
-
-			memcpy(data + vs->offset, &v, 4);
-		} else {
-			assert_int_equal(vs->size, 8);
-			memcpy(data + vs->offset, &value, 8);
-		}
-		assert_int_equal(bpf_map__set_initial_value(rodata, data, size), 0);
-		free(data);
-		return;
-	}
-	free(data);
-	fail_msg("no %s in .rodata", name);
-}
 
 static unsigned bucket_of(uint64_t v)
 {
@@ -281,8 +235,8 @@ static void run(struct take *t)
 	assert_int_equal(bpf_map__set_max_entries(map, 16), 0);
 	assert_int_equal(bpf_map__set_map_flags(used, bpf_map__map_flags(used) | BPF_F_MMAPABLE),
 			 0);
-	set_rodata(t->obj, "stress_map_attr_by", 1);
-	set_rodata(t->obj, "stress_map_attr_limit", 8);
+	ktel_test_set_rodata(t->obj, "stress_map_attr_by", 1);
+	ktel_test_set_rodata(t->obj, "stress_map_attr_limit", 8);
 	assert_int_equal(bpf_object__load(t->obj), 0);
 	t->prog_fd = bpf_program__fd(bpf_object__find_program_by_name(t->obj, "stress_events"));
 	t->map_fd = bpf_map__fd(map);

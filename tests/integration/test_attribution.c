@@ -80,6 +80,7 @@
 #include "attr_names.h"
 #include "daemon_harness.h"
 #include "ktel_test.h"
+#include "loop_device.h"
 #include "tracefs_oracle.h"
 
 #define BLOCK 4096
@@ -88,40 +89,11 @@
 
 static struct sandbox sb;
 static pid_t daemon_pid = -1;
-static char plugin_dir[700], img[700], loop_dev[64], cg_base[600];
+static char plugin_dir[700], cg_base[600];
+static struct ktel_test_loop loop;
 static void teardown_memcg(void);
-static unsigned loop_major, loop_minor;
 
 /* ---- the loop device and the cgroups --------------------------------------- */
-
-static void setup_loop(void)
-{
-	char out[700], *text;
-	struct stat st;
-
-	snprintf(img, sizeof(img), "%s/disk.img", sb.dir);
-	snprintf(out, sizeof(out), "%s/losetup.out", sb.dir);
-	assert_int_equal(ktel_test_run("truncate -s %dM %s && losetup --show -f %s > %s", IMG_MB,
-				       img, img, out),
-			 0);
-	text = ktel_test_slurp(out);
-	assert_non_null(text);
-	text[strcspn(text, "\n")] = '\0';
-	snprintf(loop_dev, sizeof(loop_dev), "%s", text);
-	free(text);
-	assert_int_equal(stat(loop_dev, &st), 0);
-	loop_major = major(st.st_rdev);
-	loop_minor = minor(st.st_rdev);
-	/* Let udev's probe of the new device finish before anything counts. */
-	(void)system("udevadm settle -t 5 >/dev/null 2>&1");
-}
-
-static void teardown_loop(void)
-{
-	if (loop_dev[0])
-		(void)ktel_test_run("losetup -d %s", loop_dev);
-	loop_dev[0] = '\0';
-}
 
 static void setup_cgroups(void)
 {
@@ -177,7 +149,7 @@ static void run_worker(const struct worker *w)
 		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
 			_exit(10);
 	}
-	fd = open(loop_dev, O_RDWR | O_DIRECT);
+	fd = open(loop.dev, O_RDWR | O_DIRECT);
 	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
 		_exit(11);
 	memset(buf, 0x5a, BLOCK);
@@ -261,7 +233,7 @@ static int setup(void **state)
 	(void)state;
 	sandbox_init(&sb, "attribution");
 	make_plugin_dir();
-	setup_loop();
+	ktel_test_loop_attach(&loop, sb.dir, IMG_MB);
 	setup_cgroups();
 	return 0;
 }
@@ -274,7 +246,7 @@ static int teardown(void **state)
 		waitpid(daemon_pid, NULL, 0);
 		daemon_pid = -1;
 	}
-	teardown_loop();
+	ktel_test_loop_detach(&loop);
 	teardown_memcg();
 	teardown_cgroups();
 	sandbox_cleanup(&sb);
@@ -344,8 +316,8 @@ static void read_report(const char *dim, struct report *r)
 			r->overflow_kernel += (uint64_t)json_integer_value(
 				json_object_get(rec, "value"));
 		if (strcmp(metric, "block_io_latency") == 0 &&
-		    json_integer_value(json_object_get(dims, "major")) == loop_major &&
-		    json_integer_value(json_object_get(dims, "minor")) == loop_minor) {
+		    json_integer_value(json_object_get(dims, "major")) == loop.major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop.minor) {
 			const char *name = json_string_value(json_object_get(dims, dim));
 			const char *op = json_string_value(json_object_get(dims, "operation"));
 
@@ -406,7 +378,7 @@ static void kernel_buckets(int op, uint64_t out[32], uint64_t *ret_counted)
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (key.major != loop_major || key.minor != loop_minor || key.op != (uint32_t)op ||
+		if (key.major != loop.major || key.minor != loop.minor || key.op != (uint32_t)op ||
 		    bpf_map_lookup_elem(fd, &key, &v))
 			continue;
 		for (int b = 0; b < 32; b++) {
@@ -620,7 +592,7 @@ static int64_t scraped_reads(const char *page, const char *label)
 	const char *line = page;
 
 	snprintf(want, sizeof(want), "cgroup=\"%s\"", label);
-	snprintf(dev, sizeof(dev), "minor=\"%u\"", loop_minor);
+	snprintf(dev, sizeof(dev), "minor=\"%u\"", loop.minor);
 	for (; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		const char *end = strchr(line, '\n') ?: line + strlen(line);
 		char buf[2048];
@@ -701,8 +673,8 @@ static int bound_now(struct bound *b)
 			key = next;
 			prev = &key;
 			b->keys += key.attr != UINT64_MAX;
-			b->loop_keys += key.attr != UINT64_MAX && key.major == loop_major &&
-					key.minor == loop_minor;
+			b->loop_keys += key.attr != UINT64_MAX && key.major == loop.major &&
+					key.minor == loop.minor;
 		}
 		assert_int_equal(bpf_map_lookup_elem(used_fd, &zero, &after), 0);
 	}
@@ -1504,8 +1476,8 @@ static void show_counts(const char *part, struct report *r)
 		/* Names, never the raw id. */
 		assert_null(json_object_get(dims, "attr"));
 		assert_non_null(name);
-		if (json_integer_value(json_object_get(dims, "major")) == loop_major &&
-		    json_integer_value(json_object_get(dims, "minor")) == loop_minor)
+		if (json_integer_value(json_object_get(dims, "major")) == loop.major &&
+		    json_integer_value(json_object_get(dims, "minor")) == loop.minor)
 			add_value(r, name, "",
 				  (uint64_t)json_integer_value(
 					  json_object_get(json_object_get(rec, "histogram"),
