@@ -60,6 +60,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "bench_stats.h"
 #include "bpf_lifecycle.h"
 
 #define MAX_REPS 400
@@ -125,70 +126,8 @@ static int print_libbpf(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-/* ---- statistics ------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-	double s[MAX_REPS];
-
-	memcpy(s, v, sizeof(*v) * (size_t)n);
-	qsort(s, (size_t)n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-/* Two-sided 95% Student t quantile for df degrees of freedom. */
-static double t95(int df)
-{
-	static const double t[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-				   2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-				   2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-				   2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-
-	if (df < 1)
-		return NAN;
-	if (df <= 30)
-		return t[df];
-	return df <= 60 ? 2.000 : df <= 120 ? 1.980 : 1.960;
-}
-
-/*
- * Median of v with a distribution-free 95% confidence interval: the order
- * statistics at ranks n/2 -+ 0.98 sqrt(n) (the binomial's normal
- * approximation), so a repetition hit by a stall (the hypervisor taking the
- * CPU in the middle of a program) moves it by one rank, not by its size.
- */
-static void median_ci(const double *v, int n, double *ret_med, double *ret_lo, double *ret_hi)
-{
-	double s[MAX_REPS];
-	int k = (int)floor(0.98 * sqrt((double)n));
-
-	memcpy(s, v, sizeof(*v) * (size_t)n);
-	qsort(s, (size_t)n, sizeof(*s), cmp_double);
-	*ret_med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-	*ret_lo = s[n / 2 - k < 0 ? 0 : n / 2 - k];
-	*ret_hi = s[(n - 1) / 2 + k >= n ? n - 1 : (n - 1) / 2 + k];
-}
-
-/* Mean and half-width of its 95% confidence interval. */
-static void mean_ci(const double *v, int n, double *ret_mean, double *ret_half)
-{
-	double m = 0, ss = 0;
-
-	for (int i = 0; i < n; i++)
-		m += v[i];
-	m /= n;
-	for (int i = 0; i < n; i++)
-		ss += (v[i] - m) * (v[i] - m);
-	*ret_mean = m;
-	*ret_half = n > 1 ? t95(n - 1) * sqrt(ss / (n - 1)) / sqrt(n) : NAN;
-}
+/* The statistics are bench_stats.h's. */
+_Static_assert(MAX_REPS <= BENCH_STATS_MAX, "bench_stats.h takes every repetition");
 
 /* ---- objects --------------------------------------------------------- */
 

@@ -60,7 +60,10 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
+#include "bench_stats.h"
+
 #define MAX_RUNS 101
+_Static_assert(2 * MAX_RUNS <= BENCH_STATS_MAX, "bench_stats.h takes every run");
 #define MAX_PROGS 2
 #define STATS_SYSCTL "/proc/sys/kernel/bpf_stats_enabled"
 
@@ -245,54 +248,6 @@ static double loop_once(double *ret_cpu)
 		syscall(SYS_getppid);
 	*ret_cpu = (double)(thread_cpu_ns() - c0) / (double)iters;
 	return (double)(now_ns() - t0) / (double)iters;
-}
-
-/* Two-sided 95% quantile of Student's t with df degrees of freedom. */
-static double t95(int df)
-{
-	static const double t[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-				   2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-				   2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-				   2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-
-	if (df < 1)
-		return 0;
-	if (df < (int)(sizeof(t) / sizeof(t[0])))
-		return t[df];
-	return df < 60 ? 2.00 : 1.98;
-}
-
-/* Mean of n values and the half-width of its 95% confidence interval. */
-static void mean_ci(const double *v, int n, double *ret_mean, double *ret_half)
-{
-	double sum = 0, ss = 0, mean;
-
-	for (int i = 0; i < n; i++)
-		sum += v[i];
-	mean = sum / n;
-	for (int i = 0; i < n; i++)
-		ss += (v[i] - mean) * (v[i] - mean);
-	*ret_mean = mean;
-	*ret_half = n > 1 ? t95(n - 1) * sqrt(ss / (n - 1)) / sqrt(n) : 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Median, min and max of n values (n >= 1); v is left unchanged. */
-static void summarize(const double *v, int n, double *med, double *lo, double *hi)
-{
-	double s[2 * MAX_RUNS];
-
-	memcpy(s, v, sizeof(*v) * (size_t)n);
-	qsort(s, (size_t)n, sizeof(*s), cmp_double);
-	*med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-	*lo = s[0];
-	*hi = s[n - 1];
 }
 
 /* Sum of every bucket of every key of the map named name (a sum after the
@@ -510,7 +465,7 @@ static int run_bpftrace(struct config *c)
 		c->base_ns[runs + r] = loop_once(&c->base_cpu[runs + r]);
 	c->n_base = 2 * runs;
 	c->attached_runs = runs + 1;
-	summarize(c->base_ns, c->n_base, &base, &(double){0}, &(double){0});
+	median_range(c->base_ns, c->n_base, &base, &(double){0}, &(double){0});
 	mean_ci(c->base_cpu, c->n_base, &base_cpu, &half);
 	for (r = 0; r < runs; r++) {
 		c->added_ns[r] = c->run_ns[r] - base;
@@ -552,7 +507,7 @@ static double added_median(const struct config *c)
 {
 	double med, lo, hi;
 
-	summarize(c->added_ns, runs, &med, &lo, &hi);
+	median_range(c->added_ns, runs, &med, &lo, &hi);
 	return med;
 }
 
@@ -610,9 +565,9 @@ static void print_results(void)
 
 		if (!c->done)
 			continue;
-		summarize(c->base_ns, c->n_base, &bmed, &blo, &bhi);
-		summarize(c->run_ns, runs, &med, &lo, &hi);
-		summarize(c->added_ns, runs, &amed, &alo, &ahi);
+		median_range(c->base_ns, c->n_base, &bmed, &blo, &bhi);
+		median_range(c->run_ns, runs, &med, &lo, &hi);
+		median_range(c->added_ns, runs, &amed, &alo, &ahi);
 		mean_ci(c->added_cpu, runs, &cm, &ch);
 		printf("%-5s %-46s %9.1f %9.1f %8.1f [%5.1f,%5.1f] %9.1f +- %5.1f", c->id, c->what,
 		       bmed, med, amed, alo, ahi, cm, ch);
