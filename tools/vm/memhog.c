@@ -13,11 +13,20 @@
  * end. Inside a memory cgroup with a limit below MIB (and swap left) it is
  * memcg reclaim instead, and the hog finishes. It exits 0 if it ever gets all
  * MIB MiB.
+ *
+ * Transparent huge pages are off for the hog (PR_SET_THP_DISABLE): the lab
+ * kernel has them always on, and khugepaged would collapse the hog's pages
+ * into huge pages, charging each to the hog's memory cgroup from its own
+ * context. At the cgroup's limit that charge reclaims, a memcg reclaim by
+ * khugepaged (oom_score_adj 0, STATE_FOREGROUND, in the root cgroup) that
+ * the checks would take for one of the hog's, whenever khugepaged's scan
+ * (every 10 s) happens to come while the hog runs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -34,6 +43,10 @@ int main(int argc, char **argv)
 	f = fopen("/proc/self/oom_score_adj", "we");
 	if (!f || fprintf(f, "%s\n", argv[1]) < 0 || fclose(f) != 0) {
 		perror("memhog: oom_score_adj");
+		return 1;
+	}
+	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)) {
+		perror("memhog: PR_SET_THP_DISABLE");
 		return 1;
 	}
 	for (unsigned long i = 0; i < mib; i++) {
