@@ -109,13 +109,14 @@ static inline int ctl_fake_status(void *ctx, json_t *resp, struct ktel_err *err)
 	json_object_set_new(resp, "router", json_pack("{s:i, s:i}", "batches", 0, "unrouted", 0));
 	json_object_set_new(
 		resp, "attribution",
-		f->attributes ? json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}",
-					  "naming", "walk", "naming_problem",
-					  "cgroup events: no BTF for cgroup_mkdir", "cgroups", 412,
-					  "walks", 7, "misses", 3, "truncated", 0, "released",
-					  10007, "released_by_event", 0, "events", 0, "events_lost",
-					  0, "events_malformed", 0)
-			      : json_null());
+		f->attributes
+			? json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}",
+				    "naming", "walk", "naming_problem",
+				    "cgroup events: no BTF for cgroup_mkdir", "cgroups", 412,
+				    "walks", 7, "misses", 3, "truncated", 0, "released", 10007,
+				    "released_by_event", 0, "events", 0, "events_lost", 0,
+				    "events_malformed", 0, "events_path_cut", 2)
+			: json_null());
 	return 0;
 }
 

@@ -266,14 +266,15 @@ static json_t *attr_naming_json(struct ktel_daemon *d)
 	daemon_plugins__attr_naming(&d->plugins, &an);
 	if (!an.active)
 		return json_null();
-	o = json_pack("{s:s, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "naming",
+	o = json_pack("{s:s, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "naming",
 		      an.source, "naming_problem", an.problem, "cgroups",
 		      (json_int_t)an.names.cgroups, "walks", (json_int_t)an.names.walks, "misses",
 		      (json_int_t)an.names.misses, "truncated", (json_int_t)an.names.truncated,
 		      "released", (json_int_t)an.names.released, "released_by_event",
 		      (json_int_t)an.names.released_event, "events", (json_int_t)an.events.events,
 		      "events_lost", (json_int_t)an.events.lost, "events_malformed",
-		      (json_int_t)an.events.malformed);
+		      (json_int_t)an.events.malformed, "events_path_cut",
+		      (json_int_t)an.names.event_paths_cut);
 	return o ? o : json_null();
 }
 

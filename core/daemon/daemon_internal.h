@@ -219,7 +219,7 @@ struct daemon_self {
 	bool stats_held;
 	/* Attribution's naming counters at the previous round: released by
 	 * event and by the grace rule, cgroup events taken and lost. */
-	uint64_t prev_attr[4];
+	uint64_t prev_attr[5];
 };
 
 /*

@@ -23,7 +23,7 @@
 /* ---- self-telemetry -------------------------------------------------------- */
 
 #define SELF_PER_METRIC 8
-#define SELF_ATTR_NAMING 5
+#define SELF_ATTR_NAMING 6
 #define SELF_PER_PROG 4
 #define SELF_PER_PLUGIN 4
 /* self_prev's slots per plugin: invalid durations, map write failures,
@@ -212,7 +212,8 @@ static void naming_counter(struct ktel_record *r, const struct ktel_record *tmpl
 /*
  * How attribution names cgroups (daemon_attr_naming): cgroups released, by
  * rule (their release event, or the grace rule); the kernel's cgroup
- * events taken and lost (a loss makes the names walk cgroupfs again); the
+ * events taken and lost (a loss makes the names walk cgroupfs again), and
+ * the mkdir events whose path may be cut (never taken as a name); the
  * cgroup names cached, by the source in use. None before a metric
  * attributes.
  */
@@ -232,11 +233,13 @@ static size_t self_naming_records(struct daemon_self *s, const struct ktel_recor
 		       an.events.events, &s->prev_attr[2]);
 	naming_counter(&out[3], tmpl, "ktel_attr_cgroup_events", "events", "result", 1, "lost",
 		       an.events.lost, &s->prev_attr[3]);
-	self_rec(&out[4], tmpl, "ktel_attr_cgroup_names", "source",
+	naming_counter(&out[4], tmpl, "ktel_attr_cgroup_events", "events", "result", 2, "path_cut",
+		       an.names.event_paths_cut, &s->prev_attr[4]);
+	self_rec(&out[5], tmpl, "ktel_attr_cgroup_names", "source",
 		 strcmp(an.source, "events") == 0 ? 0 : 1, an.source);
-	out[4].type = KTEL_RECORD_GAUGE;
-	out[4].unit = "cgroups";
-	out[4].gauge = (int64_t)an.names.cgroups;
+	out[5].type = KTEL_RECORD_GAUGE;
+	out[5].unit = "cgroups";
+	out[5].gauge = (int64_t)an.names.cgroups;
 	return SELF_ATTR_NAMING;
 }
 

@@ -19,6 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The handle type of a kernfs file (the kernel's include/linux/exportfs.h). */
+#ifndef FILEID_KERNFS
+#define FILEID_KERNFS 0xfe
+#endif
+
 #define DEFAULT_GRACE_NS (600ULL * 1000000000ULL)
 #define DEFAULT_MAX_CGROUPS 65536
 /* Deeper trees are not walked further: systemd's are a handful deep. */
@@ -263,9 +268,27 @@ static bool has_prefix_suffix(const char *s, size_t len, const char *pre, const 
 	return len >= p + q && memcmp(s, pre, p) == 0 && memcmp(s + len - q, suf, q) == 0;
 }
 
+/* The name of a path as it is written out, byte by byte: the first max
+ * bytes kept in buf, every byte counted and hashed (64-bit FNV-1a). */
+struct name_out {
+	char *buf;
+	size_t max, n;
+	uint64_t hash;
+};
+
+static void name_put(struct name_out *o, char c)
+{
+	if (o->n < o->max)
+		o->buf[o->n] = c;
+	o->n++;
+	o->hash = (o->hash ^ (unsigned char)c) * 0x100000001b3ULL;
+}
+
 size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len)
 {
-	size_t out = 0, max = len - 1 < KTEL_ATTR_NAME_MAX ? len - 1 : KTEL_ATTR_NAME_MAX;
+	struct name_out o = {.buf = buf,
+			     .max = len - 1 < KTEL_ATTR_NAME_MAX ? len - 1 : KTEL_ATTR_NAME_MAX,
+			     .hash = 0xcbf29ce484222325ULL};
 	const char *s = path;
 
 	while (*s == '/')
@@ -274,7 +297,7 @@ size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len)
 		snprintf(buf, len, "/");
 		return strlen(buf);
 	}
-	while (*s && out < max) {
+	while (*s) {
 		const char *end = strchr(s, '/');
 		size_t clen = end ? (size_t)(end - s) : strlen(s);
 		const char *comp = s;
@@ -289,19 +312,32 @@ size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len)
 			comp = "session-*.scope";
 			ccopy = strlen(comp);
 		}
-		if (out && out < max)
-			buf[out++] = '/';
-		for (size_t i = 0; i < ccopy && out < max; i++) {
+		if (o.n)
+			name_put(&o, '/');
+		for (size_t i = 0; i < ccopy; i++) {
 			char c = comp[i];
 
-			buf[out++] = (comp != s || name_char(c)) ? c : '_';
+			name_put(&o, (comp != s || name_char(c)) ? c : '_');
 		}
 		s += clen;
 		while (*s == '/')
 			s++;
 	}
-	buf[out] = '\0';
-	return out;
+	/*
+	 * Too long: cut, the cut name would be any other cgroup's whose name
+	 * starts the same (or is that start). The long form is its start,
+	 * '~' and the hash of the whole name in 16 hex digits: one path gives
+	 * one name, and no other name has a '~' (it is not a name character).
+	 */
+	if (o.n > o.max && o.max >= KTEL_ATTR_LONG_SUFFIX + 1) {
+		o.n = o.max - KTEL_ATTR_LONG_SUFFIX;
+		snprintf(buf + o.n, len - o.n, "~%016" PRIx64, o.hash);
+		o.n += KTEL_ATTR_LONG_SUFFIX;
+	} else if (o.n > o.max) {
+		o.n = o.max;
+	}
+	buf[o.n] = '\0';
+	return o.n;
 }
 
 /* ---- mountinfo ---------------------------------------------------------------- */
@@ -546,6 +582,78 @@ static bool event_name(const struct ktel_attr_names *n, const char *path, char *
 	return true;
 }
 
+/*
+ * The path of cgroup id below the mount, read from the kernel: the
+ * directory opened by its handle (a kernfs handle is the id) and its path
+ * read back from /proc/self/fd. Needs CAP_DAC_READ_SEARCH; false when that
+ * or anything else fails, when the cgroup is gone, or when the path is not
+ * below the mount.
+ */
+static bool read_path(const struct ktel_attr_names *n, uint64_t id, char *buf, size_t len)
+{
+	union {
+		struct file_handle fh;
+		char raw[sizeof(struct file_handle) + sizeof(uint64_t)];
+	} h = {.fh = {.handle_bytes = sizeof(uint64_t), .handle_type = FILEID_KERNFS}};
+	char link[64];
+	size_t root_len = strlen(n->root);
+	struct stat st;
+	ssize_t got;
+	int mfd, fd;
+	bool ok = false;
+
+	memcpy(h.fh.f_handle, &id, sizeof(id));
+	mfd = open(n->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mfd < 0)
+		return false;
+	fd = open_by_handle_at(mfd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(mfd);
+	if (fd < 0)
+		return false;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	got = readlink(link, buf, len);
+	/* The directory the handle opened is the cgroup's (its inode number
+	 * is the id), and it still exists: a removed one reads back with
+	 * " (deleted)" appended, which is not its path. */
+	if (got > 0 && (size_t)got < len && fstat(fd, &st) == 0 && (uint64_t)st.st_ino == id &&
+	    st.st_nlink > 0) {
+		buf[got] = '\0';
+		while (root_len > 1 && n->root[root_len - 1] == '/')
+			root_len--;
+		ok = strncmp(buf, n->root, root_len) == 0 &&
+		     (buf[root_len] == '/' || buf[root_len] == '\0');
+		if (ok)
+			memmove(buf, buf + root_len, (size_t)got - root_len + 1);
+	}
+	close(fd);
+	return ok;
+}
+
+/* Name cgroup id, whose mkdir event's path may be cut: by its path read
+ * from the kernel, else by the next pull's walk (which finds it unless it
+ * is removed by then). An entry a walk made has the whole name already. */
+static void name_cut(struct ktel_attr_names *n, uint64_t id)
+{
+	char path[4096], name[KTEL_ATTR_NAME_MAX + 1], *copy;
+	struct entry *e = cache_find(&n->cgroups, id);
+
+	n->st.event_paths_cut++;
+	if (e && e->name)
+		return;
+	if (!read_path(n, id, path, sizeof(path))) {
+		n->walk_wanted = true;
+		return;
+	}
+	ktel_attr_cgroup_name(path, name, sizeof(name));
+	copy = strdup(name);
+	n->name_gen++;
+	if (!copy || cache_put(&n->cgroups, id, copy, n->now_ns))
+		return;
+	e = cache_find(&n->cgroups, id);
+	e->gen = n->gen;
+	e->removed = false;
+}
+
 void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_cgroup_ev *ev,
 				   uint64_t now_ns)
 {
@@ -566,6 +674,12 @@ void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_
 		 * stops there too), and the id stays unnamed. */
 		if (!e && n->cgroups.n >= n->max_cgroups) {
 			n->st.truncated++;
+			return;
+		}
+		/* A cut path is only the start of the cgroup's: as a name it
+		 * would be another cgroup's, or one no cgroup has. */
+		if (ev->path_cut) {
+			name_cut(n, ev->id);
 			return;
 		}
 		copy = strdup(name);

@@ -54,6 +54,8 @@
 
 /* Longest name given, NUL excluded. */
 #define KTEL_ATTR_NAME_MAX 200
+/* A longer cgroup name ends in '~' and 16 hex digits (ktel_attr_cgroup_name). */
+#define KTEL_ATTR_LONG_SUFFIX 17
 
 struct ktel_attr_names_opts {
 	const char *cgroup_root; /* NULL: the cgroup2 mount of mountinfo */
@@ -71,6 +73,9 @@ struct ktel_attr_names_stats {
 	uint64_t released_event; /* of which by their release event */
 	uint64_t events;         /* the kernel's cgroup events taken */
 	uint64_t event_losses;   /* drains that found events lost */
+	/* mkdir events whose path the kernel may have cut: named by a read
+	 * of the cgroup's path by its id, else by the next walk */
+	uint64_t event_paths_cut;
 };
 
 /* A released cgroup. */
@@ -181,8 +186,13 @@ bool ktel_attr_process_alive(const char *proc, uint64_t id);
 
 /*
  * A cgroup path below the mount as its name, into buf (len > 0): the
- * collapsing and character rules above, cut at KTEL_ATTR_NAME_MAX. Returns
- * the length written.
+ * collapsing and character rules above. A name longer than
+ * KTEL_ATTR_NAME_MAX is its first bytes, '~' and the 16 hex digits of a
+ * 64-bit FNV-1a hash of the whole name, KTEL_ATTR_NAME_MAX bytes in all: no
+ * other name has a '~', so a long name never looks like a shorter cgroup's,
+ * and one path always gives the same name. A smaller buffer takes the same
+ * form at its own size, or (below KTEL_ATTR_LONG_SUFFIX + 2 bytes) just
+ * the start. Returns the length written.
  */
 size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len);
 

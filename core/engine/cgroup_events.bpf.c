@@ -59,12 +59,21 @@ static __always_inline int send(__u64 *ctx, __u32 kind, bool with_path)
 	ev->id = BPF_CORE_READ(cg, kn, id);
 	ev->kind = kind;
 	ev->level = BPF_CORE_READ(cg, level);
+	ev->flags = 0;
+	ev->pad = 0;
 	if (with_path) {
 		/* The tracepoint's path (the kernel's cgroup_path, relative to
-		 * the hierarchy's root); an empty string when unreadable. */
-		if (bpf_probe_read_kernel_str(ev->path, KTEL_CGROUP_EVENT_PATH_MAX,
-					      (const void *)ctx[1]) < 0)
+		 * the hierarchy's root); an empty string when unreadable. The
+		 * kernel's buffer is as large as this one: a path that fills
+		 * it (its NUL in the last byte) may have been cut there, and
+		 * a cut path is a prefix, which may be another cgroup's. */
+		long len = bpf_probe_read_kernel_str(ev->path, KTEL_CGROUP_EVENT_PATH_MAX,
+						     (const void *)ctx[1]);
+
+		if (len < 0)
 			ev->path[0] = '\0';
+		else if (len >= KTEL_CGROUP_EVENT_PATH_MAX)
+			ev->flags |= KTEL_CGROUP_EVENT_PATH_CUT;
 	}
 	bpf_ringbuf_submit(ev, 0);
 	return 0;

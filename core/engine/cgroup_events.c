@@ -64,6 +64,11 @@ static int on_record(void *ctx, void *data, size_t size)
 			return 0;
 		}
 		out.path = rec->path;
+		/* The program's flag, and the length as well: either way the
+		 * path is no name. */
+		out.path_cut = (rec->flags & KTEL_CGROUP_EVENT_PATH_CUT) ||
+			       strnlen(rec->path, KTEL_CGROUP_EVENT_PATH_MAX) ==
+				       KTEL_CGROUP_PATH_MAX;
 	}
 	ev->st.events++;
 	ev->fn(ev->ctx, &out);

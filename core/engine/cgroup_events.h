@@ -19,6 +19,7 @@
 #ifndef KTEL_CGROUP_EVENTS_H
 #define KTEL_CGROUP_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,13 +35,17 @@ enum ktel_cgroup_event_kind {
  * One event as handed on: path (mkdir only, else NULL) is the kernel's
  * path of the cgroup relative to the hierarchy's root ("/a/b"),
  * NUL-terminated and at most KTEL_CGROUP_PATH_MAX bytes, otherwise
- * unchecked (anyone may mkdir any name).
+ * unchecked (anyone may mkdir any name). path_cut: the path filled the
+ * kernel's buffer and may be only the start of the cgroup's path (the
+ * record said so, or the path is KTEL_CGROUP_PATH_MAX bytes long): it is
+ * no name.
  */
 struct ktel_cgroup_ev {
 	enum ktel_cgroup_event_kind kind;
 	uint64_t id;
 	int level;
 	const char *path;
+	bool path_cut;
 };
 
 #define KTEL_CGROUP_PATH_MAX 1023

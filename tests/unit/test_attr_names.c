@@ -344,12 +344,108 @@ static void test_ids_sweep(void **state)
 	ktel_attr_ids__free(NULL);
 }
 
+/*
+ * Names past the bound are never cut into another cgroup's look-alike: a
+ * long name ends in '~' and its hash (one path, one name), and a mkdir
+ * event whose path the kernel may have cut names nothing: the cgroup (here
+ * a test directory, which no kernfs handle opens) is named by the next
+ * pull's walk, with its whole path.
+ */
+static void test_long_and_cut(void **state)
+{
+	char root[] = "/tmp/ktel_attr_cut_XXXXXX", path[4096], rel[4096],
+	     cut[KTEL_CGROUP_PATH_MAX + 1];
+	char a[KTEL_ATTR_NAME_MAX + 1], b[KTEL_ATTR_NAME_MAX + 1], buf[KTEL_ATTR_NAME_MAX + 1];
+	char comp[201];
+	struct ktel_attr_names_stats st;
+	struct ktel_cgroup_ev e = {.kind = KTEL_CGROUP_MKDIR, .level = 6};
+	struct ktel_attr_names *n;
+	struct stat sd;
+	size_t len;
+
+	(void)state;
+	/* A name of 250 bytes and the cgroup whose name is its first 200. */
+	memset(comp, 'a', 200);
+	comp[200] = '\0';
+	snprintf(path, sizeof(path), "/%s/%.49s", comp, comp);
+	assert_int_equal(ktel_attr_cgroup_name(path, a, sizeof(a)), KTEL_ATTR_NAME_MAX);
+	snprintf(rel, sizeof(rel), "/%s", a);
+	rel[KTEL_ATTR_NAME_MAX + 1] = '\0';
+	ktel_attr_cgroup_name(rel, b, sizeof(b));
+	assert_string_not_equal(a, b);
+	assert_null(strchr(b, '~'));
+	assert_int_equal(a[KTEL_ATTR_NAME_MAX - KTEL_ATTR_LONG_SUFFIX], '~');
+	assert_memory_equal(a, b, KTEL_ATTR_NAME_MAX - KTEL_ATTR_LONG_SUFFIX);
+	/* One path, one name; another long path, another name. */
+	ktel_attr_cgroup_name(path, b, sizeof(b));
+	assert_string_equal(a, b);
+	snprintf(path, sizeof(path), "/%s/%.48sb", comp, comp);
+	ktel_attr_cgroup_name(path, b, sizeof(b));
+	assert_string_not_equal(a, b);
+
+	/* A directory more than 1023 bytes below the root. */
+	assert_non_null(mkdtemp(root));
+	len = (size_t)snprintf(path, sizeof(path), "%s", root);
+	for (int i = 0; i < 6; i++) {
+		len += (size_t)snprintf(path + len, sizeof(path) - len, "/%s", comp);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	assert_int_equal(stat(path, &sd), 0);
+	snprintf(rel, sizeof(rel), "%s", path + strlen(root));
+	n = names_at(root, NULL);
+	ktel_attr_names__use_events(n, true);
+	ktel_attr_names__begin_pull(n, 100);
+	/* A cgroup the walk named: its cut event keeps the walk's name. */
+	snprintf(cut, sizeof(cut), "%s", rel);
+	e.id = (uint64_t)sd.st_ino;
+	e.path = cut;
+	e.path_cut = true;
+	ktel_attr_names__cgroup_event(n, &e, 150);
+	ktel_attr_cgroup_name(rel, a, sizeof(a));
+	assert_non_null(ktel_attr_names__cgroup(n, e.id, buf, sizeof(buf)));
+	assert_string_equal(buf, a);
+	/* A new one, whose cut path is the whole path of another cgroup
+	 * (4001). Not named by it; the next pull walks and names it. */
+	snprintf(path + len, sizeof(path) - len, "/x");
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(stat(path, &sd), 0);
+	snprintf(rel, sizeof(rel), "%s", path + strlen(root));
+	snprintf(cut, sizeof(cut), "%s", rel);
+	ev(n, KTEL_CGROUP_MKDIR, 4001, cut, 160);
+	e.id = (uint64_t)sd.st_ino;
+	e.path = cut;
+	ktel_attr_names__cgroup_event(n, &e, 161);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.event_paths_cut, 2);
+	assert_int_equal(st.walks, 1);
+	ktel_attr_names__begin_pull(n, 200);
+	ktel_attr_names__stats(n, &st);
+	assert_int_equal(st.walks, 2);
+	ktel_attr_cgroup_name(rel, a, sizeof(a));
+	ktel_attr_cgroup_name(cut, b, sizeof(b));
+	assert_string_not_equal(a, b);
+	assert_non_null(ktel_attr_names__cgroup(n, e.id, buf, sizeof(buf)));
+	assert_string_equal(buf, a);
+	assert_int_equal(strlen(buf), KTEL_ATTR_NAME_MAX);
+	assert_non_null(ktel_attr_names__cgroup(n, 4001, buf, sizeof(buf)));
+	assert_string_equal(buf, b);
+	ktel_attr_names__free(n);
+	rmdir(path);
+	for (int i = 0; i < 6; i++) {
+		path[len] = '\0';
+		rmdir(path);
+		len -= 201;
+	}
+	rmdir(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_names),   cmocka_unit_test(test_events_lost),
 		cmocka_unit_test(test_event_subtree), cmocka_unit_test(test_process_alive),
 		cmocka_unit_test(test_ids_sweep),     cmocka_unit_test(test_used_generation),
+		cmocka_unit_test(test_long_and_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

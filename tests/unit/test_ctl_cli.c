@@ -247,7 +247,9 @@ static void test_status_attribution_text(void **state)
 				      "cgroup events: no BTF for cgroup_mkdir\n"));
 	assert_non_null(strstr(r.out, "  412 cgroup names cached, 7 walks, 3 misses, 0 truncated; "
 				      "10007 cgroups released (0 at their release event)\n"));
-	assert_non_null(strstr(r.out, "  cgroup events: 0 taken, 0 lost, 0 malformed\n"));
+	assert_non_null(
+		strstr(r.out,
+		       "  cgroup events: 0 taken, 0 lost, 0 malformed, 2 with a cut path\n"));
 	assert_int_equal(ctl(&r, "--socket", r.sock, "status", "--json", NULL), 0);
 	j = json_loads(r.out, 0, NULL);
 	assert_string_equal(json_string_value(

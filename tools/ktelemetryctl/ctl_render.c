@@ -381,10 +381,10 @@ static void render_attribution(FILE *out, const json_t *a)
 	fprintf(out,
 		"\n  %lld cgroup names cached, %lld walks, %lld misses, %lld truncated; "
 		"%lld cgroups released (%lld at their release event)\n"
-		"  cgroup events: %lld taken, %lld lost, %lld malformed\n",
+		"  cgroup events: %lld taken, %lld lost, %lld malformed, %lld with a cut path\n",
 		jint(a, "cgroups"), jint(a, "walks"), jint(a, "misses"), jint(a, "truncated"),
 		jint(a, "released"), jint(a, "released_by_event"), jint(a, "events"),
-		jint(a, "events_lost"), jint(a, "events_malformed"));
+		jint(a, "events_lost"), jint(a, "events_malformed"), jint(a, "events_path_cut"));
 }
 
 static void render_status(FILE *out, const json_t *resp)
