@@ -613,11 +613,13 @@ static bool read_path(const struct ktel_attr_names *n, uint64_t id, char *buf, s
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	got = readlink(link, buf, len);
 	/* The directory the handle opened is the cgroup's (its inode number
-	 * is the id), and it still exists: a removed one reads back with
-	 * " (deleted)" appended, which is not its path. */
-	if (got > 0 && (size_t)got < len && fstat(fd, &st) == 0 && (uint64_t)st.st_ino == id &&
-	    st.st_nlink > 0) {
+	 * is the id), and it still exists: one removed since reads back with
+	 * " (deleted)" appended, which is not its path (nor is the path of a
+	 * cgroup named so, which the walk names instead). */
+	if (got > 0 && (size_t)got < len && fstat(fd, &st) == 0 && (uint64_t)st.st_ino == id) {
 		buf[got] = '\0';
+		if (has_prefix_suffix(buf, (size_t)got, "", " (deleted)"))
+			goto out;
 		while (root_len > 1 && n->root[root_len - 1] == '/')
 			root_len--;
 		ok = strncmp(buf, n->root, root_len) == 0 &&
@@ -625,6 +627,7 @@ static bool read_path(const struct ktel_attr_names *n, uint64_t id, char *buf, s
 		if (ok)
 			memmove(buf, buf + root_len, (size_t)got - root_len + 1);
 	}
+out:
 	close(fd);
 	return ok;
 }
