@@ -31,13 +31,12 @@ static const struct ktel_metric_desc metrics[] = {
 
 /*
  * Three forms, the cheapest first (runq_latency.bpf.c says how each
- * measures). The scheduler's stamp needs only its switch and its move hook:
- * runq_switch_si is listed in the wakeup groups too, and stands for them
- * where it is selected; where it is not (a kernel without sched_info, or
- * without the run queues in its BTF: the verifier refuses it), the wakeup
- * hooks come back and runq_migrate gives way to the switch that took its
- * place. Then the start in task storage, then in a hash (kernels without
- * task storage refuse the task programs, and every group falls back
+ * measures). The scheduler's stamp needs only its switch: runq_switch_si is
+ * listed in the wakeup groups too, and stands for them where it is
+ * selected; where it is not (a kernel without sched_info, without a CFS run
+ * queue's rq, or without task storage: the verifier refuses it), the wakeup
+ * hooks come back. Then the start in task storage, then in a hash (kernels
+ * without task storage refuse the task programs, and every group falls back
  * alike). sched_switch gained prev_state as its 4th argument in 5.18; the
  * start forms read it, so their prototype is pinned down.
  */
@@ -51,9 +50,6 @@ static const struct ktel_prog_variant variants[] = {
 	{.group = "runq_wakeup_new", .prog = "runq_switch_si", .nr_args = -1},
 	{.group = "runq_wakeup_new", .prog = "runq_wakeup_new", .nr_args = -1},
 	{.group = "runq_wakeup_new", .prog = "runq_wakeup_new_hash", .nr_args = -1},
-	{.group = "runq_migrate", .prog = "runq_switch", .nr_args = 4},
-	{.group = "runq_migrate", .prog = "runq_switch_hash", .nr_args = 4},
-	{.group = "runq_migrate", .prog = "runq_migrate", .nr_args = -1},
 };
 
 KTEL_PLUGIN(.name = "runq_latency",

@@ -556,9 +556,8 @@ static void test_cma_no_finish(void **state)
 	close_real(&rp);
 }
 
-/* A kernel with runq_latency's hooks: sched_switch of switch_args
- * arguments and, when migrate, the function deactivate_task. */
-static struct ktel_targets *make_runq_kernel(int switch_args, bool migrate)
+/* A kernel with runq_latency's hooks, sched_switch of switch_args arguments. */
+static struct ktel_targets *make_runq_kernel(int switch_args)
 {
 	struct ktel_targets *t;
 	struct btf *btf;
@@ -571,43 +570,38 @@ static struct ktel_targets *make_runq_kernel(int switch_args, bool migrate)
 	add_tracepoint(btf, "sched_wakeup", 1, int_id, void_ptr);
 	add_tracepoint(btf, "sched_wakeup_new", 1, int_id, void_ptr);
 	add_tracepoint(btf, "sched_switch", switch_args, int_id, void_ptr);
-	if (migrate)
-		add_function(btf, "deactivate_task", 3, int_id);
 	t = ktel_targets__new_from_btf(btf);
 	assert_non_null(t);
 	return t;
 }
 
 /*
- * runq_latency's forms: the scheduler's stamp (its switch and its move
- * hook, no wakeup hook) where it loads; the task storage trio when the
+ * runq_latency's forms: the scheduler's stamp (its switch alone, no
+ * wakeup hook) where it loads; the task storage trio when the
  * kernel refused the stamp's switch; the hash trio when it refused the task
  * storage switch too.
  */
 static void test_runq_forms(void **state)
 {
-	static const char *const stamp[] = {"runq_switch_si", "runq_migrate"};
+	static const char *const stamp[] = {"runq_switch_si"};
 	static const char *const task[] = {"runq_switch", "runq_wakeup", "runq_wakeup_new"};
 	static const char *const hash[] = {"runq_switch_hash", "runq_wakeup_hash",
 					   "runq_wakeup_new_hash"};
 	struct real_plugin rp;
-	struct ktel_targets *t = make_runq_kernel(4, true);
+	struct ktel_targets *t = make_runq_kernel(4);
 	char why[512];
 
 	open_real(&rp, "runq_latency");
-	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
-	expect_selected(&rp, stamp, 2);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 1);
+	expect_selected(&rp, stamp, 1);
 	assert_string_equal(real_prog(&rp, "runq_wakeup")->reason,
 			    "variant group runq_wakeup: runq_switch_si selected");
-	assert_string_equal(real_prog(&rp, "runq_migrate")->reason, "");
 
 	for (size_t i = 0; i < rp.n_progs; i++)
 		if (strcmp(rp.progs[i].name, "runq_switch_si") == 0)
 			rp.progs[i].excluded = "load refused by this kernel";
 	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 3);
 	expect_selected(&rp, task, 3);
-	assert_string_equal(real_prog(&rp, "runq_migrate")->reason,
-			    "variant group runq_migrate: runq_switch selected");
 
 	/* No task storage: the kernel refuses each task program. */
 	for (size_t i = 0; i < rp.n_progs; i++)
@@ -620,29 +614,27 @@ static void test_runq_forms(void **state)
 	close_real(&rp);
 }
 
-/*
- * Before 5.18 sched_switch has no prev_state: the start forms cannot run
- * there, the stamp can. Without its move hook nothing runs (a wait moved
- * to another CPU would be counted short).
- */
+/* Before 5.18 sched_switch has no prev_state: the start forms cannot run
+ * there, the stamp can. */
 static void test_runq_old_switch(void **state)
 {
-	static const char *const stamp[] = {"runq_switch_si", "runq_migrate"};
+	static const char *const stamp[] = {"runq_switch_si"};
 	struct real_plugin rp;
-	struct ktel_targets *t;
+	struct ktel_targets *t = make_runq_kernel(3);
 	char why[512];
 
 	open_real(&rp, "runq_latency");
-	t = make_runq_kernel(3, true);
-	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 2);
-	expect_selected(&rp, stamp, 2);
-	ktel_targets__free(t);
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 1);
+	expect_selected(&rp, stamp, 1);
 
-	t = make_runq_kernel(3, false);
+	/* Refused there (no sched_info): nothing else can run. */
+	for (size_t i = 0; i < rp.n_progs; i++)
+		if (strcmp(rp.progs[i].name, "runq_switch_si") == 0)
+			rp.progs[i].excluded = "load refused by this kernel";
 	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 0);
 	expect_selected(&rp, NULL, 0);
-	assert_string_equal(real_prog(&rp, "runq_switch_si")->reason,
-			    "not loaded: variant group runq_migrate has no usable variant");
+	assert_string_equal(real_prog(&rp, "runq_wakeup")->reason,
+			    "not loaded: variant group runq_switch has no usable variant");
 	ktel_targets__free(t);
 	close_real(&rp);
 }
