@@ -14,10 +14,10 @@
  *   preempted task), and at the switch-in adds the wait to
  *   sched_info.run_delay (/proc/<tid>/schedstat) in sched_info_arrive, which
  *   runs after the sched_switch tracepoint. So the switch alone reads the
- *   wait, this run queue's clock less the stamp, with no start of its own to
- *   write: one program per switch and none per wakeup. A queued task moved
- *   to another CPU has the part it waited so far added to run_delay and is
- *   stamped again there; runq_delay_map keeps such a wait whole.
+ *   wait, this run queue's clock less the stamp, with no start to save at
+ *   the wakeup: one program per switch and none per wakeup. A queued task
+ *   moved to another CPU has the part it waited so far added to run_delay
+ *   and is stamped again there; runq_delay_map keeps such a wait whole.
  * - The start in the waiting task's local storage (runq_wakeup,
  *   _wakeup_new, runq_switch), for kernels without sched_info.
  * - The start in a hash by thread id (the _hash programs), for kernels
@@ -100,10 +100,12 @@ static __always_inline void record_wait(struct task_struct *next, __u64 us)
  * one (0: not seen yet), in task local storage. run_delay grows only by the
  * parts of a wait (at a move and at the switch-in), so at the next switch-in
  * run_delay less this is what the wait's moves added: a wait moved while
- * queued (0.6% of the waits under hackbench on this 2-CPU VM, but 19% of
- * the time waited: the load balancer moves the long waiters) stays whole.
- * A task's first switch-in seen has no earlier value: its wait is taken
- * from its last stamp, which is all of it unless it moved.
+ * queued stays whole (few waits move, but they are the long ones the load
+ * balancer moves: docs/benchmarks.md, "Run-queue forms"). A task's first
+ * switch-in seen has no earlier value: its wait is taken from its last
+ * stamp, which is all of it unless it moved. A switch-in the program did
+ * not see (a recursion miss) leaves its wait in run_delay for the next one
+ * to take: the sum stays whole, the count is one short.
  */
 KTEL_DEFINE_TASK_START_MAP(runq_delay_map);
 
