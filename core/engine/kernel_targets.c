@@ -507,18 +507,22 @@ static int variant_of(const struct ktel_prog_variant *variants, uint32_t n_varia
 
 /*
  * The program of variant v when v is an entry of group, else -1. A program
- * listed twice keeps its first entry's verdict: later entries are not its.
+ * listed in several groups gets its verdict at its first entry; *ret_later
+ * says v is a later one, which stands for that verdict (the program is the
+ * group's choice there when it was selected, and is passed over when not).
  */
 static int group_entry(const struct ktel_prog_variant *variants, uint32_t n_variants, uint32_t v,
-		       const char *group, const struct ktel_prog_choice *progs, size_t n_progs)
+		       const char *group, const struct ktel_prog_choice *progs, size_t n_progs,
+		       bool *ret_later)
 {
 	int i;
 
 	if (!variants[v].group || strcmp(variants[v].group, group) != 0)
 		return -1;
 	i = find_prog(progs, n_progs, variants[v].prog);
-	if (i < 0 || variant_of(variants, n_variants, &progs[i]) != (int)v)
+	if (i < 0)
 		return -1;
+	*ret_later = variant_of(variants, n_variants, &progs[i]) != (int)v;
 	return i;
 }
 
@@ -531,14 +535,20 @@ static void choose_group(const struct ktel_prog_variant *variants, uint32_t n_va
 {
 	const char *winner = NULL;
 	struct ktel_prog_choice *p;
+	bool later;
 	uint32_t v;
 	int i;
 
 	for (v = 0; v < n_variants; v++) {
-		i = group_entry(variants, n_variants, v, group, progs, n_progs);
+		i = group_entry(variants, n_variants, v, group, progs, n_progs, &later);
 		if (i < 0)
 			continue;
 		p = &progs[i];
+		if (later) {
+			if (p->selected && !winner)
+				winner = p->name;
+			continue;
+		}
 		if (p->reason[0])
 			continue; /* says which target is missing */
 		if (winner) {
@@ -601,19 +611,19 @@ static bool group_met(const struct ktel_prog_variant *variants, uint32_t n_varia
 		      const char *group, const struct ktel_prog_choice *progs, size_t n_progs,
 		      char *clause, size_t len)
 {
-	bool any = false;
+	bool any = false, later;
 	size_t used;
 	uint32_t v;
 	int i;
 
 	used = (size_t)snprintf(clause, len, "variant group %s: no usable variant (", group);
 	for (v = 0; v < n_variants; v++) {
-		i = group_entry(variants, n_variants, v, group, progs, n_progs);
+		i = group_entry(variants, n_variants, v, group, progs, n_progs, &later);
 		if (i < 0)
 			continue;
 		if (progs[i].selected)
 			return true;
-		if (progs[i].unneeded)
+		if (progs[i].unneeded || later)
 			continue;
 		any = true;
 		if (used < len && !strstr(clause, reason_in_group(&progs[i], group)))

@@ -103,6 +103,13 @@ struct ktel_prog_choice {
  * each with its reason. Variants naming a program absent from progs are
  * ignored (the plugin loader refuses such plugins).
  *
+ * A program may be listed in several groups, to stand for all of them (one
+ * variant made of fewer hooks than the others: runq_latency's switch alone
+ * replaces its wakeup hooks). Its first entry in table order decides it, as
+ * above; a later entry, in a group whose first entry comes later in the
+ * table, is that group's choice when the program was selected and is passed
+ * over when it was not.
+ *
  * All or nothing: every hook of an object is needed (a start hook without
  * its end only fills a start map), so when a variant group has no usable
  * variant or a program in no group is unusable, nothing is selected; the

@@ -29,14 +29,32 @@ static const struct ktel_metric_desc metrics[] = {
 		    .dim_flags = dim_flags),
 };
 
-/* sched_switch gained prev_state as its 4th argument in 5.18; the program
- * reads it, so pin the prototype down. */
+/*
+ * Three forms, the cheapest first (runq_latency.bpf.c says how each
+ * measures). The scheduler's stamp needs only its switch: runq_switch_si is
+ * listed in the wakeup groups too, and stands for them where it is
+ * selected; where it is not (a kernel without sched_info, without a CFS run
+ * queue's rq, or without task storage: the verifier refuses it), the wakeup
+ * hooks come back. Then the start in task storage, then in a hash (kernels
+ * without task storage refuse the task programs, and every group falls back
+ * alike). sched_switch gained prev_state as its 4th argument in 5.18; the
+ * start forms read it, so their prototype is pinned down.
+ */
 static const struct ktel_prog_variant variants[] = {
+	{.group = "runq_switch", .prog = "runq_switch_si", .nr_args = -1},
 	{.group = "runq_switch", .prog = "runq_switch", .nr_args = 4},
+	{.group = "runq_switch", .prog = "runq_switch_hash", .nr_args = 4},
+	{.group = "runq_wakeup", .prog = "runq_switch_si", .nr_args = -1},
+	{.group = "runq_wakeup", .prog = "runq_wakeup", .nr_args = -1},
+	{.group = "runq_wakeup", .prog = "runq_wakeup_hash", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_switch_si", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_wakeup_new", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_wakeup_new_hash", .nr_args = -1},
 };
 
 KTEL_PLUGIN(.name = "runq_latency",
-	    .version = "1.2", /* 1.1: the histogram keeps the sum; 1.2: attribution */
+	    .version = "1.3", /* 1.1: the histogram keeps the sum; 1.2: attribution;
+			     * 1.3: the scheduler's stamp */
 	    .description = "Scheduler run-queue latency (wakeup to run), per CPU",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

@@ -71,12 +71,15 @@ struct {
 	__type(value, __u64);
 } runq_stall_lost SEC(".maps");
 
-/* The latest wakeup counts: a later one restarts the wait. */
+/* The latest wakeup counts: a later one restarts the wait. A task the
+ * kernel gave no slot (no memory, or another task storage call under way on
+ * this CPU) has its wait dropped: counted (ktel_map_write_failures). */
 static __always_inline void enqueue_task(struct task_struct *p)
 {
 	if (!p->pid) /* the idle task never waits */
 		return;
-	KTEL_TASK_SAVE_START(runq_stall_task_start, p);
+	if (KTEL_TASK_SAVE_START(runq_stall_task_start, p))
+		__sync_fetch_and_add(&ktel_map_write_failures, 1);
 }
 
 /* enqueue_task for the fallback: the start in the LRU hash, by thread id. */
@@ -88,7 +91,8 @@ static __always_inline void enqueue_hash(struct task_struct *p)
 	if (!tid) /* the idle task never waits */
 		return;
 	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&runq_stall_start, &tid, &now, BPF_ANY);
+	if (bpf_map_update_elem(&runq_stall_start, &tid, &now, BPF_ANY))
+		__sync_fetch_and_add(&ktel_map_write_failures, 1);
 }
 
 static __always_inline void emit(struct task_struct *prev, struct task_struct *next, __u32 tid,

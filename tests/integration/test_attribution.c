@@ -1021,8 +1021,8 @@ static void runq_read(const char *label, struct runq_view *v)
 }
 
 /* Self-telemetry counters named metric summed over the windows, for the
- * programs whose name starts with prefix. */
-static uint64_t self_count(const char *metric, const char *prefix)
+ * dimension dim values that start with prefix. */
+static uint64_t self_count_by(const char *metric, const char *dim, const char *prefix)
 {
 	FILE *f = fopen(sb.out, "r");
 	char *line = NULL;
@@ -1035,8 +1035,7 @@ static uint64_t self_count(const char *metric, const char *prefix)
 
 		assert_non_null(rec);
 		if (strcmp(json_string_value(json_object_get(rec, "metric")) ?: "", metric) == 0 &&
-		    strncmp(json_string_value(
-				    json_object_get(json_object_get(rec, "dims"), "program"))
+		    strncmp(json_string_value(json_object_get(json_object_get(rec, "dims"), dim))
 				    ?: "",
 			    prefix, strlen(prefix)) == 0)
 			n += (uint64_t)json_integer_value(json_object_get(rec, "value"));
@@ -1045,6 +1044,12 @@ static uint64_t self_count(const char *metric, const char *prefix)
 	free(line);
 	fclose(f);
 	return n;
+}
+
+/* self_count_by() of the programs whose name starts with prefix. */
+static uint64_t self_count(const char *metric, const char *prefix)
+{
+	return self_count_by(metric, "program", prefix);
 }
 
 /* The bucket below which at least 90% of v's waits fell. */
@@ -1184,6 +1189,175 @@ static void test_runq_by_cgroup(void **state)
 		assert_true(v[RUNQ_VICTIM].top_bucket >= v[i].top_bucket);
 		assert_true(runq_p90_bucket(&v[RUNQ_VICTIM]) > runq_p90_bucket(&v[i]));
 	}
+	munmap(sh, sizeof(*sh));
+}
+
+/*
+ * The run-queue sum against the kernel's own: RUNQ_MOVE_HOGS tasks pinned,
+ * all but one on CPU 0 and that one on CPU 1, keep both queues busy and
+ * out of balance; RUNQ_MOVE_MOVERS
+ * unpinned tasks run in bursts and sleep, so they wait behind the hogs on
+ * either CPU and the load balancer moves them while they wait. A wait moved
+ * to another CPU is split by the kernel into parts (the part waited so far is
+ * added to run_delay at the move); the histogram must still hold it whole.
+ */
+#define RUNQ_MOVE_HOGS 4
+#define RUNQ_MOVE_MOVERS 3
+#define RUNQ_MOVE_TASKS (RUNQ_MOVE_HOGS + RUNQ_MOVE_MOVERS)
+#define RUNQ_MOVE_SECONDS 4
+
+/* A hog: pinned to cpu, spins until end_ns. A mover (cpu -1): 2 ms bursts
+ * and 100 us sleeps until end_ns. Each first sleeps on go until the parent
+ * has moved it into its cgroup and read its base. */
+static void runq_move_child(struct runq_shared *sh, int cpu, int go)
+{
+	cpu_set_t set;
+	uint64_t burst;
+	char c;
+
+	if (cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			_exit(11);
+	}
+	if (read(go, &c, 1) != 0)
+		_exit(13);
+	while (mono_ns() < __atomic_load_n(&sh->end_ns, __ATOMIC_SEQ_CST)) {
+		if (cpu >= 0)
+			continue;
+		burst = mono_ns() + 2000000;
+		while (mono_ns() < burst)
+			;
+		usleep(100);
+	}
+	_exit(0);
+}
+
+/* se.nr_migrations of /proc/<pid>/sched (CONFIG_SCHED_DEBUG), or -1. */
+static long long migrations_of(pid_t pid)
+{
+	char path[64], line[256];
+	long long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/sched", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "se.nr_migrations", 16) == 0)
+			sscanf(strchr(line, ':') + 1, "%lld", &n);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void test_runq_sum_is_run_delay(void **state)
+{
+	struct runq_shared *sh;
+	pid_t pids[RUNQ_MOVE_TASKS];
+	int go[RUNQ_MOVE_TASKS][2];
+	uint64_t base[RUNQ_MOVE_TASKS], oracle_ns[2] = {0, 0}, oracle_us, tolerance;
+	long long moves = 0;
+	struct runq_view v;
+	char path[700], label[300];
+	FILE *f;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		skip();
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	for (int i = 0; i < 2; i++) {
+		cgroup_path(path, sizeof(path), i);
+		assert_int_equal(mkdir(path, 0755), 0);
+	}
+	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\", \"top\": 1000, \"churn_per_hour\": 1000000}},"
+			  " \"block_io_latency\": {\"enabled\": false},"
+			  " \"compaction_duration\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting runq_latency");
+	}
+	for (int i = 0; i < RUNQ_MOVE_TASKS; i++) {
+		assert_int_equal(pipe(go[i]), 0);
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			for (int j = 0; j <= i; j++)
+				close(go[j][1]);
+			runq_move_child(sh, i < RUNQ_MOVE_HOGS ? i / (RUNQ_MOVE_HOGS - 1) : -1,
+					go[i][0]);
+		}
+		close(go[i][0]);
+	}
+	/* Hogs in c000, movers in c001, each moved and its base read while it
+	 * sleeps on its pipe (as in test_runq_by_cgroup). */
+	for (int i = 0; i < RUNQ_MOVE_TASKS; i++) {
+		for (int tries = 0; task_state(pids[i]) != 'S'; tries++) {
+			assert_true(tries < 10000);
+			usleep(1000);
+		}
+		cgroup_path(path, sizeof(path), i < RUNQ_MOVE_HOGS ? 0 : 1);
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
+		f = fopen(path, "w");
+		assert_non_null(f);
+		assert_true(fprintf(f, "%d\n", (int)pids[i]) > 0);
+		assert_int_equal(fclose(f), 0);
+		base[i] = run_delay_of(pids[i]);
+		assert_true(base[i] != UINT64_MAX);
+		assert_int_equal(task_state(pids[i]), 'S');
+		if (i >= RUNQ_MOVE_HOGS)
+			moves -= migrations_of(pids[i]);
+	}
+	__atomic_store_n(&sh->end_ns, mono_ns() + RUNQ_MOVE_SECONDS * 1000000000ULL,
+			 __ATOMIC_SEQ_CST);
+	for (int i = 0; i < RUNQ_MOVE_TASKS; i++)
+		close(go[i][1]);
+	for (int i = 0; i < RUNQ_MOVE_TASKS; i++) {
+		siginfo_t si = {0};
+		uint64_t d;
+
+		assert_int_equal(waitid(P_PID, (id_t)pids[i], &si, WEXITED | WNOWAIT), 0);
+		assert_int_equal(si.si_code, CLD_EXITED);
+		assert_int_equal(si.si_status, 0);
+		d = run_delay_of(pids[i]);
+		assert_true(d != UINT64_MAX && d >= base[i]);
+		oracle_ns[i < RUNQ_MOVE_HOGS ? 0 : 1] += d - base[i];
+		if (i >= RUNQ_MOVE_HOGS)
+			moves += migrations_of(pids[i]);
+		assert_int_equal(waitpid(pids[i], NULL, 0), pids[i]);
+	}
+	sleep(2);
+	stop_daemon();
+	printf("  the movers changed CPU %lld times (se.nr_migrations; -1: unknown)\n", moves);
+	for (int i = 0; i < 2; i++) {
+		cgroup_label(label, sizeof(label), i);
+		runq_read(label, &v);
+		oracle_us = oracle_ns[i] / 1000;
+		printf("  %s (%s): %llu waits, histogram sum %llu us, schedstat run_delay %llu us\n",
+		       label, i ? "movers" : "pinned hogs", (unsigned long long)v.count,
+		       (unsigned long long)v.sum_us, (unsigned long long)oracle_us);
+		assert_true(v.count > 0);
+		/*
+		 * Each wait is rounded down to whole microseconds: the sum lies
+		 * between the kernel's less one per wait and the kernel's
+		 * (plus one for the tasks' sums each rounded down). The
+		 * tolerance beyond that: 0.05% and 100 us, for a wait whose
+		 * switch-in the kernel did not let the program see.
+		 */
+		tolerance = 100 + oracle_us / 2000;
+		if (v.sum_us > oracle_us + RUNQ_MOVE_TASKS + tolerance ||
+		    v.sum_us + v.count + tolerance < oracle_us)
+			fail_msg("%s: histogram sum %llu us, %llu waits, run_delay %llu us", label,
+				 (unsigned long long)v.sum_us, (unsigned long long)v.count,
+				 (unsigned long long)oracle_us);
+	}
+	printf("  runq program runs the kernel skipped: %llu, slots it refused: %llu\n",
+	       (unsigned long long)self_count("ktel_prog_recursion_misses", "runq_"),
+	       (unsigned long long)self_count_by("ktel_map_write_failures", "plugin",
+						 "runq_latency"));
 	munmap(sh, sizeof(*sh));
 }
 
@@ -1751,6 +1925,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_by_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_by_app_class, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runq_by_cgroup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runq_sum_is_run_delay, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_by_cgroup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names_in_show_and_first_scrape, setup,

@@ -410,6 +410,59 @@ static void test_task_start_fallback(void **state)
 	}
 }
 
+/*
+ * runq_latency on this kernel (sched_info, task storage): the switch on the
+ * scheduler's stamp alone, attached, no wakeup hook; without task storage
+ * (acted out) the stamp's switch and the task forms are refused and the hash
+ * trio runs. Every form counts waits.
+ */
+static void test_runq_forms(void **state)
+{
+	static const char *const all[] = {"runq_switch_si",      "runq_switch",
+					  "runq_wakeup",         "runq_wakeup_new",
+					  "runq_switch_hash",    "runq_wakeup_hash",
+					  "runq_wakeup_new_hash"};
+	static const char *const stamp[] = {"runq_switch_si"};
+	static const char *const hash[] = {"runq_switch_hash", "runq_wakeup_hash",
+					   "runq_wakeup_new_hash"};
+	struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, "runq_latency");
+
+	(void)state;
+	for (int no_task = 0; no_task <= 1; no_task++) {
+		struct ktel_bpf_opts opts = {.pin_root = pins.path,
+					     .pin_gid = TEST_GID,
+					     .targets = pins.targets,
+					     .no_task_storage = no_task};
+		const char *const *on = no_task ? hash : stamp;
+		size_t n_on = no_task ? 3 : 1;
+		struct ktel_bpf_plugin *bp = NULL;
+		struct ktel_err err = {0};
+		struct ktel_bpf_prog *pr;
+		bool want;
+
+		if (ktel_bpf_plugin__load(p, &opts, &bp, &err) != 0)
+			fail_msg("runq_latency: %s", err.msg);
+		assert_false(bp->unsupported);
+		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+			want = false;
+			for (size_t k = 0; k < n_on; k++)
+				want |= strcmp(all[i], on[k]) == 0;
+			pr = ktel_bpf_plugin__prog(bp, all[i]);
+			assert_non_null(pr);
+			if (pr->selected != want || (want && !pr->attached))
+				fail_msg("no_task_storage %d: %s selected %d attached %d: %s%s",
+					 no_task, all[i], pr->selected, pr->attached,
+					 pr->skip_reason, pr->attach_error);
+		}
+		usleep(200000); /* the machine switches: some waits are counted */
+		if (ktel_test_map_total(ktel_bpf_plugin__map(bp, "runq_latency_map")->fd) < 1)
+			fail_msg("runq_latency: no wait counted (no_task_storage %d)", no_task);
+		assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+		ktel_bpf_plugin__free(bp);
+	}
+	ktel_plugin__free(p);
+}
+
 /* A plugin whose hooks do not exist is unsupported; the others still load. */
 static void test_unsupported_plugin(void **state)
 {
@@ -704,6 +757,7 @@ int main(void)
 		cmocka_unit_test(test_variants_and_params),
 		cmocka_unit_test(test_unsupported_plugin),
 		cmocka_unit_test(test_task_start_fallback),
+		cmocka_unit_test(test_runq_forms),
 		cmocka_unit_test(test_attach_fallback),
 		cmocka_unit_test(test_attach_failed_unsupported),
 		cmocka_unit_test(test_incompatible_pin_kept_on_failed_load),

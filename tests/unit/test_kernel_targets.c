@@ -556,33 +556,118 @@ static void test_cma_no_finish(void **state)
 	close_real(&rp);
 }
 
-/* runq_latency: its wakeup hooks are in no group and must not run without sched_switch. */
-static void test_runq_without_switch(void **state)
+/* A kernel with runq_latency's hooks, sched_switch of switch_args arguments. */
+static struct ktel_targets *make_runq_kernel(int switch_args)
 {
-	struct real_plugin rp;
 	struct ktel_targets *t;
 	struct btf *btf;
 	int int_id, void_ptr;
-	char why[512];
 
-	open_real(&rp, "runq_latency");
 	btf = btf__new_empty();
 	assert_non_null(btf);
 	int_id = btf__add_int(btf, "long", 8, BTF_INT_SIGNED);
 	void_ptr = btf__add_ptr(btf, 0);
 	add_tracepoint(btf, "sched_wakeup", 1, int_id, void_ptr);
 	add_tracepoint(btf, "sched_wakeup_new", 1, int_id, void_ptr);
-	add_tracepoint(btf, "sched_switch", 3, int_id, void_ptr); /* before 5.18 */
+	add_tracepoint(btf, "sched_switch", switch_args, int_id, void_ptr);
 	t = ktel_targets__new_from_btf(btf);
 	assert_non_null(t);
+	return t;
+}
+
+/*
+ * runq_latency's forms: the scheduler's stamp (its switch alone, no
+ * wakeup hook) where it loads; the task storage trio when the
+ * kernel refused the stamp's switch; the hash trio when it refused the task
+ * storage switch too.
+ */
+static void test_runq_forms(void **state)
+{
+	static const char *const stamp[] = {"runq_switch_si"};
+	static const char *const task[] = {"runq_switch", "runq_wakeup", "runq_wakeup_new"};
+	static const char *const hash[] = {"runq_switch_hash", "runq_wakeup_hash",
+					   "runq_wakeup_new_hash"};
+	struct real_plugin rp;
+	struct ktel_targets *t = make_runq_kernel(4);
+	char why[512];
+
+	open_real(&rp, "runq_latency");
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 1);
+	expect_selected(&rp, stamp, 1);
+	assert_string_equal(real_prog(&rp, "runq_wakeup")->reason,
+			    "variant group runq_wakeup: runq_switch_si selected");
+
+	for (size_t i = 0; i < rp.n_progs; i++)
+		if (strcmp(rp.progs[i].name, "runq_switch_si") == 0)
+			rp.progs[i].excluded = "load refused by this kernel";
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 3);
+	expect_selected(&rp, task, 3);
+
+	/* No task storage: the kernel refuses each task program. */
+	for (size_t i = 0; i < rp.n_progs; i++)
+		for (size_t k = 0; k < 3; k++)
+			if (strcmp(rp.progs[i].name, task[k]) == 0)
+				rp.progs[i].excluded = "load refused by this kernel";
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 3);
+	expect_selected(&rp, hash, 3);
+	ktel_targets__free(t);
+	close_real(&rp);
+}
+
+/* Before 5.18 sched_switch has no prev_state: the start forms cannot run
+ * there, the stamp can. */
+static void test_runq_old_switch(void **state)
+{
+	static const char *const stamp[] = {"runq_switch_si"};
+	struct real_plugin rp;
+	struct ktel_targets *t = make_runq_kernel(3);
+	char why[512];
+
+	open_real(&rp, "runq_latency");
+	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 1);
+	expect_selected(&rp, stamp, 1);
+
+	/* Refused there (no sched_info): nothing else can run. */
+	for (size_t i = 0; i < rp.n_progs; i++)
+		if (strcmp(rp.progs[i].name, "runq_switch_si") == 0)
+			rp.progs[i].excluded = "load refused by this kernel";
 	assert_int_equal(choose_real(&rp, t, why, sizeof(why)), 0);
 	expect_selected(&rp, NULL, 0);
 	assert_string_equal(real_prog(&rp, "runq_wakeup")->reason,
 			    "not loaded: variant group runq_switch has no usable variant");
-	assert_string_equal(why, "variant group runq_switch: no usable variant "
-				 "(tp_btf/sched_switch has 3 arguments, variant wants 4)");
 	ktel_targets__free(t);
 	close_real(&rp);
+}
+
+/* A program listed in a second group stands for it when selected, and is
+ * passed over there when not. */
+static void test_listed_in_two_groups(void **state)
+{
+	static const struct ktel_prog_variant variants[] = {
+		{.group = "sw", .prog = "both", .nr_args = -1},
+		{.group = "sw", .prog = "sw_only", .nr_args = -1},
+		{.group = "foo", .prog = "both", .nr_args = -1},
+		{.group = "foo", .prog = "foo_only", .nr_args = -1},
+	};
+	struct ktel_prog_choice progs[] = {
+		PROG("both", "tp_btf/sched_switch"),
+		PROG("sw_only", "tp_btf/sched_switch"),
+		PROG("foo_only", "tp_btf/mm_foo_begin"),
+	};
+	struct ktel_targets *t = make_kernel(false, 3);
+	char why[512];
+
+	assert_int_equal(ktel_targets__choose_why(t, variants, 4, progs, 3, why, sizeof(why)), 1);
+	assert_true(progs[0].selected);
+	assert_string_equal(progs[2].reason, "variant group foo: both selected");
+
+	progs[0].excluded = "load refused by this kernel";
+	assert_int_equal(ktel_targets__choose_why(t, variants, 4, progs, 3, why, sizeof(why)), 2);
+	assert_false(progs[0].selected);
+	assert_true(progs[1].selected);
+	assert_true(progs[2].selected);
+	assert_string_equal(why, "");
+	ktel_targets__free(t);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -619,7 +704,9 @@ int main(void)
 		cmocka_unit_test(test_cma_vendor_hooks),
 		cmocka_unit_test(test_cma_prototypes),
 		cmocka_unit_test(test_cma_no_finish),
-		cmocka_unit_test(test_runq_without_switch),
+		cmocka_unit_test(test_runq_forms),
+		cmocka_unit_test(test_runq_old_switch),
+		cmocka_unit_test(test_listed_in_two_groups),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -483,9 +483,13 @@ static json_t *inspect_programs(const struct ktel_plugin_desc *desc, struct bpf_
 			ktel_json_set_bool(o, "trampoline",
 					   load_needs_trampoline(choices[i].section));
 		}
+		/* Its first group: the one that decides it (a program listed in
+		 * several stands for the later ones). */
 		for (uint32_t v = 0; v < desc->n_variants; v++)
-			if (strcmp(desc->variants[v].prog, choices[i].name) == 0)
+			if (strcmp(desc->variants[v].prog, choices[i].name) == 0) {
 				ktel_json_set_str(o, "variant_group", desc->variants[v].group);
+				break;
+			}
 		json_array_append_new(a, o);
 	}
 	return a;
