@@ -51,6 +51,10 @@ enum target_kind {
 struct rest {
 	struct rest *next;
 	uint64_t hash;
+	/* Its other cell of the window, while other_gen is the fold's
+	 * cells_gen: found without hashing, for every key folded into it. */
+	struct cell *other_cell;
+	uint64_t other_gen;
 	enum ktel_record_type type;
 	const char *metric; /* the record's, stable for the pull's life */
 	uint32_t n_dims;
@@ -141,8 +145,28 @@ struct dimhash {
 	uint64_t hash;
 };
 
+/*
+ * What the fold knows of the key at one place of the pull's snapshot (a
+ * key keeps its place from pull to pull while the map's keys do not
+ * change): its bytes, to check that the key there is the same, and its
+ * rest, so that its other dimensions are neither made into a record nor
+ * hashed again, and a hint to its id's slot in the id cache.
+ */
+#define KEYSLOT_KEY_MAX 32
+
+struct keyslot {
+	struct rest *rest; /* NULL: nothing known */
+	uint32_t idx;      /* the id's slot (idcache_find) */
+	uint32_t key_size;
+	uint64_t derived; /* the key's ktel_pull_key derived */
+	unsigned char key[KEYSLOT_KEY_MAX];
+};
+
 struct ktel_attr_fold {
 	struct ktel_attr_fold_opts o;
+	struct keyslot *keys;
+	size_t n_keys;
+	uint64_t cells_gen; /* moved on by every cells_clear */
 	char *dim_name;
 	struct table rests, names, cells, series;
 	uint64_t win;
@@ -275,6 +299,23 @@ static uint64_t events_of(const struct ktel_record *r)
 	return r->gauge > 0 ? (uint64_t)r->gauge : 0;
 }
 
+/*
+ * dst[k] += src[k] for the usual KTEL_HIST_BUCKETS buckets, returning their
+ * sum: a loop of constant length over pointers that do not alias, which
+ * the compiler vectorizes (it would not at -O2 with a check of the
+ * pointers against each other to make at run time).
+ */
+static uint64_t add_buckets(uint64_t *restrict dst, const uint64_t *restrict src)
+{
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
+		dst[k] += src[k];
+		n += src[k];
+	}
+	return n;
+}
+
 /* Add r's delta to v; returns a histogram's events (its bucket sum), which
  * the same pass counts. */
 static uint64_t value_add_record(struct value *v, const struct ktel_record *r)
@@ -284,13 +325,8 @@ static uint64_t value_add_record(struct value *v, const struct ktel_record *r)
 	if (r->type == KTEL_RECORD_HISTOGRAM) {
 		const struct ktel_histogram *h = &r->hist.delta;
 
-		/* The usual bucket count as a loop of constant length, which
-		 * the compiler vectorizes. */
 		if (h->n_buckets == KTEL_HIST_BUCKETS) {
-			for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
-				v->hist.counts[k] += h->counts[k];
-				n += h->counts[k];
-			}
+			n = add_buckets(v->hist.counts, h->counts);
 		} else {
 			for (uint32_t k = 0; k < h->n_buckets && k < KTEL_HIST_BUCKETS; k++) {
 				v->hist.counts[k] += h->counts[k];
@@ -535,15 +571,32 @@ static struct idslot *idcache_get(struct idcache *c, uint64_t id)
 }
 
 /*
+ * id's slot as idcache_get finds it, tried first at *hint (a slot index the
+ * caller keeps for the id, checked: the cache moves its slots as it grows
+ * and drops them all when it is cleared), which is then set to the slot.
+ */
+static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hint)
+{
+	struct idslot *slot;
+
+	if (*hint < c->cap && c->s[*hint].used && c->s[*hint].id == id)
+		return &c->s[*hint];
+	slot = idcache_get(c, id);
+	if (slot)
+		*hint = (uint32_t)(slot - c->s);
+	return slot;
+}
+
+/*
  * How id is named this window: resolved at its first record of the window
  * (so the resolver sees every id that had events, as it would per record),
  * from the cache at the others. Within a window an id keeps the name of its
  * first record. 0, or -ENOMEM.
  */
-static int name_id(struct ktel_attr_fold *f, uint64_t id, enum target_kind *ret_kind,
-		   struct name **ret_name)
+static int name_id(struct ktel_attr_fold *f, uint64_t id, uint32_t *hint,
+		   enum target_kind *ret_kind, struct name **ret_name)
 {
-	struct idslot *slot = idcache_get(&f->ids, id);
+	struct idslot *slot = idcache_find(&f->ids, id, hint);
 	enum target_kind kind = TARGET_UNKNOWN;
 	struct name *name = NULL;
 	char buf[NAME_MAX_LEN];
@@ -638,6 +691,7 @@ static struct cell *cell_get(struct ktel_attr_fold *f, struct rest *r, enum targ
  */
 static void cells_clear(struct ktel_attr_fold *f)
 {
+	f->cells_gen++;
 	table_for_each(&f->cells, struct cell, c)
 	{
 		c->next = f->spare;
@@ -715,6 +769,7 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 		free(c);
 	}
 	idcache_free(&f->ids);
+	free(f->keys);
 	table_clear(&f->series, free);
 	table_clear(&f->names, name_free);
 	table_clear(&f->rests, rest_free);
@@ -763,79 +818,252 @@ static int attr_dim_of(struct ktel_attr_fold *f, const struct ktel_record *r)
 	return -1;
 }
 
-/* Fold r: its delta, or (history) its total. */
-static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool history)
+/* The window's other cell of rest. */
+static struct cell *other_cell(struct ktel_attr_fold *f, struct rest *rest)
 {
-	int ai = attr_dim_of(f, r);
+	if (rest->other_gen != f->cells_gen || !rest->other_cell) {
+		rest->other_cell = cell_get(f, rest, TARGET_KERNEL_OTHER, NULL);
+		rest->other_gen = f->cells_gen;
+	}
+	return rest->other_cell;
+}
+
+/*
+ * How a delta of id (has_id: the record carries the attribution dimension)
+ * is named this window, and the cell it goes into: *ret_direct when it
+ * goes into other at once (a name not admitted that cannot be by the
+ * window's end). NULL out of memory (f->oom set).
+ */
+static struct cell *target_cell(struct ktel_attr_fold *f, struct rest *rest, bool has_id,
+				uint64_t id, uint32_t *hint, bool history,
+				enum target_kind *ret_kind, struct name **ret_name,
+				bool *ret_direct)
+{
 	enum target_kind kind = TARGET_UNKNOWN;
 	struct name *name = NULL;
-	struct rest *rest;
 	struct cell *cell;
-	uint64_t id, ev;
 	bool direct;
 
-	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
-		return;
-	if (ai >= 0) {
-		id = (uint64_t)r->dims[ai].value;
+	if (has_id) {
 		if (id == KTEL_ATTR_OVERFLOW_ID) {
 			kind = TARGET_KERNEL_OTHER;
-		} else if (id != KTEL_ATTR_UNKNOWN_ID && name_id(f, id, &kind, &name)) {
+		} else if (id != KTEL_ATTR_UNKNOWN_ID && name_id(f, id, hint, &kind, &name)) {
 			f->oom = true;
-			return;
+			return NULL;
 		}
 	}
-	rest = rest_get(f, r, ai);
+	if (!rest) {
+		f->oom = true;
+		return NULL;
+	}
 	/* Not admitted, and it cannot be by this window's end: other now. */
 	direct = f->direct && !history && kind == TARGET_NAME && !name->admitted;
-	cell = !rest    ? NULL
-	       : direct ? cell_get(f, rest, TARGET_KERNEL_OTHER, NULL)
-			: cell_get(f, rest, kind, name);
+	cell = direct || kind == TARGET_KERNEL_OTHER ? other_cell(f, rest)
+						     : cell_get(f, rest, kind, name);
 	if (!cell) {
 		f->oom = true;
-		return;
+		return NULL;
 	}
+	*ret_kind = kind;
+	*ret_name = name;
+	*ret_direct = direct;
+	return cell;
+}
+
+/*
+ * Count a window's delta of ev events (what the window's end and the
+ * ranking count) into cell and its name; in and folded are what it adds
+ * to events_in and, folded at once, folded_user (they differ from ev for
+ * gauges, whose levels are not events).
+ */
+static void account(struct ktel_attr_fold *f, struct cell *cell, enum target_kind kind,
+		    struct name *name, bool overflow, bool direct, uint64_t ev, uint64_t in,
+		    uint64_t folded)
+{
+	f->st.events_in += in;
+	if (direct)
+		f->st.folded_user += folded;
+	cell->events += ev;
+	cell->has_delta = true;
+	if (name) {
+		name->win_events += ev;
+		if (ev)
+			name->last_active = f->win;
+	}
+	if (kind == TARGET_KERNEL_OTHER && overflow)
+		f->st.folded_kernel += ev;
+	if (kind == TARGET_UNKNOWN)
+		f->st.unknown += ev;
+}
+
+/* The window's header, from its first record or key. */
+static void take_head(struct ktel_attr_fold *f, const struct ktel_record *r)
+{
+	if (!f->have_head) {
+		f->head = *r;
+		f->have_head = true;
+	}
+}
+
+/* Fold r: its delta, or (history) its total. *hint: id's slot hint
+ * (idcache_find); *ret_rest: r's rest, or NULL. */
+static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool history,
+		    uint32_t *hint, struct rest **ret_rest)
+{
+	int ai = attr_dim_of(f, r);
+	enum target_kind kind;
+	struct name *name;
+	struct rest *rest;
+	struct cell *cell;
+	uint64_t id = 0, ev;
+	bool direct;
+
+	*ret_rest = NULL;
+	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
+		return;
+	if (ai >= 0)
+		id = (uint64_t)r->dims[ai].value;
+	rest = rest_get(f, r, ai);
+	cell = target_cell(f, rest, ai >= 0, id, hint, history, &kind, &name, &direct);
+	if (!cell)
+		return;
+	*ret_rest = rest;
 	if (history) {
 		ev = total_events_of(r);
 		value_add_total(&cell->history, r);
 		cell->has_history = true;
 		f->win_history = true;
+		if (name)
+			name->hist_events += ev;
+		if (name && ev)
+			name->last_active = f->win;
 	} else {
 		ev = value_add_record(&cell->delta, r);
 		if (r->type == KTEL_RECORD_HISTOGRAM)
-			f->st.events_in += ev;
+			account(f, cell, kind, name, ai >= 0 && id == KTEL_ATTR_OVERFLOW_ID, direct,
+				ev, ev, ev);
 		else if (r->type == KTEL_RECORD_COUNTER)
-			f->st.events_in += r->counter.delta;
-		/* What the window's end counts for a name not admitted:
-		 * its cell's events (cell_events). */
-		if (direct)
-			f->st.folded_user += r->type == KTEL_RECORD_HISTOGRAM ? ev
-					     : r->type == KTEL_RECORD_COUNTER ? r->counter.delta
-									      : (uint64_t)r->gauge;
-		if (r->type != KTEL_RECORD_HISTOGRAM)
-			ev = events_of(r);
-		cell->events += ev;
-		cell->has_delta = true;
-	}
-	if (name) {
-		if (history)
-			name->hist_events += ev;
+			account(f, cell, kind, name, ai >= 0 && id == KTEL_ATTR_OVERFLOW_ID, direct,
+				r->counter.delta, r->counter.delta, r->counter.delta);
 		else
-			name->win_events += ev;
-		if (ev)
-			name->last_active = f->win;
+			account(f, cell, kind, name, ai >= 0 && id == KTEL_ATTR_OVERFLOW_ID, direct,
+				events_of(r), 0, (uint64_t)r->gauge);
 	}
-	if (!history && kind == TARGET_KERNEL_OTHER && ai >= 0 &&
-	    (uint64_t)r->dims[ai].value == KTEL_ATTR_OVERFLOW_ID)
-		f->st.folded_kernel += ev;
-	if (!history && kind == TARGET_UNKNOWN)
-		f->st.unknown += ev;
 	/* A window's own records come first: a history gives the header only
 	 * of a window without any. */
-	if (!f->have_head) {
-		f->head = *r;
-		f->have_head = true;
+	take_head(f, r);
+}
+
+/*
+ * Fold a key's delta in the pull's layout (ktel_pull_key vals) into rest,
+ * the rest its records had: as add_one does with its record. false when
+ * the values do not fit rest (the record path then takes the key).
+ */
+static bool add_vals(struct ktel_attr_fold *f, struct rest *rest, uint64_t id, uint32_t *hint,
+		     const uint64_t *vals, size_t n)
+{
+	bool overflow = id == KTEL_ATTR_OVERFLOW_ID, direct;
+	uint32_t nb = rest->head.n_buckets;
+	enum target_kind kind;
+	struct name *name;
+	struct cell *cell;
+	uint64_t ev = 0;
+
+	if (rest->type == KTEL_RECORD_HISTOGRAM
+		    ? n < nb + rest->head.has_sum || nb > KTEL_HIST_BUCKETS
+		    : n < 1 || rest->type == KTEL_RECORD_EVENT)
+		return false;
+	cell = target_cell(f, rest, true, id, hint, false, &kind, &name, &direct);
+	if (!cell)
+		return true;
+	if (rest->type == KTEL_RECORD_HISTOGRAM) {
+		struct ktel_histogram *h = &cell->delta.hist;
+
+		if (nb == KTEL_HIST_BUCKETS) {
+			ev = add_buckets(h->counts, vals);
+		} else {
+			for (uint32_t k = 0; k < nb; k++) {
+				h->counts[k] += vals[k];
+				ev += vals[k];
+			}
+		}
+		if (rest->head.has_sum)
+			h->sum += vals[nb];
+		account(f, cell, kind, name, overflow, direct, ev, ev, ev);
+	} else if (rest->type == KTEL_RECORD_COUNTER) {
+		cell->delta.counter += vals[0];
+		account(f, cell, kind, name, overflow, direct, vals[0], vals[0], vals[0]);
+	} else {
+		int64_t g = (int64_t)vals[0];
+
+		cell->delta.counter += vals[0];
+		account(f, cell, kind, name, overflow, direct, g > 0 ? (uint64_t)g : 0, 0, vals[0]);
 	}
+	return true;
+}
+
+/* The key slot of place pos, made (zero) when the fold has none yet; NULL
+ * out of memory. */
+static struct keyslot *keyslot_at(struct ktel_attr_fold *f, size_t pos)
+{
+	struct keyslot *ks;
+	size_t n;
+
+	if (pos < f->n_keys)
+		return &f->keys[pos];
+	n = f->n_keys ? f->n_keys * 2 : 1024;
+	if (n <= pos)
+		n = pos + 1;
+	ks = realloc(f->keys, n * sizeof(*ks));
+	if (!ks)
+		return NULL;
+	memset(&ks[f->n_keys], 0, (n - f->n_keys) * sizeof(*ks));
+	f->keys = ks;
+	f->n_keys = n;
+	return &f->keys[pos];
+}
+
+/* Keys ahead whose id slots and names are fetched before they are folded:
+ * the ids are spread over the cache at random, the places are not. */
+#define KEY_PREFETCH 8
+
+void ktel_attr_fold__add_key(void *ctx, const struct ktel_pull_key *k)
+{
+	struct ktel_attr_fold *f = ctx;
+	struct keyslot *ks;
+	struct rest *rest;
+	uint32_t hint = 0;
+
+	if (f->oom)
+		return;
+	if (k->pos + KEY_PREFETCH < f->n_keys) {
+		const struct keyslot *a = &f->keys[k->pos + KEY_PREFETCH];
+		const struct keyslot *b = &f->keys[k->pos + KEY_PREFETCH / 2];
+
+		if (a->rest && a->idx < f->ids.cap)
+			__builtin_prefetch(&f->ids.s[a->idx]);
+		if (b->rest && b->idx < f->ids.cap && f->ids.s[b->idx].name)
+			__builtin_prefetch(f->ids.s[b->idx].name);
+	}
+	ks = keyslot_at(f, k->pos);
+	if (ks && ks->rest && ks->key_size == k->key_size && ks->derived == k->derived &&
+	    memcmp(ks->key, k->key, k->key_size) == 0 &&
+	    add_vals(f, ks->rest, k->id, &ks->idx, k->vals, k->n_vals)) {
+		take_head(f, k->head);
+		return;
+	}
+	/* A key not seen at this place: its record, once. */
+	add_one(f, k->record(k), false, &hint, &rest);
+	if (!ks)
+		return;
+	ks->rest = NULL;
+	if (!rest || k->key_size > KEYSLOT_KEY_MAX)
+		return;
+	ks->rest = rest;
+	ks->idx = hint;
+	ks->key_size = (uint32_t)k->key_size;
+	ks->derived = k->derived;
+	memcpy(ks->key, k->key, k->key_size);
 }
 
 /*
@@ -871,8 +1099,12 @@ void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n)
 	struct ktel_attr_fold *f = ctx;
 
 	prefetch_ids(f, recs, n);
-	for (size_t i = 0; i < n && !f->oom; i++)
-		add_one(f, &recs[i], false);
+	for (size_t i = 0; i < n && !f->oom; i++) {
+		uint32_t hint = 0;
+		struct rest *rest;
+
+		add_one(f, &recs[i], false, &hint, &rest);
+	}
 }
 
 bool ktel_attr_fold__first_window(const struct ktel_attr_fold *f)
@@ -886,8 +1118,12 @@ void ktel_attr_fold__add_history(void *ctx, const struct ktel_record *recs, size
 
 	if (f->win != 1)
 		return;
-	for (size_t i = 0; i < n && !f->oom; i++)
-		add_one(f, &recs[i], true);
+	for (size_t i = 0; i < n && !f->oom; i++) {
+		uint32_t hint = 0;
+		struct rest *rest;
+
+		add_one(f, &recs[i], true, &hint, &rest);
+	}
 }
 
 /* Drop the admission of n: its series end (emitted and freed at the

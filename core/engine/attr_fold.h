@@ -118,6 +118,15 @@ void ktel_attr_fold__begin(struct ktel_attr_fold *f);
 void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n);
 
 /*
+ * Fold one key of a pull (a ktel_pull_key_fn for ktel_metric_pull__run_keys,
+ * ctx the fold), as _add folds its record: the fold keeps, per place in
+ * the snapshot, the key's bytes and what its record's other dimensions
+ * were, so a key it finds at its place again is folded from its delta
+ * alone; any other key from its record (k->record), once.
+ */
+void ktel_attr_fold__add_key(void *ctx, const struct ktel_pull_key *k);
+
+/*
  * End the window at now_ns (any monotonic clock, for the churn budget):
  * rank, admit, and hand the folded records to fn(ctx, ...), at most
  * KTEL_PULL_WINDOW at a time. Returns the number of records emitted, or
