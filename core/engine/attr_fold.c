@@ -31,6 +31,15 @@
  * into its rest's other cell: cells stay a few per rest instead of one per
  * key, which is what a pull of many keys spent its time on (in cache
  * misses more than in instructions).
+ *
+ * A pull hands its keys here one by one (ktel_attr_fold__add_key) rather
+ * than records: the fold keeps, per place in the pull's snapshot, the
+ * key's bytes, its rest and a hint to its id's slot, so a key found at its
+ * place again costs a compare of its bytes, an id slot checked at the
+ * hint, and its delta vector summed into a cell; no record is made, hashed
+ * or taken apart. A key the place does not know (the first pull, a key
+ * that moved, a device named or no longer) is folded from its record,
+ * which the pull makes only then, and the place remembers it.
  */
 #include "attr_fold.h"
 

@@ -9,8 +9,9 @@
  *          records) handing its records on (to nothing, as to a router)
  *   attr   attribution by cgroup: CPUS CPUs x KEYS/CPUS real cgroups made
  *          for the run under the cgroup2 mount; the same pull with the
- *          attribution dimension, its records to the fold
- *          (ktel_attr_fold__add), the ids named by attr_names (the cgroup
+ *          attribution dimension, its keys to the fold
+ *          (ktel_metric_pull__run_keys, ktel_attr_fold__add_key), the ids
+ *          named by attr_names (the cgroup
  *          walk's cache), then ktel_attr_fold__end (rank, top K = 20,
  *          other) handing on what it folded: what run_attributed() in the
  *          daemon does, with attr_names' begin_pull
