@@ -32,7 +32,7 @@
  * key, which is what a pull of many keys spent its time on (in cache
  * misses more than in instructions).
  *
- * A pull hands its keys here one by one (ktel_attr_fold__add_key) rather
+ * A pull hands its keys here in batches (ktel_attr_fold__add_keys) rather
  * than records: the fold keeps, per place in the pull's snapshot, the
  * key's bytes, its rest and a hint to its id's slot, so a key found at its
  * place again costs a compare of its bytes, an id slot checked at the
@@ -96,6 +96,7 @@ struct value {
 struct cell {
 	struct cell *next;
 	uint64_t hash;
+	struct cell *live_next; /* the window's cells (the fold's live list) */
 	struct rest *rest;
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
@@ -187,6 +188,10 @@ struct ktel_attr_fold {
 	struct ktel_attr_fold_stats st;
 	struct ktel_record *out;
 	struct cell *spare; /* cells of past windows, for reuse */
+	/* The window's cells: a window of few cells is cleared and walked in
+	 * as many steps, not in one per slot of a table that a window of one
+	 * cell per key grew. */
+	struct cell *live;
 	struct idcache ids;
 	uint64_t name_epoch; /* moved on by every name entry freed */
 	struct dimhash dimhash[KTEL_MAX_DIMS];
@@ -690,6 +695,8 @@ static struct cell *cell_get(struct ktel_attr_fold *f, struct rest *r, enum targ
 		free(e);
 		return NULL;
 	}
+	e->live_next = f->live;
+	f->live = e;
 	return e;
 }
 
@@ -700,14 +707,16 @@ static struct cell *cell_get(struct ktel_attr_fold *f, struct rest *r, enum targ
  */
 static void cells_clear(struct ktel_attr_fold *f)
 {
+	struct cell *next;
+
 	f->cells_gen++;
-	table_for_each(&f->cells, struct cell, c)
-	{
+	for (struct cell *c = f->live; c; c = next) {
+		next = c->live_next;
+		f->cells.slots[c->hash & (f->cells.n_slots - 1)] = NULL;
 		c->next = f->spare;
 		f->spare = c;
 	}
-	for (size_t i = 0; i < f->cells.n_slots; i++)
-		f->cells.slots[i] = NULL;
+	f->live = NULL;
 	f->cells.n = 0;
 }
 
@@ -1032,47 +1041,68 @@ static struct keyslot *keyslot_at(struct ktel_attr_fold *f, size_t pos)
 	return &f->keys[pos];
 }
 
-/* Keys ahead whose id slots and names are fetched before they are folded:
- * the ids are spread over the cache at random, the places are not. */
-#define KEY_PREFETCH 8
-
-void ktel_attr_fold__add_key(void *ctx, const struct ktel_pull_key *k)
+/* Fold key i of batch b, its place's slot ks (NULL out of memory). */
+static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i,
+		    struct keyslot *ks)
 {
-	struct ktel_attr_fold *f = ctx;
-	struct keyslot *ks;
+	const struct ktel_pull_key *k = &b->k[i];
 	struct rest *rest;
 	uint32_t hint = 0;
 
-	if (f->oom)
-		return;
-	if (k->pos + KEY_PREFETCH < f->n_keys) {
-		const struct keyslot *a = &f->keys[k->pos + KEY_PREFETCH];
-		const struct keyslot *b = &f->keys[k->pos + KEY_PREFETCH / 2];
-
-		if (a->rest && a->idx < f->ids.cap)
-			__builtin_prefetch(&f->ids.s[a->idx]);
-		if (b->rest && b->idx < f->ids.cap && f->ids.s[b->idx].name)
-			__builtin_prefetch(f->ids.s[b->idx].name);
-	}
-	ks = keyslot_at(f, k->pos);
-	if (ks && ks->rest && ks->key_size == k->key_size && ks->derived == k->derived &&
-	    memcmp(ks->key, k->key, k->key_size) == 0 &&
-	    add_vals(f, ks->rest, k->id, &ks->idx, k->vals, k->n_vals)) {
-		take_head(f, k->head);
+	if (ks && ks->rest && ks->key_size == b->key_size && ks->derived == k->derived &&
+	    memcmp(ks->key, k->key, b->key_size) == 0 &&
+	    add_vals(f, ks->rest, k->id, &ks->idx, k->vals, b->n_vals)) {
+		take_head(f, b->head);
 		return;
 	}
 	/* A key not seen at this place: its record, once. */
-	add_one(f, k->record(k), false, &hint, &rest);
+	add_one(f, b->record(b, i), false, &hint, &rest);
 	if (!ks)
 		return;
 	ks->rest = NULL;
-	if (!rest || k->key_size > KEYSLOT_KEY_MAX)
+	if (!rest || b->key_size > KEYSLOT_KEY_MAX)
 		return;
 	ks->rest = rest;
 	ks->idx = hint;
-	ks->key_size = (uint32_t)k->key_size;
+	ks->key_size = (uint32_t)b->key_size;
 	ks->derived = k->derived;
-	memcpy(ks->key, k->key, k->key_size);
+	memcpy(ks->key, k->key, b->key_size);
+}
+
+void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
+{
+	struct ktel_attr_fold *f = ctx;
+	const struct idcache *c = &f->ids;
+	size_t last = 0;
+	bool slots;
+
+	if (f->oom || !b->n)
+		return;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->k[i].pos > last)
+			last = b->k[i].pos;
+	slots = keyslot_at(f, last) != NULL;
+	/*
+	 * Fetch ahead what the keys will touch: their id slots, then (once
+	 * those are in) the name entries the slots point at. Ids are spread
+	 * over both at random, so without this nearly every key waits for
+	 * memory twice; with it the waits of a batch overlap.
+	 */
+	for (size_t i = 0; slots && i < b->n; i++) {
+		const struct keyslot *ks = &f->keys[b->k[i].pos];
+
+		if (ks->rest && ks->idx < c->cap)
+			__builtin_prefetch(&c->s[ks->idx]);
+	}
+	for (size_t i = 0; slots && i < b->n; i++) {
+		const struct keyslot *ks = &f->keys[b->k[i].pos];
+
+		if (ks->rest && ks->idx < c->cap && c->s[ks->idx].used && c->s[ks->idx].name &&
+		    c->s[ks->idx].epoch == f->name_epoch)
+			__builtin_prefetch(c->s[ks->idx].name);
+	}
+	for (size_t i = 0; i < b->n && !f->oom; i++)
+		add_key(f, b, i, slots ? &f->keys[b->k[i].pos] : NULL);
 }
 
 /*
@@ -1414,8 +1444,7 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 		memset(&s->delta, 0, sizeof(s->delta));
 		s->touched = false;
 	}
-	table_for_each(&f->cells, struct cell, c)
-	{
+	for (struct cell *c = f->live; c; c = c->live_next) {
 		struct series *s = target_series(f, c);
 
 		if (!s) {

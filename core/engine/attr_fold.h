@@ -118,13 +118,13 @@ void ktel_attr_fold__begin(struct ktel_attr_fold *f);
 void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n);
 
 /*
- * Fold one key of a pull (a ktel_pull_key_fn for ktel_metric_pull__run_keys,
- * ctx the fold), as _add folds its record: the fold keeps, per place in
- * the snapshot, the key's bytes and what its record's other dimensions
- * were, so a key it finds at its place again is folded from its delta
- * alone; any other key from its record (k->record), once.
+ * Fold a batch of a pull's keys (a ktel_pull_keys_fn for
+ * ktel_metric_pull__run_keys, ctx the fold), as _add folds their records:
+ * the fold keeps, per place in the snapshot, the key's bytes and what its
+ * record's other dimensions were, so a key it finds at its place again is
+ * folded from its delta alone; any other key from its record, once.
  */
-void ktel_attr_fold__add_key(void *ctx, const struct ktel_pull_key *k);
+void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b);
 
 /*
  * End the window at now_ns (any monotonic clock, for the churn budget):

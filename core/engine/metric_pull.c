@@ -138,10 +138,14 @@ struct ktel_metric_pull {
 	bool fallback_logged;
 	uint64_t window_start_boot;
 	int64_t window_start_wall;
-	/* The key being handed to a key_fn (ktel_pull_key), for its record. */
-	const void *kkey;
-	const uint64_t *kdelta;
+	/* A batch of keys for run_keys' key_fn (struct ktel_pull_keys): win_cap
+	 * keys, each with its delta (or level) kept in kvals when the delta
+	 * engine wrote it where the next key's goes; the window and snapshot
+	 * their records are made from. */
+	struct ktel_pull_key *kbatch;
+	uint64_t *kvals;
 	const struct window *kw;
+	const struct ktel_map_snapshot *ks;
 };
 
 /* ---- clocks and boot id ------------------------------------------------ */
@@ -514,6 +518,13 @@ static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries,
 		mp->lp.deltas = calloc(mp->keys_cap * mp->n_values, sizeof(*mp->lp.deltas));
 	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
 	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
+	if (mp->attr_name) {
+		mp->kbatch = calloc(mp->win_cap, sizeof(*mp->kbatch));
+		mp->kvals = calloc(mp->win_cap * mp->n_values, sizeof(*mp->kvals));
+		if (!mp->kbatch || !mp->kvals)
+			return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
+					    mp->md->name, max_entries);
+	}
 	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur || !mp->delta)
 		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
 				    mp->md->name, max_entries);
@@ -633,6 +644,8 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 	free(mp->lp.deltas);
 	free(mp->cur);
 	free(mp->delta);
+	free(mp->kbatch);
+	free(mp->kvals);
 	free(mp->taken);
 	free(mp);
 }
@@ -854,18 +867,33 @@ static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
  */
 struct emit {
 	ktel_pull_records_fn fn;
-	ktel_pull_key_fn key_fn; /* keys instead of records (run_keys) */
+	ktel_pull_keys_fn key_fn; /* keys instead of records (run_keys) */
 	void *ctx;
 	size_t n;     /* records in the window now */
 	size_t total; /* records handed on so far */
 };
 
+static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size_t i);
+
 static void emit_flush(struct ktel_metric_pull *mp, struct emit *e)
 {
 	if (!e->n)
 		return;
-	if (e->fn)
+	if (e->key_fn) {
+		struct ktel_pull_keys b = {
+			.k = mp->kbatch,
+			.n = e->n,
+			.key_size = mp->ks->key_size,
+			.n_vals = mp->n_values,
+			.head = &mp->kw->head,
+			.record = key_record,
+			.priv = mp,
+		};
+
+		e->key_fn(e->ctx, &b);
+	} else if (e->fn) {
 		e->fn(e->ctx, mp->win, e->n);
+	}
 	e->total += e->n;
 	e->n = 0;
 }
@@ -902,38 +930,49 @@ static uint64_t device_of(struct ktel_metric_pull *mp, const void *key, uint64_t
 	return major << 20 | minor;
 }
 
-/* ktel_pull_key's record: the one the key would have made, into win. */
-static const struct ktel_record *key_record(const struct ktel_pull_key *k)
+/* Key i's record of a batch: the one the key would have made, into win,
+ * its totals read from the snapshot again. */
+static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size_t i)
 {
-	struct ktel_metric_pull *mp = k->priv;
+	struct ktel_metric_pull *mp = b->priv;
+	const struct ktel_pull_key *k = &b->k[i];
+	const struct ktel_map_snapshot *s = mp->ks;
 
-	make_records(mp, mp->kkey, mp->cur, mp->kdelta, mp->kw, mp->win);
+	read_values(mp, (const char *)s->values + k->pos * s->value_size);
+	make_records(mp, k->key, mp->cur, is_gauge(mp) ? NULL : k->vals, mp->kw, mp->win);
 	return mp->win;
 }
 
-/* Hand key i to e->key_fn (run_keys); no record is made unless the
- * consumer asks for it. */
-static void emit_key_fn(struct ktel_metric_pull *mp, struct emit *e, size_t i, const void *key,
-			size_t key_size, const uint64_t *delta, const struct window *w)
+/* Add key i of snapshot s to the batch for e->key_fn (run_keys); no record
+ * is made unless the consumer asks for it. */
+static void emit_key_fn(struct ktel_metric_pull *mp, struct emit *e,
+			const struct ktel_map_snapshot *s, size_t i, const uint64_t *delta,
+			const struct window *w)
 {
-	struct ktel_pull_key k = {
+	const void *key = (const char *)s->keys + i * s->key_size;
+	const uint64_t *vals = delta ? delta : mp->cur;
+	struct ktel_pull_key *k;
+
+	if (e->n == mp->win_cap)
+		emit_flush(mp, e);
+	mp->kw = w;
+	mp->ks = s;
+	k = &mp->kbatch[e->n];
+	/* The delta engine's scratch (or the level) is the next key's too. */
+	if (vals == mp->delta || vals == mp->cur) {
+		uint64_t *keep = &mp->kvals[e->n * mp->n_values];
+
+		memcpy(keep, vals, mp->n_values * sizeof(*keep));
+		vals = keep;
+	}
+	*k = (struct ktel_pull_key){
 		.pos = i,
 		.key = key,
-		.key_size = key_size,
 		.id = ktel_field_read_u64(mp->dims[mp->attr_dim].field, key),
 		.derived = device_of(mp, key, w->end_boot),
-		.vals = delta ? delta : mp->cur,
-		.n_vals = mp->n_values,
-		.head = &w->head,
-		.record = key_record,
-		.priv = mp,
+		.vals = vals,
 	};
-
-	mp->kkey = key;
-	mp->kdelta = delta;
-	mp->kw = w;
-	e->key_fn(e->ctx, &k);
-	e->total++;
+	e->n++;
 }
 
 /* Where the delta engine writes the next key's delta: its place in the last
@@ -1000,7 +1039,7 @@ static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *d
 			mp->lp.keys[mp->lp.n++] = (uint32_t)i;
 		mp->lp.n_emitted++;
 		if (e->key_fn)
-			emit_key_fn(mp, e, i, key, s->key_size, delta, w);
+			emit_key_fn(mp, e, s, i, delta, w);
 		else
 			emit_key(mp, e, key, mp->cur, delta, w);
 	}
@@ -1133,7 +1172,7 @@ static void take_released(struct ktel_metric_pull *mp, const struct ktel_map_sna
 
 /* run and run_keys: key_fn NULL makes records. */
 static int run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
-	       ktel_pull_key_fn key_fn, ktel_pull_records_fn fn, void *ctx,
+	       ktel_pull_keys_fn key_fn, ktel_pull_records_fn fn, void *ctx,
 	       struct ktel_pull_info *ret_info, struct ktel_err *err)
 {
 	uint64_t t0 = ktel_now_boottime_ns();
@@ -1183,7 +1222,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, con
 }
 
 int ktel_metric_pull__run_keys(struct ktel_metric_pull *mp, struct ktel_delta *d,
-			       const char *boot_id, ktel_pull_key_fn key_fn,
+			       const char *boot_id, ktel_pull_keys_fn key_fn,
 			       ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
 			       struct ktel_err *err)
 {

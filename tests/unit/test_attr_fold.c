@@ -270,7 +270,6 @@ struct key_ctx {
 	uint64_t derived;
 	uint64_t vals[KTEL_HIST_BUCKETS + 1];
 	struct ktel_record rec;
-	int made; /* records asked for */
 };
 
 /* The record the key makes: cpu, the id, and a derived "device" when the
@@ -289,12 +288,19 @@ static struct ktel_record key_rec(const struct key_ctx *c)
 	return r;
 }
 
-static const struct ktel_record *key_record(const struct ktel_pull_key *k)
+/* Records of a batch of keys: place i's (the batch's priv). */
+struct batch_ctx {
+	struct key_ctx **c;
+	int made; /* records asked for */
+};
+
+static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size_t i)
 {
-	struct key_ctx *c = k->priv;
+	struct batch_ctx *bc = b->priv;
+	struct key_ctx *c = bc->c[i];
 
 	c->rec = key_rec(c);
-	c->made++;
+	bc->made++;
 	return &c->rec;
 }
 
@@ -356,7 +362,10 @@ static void test_keys_fold_as_records(void **state)
 	static struct key_ctx place[PLACES];
 	struct ktel_attr_fold_stats sr, sk;
 	struct ktel_err err;
-	int made = 0;
+	struct key_ctx *batch_c[PLACES];
+	struct ktel_pull_key batch_k[PLACES];
+	struct batch_ctx bc = {.c = batch_c};
+	size_t n_batch = 0;
 
 	(void)state;
 	for (int i = 0; i < PLACES; i++) {
@@ -392,20 +401,10 @@ static void test_keys_fold_as_records(void **state)
 		}
 		ktel_attr_fold__begin(fr);
 		ktel_attr_fold__begin(fk);
+		n_batch = 0;
 		for (size_t i = 0; i < PLACES; i++) {
 			struct key_ctx *c = &place[i];
 			struct ktel_record r;
-			struct ktel_pull_key k = {
-				.pos = i,
-				.key = &c->k,
-				.key_size = sizeof(c->k),
-				.id = c->k.id,
-				.vals = c->vals,
-				.n_vals = KTEL_HIST_BUCKETS + 1,
-				.head = &head,
-				.record = key_record,
-				.priv = c,
-			};
 
 			/* Busy low ids keep the K places taken: the windows
 			 * fold the others into other at once. */
@@ -415,12 +414,31 @@ static void test_keys_fold_as_records(void **state)
 			for (int b = 0; b < 4; b++)
 				c->vals[rnd() % KTEL_HIST_BUCKETS] += 1 + rnd() % 20;
 			c->vals[KTEL_HIST_BUCKETS] = rnd() % 1000;
-			k.derived = c->derived;
 			r = key_rec(c);
 			ktel_attr_fold__add(fr, &r, 1);
-			c->made = 0;
-			ktel_attr_fold__add_key(fk, &k);
-			made += c->made;
+			batch_c[n_batch] = c;
+			batch_k[n_batch++] = (struct ktel_pull_key){
+				.pos = i,
+				.key = &c->k,
+				.id = c->k.id,
+				.derived = c->derived,
+				.vals = c->vals,
+			};
+		}
+		/* In batches of a few keys, as a pull's windows. */
+		for (size_t i = 0; i < n_batch; i += 5) {
+			struct ktel_pull_keys b = {
+				.k = &batch_k[i],
+				.n = n_batch - i < 5 ? n_batch - i : 5,
+				.key_size = sizeof(struct test_key),
+				.n_vals = KTEL_HIST_BUCKETS + 1,
+				.head = &head,
+				.record = key_record,
+				.priv = &bc,
+			};
+
+			bc.c = &batch_c[i];
+			ktel_attr_fold__add_keys(fk, &b);
 		}
 		lr.n = lk.n = 0;
 		assert_true(ktel_attr_fold__end(fr, (uint64_t)w * 60000000000ULL, collect_lines,
@@ -437,7 +455,7 @@ static void test_keys_fold_as_records(void **state)
 		assert_memory_equal(&sr, &sk, sizeof(sr));
 	}
 	/* Most keys were folded from their deltas alone. */
-	assert_true(made > 0 && made < PLACES * WINDOWS / 4);
+	assert_true(bc.made > 0 && bc.made < PLACES * WINDOWS / 4);
 	ktel_attr_fold__free(fr);
 	ktel_attr_fold__free(fk);
 }

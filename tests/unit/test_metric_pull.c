@@ -838,28 +838,39 @@ struct got_keys {
 	uint64_t vals[MAXN][KTEL_HIST_BUCKETS + 1];
 	size_t n_vals[MAXN];
 	struct ktel_record head[MAXN], rec[MAXN];
+	size_t batches;
 };
 
-static void collect_key(void *ctx, const struct ktel_pull_key *k)
+static void collect_keys(void *ctx, const struct ktel_pull_keys *b)
 {
 	struct got_keys *g = ctx;
-	size_t j = g->n++;
 
-	assert_true(j < MAXN);
-	assert_true(k->n_vals <= KTEL_HIST_BUCKETS + 1);
-	assert_int_equal(k->key_size, sizeof(struct {
+	assert_int_equal(b->key_size, sizeof(struct {
 				 uint32_t cpu, pad;
 				 uint64_t attr;
 			 }));
-	g->pos[j] = k->pos;
-	g->id[j] = k->id;
-	g->derived[j] = k->derived;
-	g->n_vals[j] = k->n_vals;
-	memcpy(g->vals[j], k->vals, k->n_vals * sizeof(uint64_t));
-	g->head[j] = *k->head;
-	g->rec[j] = *k->record(k);
-	/* Made again: the same. */
-	assert_memory_equal(k->record(k), &g->rec[j], sizeof(g->rec[j]));
+	assert_true(b->n_vals <= KTEL_HIST_BUCKETS + 1);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct ktel_pull_key *k = &b->k[i];
+		size_t j = g->n++;
+
+		assert_true(j < MAXN);
+		g->pos[j] = k->pos;
+		g->id[j] = k->id;
+		g->derived[j] = k->derived;
+		g->n_vals[j] = b->n_vals;
+		memcpy(g->vals[j], k->vals, b->n_vals * sizeof(uint64_t));
+		g->head[j] = *b->head;
+	}
+	/* The records, made after the batch's keys were read: each its
+	 * key's, made again the same. */
+	for (size_t i = 0; i < b->n; i++) {
+		size_t j = g->n - b->n + i;
+
+		g->rec[j] = *b->record(b, i);
+		assert_memory_equal(b->record(b, i), &g->rec[j], sizeof(g->rec[j]));
+	}
+	g->batches++;
 }
 
 static void no_records(void *ctx, const struct ktel_record *recs, size_t n)
@@ -870,10 +881,10 @@ static void no_records(void *ctx, const struct ktel_record *recs, size_t n)
 	fail_msg("run_keys made records of a pull whose keys it hands on");
 }
 
-static void no_keys(void *ctx, const struct ktel_pull_key *k)
+static void no_keys(void *ctx, const struct ktel_pull_keys *b)
 {
 	(void)ctx;
-	(void)k;
+	(void)b;
 	fail_msg("run_keys handed on the keys of a pull of several records per key");
 }
 
@@ -898,7 +909,12 @@ static int attr_pull_new(struct ctx *c, const char *metric, struct ktel_metric_p
 	static const struct ktel_dimension_desc dims[] = {{.name = "cpu"}, {.name = "attr"}};
 	static const uint32_t flags[] = {0, KTEL_DIM_ATTRIBUTION};
 	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
-	struct ktel_metric_pull_opts po = {.reader = &ro, .attr_name = "cgroup"};
+	/* Batches of 4 keys; the deltas of 2 kept for last_records, so the
+	 * others' are where the delta engine writes the next key's. */
+	struct ktel_metric_pull_opts po = {.reader = &ro,
+					   .attr_name = "cgroup",
+					   .window = 4,
+					   .keep_values = 2 * (KTEL_HIST_BUCKETS + 1)};
 
 	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = metric, .map_name = c->map_name,
 						     .model = KTEL_MODEL_ACCUMULATOR, .unit = "us",
@@ -934,12 +950,14 @@ static void test_run_keys(void **state)
 			set_u64(c, i, 0, KTEL_HIST_BUCKETS * 8, round_val(i, 40, r));
 		}
 		memset(&got, 0, sizeof(got));
-		assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, collect_key,
+		assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, collect_keys,
 							    no_records, &got, &info, &err),
 				 0);
 		assert_int_equal(run_into(recs_mp, d1, &c->got, NULL, &err), 0);
 		assert_int_equal(got.n, r < 2 ? c->f.n : c->f.n / 2);
 		assert_int_equal(info.records, got.n);
+		/* In batches of at most a window (4 keys). */
+		assert_int_equal(got.batches, (got.n + 3) / 4);
 		assert_int_equal(c->got.n, got.n);
 		for (size_t j = 0; j < got.n; j++) {
 			const struct ktel_record *want = &c->got.recs[j];
