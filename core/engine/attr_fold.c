@@ -1096,10 +1096,19 @@ void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 	}
 	for (size_t i = 0; slots && i < b->n; i++) {
 		const struct keyslot *ks = &f->keys[b->k[i].pos];
+		const struct idslot *slot;
 
-		if (ks->rest && ks->idx < c->cap && c->s[ks->idx].used && c->s[ks->idx].name &&
-		    c->s[ks->idx].epoch == f->name_epoch)
-			__builtin_prefetch(c->s[ks->idx].name);
+		if (!ks->rest || ks->idx >= c->cap)
+			continue;
+		slot = &c->s[ks->idx];
+		if (!slot->used || slot->id != b->k[i].id)
+			continue;
+		if (slot->name && slot->epoch == f->name_epoch)
+			__builtin_prefetch(slot->name);
+		/* The resolver's memory of an id named in an earlier window,
+		 * which its first key of this one notes as used. */
+		if (f->o.prefetch && slot->win != f->win && slot->hint)
+			f->o.prefetch(f->o.resolve_ctx, slot->hint);
 	}
 	for (size_t i = 0; i < b->n && !f->oom; i++)
 		add_key(f, b, i, slots ? &f->keys[b->k[i].pos] : NULL);

@@ -70,6 +70,9 @@ struct ktel_attr_fold_opts {
 	 */
 	uint64_t (*generation)(void *ctx);
 	bool (*used)(void *ctx, uint64_t id, uint64_t *hint);
+	/* Optional, with used: fetch ahead what used will touch for hint,
+	 * called for a batch of keys before they are folded. */
+	void (*prefetch)(void *ctx, uint64_t hint);
 };
 
 /* What a fold has done, for self-telemetry. Event counts are cumulative. */

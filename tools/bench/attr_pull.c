@@ -222,6 +222,12 @@ static bool used(void *ctx, uint64_t id, uint64_t *hint)
 	return ktel_attr_names__cgroup_used(names, id, hint);
 }
 
+static void prefetch(void *ctx, uint64_t hint)
+{
+	(void)ctx;
+	ktel_attr_names__cgroup_prefetch(names, hint);
+}
+
 /* One pull of s: what the daemon's pull_accumulator() does for it. */
 static int pull(struct side *s, bool attributed, int r)
 {
@@ -304,6 +310,7 @@ int main(int argc, char **argv)
 		.resolve = resolve,
 		.generation = generation,
 		.used = used,
+		.prefetch = prefetch,
 	};
 	struct ktel_attr_names_opts no = {0};
 	struct ktel_err err = {0};
