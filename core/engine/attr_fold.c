@@ -204,6 +204,9 @@ struct ktel_attr_fold {
 	bool direct;
 	uint32_t evictable;   /* admitted names the next window's end may evict */
 	bool release_pending; /* a release since the last window began */
+	/* A name is marked released that end_released has not ended or
+	 * taken back yet: without one, the window's end does not look. */
+	bool released_marked;
 };
 
 /* ---- hashing and tables --------------------------------------------------- */
@@ -1041,6 +1044,21 @@ static struct keyslot *keyslot_at(struct ktel_attr_fold *f, size_t pos)
 	return &f->keys[pos];
 }
 
+/* Is the key at a place the one it holds? Two words compared in place
+ * for the usual 16-byte key, not a call per key. */
+static bool key_same(const struct keyslot *ks, const void *key, size_t size)
+{
+	uint64_t a[2], b[2];
+
+	if (ks->key_size != size)
+		return false;
+	if (size != sizeof(a))
+		return memcmp(ks->key, key, size) == 0;
+	memcpy(a, ks->key, sizeof(a));
+	memcpy(b, key, sizeof(b));
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+}
+
 /* Fold key i of batch b, its place's slot ks (NULL out of memory). */
 static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i,
 		    struct keyslot *ks)
@@ -1049,8 +1067,7 @@ static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, si
 	struct rest *rest;
 	uint32_t hint = 0;
 
-	if (ks && ks->rest && ks->key_size == b->key_size && ks->derived == k->derived &&
-	    memcmp(ks->key, k->key, b->key_size) == 0 &&
+	if (ks && ks->rest && ks->derived == k->derived && key_same(ks, k->key, b->key_size) &&
 	    add_vals(f, ks->rest, k->id, &ks->idx, k->vals, b->n_vals)) {
 		take_head(f, b->head);
 		return;
@@ -1204,8 +1221,10 @@ void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
 	if (!f->names.n_slots)
 		return;
 	for (struct name *e = (struct name *)*table_head(&f->names, h); e; e = e->next)
-		if (e->hash == h && strcmp(e->text, text) == 0)
+		if (e->hash == h && strcmp(e->text, text) == 0) {
 			e->released = true;
+			f->released_marked = true;
+		}
 }
 
 /*
@@ -1217,6 +1236,10 @@ void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
  */
 static void end_released(struct ktel_attr_fold *f)
 {
+	/* Every name marked is ended or taken back below. */
+	if (!f->released_marked)
+		return;
+	f->released_marked = false;
 	table_for_each(&f->names, struct name, nm)
 	{
 		if (!nm->released)
@@ -1303,11 +1326,14 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 	struct name **cand;
 	size_t n = 0, m;
 
-	table_for_each(&f->names, struct name, nm)
-	{
-		if (nm->admitted && f->win - nm->last_active >= f->o.sticky_windows)
-			evict(f, nm);
-	}
+	/* The last window's end counted the admitted names this one may evict
+	 * (age_names): names only become active, so none when it found none. */
+	if (f->evictable)
+		table_for_each(&f->names, struct name, nm)
+		{
+			if (nm->admitted && f->win - nm->last_active >= f->o.sticky_windows)
+				evict(f, nm);
+		}
 	refill(f, now_ns);
 	/* A window folded directly has no cells of names not admitted: it
 	 * admits none (it could not, unless a release came within it; then
