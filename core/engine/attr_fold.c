@@ -125,8 +125,7 @@ struct table {
 };
 
 /*
- * Raw id -> how the window named it: open addressing, linear probing, keyed
- * by id. An entry named in the current window is used as is; an older one
+ * Raw id -> how the window named it (struct idcache). An entry named in the current window is used as is; an older one
  * keeps its name entry as a guess that the next resolve of the id confirms
  * by comparing texts. name is valid only while epoch is the fold's
  * name_epoch, which every freed name entry moves on.
@@ -142,9 +141,18 @@ struct idslot {
 	bool used;
 };
 
+/*
+ * The slots are dense, in the order their ids were first seen (the map's
+ * order, in which the next pulls come too), and found by id through an
+ * index (open addressing, linear probing, at most half full) of slot
+ * numbers + 1, 0 being empty: 5,000 ids take 320 KiB of slots and a
+ * 64 KiB index, not a 1 MiB table of slots half empty, and a key's hint
+ * is its id's slot number.
+ */
 struct idcache {
-	struct idslot *s;
-	size_t cap, n;
+	struct idslot *s; /* n of them, room for s_cap */
+	uint32_t *index;  /* cap entries */
+	size_t cap, n, s_cap;
 	size_t named_win, named_last; /* ids named this window, the last one */
 };
 
@@ -543,48 +551,60 @@ static size_t id_slot_of(uint64_t id, size_t cap)
 static void idcache_free(struct idcache *c)
 {
 	free(c->s);
+	free(c->index);
 	c->s = NULL;
-	c->cap = c->n = 0;
+	c->index = NULL;
+	c->cap = c->n = c->s_cap = 0;
 }
 
+/* A twice larger index, made again from the slots. */
 static int idcache_grow(struct idcache *c)
 {
 	size_t cap = c->cap ? c->cap * 2 : 256;
-	struct idslot *s = calloc(cap, sizeof(*s));
+	uint32_t *index = calloc(cap, sizeof(*index));
 
-	if (!s)
+	if (!index)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->cap; i++) {
+	for (size_t k = 0; k < c->n; k++) {
 		size_t j;
 
-		if (!c->s[i].used)
-			continue;
-		for (j = id_slot_of(c->s[i].id, cap); s[j].used; j = (j + 1) & (cap - 1))
+		for (j = id_slot_of(c->s[k].id, cap); index[j]; j = (j + 1) & (cap - 1))
 			;
-		s[j] = c->s[i];
+		index[j] = (uint32_t)k + 1;
 	}
-	free(c->s);
-	c->s = s;
+	free(c->index);
+	c->index = index;
 	c->cap = cap;
 	return 0;
 }
 
-/* id's slot, a new (unnamed) one when it has none; NULL out of memory. */
+/* id's slot, a new (unnamed) one when it has none; NULL out of memory.
+ * A new slot may move the others (a pointer to one is good until then;
+ * a slot number for good). */
 static struct idslot *idcache_get(struct idcache *c, uint64_t id)
 {
 	size_t i;
 
 	if (c->cap)
-		for (i = id_slot_of(id, c->cap); c->s[i].used; i = (i + 1) & (c->cap - 1))
-			if (c->s[i].id == id)
-				return &c->s[i];
-	if ((c->n + 1) * 2 > c->cap && idcache_grow(c))
+		for (i = id_slot_of(id, c->cap); c->index[i]; i = (i + 1) & (c->cap - 1))
+			if (c->s[c->index[i] - 1].id == id)
+				return &c->s[c->index[i] - 1];
+	if (c->n >= UINT32_MAX - 1 || ((c->n + 1) * 2 > c->cap && idcache_grow(c)))
 		return NULL;
-	for (i = id_slot_of(id, c->cap); c->s[i].used; i = (i + 1) & (c->cap - 1))
+	if (c->n == c->s_cap) {
+		size_t s_cap = c->s_cap ? c->s_cap * 2 : 128;
+		struct idslot *sl = realloc(c->s, s_cap * sizeof(*sl));
+
+		if (!sl)
+			return NULL;
+		c->s = sl;
+		c->s_cap = s_cap;
+	}
+	for (i = id_slot_of(id, c->cap); c->index[i]; i = (i + 1) & (c->cap - 1))
 		;
-	c->s[i] = (struct idslot){.id = id, .used = true};
-	c->n++;
-	return &c->s[i];
+	c->index[i] = (uint32_t)c->n + 1;
+	c->s[c->n] = (struct idslot){.id = id, .used = true};
+	return &c->s[c->n++];
 }
 
 /*
@@ -596,7 +616,7 @@ static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hin
 {
 	struct idslot *slot;
 
-	if (*hint < c->cap && c->s[*hint].used && c->s[*hint].id == id)
+	if (*hint < c->n && c->s[*hint].id == id)
 		return &c->s[*hint];
 	slot = idcache_get(c, id);
 	if (slot)
@@ -1108,14 +1128,14 @@ void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 	for (size_t i = 0; slots && i < b->n; i++) {
 		const struct keyslot *ks = &f->keys[b->k[i].pos];
 
-		if (ks->rest && ks->idx < c->cap)
+		if (ks->rest && ks->idx < c->n)
 			__builtin_prefetch(&c->s[ks->idx]);
 	}
 	for (size_t i = 0; slots && i < b->n; i++) {
 		const struct keyslot *ks = &f->keys[b->k[i].pos];
 		const struct idslot *slot;
 
-		if (!ks->rest || ks->idx >= c->cap)
+		if (!ks->rest || ks->idx >= c->n)
 			continue;
 		slot = &c->s[ks->idx];
 		if (!slot->used || slot->id != b->k[i].id)
@@ -1132,9 +1152,9 @@ void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 }
 
 /*
- * Fetch ahead what the records' ids will touch: their id cache slots, then
- * (once those are in) the name entries the slots point at. Ids are spread
- * over both tables at random, so without this nearly every record waits
+ * Fetch ahead what the records' ids will touch: their id cache index
+ * entries, then (once those are in) their slots, then the name entries
+ * the slots point at. Ids are spread over all three at random, so without this nearly every record waits
  * for memory twice; with it the waits of a batch overlap.
  */
 static void prefetch_ids(struct ktel_attr_fold *f, const struct ktel_record *recs, size_t n)
@@ -1147,14 +1167,25 @@ static void prefetch_ids(struct ktel_attr_fold *f, const struct ktel_record *rec
 	for (size_t i = 0; i < n; i++)
 		if ((uint32_t)ai < recs[i].n_dims)
 			__builtin_prefetch(
-				&c->s[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)]);
+				&c->index[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)]);
 	for (size_t i = 0; i < n; i++) {
-		const struct idslot *slot;
+		uint32_t k;
 
 		if ((uint32_t)ai >= recs[i].n_dims)
 			continue;
-		slot = &c->s[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
-		if (slot->used && slot->name && slot->epoch == f->name_epoch)
+		k = c->index[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
+		if (k)
+			__builtin_prefetch(&c->s[k - 1]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct idslot *slot;
+		uint32_t k;
+
+		if ((uint32_t)ai >= recs[i].n_dims)
+			continue;
+		k = c->index[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
+		slot = k ? &c->s[k - 1] : NULL;
+		if (slot && slot->name && slot->epoch == f->name_epoch)
 			__builtin_prefetch(slot->name);
 	}
 }
