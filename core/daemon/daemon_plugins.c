@@ -335,6 +335,14 @@ static bool attr_used(void *ctx, uint64_t id, uint64_t *hint)
 	return ktel_attr_names__cgroup_used(m->daemon->plugins.attr_names, id, hint);
 }
 
+/* attr_used's memory for hint, fetched ahead (attr_fold.h). */
+static void attr_prefetch(void *ctx, uint64_t hint)
+{
+	struct ktel_metric *m = ctx;
+
+	ktel_attr_names__cgroup_prefetch(m->daemon->plugins.attr_names, hint);
+}
+
 /* One of the kernel's cgroup events, to the names. */
 static void on_cgroup_event(void *ctx, const struct ktel_cgroup_ev *ev)
 {
@@ -711,6 +719,7 @@ static int make_fold(struct daemon_plugins *p, struct ktel_metric *m, struct kte
 		.resolve_ctx = m,
 		.generation = attr_generation,
 		.used = attr_used,
+		.prefetch = attr_prefetch,
 	};
 
 	if (m->attr.by == KTEL_ATTR_BY_NONE)

@@ -31,6 +31,15 @@
  * into its rest's other cell: cells stay a few per rest instead of one per
  * key, which is what a pull of many keys spent its time on (in cache
  * misses more than in instructions).
+ *
+ * A pull hands its keys here in batches (ktel_attr_fold__add_keys) rather
+ * than records: the fold keeps, per place in the pull's snapshot, the
+ * key's bytes, its rest and a hint to its id's slot, so a key found at its
+ * place again costs a compare of its bytes, an id slot checked at the
+ * hint, and its delta vector summed into a cell; no record is made, hashed
+ * or taken apart. A key the place does not know (the first pull, a key
+ * that moved, a device named or no longer) is folded from its record,
+ * which the pull makes only then, and the place remembers it.
  */
 #include "attr_fold.h"
 
@@ -51,6 +60,10 @@ enum target_kind {
 struct rest {
 	struct rest *next;
 	uint64_t hash;
+	/* Its other cell of the window, while other_gen is the fold's
+	 * cells_gen: found without hashing, for every key folded into it. */
+	struct cell *other_cell;
+	uint64_t other_gen;
 	enum ktel_record_type type;
 	const char *metric; /* the record's, stable for the pull's life */
 	uint32_t n_dims;
@@ -83,6 +96,7 @@ struct value {
 struct cell {
 	struct cell *next;
 	uint64_t hash;
+	struct cell *live_next; /* the window's cells (the fold's live list) */
 	struct rest *rest;
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
@@ -111,8 +125,7 @@ struct table {
 };
 
 /*
- * Raw id -> how the window named it: open addressing, linear probing, keyed
- * by id. An entry named in the current window is used as is; an older one
+ * Raw id -> how the window named it (struct idcache). An entry named in the current window is used as is; an older one
  * keeps its name entry as a guess that the next resolve of the id confirms
  * by comparing texts. name is valid only while epoch is the fold's
  * name_epoch, which every freed name entry moves on.
@@ -128,9 +141,18 @@ struct idslot {
 	bool used;
 };
 
+/*
+ * The slots are dense, in the order their ids were first seen (the map's
+ * order, in which the next pulls come too), and found by id through an
+ * index (open addressing, linear probing, at most half full) of slot
+ * numbers + 1, 0 being empty: 5,000 ids take 320 KiB of slots and a
+ * 64 KiB index, not a 1 MiB table of slots half empty, and a key's hint
+ * is its id's slot number.
+ */
 struct idcache {
-	struct idslot *s;
-	size_t cap, n;
+	struct idslot *s; /* n of them, room for s_cap */
+	uint32_t *index;  /* cap entries */
+	size_t cap, n, s_cap;
 	size_t named_win, named_last; /* ids named this window, the last one */
 };
 
@@ -141,8 +163,28 @@ struct dimhash {
 	uint64_t hash;
 };
 
+/*
+ * What the fold knows of the key at one place of the pull's snapshot (a
+ * key keeps its place from pull to pull while the map's keys do not
+ * change): its bytes, to check that the key there is the same, and its
+ * rest, so that its other dimensions are neither made into a record nor
+ * hashed again, and a hint to its id's slot in the id cache.
+ */
+#define KEYSLOT_KEY_MAX 32
+
+struct keyslot {
+	struct rest *rest; /* NULL: nothing known */
+	uint32_t idx;      /* the id's slot (idcache_find) */
+	uint32_t key_size;
+	uint64_t derived; /* the key's ktel_pull_key derived */
+	unsigned char key[KEYSLOT_KEY_MAX];
+};
+
 struct ktel_attr_fold {
 	struct ktel_attr_fold_opts o;
+	struct keyslot *keys;
+	size_t n_keys;
+	uint64_t cells_gen; /* moved on by every cells_clear */
 	char *dim_name;
 	struct table rests, names, cells, series;
 	uint64_t win;
@@ -154,6 +196,10 @@ struct ktel_attr_fold {
 	struct ktel_attr_fold_stats st;
 	struct ktel_record *out;
 	struct cell *spare; /* cells of past windows, for reuse */
+	/* The window's cells: a window of few cells is cleared and walked in
+	 * as many steps, not in one per slot of a table that a window of one
+	 * cell per key grew. */
+	struct cell *live;
 	struct idcache ids;
 	uint64_t name_epoch; /* moved on by every name entry freed */
 	struct dimhash dimhash[KTEL_MAX_DIMS];
@@ -166,6 +212,9 @@ struct ktel_attr_fold {
 	bool direct;
 	uint32_t evictable;   /* admitted names the next window's end may evict */
 	bool release_pending; /* a release since the last window began */
+	/* A name is marked released that end_released has not ended or
+	 * taken back yet: without one, the window's end does not look. */
+	bool released_marked;
 };
 
 /* ---- hashing and tables --------------------------------------------------- */
@@ -275,6 +324,23 @@ static uint64_t events_of(const struct ktel_record *r)
 	return r->gauge > 0 ? (uint64_t)r->gauge : 0;
 }
 
+/*
+ * dst[k] += src[k] for the usual KTEL_HIST_BUCKETS buckets, returning their
+ * sum: a loop of constant length over pointers that do not alias, which
+ * the compiler vectorizes (it would not at -O2 with a check of the
+ * pointers against each other to make at run time).
+ */
+static uint64_t add_buckets(uint64_t *restrict dst, const uint64_t *restrict src)
+{
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
+		dst[k] += src[k];
+		n += src[k];
+	}
+	return n;
+}
+
 /* Add r's delta to v; returns a histogram's events (its bucket sum), which
  * the same pass counts. */
 static uint64_t value_add_record(struct value *v, const struct ktel_record *r)
@@ -284,13 +350,8 @@ static uint64_t value_add_record(struct value *v, const struct ktel_record *r)
 	if (r->type == KTEL_RECORD_HISTOGRAM) {
 		const struct ktel_histogram *h = &r->hist.delta;
 
-		/* The usual bucket count as a loop of constant length, which
-		 * the compiler vectorizes. */
 		if (h->n_buckets == KTEL_HIST_BUCKETS) {
-			for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
-				v->hist.counts[k] += h->counts[k];
-				n += h->counts[k];
-			}
+			n = add_buckets(v->hist.counts, h->counts);
 		} else {
 			for (uint32_t k = 0; k < h->n_buckets && k < KTEL_HIST_BUCKETS; k++) {
 				v->hist.counts[k] += h->counts[k];
@@ -490,48 +551,77 @@ static size_t id_slot_of(uint64_t id, size_t cap)
 static void idcache_free(struct idcache *c)
 {
 	free(c->s);
+	free(c->index);
 	c->s = NULL;
-	c->cap = c->n = 0;
+	c->index = NULL;
+	c->cap = c->n = c->s_cap = 0;
 }
 
+/* A twice larger index, made again from the slots. */
 static int idcache_grow(struct idcache *c)
 {
 	size_t cap = c->cap ? c->cap * 2 : 256;
-	struct idslot *s = calloc(cap, sizeof(*s));
+	uint32_t *index = calloc(cap, sizeof(*index));
 
-	if (!s)
+	if (!index)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->cap; i++) {
+	for (size_t k = 0; k < c->n; k++) {
 		size_t j;
 
-		if (!c->s[i].used)
-			continue;
-		for (j = id_slot_of(c->s[i].id, cap); s[j].used; j = (j + 1) & (cap - 1))
+		for (j = id_slot_of(c->s[k].id, cap); index[j]; j = (j + 1) & (cap - 1))
 			;
-		s[j] = c->s[i];
+		index[j] = (uint32_t)k + 1;
 	}
-	free(c->s);
-	c->s = s;
+	free(c->index);
+	c->index = index;
 	c->cap = cap;
 	return 0;
 }
 
-/* id's slot, a new (unnamed) one when it has none; NULL out of memory. */
+/* id's slot, a new (unnamed) one when it has none; NULL out of memory.
+ * A new slot may move the others (a pointer to one is good until then;
+ * a slot number for good). */
 static struct idslot *idcache_get(struct idcache *c, uint64_t id)
 {
 	size_t i;
 
 	if (c->cap)
-		for (i = id_slot_of(id, c->cap); c->s[i].used; i = (i + 1) & (c->cap - 1))
-			if (c->s[i].id == id)
-				return &c->s[i];
-	if ((c->n + 1) * 2 > c->cap && idcache_grow(c))
+		for (i = id_slot_of(id, c->cap); c->index[i]; i = (i + 1) & (c->cap - 1))
+			if (c->s[c->index[i] - 1].id == id)
+				return &c->s[c->index[i] - 1];
+	if (c->n >= UINT32_MAX - 1 || ((c->n + 1) * 2 > c->cap && idcache_grow(c)))
 		return NULL;
-	for (i = id_slot_of(id, c->cap); c->s[i].used; i = (i + 1) & (c->cap - 1))
+	if (c->n == c->s_cap) {
+		size_t s_cap = c->s_cap ? c->s_cap * 2 : 128;
+		struct idslot *sl = realloc(c->s, s_cap * sizeof(*sl));
+
+		if (!sl)
+			return NULL;
+		c->s = sl;
+		c->s_cap = s_cap;
+	}
+	for (i = id_slot_of(id, c->cap); c->index[i]; i = (i + 1) & (c->cap - 1))
 		;
-	c->s[i] = (struct idslot){.id = id, .used = true};
-	c->n++;
-	return &c->s[i];
+	c->index[i] = (uint32_t)c->n + 1;
+	c->s[c->n] = (struct idslot){.id = id, .used = true};
+	return &c->s[c->n++];
+}
+
+/*
+ * id's slot as idcache_get finds it, tried first at *hint (a slot index the
+ * caller keeps for the id, checked: the cache moves its slots as it grows
+ * and drops them all when it is cleared), which is then set to the slot.
+ */
+static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hint)
+{
+	struct idslot *slot;
+
+	if (*hint < c->n && c->s[*hint].id == id)
+		return &c->s[*hint];
+	slot = idcache_get(c, id);
+	if (slot)
+		*hint = (uint32_t)(slot - c->s);
+	return slot;
 }
 
 /*
@@ -540,10 +630,10 @@ static struct idslot *idcache_get(struct idcache *c, uint64_t id)
  * from the cache at the others. Within a window an id keeps the name of its
  * first record. 0, or -ENOMEM.
  */
-static int name_id(struct ktel_attr_fold *f, uint64_t id, enum target_kind *ret_kind,
-		   struct name **ret_name)
+static int name_id(struct ktel_attr_fold *f, uint64_t id, uint32_t *hint,
+		   enum target_kind *ret_kind, struct name **ret_name)
 {
-	struct idslot *slot = idcache_get(&f->ids, id);
+	struct idslot *slot = idcache_find(&f->ids, id, hint);
 	enum target_kind kind = TARGET_UNKNOWN;
 	struct name *name = NULL;
 	char buf[NAME_MAX_LEN];
@@ -628,6 +718,8 @@ static struct cell *cell_get(struct ktel_attr_fold *f, struct rest *r, enum targ
 		free(e);
 		return NULL;
 	}
+	e->live_next = f->live;
+	f->live = e;
 	return e;
 }
 
@@ -638,13 +730,16 @@ static struct cell *cell_get(struct ktel_attr_fold *f, struct rest *r, enum targ
  */
 static void cells_clear(struct ktel_attr_fold *f)
 {
-	table_for_each(&f->cells, struct cell, c)
-	{
+	struct cell *next;
+
+	f->cells_gen++;
+	for (struct cell *c = f->live; c; c = next) {
+		next = c->live_next;
+		f->cells.slots[c->hash & (f->cells.n_slots - 1)] = NULL;
 		c->next = f->spare;
 		f->spare = c;
 	}
-	for (size_t i = 0; i < f->cells.n_slots; i++)
-		f->cells.slots[i] = NULL;
+	f->live = NULL;
 	f->cells.n = 0;
 }
 
@@ -715,6 +810,7 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 		free(c);
 	}
 	idcache_free(&f->ids);
+	free(f->keys);
 	table_clear(&f->series, free);
 	table_clear(&f->names, name_free);
 	table_clear(&f->rests, rest_free);
@@ -763,85 +859,302 @@ static int attr_dim_of(struct ktel_attr_fold *f, const struct ktel_record *r)
 	return -1;
 }
 
-/* Fold r: its delta, or (history) its total. */
-static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool history)
+/* The window's other cell of rest. */
+static struct cell *other_cell(struct ktel_attr_fold *f, struct rest *rest)
 {
-	int ai = attr_dim_of(f, r);
+	if (rest->other_gen != f->cells_gen || !rest->other_cell) {
+		rest->other_cell = cell_get(f, rest, TARGET_KERNEL_OTHER, NULL);
+		rest->other_gen = f->cells_gen;
+	}
+	return rest->other_cell;
+}
+
+/*
+ * How a delta of id (has_id: the record carries the attribution dimension)
+ * is named this window, and the cell it goes into: *ret_direct when it
+ * goes into other at once (a name not admitted that cannot be by the
+ * window's end). NULL out of memory (f->oom set).
+ */
+static struct cell *target_cell(struct ktel_attr_fold *f, struct rest *rest, bool has_id,
+				uint64_t id, uint32_t *hint, bool history,
+				enum target_kind *ret_kind, struct name **ret_name,
+				bool *ret_direct)
+{
 	enum target_kind kind = TARGET_UNKNOWN;
 	struct name *name = NULL;
-	struct rest *rest;
 	struct cell *cell;
-	uint64_t id, ev;
 	bool direct;
 
-	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
-		return;
-	if (ai >= 0) {
-		id = (uint64_t)r->dims[ai].value;
+	if (has_id) {
 		if (id == KTEL_ATTR_OVERFLOW_ID) {
 			kind = TARGET_KERNEL_OTHER;
-		} else if (id != KTEL_ATTR_UNKNOWN_ID && name_id(f, id, &kind, &name)) {
+		} else if (id != KTEL_ATTR_UNKNOWN_ID && name_id(f, id, hint, &kind, &name)) {
 			f->oom = true;
-			return;
+			return NULL;
 		}
 	}
-	rest = rest_get(f, r, ai);
+	if (!rest) {
+		f->oom = true;
+		return NULL;
+	}
 	/* Not admitted, and it cannot be by this window's end: other now. */
 	direct = f->direct && !history && kind == TARGET_NAME && !name->admitted;
-	cell = !rest    ? NULL
-	       : direct ? cell_get(f, rest, TARGET_KERNEL_OTHER, NULL)
-			: cell_get(f, rest, kind, name);
+	cell = direct || kind == TARGET_KERNEL_OTHER ? other_cell(f, rest)
+						     : cell_get(f, rest, kind, name);
 	if (!cell) {
 		f->oom = true;
-		return;
+		return NULL;
 	}
-	if (history) {
-		ev = total_events_of(r);
-		value_add_total(&cell->history, r);
-		cell->has_history = true;
-		f->win_history = true;
-	} else {
-		ev = value_add_record(&cell->delta, r);
-		if (r->type == KTEL_RECORD_HISTOGRAM)
-			f->st.events_in += ev;
-		else if (r->type == KTEL_RECORD_COUNTER)
-			f->st.events_in += r->counter.delta;
-		/* What the window's end counts for a name not admitted:
-		 * its cell's events (cell_events). */
-		if (direct)
-			f->st.folded_user += r->type == KTEL_RECORD_HISTOGRAM ? ev
-					     : r->type == KTEL_RECORD_COUNTER ? r->counter.delta
-									      : (uint64_t)r->gauge;
-		if (r->type != KTEL_RECORD_HISTOGRAM)
-			ev = events_of(r);
-		cell->events += ev;
-		cell->has_delta = true;
-	}
+	*ret_kind = kind;
+	*ret_name = name;
+	*ret_direct = direct;
+	return cell;
+}
+
+/*
+ * Count a window's delta of ev events (what the window's end and the
+ * ranking count) into cell and its name; in and folded are what it adds
+ * to events_in and, folded at once, folded_user (they differ from ev for
+ * gauges, whose levels are not events).
+ */
+static void account(struct ktel_attr_fold *f, struct cell *cell, enum target_kind kind,
+		    struct name *name, bool overflow, bool direct, uint64_t ev, uint64_t in,
+		    uint64_t folded)
+{
+	f->st.events_in += in;
+	if (direct)
+		f->st.folded_user += folded;
+	cell->events += ev;
+	cell->has_delta = true;
 	if (name) {
-		if (history)
-			name->hist_events += ev;
-		else
-			name->win_events += ev;
+		name->win_events += ev;
 		if (ev)
 			name->last_active = f->win;
 	}
-	if (!history && kind == TARGET_KERNEL_OTHER && ai >= 0 &&
-	    (uint64_t)r->dims[ai].value == KTEL_ATTR_OVERFLOW_ID)
+	if (kind == TARGET_KERNEL_OTHER && overflow)
 		f->st.folded_kernel += ev;
-	if (!history && kind == TARGET_UNKNOWN)
+	if (kind == TARGET_UNKNOWN)
 		f->st.unknown += ev;
-	/* A window's own records come first: a history gives the header only
-	 * of a window without any. */
+}
+
+/* The window's header, from its first record or key. */
+static void take_head(struct ktel_attr_fold *f, const struct ktel_record *r)
+{
 	if (!f->have_head) {
 		f->head = *r;
 		f->have_head = true;
 	}
 }
 
+/* Fold r: its delta, or (history) its total. *hint: id's slot hint
+ * (idcache_find); *ret_rest: r's rest, or NULL. */
+static void add_one(struct ktel_attr_fold *f, const struct ktel_record *r, bool history,
+		    uint32_t *hint, struct rest **ret_rest)
+{
+	int ai = attr_dim_of(f, r);
+	enum target_kind kind;
+	struct name *name;
+	struct rest *rest;
+	struct cell *cell;
+	uint64_t id = 0, ev;
+	bool direct;
+
+	*ret_rest = NULL;
+	if (r->type == KTEL_RECORD_EVENT || (history && r->type == KTEL_RECORD_GAUGE))
+		return;
+	if (ai >= 0)
+		id = (uint64_t)r->dims[ai].value;
+	rest = rest_get(f, r, ai);
+	cell = target_cell(f, rest, ai >= 0, id, hint, history, &kind, &name, &direct);
+	if (!cell)
+		return;
+	*ret_rest = rest;
+	if (history) {
+		ev = total_events_of(r);
+		value_add_total(&cell->history, r);
+		cell->has_history = true;
+		f->win_history = true;
+		if (name)
+			name->hist_events += ev;
+		if (name && ev)
+			name->last_active = f->win;
+	} else {
+		ev = value_add_record(&cell->delta, r);
+		if (r->type == KTEL_RECORD_HISTOGRAM)
+			account(f, cell, kind, name, ai >= 0 && id == KTEL_ATTR_OVERFLOW_ID, direct,
+				ev, ev, ev);
+		else if (r->type == KTEL_RECORD_COUNTER)
+			account(f, cell, kind, name, ai >= 0 && id == KTEL_ATTR_OVERFLOW_ID, direct,
+				r->counter.delta, r->counter.delta, r->counter.delta);
+		else
+			account(f, cell, kind, name, ai >= 0 && id == KTEL_ATTR_OVERFLOW_ID, direct,
+				events_of(r), 0, (uint64_t)r->gauge);
+	}
+	/* A window's own records come first: a history gives the header only
+	 * of a window without any. */
+	take_head(f, r);
+}
+
 /*
- * Fetch ahead what the records' ids will touch: their id cache slots, then
- * (once those are in) the name entries the slots point at. Ids are spread
- * over both tables at random, so without this nearly every record waits
+ * Fold a key's delta in the pull's layout (ktel_pull_key vals) into rest,
+ * the rest its records had: as add_one does with its record. false when
+ * the values do not fit rest (the record path then takes the key).
+ */
+static bool add_vals(struct ktel_attr_fold *f, struct rest *rest, uint64_t id, uint32_t *hint,
+		     const uint64_t *vals, size_t n)
+{
+	bool overflow = id == KTEL_ATTR_OVERFLOW_ID, direct;
+	uint32_t nb = rest->head.n_buckets;
+	enum target_kind kind;
+	struct name *name;
+	struct cell *cell;
+	uint64_t ev = 0;
+
+	if (rest->type == KTEL_RECORD_HISTOGRAM
+		    ? n < nb + rest->head.has_sum || nb > KTEL_HIST_BUCKETS
+		    : n < 1 || rest->type == KTEL_RECORD_EVENT)
+		return false;
+	cell = target_cell(f, rest, true, id, hint, false, &kind, &name, &direct);
+	if (!cell)
+		return true;
+	if (rest->type == KTEL_RECORD_HISTOGRAM) {
+		struct ktel_histogram *h = &cell->delta.hist;
+
+		if (nb == KTEL_HIST_BUCKETS) {
+			ev = add_buckets(h->counts, vals);
+		} else {
+			for (uint32_t k = 0; k < nb; k++) {
+				h->counts[k] += vals[k];
+				ev += vals[k];
+			}
+		}
+		if (rest->head.has_sum)
+			h->sum += vals[nb];
+		account(f, cell, kind, name, overflow, direct, ev, ev, ev);
+	} else if (rest->type == KTEL_RECORD_COUNTER) {
+		cell->delta.counter += vals[0];
+		account(f, cell, kind, name, overflow, direct, vals[0], vals[0], vals[0]);
+	} else {
+		int64_t g = (int64_t)vals[0];
+
+		cell->delta.counter += vals[0];
+		account(f, cell, kind, name, overflow, direct, g > 0 ? (uint64_t)g : 0, 0, vals[0]);
+	}
+	return true;
+}
+
+/* The key slot of place pos, made (zero) when the fold has none yet; NULL
+ * out of memory. */
+static struct keyslot *keyslot_at(struct ktel_attr_fold *f, size_t pos)
+{
+	struct keyslot *ks;
+	size_t n;
+
+	if (pos < f->n_keys)
+		return &f->keys[pos];
+	n = f->n_keys ? f->n_keys * 2 : 1024;
+	if (n <= pos)
+		n = pos + 1;
+	ks = realloc(f->keys, n * sizeof(*ks));
+	if (!ks)
+		return NULL;
+	memset(&ks[f->n_keys], 0, (n - f->n_keys) * sizeof(*ks));
+	f->keys = ks;
+	f->n_keys = n;
+	return &f->keys[pos];
+}
+
+/* Is the key at a place the one it holds? Two words compared in place
+ * for the usual 16-byte key, not a call per key. */
+static bool key_same(const struct keyslot *ks, const void *key, size_t size)
+{
+	uint64_t a[2], b[2];
+
+	if (ks->key_size != size)
+		return false;
+	if (size != sizeof(a))
+		return memcmp(ks->key, key, size) == 0;
+	memcpy(a, ks->key, sizeof(a));
+	memcpy(b, key, sizeof(b));
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+}
+
+/* Fold key i of batch b, its place's slot ks (NULL out of memory). */
+static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i,
+		    struct keyslot *ks)
+{
+	const struct ktel_pull_key *k = &b->k[i];
+	struct rest *rest;
+	uint32_t hint = 0;
+
+	if (ks && ks->rest && ks->derived == k->derived && key_same(ks, k->key, b->key_size) &&
+	    add_vals(f, ks->rest, k->id, &ks->idx, k->vals, b->n_vals)) {
+		take_head(f, b->head);
+		return;
+	}
+	/* A key not seen at this place: its record, once. */
+	add_one(f, b->record(b, i), false, &hint, &rest);
+	if (!ks)
+		return;
+	ks->rest = NULL;
+	if (!rest || b->key_size > KEYSLOT_KEY_MAX)
+		return;
+	ks->rest = rest;
+	ks->idx = hint;
+	ks->key_size = (uint32_t)b->key_size;
+	ks->derived = k->derived;
+	memcpy(ks->key, k->key, b->key_size);
+}
+
+void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
+{
+	struct ktel_attr_fold *f = ctx;
+	const struct idcache *c = &f->ids;
+	size_t last = 0;
+	bool slots;
+
+	if (f->oom || !b->n)
+		return;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->k[i].pos > last)
+			last = b->k[i].pos;
+	slots = keyslot_at(f, last) != NULL;
+	/*
+	 * Fetch ahead what the keys will touch: their id slots, then (once
+	 * those are in) the name entries the slots point at. Ids are spread
+	 * over both at random, so without this nearly every key waits for
+	 * memory twice; with it the waits of a batch overlap.
+	 */
+	for (size_t i = 0; slots && i < b->n; i++) {
+		const struct keyslot *ks = &f->keys[b->k[i].pos];
+
+		if (ks->rest && ks->idx < c->n)
+			__builtin_prefetch(&c->s[ks->idx]);
+	}
+	for (size_t i = 0; slots && i < b->n; i++) {
+		const struct keyslot *ks = &f->keys[b->k[i].pos];
+		const struct idslot *slot;
+
+		if (!ks->rest || ks->idx >= c->n)
+			continue;
+		slot = &c->s[ks->idx];
+		if (!slot->used || slot->id != b->k[i].id)
+			continue;
+		if (slot->name && slot->epoch == f->name_epoch)
+			__builtin_prefetch(slot->name);
+		/* The resolver's memory of an id named in an earlier window,
+		 * which its first key of this one notes as used. */
+		if (f->o.prefetch && slot->win != f->win && slot->hint)
+			f->o.prefetch(f->o.resolve_ctx, slot->hint);
+	}
+	for (size_t i = 0; i < b->n && !f->oom; i++)
+		add_key(f, b, i, slots ? &f->keys[b->k[i].pos] : NULL);
+}
+
+/*
+ * Fetch ahead what the records' ids will touch: their id cache index
+ * entries, then (once those are in) their slots, then the name entries
+ * the slots point at. Ids are spread over all three at random, so without this nearly every record waits
  * for memory twice; with it the waits of a batch overlap.
  */
 static void prefetch_ids(struct ktel_attr_fold *f, const struct ktel_record *recs, size_t n)
@@ -854,14 +1167,25 @@ static void prefetch_ids(struct ktel_attr_fold *f, const struct ktel_record *rec
 	for (size_t i = 0; i < n; i++)
 		if ((uint32_t)ai < recs[i].n_dims)
 			__builtin_prefetch(
-				&c->s[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)]);
+				&c->index[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)]);
 	for (size_t i = 0; i < n; i++) {
-		const struct idslot *slot;
+		uint32_t k;
 
 		if ((uint32_t)ai >= recs[i].n_dims)
 			continue;
-		slot = &c->s[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
-		if (slot->used && slot->name && slot->epoch == f->name_epoch)
+		k = c->index[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
+		if (k)
+			__builtin_prefetch(&c->s[k - 1]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct idslot *slot;
+		uint32_t k;
+
+		if ((uint32_t)ai >= recs[i].n_dims)
+			continue;
+		k = c->index[id_slot_of((uint64_t)recs[i].dims[ai].value, c->cap)];
+		slot = k ? &c->s[k - 1] : NULL;
+		if (slot && slot->name && slot->epoch == f->name_epoch)
 			__builtin_prefetch(slot->name);
 	}
 }
@@ -871,8 +1195,12 @@ void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n)
 	struct ktel_attr_fold *f = ctx;
 
 	prefetch_ids(f, recs, n);
-	for (size_t i = 0; i < n && !f->oom; i++)
-		add_one(f, &recs[i], false);
+	for (size_t i = 0; i < n && !f->oom; i++) {
+		uint32_t hint = 0;
+		struct rest *rest;
+
+		add_one(f, &recs[i], false, &hint, &rest);
+	}
 }
 
 bool ktel_attr_fold__first_window(const struct ktel_attr_fold *f)
@@ -886,8 +1214,12 @@ void ktel_attr_fold__add_history(void *ctx, const struct ktel_record *recs, size
 
 	if (f->win != 1)
 		return;
-	for (size_t i = 0; i < n && !f->oom; i++)
-		add_one(f, &recs[i], true);
+	for (size_t i = 0; i < n && !f->oom; i++) {
+		uint32_t hint = 0;
+		struct rest *rest;
+
+		add_one(f, &recs[i], true, &hint, &rest);
+	}
 }
 
 /* Drop the admission of n: its series end (emitted and freed at the
@@ -920,8 +1252,10 @@ void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
 	if (!f->names.n_slots)
 		return;
 	for (struct name *e = (struct name *)*table_head(&f->names, h); e; e = e->next)
-		if (e->hash == h && strcmp(e->text, text) == 0)
+		if (e->hash == h && strcmp(e->text, text) == 0) {
 			e->released = true;
+			f->released_marked = true;
+		}
 }
 
 /*
@@ -933,6 +1267,10 @@ void ktel_attr_fold__release(struct ktel_attr_fold *f, const char *text)
  */
 static void end_released(struct ktel_attr_fold *f)
 {
+	/* Every name marked is ended or taken back below. */
+	if (!f->released_marked)
+		return;
+	f->released_marked = false;
 	table_for_each(&f->names, struct name, nm)
 	{
 		if (!nm->released)
@@ -1019,11 +1357,14 @@ static int admit(struct ktel_attr_fold *f, uint64_t now_ns)
 	struct name **cand;
 	size_t n = 0, m;
 
-	table_for_each(&f->names, struct name, nm)
-	{
-		if (nm->admitted && f->win - nm->last_active >= f->o.sticky_windows)
-			evict(f, nm);
-	}
+	/* The last window's end counted the admitted names this one may evict
+	 * (age_names): names only become active, so none when it found none. */
+	if (f->evictable)
+		table_for_each(&f->names, struct name, nm)
+		{
+			if (nm->admitted && f->win - nm->last_active >= f->o.sticky_windows)
+				evict(f, nm);
+		}
 	refill(f, now_ns);
 	/* A window folded directly has no cells of names not admitted: it
 	 * admits none (it could not, unless a release came within it; then
@@ -1169,8 +1510,7 @@ long ktel_attr_fold__end(struct ktel_attr_fold *f, uint64_t now_ns, ktel_pull_re
 		memset(&s->delta, 0, sizeof(s->delta));
 		s->touched = false;
 	}
-	table_for_each(&f->cells, struct cell, c)
-	{
+	for (struct cell *c = f->live; c; c = c->live_next) {
 		struct series *s = target_series(f, c);
 
 		if (!s) {

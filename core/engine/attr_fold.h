@@ -70,6 +70,9 @@ struct ktel_attr_fold_opts {
 	 */
 	uint64_t (*generation)(void *ctx);
 	bool (*used)(void *ctx, uint64_t id, uint64_t *hint);
+	/* Optional, with used: fetch ahead what used will touch for hint,
+	 * called for a batch of keys before they are folded. */
+	void (*prefetch)(void *ctx, uint64_t hint);
 };
 
 /* What a fold has done, for self-telemetry. Event counts are cumulative. */
@@ -116,6 +119,15 @@ void ktel_attr_fold__begin(struct ktel_attr_fold *f);
 /* Fold a pull's records (a ktel_pull_records_fn, ctx the fold). Out of
  * memory is remembered and reported by _end. */
 void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n);
+
+/*
+ * Fold a batch of a pull's keys (a ktel_pull_keys_fn for
+ * ktel_metric_pull__run_keys, ctx the fold), as _add folds their records:
+ * the fold keeps, per place in the snapshot, the key's bytes and what its
+ * record's other dimensions were, so a key it finds at its place again is
+ * folded from its delta alone; any other key from its record, once.
+ */
+void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b);
 
 /*
  * End the window at now_ns (any monotonic clock, for the churn budget):

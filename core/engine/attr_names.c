@@ -803,6 +803,12 @@ bool ktel_attr_names__cgroup_used(struct ktel_attr_names *n, uint64_t id, uint64
 	return true;
 }
 
+void ktel_attr_names__cgroup_prefetch(const struct ktel_attr_names *n, uint64_t hint)
+{
+	if (hint && hint <= n->cgroups.cap)
+		__builtin_prefetch(&n->cgroups.e[hint - 1], 1);
+}
+
 /* The user name of uid, checked like a cgroup name; NULL when none. */
 static char *user_name(uint64_t uid)
 {

@@ -130,6 +130,10 @@ const char *ktel_attr_names__cgroup(struct ktel_attr_names *n, uint64_t id, char
  * id: it makes the next call a direct access.
  */
 bool ktel_attr_names__cgroup_used(struct ktel_attr_names *n, uint64_t id, uint64_t *hint);
+/* Fetch ahead what ktel_attr_names__cgroup_used will touch for a *hint it
+ * set (a caller about to make many such calls overlaps their waits for
+ * memory); nothing for any other value. */
+void ktel_attr_names__cgroup_prefetch(const struct ktel_attr_names *n, uint64_t hint);
 /*
  * A number that moves on whenever the name ktel_attr_names__cgroup gives
  * any id may have changed (a walk, a cgroup event naming or releasing one,

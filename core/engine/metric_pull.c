@@ -138,6 +138,14 @@ struct ktel_metric_pull {
 	bool fallback_logged;
 	uint64_t window_start_boot;
 	int64_t window_start_wall;
+	/* A batch of keys for run_keys' key_fn (struct ktel_pull_keys): win_cap
+	 * keys, each with its delta (or level) kept in kvals when the delta
+	 * engine wrote it where the next key's goes; the window and snapshot
+	 * their records are made from. */
+	struct ktel_pull_key *kbatch;
+	uint64_t *kvals;
+	const struct window *kw;
+	const struct ktel_map_snapshot *ks;
 };
 
 /* ---- clocks and boot id ------------------------------------------------ */
@@ -510,6 +518,13 @@ static int alloc_buffers(struct ktel_metric_pull *mp, size_t max_entries,
 		mp->lp.deltas = calloc(mp->keys_cap * mp->n_values, sizeof(*mp->lp.deltas));
 	mp->cur = calloc(mp->n_values, sizeof(*mp->cur));
 	mp->delta = calloc(mp->n_values, sizeof(*mp->delta));
+	if (mp->attr_name) {
+		mp->kbatch = calloc(mp->win_cap, sizeof(*mp->kbatch));
+		mp->kvals = calloc(mp->win_cap * mp->n_values, sizeof(*mp->kvals));
+		if (!mp->kbatch || !mp->kvals)
+			return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
+					    mp->md->name, max_entries);
+	}
 	if (!mp->win || !mp->lp.keys || (!is_gauge(mp) && !mp->lp.deltas) || !mp->cur || !mp->delta)
 		return ktel_err_set(err, ENOMEM, "metric %s: out of memory for %zu keys",
 				    mp->md->name, max_entries);
@@ -629,6 +644,8 @@ void ktel_metric_pull__free(struct ktel_metric_pull *mp)
 	free(mp->lp.deltas);
 	free(mp->cur);
 	free(mp->delta);
+	free(mp->kbatch);
+	free(mp->kvals);
 	free(mp->taken);
 	free(mp);
 }
@@ -850,17 +867,33 @@ static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
  */
 struct emit {
 	ktel_pull_records_fn fn;
+	ktel_pull_keys_fn key_fn; /* keys instead of records (run_keys) */
 	void *ctx;
 	size_t n;     /* records in the window now */
 	size_t total; /* records handed on so far */
 };
 
+static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size_t i);
+
 static void emit_flush(struct ktel_metric_pull *mp, struct emit *e)
 {
 	if (!e->n)
 		return;
-	if (e->fn)
+	if (e->key_fn) {
+		struct ktel_pull_keys b = {
+			.k = mp->kbatch,
+			.n = e->n,
+			.key_size = mp->ks->key_size,
+			.n_vals = mp->n_values,
+			.head = &mp->kw->head,
+			.record = key_record,
+			.priv = mp,
+		};
+
+		e->key_fn(e->ctx, &b);
+	} else if (e->fn) {
 		e->fn(e->ctx, mp->win, e->n);
+	}
 	e->total += e->n;
 	e->n = 0;
 }
@@ -871,6 +904,75 @@ static void emit_key(struct ktel_metric_pull *mp, struct emit *e, const void *ke
 	if (e->n + (mp->n_scalars ? mp->n_scalars : 1) > mp->win_cap)
 		emit_flush(mp, e);
 	e->n += make_records(mp, key, total, delta, w, &mp->win[e->n]);
+}
+
+/* The device dimension fill_device would add for key: its value, or
+ * KTEL_PULL_NO_DERIVED. Attribution is on, so dims index mp->dims. */
+static uint64_t device_of(struct ktel_metric_pull *mp, const void *key, uint64_t now)
+{
+	const struct dev_dim *dv = &mp->dev;
+	uint64_t major, minor;
+
+	if (!dv->cache)
+		return KTEL_PULL_NO_DERIVED;
+	if (dv->devt >= 0) {
+		uint64_t dev = ktel_field_read_u64(mp->dims[dv->devt].field, key);
+
+		major = (dev >> 20) & 0xfff;
+		minor = dev & 0xfffff;
+	} else {
+		major = ktel_field_read_u64(mp->dims[dv->major].field, key);
+		minor = ktel_field_read_u64(mp->dims[dv->minor].field, key);
+	}
+	if (major > 0xfff || minor > 0xfffff ||
+	    !ktel_blockdev_cache__name(dv->cache, (uint32_t)major, (uint32_t)minor, now))
+		return KTEL_PULL_NO_DERIVED;
+	return major << 20 | minor;
+}
+
+/* Key i's record of a batch: the one the key would have made, into win,
+ * its totals read from the snapshot again. */
+static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size_t i)
+{
+	struct ktel_metric_pull *mp = b->priv;
+	const struct ktel_pull_key *k = &b->k[i];
+	const struct ktel_map_snapshot *s = mp->ks;
+
+	read_values(mp, (const char *)s->values + k->pos * s->value_size);
+	make_records(mp, k->key, mp->cur, is_gauge(mp) ? NULL : k->vals, mp->kw, mp->win);
+	return mp->win;
+}
+
+/* Add key i of snapshot s to the batch for e->key_fn (run_keys); no record
+ * is made unless the consumer asks for it. */
+static void emit_key_fn(struct ktel_metric_pull *mp, struct emit *e,
+			const struct ktel_map_snapshot *s, size_t i, const uint64_t *delta,
+			const struct window *w)
+{
+	const void *key = (const char *)s->keys + i * s->key_size;
+	const uint64_t *vals = delta ? delta : mp->cur;
+	struct ktel_pull_key *k;
+
+	if (e->n == mp->win_cap)
+		emit_flush(mp, e);
+	mp->kw = w;
+	mp->ks = s;
+	k = &mp->kbatch[e->n];
+	/* The delta engine's scratch (or the level) is the next key's too. */
+	if (vals == mp->delta || vals == mp->cur) {
+		uint64_t *keep = &mp->kvals[e->n * mp->n_values];
+
+		memcpy(keep, vals, mp->n_values * sizeof(*keep));
+		vals = keep;
+	}
+	*k = (struct ktel_pull_key){
+		.pos = i,
+		.key = key,
+		.id = ktel_field_read_u64(mp->dims[mp->attr_dim].field, key),
+		.derived = device_of(mp, key, w->end_boot),
+		.vals = vals,
+	};
+	e->n++;
 }
 
 /* Where the delta engine writes the next key's delta: its place in the last
@@ -936,7 +1038,10 @@ static int make_windows(struct ktel_metric_pull *mp, struct ktel_delta_metric *d
 		if (mp->lp.n < mp->keys_cap)
 			mp->lp.keys[mp->lp.n++] = (uint32_t)i;
 		mp->lp.n_emitted++;
-		emit_key(mp, e, key, mp->cur, delta, w);
+		if (e->key_fn)
+			emit_key_fn(mp, e, s, i, delta, w);
+		else
+			emit_key(mp, e, key, mp->cur, delta, w);
 	}
 	emit_flush(mp, e);
 	return 0;
@@ -1065,9 +1170,10 @@ static void take_released(struct ktel_metric_pull *mp, const struct ktel_map_sna
 	mp->n_deleted = deleted;
 }
 
-int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
-			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
-			  struct ktel_err *err)
+/* run and run_keys: key_fn NULL makes records. */
+static int run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
+	       ktel_pull_keys_fn key_fn, ktel_pull_records_fn fn, void *ctx,
+	       struct ktel_pull_info *ret_info, struct ktel_err *err)
 {
 	uint64_t t0 = ktel_now_boottime_ns();
 	int64_t wall = ktel_now_wall_ns();
@@ -1077,7 +1183,7 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, con
 			   .end_wall = wall,
 			   .start_boot = mp->window_start_boot,
 			   .start_wall = mp->window_start_wall};
-	struct emit e = {.fn = fn, .ctx = ctx};
+	struct emit e = {.fn = fn, .key_fn = key_fn, .ctx = ctx};
 	struct ktel_map_snapshot s;
 	int r;
 
@@ -1108,6 +1214,24 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, con
 	return 0;
 }
 
+int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
+			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			  struct ktel_err *err)
+{
+	return run(mp, d, boot_id, NULL, fn, ctx, ret_info, err);
+}
+
+int ktel_metric_pull__run_keys(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			       const char *boot_id, ktel_pull_keys_fn key_fn,
+			       ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			       struct ktel_err *err)
+{
+	/* One record per key, with the attribution id in it. */
+	bool keys = mp->attr_dim >= 0 && mp->attr_name && mp->n_scalars <= 1;
+
+	return run(mp, d, boot_id, keys ? key_fn : NULL, fn, ctx, ret_info, err);
+}
+
 int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d, bool *ret_taken,
 			       struct ktel_err *err)
 {
@@ -1119,7 +1243,7 @@ int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d
 	    ktel_delta__knows_map(d, mp->md->name, ktel_map_reader__map_id(mp->reader)))
 		return 0;
 	/* A pull under the baseline policy: it emits nothing. */
-	r = ktel_metric_pull__run(mp, d, ktel_boot_id(), NULL, NULL, &info, err);
+	r = run(mp, d, ktel_boot_id(), NULL, NULL, NULL, &info, err);
 	if (r)
 		return r;
 	mp->lp.n = mp->lp.n_emitted = 0;

@@ -138,6 +138,54 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, con
 			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
 			  struct ktel_err *err);
 
+/*
+ * An attributed pull's keys, instead of records (attr_fold.h folds them):
+ * the fold needs a key's attribution id, its other dimensions (which, for
+ * a key it has seen, it keeps by the key's bytes) and its delta, not the
+ * ~1 KB record the pull would write and the fold take apart.
+ */
+struct ktel_pull_key {
+	size_t pos;      /* the key's place in this pull's snapshot */
+	const void *key; /* its raw bytes, as the map holds them */
+	uint64_t id;     /* the attribution id */
+	/* The derived device dimension's value the key's record would carry,
+	 * or KTEL_PULL_NO_DERIVED when it would carry none. */
+	uint64_t derived;
+	/* The delta (a gauge's level): a histogram's buckets then its sum when
+	 * it has one, or the one counter. */
+	const uint64_t *vals;
+};
+
+#define KTEL_PULL_NO_DERIVED UINT64_MAX
+
+/* A batch of keys (at most a window's worth), valid during the call only. */
+struct ktel_pull_keys {
+	const struct ktel_pull_key *k;
+	size_t n;
+	size_t key_size, n_vals;
+	/* The window's header: a record's members before dims, and a
+	 * histogram's scheme and bucket count in hist.delta. */
+	const struct ktel_record *head;
+	/* Key i's record, made in full (dims with labels) into a buffer of
+	 * the pull's, valid until the next call of it or the next batch. */
+	const struct ktel_record *(*record)(const struct ktel_pull_keys *b, size_t i);
+	void *priv; /* the pull's, for record */
+};
+
+typedef void (*ktel_pull_keys_fn)(void *ctx, const struct ktel_pull_keys *b);
+
+/*
+ * ktel_metric_pull__run, with the emitted keys handed to key_fn(ctx, ...)
+ * in batches instead of as records, for an attributed metric whose keys
+ * make one record each (a histogram, or one counter or gauge): in the
+ * order of the snapshot, each key once. Any other pull makes records as
+ * run does and hands them to fn(ctx, ...).
+ */
+int ktel_metric_pull__run_keys(struct ktel_metric_pull *mp, struct ktel_delta *d,
+			       const char *boot_id, ktel_pull_keys_fn key_fn,
+			       ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			       struct ktel_err *err);
+
 /* Cumulative state as of the last pull (for show and the cumulative sinks'
  * start-up totals): a record with the totals for every key read, to fn
  * window by window, as a run hands on its records. */

@@ -257,6 +257,209 @@ static void test_invariant_random(void **state)
 	ktel_attr_fold__free(f);
 }
 
+/* ---- keys (ktel_attr_fold__add_key) against records --------------------- */
+
+/* A key as a pull hands it on: its bytes, its record made on demand. */
+struct test_key {
+	int64_t cpu;
+	uint64_t id;
+};
+
+struct key_ctx {
+	struct test_key k;
+	uint64_t derived;
+	uint64_t vals[KTEL_HIST_BUCKETS + 1];
+	struct ktel_record rec;
+};
+
+/* The record the key makes: cpu, the id, and a derived "device" when the
+ * pull would add one (as metric_pull's fill_device does). */
+static struct ktel_record key_rec(const struct key_ctx *c)
+{
+	struct ktel_record r = hist_rec(c->k.cpu, c->k.id, c->vals, c->vals[KTEL_HIST_BUCKETS]);
+
+	if (c->derived != KTEL_PULL_NO_DERIVED)
+		r.dims[r.n_dims++] = (struct ktel_dim){
+			.name = "device",
+			.value = (int64_t)c->derived,
+			.label = c->derived == 7 ? "sda" : "sdb",
+			.derived = true,
+		};
+	return r;
+}
+
+/* Records of a batch of keys: place i's (the batch's priv). */
+struct batch_ctx {
+	struct key_ctx **c;
+	int made; /* records asked for */
+};
+
+static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size_t i)
+{
+	struct batch_ctx *bc = b->priv;
+	struct key_ctx *c = bc->c[i];
+
+	c->rec = key_rec(c);
+	bc->made++;
+	return &c->rec;
+}
+
+/* Output records as sorted text lines: two folds' outputs compared whatever
+ * the order of their series. */
+struct lines {
+	char v[MAX_OUT][400];
+	size_t n;
+};
+
+static int cmp_line(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static void collect_lines(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	struct lines *l = ctx;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct ktel_record *r = &recs[i];
+		char *p = l->v[l->n++];
+		int o;
+
+		assert_true(l->n <= MAX_OUT);
+		o = snprintf(p, 400, "%s end=%d sum=%llu/%llu", r->metric, r->series_end,
+			     (unsigned long long)r->hist.delta.sum,
+			     (unsigned long long)r->hist.total.sum);
+		for (uint32_t d = 0; d < r->n_dims; d++)
+			o += snprintf(p + o, 400 - (size_t)o, " %s=%lld/%s", r->dims[d].name,
+				      (long long)r->dims[d].value,
+				      r->dims[d].label ? r->dims[d].label : "-");
+		for (int b = 0; b < KTEL_HIST_BUCKETS; b++)
+			o += snprintf(p + o, 400 - (size_t)o, " %llu/%llu",
+				      (unsigned long long)r->hist.delta.counts[b],
+				      (unsigned long long)r->hist.total.counts[b]);
+		assert_true(o < 400);
+	}
+}
+
+/*
+ * The same windows folded from records (_add) and from keys (_add_key):
+ * the same records out and the same stats. The keys keep their places
+ * from window to window, as a map's keys do, except that some move (two
+ * places swap), some places get another key, keys come and go, and a
+ * key's derived device comes and goes: a place's key is trusted only as
+ * far as its bytes and derived value say it is the same.
+ */
+static void test_keys_fold_as_records(void **state)
+{
+	enum {
+		K = 4,
+		PLACES = 48,
+		WINDOWS = 80
+	};
+	struct names names = {.group = 2};
+	struct ktel_attr_fold *fr = new_fold(K, 3, 6, &names), *fk = new_fold(K, 3, 6, &names);
+	static struct lines lr, lk;
+	static struct key_ctx place[PLACES];
+	struct ktel_attr_fold_stats sr, sk;
+	struct ktel_err err;
+	struct key_ctx *batch_c[PLACES];
+	struct ktel_pull_key batch_k[PLACES];
+	struct batch_ctx bc = {.c = batch_c};
+	size_t n_batch = 0;
+
+	(void)state;
+	for (int i = 0; i < PLACES; i++) {
+		place[i].k = (struct test_key){.cpu = i % N_CPUS, .id = (uint64_t)i / N_CPUS};
+		place[i].derived = KTEL_PULL_NO_DERIVED;
+	}
+	for (int w = 0; w < WINDOWS; w++) {
+		struct ktel_record head = hist_rec(0, 0, (uint64_t[KTEL_HIST_BUCKETS]){0}, 0);
+
+		/* The map changes between pulls. */
+		for (int c = 0; c < 3; c++) {
+			size_t a = rnd() % PLACES, b = rnd() % PLACES;
+			struct key_ctx t = place[a];
+
+			switch (rnd() % 4) {
+			case 0: /* two keys swap places */
+				place[a] = place[b];
+				place[b] = t;
+				break;
+			case 1: /* another key at a place */
+				place[a].k.id = rnd() % 3 == 0   ? KTEL_ATTR_OVERFLOW_ID
+						: rnd() % 5 == 0 ? 1000000 + rnd() % 3
+								 : rnd() % 40;
+				break;
+			case 2: /* a device named or no longer */
+				place[a].derived = place[a].derived == KTEL_PULL_NO_DERIVED
+							   ? 7 + rnd() % 2
+							   : KTEL_PULL_NO_DERIVED;
+				break;
+			default:
+				place[a].k.cpu = (int64_t)(rnd() % N_CPUS);
+			}
+		}
+		ktel_attr_fold__begin(fr);
+		ktel_attr_fold__begin(fk);
+		n_batch = 0;
+		for (size_t i = 0; i < PLACES; i++) {
+			struct key_ctx *c = &place[i];
+			struct ktel_record r;
+
+			/* Busy low ids keep the K places taken: the windows
+			 * fold the others into other at once. */
+			if (c->k.id > 6 && rnd() % 3 == 0)
+				continue; /* no events: not emitted */
+			memset(c->vals, 0, sizeof(c->vals));
+			for (int b = 0; b < 4; b++)
+				c->vals[rnd() % KTEL_HIST_BUCKETS] += 1 + rnd() % 20;
+			c->vals[KTEL_HIST_BUCKETS] = rnd() % 1000;
+			r = key_rec(c);
+			ktel_attr_fold__add(fr, &r, 1);
+			batch_c[n_batch] = c;
+			batch_k[n_batch++] = (struct ktel_pull_key){
+				.pos = i,
+				.key = &c->k,
+				.id = c->k.id,
+				.derived = c->derived,
+				.vals = c->vals,
+			};
+		}
+		/* In batches of a few keys, as a pull's windows. */
+		for (size_t i = 0; i < n_batch; i += 5) {
+			struct ktel_pull_keys b = {
+				.k = &batch_k[i],
+				.n = n_batch - i < 5 ? n_batch - i : 5,
+				.key_size = sizeof(struct test_key),
+				.n_vals = KTEL_HIST_BUCKETS + 1,
+				.head = &head,
+				.record = key_record,
+				.priv = &bc,
+			};
+
+			bc.c = &batch_c[i];
+			ktel_attr_fold__add_keys(fk, &b);
+		}
+		lr.n = lk.n = 0;
+		assert_true(ktel_attr_fold__end(fr, (uint64_t)w * 60000000000ULL, collect_lines,
+						&lr, &err) >= 0);
+		assert_true(ktel_attr_fold__end(fk, (uint64_t)w * 60000000000ULL, collect_lines,
+						&lk, &err) >= 0);
+		assert_int_equal(lr.n, lk.n);
+		qsort(lr.v, lr.n, sizeof(lr.v[0]), cmp_line);
+		qsort(lk.v, lk.n, sizeof(lk.v[0]), cmp_line);
+		for (size_t i = 0; i < lr.n; i++)
+			assert_string_equal(lr.v[i], lk.v[i]);
+		ktel_attr_fold__stats(fr, &sr);
+		ktel_attr_fold__stats(fk, &sk);
+		assert_memory_equal(&sr, &sk, sizeof(sr));
+	}
+	/* Most keys were folded from their deltas alone. */
+	assert_true(bc.made > 0 && bc.made < PLACES * WINDOWS / 4);
+	ktel_attr_fold__free(fr);
+	ktel_attr_fold__free(fk);
+}
+
 static uint64_t label_count(const struct sink *s, const char *label)
 {
 	uint64_t n = 0;
@@ -1033,6 +1236,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_invariant_random),
+		cmocka_unit_test(test_keys_fold_as_records),
 		cmocka_unit_test(test_ids_summed_and_ranked),
 		cmocka_unit_test(test_generation_skips_resolve),
 		cmocka_unit_test(test_sticky),

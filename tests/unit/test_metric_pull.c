@@ -35,12 +35,16 @@
 #define MAXN 16
 #define MAXCPU 2
 #define MAXVAL 264 /* struct accumulator_value_sum */
+#define MAXKEY 16  /* struct fx_attr_key */
 
 struct fake {
 	struct bpf_map_info info;
 	int ncpus;
 	__u32 n;
 	__u32 keys[MAXN];
+	/* Keys wider than a u32 (info.key_size), when set. */
+	unsigned char wide[MAXN][MAXKEY];
+	bool use_wide;
 	unsigned char vals[MAXN][MAXCPU][MAXVAL]; /* each CPU's copy */
 	int truncate_walks;                       /* this many walks stop part-way with -ENOSPC */
 	bool batch_unsupported;
@@ -69,6 +73,16 @@ static void copy_value(const struct fake *f, __u32 i, unsigned char *dst)
 
 	for (int c = 0; c < (fake_percpu(f) ? f->ncpus : 1); c++)
 		memcpy(dst + c * stride, f->vals[i][c], f->info.value_size);
+}
+
+static const void *key_of(const struct fake *f, __u32 i)
+{
+	return f->use_wide ? (const void *)f->wide[i] : (const void *)&f->keys[i];
+}
+
+static size_t key_size(const struct fake *f)
+{
+	return f->use_wide ? f->info.key_size : 4;
 }
 
 static size_t raw_size(const struct fake *f)
@@ -100,7 +114,7 @@ static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *
 	if (f->walks <= f->truncate_walks)
 		take = f->n / 2; /* a first call that stops half-way */
 	for (__u32 i = 0; i < take; i++) {
-		memcpy((unsigned char *)keys + i * 4, &f->keys[pos + i], 4);
+		memcpy((unsigned char *)keys + i * key_size(f), key_of(f, pos + i), key_size(f));
 		copy_value(f, pos + i, (unsigned char *)values + i * raw_size(f));
 	}
 	pos += take;
@@ -112,7 +126,7 @@ static int fake_batch(void *ctx, int fd, void *in_batch, void *out_batch, void *
 static int find_key(const struct fake *f, const void *key)
 {
 	for (__u32 i = 0; i < f->n; i++)
-		if (!memcmp(&f->keys[i], key, 4))
+		if (!memcmp(key_of(f, i), key, key_size(f)))
 			return i;
 	return -1;
 }
@@ -125,7 +139,7 @@ static int fake_gnk(void *ctx, int fd, const void *key, void *next)
 
 	if (nexti >= f->n)
 		return -ENOENT;
-	memcpy(next, &f->keys[nexti], 4);
+	memcpy(next, key_of(f, nexti), key_size(f));
 	return 0;
 }
 
@@ -816,6 +830,171 @@ static void test_windows_same_records(void **state)
 	windows_same_records(c, "fx_hist_percpu", 0, 2);
 }
 
+/* Keys handed on by run_keys, with the records they make. */
+struct got_keys {
+	size_t n;
+	size_t pos[MAXN];
+	uint64_t id[MAXN], derived[MAXN];
+	uint64_t vals[MAXN][KTEL_HIST_BUCKETS + 1];
+	size_t n_vals[MAXN];
+	struct ktel_record head[MAXN], rec[MAXN];
+	size_t batches;
+};
+
+static void collect_keys(void *ctx, const struct ktel_pull_keys *b)
+{
+	struct got_keys *g = ctx;
+
+	assert_int_equal(b->key_size, sizeof(struct {
+				 uint32_t cpu, pad;
+				 uint64_t attr;
+			 }));
+	assert_true(b->n_vals <= KTEL_HIST_BUCKETS + 1);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct ktel_pull_key *k = &b->k[i];
+		size_t j = g->n++;
+
+		assert_true(j < MAXN);
+		g->pos[j] = k->pos;
+		g->id[j] = k->id;
+		g->derived[j] = k->derived;
+		g->n_vals[j] = b->n_vals;
+		memcpy(g->vals[j], k->vals, b->n_vals * sizeof(uint64_t));
+		g->head[j] = *b->head;
+	}
+	/* The records, made after the batch's keys were read: each its
+	 * key's, made again the same. */
+	for (size_t i = 0; i < b->n; i++) {
+		size_t j = g->n - b->n + i;
+
+		g->rec[j] = *b->record(b, i);
+		assert_memory_equal(b->record(b, i), &g->rec[j], sizeof(g->rec[j]));
+	}
+	g->batches++;
+}
+
+static void no_records(void *ctx, const struct ktel_record *recs, size_t n)
+{
+	(void)ctx;
+	(void)recs;
+	(void)n;
+	fail_msg("run_keys made records of a pull whose keys it hands on");
+}
+
+static void no_keys(void *ctx, const struct ktel_pull_keys *b)
+{
+	(void)ctx;
+	(void)b;
+	fail_msg("run_keys handed on the keys of a pull of several records per key");
+}
+
+/* Key index i of an attributed map: CPU i % 2, id 1000 + i / 2. */
+static void attr_keys(struct ctx *c, const char *map)
+{
+	fake_init(c, map, 6, 1);
+	c->f.use_wide = true;
+	for (__u32 i = 0; i < c->f.n; i++) {
+		struct {
+			uint32_t cpu, pad;
+			uint64_t attr;
+		} k = {.cpu = i % 2, .attr = 1000 + i / 2};
+
+		memcpy(c->f.wide[i], &k, sizeof(k));
+	}
+}
+
+static int attr_pull_new(struct ctx *c, const char *metric, struct ktel_metric_pull **ret,
+			 struct ktel_err *err)
+{
+	static const struct ktel_dimension_desc dims[] = {{.name = "cpu"}, {.name = "attr"}};
+	static const uint32_t flags[] = {0, KTEL_DIM_ATTRIBUTION};
+	struct ktel_map_reader_opts ro = {.sys = &fake_sys, .sys_ctx = &c->f};
+	/* Batches of 4 keys; the deltas of 2 kept for last_records, so the
+	 * others' are where the delta engine writes the next key's. */
+	struct ktel_metric_pull_opts po = {.reader = &ro,
+					   .attr_name = "cgroup",
+					   .window = 4,
+					   .keep_values = 2 * (KTEL_HIST_BUCKETS + 1)};
+
+	c->md = (struct ktel_metric_desc)KTEL_METRIC(.name = metric, .map_name = c->map_name,
+						     .model = KTEL_MODEL_ACCUMULATOR, .unit = "us",
+						     .scheme = KTEL_HIST_LOG2, .dims = dims,
+						     .n_dims = 2, .dim_flags = flags);
+	return ktel_metric_pull__new_opts(&c->md, c->obj, true, &po, ret, err);
+}
+
+/*
+ * run_keys hands an attributed histogram's keys on instead of records,
+ * each emitted key once, in the snapshot's order: its place, id and delta
+ * (buckets then the sum) are those of the record run makes of it, which
+ * the key's record is, made on demand; unchanged keys are not handed on.
+ * A metric of several records per key gets records as from run.
+ */
+static void test_run_keys(void **state)
+{
+	struct ctx *c = *state;
+	struct ktel_delta *d1 = ktel_delta__new(BOOT);
+	struct ktel_metric_pull *recs_mp = NULL;
+	static struct got_keys got;
+	struct ktel_pull_info info;
+	struct ktel_err err = {0};
+
+	assert_non_null(d1);
+	attr_keys(c, "fx_attr_hist");
+	assert_int_equal(attr_pull_new(c, "fx_attr", &c->mp, &err), 0);
+	assert_int_equal(attr_pull_new(c, "fx_attr", &recs_mp, &err), 0);
+	for (int r = 0; r < 3; r++) {
+		for (__u32 i = 0; i < c->f.n; i++) {
+			for (int k = 0; k < KTEL_HIST_BUCKETS; k++)
+				set_u64(c, i, 0, (size_t)k * 8, round_val(i, k, r));
+			set_u64(c, i, 0, KTEL_HIST_BUCKETS * 8, round_val(i, 40, r));
+		}
+		memset(&got, 0, sizeof(got));
+		assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, collect_keys,
+							    no_records, &got, &info, &err),
+				 0);
+		assert_int_equal(run_into(recs_mp, d1, &c->got, NULL, &err), 0);
+		assert_int_equal(got.n, r < 2 ? c->f.n : c->f.n / 2);
+		assert_int_equal(info.records, got.n);
+		/* In batches of at most a window (4 keys). */
+		assert_int_equal(got.batches, (got.n + 3) / 4);
+		assert_int_equal(c->got.n, got.n);
+		for (size_t j = 0; j < got.n; j++) {
+			const struct ktel_record *want = &c->got.recs[j];
+
+			assert_int_equal(got.pos[j], r < 2 ? j : 2 * j + 1);
+			assert_int_equal(got.id[j], want->dims[1].value);
+			assert_int_equal(got.derived[j], KTEL_PULL_NO_DERIVED);
+			assert_int_equal(got.n_vals[j], KTEL_HIST_BUCKETS + 1);
+			assert_memory_equal(got.vals[j], want->hist.delta.counts,
+					    KTEL_HIST_BUCKETS * sizeof(uint64_t));
+			assert_int_equal(got.vals[j][KTEL_HIST_BUCKETS], want->hist.delta.sum);
+			assert_record_same(&got.rec[j], want, false);
+			assert_int_equal(got.head[j].type, KTEL_RECORD_HISTOGRAM);
+			assert_int_equal(got.head[j].seq, want->seq);
+			assert_int_equal(got.head[j].map_id, want->map_id);
+			assert_int_equal(got.head[j].hist.delta.n_buckets, KTEL_HIST_BUCKETS);
+			assert_true(got.head[j].hist.delta.has_sum);
+		}
+	}
+	ktel_metric_pull__free(recs_mp);
+	ktel_metric_pull__free(c->mp);
+	c->mp = NULL;
+
+	/* Two counters per key: records, as run makes them. */
+	attr_keys(c, "fx_attr_wide");
+	assert_int_equal(attr_pull_new(c, "fx_attr_w", &c->mp, &err), 0);
+	set_u64(c, 0, 0, 0, 5);
+	collected_reset(&c->got);
+	assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, no_keys, collect, &c->got,
+						    &info, &err),
+			 0);
+	assert_int_equal(c->got.n, 2);
+	assert_int_equal(c->got.recs[0].counter.delta, 5);
+	assert_int_equal(c->got.recs[0].dims[1].value, 1000);
+	ktel_delta__free(d1);
+}
+
 /*
  * A pull with more keys than last_records keeps: every record still goes
  * out; the first keys' records are rebuilt, identical, and the rest are
@@ -942,6 +1121,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_windows_same_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_delta_failure_mid_pull, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_last_records_kept_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_keys, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

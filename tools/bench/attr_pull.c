@@ -9,8 +9,9 @@
  *          records) handing its records on (to nothing, as to a router)
  *   attr   attribution by cgroup: CPUS CPUs x KEYS/CPUS real cgroups made
  *          for the run under the cgroup2 mount; the same pull with the
- *          attribution dimension, its records to the fold
- *          (ktel_attr_fold__add), the ids named by attr_names (the cgroup
+ *          attribution dimension, its keys to the fold
+ *          (ktel_metric_pull__run_keys, ktel_attr_fold__add_keys), the ids
+ *          named by attr_names (the cgroup
  *          walk's cache), then ktel_attr_fold__end (rank, top K = 20,
  *          other) handing on what it folded: what run_attributed() in the
  *          daemon does, with attr_names' begin_pull
@@ -221,6 +222,12 @@ static bool used(void *ctx, uint64_t id, uint64_t *hint)
 	return ktel_attr_names__cgroup_used(names, id, hint);
 }
 
+static void prefetch(void *ctx, uint64_t hint)
+{
+	(void)ctx;
+	ktel_attr_names__cgroup_prefetch(names, hint);
+}
+
 /* One pull of s: what the daemon's pull_accumulator() does for it. */
 static int pull(struct side *s, bool attributed, int r)
 {
@@ -236,8 +243,9 @@ static int pull(struct side *s, bool attributed, int r)
 	} else {
 		ktel_attr_names__begin_pull(names, ktel_now_boottime_ns());
 		ktel_attr_fold__begin(fold);
-		rc = ktel_metric_pull__run(s->mp, s->d, ktel_boot_id(), ktel_attr_fold__add, fold,
-					   NULL, &err);
+		rc = ktel_metric_pull__run_keys(s->mp, s->d, ktel_boot_id(),
+						ktel_attr_fold__add_keys, ktel_attr_fold__add, fold,
+						NULL, &err);
 		if (ktel_attr_fold__first_window(fold))
 			ktel_metric_pull__totals(s->mp, ktel_attr_fold__add_history, fold);
 		folded = ktel_attr_fold__end(fold, ktel_now_boottime_ns(), count_records, s, &err);
@@ -302,6 +310,7 @@ int main(int argc, char **argv)
 		.resolve = resolve,
 		.generation = generation,
 		.used = used,
+		.prefetch = prefetch,
 	};
 	struct ktel_attr_names_opts no = {0};
 	struct ktel_err err = {0};

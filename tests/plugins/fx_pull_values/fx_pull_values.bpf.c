@@ -69,4 +69,25 @@ struct {
 	__type(value, struct accumulator_value);
 } fx_hist_nosum SEC(".maps");
 
+/* Attributed keys (test_run_keys): a CPU and an attribution id. */
+struct fx_attr_key {
+	__u32 cpu;
+	__u32 pad;
+	__u64 attr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct fx_attr_key);
+	__type(value, struct accumulator_value_sum);
+} fx_attr_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct fx_attr_key);
+	__type(value, struct fx_wide_value);
+} fx_attr_wide SEC(".maps");
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
