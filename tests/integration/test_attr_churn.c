@@ -485,6 +485,52 @@ static void print_where(void)
 }
 
 /*
+ * The completions the audit map audit (id map_id) saw on every device, and
+ * the runs and skipped runs the kernel counts for the program that fills
+ * it (block_complete, found by the map it uses): a program run that the
+ * map did not see, or a run the kernel skipped, says where a completion
+ * went. Runs are counted only while the kernel's BPF statistics are on
+ * (kernel.bpf_stats_enabled).
+ */
+static void print_completions(int audit_fd, uint32_t map_id)
+{
+	struct {
+		uint32_t major, minor, op, pad;
+	} key, next;
+	uint64_t v[9], all = 0;
+	uint32_t id = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(audit_fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(audit_fd, &key, v) == 0)
+			all += v[3];
+	}
+	while (bpf_prog_get_next_id(id, &id) == 0) {
+		struct bpf_prog_info info = {0};
+		uint32_t len = sizeof(info), maps[16];
+		int fd = bpf_prog_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;
+		info.nr_map_ids = 16;
+		info.map_ids = (uint64_t)(uintptr_t)maps;
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    strcmp(info.name, "block_complete") == 0)
+			for (uint32_t i = 0; i < info.nr_map_ids && i < 16; i++)
+				if (maps[i] == map_id)
+					printf("  audit: completions seen on all devices %llu; "
+					       "block_complete (prog %u) ran %llu times, skipped "
+					       "%llu\n",
+					       (unsigned long long)all, id,
+					       (unsigned long long)info.run_cnt,
+					       (unsigned long long)info.recursion_misses);
+		close(fd);
+	}
+}
+
+/*
  * In an audit build (KTEL_BPF_AUDIT) the block program counts what the loop
  * device's reads went through, in its map block_audit: printed, so that a
  * short sum says at which step reads left the count. Read while the daemon
@@ -510,7 +556,8 @@ static void print_audit(void)
 			continue;
 		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
 		    strcmp(info.name, "block_audit") == 0 && info.key_size == sizeof(key) &&
-		    info.value_size == sizeof(v) && bpf_map_lookup_elem(fd, &key, &v) == 0)
+		    info.value_size == sizeof(v) && bpf_map_lookup_elem(fd, &key, &v) == 0) {
+			print_completions(fd, id);
 			printf("  audit (map %u) of the loop device's reads: submitted %llu, issued "
 			       "%llu (%llu without a start entry), completed %llu: without a start "
 			       "%llu, not issued %llu, backwards %llu, counted %llu (%llu under the "
@@ -520,6 +567,7 @@ static void print_audit(void)
 			       (unsigned long long)v.no_start, (unsigned long long)v.not_issued,
 			       (unsigned long long)v.invalid, (unsigned long long)v.counted,
 			       (unsigned long long)v.overflow);
+		}
 		close(fd);
 	}
 }
