@@ -101,6 +101,8 @@ struct block_audit_value {
 	__u64 invalid;       /* completed with a duration that ran backwards */
 	__u64 counted;       /* completed and handed to the accumulator */
 	__u64 overflow;      /* of those, counted under the overflow key */
+	__u64 complete_seen; /* block_rq_complete, seen by a second program */
+	__u64 io_done;       /* block_io_done: the device's own count's point */
 };
 
 struct {
@@ -278,5 +280,25 @@ int block_complete(__u64 *ctx)
 		BLOCK_AUDIT(rq, overflow);
 	return 0;
 }
+
+#ifdef KTEL_BPF_AUDIT
+/* Audit builds only: the same completion tracepoint seen by a program of
+ * its own (a run block_complete did not get shows here or not), and the
+ * end of the request's accounting, where the device's own statistics count
+ * it (6.5 and later). */
+SEC("tp_btf/block_rq_complete")
+int block_complete_seen(__u64 *ctx)
+{
+	BLOCK_AUDIT((struct request *)ctx[0], complete_seen);
+	return 0;
+}
+
+SEC("tp_btf/block_io_done")
+int block_io_done_seen(__u64 *ctx)
+{
+	BLOCK_AUDIT((struct request *)ctx[0], io_done);
+	return 0;
+}
+#endif
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -497,7 +497,7 @@ static void print_completions(int audit_fd, uint32_t map_id)
 	struct {
 		uint32_t major, minor, op, pad;
 	} key, next;
-	uint64_t v[9], all = 0;
+	uint64_t v[11], all = 0;
 	uint32_t id = 0;
 	void *prev = NULL;
 
@@ -543,7 +543,7 @@ static void print_audit(void)
 	} key = {loop.major, loop.minor, 0, 0};
 	struct {
 		uint64_t submitted, issued, issued_unseen, completed, no_start, not_issued, invalid,
-			counted, overflow;
+			counted, overflow, complete_seen, io_done;
 	} v;
 	uint32_t id = 0;
 
@@ -561,12 +561,14 @@ static void print_audit(void)
 			printf("  audit (map %u) of the loop device's reads: submitted %llu, issued "
 			       "%llu (%llu without a start entry), completed %llu: without a start "
 			       "%llu, not issued %llu, backwards %llu, counted %llu (%llu under the "
-			       "overflow key)\n",
+			       "overflow key); block_rq_complete seen by a second program %llu, "
+			       "block_io_done %llu\n",
 			       id, (unsigned long long)v.submitted, (unsigned long long)v.issued,
 			       (unsigned long long)v.issued_unseen, (unsigned long long)v.completed,
 			       (unsigned long long)v.no_start, (unsigned long long)v.not_issued,
 			       (unsigned long long)v.invalid, (unsigned long long)v.counted,
-			       (unsigned long long)v.overflow);
+			       (unsigned long long)v.overflow, (unsigned long long)v.complete_seen,
+			       (unsigned long long)v.io_done);
 		}
 		close(fd);
 	}
