@@ -76,6 +76,54 @@ struct {
 
 KTEL_ATTR_SETTINGS(block_io_latency_map);
 
+#ifdef KTEL_BPF_AUDIT
+/*
+ * Audit builds only (KTEL_BPF_AUDIT): what each device's requests went
+ * through, per (major, minor, operation), so that a total that comes out
+ * short for one device says at which step its requests left the count.
+ * ktel_events_counted covers every device; this is one device's. Read by
+ * tests through the map's name, never by the daemon.
+ */
+struct block_audit_key {
+	__u32 major;
+	__u32 minor;
+	__u32 op;
+	__u32 pad;
+};
+
+struct block_audit_value {
+	__u64 submitted;     /* block_io_start or block_rq_insert */
+	__u64 issued;        /* block_rq_issue */
+	__u64 issued_unseen; /* issued without a start entry (attribution on) */
+	__u64 completed;     /* block_rq_complete */
+	__u64 no_start;      /* completed without a start entry */
+	__u64 not_issued;    /* completed with a start entry but no issue time */
+	__u64 invalid;       /* completed with a duration that ran backwards */
+	__u64 counted;       /* completed and handed to the accumulator */
+	__u64 overflow;      /* of those, counted under the overflow key */
+	__u64 complete_seen; /* block_rq_complete, seen by a second program */
+	__u64 io_done;       /* block_io_done: the device's own count's point */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct block_audit_key);
+	__type(value, struct block_audit_value);
+} block_audit SEC(".maps");
+
+#define BLOCK_AUDIT(rq, field)                                      \
+	({                                                          \
+		struct block_audit_value *__a = block_audit_of(rq); \
+		if (__a)                                            \
+			__sync_fetch_and_add(&__a->field, 1);       \
+	})
+#else
+#define BLOCK_AUDIT(rq, field) \
+	do {                   \
+	} while (0)
+#endif
+
 /* Record current as the submitter of request rq: its start entry, not yet
  * issued. A reused request pointer's stale entry is overwritten. */
 static __always_inline void block_note_submitter(__u64 rq)
@@ -115,6 +163,26 @@ static __always_inline struct gendisk *block_disk_of(struct request *rq)
 	return BPF_CORE_READ(rq, q, disk);
 }
 
+#ifdef KTEL_BPF_AUDIT
+static __always_inline struct block_audit_value *block_audit_of(struct request *rq)
+{
+	struct block_audit_key key = {};
+	struct block_audit_value zero = {}, *v;
+	struct gendisk *disk = block_disk_of(rq);
+
+	if (disk) {
+		key.major = (__u32)BPF_CORE_READ(disk, major);
+		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
+	}
+	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
+	v = bpf_map_lookup_elem(&block_audit, &key);
+	if (v)
+		return v;
+	bpf_map_update_elem(&block_audit, &key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&block_audit, &key);
+}
+#endif
+
 /* block_rq_issue(struct request *rq) (5.11 and later) */
 SEC("tp_btf/block_rq_issue")
 int block_issue(__u64 *ctx)
@@ -123,6 +191,7 @@ int block_issue(__u64 *ctx)
 	struct block_start st = {.ns = bpf_ktime_get_ns()};
 	struct block_start *cur;
 
+	BLOCK_AUDIT((struct request *)ctx[0], issued);
 	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
 		/* Its submit made the entry: the time goes in, a lookup and
 		 * a store instead of an insert. A requeued request is issued
@@ -133,6 +202,7 @@ int block_issue(__u64 *ctx)
 			return 0;
 		}
 		/* Neither block_io_start nor block_rq_insert saw it. */
+		BLOCK_AUDIT((struct request *)ctx[0], issued_unseen);
 		st.attr = ktel_attr_of_current(block_io_latency_map);
 	}
 	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
@@ -145,6 +215,7 @@ int block_issue(__u64 *ctx)
 SEC("tp_btf/block_io_start")
 int block_submit(__u64 *ctx)
 {
+	BLOCK_AUDIT((struct request *)ctx[0], submitted);
 	block_note_submitter(ctx[0]);
 	return 0;
 }
@@ -154,6 +225,7 @@ int block_submit(__u64 *ctx)
 SEC("tp_btf/block_rq_insert")
 int block_insert(__u64 *ctx)
 {
+	BLOCK_AUDIT((struct request *)ctx[0], submitted);
 	block_note_submitter(ctx[0]);
 	return 0;
 }
@@ -170,8 +242,10 @@ int block_complete(__u64 *ctx)
 	struct gendisk *disk;
 	__u64 ns, now, us;
 
+	BLOCK_AUDIT(rq, completed);
 	st = bpf_map_lookup_elem(&block_start_map, &rq_key);
 	if (!st) {
+		BLOCK_AUDIT(rq, no_start);
 		__sync_fetch_and_add(&ktel_unpaired_events, 1);
 		return 0;
 	}
@@ -185,12 +259,15 @@ int block_complete(__u64 *ctx)
 	/* Submitted, completed without an issue seen (ended with an error
 	 * before it reached the driver): no latency of ours. */
 	if (!ns) {
+		BLOCK_AUDIT(rq, not_issued);
 		__sync_fetch_and_add(&ktel_unpaired_events, 1);
 		return 0;
 	}
 	us = ktel_duration_us(ns, now);
-	if (us == BPF_TELEMETRY_INVALID_DURATION)
+	if (us == BPF_TELEMETRY_INVALID_DURATION) {
+		BLOCK_AUDIT(rq, invalid);
 		return 0;
+	}
 	disk = block_disk_of(rq);
 	if (disk) {
 		key.major = (__u32)BPF_CORE_READ(disk, major);
@@ -198,7 +275,30 @@ int block_complete(__u64 *ctx)
 	}
 	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
 	KTEL_ATTR_INCREMENT_SUM(block_io_latency_map, &key, us);
+	BLOCK_AUDIT(rq, counted);
+	if (key.attr == KTEL_ATTR_OVERFLOW)
+		BLOCK_AUDIT(rq, overflow);
 	return 0;
 }
+
+#ifdef KTEL_BPF_AUDIT
+/* Audit builds only: the same completion tracepoint seen by a program of
+ * its own (a run block_complete did not get shows here or not), and the
+ * end of the request's accounting, where the device's own statistics count
+ * it (6.5 and later). */
+SEC("tp_btf/block_rq_complete")
+int block_complete_seen(__u64 *ctx)
+{
+	BLOCK_AUDIT((struct request *)ctx[0], complete_seen);
+	return 0;
+}
+
+SEC("tp_btf/block_io_done")
+int block_io_done_seen(__u64 *ctx)
+{
+	BLOCK_AUDIT((struct request *)ctx[0], io_done);
+	return 0;
+}
+#endif
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
