@@ -20,6 +20,20 @@
  * issue: one map entry per request, inserted and deleted once, as with
  * attribution off, where the submit programs are not loaded at all (the
  * descriptor marks them as needed only while the metric is attributed).
+ *
+ * By cgroup where the io controller is on cgroup v2, the kernel has already
+ * recorded the subject: the cgroup it charges the I/O to, in the bio
+ * (bio->bi_blkg), which io.stat counts. block_issue reads it from the
+ * request's first bio (the block layer merges only bios of one blkg into a
+ * request), and the daemon then loads no submit program
+ * (block_io_latency_map_attr_blkcg is 1; the descriptor flags them
+ * KTEL_ATTR_PROG_BLKCG). The bio is read at issue, where every request with
+ * data has it, and its cgroup rides in the start entry as the submitter
+ * does otherwise, so block_complete is the same in both ways. That cgroup
+ * is the nearest one with the io controller enabled at or above the
+ * submitter's, and for writeback the owner of the dirty pages, not the
+ * flusher; a request without a bio (a flush the block layer makes) takes
+ * the task that issues it, as above.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
@@ -123,7 +137,13 @@ int block_issue(__u64 *ctx)
 	struct block_start st = {.ns = bpf_ktime_get_ns()};
 	struct block_start *cur;
 
-	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
+	if (block_io_latency_map_attr_blkcg) {
+		/* No submit program: the bio names the cgroup. */
+		st.attr = ktel_attr_blkcg_of_btf(((struct request *)ctx[0])->bio,
+						 block_io_latency_map_attr_depth);
+		if (!st.attr)
+			st.attr = ktel_attr_of_current(block_io_latency_map);
+	} else if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
 		/* Its submit made the entry: the time goes in, a lookup and
 		 * a store instead of an insert. A requeued request is issued
 		 * again: its time counts from the last issue. */

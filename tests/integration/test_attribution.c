@@ -99,9 +99,42 @@ static void setup_cgroups(void)
 {
 	char mount[512];
 
+	bool io_v2;
+
 	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
 	snprintf(cg_base, sizeof(cg_base), "%s/ktel-attr-test-%d", mount, getpid());
 	assert_int_equal(mkdir(cg_base, 0755), 0);
+	/* Where the io controller is on v2, block I/O by cgroup is the cgroup
+	 * the kernel charges it to: the nearest with io enabled. Enabled down to
+	 * the test's cgroups, that is each worker's own. */
+	assert_int_equal(ktel_attr_io_on_v2(NULL, &io_v2, NULL), 0);
+	if (io_v2)
+		assert_int_equal(ktel_test_run("echo +io > %s/cgroup.subtree_control && "
+					       "echo +io > %s/cgroup.subtree_control",
+					       mount, cg_base),
+				 0);
+}
+
+/*
+ * Which way the daemon took the subject of block I/O by cgroup: the bio's
+ * cgroup exactly where the io controller is on cgroup v2, else (this host's
+ * hybrid hierarchy, the io controller on v1) the submit program.
+ */
+static void check_block_path(void)
+{
+	bool io_v2;
+
+	assert_int_equal(ktel_attr_io_on_v2(NULL, &io_v2, NULL), 0);
+	printf("  block I/O subject: %s\n", io_v2 ? "the bio's cgroup" : "the submit program");
+	if (io_v2) {
+		assert_true(log_wait_for(&sb,
+					 "program block_submit skipped: not needed: metric "
+					 "block_io_latency reads the bio's cgroup",
+					 0));
+		return;
+	}
+	assert_true(log_wait_for(&sb, "the io controller is not on cgroup v2", 0));
+	assert_false(log_wait_for(&sb, "program block_submit skipped", 0));
 }
 
 static void cgroup_path(char *buf, size_t len, int i)
@@ -459,6 +492,7 @@ static void test_by_cgroup(void **state)
 		assert_int_equal(mkdir(path, 0755), 0);
 	}
 	start_daemon("{\"by\": \"cgroup\"}");
+	check_block_path();
 	run_workers(w, 3);
 	/* Two intervals for the last completions to be pulled, then the final pull. */
 	sleep(3);
