@@ -137,23 +137,28 @@ int block_issue(__u64 *ctx)
 	struct block_start st = {.ns = bpf_ktime_get_ns()};
 	struct block_start *cur;
 
-	if (block_io_latency_map_attr_blkcg) {
-		/* No submit program: the bio names the cgroup. */
-		st.attr = ktel_attr_blkcg_of_btf(((struct request *)ctx[0])->bio,
-						 block_io_latency_map_attr_depth);
+	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
+		/* Tested only here, so that attribution off reads one
+		 * switch, as before the bio's cgroup was read. */
+		if (block_io_latency_map_attr_blkcg) {
+			/* No submit program: the bio names the cgroup. */
+			st.attr = ktel_attr_blkcg_of_btf(((struct request *)ctx[0])->bio,
+							 block_io_latency_map_attr_depth);
+		} else {
+			/* Its submit made the entry: the time goes in, a
+			 * lookup and a store instead of an insert. A requeued
+			 * request is issued again: its time counts from the
+			 * last issue. */
+			cur = bpf_map_lookup_elem(&block_start_map, &rq);
+			if (cur) {
+				cur->ns = st.ns;
+				return 0;
+			}
+		}
+		/* A request without a bio, or one neither block_io_start
+		 * nor block_rq_insert saw: the task that issues it. */
 		if (!st.attr)
 			st.attr = ktel_attr_of_current(block_io_latency_map);
-	} else if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
-		/* Its submit made the entry: the time goes in, a lookup and
-		 * a store instead of an insert. A requeued request is issued
-		 * again: its time counts from the last issue. */
-		cur = bpf_map_lookup_elem(&block_start_map, &rq);
-		if (cur) {
-			cur->ns = st.ns;
-			return 0;
-		}
-		/* Neither block_io_start nor block_rq_insert saw it. */
-		st.attr = ktel_attr_of_current(block_io_latency_map);
 	}
 	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
 		__sync_fetch_and_add(&ktel_map_write_failures, 1);
