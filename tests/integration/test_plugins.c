@@ -1102,23 +1102,27 @@ enum block_mode {
 };
 
 /*
- * In a child moved into a new cgroup of the v1 blkio hierarchy, read dev
- * with O_DIRECT n times; return that cgroup's id (its directory's inode),
- * or 0 when the host has no v1 blkio hierarchy (nothing read then).
+ * In a child moved into a new cgroup at level 2 of the v1 blkio hierarchy,
+ * read dev with O_DIRECT n times; return the id (its directory's inode) of
+ * that cgroup, or of its parent at level 1 for depth 1, or 0 when the host
+ * has no v1 blkio hierarchy (nothing read then).
  */
-static uint64_t reads_in_v1_blkcg(const char *dev, int n)
+static uint64_t reads_in_v1_blkcg(const char *dev, int n, uint32_t depth)
 {
-	char dir[128], procs[160];
-	struct stat st;
+	char dir[128], sub[160], procs[192];
+	struct stat st, st_sub;
 	pid_t pid;
 	int status;
 
 	if (access("/sys/fs/cgroup/blkio/cgroup.procs", W_OK) != 0)
 		return 0;
 	snprintf(dir, sizeof(dir), "/sys/fs/cgroup/blkio/ktel-test-blkcg-%d", getpid());
+	snprintf(sub, sizeof(sub), "%s/sub", dir);
 	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(mkdir(sub, 0755), 0);
 	assert_int_equal(stat(dir, &st), 0);
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	assert_int_equal(stat(sub, &st_sub), 0);
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", sub);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -1136,20 +1140,22 @@ static uint64_t reads_in_v1_blkcg(const char *dev, int n)
 		_exit(bad ? 4 : 0);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(rmdir(sub), 0);
 	assert_int_equal(rmdir(dir), 0);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	return (uint64_t)st.st_ino;
+	return (uint64_t)(depth == 1 ? st.st_ino : st_sub.st_ino);
 }
 
 /*
  * With the bio's cgroup read (BLOCK_BIO forced on this host, where the io
  * controller is on v1): the reads of a child in a v1 blkio cgroup must be
- * counted, all of them, under that cgroup's id, which only bio->bi_blkg
- * holds (the child's v2 cgroup is another). Proves block_issue reads the
- * bio, not the task. Other keys of the device are udev's probe of it.
+ * counted, all of them, under that cgroup's id (its parent's at depth 1),
+ * which only bio->bi_blkg holds (the child's v2 cgroup is another). Proves
+ * block_issue reads the bio, not the task, and rolls it up. Other keys of
+ * the device are udev's probe of it.
  */
-static void check_bio_attr(struct ktel_bpf_plugin *bp, const char *dir)
+static void check_bio_attr(struct ktel_bpf_plugin *bp, const char *dir, uint32_t depth)
 {
 	struct ktel_test_loop loop = {0};
 	struct ktel_bpf_map *m = ktel_bpf_plugin__map(bp, "block_io_latency_map");
@@ -1162,7 +1168,7 @@ static void check_bio_attr(struct ktel_bpf_plugin *bp, const char *dir)
 
 	assert_non_null(m);
 	ktel_test_loop_attach(&loop, dir, 8);
-	id = reads_in_v1_blkcg(loop.dev, 16);
+	id = reads_in_v1_blkcg(loop.dev, 16, depth);
 	ktel_test_loop_detach(&loop);
 	if (!id) {
 		printf("no v1 blkio hierarchy here: the bio's cgroup id is not checked\n");
@@ -1191,17 +1197,18 @@ static void check_bio_attr(struct ktel_bpf_plugin *bp, const char *dir)
 }
 
 /*
- * Load block_io_latency in each mode: the submit programs (desc.attr_progs)
+ * Load block_io_latency in each mode (by cgroup rolled up to depth): the submit programs (desc.attr_progs)
  * are loaded and attached only by cgroup without the bio's cgroup; with
  * attribution off or the bio's cgroup read they are not loaded, the metric
  * is complete without them, and the plugin is not reported unsupported.
  */
-static void load_block(enum block_mode mode)
+static void load_block(enum block_mode mode, uint32_t depth)
 {
 	static const char *const names[] = {"off", "submit", "bio"};
 	struct ktel_bpf_attr attr = {.metric = "block_io_latency",
 				     .map_name = "block_io_latency_map",
 				     .by = KTEL_ATTR_BY_CGROUP,
+				     .depth = depth,
 				     .limit = 64};
 	struct ktel_bpf_opts opts = {.pin_gid = (gid_t)-1, .no_attach = false};
 	const struct ktel_metric_desc *md = NULL;
@@ -1239,9 +1246,10 @@ static void load_block(enum block_mode mode)
 	assert_non_null(insert);
 	assert_non_null(issue);
 	assert_non_null(complete);
-	printf("attribution %s: block_submit %s (%s), block_insert %s (%s)\n", names[mode],
-	       submit->attached ? "attached" : "not attached", submit->skip_reason,
-	       insert->attached ? "attached" : "not attached", insert->skip_reason);
+	printf("attribution %s, depth %u: block_submit %s (%s), block_insert %s (%s)\n",
+	       names[mode], depth, submit->attached ? "attached" : "not attached",
+	       submit->skip_reason, insert->attached ? "attached" : "not attached",
+	       insert->skip_reason);
 	assert_true(issue->attached);
 	assert_true(complete->attached);
 	if (mode == BLOCK_SUBMIT) {
@@ -1271,7 +1279,7 @@ static void load_block(enum block_mode mode)
 		snprintf(dir, sizeof(dir), "/tmp/ktel-test-blkcg-%d", getpid());
 		ktel_test_rm_rf(dir);
 		assert_int_equal(mkdir(dir, 0700), 0);
-		check_bio_attr(bp, dir);
+		check_bio_attr(bp, dir, depth);
 		ktel_test_rm_rf(dir);
 	}
 	ktel_bpf_plugin__unpin(bp, &err);
@@ -1283,9 +1291,11 @@ static void load_block(enum block_mode mode)
 static void test_attr_only_programs(void **state)
 {
 	(void)state;
-	load_block(BLOCK_OFF);
-	load_block(BLOCK_SUBMIT);
-	load_block(BLOCK_BIO);
+	load_block(BLOCK_OFF, 0);
+	load_block(BLOCK_SUBMIT, 0);
+	/* Plain loads at depth 0; the roll-up's helper reads past it. */
+	load_block(BLOCK_BIO, 0);
+	load_block(BLOCK_BIO, 1);
 }
 
 /* -------------------------------------------------------------------------
