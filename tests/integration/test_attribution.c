@@ -8,6 +8,10 @@
  *  - by cgroup: three children, each moved into its own new cgroup under the
  *    cgroup2 mount, issue known numbers of reads and writes; the records of
  *    the loop device name each cgroup by its path and count exactly those;
+ *    the daemon took the subject from the submit program where the io
+ *    controller is not on cgroup v2 (this host's hybrid hierarchy: the log
+ *    says so and block_submit is loaded), else from the bio's cgroup (with
+ *    io enabled down to the test's cgroups, each worker's own);
  *  - the kernel's bound: max_keys 64 and 200 cgroups doing I/O: every named
  *    cgroup has exactly its own count, "other" holds exactly the rest, the
  *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
