@@ -82,6 +82,24 @@ struct css_set___ktel_attr {
 	struct cgroup___ktel_attr *dfl_cgrp;
 } __ktel_core;
 
+/* The cgroup a bio is charged to: bio->bi_blkg->blkcg->css.cgroup (only
+ * with CONFIG_BLK_CGROUP). */
+struct cgroup_subsys_state___ktel_attr {
+	struct cgroup___ktel_attr *cgroup;
+} __ktel_core;
+
+struct blkcg___ktel_attr {
+	struct cgroup_subsys_state___ktel_attr css;
+} __ktel_core;
+
+struct blkcg_gq___ktel_attr {
+	struct blkcg___ktel_attr *blkcg;
+} __ktel_core;
+
+struct bio___ktel_attr {
+	struct blkcg_gq___ktel_attr *bi_blkg;
+} __ktel_core;
+
 typedef struct {
 	__u32 val;
 } kuid_t___ktel_attr;
@@ -104,6 +122,10 @@ struct task_struct___ktel_attr {
  *                     ancestor at level n (root = level 0), the task's own
  *                     when it is at level n or above
  *   <map>_attr_limit  attributed keys admitted into the map
+ *   <map>_attr_blkcg  1: by cgroup, read the cgroup the kernel charges a
+ *                     bio to (ktel_attr_blkcg_of_btf) instead of running
+ *                     the programs the descriptor flags KTEL_ATTR_PROG_BLKCG;
+ *                     set only where the io controller is on cgroup v2
  * and <map>_attr_used, the count of admitted keys (one u64, atomics). The
  * daemon maps that count (it makes it BPF_F_MMAPABLE before load) and, when
  * it deletes the keys of a released id, gives their slots back with an
@@ -115,6 +137,7 @@ struct task_struct___ktel_attr {
 	const volatile __u32 map##_attr_by = 0;    \
 	const volatile __u32 map##_attr_depth = 0; \
 	const volatile __u64 map##_attr_limit = 0; \
+	const volatile __u32 map##_attr_blkcg = 0; \
 	struct {                                   \
 		__uint(type, BPF_MAP_TYPE_ARRAY);  \
 		__uint(max_entries, 1);            \
@@ -122,16 +145,18 @@ struct task_struct___ktel_attr {
 		__type(value, __u64);              \
 	} map##_attr_used SEC(".maps")
 
-/* Id of task's cgroup in the v2 (default) hierarchy, rolled up to depth. */
-static __always_inline __u64 ktel_attr_cgroup_of(struct task_struct *task, __u32 depth)
+/*
+ * Id of cgroup cg (a pointer read with BPF_CORE_READ, not a BTF-typed one),
+ * rolled up to depth: its ancestor at level depth, or its own id when depth
+ * is 0 or cg is at that level or above. 0 for no cgroup.
+ */
+static __always_inline __u64 ktel_attr_cgroup_rollup(struct cgroup___ktel_attr *cg, __u32 depth)
 {
-	struct task_struct___ktel_attr *t = (void *)task;
-	struct cgroup___ktel_attr *cg, *anc = NULL;
+	struct cgroup___ktel_attr *anc = NULL;
 	struct cgroup___ktel_attr_old *old;
 	__u64 id = 0;
 	int level;
 
-	cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
 	if (!cg)
 		return 0;
 	if (depth) {
@@ -158,6 +183,38 @@ static __always_inline __u64 ktel_attr_cgroup_of(struct task_struct *task, __u32
 		}
 	}
 	return BPF_CORE_READ(cg, kn, id);
+}
+
+/* Id of task's cgroup in the v2 (default) hierarchy, rolled up to depth. */
+static __always_inline __u64 ktel_attr_cgroup_of(struct task_struct *task, __u32 depth)
+{
+	struct task_struct___ktel_attr *t = (void *)task;
+
+	return ktel_attr_cgroup_rollup(BPF_CORE_READ(t, cgroups, dfl_cgrp), depth);
+}
+
+/*
+ * Id of the cgroup the kernel charges bio to, rolled up to depth, for a
+ * bio pointer the verifier knows by its BTF type (read from a tp_btf or
+ * fentry argument, as rq->bio): 0 when there is no bio, no cgroup in it,
+ * or no CONFIG_BLK_CGROUP. That cgroup is the one io.stat counts the bio
+ * in: the nearest ancestor of the submitter's cgroup (itself included)
+ * with the io controller enabled, and for writeback the owner of the
+ * dirty pages, not the flusher. Its id is a v2 id only where the io
+ * controller is on the v2 hierarchy: the daemon sets <map>_attr_blkcg
+ * there alone. Depth 0 takes plain loads, as ktel_attr_cgroup_of_btf.
+ */
+static __always_inline __u64 ktel_attr_blkcg_of_btf(const void *bio, __u32 depth)
+{
+	const struct bio___ktel_attr *b = bio;
+	struct cgroup___ktel_attr *cg;
+
+	if (!b || !bpf_core_field_exists(b->bi_blkg))
+		return 0;
+	if (depth)
+		return ktel_attr_cgroup_rollup(BPF_CORE_READ(b, bi_blkg, blkcg, css.cgroup), depth);
+	cg = b->bi_blkg->blkcg->css.cgroup;
+	return cg ? cg->kn->id : 0;
 }
 
 /* task's real uid, in the initial user namespace (kuid_t is global). */

@@ -32,8 +32,11 @@ struct request_queue {
 	struct gendisk *disk; /* 5.15 and later */
 } __ktel_core;
 
+struct bio;
+
 struct request {
 	struct request_queue *q;
+	struct bio *bio;        /* its first bio; NULL for a request without data */
 	unsigned int cmd_flags; /* blk_opf_t on 6.x; low byte is the REQ_OP */
 	struct block_device *part;
 } __ktel_core;

@@ -47,6 +47,10 @@ static const struct ktel_cfg_key attr_keys[] = {
 		"uid that is no app), `app_class` (the Android class alone: `system`, `app`, "
 		"`sdk_sandbox`, `isolated`, ...), `process` (tgid); `none` leaves the dimension "
 		"out. Only metrics whose plugin declares an attribution dimension accept it. "
+		"Block I/O by `cgroup` where the io controller is on cgroup v2 is the cgroup the "
+		"kernel charges the I/O to (io.stat's): the nearest one at or above the "
+		"submitter's with `io` enabled, for writeback the dirty pages' owner; elsewhere "
+		"the submitter's own. "
 		"What may leave an Android device is restricted (docs/privacy.md)."},
 	{"depth", KTEL_CFG_INT, 0, 255, .default_text = "0",
 	 .doc = "`cgroup`: roll each task's cgroup up to its ancestor at this level (root is 0, "

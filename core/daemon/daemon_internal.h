@@ -92,6 +92,9 @@ struct daemon_plugins {
 	uv_poll_t cgroup_events_poll;
 	bool cgroup_events_poll_init;
 	char cgroup_events_problem[KTEL_ERR_MSG_MAX];
+	/* Whether the io controller is on cgroup v2 as last logged: 0 not yet,
+	 * 1 no, 2 yes (daemon_plugins.c, io_on_v2). */
+	uint8_t io_on_v2_said;
 };
 
 /* How cgroup ids are named (status, self-telemetry). */

@@ -839,6 +839,39 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 bp->progs[i].verifier_log);
 }
 
+/*
+ * Is the io controller on cgroup v2, so that a metric by cgroup can read the
+ * cgroup the kernel put in a bio (ktel_bpf_opts.blkcg_v2)? Asked at each load
+ * of a plugin that can read it (desc.attr_prog_flags) with a metric by
+ * cgroup: the host may move the controller while the daemon runs. A failed
+ * check says no, which keeps the submit programs (right on any host). The
+ * answer is logged when it changes.
+ */
+static bool io_on_v2(struct daemon_plugins *p, const struct ktel_plugin *plugin,
+		     const struct ktel_bpf_attr *attr)
+{
+	struct ktel_err err;
+	bool by_cgroup = false, on;
+
+	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++)
+		by_cgroup |= attr[i].by == KTEL_ATTR_BY_CGROUP;
+	if (!by_cgroup || !plugin->desc.attr_prog_flags)
+		return false;
+	if (ktel_attr_io_on_v2(NULL, &on, &err)) {
+		ktel_log(KTEL_LOG_WARN,
+			 "attribution: io controller: %s (taken as not on cgroup v2)", err.msg);
+		on = false;
+	}
+	if (p->io_on_v2_said != (on ? 2 : 1))
+		ktel_log(KTEL_LOG_INFO,
+			 on ? "attribution: the io controller is on cgroup v2: block I/O by cgroup "
+			      "is read from the cgroup the kernel charges each bio to"
+			    : "attribution: the io controller is not on cgroup v2: block I/O by "
+			      "cgroup is taken from the submitting task (submit programs)");
+	p->io_on_v2_said = on ? 2 : 1;
+	return on;
+}
+
 /* Load an opened plugin into the kernel; on success the part owns it. */
 static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 {
@@ -875,6 +908,7 @@ static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 	}
 	if (load_params(p, plugin, params) || load_attr(p, plugin, attr))
 		return -EINVAL;
+	bopts.blkcg_v2 = io_on_v2(p, plugin, attr);
 	lp = calloc(1, sizeof(*lp));
 	if (!lp)
 		return -ENOMEM;

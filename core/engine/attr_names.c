@@ -396,6 +396,38 @@ int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len)
 	return cgroup2_mount(mountinfo, buf, len, NULL, 0);
 }
 
+int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err)
+{
+	char dir[4096], path[4096 + 32], buf[1024], *tok, *save = NULL;
+	bool on = false;
+	ssize_t n;
+	int fd;
+
+	if (cgroup2_mount(mountinfo, dir, sizeof(dir), NULL, 0) != 0) {
+		*ret_on = false;
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ktel_err_set(err, errno, "%s: %s", path, strerror(errno));
+	/* The kernel lists a few short names on one line; a file longer than
+	 * the buffer is not that file, and what fits is read all the same. */
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0) {
+		int e = errno;
+
+		close(fd);
+		return ktel_err_set(err, e, "%s: %s", path, strerror(e));
+	}
+	close(fd);
+	buf[n] = '\0';
+	for (tok = strtok_r(buf, " \t\n", &save); tok && !on; tok = strtok_r(NULL, " \t\n", &save))
+		on = strcmp(tok, "io") == 0;
+	*ret_on = on;
+	return 0;
+}
+
 /* ---- the walk ------------------------------------------------------------------ */
 
 struct walk {

@@ -492,8 +492,27 @@ int ktel_bpf_attr_check_budget(const struct ktel_plugin *plugin, const struct kt
 }
 
 /*
+ * Does metric a read the cgroup of the bio instead of running the programs
+ * its descriptor flags KTEL_ATTR_PROG_BLKCG? Only when it is attributed by
+ * cgroup, the io controller is on the v2 hierarchy (opts->blkcg_v2), and
+ * it has such programs.
+ */
+static bool reads_blkcg(const struct ktel_plugin_desc *d, const struct ktel_bpf_opts *opts,
+			const struct ktel_bpf_attr *a)
+{
+	if (!opts->blkcg_v2 || a->by != KTEL_ATTR_BY_CGROUP || !a->metric || !d->attr_prog_flags)
+		return false;
+	for (uint32_t i = 0; i < d->n_attr_progs; i++)
+		if ((d->attr_prog_flags[i] & KTEL_ATTR_PROG_BLKCG) &&
+		    strcmp(d->attr_progs[i].metric, a->metric) == 0)
+			return true;
+	return false;
+}
+
+/*
  * The metrics' attribution settings (struct ktel_bpf_attr): the three
- * globals of each, then its map's size, checked against the budget, and
+ * globals of each (and <map>_attr_blkcg where the metric reads the bio's
+ * cgroup), then its map's size, checked against the budget, and
  * the admitted-key count made mappable, so the daemon can give deleted
  * keys' slots back with an atomic of its own (metric_pull.h).
  */
@@ -501,13 +520,14 @@ static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		    struct ktel_err *err)
 {
 	const char *plugin = p->plugin->desc.name;
-	static const char *const suffix[] = {"_attr_by", "_attr_depth", "_attr_limit"};
+	static const char *const suffix[] = {"_attr_by", "_attr_depth", "_attr_limit",
+					     "_attr_blkcg"};
 	struct bpf_map *rodata, *map, *used;
 	unsigned char *data = NULL;
 	const void *init;
 	char name[256];
-	size_t size;
-	uint64_t entries = 0, values[3];
+	size_t size, n_set;
+	uint64_t entries = 0, values[4];
 	int rc = 0;
 
 	for (size_t i = 0; i < opts->n_attr; i++) {
@@ -534,7 +554,11 @@ static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		values[0] = a->by;
 		values[1] = a->depth;
 		values[2] = a->limit;
-		for (size_t k = 0; k < 3; k++) {
+		values[3] = 1;
+		/* The switch exists only in objects built since it came: it is
+		 * written only where the descriptor says the object reads it. */
+		n_set = reads_blkcg(&p->plugin->desc, opts, a) ? 4 : 3;
+		for (size_t k = 0; k < n_set; k++) {
 			snprintf(name, sizeof(name), "%s%s", a->map_name, suffix[k]);
 			rc = put_rodata(p, data, size, name, values[k]);
 			if (rc) {
@@ -695,28 +719,44 @@ static bool group_unneeded(struct ktel_bpf_plugin *p, const char *group)
 
 /*
  * Why prog is not needed by this load: it is listed in desc.attr_progs and
- * none of the metrics it is listed for is attributed (opts->attr). NULL
- * when it is needed. The reason is written to buf.
+ * none of the metrics it is listed for is attributed (opts->attr), or each
+ * that is reads the bio's cgroup instead where the entry is flagged
+ * KTEL_ATTR_PROG_BLKCG (reads_blkcg). NULL when it is needed. The reason is
+ * written to buf.
  */
 static const char *unneeded_reason(const struct ktel_bpf_plugin *p,
 				   const struct ktel_bpf_opts *opts, const char *prog, char *buf,
 				   size_t len)
 {
 	const struct ktel_plugin_desc *d = &p->plugin->desc;
-	const char *metric = NULL;
+	const char *metric = NULL, *blkcg = NULL;
+	const struct ktel_bpf_attr *a;
 
 	for (uint32_t i = 0; i < d->n_attr_progs; i++) {
 		if (strcmp(d->attr_progs[i].prog, prog) != 0)
 			continue;
 		metric = d->attr_progs[i].metric;
-		for (size_t k = 0; opts && k < opts->n_attr; k++)
-			if (opts->attr[k].by != KTEL_ATTR_BY_NONE && opts->attr[k].metric &&
-			    strcmp(opts->attr[k].metric, metric) == 0)
+		for (size_t k = 0; opts && k < opts->n_attr; k++) {
+			a = &opts->attr[k];
+			if (a->by == KTEL_ATTR_BY_NONE || !a->metric ||
+			    strcmp(a->metric, metric) != 0)
+				continue;
+			if (!d->attr_prog_flags ||
+			    !(d->attr_prog_flags[i] & KTEL_ATTR_PROG_BLKCG) ||
+			    !reads_blkcg(d, opts, a))
 				return NULL;
+			blkcg = metric;
+		}
 	}
 	if (!metric)
 		return NULL;
-	snprintf(buf, len, "not needed: only while metric %s is attributed", metric);
+	if (blkcg)
+		snprintf(buf, len,
+			 "not needed: metric %s reads the bio's cgroup "
+			 "(io controller on cgroup v2)",
+			 blkcg);
+	else
+		snprintf(buf, len, "not needed: only while metric %s is attributed", metric);
 	return buf;
 }
 

@@ -133,6 +133,11 @@ struct ktel_bpf_opts {
 	uint64_t attr_memlock_budget; /* bytes per attributed map; 0: no bound */
 	bool no_task_storage;         /* act as on a kernel without task storage
 				       * (its fallback variants are tested so) */
+	/* The io controller is on the cgroup v2 hierarchy (the daemon asks
+	 * ktel_attr_io_on_v2()): a bio's cgroup (bi_blkg) is a v2 cgroup. A
+	 * metric attributed by cgroup then reads it, its programs flagged
+	 * KTEL_ATTR_PROG_BLKCG are not loaded, and <map>_attr_blkcg is 1. */
+	bool blkcg_v2;
 };
 
 /* One program of the object. */
@@ -142,7 +147,8 @@ struct ktel_bpf_prog {
 	struct bpf_program *prog;
 	bool selected; /* loaded (its target exists and it won its group) */
 	/* Not needed by this load: only an attributed metric needs it
-	 * (desc.attr_progs) and none of its metrics is. */
+	 * (desc.attr_progs) and none of its metrics is, or each that is reads
+	 * the bio's cgroup instead (KTEL_ATTR_PROG_BLKCG, opts.blkcg_v2). */
 	bool unneeded;
 	char skip_reason[KTEL_TARGET_REASON_MAX]; /* why not selected */
 	int nr_args;                              /* of its target, -1 unknown */

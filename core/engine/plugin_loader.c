@@ -598,6 +598,10 @@ static int check_variants_params(const struct validator *v, const struct ktel_pl
 					  v->path, d->attr_progs[i].metric);
 	}
 	rc = rc
+		     ?: check_array(v, "attr_prog_flags", d->attr_prog_flags,
+				    d->attr_prog_flags ? d->n_attr_progs : 0,
+				    KTEL_PLUGIN_MAX_VARIANTS, sizeof(*d->attr_prog_flags));
+	rc = rc
 		     ?: check_array(v, "params", d->params, d->n_params, KTEL_PLUGIN_MAX_PARAMS,
 				    sizeof(*d->params));
 	for (i = 0; !rc && i < d->n_params; i++) {
@@ -783,6 +787,10 @@ static int validate(struct validator *v, const void *sym, struct ktel_plugin *p)
 				    "%s: refused: descriptor extends outside the plugin", v->path);
 	memcpy(&p->desc, raw, len);
 	v->abi_minor = p->desc.abi_minor;
+	/* ABI 1.3 and before had no attr_prog_flags: whatever lies there is
+	 * not one. */
+	if (v->abi_minor < 4)
+		p->desc.attr_prog_flags = NULL;
 	rc = check_str(v, "plugin name", p->desc.name, false, METRIC_NAME);
 	rc = rc ?: check_str(v, "plugin version", p->desc.version, false, ANY);
 	rc = rc ?: check_str(v, "plugin description", p->desc.description, true, ANY);
@@ -982,6 +990,13 @@ static int copy_descriptor(struct ktel_plugin *p, struct ktel_err *err)
 		attr_progs[i].metric = copy_str(p, attr_progs[i].metric, &oom);
 	}
 	d->attr_progs = attr_progs;
+	d->attr_prog_flags = d->attr_prog_flags && d->n_attr_progs
+				     ? copy_mem(p, d->attr_prog_flags,
+						d->n_attr_progs * sizeof(*d->attr_prog_flags), &oom)
+				     : NULL;
+	/* Bits of a newer minor are ignored: nothing here knows them. */
+	for (uint32_t i = 0; d->attr_prog_flags && i < d->n_attr_progs; i++)
+		((uint32_t *)d->attr_prog_flags)[i] &= KTEL_ATTR_PROG_FLAGS_ALL;
 	if (oom)
 		return ktel_err_set(err, ENOMEM, "%s: out of memory", p->path);
 	return 0;

@@ -20,6 +20,20 @@
  * issue: one map entry per request, inserted and deleted once, as with
  * attribution off, where the submit programs are not loaded at all (the
  * descriptor marks them as needed only while the metric is attributed).
+ *
+ * By cgroup where the io controller is on cgroup v2, the kernel has already
+ * recorded the subject: the cgroup it charges the I/O to, in the bio
+ * (bio->bi_blkg), which io.stat counts. block_issue reads it from the
+ * request's first bio (the block layer merges only bios of one blkg into a
+ * request), and the daemon then loads no submit program
+ * (block_io_latency_map_attr_blkcg is 1; the descriptor flags them
+ * KTEL_ATTR_PROG_BLKCG). The bio is read at issue, where every request with
+ * data has it, and its cgroup rides in the start entry as the submitter
+ * does otherwise, so block_complete is the same in both ways. That cgroup
+ * is the nearest one with the io controller enabled at or above the
+ * submitter's, and for writeback the owner of the dirty pages, not the
+ * flusher; a request without a bio (a flush the block layer makes) takes
+ * the task that issues it, as above.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>
@@ -193,17 +207,30 @@ int block_issue(__u64 *ctx)
 
 	BLOCK_AUDIT((struct request *)ctx[0], issued);
 	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
-		/* Its submit made the entry: the time goes in, a lookup and
-		 * a store instead of an insert. A requeued request is issued
-		 * again: its time counts from the last issue. */
-		cur = bpf_map_lookup_elem(&block_start_map, &rq);
-		if (cur) {
-			cur->ns = st.ns;
-			return 0;
+		/* Tested only here, so that attribution off reads one
+		 * switch, as before the bio's cgroup was read. */
+		if (block_io_latency_map_attr_blkcg) {
+			/* No submit program: the bio names the cgroup. */
+			st.attr = ktel_attr_blkcg_of_btf(((struct request *)ctx[0])->bio,
+							 block_io_latency_map_attr_depth);
+		} else {
+			/* Its submit made the entry: the time goes in, a
+			 * lookup and a store instead of an insert. A requeued
+			 * request is issued again: its time counts from the
+			 * last issue. */
+			cur = bpf_map_lookup_elem(&block_start_map, &rq);
+			if (cur) {
+				cur->ns = st.ns;
+				return 0;
+			}
 		}
-		/* Neither block_io_start nor block_rq_insert saw it. */
-		BLOCK_AUDIT((struct request *)ctx[0], issued_unseen);
-		st.attr = ktel_attr_of_current(block_io_latency_map);
+		/* A request without a bio, or one neither block_io_start
+		 * nor block_rq_insert saw: the task that issues it. */
+		if (!st.attr) {
+			if (!block_io_latency_map_attr_blkcg)
+				BLOCK_AUDIT((struct request *)ctx[0], issued_unseen);
+			st.attr = ktel_attr_of_current(block_io_latency_map);
+		}
 	}
 	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
 		__sync_fetch_and_add(&ktel_map_write_failures, 1);

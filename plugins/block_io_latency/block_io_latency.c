@@ -46,15 +46,19 @@ static const struct ktel_prog_variant variants[] = {
 };
 
 /* The submitter is recorded only for attribution: with it off, the submit
- * programs are not loaded and block_issue makes the start entry. */
+ * programs are not loaded and block_issue makes the start entry. By cgroup
+ * where the io controller is on cgroup v2, block_issue reads the cgroup
+ * the kernel put in the bio instead (KTEL_ATTR_PROG_BLKCG). */
 static const struct ktel_attr_prog attr_progs[] = {
 	{.prog = "block_submit", .metric = "block_io_latency"},
 	{.prog = "block_insert", .metric = "block_io_latency"},
 };
+static const uint32_t attr_prog_flags[] = {KTEL_ATTR_PROG_BLKCG, KTEL_ATTR_PROG_BLKCG};
 
 KTEL_PLUGIN(.name = "block_io_latency",
-	    .version = "1.3", /* 1.1: the histogram keeps the sum; 1.2: attribution;
-			       * 1.3: submit programs only with attribution */
+	    .version = "1.4", /* 1.1: the histogram keeps the sum; 1.2: attribution;
+			       * 1.3: submit programs only with attribution;
+			       * 1.4: by cgroup from the bio where io is on v2 */
 	    .description = "Block I/O latency per disk and operation",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),
@@ -63,5 +67,6 @@ KTEL_PLUGIN(.name = "block_io_latency",
 	    .variants = variants,
 	    .n_variants = KTEL_ARRAY_SIZE(variants),
 	    .attr_progs = attr_progs,
-	    .n_attr_progs = KTEL_ARRAY_SIZE(attr_progs));
+	    .n_attr_progs = KTEL_ARRAY_SIZE(attr_progs),
+	    .attr_prog_flags = attr_prog_flags);
 /* clang-format on */

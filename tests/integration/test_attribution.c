@@ -8,6 +8,10 @@
  *  - by cgroup: three children, each moved into its own new cgroup under the
  *    cgroup2 mount, issue known numbers of reads and writes; the records of
  *    the loop device name each cgroup by its path and count exactly those;
+ *    the daemon took the subject from the submit program where the io
+ *    controller is not on cgroup v2 (this host's hybrid hierarchy: the log
+ *    says so and block_submit is loaded), else from the bio's cgroup (with
+ *    io enabled down to the test's cgroups, each worker's own);
  *  - the kernel's bound: max_keys 64 and 200 cgroups doing I/O: every named
  *    cgroup has exactly its own count, "other" holds exactly the rest, the
  *    sum is everything issued, and ktel_attr_overflow (stage kernel) counted
@@ -99,9 +103,42 @@ static void setup_cgroups(void)
 {
 	char mount[512];
 
+	bool io_v2;
+
 	assert_int_equal(ktel_attr_cgroup2_mount(NULL, mount, sizeof(mount)), 0);
 	snprintf(cg_base, sizeof(cg_base), "%s/ktel-attr-test-%d", mount, getpid());
 	assert_int_equal(mkdir(cg_base, 0755), 0);
+	/* Where the io controller is on v2, block I/O by cgroup is the cgroup
+	 * the kernel charges it to: the nearest with io enabled. Enabled down to
+	 * the test's cgroups, that is each worker's own. */
+	assert_int_equal(ktel_attr_io_on_v2(NULL, &io_v2, NULL), 0);
+	if (io_v2)
+		assert_int_equal(ktel_test_run("echo +io > %s/cgroup.subtree_control && "
+					       "echo +io > %s/cgroup.subtree_control",
+					       mount, cg_base),
+				 0);
+}
+
+/*
+ * Which way the daemon took the subject of block I/O by cgroup: the bio's
+ * cgroup exactly where the io controller is on cgroup v2, else (this host's
+ * hybrid hierarchy, the io controller on v1) the submit program.
+ */
+static void check_block_path(void)
+{
+	bool io_v2;
+
+	assert_int_equal(ktel_attr_io_on_v2(NULL, &io_v2, NULL), 0);
+	printf("  block I/O subject: %s\n", io_v2 ? "the bio's cgroup" : "the submit program");
+	if (io_v2) {
+		assert_true(log_wait_for(&sb,
+					 "program block_submit skipped: not needed: metric "
+					 "block_io_latency reads the bio's cgroup",
+					 0));
+		return;
+	}
+	assert_true(log_wait_for(&sb, "the io controller is not on cgroup v2", 0));
+	assert_false(log_wait_for(&sb, "program block_submit skipped", 0));
 }
 
 static void cgroup_path(char *buf, size_t len, int i)
@@ -459,6 +496,7 @@ static void test_by_cgroup(void **state)
 		assert_int_equal(mkdir(path, 0755), 0);
 	}
 	start_daemon("{\"by\": \"cgroup\"}");
+	check_block_path();
 	run_workers(w, 3);
 	/* Two intervals for the last completions to be pulled, then the final pull. */
 	sleep(3);

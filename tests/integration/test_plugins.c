@@ -36,6 +36,7 @@
 #include "ktel_test.h"
 #include "daemon_harness.h"
 #include "hist_bounds.h"
+#include "loop_device.h"
 #include "map_total.h"
 #include "tracefs_oracle.h"
 
@@ -1091,17 +1092,123 @@ static void test_refused_variant(void **state)
 	ktel_test_rm_rf(pin_root);
 }
 
+/* How block_io_latency is loaded: attribution off, by cgroup with the
+ * submit programs (the io controller not on cgroup v2, as on a hybrid
+ * host), by cgroup from the bio's cgroup (ktel_bpf_opts.blkcg_v2 forced). */
+enum block_mode {
+	BLOCK_OFF,
+	BLOCK_SUBMIT,
+	BLOCK_BIO,
+};
+
 /*
- * Load block_io_latency with its metric attributed by cgroup or not: the
- * submit programs (desc.attr_progs) are loaded and attached only with it
- * on; with it off they are not loaded, the metric is complete without
- * them, and the plugin is not reported unsupported.
+ * In a child moved into a new cgroup at level 2 of the v1 blkio hierarchy,
+ * read dev with O_DIRECT n times; return the id (its directory's inode) of
+ * that cgroup, or of its parent at level 1 for depth 1, or 0 when the host
+ * has no v1 blkio hierarchy (nothing read then).
  */
-static void load_block(bool attributed)
+static uint64_t reads_in_v1_blkcg(const char *dev, int n, uint32_t depth)
 {
+	char dir[128], sub[160], procs[192];
+	struct stat st, st_sub;
+	pid_t pid;
+	int status;
+
+	if (access("/sys/fs/cgroup/blkio/cgroup.procs", W_OK) != 0)
+		return 0;
+	snprintf(dir, sizeof(dir), "/sys/fs/cgroup/blkio/ktel-test-blkcg-%d", getpid());
+	snprintf(sub, sizeof(sub), "%s/sub", dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(stat(sub, &st_sub), 0);
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", sub);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		void *buf = NULL;
+		FILE *f = fopen(procs, "w");
+		int fd, bad = 0;
+
+		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0)
+			_exit(2);
+		fd = open(dev, O_RDONLY | O_DIRECT);
+		if (fd < 0 || posix_memalign(&buf, 4096, 4096))
+			_exit(3);
+		for (int i = 0; i < n; i++)
+			bad |= pread(fd, buf, 4096, (off_t)i * 4096) != 4096;
+		_exit(bad ? 4 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(rmdir(sub), 0);
+	assert_int_equal(rmdir(dir), 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	return (uint64_t)(depth == 1 ? st.st_ino : st_sub.st_ino);
+}
+
+/*
+ * With the bio's cgroup read (BLOCK_BIO forced on this host, where the io
+ * controller is on v1): the reads of a child in a v1 blkio cgroup must be
+ * counted, all of them, under that cgroup's id (its parent's at depth 1),
+ * which only bio->bi_blkg holds (the child's v2 cgroup is another). Proves
+ * block_issue reads the bio, not the task, and rolls it up. Other keys of
+ * the device are udev's probe of it.
+ */
+static void check_bio_attr(struct ktel_bpf_plugin *bp, const char *dir, uint32_t depth)
+{
+	struct ktel_test_loop loop = {0};
+	struct ktel_bpf_map *m = ktel_bpf_plugin__map(bp, "block_io_latency_map");
+	struct {
+		uint32_t major, minor, op, pad;
+		uint64_t attr;
+	} key, next;
+	uint64_t id, seen = 0, others = 0, count = 0, value[HIST_BOUNDS_BUCKETS + 1];
+	int rc;
+
+	assert_non_null(m);
+	ktel_test_loop_attach(&loop, dir, 8);
+	id = reads_in_v1_blkcg(loop.dev, 16, depth);
+	ktel_test_loop_detach(&loop);
+	if (!id) {
+		printf("no v1 blkio hierarchy here: the bio's cgroup id is not checked\n");
+		return;
+	}
+	for (rc = bpf_map_get_next_key(m->fd, NULL, &next); !rc;
+	     rc = bpf_map_get_next_key(m->fd, &key, &next)) {
+		key = next;
+		if (key.major != loop.major || key.minor != loop.minor || key.op != 0)
+			continue;
+		if (key.attr != id) {
+			others++;
+			continue;
+		}
+		seen++;
+		assert_int_equal(bpf_map_lookup_elem(m->fd, &key, value), 0);
+		for (int b = 0; b < HIST_BOUNDS_BUCKETS; b++)
+			count += value[b];
+	}
+	printf("bio mode: loop reads keyed by the v1 blkcg %llu: %llu keys, %llu reads; "
+	       "other keys %llu\n",
+	       (unsigned long long)id, (unsigned long long)seen, (unsigned long long)count,
+	       (unsigned long long)others);
+	assert_int_equal(seen, 1);
+	assert_int_equal(count, 16);
+}
+
+/*
+ * Load block_io_latency in each mode (by cgroup rolled up to depth): the submit programs (desc.attr_progs)
+ * are loaded and attached only by cgroup without the bio's cgroup; with
+ * attribution off or the bio's cgroup read they are not loaded, the metric
+ * is complete without them, and the plugin is not reported unsupported.
+ */
+static void load_block(enum block_mode mode, uint32_t depth)
+{
+	static const char *const names[] = {"off", "submit", "bio"};
 	struct ktel_bpf_attr attr = {.metric = "block_io_latency",
 				     .map_name = "block_io_latency_map",
 				     .by = KTEL_ATTR_BY_CGROUP,
+				     .depth = depth,
 				     .limit = 64};
 	struct ktel_bpf_opts opts = {.pin_gid = (gid_t)-1, .no_attach = false};
 	const struct ktel_metric_desc *md = NULL;
@@ -1109,7 +1216,7 @@ static void load_block(bool attributed)
 	struct ktel_plugin *plugin = NULL;
 	struct ktel_bpf_prog *submit, *insert, *issue, *complete;
 	struct ktel_err err = {0};
-	char pin_root[256];
+	char pin_root[256], dir[128];
 
 	if (access("/sys/fs/bpf", F_OK) == 0 && system("mountpoint -q /sys/fs/bpf") != 0)
 		(void)system("mount -t bpf bpf /sys/fs/bpf");
@@ -1119,12 +1226,15 @@ static void load_block(bool attributed)
 	if (ktel_plugin__open(KTEL_PLUGIN_DIR "/block_io_latency.so", &plugin, &err))
 		fail_msg("%s", err.msg);
 	assert_int_equal(plugin->desc.n_attr_progs, 2);
+	assert_non_null(plugin->desc.attr_prog_flags);
+	assert_int_equal(plugin->desc.attr_prog_flags[0], KTEL_ATTR_PROG_BLKCG);
 	opts.pin_root = pin_root;
 	opts.targets = targets;
-	if (attributed) {
+	if (mode != BLOCK_OFF) {
 		opts.attr = &attr;
 		opts.n_attr = 1;
 	}
+	opts.blkcg_v2 = mode == BLOCK_BIO;
 	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err))
 		fail_msg("%s", err.msg);
 	assert_false(bp->unsupported);
@@ -1136,13 +1246,13 @@ static void load_block(bool attributed)
 	assert_non_null(insert);
 	assert_non_null(issue);
 	assert_non_null(complete);
-	printf("attribution %s: block_submit %s (%s), block_insert %s (%s)\n",
-	       attributed ? "on" : "off", submit->attached ? "attached" : "not attached",
+	printf("attribution %s, depth %u: block_submit %s (%s), block_insert %s (%s)\n",
+	       names[mode], depth, submit->attached ? "attached" : "not attached",
 	       submit->skip_reason, insert->attached ? "attached" : "not attached",
 	       insert->skip_reason);
 	assert_true(issue->attached);
 	assert_true(complete->attached);
-	if (attributed) {
+	if (mode == BLOCK_SUBMIT) {
 		/* This kernel has block_io_start: the group's first variant. */
 		assert_false(submit->unneeded);
 		assert_true(submit->selected);
@@ -1155,7 +1265,9 @@ static void load_block(bool attributed)
 		assert_false(submit->attached);
 		assert_false(insert->selected);
 		assert_false(insert->attached);
-		assert_non_null(strstr(submit->skip_reason, "not needed"));
+		assert_non_null(strstr(submit->skip_reason, mode == BLOCK_BIO
+								    ? "reads the bio's cgroup"
+								    : "only while metric"));
 	}
 	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++)
 		if (strcmp(plugin->desc.metrics[i].name, "block_io_latency") == 0)
@@ -1163,6 +1275,13 @@ static void load_block(bool attributed)
 	assert_non_null(md);
 	if (ktel_bpf_plugin__metric_complete(bp, md, &err))
 		fail_msg("%s", err.msg);
+	if (mode == BLOCK_BIO) {
+		snprintf(dir, sizeof(dir), "/tmp/ktel-test-blkcg-%d", getpid());
+		ktel_test_rm_rf(dir);
+		assert_int_equal(mkdir(dir, 0700), 0);
+		check_bio_attr(bp, dir, depth);
+		ktel_test_rm_rf(dir);
+	}
 	ktel_bpf_plugin__unpin(bp, &err);
 	ktel_bpf_plugin__free(bp);
 	ktel_plugin__free(plugin);
@@ -1172,8 +1291,11 @@ static void load_block(bool attributed)
 static void test_attr_only_programs(void **state)
 {
 	(void)state;
-	load_block(false);
-	load_block(true);
+	load_block(BLOCK_OFF, 0);
+	load_block(BLOCK_SUBMIT, 0);
+	/* Plain loads at depth 0; the roll-up's helper reads past it. */
+	load_block(BLOCK_BIO, 0);
+	load_block(BLOCK_BIO, 1);
 }
 
 /* -------------------------------------------------------------------------

@@ -257,6 +257,68 @@ static void test_event_subtree(void **state)
 	rmdir(dir);
 }
 
+/* Write text to dir/name. */
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The io controller is on cgroup v2 only when the cgroup2 mount's
+ * cgroup.controllers lists "io" itself (not "iocost" nor a longer word);
+ * without a cgroup2 mount it is not; an unreadable file is an error. */
+static void test_io_on_v2(void **state)
+{
+	static const struct {
+		const char *controllers;
+		bool on;
+	} cases[] = {
+		{"cpuset cpu io memory hugetlb pids rdma misc\n", true},
+		{"io\n", true},
+		{"cpu memory pids\n", false},
+		{"cpu ioio memory iox\n", false},
+		{"", false},
+	};
+	char dir[] = "/tmp/ktel_attr_io_XXXXXX", mi[600], mi_none[600], line[700];
+	struct ktel_err err;
+	bool on = true;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(line, sizeof(line),
+		 "30 20 0:26 / /sys/fs/cgroup/blkio rw - cgroup cgroup rw,blkio\n"
+		 "40 30 0:37 / %s rw,relatime - cgroup2 cgroup2 rw\n",
+		 dir);
+	put_file(dir, "mountinfo", line);
+	snprintf(mi, sizeof(mi), "%s/mountinfo", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		put_file(dir, "cgroup.controllers", cases[i].controllers);
+		assert_int_equal(ktel_attr_io_on_v2(mi, &on, &err), 0);
+		assert_int_equal(on, cases[i].on);
+	}
+	put_file(dir, "mountinfo_none",
+		 "30 20 0:26 / /sys/fs/cgroup/blkio rw - cgroup cgroup rw\n");
+	snprintf(mi_none, sizeof(mi_none), "%s/mountinfo_none", dir);
+	on = true;
+	assert_int_equal(ktel_attr_io_on_v2(mi_none, &on, &err), 0);
+	assert_false(on);
+	snprintf(line, sizeof(line), "%s/cgroup.controllers", dir);
+	unlink(line);
+	on = true;
+	assert_int_equal(ktel_attr_io_on_v2(mi, &on, &err), -ENOENT);
+	assert_true(on);
+	assert_non_null(strstr(err.msg, "cgroup.controllers"));
+	unlink(mi);
+	unlink(mi_none);
+	rmdir(dir);
+}
+
 /* The process of a by-process id: alive while its tgid exists and its
  * leader started no later than the id's thread; a /proc/<tgid>/stat whose
  * command holds ") " is parsed from the last ')'. */
@@ -442,10 +504,10 @@ static void test_long_and_cut(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_event_names),   cmocka_unit_test(test_events_lost),
-		cmocka_unit_test(test_event_subtree), cmocka_unit_test(test_process_alive),
-		cmocka_unit_test(test_ids_sweep),     cmocka_unit_test(test_used_generation),
-		cmocka_unit_test(test_long_and_cut),
+		cmocka_unit_test(test_event_names),     cmocka_unit_test(test_events_lost),
+		cmocka_unit_test(test_event_subtree),   cmocka_unit_test(test_io_on_v2),
+		cmocka_unit_test(test_process_alive),   cmocka_unit_test(test_ids_sweep),
+		cmocka_unit_test(test_used_generation), cmocka_unit_test(test_long_and_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

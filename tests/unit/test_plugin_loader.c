@@ -204,6 +204,34 @@ static void test_attr_ignored_before_minor_2(void **state)
 }
 
 /*
+ * attr_prog_flags (ABI 1.4): copied with the bits this daemon knows; under
+ * minor 3, which had no such field, not read at all.
+ */
+static void test_attr_prog_flags(void **state)
+{
+	char path[PATH_MAX];
+	struct ktel_plugin *p = NULL;
+	struct ktel_err err = {0};
+
+	(void)state;
+	fixture(path, sizeof(path), "fx_attr_flags");
+	if (ktel_plugin__open_owner(path, owner, &p, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(p->desc.n_attr_progs, 1);
+	assert_non_null(p->desc.attr_prog_flags);
+	assert_int_equal(p->desc.attr_prog_flags[0], KTEL_ATTR_PROG_BLKCG);
+	ktel_plugin__free(p);
+	p = NULL;
+	fixture(path, sizeof(path), "fx_attr_flags_old_minor");
+	if (ktel_plugin__open_owner(path, owner, &p, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(p->desc.abi_minor, 3);
+	assert_int_equal(p->desc.n_attr_progs, 1);
+	assert_null(p->desc.attr_prog_flags);
+	ktel_plugin__free(p);
+}
+
+/*
  * 1.0 plugins had no dim_flags: what lies where 1.1 has them is not read,
  * whether the struct ends before (a 1.0 build) or only the minor says so.
  */
@@ -1116,6 +1144,7 @@ int main(void)
 		cmocka_unit_test(test_dim_flags_copied),
 		cmocka_unit_test(test_attr_two_refused),
 		cmocka_unit_test(test_attr_progs_unknown_metric_refused),
+		cmocka_unit_test(test_attr_prog_flags),
 		cmocka_unit_test(test_attr_ignored_before_minor_2),
 		cmocka_unit_test(test_corrupt_bpf),
 		cmocka_unit_test(test_not_bpf_elf),

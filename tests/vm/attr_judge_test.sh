@@ -4,7 +4,8 @@
 # kind passes when the records agree with the oracle and fails, naming the
 # figures, when one count is off by one, io.stat disagrees, an event went to
 # another value of the device, the run-queue sums leave the 5% band, the
-# victim has no long tail, or the OOM kills differ from memory.events.
+# victim has no long tail, the OOM kills differ from memory.events, or the
+# block subject came by another path than the one wanted.
 # SH (default sh) runs the judge: "busybox sh" is the guest's shell.
 set -eu
 JUDGE=$1
@@ -41,6 +42,10 @@ printf 'ktel-io-a 12 3 12 3\nktel-io-b 5 0 5 0\nktel-io-c 0 17 0 16\n' >"$dir/io
 expect fail "block_io io.stat differs" block_io cgroup 7:0 "$dir/io.jsonl" "$dir/io.bad"
 printf 'ktel-io-a 12 3 12 3\nktel-io-b 6 0 6 0\nktel-io-c 0 17 0 17\n' >"$dir/io.bad"
 expect fail "block_io one read short" block_io cgroup 7:0 "$dir/io.jsonl" "$dir/io.bad"
+BLOCK_PATH=bio BLOCK_WANT=bio expect pass "block_io through the bio path wanted" \
+  block_io cgroup 7:0 "$dir/io.jsonl" "$dir/io.oracle"
+BLOCK_PATH=submit BLOCK_WANT=bio expect fail "block_io through the submit path, bio wanted" \
+  block_io cgroup 7:0 "$dir/io.jsonl" "$dir/io.oracle"
 blk cgroup unknown read 1 >>"$dir/io.jsonl"
 expect fail "block_io a read in unknown" block_io cgroup 7:0 "$dir/io.jsonl" "$dir/io.oracle"
 

@@ -9,12 +9,17 @@
  *           tools/bench/attr_cost.sh builds them)
  *   off     today's object, attribution off (by none: the key's attr stays 0)
  *   cgroup  by cgroup, depth 0 (the subject's own cgroup)
+ *   bio     block only: by cgroup from the cgroup the kernel put in the
+ *           bio (<map>_attr_blkcg = 1, no submit program), as the daemon
+ *           loads it where the io controller is on cgroup v2; forced here
+ *           whatever the host's hierarchy (on a hybrid one the ids are v1
+ *           ids, which costs the same loads)
  *   user    by user
  *
- * Each object is set up as the daemon sets it (the three .rodata settings,
- * the map grown by max_keys = 1024, block_insert left out where
- * block_io_start exists, both submit programs left out with attribution
- * off) and loaded once. A repetition attaches each
+ * Each object is set up as the daemon sets it (the .rodata settings, the map
+ * grown by max_keys = 1024, block_insert left out where block_io_start
+ * exists, both submit programs left out with attribution off and in bio)
+ * and loaded once. A repetition attaches each
  * configuration in turn (the order rotates every repetition), generates the
  * same events, and detaches it:
  *
@@ -65,7 +70,7 @@
 
 #define MAX_REPS 400
 #define MAX_PROGS 4
-#define MAX_CFGS 4
+#define MAX_CFGS 5
 #define NBUCKETS 32
 #define ATTR_LIMIT 1024
 #define BY_NONE 0
@@ -80,6 +85,7 @@ enum workload {
 struct cfg {
 	const char *id;
 	int by;      /* -1: an old object, no settings */
+	bool blkcg;  /* by cgroup from the bio's cgroup (block only) */
 	bool exists; /* an object to measure */
 	struct bpf_object *obj;
 	struct bpf_program *progs[MAX_PROGS];
@@ -131,10 +137,11 @@ _Static_assert(MAX_REPS <= BENCH_STATS_MAX, "bench_stats.h takes every repetitio
 
 /* ---- objects --------------------------------------------------------- */
 
-static int set_rodata(struct bpf_object *obj, const char *map, int by)
+static int set_rodata(struct bpf_object *obj, const char *map, int by, bool blkcg)
 {
-	static const char *const suffix[] = {"_attr_by", "_attr_depth", "_attr_limit"};
-	uint64_t values[] = {(uint64_t)by, 0, ATTR_LIMIT};
+	static const char *const suffix[] = {"_attr_by", "_attr_depth", "_attr_limit",
+					     "_attr_blkcg"};
+	uint64_t values[] = {(uint64_t)by, 0, ATTR_LIMIT, 1};
 	struct bpf_map *rodata = NULL, *m;
 	unsigned char *data;
 	const void *init;
@@ -152,7 +159,7 @@ static int set_rodata(struct bpf_object *obj, const char *map, int by)
 	if (!data)
 		return -ENOMEM;
 	memcpy(data, init, size);
-	for (int k = 0; k < 3 && !rc; k++) {
+	for (int k = 0; k < (blkcg ? 4 : 3) && !rc; k++) {
 		snprintf(name, sizeof(name), "%s%s", map, suffix[k]);
 		rc = ktel_bpf_rodata_var(obj, name, &off, &vsize);
 		if (!rc && off + vsize <= size) {
@@ -194,7 +201,7 @@ static int open_cfg(struct bench *b, struct cfg *c)
 		return -errno;
 	}
 	if (c->by >= 0) {
-		rc = set_rodata(c->obj, b->map, c->by);
+		rc = set_rodata(c->obj, b->map, c->by, c->blkcg);
 		if (rc) {
 			fprintf(stderr, "attr-cost: %s: attribution settings: %s\n", path,
 				strerror(-rc));
@@ -203,7 +210,8 @@ static int open_cfg(struct bench *b, struct cfg *c)
 	}
 	/* The daemon's choice in the block_submit group: block_io_start where
 	 * the kernel has it, block_rq_insert before; with attribution off
-	 * neither (the descriptor's attr_progs). */
+	 * neither (the descriptor's attr_progs), nor from the bio's cgroup
+	 * (its attr_prog_flags). */
 	bpf_object__for_each_program(p, c->obj) {
 		const char *n = bpf_program__name(p);
 		bool submit = !strcmp(n, "block_insert") || !strcmp(n, "block_submit");
@@ -212,7 +220,7 @@ static int open_cfg(struct bench *b, struct cfg *c)
 			bpf_program__set_autoload(p, false);
 		if (!strcmp(n, "block_submit") && !have_tracepoint("block_io_start"))
 			bpf_program__set_autoload(p, false);
-		if (submit && c->by == BY_NONE)
+		if (submit && (c->by == BY_NONE || c->blkcg))
 			bpf_program__set_autoload(p, false);
 	}
 	rc = bpf_object__load(c->obj);
@@ -407,16 +415,19 @@ static int run_bench(struct bench *b)
 	static const struct {
 		const char *id;
 		int by;
-	} kinds[MAX_CFGS] = {{"before", -1},
-			     {"off", BY_NONE},
-			     {"cgroup", BY_CGROUP},
-			     {"user", BY_USER}};
+		bool blkcg;
+	} kinds[MAX_CFGS] = {{"before", -1, false},
+			     {"off", BY_NONE, false},
+			     {"cgroup", BY_CGROUP, false},
+			     {"bio", BY_CGROUP, true},
+			     {"user", BY_USER, false}};
 	int err, n = 0;
 
 	for (int k = 0; k < MAX_CFGS; k++) {
 		b->cfgs[k].id = kinds[k].id;
 		b->cfgs[k].by = kinds[k].by;
-		if (kinds[k].by < 0 && !b->old_path)
+		b->cfgs[k].blkcg = kinds[k].blkcg;
+		if ((kinds[k].by < 0 && !b->old_path) || (kinds[k].blkcg && b->w != W_BLOCK))
 			continue;
 		err = open_cfg(b, &b->cfgs[k]);
 		if (err)

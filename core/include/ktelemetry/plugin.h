@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define KTEL_PLUGIN_ABI_MAJOR 1
-#define KTEL_PLUGIN_ABI_MINOR 3
+#define KTEL_PLUGIN_ABI_MINOR 4
 #define KTEL_PLUGIN_SYMBOL "ktel_plugin"
 
 /* How the daemon consumes a metric's map. */
@@ -181,6 +181,21 @@ struct ktel_attr_prog {
 };
 
 /*
+ * ABI 1.4: when an attr_progs entry is not needed although its metric is
+ * attributed (ktel_plugin_desc.attr_prog_flags):
+ *  - KTEL_ATTR_PROG_BLKCG: not while the metric is attributed by cgroup and
+ *    the io controller is on the cgroup v2 hierarchy. The kernel then
+ *    records in every bio the cgroup it charges the I/O to (bio->bi_blkg),
+ *    and the plugin's programs read that instead, under the .rodata switch
+ *    <map>_attr_blkcg (KTEL_ATTR_SETTINGS), which the daemon sets to 1
+ *    exactly when it leaves such programs out.
+ */
+enum ktel_attr_prog_flags {
+	KTEL_ATTR_PROG_BLKCG = 1u << 0,
+};
+#define KTEL_ATTR_PROG_FLAGS_ALL (KTEL_ATTR_PROG_BLKCG)
+
+/*
  * Run-time settings of the BPF object: read-only globals (const volatile in
  * .rodata) the daemon may set from the config before load.
  */
@@ -209,6 +224,10 @@ struct ktel_plugin_desc {
 	 * attributed. */
 	const struct ktel_attr_prog *attr_progs;
 	uint32_t n_attr_progs;
+	/* ABI 1.4, optional: n_attr_progs flags (enum ktel_attr_prog_flags),
+	 * attr_prog_flags[i] for attr_progs[i]; NULL: none. A separate array,
+	 * so that attr_progs keeps the stride of 1.3. */
+	const uint32_t *attr_prog_flags;
 };
 
 #define KTEL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
