@@ -70,6 +70,7 @@ check "a program with no runs prints - for ns/run" $?
 cat >"$dir/noattach" <<'EOF'
 PEERS-BOOT 6.1.0-57-amd64
 PEERS-TOOL runqlat-bpfcc status=fails reason=Exception: Failed to compile BPF module <text>
+PEERS-LOG runqlat-bpfcc fatal error: 'linux/sched.h' file not found
 PEERS-TOOL ktelemetry status=runs ready_after=3s
 PEERS-PROG ktelemetry 1 31 runq_wakeup link:tracing 10000 100
 PEERS-PROG ktelemetry 1 32 runq_switch link:tracing 40000 200
@@ -82,6 +83,8 @@ cat "$dir/out" "$dir/err"
 check "bcc not attached: status 3" $?
 grep -q 'runqlat-bpfcc did not start or attach: Exception: Failed to compile BPF module' "$dir/err"
 check "bcc not attached: the reason on stderr" $?
+grep -q "^  fatal error: 'linux/sched.h' file not found" "$dir/err"
+check "bcc not attached: its last output lines on stderr" $?
 grep -q '^| runqlat-bpfcc | \*\*no\*\*: Exception' "$dir/out"
 check "bcc not attached: the table says no" $?
 if grep -q 'ktelemetry / peer' "$dir/out"; then r=1; else r=0; fi

@@ -255,7 +255,8 @@ hist_total() {
 run() {
 	name=$1 ready=$2; shift 2
 	stats >/tmp/s0
-	"$@" >/tmp/$name.log 2>&1 &
+	: >/tmp/$name.log
+	"$@" >>/tmp/$name.log 2>&1 &
 	pid=$!
 	i=0
 	while :; do
