@@ -51,7 +51,8 @@
 # packages it installs when missing (qemu, busybox, bpftrace, bpfcc-tools,
 # python3-bpfcc, bpftool, jq, rt-tests, fio). Environment: KTEL_VM_CACHE
 # (default /var/cache/ktelemetry-vm), KTEL_PEERS_TIMEOUT (seconds, default
-# 5400), KTEL_PEERS_MEM (default 2560M), KTEL_PEERS_RUNS (workload runs per
+# 5400), KTEL_PEERS_MEM (default 2560M), KTEL_PEERS_WORK (its initramfs and
+# results, default BUILD_DIR/peers-lab), KTEL_PEERS_RUNS (workload runs per
 # tool, default 5), KTEL_PEERS_TOOLS (which, in order; default
 # "runqlat.bt biolatency.bt runqlat-tp.bt biolatency-tp.bt runqlat-bpfcc
 # biolatency-bpfcc ktelemetry"), KTEL_PEERS_ICOUNT (qemu -icount options,
@@ -68,7 +69,7 @@ MEM=${KTEL_PEERS_MEM:-2560M}
 RUNS=${KTEL_PEERS_RUNS:-5}
 TOOLS=${KTEL_PEERS_TOOLS:-runqlat.bt biolatency.bt runqlat-tp.bt biolatency-tp.bt runqlat-bpfcc biolatency-bpfcc ktelemetry}
 ICOUNT=${KTEL_PEERS_ICOUNT:-shift=0,sleep=off}
-WORK=$BUILD/peers-lab
+WORK=$(realpath -m "${KTEL_PEERS_WORK:-$BUILD/peers-lab}")
 # PEERS_REPORT_ONLY=1: print the report of the last run again.
 REPORT_ONLY=${PEERS_REPORT_ONLY:-}
 RES=$WORK/results.log
@@ -209,6 +210,7 @@ workload() {
 	fio --name=r --filename=/dev/nullb0 --direct=1 --rw=randread --bs=4k --ioengine=psync \
 		--size=64M --io_size=8M --randrepeat=1 --norandommap --output=/dev/null
 }
+up() { cut -d. -f1 /proc/uptime; }
 stats() { bpftool prog show -j | jq -r '.[] | [.id, .name // "?", .run_time_ns // 0, .run_cnt // 0] | @tsv'; }
 # attached: "prog_id<TAB>what it is attached to" for every program attached
 # through a perf event (kprobe, tracepoint, raw tracepoint) or a link; the
@@ -249,6 +251,22 @@ hist_total() {
 		/^\[[^]]*[])] +[0-9]+ +\|/ { s = $0; sub(/^\[[^]]*[])] +/, "", s); n += s + 0 }
 		END { print n + 0 }' "$1"
 }
+# stop PID: SIGINT, as Ctrl-C ends each tool and makes the tracers print
+# their histograms; SIGKILL when it has not exited 600 guest seconds later
+# (a zombie has exited).
+stop() {
+	kill -INT $1 2>/dev/null
+	t1=$(up)
+	while kill -0 $1 2>/dev/null && [ "$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null)" != Z ]; do
+		if [ $(($(up) - t1)) -gt 600 ]; then
+			say "PEERS-WAIT $name did not exit within 600s of SIGINT: killed"
+			kill -KILL $1
+			break
+		fi
+		sleep 1
+	done
+	wait $1 2>/dev/null
+}
 # run NAME READY_PATTERN CMD...: start CMD, wait for READY_PATTERN in its
 # output and for its programs to be attached, run the workload RUNS times,
 # report every program that appeared.
@@ -258,25 +276,41 @@ run() {
 	: >/tmp/$name.log
 	"$@" >>/tmp/$name.log 2>&1 &
 	pid=$!
-	i=0
+	# Guest seconds (the clock -icount drives), not loop turns: bpftool and
+	# jq take seconds of their own under TCG.
+	t0=$(up) i=0 seen= told=0
 	while :; do
+		i=$(($(up) - t0))
 		if grep -q "$ready" /tmp/$name.log; then
+			[ -n "$seen" ] || seen=$i
 			attached >/tmp/a
 			stats | awk -F'\t' 'FILENAME == ARGV[1] { old[$1] = 1; next }
 				FILENAME == ARGV[2] { at[$1] = $2; next }
 				!($1 in old) && ($1 in at) { print $1 "\t" at[$1] }' /tmp/s0 /tmp/a - >/tmp/$name.attach
 			[ ! -s /tmp/$name.attach ] || break
 		fi
-		if ! kill -0 $pid 2>/dev/null || [ $i -gt 3600 ]; then
+		reason=
+		if ! kill -0 $pid 2>/dev/null; then
 			reason=$(grep -m1 -iE 'error|could not|cannot|fail|exception' /tmp/$name.log || tail -n1 /tmp/$name.log)
-			grep -q "$ready" /tmp/$name.log && reason="started, but no program of it is attached"
-			[ $i -le 3600 ] || reason="not started after ${i}s: $reason"
-			say "PEERS-TOOL $name status=fails reason=${reason:-exited with no output}"
+			reason=${reason:-exited with no output}
+		elif [ -n "$seen" ] && [ $((i - seen)) -gt 120 ]; then
+			reason="printed \"$ready\" ${seen}s after its start, but bpftool perf and bpftool link show no program of it attached $((i - seen))s later"
+		elif [ $i -gt 3600 ]; then
+			reason="not started after ${i}s: $(tail -n1 /tmp/$name.log)"
+		fi
+		if [ -n "$reason" ]; then
+			say "PEERS-TOOL $name status=fails reason=$reason"
 			tail -n 20 /tmp/$name.log | while read -r l; do say "PEERS-LOG $name $l"; done
-			kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null
+			stop $pid
 			return
 		fi
-		i=$((i + 1)); sleep 1
+		# A sign of life every 5 minutes of guest time for whoever watches
+		# the results file; the report leaves these lines out.
+		if [ $((i / 300)) -gt $told ]; then
+			told=$((i / 300))
+			say "PEERS-WAIT $name ${i}s new_programs=$(stats | awk -F'\t' 'FILENAME == ARGV[1] { old[$1] = 1; next } !($1 in old)' /tmp/s0 - | wc -l) last_output=$(tail -n1 /tmp/$name.log)"
+		fi
+		sleep 1
 	done
 	say "PEERS-TOOL $name status=runs ready_after=${i}s"
 	stats | awk -F'\t' -v n="$name" 'FILENAME == ARGV[1] { old[$1] = 1; next }
@@ -296,8 +330,9 @@ run() {
 			/tmp/s0 /tmp/$name.attach /tmp/s1 /tmp/s2 >$OUT
 		r=$((r + 1))
 	done
-	kill -INT $pid; wait $pid 2>/dev/null
-	say "PEERS-HIST $name $(hist_total /tmp/$name.log)"
+	stop $pid
+	# The daemon's records go to its sink, not to its output.
+	[ "$name" = ktelemetry ] || say "PEERS-HIST $name $(hist_total /tmp/$name.log)"
 }
 mkdir -p /tmp/ktel
 for t in $TOOLS; do
@@ -305,7 +340,12 @@ for t in $TOOLS; do
 	*.bt) run $t 'Hit Ctrl-C' bpftrace /peers/$t ;;
 	*-bpfcc)
 		if bcc_root; then
-			run $t 'Hit Ctrl-C' chroot $BCC_ROOT /usr/bin/env PYTHONUNBUFFERED=1 /usr/sbin/$t
+			# A shell starts a background command with SIGINT ignored,
+			# and python then never raises KeyboardInterrupt, with which
+			# bcc's tools print and exit: env gives SIGINT back its
+			# default first.
+			run $t 'Hit Ctrl-C' chroot $BCC_ROOT /usr/bin/env --default-signal=INT \
+				PYTHONUNBUFFERED=1 /usr/sbin/$t
 		else
 			say "PEERS-TOOL $t status=fails reason=$(cat /tmp/bcc_root.err)"
 		fi
