@@ -291,7 +291,9 @@ run() {
 		fi
 		reason=
 		if ! kill -0 $pid 2>/dev/null; then
-			reason=$(grep -m1 -iE 'error|could not|cannot|fail|exception' /tmp/$name.log || tail -n1 /tmp/$name.log)
+			# python's exception line says the most; else the first error.
+			reason=$(grep -m1 '^[A-Za-z]*\(Exception\|Error\): ' /tmp/$name.log ||
+				grep -m1 -iE 'error|could not|cannot|fail|exception' /tmp/$name.log || tail -n1 /tmp/$name.log)
 			reason=${reason:-exited with no output}
 		elif [ -n "$seen" ] && [ $((i - seen)) -gt 120 ]; then
 			reason="printed \"$ready\" ${seen}s after its start, but bpftool perf and bpftool link show no program of it attached $((i - seen))s later"
