@@ -126,9 +126,9 @@ static uint64_t skipped(const char *name)
 	struct bpf_prog_info info = {0};
 	uint32_t len = sizeof(info);
 
-	assert_int_equal(bpf_obj_get_info_by_fd(
-				 bpf_program__fd(bpf_object__find_program_by_name(obj, name)),
-				 &info, &len),
+	assert_int_equal(bpf_obj_get_info_by_fd(bpf_program__fd(
+							bpf_object__find_program_by_name(obj, name)),
+						&info, &len),
 			 0);
 	return info.recursion_misses;
 }
@@ -161,7 +161,8 @@ static void report(const char *what, unsigned n, uint64_t device, const uint64_t
 	       "%llu and %llu\n",
 	       what, n, (unsigned long long)device, (unsigned long long)seen[0],
 	       (unsigned long long)(device - seen[0]), (unsigned long long)seen[1],
-	       (unsigned long long)(device - seen[1]), (unsigned long long)skipped("count_complete"),
+	       (unsigned long long)(device - seen[1]),
+	       (unsigned long long)skipped("count_complete"),
 	       (unsigned long long)skipped("count_done"));
 }
 
@@ -206,8 +207,8 @@ static void test_attach_loss(void **state)
 	assert_int_equal(seen[1], seen[0]);
 
 	/* Churned: another program attached and detached meanwhile. */
-	cycles = mmap(NULL, sizeof(*cycles), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-		      -1, 0);
+	cycles = mmap(NULL, sizeof(*cycles), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		      0);
 	assert_true(cycles != MAP_FAILED);
 	*cycles = 0;
 	churner = fork();
