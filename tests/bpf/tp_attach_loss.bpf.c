@@ -32,7 +32,8 @@ struct {
 static __always_inline void count_if_ours(struct request *rq, __u32 slot)
 {
 	__u32 k0 = 0, k1 = 1;
-	__u32 *major = bpf_map_lookup_elem(&device, &k0), *minor = bpf_map_lookup_elem(&device, &k1);
+	__u32 *major = bpf_map_lookup_elem(&device, &k0),
+	      *minor = bpf_map_lookup_elem(&device, &k1);
 	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
 	__u64 *n;
 
