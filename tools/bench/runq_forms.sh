@@ -20,8 +20,9 @@
 # bpftrace's classic tracepoints as for the tp_btf programs). Printed per
 # form: each program's runs and ns per run (mean over the rounds), and the
 # form's ns per sched_switch (all its programs' run time over its switch
-# program's runs), with a 95% interval over the rounds; and each form's
-# ratio to bpftrace's per switch, paired by round. Figures, never a verdict.
+# program's runs), with a 95% interval over the rounds; each form's ratio
+# to bpftrace's per switch, and the stamp form's to the task form's, paired
+# by round. Figures, never a verdict.
 #
 # Needs root, bpftool, bpftrace and hackbench. bpf_stats: the C programs
 # turn it on for their run (BPF_ENABLE_STATS); bpftrace's figures need
@@ -176,4 +177,10 @@ for form in ("stamp", "task", "hash"):
     if logs:
         m, h = ci(logs)
         print(f"  {form:8} {math.exp(m):.2f}x [{math.exp(m - h):.2f}, {math.exp(m + h):.2f}]")
+print("\nstamp to task per switch, paired by round (geometric mean [95%])")
+logs = [math.log(per_switch["stamp"][r] / per_switch["task"][r])
+        for r in per_switch["stamp"] if r in per_switch["task"]]
+if logs:
+    m, h = ci(logs)
+    print(f"  stamp    {math.exp(m):.2f}x [{math.exp(m - h):.2f}, {math.exp(m + h):.2f}]")
 EOF
