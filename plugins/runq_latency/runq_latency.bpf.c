@@ -8,16 +8,9 @@
  * Three forms of the same measure; the loader takes the first the kernel
  * runs (runq_latency.c lists them):
  *
- * - The scheduler's own stamp (runq_switch_si). With CONFIG_SCHED_INFO the
- *   kernel stamps p->sched_info.last_queued with its run queue's clock
- *   whenever it queues a task (at wakeup, and at the switch-out of a
- *   preempted task), and at the switch-in adds the wait to
- *   sched_info.run_delay (/proc/<tid>/schedstat) in sched_info_arrive, which
- *   runs after the sched_switch tracepoint. So the switch alone reads the
- *   wait, this run queue's clock less the stamp, with no start to save at
- *   the wakeup: one program per switch and none per wakeup. A queued task
- *   moved to another CPU has the part it waited so far added to run_delay
- *   and is stamped again there; runq_delay_map keeps such a wait whole.
+ * - The scheduler's own stamp (runq_switch_si): the switch alone reads the
+ *   wait from next's sched_info, with no start to save at the wakeup
+ *   (ktel_runq_wait.h, shared with runq_stall_events, says how).
  * - The start in the waiting task's local storage (runq_wakeup,
  *   _wakeup_new, runq_switch), for kernels without sched_info.
  * - The start in a hash by thread id (the _hash programs), for kernels
@@ -33,39 +26,13 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
 #include <ktel_attr.h>
+#include <ktel_runq_wait.h>
 
 /* Enough for the CPUs of large servers; CPUs beyond are not recorded. */
 #define RUNQ_MAX_CPUS 1024
 
 /* Starts in the hash form. */
 #define RUNQ_MAX_TASKS 16384
-
-/* The scheduler's accounting of a task (CONFIG_SCHED_INFO). */
-struct sched_info___runq {
-	__u64 run_delay;   /* ns waited on a run queue, added at each switch-in or move */
-	__u64 last_queued; /* rq clock when queued; 0 when not waiting */
-} __ktel_core;
-
-struct rq {
-	__u64 clock; /* rq_clock(): what sched_info's stamps are taken from */
-} __ktel_core;
-
-/* A task's CFS run queue, whose rq is the CPU's run queue the task is on
- * (CONFIG_FAIR_GROUP_SCHED; set for a task of any class when it is given a
- * CPU). The per-CPU variable runqueues would be the direct way, but a
- * kernel without CONFIG_KALLSYMS_ALL has no address for it. */
-struct cfs_rq___runq {
-	struct rq *rq;
-} __ktel_core;
-
-struct sched_entity___runq {
-	struct cfs_rq___runq *cfs_rq;
-} __ktel_core;
-
-struct task_struct___runq {
-	struct sched_info___runq sched_info;
-	struct sched_entity___runq se;
-} __ktel_core;
 
 struct runq_key {
 	__u32 cpu;
@@ -95,19 +62,8 @@ static __always_inline void record_wait(struct task_struct *next, __u64 us)
 
 /* ---- the scheduler's own stamp ---------------------------------------- */
 
-/*
- * Each task's run_delay as the kernel leaves it at its last switch-in, plus
- * one (0: not seen yet), in task local storage. run_delay grows only by the
- * parts of a wait (at a move and at the switch-in), so at the next switch-in
- * run_delay less this is what the wait's moves added: a wait moved while
- * queued stays whole (few waits move, but they are the long ones the load
- * balancer moves: docs/benchmarks.md, "Run-queue forms"). A task's first
- * switch-in seen has no earlier value: its wait is taken from its last
- * stamp, which is all of it unless it moved. A switch-in the program did
- * not see (a recursion miss) leaves its wait in run_delay for the next one
- * to take: the sum stays whole, the count is one short.
- */
-KTEL_DEFINE_TASK_START_MAP(runq_delay_map);
+/* The wait's run_delay carry, per task (ktel_runq_wait.h). */
+KTEL_DEFINE_RUNQ_DELAY_MAP(runq_delay_map);
 
 /* sched_switch(bool preempt, struct task_struct *prev,
  *              struct task_struct *next[, unsigned int prev_state]):
@@ -115,31 +71,9 @@ KTEL_DEFINE_TASK_START_MAP(runq_delay_map);
 SEC("tp_btf/sched_switch")
 int runq_switch_si(__u64 *ctx)
 {
-	struct task_struct___runq *n = (struct task_struct___runq *)ctx[2];
 	struct task_struct *next = (struct task_struct *)ctx[2];
-	__u64 queued, begin, end, run_delay, *seen;
 
-	queued = n->sched_info.last_queued;
-	if (!queued) /* not queued as waiting: the idle task, or a stamp missed */
-		return 0;
-	/* next is queued on this CPU's run queue, whose clock the scheduler
-	 * updated for this switch and reads again in sched_info_arrive. */
-	end = n->se.cfs_rq->rq->clock;
-	run_delay = n->sched_info.run_delay;
-	begin = queued;
-	seen = ktel_task_start_slot(runq_delay_map, next);
-	if (seen) {
-		/* The parts before the moves go back before the last stamp. */
-		if (*seen && run_delay >= *seen - 1)
-			begin -= run_delay - (*seen - 1);
-		if (end >= queued)
-			*seen = run_delay + (end - queued) + 1;
-	} else {
-		/* No slot (no memory, or another task storage call under way
-		 * on this CPU): the wait is taken from its last stamp only. */
-		__sync_fetch_and_add(&ktel_map_write_failures, 1);
-	}
-	record_wait(next, ktel_duration_us(begin, end));
+	record_wait(next, KTEL_RUNQ_WAIT_US(runq_delay_map, next));
 	return 0;
 }
 

@@ -7,14 +7,22 @@
  * the long ones leave the kernel, so the stream stays small while the
  * histogram path keeps the full distribution.
  *
- * The start is kept in the waiting task's local storage (runq_stall_wakeup,
- * _wakeup_new, _switch), as in runq_latency: these programs run on every
- * wakeup and context switch, and a start kept in the task costs no hash
- * update per wakeup and no lookup and delete per switch (docs/benchmarks.md,
- * "Start forms under real events"). A hash keyed by thread id is the fallback
- * variant for kernels without task storage (the _hash programs; the loader
- * picks, see runq_stall_events.c). The task arguments of tp_btf programs are
- * BTF pointers: both forms read their members with plain loads.
+ * Three forms of the same measure, as in runq_latency; the loader takes the
+ * first the kernel runs (runq_stall_events.c lists them):
+ *
+ * - The scheduler's own stamp (runq_stall_switch_si): the switch alone
+ *   reads the wait from next's sched_info, with no start to save at the
+ *   wakeup (ktel_runq_wait.h). runq_latency computes its waits with the
+ *   same code, so a wait has the same length in both.
+ * - The start in the waiting task's local storage (runq_stall_wakeup,
+ *   _wakeup_new, _switch), for kernels without sched_info: a start kept in
+ *   the task costs no hash update per wakeup and no lookup and delete per
+ *   switch (docs/benchmarks.md, "Start forms under real events").
+ * - The start in a hash by thread id (the _hash programs), for kernels
+ *   without task storage either.
+ *
+ * The task arguments of tp_btf programs are BTF pointers: every form reads
+ * their members with plain loads.
  *
  * threshold_us is a .rodata param: the daemon sets it from the config
  * (metrics.runq_stall_events.params.threshold_us, default 100 ms; the
@@ -26,6 +34,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf_telemetry.h>
+#include <ktel_runq_wait.h>
 
 #define RUNQ_STALL_MAX_TASKS 16384
 
@@ -43,6 +52,9 @@ struct runq_stall_event {
 	char prev_comm[16];
 };
 KTEL_EXPORT_TYPE(struct runq_stall_event, runq_stall_event);
+
+/* The stamp form's run_delay carry, per task (ktel_runq_wait.h). */
+KTEL_DEFINE_RUNQ_DELAY_MAP(runq_stall_delay);
 
 /* Time each task became runnable (ns), in the task; 0 when it is not waiting.
  * A task that exits while runnable takes its start with it. */
@@ -130,6 +142,23 @@ static __always_inline void switched_in(struct task_struct *prev, struct task_st
 	if (wait_us < threshold_us)
 		return;
 	emit(prev, next, tid, now, wait_us);
+}
+
+/* sched_switch(bool preempt, struct task_struct *prev,
+ *              struct task_struct *next[, unsigned int prev_state]):
+ * prev_state is not read, so the 3-argument prototype before 5.18 serves
+ * too. */
+SEC("tp_btf/sched_switch")
+int runq_stall_switch_si(__u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	__u64 wait_us = KTEL_RUNQ_WAIT_US(runq_stall_delay, next);
+
+	if (wait_us == BPF_TELEMETRY_INVALID_DURATION || wait_us < threshold_us)
+		return 0;
+	emit(prev, next, (__u32)next->pid, bpf_ktime_get_ns(), wait_us);
+	return 0;
 }
 
 /* sched_wakeup(struct task_struct *p) */

@@ -29,18 +29,27 @@ static const struct ktel_metric_desc metrics[] = {
 };
 
 /*
- * Each hook's start in task storage first, its hash twin for kernels without
- * task storage (the kernel refuses the task programs there, and every group
- * falls back alike). sched_switch gained prev_state as its 4th argument in
- * 5.18; the programs read it, so pin the prototype down.
+ * Three forms, the cheapest first (runq_stall_events.bpf.c says how each
+ * measures), chosen by the loader as runq_latency's are. The scheduler's
+ * stamp needs only its switch: runq_stall_switch_si is listed in the wakeup
+ * groups too, and stands for them where it is selected; where it is not (a
+ * kernel without sched_info, without a CFS run queue's rq, or without task
+ * storage: the verifier refuses it), the wakeup hooks come back. Then the
+ * start in task storage, then in a hash (kernels without task storage
+ * refuse the task programs, and every group falls back alike).
+ * sched_switch gained prev_state as its 4th argument in 5.18; the start
+ * forms read it, so their prototype is pinned down.
  */
 static const struct ktel_prog_variant variants[] = {
-	{.group = "runq_wakeup", .prog = "runq_stall_wakeup", .nr_args = -1},
-	{.group = "runq_wakeup", .prog = "runq_stall_wakeup_hash", .nr_args = -1},
-	{.group = "runq_wakeup_new", .prog = "runq_stall_wakeup_new", .nr_args = -1},
-	{.group = "runq_wakeup_new", .prog = "runq_stall_wakeup_new_hash", .nr_args = -1},
+	{.group = "runq_switch", .prog = "runq_stall_switch_si", .nr_args = -1},
 	{.group = "runq_switch", .prog = "runq_stall_switch", .nr_args = 4},
 	{.group = "runq_switch", .prog = "runq_stall_switch_hash", .nr_args = 4},
+	{.group = "runq_wakeup", .prog = "runq_stall_switch_si", .nr_args = -1},
+	{.group = "runq_wakeup", .prog = "runq_stall_wakeup", .nr_args = -1},
+	{.group = "runq_wakeup", .prog = "runq_stall_wakeup_hash", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_stall_switch_si", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_stall_wakeup_new", .nr_args = -1},
+	{.group = "runq_wakeup_new", .prog = "runq_stall_wakeup_new_hash", .nr_args = -1},
 };
 
 /*
@@ -62,7 +71,7 @@ static const struct ktel_param_desc params[] = {
 };
 
 KTEL_PLUGIN(.name = "runq_stall_events",
-	    .version = "1.0",
+	    .version = "1.1", /* 1.1: the scheduler's stamp */
 	    .description = "Run-queue waits above a threshold, as events",
 	    .bpf_object = ktel_bpf_object,
 	    .bpf_object_size = sizeof(ktel_bpf_object),

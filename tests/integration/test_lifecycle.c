@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -340,9 +341,6 @@ static const struct task_start_plugin task_start_plugins[] = {
 	 {"direct_reclaim_begin_task", "direct_reclaim_end_task"},
 	 {"tracepoint_vmscan_mm_vmscan_direct_reclaim_begin",
 	  "tracepoint_vmscan_mm_vmscan_direct_reclaim_end"}},
-	{"runq_stall_events",
-	 {"runq_stall_wakeup", "runq_stall_wakeup_new", "runq_stall_switch"},
-	 {"runq_stall_wakeup_hash", "runq_stall_wakeup_new_hash", "runq_stall_switch_hash"}},
 };
 
 /* Load plugin with or without task storage; expect the one form attached
@@ -410,57 +408,107 @@ static void test_task_start_fallback(void **state)
 	}
 }
 
+/* A run-queue plugin's forms (runq_latency.bpf.c): its programs, the
+ * stamp's switch, the hash trio; where the stamp form shows its waits. */
+struct runq_plugin {
+	const char *name;
+	const char *progs[7];
+	const char *hash[3];
+	const char *map;   /* a histogram the waits are counted in, or NULL */
+	const char *event; /* the stream metric the waits go to, or NULL */
+};
+
+static const struct runq_plugin runq_plugins[] = {
+	{"runq_latency",
+	 {"runq_switch_si", "runq_switch", "runq_wakeup", "runq_wakeup_new", "runq_switch_hash",
+	  "runq_wakeup_hash", "runq_wakeup_new_hash"},
+	 {"runq_switch_hash", "runq_wakeup_hash", "runq_wakeup_new_hash"},
+	 "runq_latency_map",
+	 NULL},
+	{"runq_stall_events",
+	 {"runq_stall_switch_si", "runq_stall_switch", "runq_stall_wakeup", "runq_stall_wakeup_new",
+	  "runq_stall_switch_hash", "runq_stall_wakeup_hash", "runq_stall_wakeup_new_hash"},
+	 {"runq_stall_switch_hash", "runq_stall_wakeup_hash", "runq_stall_wakeup_new_hash"},
+	 NULL,
+	 "runq_stall_rb"},
+};
+
+/* Bytes waiting in the ring buffer map fd (its consumer never moved). */
+static uint64_t ring_bytes(int fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *cons, *prod;
+	uint64_t n;
+
+	cons = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(cons != MAP_FAILED);
+	prod = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, page);
+	assert_true(prod != MAP_FAILED);
+	n = __atomic_load_n((uint64_t *)prod, __ATOMIC_ACQUIRE) -
+	    __atomic_load_n((uint64_t *)cons, __ATOMIC_ACQUIRE);
+	munmap(prod, page);
+	munmap(cons, page);
+	return n;
+}
+
 /*
- * runq_latency on this kernel (sched_info, task storage): the switch on the
- * scheduler's stamp alone, attached, no wakeup hook; without task storage
- * (acted out) the stamp's switch and the task forms are refused and the hash
- * trio runs. Every form counts waits.
+ * The run-queue plugins on this kernel (sched_info, task storage): the
+ * switch on the scheduler's stamp alone, attached, no wakeup hook; without
+ * task storage (acted out) the stamp's switch and the task forms are
+ * refused and the hash trio runs. Every form counts waits (runq_latency's
+ * histogram) or emits them (runq_stall_events with threshold_us 0).
  */
 static void test_runq_forms(void **state)
 {
-	static const char *const all[] = {"runq_switch_si",      "runq_switch",
-					  "runq_wakeup",         "runq_wakeup_new",
-					  "runq_switch_hash",    "runq_wakeup_hash",
-					  "runq_wakeup_new_hash"};
-	static const char *const stamp[] = {"runq_switch_si"};
-	static const char *const hash[] = {"runq_switch_hash", "runq_wakeup_hash",
-					   "runq_wakeup_new_hash"};
-	struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, "runq_latency");
+	static const int64_t every_wait[] = {0};
 
 	(void)state;
-	for (int no_task = 0; no_task <= 1; no_task++) {
-		struct ktel_bpf_opts opts = {.pin_root = pins.path,
-					     .pin_gid = TEST_GID,
-					     .targets = pins.targets,
-					     .no_task_storage = no_task};
-		const char *const *on = no_task ? hash : stamp;
-		size_t n_on = no_task ? 3 : 1;
-		struct ktel_bpf_plugin *bp = NULL;
-		struct ktel_err err = {0};
-		struct ktel_bpf_prog *pr;
-		bool want;
+	for (size_t e = 0; e < sizeof(runq_plugins) / sizeof(runq_plugins[0]); e++) {
+		const struct runq_plugin *rp = &runq_plugins[e];
+		struct ktel_plugin *p = open_plugin(KTEL_PLUGIN_DIR, rp->name);
 
-		if (ktel_bpf_plugin__load(p, &opts, &bp, &err) != 0)
-			fail_msg("runq_latency: %s", err.msg);
-		assert_false(bp->unsupported);
-		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-			want = false;
-			for (size_t k = 0; k < n_on; k++)
-				want |= strcmp(all[i], on[k]) == 0;
-			pr = ktel_bpf_plugin__prog(bp, all[i]);
-			assert_non_null(pr);
-			if (pr->selected != want || (want && !pr->attached))
-				fail_msg("no_task_storage %d: %s selected %d attached %d: %s%s",
-					 no_task, all[i], pr->selected, pr->attached,
-					 pr->skip_reason, pr->attach_error);
+		for (int no_task = 0; no_task <= 1; no_task++) {
+			struct ktel_bpf_opts opts = {.pin_root = pins.path,
+						     .pin_gid = TEST_GID,
+						     .targets = pins.targets,
+						     .param_values = rp->event ? every_wait : NULL,
+						     .no_task_storage = no_task};
+			const char *const *on = no_task ? rp->hash : rp->progs;
+			size_t n_on = no_task ? 3 : 1;
+			struct ktel_bpf_plugin *bp = NULL;
+			struct ktel_err err = {0};
+			struct ktel_bpf_prog *pr;
+			uint64_t seen;
+			bool want;
+
+			if (ktel_bpf_plugin__load(p, &opts, &bp, &err) != 0)
+				fail_msg("%s: %s", rp->name, err.msg);
+			assert_false(bp->unsupported);
+			for (size_t i = 0; i < 7; i++) {
+				want = false;
+				for (size_t k = 0; k < n_on; k++)
+					want |= strcmp(rp->progs[i], on[k]) == 0;
+				pr = ktel_bpf_plugin__prog(bp, rp->progs[i]);
+				assert_non_null(pr);
+				if (pr->selected != want || (want && !pr->attached))
+					fail_msg("%s no_task_storage %d: %s selected %d attached "
+						 "%d: %s%s",
+						 rp->name, no_task, rp->progs[i], pr->selected,
+						 pr->attached, pr->skip_reason, pr->attach_error);
+			}
+			usleep(200000); /* the machine switches: some waits are counted */
+			if (rp->map)
+				seen = ktel_test_map_total(ktel_bpf_plugin__map(bp, rp->map)->fd);
+			else
+				seen = ring_bytes(ktel_bpf_plugin__map(bp, rp->event)->fd);
+			if (seen < 1)
+				fail_msg("%s: no wait seen (no_task_storage %d)", rp->name,
+					 no_task);
+			assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
+			ktel_bpf_plugin__free(bp);
 		}
-		usleep(200000); /* the machine switches: some waits are counted */
-		if (ktel_test_map_total(ktel_bpf_plugin__map(bp, "runq_latency_map")->fd) < 1)
-			fail_msg("runq_latency: no wait counted (no_task_storage %d)", no_task);
-		assert_int_equal(ktel_bpf_plugin__unpin(bp, NULL), 0);
-		ktel_bpf_plugin__free(bp);
+		ktel_plugin__free(p);
 	}
-	ktel_plugin__free(p);
 }
 
 /* A plugin whose hooks do not exist is unsupported; the others still load. */

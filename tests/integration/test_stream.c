@@ -15,8 +15,11 @@
  *    event, with its pid, comm, oom_score_adj and memory cgroup;
  *  - runq_stall_events' threshold_us .rodata param reaches the kernel: with
  *    1 ms, CPU-bound threads sharing a CPU produce stalls of >= 1 ms and no
- *    shorter ones; with 60 s, none; alike with the start in task storage
- *    and with the hash fallback variant.
+ *    shorter ones; with 60 s, none; alike with the scheduler's stamp and
+ *    with the hash fallback variant;
+ *  - a known stall (a victim woken behind a SCHED_FIFO hog on its CPU),
+ *    waited whole on one CPU or moved to another while it waits, is one
+ *    event whose wait_us is the victim's schedstat run_delay delta.
  * Hermetic: own pin root and cgroup, removed at the end.
  */
 #include <dirent.h>
@@ -960,26 +963,33 @@ static size_t stalls_of_spinners(uv_loop_t *loop, struct kept *k, uint64_t ms)
 	return ours;
 }
 
-/* The program of hook selected in bp: its task storage form, or with no_task
- * its hash fallback (hook_hash), the other one not. */
-static void expect_start_form(struct ktel_bpf_plugin *bp, const char *hook, bool no_task)
+/* The programs selected in bp: the switch on the scheduler's stamp alone,
+ * or with no_task the hash fallback trio; the task storage trio never. */
+static void expect_stall_form(struct ktel_bpf_plugin *bp, bool no_task)
 {
+	static const char *const hooks[] = {"runq_stall_wakeup", "runq_stall_wakeup_new",
+					    "runq_stall_switch"};
+	struct ktel_bpf_prog *stamp = ktel_bpf_plugin__prog(bp, "runq_stall_switch_si");
 	char hash[64];
-	struct ktel_bpf_prog *task_prog, *hash_prog;
 
-	snprintf(hash, sizeof(hash), "%s_hash", hook);
-	task_prog = ktel_bpf_plugin__prog(bp, hook);
-	hash_prog = ktel_bpf_plugin__prog(bp, hash);
-	assert_non_null(task_prog);
-	assert_non_null(hash_prog);
-	assert_int_equal(task_prog->selected, !no_task);
-	assert_int_equal(hash_prog->selected, no_task);
+	assert_non_null(stamp);
+	assert_int_equal(stamp->selected, !no_task);
+	for (size_t i = 0; i < KTEL_ARRAY_SIZE(hooks); i++) {
+		struct ktel_bpf_prog *task_prog = ktel_bpf_plugin__prog(bp, hooks[i]), *hash_prog;
+
+		snprintf(hash, sizeof(hash), "%s_hash", hooks[i]);
+		hash_prog = ktel_bpf_plugin__prog(bp, hash);
+		assert_non_null(task_prog);
+		assert_non_null(hash_prog);
+		assert_false(task_prog->selected);
+		assert_int_equal(hash_prog->selected, no_task);
+	}
 }
 
 /*
- * The threshold reaches the kernel, and the events are alike whichever start
- * form the kernel offers: the start in task storage, or (no_task_storage:
- * acted out as on a kernel without it) the hash fallback.
+ * The threshold reaches the kernel, and the events are alike whichever form
+ * the kernel offers: the scheduler's stamp, or (no_task_storage: acted out
+ * as on a kernel without it) the start in a hash.
  */
 static void test_runq_threshold_param(void **state)
 {
@@ -997,9 +1007,7 @@ static void test_runq_threshold_param(void **state)
 		uv_loop_t loop;
 
 		assert_non_null(k);
-		expect_start_form(bp, "runq_stall_wakeup", no_task);
-		expect_start_form(bp, "runq_stall_wakeup_new", no_task);
-		expect_start_form(bp, "runq_stall_switch", no_task);
+		expect_stall_form(bp, no_task);
 		uv_loop_init(&loop);
 		sr = reader(&loop, p, bp, "runq_stall_events", on_records, k);
 		start(sr);
@@ -1009,7 +1017,7 @@ static void test_runq_threshold_param(void **state)
 				min_wait = field_u(&k->recs[i], "wait_us");
 		printf("%s start, threshold_us %lld: %zu stall events, %zu of the spinning threads, "
 		       "shortest %llu us\n",
-		       no_task ? "hash" : "task", (long long)thresholds[t], k->n, ours,
+		       no_task ? "hash" : "stamp", (long long)thresholds[t], k->n, ours,
 		       (unsigned long long)(k->n ? min_wait : 0));
 		if (t == 0) {
 			assert_true(ours > 0);
@@ -1022,6 +1030,179 @@ static void test_runq_threshold_param(void **state)
 		ktel_bpf_plugin__free(bp);
 		free(k);
 	}
+	ktel_plugin__free(p);
+}
+
+/* ---- runq_stall_events: a stall of known length ------------------------ */
+
+struct stall_victim {
+	int cpu;
+	int pipe_r;
+	pid_t tid;
+	int ready;         /* atomic: blocked on the pipe from now on */
+	uint64_t delay_ns; /* run_delay added from its block to its run */
+};
+
+struct stall_hog {
+	int cpu;
+	uint64_t spin_ms;
+	int spinning; /* atomic */
+};
+
+/* /proc/self/task/<tid>/schedstat's run_delay (ns), the second field. */
+static uint64_t run_delay_of(pid_t tid)
+{
+	unsigned long long on_cpu, delay;
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%llu %llu", &on_cpu, &delay), 2);
+	fclose(f);
+	return delay;
+}
+
+static void pin_to(pid_t tid, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(tid, sizeof(set), &set), 0);
+}
+
+static void *stall_victim(void *arg)
+{
+	struct stall_victim *v = arg;
+	uint64_t before;
+	char c;
+
+	v->tid = gettid();
+	prctl(PR_SET_NAME, "ktel-rq-victim");
+	pin_to(0, v->cpu);
+	for (int i = 0; i < 5; i++) /* switch-ins the plugin sees before the stall */
+		usleep(1000);
+	before = run_delay_of(v->tid);
+	__atomic_store_n(&v->ready, 1, __ATOMIC_RELEASE);
+	if (read(v->pipe_r, &c, 1) != 1)
+		return NULL;
+	v->delay_ns = run_delay_of(v->tid) - before;
+	return NULL;
+}
+
+static void *stall_hog(void *arg)
+{
+	struct stall_hog *h = arg;
+	struct sched_param sp = {.sched_priority = 1};
+	uint64_t until;
+
+	pin_to(0, h->cpu);
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
+		return NULL;
+	until = mono_ns() + h->spin_ms * 1000000;
+	__atomic_store_n(&h->spinning, 1, __ATOMIC_RELEASE);
+	while (mono_ns() < until)
+		;
+	return NULL;
+}
+
+/*
+ * A stall of known length. A SCHED_OTHER victim on CPU 1 blocks on a pipe;
+ * a SCHED_FIFO hog takes CPU 1 for 150 ms, and the test (on CPU 0) wakes
+ * the victim, which waits behind the hog. Once it waits the whole of it on
+ * CPU 1; once the test moves it to CPU 0 after about 50 ms of waiting, the part
+ * waited on CPU 1 going to run_delay at the move. Each time the victim's
+ * one event has the wait its /proc schedstat run_delay grew by from its
+ * block to its run: the scheduler's own measure, kept whole across the
+ * move (without the carry the moved wait would be only the part on CPU 0,
+ * far under the threshold). The victim's reads bracket only that wait, but
+ * on a busy machine it can be preempted again before its second read: up
+ * to 1 ms more run_delay than the event is allowed for.
+ */
+static void test_runq_stall_is_run_delay(void **state)
+{
+	static const int64_t threshold[] = {10000};
+	struct ktel_plugin *p;
+	struct ktel_bpf_plugin *bp;
+	cpu_set_t was;
+	int moved;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		skip();
+	assert_int_equal(sched_getaffinity(0, sizeof(was), &was), 0);
+	p = open_plugin(KTEL_PLUGIN_DIR, "runq_stall_events");
+	bp = load_form(p, threshold, false);
+	expect_stall_form(bp, false);
+	pin_to(0, 0);
+	for (moved = 0; moved <= 1; moved++) {
+		struct stall_victim v = {.cpu = 1};
+		struct stall_hog h = {.cpu = 1, .spin_ms = 150};
+		struct kept *k = calloc(1, sizeof(*k));
+		struct ktel_stream_reader *sr;
+		pthread_t vt, ht;
+		size_t found = 0;
+		uint64_t wait_us = 0, woken;
+		int fds[2];
+		uv_loop_t loop;
+
+		assert_non_null(k);
+		assert_int_equal(pipe(fds), 0);
+		v.pipe_r = fds[0];
+		uv_loop_init(&loop);
+		sr = reader(&loop, p, bp, "runq_stall_events", on_records, k);
+		start(sr);
+		assert_int_equal(pthread_create(&vt, NULL, stall_victim, &v), 0);
+		while (!__atomic_load_n(&v.ready, __ATOMIC_ACQUIRE))
+			usleep(1000);
+		usleep(10000); /* blocked on the pipe by now */
+		assert_int_equal(pthread_create(&ht, NULL, stall_hog, &h), 0);
+		while (!__atomic_load_n(&h.spinning, __ATOMIC_ACQUIRE))
+			usleep(1000);
+		woken = mono_ns();
+		assert_int_equal(write(fds[1], "x", 1), 1);
+		if (moved) {
+			ktel_test_run_for(&loop, 50);
+			pin_to(v.tid, 0);
+		}
+		ktel_test_run_for(&loop, 300);
+		pthread_join(ht, NULL);
+		pthread_join(vt, NULL);
+		ktel_test_run_for(&loop, 100);
+		for (size_t i = 0; i < k->n && i < MAX_KEPT; i++)
+			if (field_i(&k->recs[i], "tid") == v.tid) {
+				printf("  victim event at %+lld us of the wakeup: wait_us %llu "
+				       "cpu %llu\n",
+				       ((long long)field_u(&k->recs[i], "ts_ns") -
+					(long long)woken) /
+					       1000,
+				       (unsigned long long)field_u(&k->recs[i], "wait_us"),
+				       (unsigned long long)field_u(&k->recs[i], "cpu"));
+				if (field_u(&k->recs[i], "ts_ns") < woken)
+					continue; /* a wait before its block */
+				found++;
+				wait_us = field_u(&k->recs[i], "wait_us");
+				assert_string_equal(field_s(&k->recs[i], "comm"), "ktel-rq-victim");
+				assert_int_equal(field_i(&k->recs[i], "pid"), getpid());
+				assert_int_equal(field_u(&k->recs[i], "cpu"), moved ? 0 : 1);
+			}
+		printf("%s: run_delay grew %llu ns; %zu event(s), wait_us %llu\n",
+		       moved ? "moved to CPU 0" : "on CPU 1", (unsigned long long)v.delay_ns, found,
+		       (unsigned long long)wait_us);
+		assert_int_equal(found, 1);
+		assert_true(v.delay_ns >= (moved ? 20 : 140) * 1000000ULL);
+		assert_true(wait_us <= v.delay_ns / 1000);
+		assert_true(v.delay_ns / 1000 - wait_us <= 1000);
+		free_reader(&loop, sr);
+		assert_int_equal(uv_loop_close(&loop), 0);
+		close(fds[0]);
+		close(fds[1]);
+		free(k);
+	}
+	sched_setaffinity(0, sizeof(was), &was);
+	ktel_bpf_plugin__free(bp);
 	ktel_plugin__free(p);
 }
 
@@ -1047,6 +1228,7 @@ int main(void)
 		cmocka_unit_test(test_stop_drains_ring),
 		cmocka_unit_test(test_oom_event),
 		cmocka_unit_test(test_runq_threshold_param),
+		cmocka_unit_test(test_runq_stall_is_run_delay),
 	};
 
 	ktel_test_require_root("test_stream");

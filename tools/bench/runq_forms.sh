@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-# tools/bench/runq_forms.sh - what runq_latency's forms cost per context
-# switch under hackbench, against bpftrace's runqlat equivalent
-# (docs/benchmarks.md, "Run-queue forms").
+# tools/bench/runq_forms.sh - what the forms of runq_latency (or of
+# runq_stall_events, -p) cost per context switch under hackbench, against
+# bpftrace's runqlat equivalent (docs/benchmarks.md, "Run-queue forms").
 #
 #   tools/bench/runq_forms.sh [-b BUILD_DIR] [-n ROUNDS] [-w WORKLOAD]
+#                             [-p runq_latency|runq_stall_events]
 #
 # Forms: "stamp" (runq_switch_si alone: the scheduler's sched_info stamp),
 # "task" (runq_switch + runq_wakeup + runq_wakeup_new, the start in task
 # storage), "hash" (the _hash programs), each loaded alone from the build's
-# runq_latency.bpf.o by ktel-bench-prog-runtime (attribution off), and
+# PLUGIN.bpf.o by ktel-bench-prog-runtime (attribution off; for
+# runq_stall_events the programs are runq_stall_*, with the default
+# threshold_us), and
 # "bpftrace" (tools/bench/runqlat-tp.bt). Each round runs the four in a
 # fresh random order, each under one run of WORKLOAD (default
 # "hackbench -g 4 -l 200"), and reads every program's bpf_stats run time and
@@ -17,8 +20,9 @@
 # bpftrace's classic tracepoints as for the tp_btf programs). Printed per
 # form: each program's runs and ns per run (mean over the rounds), and the
 # form's ns per sched_switch (all its programs' run time over its switch
-# program's runs), with a 95% interval over the rounds; and each form's
-# ratio to bpftrace's per switch, paired by round. Figures, never a verdict.
+# program's runs), with a 95% interval over the rounds; each form's ratio
+# to bpftrace's per switch, and the stamp form's to the task form's, paired
+# by round. Figures, never a verdict.
 #
 # Needs root, bpftool, bpftrace and hackbench. bpf_stats: the C programs
 # turn it on for their run (BPF_ENABLE_STATS); bpftrace's figures need
@@ -30,15 +34,22 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build
 ROUNDS=10
 WORKLOAD="hackbench -g 4 -l 200"
-while getopts b:n:w: o; do
+PLUGIN=runq_latency
+while getopts b:n:p:w: o; do
 	case $o in
 	b) BUILD=$OPTARG ;;
 	n) ROUNDS=$OPTARG ;;
+	p) PLUGIN=$OPTARG ;;
 	w) WORKLOAD=$OPTARG ;;
-	*) sed -n '2,27p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,30p' "$0" >&2; exit 2 ;;
 	esac
 done
-OBJ=$BUILD/plugins/runq_latency/runq_latency.bpf.o
+case $PLUGIN in
+runq_latency) P=runq ;;
+runq_stall_events) P=runq_stall ;;
+*) echo "runq_forms.sh: -p runq_latency or runq_stall_events" >&2; exit 2 ;;
+esac
+OBJ=$BUILD/plugins/$PLUGIN/$PLUGIN.bpf.o
 PR=$BUILD/tools/bench/ktel-bench-prog-runtime
 BT=$ROOT/tools/bench/runqlat-tp.bt
 for f in "$OBJ" "$PR"; do
@@ -98,16 +109,16 @@ print(" ".join(str(p["id"]) for p in json.load(sys.stdin)
 run_form() {
 	local progs
 	case $1 in
-	stamp) progs="runq_switch_si" ;;
-	task) progs="runq_switch runq_wakeup runq_wakeup_new" ;;
-	hash) progs="runq_switch_hash runq_wakeup_hash runq_wakeup_new_hash" ;;
+	stamp) progs="${P}_switch_si" ;;
+	task) progs="${P}_switch ${P}_wakeup ${P}_wakeup_new" ;;
+	hash) progs="${P}_switch_hash ${P}_wakeup_hash ${P}_wakeup_new_hash" ;;
 	esac
 	# "NAME  RUNS runs  NS ns/run" -> "NAME total_ns RUNS"
 	"$PR" "$OBJ" "$WORKLOAD >/dev/null 2>&1" $progs 2>/dev/null |
 		awk '/ns\/run/ {printf "%s %.0f %d\n", $1, $2 * $4, $2}'
 }
 
-echo "runq_forms: $ROUNDS rounds of '$WORKLOAD', forms in random order per round"
+echo "runq_forms: $PLUGIN, $ROUNDS rounds of '$WORKLOAD', forms in random order per round"
 echo "machine: $(nproc) CPUs, $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
 	for form in $(printf '%s\n' stamp task hash bpftrace | shuf); do
@@ -119,7 +130,7 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$OUT/runs" <<'EOF'
+python3 - "$OUT/runs" "$P" <<'EOF'
 import math, statistics, sys
 from collections import defaultdict
 
@@ -137,7 +148,8 @@ runs = defaultdict(dict)  # (round, form) -> {prog: (ns, cnt)}
 for line in open(sys.argv[1]):
     r, form, name, ns, cnt = line.split()
     runs[(int(r), form)][name] = (int(ns), int(cnt))
-switch_of = {"stamp": "runq_switch_si", "task": "runq_switch", "hash": "runq_switch_hash",
+P = sys.argv[2]
+switch_of = {"stamp": P + "_switch_si", "task": P + "_switch", "hash": P + "_switch_hash",
              "bpftrace": "sched_switch"}
 per_switch = defaultdict(dict)  # form -> round -> ns per switch
 per_prog = defaultdict(list)    # (form, prog) -> [(ns/run, runs)]
@@ -165,4 +177,10 @@ for form in ("stamp", "task", "hash"):
     if logs:
         m, h = ci(logs)
         print(f"  {form:8} {math.exp(m):.2f}x [{math.exp(m - h):.2f}, {math.exp(m + h):.2f}]")
+print("\nstamp to task per switch, paired by round (geometric mean [95%])")
+logs = [math.log(per_switch["stamp"][r] / per_switch["task"][r])
+        for r in per_switch["stamp"] if r in per_switch["task"]]
+if logs:
+    m, h = ci(logs)
+    print(f"  stamp    {math.exp(m):.2f}x [{math.exp(m - h):.2f}, {math.exp(m + h):.2f}]")
 EOF
