@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,20 @@ static inline void ktel_test_loop_detach(struct ktel_test_loop *l)
 	if (l->dev[0])
 		(void)ktel_test_run("losetup -d %s", l->dev);
 	l->dev[0] = '\0';
+}
+
+/* Completed reads of the device, its own count (/sys/block/loopN/stat). */
+static inline uint64_t ktel_test_loop_reads(const struct ktel_test_loop *l)
+{
+	char path[128], *text;
+	uint64_t n;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", l->name);
+	text = ktel_test_slurp(path);
+	assert_non_null(text);
+	n = strtoull(text, NULL, 10);
+	free(text);
+	return n;
 }
 
 #endif /* KTEL_TEST_LOOP_DEVICE_H */

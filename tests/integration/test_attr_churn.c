@@ -64,13 +64,13 @@
 #include <cmocka.h>
 
 #include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <jansson.h>
 
 #include "attr_names.h"
 #include "daemon_harness.h"
 #include "ktel_test.h"
 #include "loop_device.h"
+#include "loop_observer.h"
 #include "prom_server.h"
 
 #define BLOCK 4096
@@ -113,20 +113,6 @@ static int teardown(void **state)
 	cg_base[0] = '\0';
 	sandbox_cleanup(&sb);
 	return 0;
-}
-
-/* Completed reads of the loop device, its own count. */
-static uint64_t loop_reads(void)
-{
-	char path[128], *text;
-	uint64_t n;
-
-	snprintf(path, sizeof(path), "/sys/block/%s/stat", loop.name);
-	text = ktel_test_slurp(path);
-	assert_non_null(text);
-	n = strtoull(text, NULL, 10);
-	free(text);
-	return n;
 }
 
 /* ---- the workload ------------------------------------------------------------ */
@@ -597,22 +583,8 @@ static int observer_counts = -1;
 
 static void observer_start(void)
 {
-	uint32_t k;
-	int dev_fd;
-
-	observer = bpf_object__open_file(KTEL_TP_ATTACH_LOSS_OBJ, NULL);
-	assert_non_null(observer);
-	assert_int_equal(bpf_object__load(observer), 0);
-	dev_fd = bpf_object__find_map_fd_by_name(observer, "device");
-	observer_counts = bpf_object__find_map_fd_by_name(observer, "counts");
-	assert_true(dev_fd >= 0 && observer_counts >= 0);
-	k = 0;
-	assert_int_equal(bpf_map_update_elem(dev_fd, &k, &loop.major, BPF_ANY), 0);
-	k = 1;
-	assert_int_equal(bpf_map_update_elem(dev_fd, &k, &loop.minor, BPF_ANY), 0);
-	observer_link = bpf_program__attach(
-		bpf_object__find_program_by_name(observer, "count_complete"));
-	assert_non_null(observer_link);
+	observer = ktel_test_loop_observer_open(&loop, &observer_counts);
+	observer_link = ktel_test_loop_observer_attach(observer, "count_complete");
 }
 
 /* The loop device's reads the observer's program counted so far. */
@@ -661,7 +633,7 @@ static void test_churn(void **state)
 	snprintf(cg_base, sizeof(cg_base), "%s/ktel-churn-%d", mount, getpid());
 	assert_int_equal(mkdir(cg_base, 0755), 0);
 	observer_start();
-	reads0 = loop_reads();
+	reads0 = ktel_test_loop_reads(&loop);
 	seen0 = observer_reads();
 	/* Prometheus first (it receives the pushes), then the daemon, then
 	 * Prometheus scrapes it: restarted with the target. */
@@ -757,7 +729,7 @@ static void test_churn(void **state)
 	kill(daemon_pid, SIGTERM);
 	assert_int_equal(daemon_wait(daemon_pid, 30), 0);
 	daemon_pid = -1;
-	reads1 = loop_reads();
+	reads1 = ktel_test_loop_reads(&loop);
 	seen = observer_reads() - seen0;
 	read_windows(&w);
 	printf("  reads: %llu issued, %llu counted by the device, %llu over all values; "

@@ -49,6 +49,7 @@
 
 #include "ktel_test.h"
 #include "loop_device.h"
+#include "loop_observer.h"
 
 #define BLOCK 4096
 #define PARALLEL 4
@@ -75,20 +76,6 @@ static int teardown(void **state)
 		(void)ktel_test_run("rm -rf %s", sb.path);
 	sb.path[0] = '\0';
 	return 0;
-}
-
-/* Completed reads of the loop device, its own count. */
-static uint64_t device_reads(void)
-{
-	char path[128], *text;
-	uint64_t n;
-
-	snprintf(path, sizeof(path), "/sys/block/%s/stat", loop.name);
-	text = ktel_test_slurp(path);
-	assert_non_null(text);
-	n = strtoull(text, NULL, 10);
-	free(text);
-	return n;
 }
 
 /* n reads of the loop device, PARALLEL processes at a time. */
@@ -142,11 +129,11 @@ static void counts_now(int fd, uint64_t v[2])
 /* One phase: n reads; the device's count and each program's, from zero. */
 static void phase(int counts_fd, unsigned n, uint64_t *device, uint64_t seen[2])
 {
-	uint64_t d0 = device_reads(), c0[2], c1[2];
+	uint64_t d0 = ktel_test_loop_reads(&loop), c0[2], c1[2];
 
 	counts_now(counts_fd, c0);
 	read_device(n);
-	*device = device_reads() - d0;
+	*device = ktel_test_loop_reads(&loop) - d0;
 	counts_now(counts_fd, c1);
 	seen[0] = c1[0] - c0[0];
 	seen[1] = c1[1] - c0[1];
@@ -172,8 +159,7 @@ static void test_attach_loss(void **state)
 	uint64_t device, seen[2], *cycles;
 	struct bpf_link *l_complete, *l_done;
 	struct bpf_program *churn;
-	uint32_t k;
-	int dev_fd, counts_fd;
+	int counts_fd;
 
 	(void)state;
 	if (getenv("KTEL_ATTACH_LOSS_READS") && atoi(getenv("KTEL_ATTACH_LOSS_READS")) >= 1000)
@@ -182,20 +168,9 @@ static void test_attach_loss(void **state)
 		 getpid());
 	assert_int_equal(ktel_test_run("mkdir -p %s", sb.path), 0);
 	ktel_test_loop_attach(&loop, sb.path, 8);
-	obj = bpf_object__open_file(KTEL_TP_ATTACH_LOSS_OBJ, NULL);
-	assert_non_null(obj);
-	assert_int_equal(bpf_object__load(obj), 0);
-	dev_fd = bpf_object__find_map_fd_by_name(obj, "device");
-	counts_fd = bpf_object__find_map_fd_by_name(obj, "counts");
-	assert_true(dev_fd >= 0 && counts_fd >= 0);
-	k = 0;
-	assert_int_equal(bpf_map_update_elem(dev_fd, &k, &loop.major, BPF_ANY), 0);
-	k = 1;
-	assert_int_equal(bpf_map_update_elem(dev_fd, &k, &loop.minor, BPF_ANY), 0);
-	l_complete = bpf_program__attach(bpf_object__find_program_by_name(obj, "count_complete"));
-	l_done = bpf_program__attach(bpf_object__find_program_by_name(obj, "count_done"));
-	assert_non_null(l_complete);
-	assert_non_null(l_done);
+	obj = ktel_test_loop_observer_open(&loop, &counts_fd);
+	l_complete = ktel_test_loop_observer_attach(obj, "count_complete");
+	l_done = ktel_test_loop_observer_attach(obj, "count_done");
 	churn = bpf_object__find_program_by_name(obj, "churn");
 	assert_non_null(churn);
 
