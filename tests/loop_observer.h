@@ -39,8 +39,7 @@ static inline struct bpf_object *ktel_test_loop_observer_open(const struct ktel_
 static inline struct bpf_link *ktel_test_loop_observer_attach(struct bpf_object *obj,
 							      const char *name)
 {
-	struct bpf_link *link =
-		bpf_program__attach(bpf_object__find_program_by_name(obj, name));
+	struct bpf_link *link = bpf_program__attach(bpf_object__find_program_by_name(obj, name));
 
 	assert_non_null(link);
 	return link;

@@ -407,7 +407,7 @@ int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err
 		*ret_on = false;
 		return 0;
 	}
-	snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ktel_err_set(err, errno, "%s: %s", path, strerror(errno));

@@ -204,16 +204,15 @@ size_t ktel_attr_cgroup_name(const char *path, char *buf, size_t len);
 int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len);
 
 /*
- * Is the io controller on the cgroup v2 hierarchy: is "io" among the
- * controllers the cgroup.controllers file of the cgroup2 mount of
- * mountinfo (NULL: /proc/self/mountinfo) lists? Only then does the cgroup
- * the kernel records in a bio (bi_blkg) have a v2 cgroup id, the id
- * attribution by cgroup names; on a hybrid host the io controller is
- * bound to a v1 hierarchy and its cgroups' ids mean nothing there. A mount
- * of a cgroup below the root lists only what its parent enables, so a
- * "yes" is always right and a "no" may be a v2 io controller not enabled
- * above the mount. Returns 0 and *ret_on (false without a cgroup2 mount),
- * or -errno with err naming the file.
+ * Is the io controller on the cgroup v2 hierarchy and enabled for the
+ * cgroups below its mount: is "io" in the cgroup.subtree_control of the
+ * cgroup2 mount of mountinfo (NULL: /proc/self/mountinfo)? Only then is the
+ * cgroup the kernel records in a bio (bi_blkg) a v2 cgroup below the root,
+ * the id attribution by cgroup names. On a hybrid host the io controller is
+ * bound to a v1 hierarchy and its cgroups' ids mean nothing there; on a v2
+ * host that does not enable io below the root every bio names the root, and
+ * the submitter's own cgroup says more. Returns 0 and *ret_on (false without
+ * a cgroup2 mount), or -errno with err naming the file.
  */
 int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err);
 

@@ -270,9 +270,11 @@ static void put_file(const char *dir, const char *name, const char *text)
 	fclose(f);
 }
 
-/* The io controller is on cgroup v2 only when the cgroup2 mount's
- * cgroup.controllers lists "io" itself (not "iocost" nor a longer word);
- * without a cgroup2 mount it is not; an unreadable file is an error. */
+/* The io controller is on cgroup v2 and enabled below its root only when
+ * the cgroup2 mount's cgroup.subtree_control lists "io" itself (not "iocost"
+ * nor a longer word); a controller only available there (cgroup.controllers)
+ * does not count; without a cgroup2 mount it is not; an unreadable file is
+ * an error. */
 static void test_io_on_v2(void **state)
 {
 	static const struct {
@@ -298,7 +300,7 @@ static void test_io_on_v2(void **state)
 	put_file(dir, "mountinfo", line);
 	snprintf(mi, sizeof(mi), "%s/mountinfo", dir);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		put_file(dir, "cgroup.controllers", cases[i].controllers);
+		put_file(dir, "cgroup.subtree_control", cases[i].controllers);
 		assert_int_equal(ktel_attr_io_on_v2(mi, &on, &err), 0);
 		assert_int_equal(on, cases[i].on);
 	}
@@ -308,12 +310,19 @@ static void test_io_on_v2(void **state)
 	on = true;
 	assert_int_equal(ktel_attr_io_on_v2(mi_none, &on, &err), 0);
 	assert_false(on);
+	/* Available on v2 but enabled for no cgroup below the root. */
+	put_file(dir, "cgroup.subtree_control", "cpu memory pids\n");
+	put_file(dir, "cgroup.controllers", "cpuset cpu io memory pids\n");
+	assert_int_equal(ktel_attr_io_on_v2(mi, &on, &err), 0);
+	assert_false(on);
 	snprintf(line, sizeof(line), "%s/cgroup.controllers", dir);
+	unlink(line);
+	snprintf(line, sizeof(line), "%s/cgroup.subtree_control", dir);
 	unlink(line);
 	on = true;
 	assert_int_equal(ktel_attr_io_on_v2(mi, &on, &err), -ENOENT);
 	assert_true(on);
-	assert_non_null(strstr(err.msg, "cgroup.controllers"));
+	assert_non_null(strstr(err.msg, "cgroup.subtree_control"));
 	unlink(mi);
 	unlink(mi_none);
 	rmdir(dir);
