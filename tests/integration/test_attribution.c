@@ -85,6 +85,7 @@
 #include "daemon_harness.h"
 #include "ktel_test.h"
 #include "loop_device.h"
+#include "loop_observer.h"
 #include "tracefs_oracle.h"
 
 #define BLOCK 4096
@@ -527,7 +528,11 @@ static void test_kernel_bound(void **state)
 	static struct worker w[N];
 	struct report r;
 	char path[700], label[300];
-	uint64_t named = 0, named_reads = 0, other, kernel_reads, lost;
+	uint64_t named = 0, named_reads = 0, other, kernel_reads, lost, seen;
+	struct bpf_object *observer;
+	struct bpf_link *observer_link;
+	int counts_fd;
+	uint32_t k = 0;
 
 	(void)state;
 	for (int i = 0; i < N; i++) {
@@ -537,8 +542,16 @@ static void test_kernel_bound(void **state)
 	}
 	/* K above N: only the kernel's bound folds anything. */
 	start_daemon("{\"by\": \"cgroup\", \"max_keys\": 64, \"top\": 1000}");
+	/* The test's own program on block_rq_complete: what the kernel ran
+	 * programs for (docs/architecture.md, "Known loss of block
+	 * completions"). */
+	observer = ktel_test_loop_observer_open(&loop, &counts_fd);
+	observer_link = ktel_test_loop_observer_attach(observer, "count_complete");
 	run_workers(w, N);
 	sleep(3);
+	assert_int_equal(bpf_map_lookup_elem(counts_fd, &k, &seen), 0);
+	bpf_link__destroy(observer_link);
+	bpf_object__close(observer);
 	stop_daemon();
 	read_report("cgroup", &r);
 	kernel_reads = check_invariant(&r);
@@ -546,8 +559,10 @@ static void test_kernel_bound(void **state)
 	 * The kernel's map holds every read issued, unless the kernel skipped
 	 * a run of the plugin's programs itself (a completion in an interrupt
 	 * nested in a run of the same program in a task on that CPU), which it
-	 * counts: only as many as that may be missing, and they are missing
-	 * from the unattributed total too (checked above), not from the bound.
+	 * counts, or ran no program at all for a completion, which the test's
+	 * own program misses alike: only as many as those may be missing, and
+	 * they are missing from the unattributed total too (checked above),
+	 * not from the bound.
 	 */
 	assert_true(kernel_reads <= (uint64_t)N * READS);
 	lost = (uint64_t)N * READS - kernel_reads;
@@ -569,13 +584,17 @@ static void test_kernel_bound(void **state)
 	       (unsigned long long)count_of(&r, "unknown", "read"),
 	       (unsigned long long)total_of(&r, "read"), (unsigned long long)r.overflow_kernel,
 	       (unsigned long long)kernel_reads, (unsigned long long)r.misses);
-	if (lost > r.misses) {
+	printf("  reads the test's own program saw: %llu of %d issued\n", (unsigned long long)seen,
+	       N * READS);
+	assert_true(seen <= (uint64_t)N * READS && ((uint64_t)N * READS - seen) * 200 <= N * READS);
+	if (kernel_reads > seen || kernel_reads + r.misses < seen) {
 		/* Lost in the kernel, not skipped by it: the plugin's start or
 		 * submitter map (an update refused under contention). */
 		dump_log(&sb);
 		fail_msg("%llu reads issued are not in the kernel's map, %llu program runs "
-			 "skipped",
-			 (unsigned long long)lost, (unsigned long long)r.misses);
+			 "skipped, %llu seen by the test's own program",
+			 (unsigned long long)lost, (unsigned long long)r.misses,
+			 (unsigned long long)seen);
 	}
 	/* Other cgroups of this machine take keys too: at most 64 of ours. */
 	assert_true(named > 0 && named <= LIMIT);
@@ -1294,7 +1313,7 @@ static void test_runq_sum_is_run_delay(void **state)
 	struct runq_shared *sh;
 	pid_t pids[RUNQ_MOVE_TASKS];
 	int go[RUNQ_MOVE_TASKS][2];
-	uint64_t base[RUNQ_MOVE_TASKS], oracle_ns[2] = {0, 0}, oracle_us, tolerance;
+	uint64_t base[RUNQ_MOVE_TASKS], oracle_ns[2] = {0, 0}, oracle_us, tolerance, one_wait;
 	long long moves = 0;
 	struct runq_view v;
 	char path[700], label[300];
@@ -1382,12 +1401,18 @@ static void test_runq_sum_is_run_delay(void **state)
 		 * Each wait is rounded down to whole microseconds: the sum lies
 		 * between the kernel's less one per wait and the kernel's
 		 * (plus one for the tasks' sums each rounded down). The
-		 * tolerance beyond that: 0.05% and 100 us, for a wait whose
-		 * switch-in the kernel did not let the program see.
+		 * tolerance beyond that: 0.05% and 100 us; and, short only,
+		 * one whole wait (below the top bucket's upper bound) whose
+		 * switch-in the kernel ran no program for, as it now and then
+		 * runs none for a block completion (docs/architecture.md,
+		 * "Known loss of block completions"): a run here came out
+		 * 9.2 ms short over 1649 waits, one pinned hog's wait. A
+		 * moved wait kept in part only is short by tens of ms.
 		 */
 		tolerance = 100 + oracle_us / 2000;
+		one_wait = v.top_bucket >= 0 ? 1ULL << (v.top_bucket + 1) : 0;
 		if (v.sum_us > oracle_us + RUNQ_MOVE_TASKS + tolerance ||
-		    v.sum_us + v.count + tolerance < oracle_us)
+		    v.sum_us + v.count + tolerance + one_wait < oracle_us)
 			fail_msg("%s: histogram sum %llu us, %llu waits, run_delay %llu us", label,
 				 (unsigned long long)v.sum_us, (unsigned long long)v.count,
 				 (unsigned long long)oracle_us);
