@@ -664,12 +664,26 @@ out:
 	return ok;
 }
 
+/* Cache name as cgroup id's name, made now (its events name it). */
+static void cgroup_named(struct ktel_attr_names *n, uint64_t id, const char *name)
+{
+	char *copy = strdup(name);
+	struct entry *e;
+
+	n->name_gen++;
+	if (!copy || cache_put(&n->cgroups, id, copy, n->now_ns))
+		return;
+	e = cache_find(&n->cgroups, id);
+	e->gen = n->gen;
+	e->removed = false;
+}
+
 /* Name cgroup id, whose mkdir event's path may be cut: by its path read
  * from the kernel, else by the next pull's walk (which finds it unless it
  * is removed by then). An entry a walk made has the whole name already. */
 static void name_cut(struct ktel_attr_names *n, uint64_t id)
 {
-	char path[4096], name[KTEL_ATTR_NAME_MAX + 1], *copy;
+	char path[4096], name[KTEL_ATTR_NAME_MAX + 1];
 	struct entry *e = cache_find(&n->cgroups, id);
 
 	n->st.event_paths_cut++;
@@ -680,19 +694,13 @@ static void name_cut(struct ktel_attr_names *n, uint64_t id)
 		return;
 	}
 	ktel_attr_cgroup_name(path, name, sizeof(name));
-	copy = strdup(name);
-	n->name_gen++;
-	if (!copy || cache_put(&n->cgroups, id, copy, n->now_ns))
-		return;
-	e = cache_find(&n->cgroups, id);
-	e->gen = n->gen;
-	e->removed = false;
+	cgroup_named(n, id, name);
 }
 
 void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_cgroup_ev *ev,
 				   uint64_t now_ns)
 {
-	char name[KTEL_ATTR_NAME_MAX + 1], *copy;
+	char name[KTEL_ATTR_NAME_MAX + 1];
 	struct entry *e;
 
 	if (!n->root[0])
@@ -717,13 +725,7 @@ void ktel_attr_names__cgroup_event(struct ktel_attr_names *n, const struct ktel_
 			name_cut(n, ev->id);
 			return;
 		}
-		copy = strdup(name);
-		n->name_gen++;
-		if (!copy || cache_put(&n->cgroups, ev->id, copy, n->now_ns))
-			return;
-		e = cache_find(&n->cgroups, ev->id);
-		e->gen = n->gen;
-		e->removed = false;
+		cgroup_named(n, ev->id, name);
 		return;
 	case KTEL_CGROUP_RMDIR:
 		if (e && !e->removed) {
