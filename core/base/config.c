@@ -38,6 +38,7 @@
 
 static const char *const attr_by_choices[] = {"none",    "cgroup",    "user", "app",
 					      "process", "app_class", NULL};
+static const char *const attr_subject_choices[] = {"auto", "submitter", "charged", NULL};
 
 /* Attribution of one metric (docs/architecture.md, "Attribution"). */
 static const struct ktel_cfg_key attr_keys[] = {
@@ -47,12 +48,22 @@ static const struct ktel_cfg_key attr_keys[] = {
 		"uid that is no app), `app_class` (the Android class alone: `system`, `app`, "
 		"`sdk_sandbox`, `isolated`, ...), `process` (tgid); `none` leaves the dimension "
 		"out. Only metrics whose plugin declares an attribution dimension accept it. "
-		"Block I/O by `cgroup` where the io controller is enabled below the cgroup v2 root "
-		"(its `cgroup.subtree_control` has `io`) is the cgroup the "
-		"kernel charges the I/O to (io.stat's): the nearest one at or above the "
-		"submitter's with `io` enabled, for writeback the dirty pages' owner; elsewhere "
-		"the submitter's own. "
+		"Block I/O by `cgroup` is the cgroup the kernel charges or the submitter's: "
+		"`block_subject` chooses. "
 		"What may leave an Android device is restricted (docs/privacy.md)."},
+	{"block_subject", KTEL_CFG_ENUM, .choices = attr_subject_choices, .default_text = "auto",
+	 .doc = "Whose block I/O it is, for a metric by `cgroup` of a plugin that can read a "
+		"bio's cgroup (block_io_latency): `charged` is the cgroup the kernel charges the "
+		"I/O to (io.stat's: the nearest at or above the submitter's with `io` enabled, "
+		"for writeback the dirty pages' owner), `submitter` the submitting task's own "
+		"cgroup (for writeback the flusher's, a kworker in the root), `auto` `charged` "
+		"where the io controller is enabled below the cgroup v2 root and `submitter` "
+		"elsewhere. `charged` needs `by: cgroup` (other kinds have no charged form) and "
+		"the io controller on cgroup v2: where it is on a v1 hierarchy, whose ids name no "
+		"v2 cgroup, the daemon leaves the metric unattributed and logs why. A plugin with "
+		"no such programs takes the submitter whatever is set (logged at load). Where the "
+		"depth asks for cgroups below the levels that enable `io`, `charged` is coarser "
+		"than asked: the daemon logs it at load (docs/architecture.md, Attribution)."},
 	{"depth", KTEL_CFG_INT, 0, 255, .default_text = "0",
 	 .doc = "`cgroup`: roll each task's cgroup up to its ancestor at this level (root is 0, "
 		"`system.slice` 1); 0 keeps the task's own cgroup."},
@@ -1518,12 +1529,17 @@ static char *string_or(const json_t *obj, const char *key, const char *def,
 static void build_attribution(struct ktel_attr_cfg *a, const json_t *m, bool android)
 {
 	const json_t *o = json_object_get(m, "attribution");
-	const char *by = ktel_cfg_string(o, "by", "none");
+	const char *by = ktel_cfg_string(o, "by", "none"), *subject;
 
 	a->by = KTEL_ATTR_BY_NONE;
 	for (int i = 1; attr_by_choices[i]; i++)
 		if (strcmp(by, attr_by_choices[i]) == 0)
 			a->by = (enum ktel_attr_by)i;
+	subject = ktel_cfg_string(o, "block_subject", "auto");
+	a->block_subject = KTEL_ATTR_SUBJECT_AUTO;
+	for (int i = 1; attr_subject_choices[i]; i++)
+		if (strcmp(subject, attr_subject_choices[i]) == 0)
+			a->block_subject = (enum ktel_attr_subject)i;
 	a->depth = (uint32_t)ktel_cfg_int(o, "depth", 0);
 	a->top = (uint32_t)ktel_cfg_int(o, "top",
 					android ? KTEL_ATTR_TOP_DEFAULT_ANDROID
@@ -1540,6 +1556,14 @@ const char *ktel_attr_by_name(enum ktel_attr_by by)
 	return (unsigned)by < sizeof(attr_by_choices) / sizeof(attr_by_choices[0]) - 1
 		       ? attr_by_choices[by]
 		       : "none";
+}
+
+const char *ktel_attr_subject_name(enum ktel_attr_subject subject)
+{
+	return (unsigned)subject <
+			       sizeof(attr_subject_choices) / sizeof(attr_subject_choices[0]) - 1
+		       ? attr_subject_choices[subject]
+		       : "auto";
 }
 
 /* A sink object that writes Android atoms (type statsd, format android). */
@@ -2140,6 +2164,43 @@ static void check_attribution(const struct ktel_metric_cfg *mc, struct ktel_conf
 		  mc->name, ktel_attr_by_name(mc->attr.by), mc->name);
 }
 
+/*
+ * The built-in metrics whose plugin can read a bio's cgroup instead of the
+ * submitter's (KTEL_ATTR_PROG_BLKCG): block_subject chooses between them.
+ */
+static const char *const block_subject_metrics[] = {
+	"block_io_latency",
+	NULL,
+};
+
+/*
+ * block_subject: `charged` is a cgroup, so only `by: cgroup` has it (an
+ * error with another kind, which has no charged form); set on a built-in
+ * metric that has no such choice it is ignored, which the warning says. A
+ * metric of another vendor's plugin is judged when the daemon loads it.
+ */
+static void check_block_subject(const struct ktel_metric_cfg *mc, struct ktel_config_errors *errs)
+{
+	const struct ktel_attr_cfg *a = &mc->attr;
+	const char *subject = ktel_attr_subject_name(a->block_subject);
+
+	if (a->block_subject == KTEL_ATTR_SUBJECT_AUTO || a->by == KTEL_ATTR_BY_NONE)
+		return;
+	if (a->block_subject == KTEL_ATTR_SUBJECT_CHARGED && a->by != KTEL_ATTR_BY_CGROUP) {
+		add_error(errs,
+			  "metrics.%s.attribution.block_subject: charged: only with by cgroup "
+			  "(the kernel charges block I/O to a cgroup; by %s has no charged "
+			  "form): use submitter or auto",
+			  mc->name, ktel_attr_by_name(a->by));
+		return;
+	}
+	if (in_list(builtin_metrics, 0, mc->name) && !in_list(block_subject_metrics, 0, mc->name))
+		add_warning(errs,
+			    "metrics.%s.attribution.block_subject: %s: ignored: metric %s "
+			    "has no block I/O subject to choose (only block_io_latency has)",
+			    mc->name, subject, mc->name);
+}
+
 /* Why `by` identifies on Android, or NULL where it does not. */
 static const char *identifying_reason(enum ktel_attr_by by)
 {
@@ -2222,6 +2283,7 @@ static void check_model(const struct ktel_config *cfg, struct ktel_config_errors
 	for (size_t i = 0; i < cfg->n_metrics && errs->n < MAX_CONFIG_ERRORS; i++) {
 		check_metric_name(cfg, cfg->metrics[i].name, errs);
 		check_attribution(&cfg->metrics[i], errs);
+		check_block_subject(&cfg->metrics[i], errs);
 		check_attribution_privacy(cfg, &cfg->metrics[i], errs);
 	}
 }

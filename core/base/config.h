@@ -34,9 +34,17 @@
 #define KTEL_ATTR_STICKY_DEFAULT 10
 #define KTEL_ATTR_MEMLOCK_BUDGET_DEFAULT (64ULL << 20)
 
+/* metrics.<name>.attribution.block_subject: whose block I/O it is. */
+enum ktel_attr_subject {
+	KTEL_ATTR_SUBJECT_AUTO = 0,      /* charged where io is enabled below the v2 root */
+	KTEL_ATTR_SUBJECT_SUBMITTER = 1, /* the submitting task (submit programs) */
+	KTEL_ATTR_SUBJECT_CHARGED = 2,   /* the cgroup the kernel charges (bio->bi_blkg) */
+};
+
 /* metrics.<name>.attribution. */
 struct ktel_attr_cfg {
 	enum ktel_attr_by by; /* KTEL_ATTR_BY_NONE: off */
+	enum ktel_attr_subject block_subject;
 	uint32_t depth;
 	uint32_t top;            /* K */
 	uint32_t max_keys;       /* attributed keys the kernel admits */
@@ -49,6 +57,9 @@ struct ktel_attr_cfg {
 /* "none", "cgroup", "user", "app", "process", "app_class": the config's and
  * the records' name of by. */
 const char *ktel_attr_by_name(enum ktel_attr_by by);
+
+/* "auto", "submitter", "charged": the config's name of subject. */
+const char *ktel_attr_subject_name(enum ktel_attr_subject subject);
 
 struct ktel_metric_cfg {
 	char *name;

@@ -62,8 +62,14 @@ struct ktel_metric {
 	struct ktel_complaint complaint;
 	/* Attribution as loaded (the BPF settings are fixed at load: a reload
 	 * of the config changes it with the plugin's reload), and its fold;
-	 * fold is NULL with attribution off. */
+	 * fold is NULL with attribution off. attr_asked is the config's, which
+	 * attr is but where the load refused it (block_subject charged without
+	 * the io controller on cgroup v2). block_subject: whose block I/O the
+	 * metric counts as loaded, submitter or charged; auto where it has no
+	 * such choice (not attributed, or no KTEL_ATTR_PROG_BLKCG programs). */
 	struct ktel_attr_cfg attr;
+	struct ktel_attr_cfg attr_asked;
+	enum ktel_attr_subject block_subject;
 	struct ktel_attr_fold *fold;
 	/* Released ids (cgroups by attr_names.h, users, apps and processes by
 	 * their ageing) whose keys the metric's pulls take out of its map

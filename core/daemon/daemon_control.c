@@ -177,6 +177,26 @@ static json_t *last_pull_json(const struct ktel_metric *m)
 			 "truncated", m->last.truncated);
 }
 
+/*
+ * m's attribution as loaded, or NULL when the config asks none: {"by"} and,
+ * for block I/O with a choice, "block_subject" (submitter or charged); a
+ * refused one is by none with "refused" saying why.
+ */
+static json_t *attribution_json(const struct ktel_metric *m)
+{
+	json_t *o;
+
+	if (m->attr_asked.by == KTEL_ATTR_BY_NONE)
+		return NULL;
+	if (m->attr.by == KTEL_ATTR_BY_NONE)
+		return json_pack("{s:s, s:s}", "by", "none", "refused",
+				 "block_subject charged: the io controller is not on cgroup v2");
+	o = json_pack("{s:s}", "by", ktel_attr_by_name(m->attr.by));
+	if (o && m->block_subject != KTEL_ATTR_SUBJECT_AUTO)
+		ktel_json_set_str(o, "block_subject", ktel_attr_subject_name(m->block_subject));
+	return o;
+}
+
 static json_t *metric_pulls_json(const struct ktel_metric *m)
 {
 	json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:o}", "name", m->md->name, "enabled",
@@ -184,6 +204,11 @@ static json_t *metric_pulls_json(const struct ktel_metric *m)
 			      (json_int_t)m->pull_errors, "records", (json_int_t)m->records,
 			      "last_pull", last_pull_json(m));
 
+	json_t *attr = attribution_json(m);
+
+	if (o && attr)
+		json_object_set(o, "attribution", attr);
+	json_decref(attr);
 	if (o && m->problem[0])
 		ktel_json_set_str(o, "problem", m->problem);
 	if (o && m->mp && ktel_metric_pull__fallback_reason(m->mp))
@@ -551,6 +576,8 @@ static int op_show(void *ctx, const char *name, json_t *resp, struct ktel_err *e
 	json_object_set_new(resp, "unit", json_string(m->md->unit ?: ""));
 	ktel_json_set_bool(resp, "enabled", m->enabled);
 	json_object_set_new(resp, "last_pull", last_pull_json(m));
+	if (m->attr_asked.by != KTEL_ATTR_BY_NONE)
+		json_object_set_new(resp, "attribution", attribution_json(m));
 	json_object_set_new(resp, "totals", totals);
 	json_object_set_new(resp, "window", window);
 	r = append_totals(m, totals, err) ?: append_last_records(m, window, &not_kept, err);

@@ -218,6 +218,120 @@ static bool has_attr_dim(const struct ktel_metric_desc *md)
 	return false;
 }
 
+/* Does plugin have programs flagged KTEL_ATTR_PROG_BLKCG for metric, so
+ * that its block_subject chooses between them and the bio's cgroup? */
+static bool has_blkcg_progs(const struct ktel_plugin_desc *d, const char *metric)
+{
+	for (uint32_t i = 0; d->attr_prog_flags && i < d->n_attr_progs; i++)
+		if ((d->attr_prog_flags[i] & KTEL_ATTR_PROG_BLKCG) &&
+		    strcmp(d->attr_progs[i].metric, metric) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Is the io controller enabled below the cgroup v2 root, so that `auto`
+ * reads the cgroup the kernel puts in a bio? Asked at each load of a
+ * plugin that can read it with a metric by cgroup: the host may move the
+ * controller while the daemon runs. A failed check says no, which keeps
+ * the submit programs (right on any host). The answer is logged when it
+ * changes.
+ */
+static bool io_on_v2(struct daemon_plugins *p)
+{
+	struct ktel_err err;
+	bool on;
+
+	if (ktel_attr_io_on_v2(NULL, &on, &err)) {
+		ktel_log(KTEL_LOG_WARN,
+			 "attribution: io controller: %s (taken as not on cgroup v2)", err.msg);
+		on = false;
+	}
+	if (p->io_on_v2_said != (on ? 2 : 1))
+		ktel_log(KTEL_LOG_INFO,
+			 on ? "attribution: the io controller is on cgroup v2: block I/O by cgroup "
+			      "(block_subject auto) is read from the cgroup the kernel charges "
+			      "each bio to"
+			    : "attribution: the io controller is not on cgroup v2: block I/O by "
+			      "cgroup (block_subject auto) is taken from the submitting task "
+			      "(submit programs)");
+	p->io_on_v2_said = on ? 2 : 1;
+	return on;
+}
+
+/*
+ * Metric md reads the charged cgroup at depth: say where that is coarser
+ * than the depth asks, as the io controller is not enabled there (seen
+ * now; the host may enable it later).
+ */
+static void log_io_gaps(const char *metric, uint32_t depth)
+{
+	struct ktel_attr_io_gaps *g = calloc(1, sizeof(*g));
+	struct ktel_err err;
+
+	if (!g)
+		return;
+	if (ktel_attr_io_gaps(NULL, depth, g, &err) == 0 && g->n)
+		ktel_log(KTEL_LOG_INFO,
+			 "metric %s: block I/O by cgroup at depth %u is the cgroup the kernel "
+			 "charges, which is coarser than asked: %s%s and %zu%s cgroup(s) in "
+			 "all at the levels asked have child cgroups but no io in their "
+			 "cgroup.subtree_control, so I/O below them is counted under them "
+			 "(block_subject submitter counts the submitter's own cgroup)",
+			 metric, depth, g->first, strcmp(g->first, "/") == 0 ? " (the root)" : "",
+			 g->n, g->truncated ? "+" : "");
+	free(g);
+}
+
+/*
+ * Whose block I/O metric a (by cgroup, of a plugin with KTEL_ATTR_PROG_BLKCG
+ * programs for it) counts, from its block_subject: sets a->blkcg to read
+ * the cgroup the kernel charges. `charged` where the io controller is not
+ * on cgroup v2 (a hybrid host: the bio names a v1 cgroup, whose id is no v2
+ * cgroup's) leaves the metric unattributed (a->by none), logged, rather
+ * than export v1 ids as v2 cgroups or count another subject than the one
+ * asked for.
+ */
+static void choose_subject(struct daemon_plugins *p, const struct ktel_metric_cfg *mc,
+			   struct ktel_bpf_attr *a)
+{
+	struct ktel_err err;
+	bool avail = false;
+
+	switch (mc->attr.block_subject) {
+	case KTEL_ATTR_SUBJECT_SUBMITTER:
+		ktel_log(KTEL_LOG_INFO,
+			 "metric %s: block I/O by cgroup is the submitting task's cgroup "
+			 "(block_subject submitter)",
+			 a->metric);
+		return;
+	case KTEL_ATTR_SUBJECT_CHARGED:
+		if (ktel_attr_io_v2_available(NULL, &avail, &err)) {
+			ktel_log(KTEL_LOG_WARN, "attribution: io controller: %s", err.msg);
+			avail = false;
+		}
+		if (!avail) {
+			ktel_log(KTEL_LOG_WARN,
+				 "metric %s: attribution refused: block_subject charged needs the "
+				 "io controller on cgroup v2, and it is not there (on a v1 "
+				 "hierarchy, whose cgroup ids name no v2 cgroup, or no cgroup v2 "
+				 "mount): the metric is collected without attribution; "
+				 "block_subject submitter or auto attributes it to the "
+				 "submitter's cgroup",
+				 a->metric);
+			a->by = KTEL_ATTR_BY_NONE;
+			return;
+		}
+		a->blkcg = true;
+		break;
+	default:
+		a->blkcg = io_on_v2(p);
+		break;
+	}
+	if (a->blkcg)
+		log_io_gaps(a->metric, a->depth);
+}
+
 /*
  * The attribution settings of plugin's metrics for its load (bpf_lifecycle.h
  * struct ktel_bpf_attr), one per metric in attr. A metric the config
@@ -249,6 +363,17 @@ static int load_attr(struct daemon_plugins *p, const struct ktel_plugin *plugin,
 		attr[j].by = mc->attr.by == KTEL_ATTR_BY_APP_CLASS ? KTEL_ATTR_BY_APP : mc->attr.by;
 		attr[j].depth = mc->attr.depth;
 		attr[j].limit = mc->attr.max_keys;
+		if (!has_blkcg_progs(desc, md->name)) {
+			if (mc->attr.block_subject != KTEL_ATTR_SUBJECT_AUTO)
+				ktel_log(KTEL_LOG_INFO,
+					 "plugin %s: metrics.%s.attribution.block_subject %s "
+					 "ignored: the plugin has no programs that read a bio's "
+					 "cgroup (KTEL_ATTR_PROG_BLKCG)",
+					 plugin->path, md->name,
+					 ktel_attr_subject_name(mc->attr.block_subject));
+		} else if (attr[j].by == KTEL_ATTR_BY_CGROUP) {
+			choose_subject(p, mc, &attr[j]);
+		}
 	}
 	return 0;
 }
@@ -731,8 +856,11 @@ static int make_fold(struct daemon_plugins *p, struct ktel_metric *m, struct kte
 	return ktel_attr_fold__new(&fo, &m->fold, err);
 }
 
+/* m of lp, md attributed as a says (load_attr: a->by is none where the
+ * config's attribution was refused). */
 static void init_metric(struct daemon_plugins *p, struct ktel_loaded_plugin *lp,
-			struct ktel_metric *m, const struct ktel_metric_desc *md)
+			struct ktel_metric *m, const struct ktel_metric_desc *md,
+			const struct ktel_bpf_attr *a)
 {
 	const struct ktel_metric_cfg *mc = ktel_config__metric(p->d->cfg, md->name);
 
@@ -741,8 +869,14 @@ static void init_metric(struct daemon_plugins *p, struct ktel_loaded_plugin *lp,
 	m->md = md;
 	m->interval_ms = ktel_config__metric_interval(p->d->cfg, md->name);
 	m->lease_ms = mc ? mc->lease_ms : 0;
-	if (mc && has_attr_dim(md))
-		m->attr = mc->attr;
+	if (mc && has_attr_dim(md)) {
+		m->attr_asked = mc->attr;
+		if (a->by != KTEL_ATTR_BY_NONE)
+			m->attr = mc->attr;
+	}
+	if (a->by != KTEL_ATTR_BY_NONE && has_blkcg_progs(&lp->plugin->desc, md->name))
+		m->block_subject = a->blkcg ? KTEL_ATTR_SUBJECT_CHARGED
+					    : KTEL_ATTR_SUBJECT_SUBMITTER;
 	uv_timer_init(p->d->loop, &m->timer);
 	uv_timer_init(p->d->loop, &m->lease_timer);
 	m->timer.data = m;
@@ -839,39 +973,6 @@ static void log_plugin(const struct ktel_loaded_plugin *lp)
 				 bp->progs[i].verifier_log);
 }
 
-/*
- * Is the io controller on cgroup v2, so that a metric by cgroup can read the
- * cgroup the kernel put in a bio (ktel_bpf_opts.blkcg_v2)? Asked at each load
- * of a plugin that can read it (desc.attr_prog_flags) with a metric by
- * cgroup: the host may move the controller while the daemon runs. A failed
- * check says no, which keeps the submit programs (right on any host). The
- * answer is logged when it changes.
- */
-static bool io_on_v2(struct daemon_plugins *p, const struct ktel_plugin *plugin,
-		     const struct ktel_bpf_attr *attr)
-{
-	struct ktel_err err;
-	bool by_cgroup = false, on;
-
-	for (uint32_t i = 0; i < plugin->desc.n_metrics; i++)
-		by_cgroup |= attr[i].by == KTEL_ATTR_BY_CGROUP;
-	if (!by_cgroup || !plugin->desc.attr_prog_flags)
-		return false;
-	if (ktel_attr_io_on_v2(NULL, &on, &err)) {
-		ktel_log(KTEL_LOG_WARN,
-			 "attribution: io controller: %s (taken as not on cgroup v2)", err.msg);
-		on = false;
-	}
-	if (p->io_on_v2_said != (on ? 2 : 1))
-		ktel_log(KTEL_LOG_INFO,
-			 on ? "attribution: the io controller is on cgroup v2: block I/O by cgroup "
-			      "is read from the cgroup the kernel charges each bio to"
-			    : "attribution: the io controller is not on cgroup v2: block I/O by "
-			      "cgroup is taken from the submitting task (submit programs)");
-	p->io_on_v2_said = on ? 2 : 1;
-	return on;
-}
-
 /* Load an opened plugin into the kernel; on success the part owns it. */
 static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 {
@@ -908,7 +1009,6 @@ static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 	}
 	if (load_params(p, plugin, params) || load_attr(p, plugin, attr))
 		return -EINVAL;
-	bopts.blkcg_v2 = io_on_v2(p, plugin, attr);
 	lp = calloc(1, sizeof(*lp));
 	if (!lp)
 		return -ENOMEM;
@@ -931,7 +1031,7 @@ static int load_plugin(struct daemon_plugins *p, struct ktel_plugin *plugin)
 	lp->plugin = plugin;
 	lp->n_metrics = plugin->desc.n_metrics;
 	for (size_t i = 0; i < lp->n_metrics; i++)
-		init_metric(p, lp, &lp->metrics[i], &plugin->desc.metrics[i]);
+		init_metric(p, lp, &lp->metrics[i], &plugin->desc.metrics[i], &attr[i]);
 	p->items[p->n++] = lp;
 	log_plugin(lp);
 	/* Once per load: at start, at a reload's rescan, for a drop-in. */

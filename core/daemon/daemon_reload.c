@@ -81,7 +81,7 @@ static void check_params(struct ktel_daemon *d, const struct ktel_config *old,
 	}
 }
 
-/* "by cgroup, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour 80". */
+/* "by cgroup, block_subject auto, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour 80". */
 static void attr_text(const struct ktel_attr_cfg *a, char *buf, size_t len)
 {
 	if (a->by == KTEL_ATTR_BY_NONE) {
@@ -89,9 +89,10 @@ static void attr_text(const struct ktel_attr_cfg *a, char *buf, size_t len)
 		return;
 	}
 	snprintf(buf, len,
-		 "by %s, depth %u, top %u, max_keys %u, sticky_windows %u, churn_per_hour %u",
-		 ktel_attr_by_name(a->by), a->depth, a->top, a->max_keys, a->sticky_windows,
-		 a->churn_per_hour);
+		 "by %s, block_subject %s, depth %u, top %u, max_keys %u, sticky_windows %u, "
+		 "churn_per_hour %u",
+		 ktel_attr_by_name(a->by), ktel_attr_subject_name(a->block_subject), a->depth,
+		 a->top, a->max_keys, a->sticky_windows, a->churn_per_hour);
 }
 
 /*
@@ -110,15 +111,17 @@ static void check_attribution(struct ktel_daemon *d, const struct ktel_config *c
 		const struct ktel_attr_cfg *to = b ? &b->attr : &none;
 		char key[300], from_s[200], to_s[200];
 
-		if (m->attr.by == KTEL_ATTR_BY_NONE && to->by == KTEL_ATTR_BY_NONE)
+		const struct ktel_attr_cfg *from = &m->attr_asked;
+
+		if (from->by == KTEL_ATTR_BY_NONE && to->by == KTEL_ATTR_BY_NONE)
 			continue;
 		/* The export permissions are the config check's alone. */
-		if (m->attr.by == to->by && m->attr.depth == to->depth && m->attr.top == to->top &&
-		    m->attr.max_keys == to->max_keys &&
-		    m->attr.sticky_windows == to->sticky_windows &&
-		    m->attr.churn_per_hour == to->churn_per_hour)
+		if (from->by == to->by && from->block_subject == to->block_subject &&
+		    from->depth == to->depth && from->top == to->top &&
+		    from->max_keys == to->max_keys && from->sticky_windows == to->sticky_windows &&
+		    from->churn_per_hour == to->churn_per_hour)
 			continue;
-		attr_text(&m->attr, from_s, sizeof(from_s));
+		attr_text(from, from_s, sizeof(from_s));
 		attr_text(to, to_s, sizeof(to_s));
 		snprintf(key, sizeof(key), "metrics.%s.attribution", m->md->name);
 		refuse_change(errs, key,

@@ -396,23 +396,23 @@ int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len)
 	return cgroup2_mount(mountinfo, buf, len, NULL, 0);
 }
 
-int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err)
+/*
+ * Does the file name (cgroup.subtree_control or cgroup.controllers) of the
+ * cgroup at dir list "io" itself? The kernel lists a few short names on one
+ * line; a file longer than the buffer is not that file, and what fits is
+ * read all the same. 0 and *ret_on, or -errno with err naming the file.
+ */
+static int lists_io(const char *dir, const char *name, bool *ret_on, struct ktel_err *err)
 {
-	char dir[4096], path[4096 + 32], buf[1024], *tok, *save = NULL;
+	char path[4096 + 32], buf[1024], *tok, *save = NULL;
 	bool on = false;
 	ssize_t n;
 	int fd;
 
-	if (cgroup2_mount(mountinfo, dir, sizeof(dir), NULL, 0) != 0) {
-		*ret_on = false;
-		return 0;
-	}
-	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ktel_err_set(err, errno, "%s: %s", path, strerror(errno));
-	/* The kernel lists a few short names on one line; a file longer than
-	 * the buffer is not that file, and what fits is read all the same. */
 	n = read(fd, buf, sizeof(buf) - 1);
 	if (n < 0) {
 		int e = errno;
@@ -425,6 +425,114 @@ int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err
 	for (tok = strtok_r(buf, " \t\n", &save); tok && !on; tok = strtok_r(NULL, " \t\n", &save))
 		on = strcmp(tok, "io") == 0;
 	*ret_on = on;
+	return 0;
+}
+
+/* lists_io of the cgroup2 mount's root; false without a cgroup2 mount. */
+static int root_lists_io(const char *mountinfo, const char *name, bool *ret_on,
+			 struct ktel_err *err)
+{
+	char dir[4096];
+	bool on;
+	int rc;
+
+	if (cgroup2_mount(mountinfo, dir, sizeof(dir), NULL, 0) != 0) {
+		*ret_on = false;
+		return 0;
+	}
+	rc = lists_io(dir, name, &on, err);
+	if (rc)
+		return rc;
+	*ret_on = on;
+	return 0;
+}
+
+int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err)
+{
+	return root_lists_io(mountinfo, "cgroup.subtree_control", ret_on, err);
+}
+
+int ktel_attr_io_v2_available(const char *mountinfo, bool *ret_on, struct ktel_err *err)
+{
+	return root_lists_io(mountinfo, "cgroup.controllers", ret_on, err);
+}
+
+/* ---- where io is not enabled ----------------------------------------------------- */
+
+/* A bound on the cgroups io_gaps visits, as the walk of names has. */
+#define MAX_GAP_CGROUPS 100000
+
+struct gaps {
+	char path[4096];
+	size_t root_len;
+	uint32_t levels; /* visit the cgroups at levels below this */
+	size_t visited;
+	struct ktel_attr_io_gaps *ret;
+};
+
+/* Visit the cgroup at g->path (len bytes), at level: a gap when it has a
+ * child cgroup and its cgroup.subtree_control lacks io. */
+static void gap_walk(struct gaps *g, size_t len, uint32_t level)
+{
+	struct dirent *de;
+	struct stat st;
+	bool io = true, counted = false;
+	DIR *dir;
+
+	if (level >= g->levels || g->visited >= MAX_GAP_CGROUPS) {
+		g->ret->truncated |= level < g->levels;
+		return;
+	}
+	g->visited++;
+	if (lists_io(g->path, "cgroup.subtree_control", &io, NULL))
+		return; /* gone since it was listed, or not a cgroup */
+	dir = opendir(g->path);
+	if (!dir)
+		return;
+	while ((de = readdir(dir)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+			continue;
+		if (len + 1 + l >= sizeof(g->path))
+			continue;
+		g->path[len] = '/';
+		memcpy(g->path + len + 1, de->d_name, l + 1);
+		if (stat(g->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if (!io && !counted) {
+				counted = true;
+				if (!g->ret->n++)
+					snprintf(g->ret->first, sizeof(g->ret->first), "%.*s",
+						 (int)(len > g->root_len ? len - g->root_len : 1),
+						 len > g->root_len ? g->path + g->root_len : "/");
+			}
+			gap_walk(g, len + 1 + l, level + 1);
+		}
+		g->path[len] = '\0';
+	}
+	closedir(dir);
+}
+
+int ktel_attr_io_gaps(const char *mountinfo, uint32_t depth, struct ktel_attr_io_gaps *ret,
+		      struct ktel_err *err)
+{
+	struct gaps *g;
+
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return ktel_err_set(err, ENOMEM, "out of memory");
+	if (cgroup2_mount(mountinfo, g->path, sizeof(g->path), NULL, 0) != 0) {
+		free(g);
+		return ktel_err_set(err, ENOENT, "no cgroup2 mount");
+	}
+	g->root_len = strlen(g->path);
+	g->levels = depth ? depth : MAX_WALK_DEPTH;
+	g->ret = ret;
+	memset(ret, 0, sizeof(*ret));
+	gap_walk(g, g->root_len, 0);
+	free(g);
 	return 0;
 }
 

@@ -216,4 +216,35 @@ int ktel_attr_cgroup2_mount(const char *mountinfo, char *buf, size_t len);
  */
 int ktel_attr_io_on_v2(const char *mountinfo, bool *ret_on, struct ktel_err *err);
 
+/*
+ * Is the io controller on the cgroup v2 hierarchy at all: is "io" in the
+ * cgroup.controllers of the cgroup2 mount of mountinfo (NULL:
+ * /proc/self/mountinfo)? Then the cgroup the kernel records in a bio is a
+ * v2 cgroup (the root, where io is enabled for none below it); otherwise
+ * (a hybrid host, io bound to a v1 hierarchy) its id names a v1 cgroup.
+ * Returns 0 and *ret_on (false without a cgroup2 mount), or -errno with err
+ * naming the file.
+ */
+int ktel_attr_io_v2_available(const char *mountinfo, bool *ret_on, struct ktel_err *err);
+
+/* Where the cgroup the kernel charges block I/O to is coarser than asked. */
+struct ktel_attr_io_gaps {
+	size_t n;         /* cgroups with a child but no io in their subtree_control */
+	char first[4096]; /* the first found, its path below the mount ("/": the root) */
+	bool truncated;   /* the walk stopped at its bound: there may be more */
+};
+
+/*
+ * The cgroups of the cgroup2 mount of mountinfo (NULL: /proc/self/mountinfo)
+ * at levels 0 (the root) to depth - 1 (every level, to the walk's bound,
+ * for depth 0: the task's own cgroup) that have a child cgroup but no "io"
+ * in their cgroup.subtree_control. Their children have no io controller of
+ * their own: I/O in them is charged to the gap or above, so by cgroup at
+ * this depth the charged cgroup is coarser than the one asked for. Read
+ * now; the host may change it later. 0 and *ret, or -ENOENT (no cgroup2
+ * mount) / -ENOMEM with err.
+ */
+int ktel_attr_io_gaps(const char *mountinfo, uint32_t depth, struct ktel_attr_io_gaps *ret,
+		      struct ktel_err *err);
+
 #endif /* KTEL_ATTR_NAMES_H */

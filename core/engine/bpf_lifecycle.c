@@ -494,13 +494,14 @@ int ktel_bpf_attr_check_budget(const struct ktel_plugin *plugin, const struct kt
 /*
  * Does metric a read the cgroup of the bio instead of running the programs
  * its descriptor flags KTEL_ATTR_PROG_BLKCG? Only when it is attributed by
- * cgroup, the io controller is on the v2 hierarchy (opts->blkcg_v2), and
- * it has such programs.
+ * cgroup, asks for the charged cgroup (a->blkcg, which the daemon sets
+ * where the io controller is on the v2 hierarchy), and has such programs.
+ * Each metric on its own: of two metrics of one plugin, one may read the
+ * bio while the other keeps the submit programs, which then load.
  */
-static bool reads_blkcg(const struct ktel_plugin_desc *d, const struct ktel_bpf_opts *opts,
-			const struct ktel_bpf_attr *a)
+static bool reads_blkcg(const struct ktel_plugin_desc *d, const struct ktel_bpf_attr *a)
 {
-	if (!opts->blkcg_v2 || a->by != KTEL_ATTR_BY_CGROUP || !a->metric || !d->attr_prog_flags)
+	if (!a->blkcg || a->by != KTEL_ATTR_BY_CGROUP || !a->metric || !d->attr_prog_flags)
 		return false;
 	for (uint32_t i = 0; i < d->n_attr_progs; i++)
 		if ((d->attr_prog_flags[i] & KTEL_ATTR_PROG_BLKCG) &&
@@ -557,7 +558,7 @@ static int set_attr(struct ktel_bpf_plugin *p, const struct ktel_bpf_opts *opts,
 		values[3] = 1;
 		/* The switch exists only in objects built since it came: it is
 		 * written only where the descriptor says the object reads it. */
-		n_set = reads_blkcg(&p->plugin->desc, opts, a) ? 4 : 3;
+		n_set = reads_blkcg(&p->plugin->desc, a) ? 4 : 3;
 		for (size_t k = 0; k < n_set; k++) {
 			snprintf(name, sizeof(name), "%s%s", a->map_name, suffix[k]);
 			rc = put_rodata(p, data, size, name, values[k]);
@@ -742,8 +743,7 @@ static const char *unneeded_reason(const struct ktel_bpf_plugin *p,
 			    strcmp(a->metric, metric) != 0)
 				continue;
 			if (!d->attr_prog_flags ||
-			    !(d->attr_prog_flags[i] & KTEL_ATTR_PROG_BLKCG) ||
-			    !reads_blkcg(d, opts, a))
+			    !(d->attr_prog_flags[i] & KTEL_ATTR_PROG_BLKCG) || !reads_blkcg(d, a))
 				return NULL;
 			blkcg = metric;
 		}
@@ -753,7 +753,7 @@ static const char *unneeded_reason(const struct ktel_bpf_plugin *p,
 	if (blkcg)
 		snprintf(buf, len,
 			 "not needed: metric %s reads the bio's cgroup "
-			 "(io controller on cgroup v2)",
+			 "(the charged cgroup, io controller on cgroup v2)",
 			 blkcg);
 	else
 		snprintf(buf, len, "not needed: only while metric %s is attributed", metric);

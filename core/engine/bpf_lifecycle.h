@@ -105,6 +105,14 @@ struct ktel_bpf_attr {
 	uint32_t by;          /* enum ktel_attr_by; KTEL_ATTR_BY_NONE: nothing set */
 	uint32_t depth;
 	uint64_t limit;
+	/* By cgroup: read the cgroup the kernel charges each bio to (bi_blkg)
+	 * instead of the submitter's. The daemon sets it only where the io
+	 * controller is on the cgroup v2 hierarchy (ktel_attr_io_on_v2()), so
+	 * that a bio's cgroup is a v2 cgroup. The metric's programs flagged
+	 * KTEL_ATTR_PROG_BLKCG are then not loaded for it, and its
+	 * <map>_attr_blkcg is 1. Ignored for a metric that has no such
+	 * programs. */
+	bool blkcg;
 };
 
 /*
@@ -133,11 +141,6 @@ struct ktel_bpf_opts {
 	uint64_t attr_memlock_budget; /* bytes per attributed map; 0: no bound */
 	bool no_task_storage;         /* act as on a kernel without task storage
 				       * (its fallback variants are tested so) */
-	/* The io controller is on the cgroup v2 hierarchy (the daemon asks
-	 * ktel_attr_io_on_v2()): a bio's cgroup (bi_blkg) is a v2 cgroup. A
-	 * metric attributed by cgroup then reads it, its programs flagged
-	 * KTEL_ATTR_PROG_BLKCG are not loaded, and <map>_attr_blkcg is 1. */
-	bool blkcg_v2;
 };
 
 /* One program of the object. */
@@ -148,7 +151,7 @@ struct ktel_bpf_prog {
 	bool selected; /* loaded (its target exists and it won its group) */
 	/* Not needed by this load: only an attributed metric needs it
 	 * (desc.attr_progs) and none of its metrics is, or each that is reads
-	 * the bio's cgroup instead (KTEL_ATTR_PROG_BLKCG, opts.blkcg_v2). */
+	 * the bio's cgroup instead (KTEL_ATTR_PROG_BLKCG, ktel_bpf_attr.blkcg). */
 	bool unneeded;
 	char skip_reason[KTEL_TARGET_REASON_MAX]; /* why not selected */
 	int nr_args;                              /* of its target, -1 unknown */

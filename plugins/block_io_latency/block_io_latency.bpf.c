@@ -21,9 +21,13 @@
  * attribution off, where the submit programs are not loaded at all (the
  * descriptor marks them as needed only while the metric is attributed).
  *
- * By cgroup where the io controller is on cgroup v2, the kernel has already
- * recorded the subject: the cgroup it charges the I/O to, in the bio
- * (bio->bi_blkg), which io.stat counts. block_issue reads it from the
+ * By cgroup the operator chooses the subject (the metric's
+ * attribution.block_subject): the submitter as above, or the cgroup the
+ * kernel charges the I/O to, which it has already recorded in the bio
+ * (bio->bi_blkg) and io.stat counts; by default the charged cgroup where
+ * the io controller is enabled below the cgroup v2 root, the submitter
+ * elsewhere. The charged cgroup is read only where the io controller is on
+ * cgroup v2, as a v1 blkcg's id names no v2 cgroup. block_issue reads it from the
  * request's first bio (the block layer merges only bios of one blkg into a
  * request), and the daemon then loads no submit program
  * (block_io_latency_map_attr_blkcg is 1; the descriptor flags them
@@ -31,8 +35,9 @@
  * data has it, and its cgroup rides in the start entry as the submitter
  * does otherwise, so block_complete is the same in both ways. That cgroup
  * is the nearest one with the io controller enabled at or above the
- * submitter's, and for writeback the owner of the dirty pages, not the
- * flusher; a request without a bio (a flush the block layer makes) takes
+ * submitter's (coarser than the submitter's where io is enabled only near
+ * the root, as systemd does), and for writeback the owner of the dirty
+ * pages, where the submitter is the flusher; a request without a bio (a flush the block layer makes) takes
  * the task that issues it, as above.
  */
 #include <ktel_kernel_types.h>

@@ -47,8 +47,9 @@ static const struct ktel_prog_variant variants[] = {
 
 /* The submitter is recorded only for attribution: with it off, the submit
  * programs are not loaded and block_issue makes the start entry. By cgroup
- * where the io controller is on cgroup v2, block_issue reads the cgroup
- * the kernel put in the bio instead (KTEL_ATTR_PROG_BLKCG). */
+ * with the charged cgroup as subject (attribution.block_subject), which
+ * needs the io controller on cgroup v2, block_issue reads the cgroup the
+ * kernel put in the bio instead (KTEL_ATTR_PROG_BLKCG). */
 static const struct ktel_attr_prog attr_progs[] = {
 	{.prog = "block_submit", .metric = "block_io_latency"},
 	{.prog = "block_insert", .metric = "block_io_latency"},

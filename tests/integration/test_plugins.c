@@ -1094,7 +1094,7 @@ static void test_refused_variant(void **state)
 
 /* How block_io_latency is loaded: attribution off, by cgroup with the
  * submit programs (the io controller not on cgroup v2, as on a hybrid
- * host), by cgroup from the bio's cgroup (ktel_bpf_opts.blkcg_v2 forced). */
+ * host), by cgroup from the bio's cgroup (ktel_bpf_attr.blkcg forced). */
 enum block_mode {
 	BLOCK_OFF,
 	BLOCK_SUBMIT,
@@ -1234,7 +1234,7 @@ static void load_block(enum block_mode mode, uint32_t depth)
 		opts.attr = &attr;
 		opts.n_attr = 1;
 	}
-	opts.blkcg_v2 = mode == BLOCK_BIO;
+	attr.blkcg = mode == BLOCK_BIO;
 	if (ktel_bpf_plugin__load(plugin, &opts, &bp, &err))
 		fail_msg("%s", err.msg);
 	assert_false(bp->unsupported);

@@ -178,6 +178,21 @@ static void render_record(FILE *out, const json_t *rec, bool bars)
 		fprintf(out, "%s[%s]: %lld\n", jstr(rec, "metric"), dims, jint(rec, "value"));
 }
 
+/* A metric's attribution, short: "; by cgroup (block_subject charged)", or
+ * "; attribution refused: why"; nothing when it has none. */
+static void render_metric_attr(FILE *out, const json_t *a)
+{
+	if (!json_is_object(a))
+		return;
+	if (json_is_string(json_object_get(a, "refused"))) {
+		fprintf(out, "; attribution refused: %s", jstr(a, "refused"));
+		return;
+	}
+	fprintf(out, "; by %s", jstr(a, "by"));
+	if (json_is_string(json_object_get(a, "block_subject")))
+		fprintf(out, " (block_subject %s)", jstr(a, "block_subject"));
+}
+
 static void render_show(FILE *out, const json_t *resp)
 {
 	const json_t *last = json_object_get(resp, "last_pull");
@@ -186,8 +201,10 @@ static void render_show(FILE *out, const json_t *resp)
 	size_t i;
 	json_t *rec;
 
-	fprintf(out, "%s (%s), %s\n", jstr(resp, "metric"), jstr(resp, "unit"),
+	fprintf(out, "%s (%s), %s", jstr(resp, "metric"), jstr(resp, "unit"),
 		json_is_true(json_object_get(resp, "enabled")) ? "enabled" : "disabled");
+	render_metric_attr(out, json_object_get(resp, "attribution"));
+	fputc('\n', out);
 	if (!json_is_object(last)) {
 		fprintf(out, "not pulled yet: nothing to show (ktelemetryctl pull %s)\n",
 			jstr(resp, "metric"));
@@ -443,6 +460,7 @@ static void render_status(FILE *out, const json_t *resp)
 		else
 			fprintf(out, "never pulled");
 		fprintf(out, "; %lld pulls, %lld errors", jint(m, "pulls"), jint(m, "pull_errors"));
+		render_metric_attr(out, json_object_get(m, "attribution"));
 		if (json_is_string(json_object_get(m, "problem")))
 			fprintf(out, "; %s", jstr(m, "problem"));
 		fputc('\n', out);

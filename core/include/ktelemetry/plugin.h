@@ -183,8 +183,10 @@ struct ktel_attr_prog {
 /*
  * ABI 1.4: when an attr_progs entry is not needed although its metric is
  * attributed (ktel_plugin_desc.attr_prog_flags):
- *  - KTEL_ATTR_PROG_BLKCG: not while the metric is attributed by cgroup and
- *    the io controller is on the cgroup v2 hierarchy. The kernel then
+ *  - KTEL_ATTR_PROG_BLKCG: not while the metric is attributed by cgroup with
+ *    the charged cgroup as its subject (attribution.block_subject), which
+ *    the daemon allows only with the io controller on the cgroup v2
+ *    hierarchy. The kernel then
  *    records in every bio the cgroup it charges the I/O to (bio->bi_blkg),
  *    and the plugin's programs read that instead, under the .rodata switch
  *    <map>_attr_blkcg (KTEL_ATTR_SETTINGS), which the daemon sets to 1
