@@ -328,6 +328,109 @@ static void test_io_on_v2(void **state)
 	rmdir(dir);
 }
 
+/* The io controller is on cgroup v2 at all when the cgroup2 mount's
+ * cgroup.controllers lists "io" (enabled below the root or not); not on a
+ * hybrid host, where it is bound to a v1 hierarchy, nor without a cgroup2
+ * mount; an unreadable file is an error. */
+static void test_io_v2_available(void **state)
+{
+	char dir[] = "/tmp/ktel_attr_ioav_XXXXXX", mi[600], line[700];
+	struct ktel_err err;
+	bool on = false;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(line, sizeof(line), "40 30 0:37 / %s rw,relatime - cgroup2 cgroup2 rw\n", dir);
+	put_file(dir, "mountinfo", line);
+	snprintf(mi, sizeof(mi), "%s/mountinfo", dir);
+	put_file(dir, "cgroup.controllers", "cpuset cpu io memory pids\n");
+	assert_int_equal(ktel_attr_io_v2_available(mi, &on, &err), 0);
+	assert_true(on);
+	put_file(dir, "cgroup.controllers", "cpu iocost memory\n");
+	assert_int_equal(ktel_attr_io_v2_available(mi, &on, &err), 0);
+	assert_false(on);
+	put_file(dir, "mountinfo", "30 20 0:26 / /sys/fs/cgroup/blkio rw - cgroup cgroup rw\n");
+	on = true;
+	assert_int_equal(ktel_attr_io_v2_available(mi, &on, &err), 0);
+	assert_false(on);
+	put_file(dir, "mountinfo", line);
+	snprintf(line, sizeof(line), "%s/cgroup.controllers", dir);
+	unlink(line);
+	on = true;
+	assert_int_equal(ktel_attr_io_v2_available(mi, &on, &err), -ENOENT);
+	assert_true(on);
+	assert_non_null(strstr(err.msg, "cgroup.controllers"));
+	unlink(mi);
+	rmdir(dir);
+}
+
+/* A cgroup of the fake tree at dir/rel, with its subtree_control (NULL:
+ * none, a leaf). */
+static void put_cgroup(const char *dir, const char *rel, const char *subtree)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	if (rel[0])
+		assert_int_equal(mkdir(path, 0755), 0);
+	if (subtree)
+		put_file(path, "cgroup.subtree_control", subtree);
+}
+
+/*
+ * Where the charged cgroup is coarser than a depth asks: the cgroups at the
+ * levels above it with a child but no io in their subtree_control. The
+ * tree: the root enables io; a (level 1) does not, and has a child; b does,
+ * and its child b/y (level 2) does not, with a child b/y/z; c enables
+ * nothing but is a leaf. Depth 1 asks for level 1, where every cgroup has
+ * io: no gap; depth 2 finds a; depth 3 and 0 (every level) a and b/y. A
+ * root that enables nothing is itself the gap ("/").
+ */
+static void test_io_gaps(void **state)
+{
+	char dir[] = "/tmp/ktel_attr_gaps_XXXXXX", mi[600], line[700];
+	struct ktel_attr_io_gaps g;
+	struct ktel_err err;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(line, sizeof(line), "40 30 0:37 / %s rw,relatime - cgroup2 cgroup2 rw\n", dir);
+	snprintf(mi, sizeof(mi), "%s.mountinfo", dir);
+	{
+		FILE *f = fopen(mi, "w");
+
+		assert_non_null(f);
+		fputs(line, f);
+		fclose(f);
+	}
+	put_cgroup(dir, "", "cpu io memory\n");
+	put_cgroup(dir, "a", "cpu memory\n");
+	put_cgroup(dir, "a/x", "");
+	put_cgroup(dir, "b", "io\n");
+	put_cgroup(dir, "b/y", "\n");
+	put_cgroup(dir, "b/y/z", "");
+	put_cgroup(dir, "c", "");
+	assert_int_equal(ktel_attr_io_gaps(mi, 1, &g, &err), 0);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(ktel_attr_io_gaps(mi, 2, &g, &err), 0);
+	assert_int_equal(g.n, 1);
+	assert_string_equal(g.first, "/a");
+	assert_false(g.truncated);
+	assert_int_equal(ktel_attr_io_gaps(mi, 3, &g, &err), 0);
+	assert_int_equal(g.n, 2);
+	assert_int_equal(ktel_attr_io_gaps(mi, 0, &g, &err), 0);
+	assert_int_equal(g.n, 2);
+	assert_true(strcmp(g.first, "/a") == 0 || strcmp(g.first, "/b/y") == 0);
+	put_cgroup(dir, "", "cpu memory\n");
+	assert_int_equal(ktel_attr_io_gaps(mi, 1, &g, &err), 0);
+	assert_int_equal(g.n, 1);
+	assert_string_equal(g.first, "/");
+	unlink(mi);
+	assert_int_equal(ktel_attr_io_gaps(mi, 1, &g, &err), -ENOENT);
+	snprintf(line, sizeof(line), "rm -rf '%s'", dir);
+	assert_int_equal(system(line), 0);
+}
+
 /* The process of a by-process id: alive while its tgid exists and its
  * leader started no later than the id's thread; a /proc/<tgid>/stat whose
  * command holds ") " is parsed from the last ')'. */
@@ -515,6 +618,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_names),     cmocka_unit_test(test_events_lost),
 		cmocka_unit_test(test_event_subtree),   cmocka_unit_test(test_io_on_v2),
+		cmocka_unit_test(test_io_v2_available), cmocka_unit_test(test_io_gaps),
 		cmocka_unit_test(test_process_alive),   cmocka_unit_test(test_ids_sweep),
 		cmocka_unit_test(test_used_generation), cmocka_unit_test(test_long_and_cut),
 	};

@@ -371,7 +371,8 @@ static void test_attribution(void **state)
 		     "cma_allocation_latency, compaction_duration, direct_reclaim_latency, "
 		     "dmabuf_request_sizes, memcg_reclaim_latency, oom_kills, runq_latency)");
 	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"bye\": \"user\"}}}}",
-		     "metrics.m.attribution.bye: unknown key (known keys: by, depth, top, max_keys, "
+		     "metrics.m.attribution.bye: unknown key (known keys: by, block_subject, depth, "
+		     "top, max_keys, "
 		     "sticky_windows, churn_per_hour, allow_per_app_export, "
 		     "allow_identifying_export)");
 }
@@ -1268,6 +1269,75 @@ static void test_doc_lists_sink_rules(void **state)
 	free(out);
 }
 
+/*
+ * metrics.<name>.attribution.block_subject: auto by default; charged only
+ * by cgroup (another kind has no charged form: an error naming the rule),
+ * accepted with by none (nothing is attributed); set on a built-in metric
+ * with no block I/O subject to choose, ignored with a warning that says so.
+ */
+static void test_block_subject(void **state)
+{
+	static const char *const no_charged_form[] = {"user", "app", "process", "app_class"};
+	struct ktel_config *cfg;
+	char text[400], want[400], *got;
+
+	(void)state;
+	cfg = load_ok("{\"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": "
+		      "\"cgroup\"}}, \"a\": {\"attribution\": {\"by\": \"cgroup\", "
+		      "\"block_subject\": \"submitter\"}}, \"b\": {\"attribution\": {\"by\": "
+		      "\"cgroup\", \"block_subject\": \"charged\"}}, \"c\": {\"attribution\": "
+		      "{\"by\": \"user\", \"block_subject\": \"submitter\"}}, \"d\": "
+		      "{\"attribution\": {\"block_subject\": \"charged\"}}}}");
+	assert_int_equal(ktel_config__metric(cfg, "block_io_latency")->attr.block_subject,
+			 KTEL_ATTR_SUBJECT_AUTO);
+	assert_int_equal(ktel_config__metric(cfg, "a")->attr.block_subject,
+			 KTEL_ATTR_SUBJECT_SUBMITTER);
+	assert_int_equal(ktel_config__metric(cfg, "b")->attr.block_subject,
+			 KTEL_ATTR_SUBJECT_CHARGED);
+	assert_int_equal(ktel_config__metric(cfg, "c")->attr.block_subject,
+			 KTEL_ATTR_SUBJECT_SUBMITTER);
+	assert_int_equal(ktel_config__metric(cfg, "d")->attr.block_subject,
+			 KTEL_ATTR_SUBJECT_CHARGED);
+	assert_int_equal(ktel_config__metric(cfg, "d")->attr.by, KTEL_ATTR_BY_NONE);
+	ktel_config__free(cfg);
+	assert_string_equal(ktel_attr_subject_name(KTEL_ATTR_SUBJECT_AUTO), "auto");
+	assert_string_equal(ktel_attr_subject_name(KTEL_ATTR_SUBJECT_SUBMITTER), "submitter");
+	assert_string_equal(ktel_attr_subject_name(KTEL_ATTR_SUBJECT_CHARGED), "charged");
+	expect_error("{\"metrics\": {\"m\": {\"attribution\": {\"by\": \"cgroup\", "
+		     "\"block_subject\": \"bio\"}}}}",
+		     "metrics.m.attribution.block_subject: expected one of \"auto\", "
+		     "\"submitter\", \"charged\", got \"bio\"");
+	for (size_t i = 0; i < sizeof(no_charged_form) / sizeof(no_charged_form[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "{\"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": "
+			 "\"%s\", \"block_subject\": \"charged\"}}}}",
+			 no_charged_form[i]);
+		snprintf(want, sizeof(want),
+			 "metrics.block_io_latency.attribution.block_subject: charged: only with "
+			 "by cgroup (the kernel charges block I/O to a cgroup; by %s has no "
+			 "charged form): use submitter or auto",
+			 no_charged_form[i]);
+		expect_error(text, want);
+	}
+	/* No choice on a built-in metric other than block I/O: ignored, said
+	 * (among the warnings about plugins this machine has not installed). */
+	got = warnings_of("{\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\", \"block_subject\": \"charged\"}}}}");
+	assert_non_null(strstr(got, "metrics.runq_latency.attribution.block_subject: charged: "
+				    "ignored: metric runq_latency has no block I/O subject to "
+				    "choose (only block_io_latency has)\n"));
+	free(got);
+	got = warnings_of("{\"metrics\": {\"block_io_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\", \"block_subject\": \"charged\"}}}}");
+	assert_null(strstr(got, "block_subject"));
+	free(got);
+	/* A vendor's metric is judged when its plugin loads. */
+	got = warnings_of("{\"metrics\": {\"vendor_io\": {\"attribution\": {\"by\": "
+			  "\"cgroup\", \"block_subject\": \"submitter\"}}}}");
+	assert_null(strstr(got, "block_subject"));
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1285,6 +1355,7 @@ int main(void)
 		cmocka_unit_test(test_sink_options_expanded),
 		cmocka_unit_test(test_attribution),
 		cmocka_unit_test(test_attribution_privacy),
+		cmocka_unit_test(test_block_subject),
 		cmocka_unit_test(test_durations_and_sizes),
 		cmocka_unit_test(test_durations_and_sizes_are_strict),
 		cmocka_unit_test(test_nul_byte_is_an_error),
