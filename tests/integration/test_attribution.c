@@ -57,6 +57,10 @@
  *    attributed metric's totals and window by name, and after a restart
  *    (the pinned map reused) Prometheus' first scrape, before any pull of
  *    the new interval, has each cgroup's count from the map's history;
+ *  - block_subject: submitter loads the submit program and counts a
+ *    worker's I/O under its own cgroup; charged where the io controller is
+ *    not on cgroup v2 leaves the metric unattributed, with a log line and
+ *    status saying why;
  *  - refusals: a max_keys whose map passes attribution_memlock_budget, and
  *    `by` on a metric whose plugin has no attribution dimension, each refuse
  *    the plugin with a message naming the metric, at start and at
@@ -516,6 +520,125 @@ static void test_by_cgroup(void **state)
 	assert_int_equal(total_of(&r, "read"), 37 + 11);
 	assert_int_equal(total_of(&r, "write"), 5 + 23 + 64);
 	assert_int_equal(count_of(&r, "unknown", "read") + count_of(&r, "other", "read"), 0);
+}
+
+/* block_io_latency's "attribution" in the daemon's status answer, or NULL
+ * (the caller decrefs it). */
+static json_t *block_attr_in_status(void)
+{
+	json_t *st = sandbox_status(&sb), *m, *a = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(st, "metrics"), i, m)
+		if (strcmp(json_string_value(json_object_get(m, "name")) ?: "",
+			   "block_io_latency") == 0)
+			a = json_incref(json_object_get(m, "attribution"));
+	json_decref(st);
+	return a;
+}
+
+/* A fresh daemon: its log, records, state and pins of the last run gone. */
+static void restart_clean(const char *attribution)
+{
+	unlink(sb.log);
+	unlink(sb.out);
+	unlink(sb.state);
+	ktel_test_rm_rf(sb.pin_root);
+	start_daemon(attribution);
+}
+
+/*
+ * block_subject, through the daemon: submitter loads the submit program on
+ * any host and counts a worker's reads and writes under its own cgroup,
+ * which status names (block_subject submitter). charged needs the io
+ * controller on cgroup v2: where it is not (this host's hybrid hierarchy,
+ * io on v1), the daemon logs that the metric's attribution is refused and
+ * why, collects it without attribution (no submit program, records without
+ * a cgroup) and status says it was refused; where it is, the metric reads
+ * the bio's cgroup.
+ */
+static void test_block_subject(void **state)
+{
+	const struct worker w[] = {{.cgroup = 0, .reads = 9, .writes = 4}};
+	char path[700], label[300];
+	struct report r;
+	bool v2 = false;
+	char *text;
+	json_t *a;
+
+	(void)state;
+	cgroup_path(path, sizeof(path), 0);
+	assert_int_equal(mkdir(path, 0755), 0);
+	cgroup_label(label, sizeof(label), 0);
+	restart_clean("{\"by\": \"cgroup\", \"block_subject\": \"submitter\"}");
+	if (!log_wait_for(&sb,
+			  "metric block_io_latency: block I/O by cgroup is the submitting task's "
+			  "cgroup (block_subject submitter)",
+			  5)) {
+		dump_log(&sb);
+		fail_msg("no log line for block_subject submitter");
+	}
+	assert_false(log_wait_for(&sb, "program block_submit skipped", 0));
+	a = block_attr_in_status();
+	assert_non_null(a);
+	assert_string_equal(json_string_value(json_object_get(a, "by")) ?: "", "cgroup");
+	assert_string_equal(json_string_value(json_object_get(a, "block_subject")) ?: "",
+			    "submitter");
+	json_decref(a);
+	run_workers(w, 1);
+	sleep(3);
+	stop_daemon();
+	read_report("cgroup", &r);
+	printf("  submitter: %s read %llu write %llu\n", label,
+	       (unsigned long long)count_of(&r, label, "read"),
+	       (unsigned long long)count_of(&r, label, "write"));
+	assert_int_equal(count_of(&r, label, "read"), w[0].reads);
+	assert_int_equal(count_of(&r, label, "write"), w[0].writes);
+
+	assert_int_equal(ktel_attr_io_v2_available(NULL, &v2, NULL), 0);
+	restart_clean("{\"by\": \"cgroup\", \"block_subject\": \"charged\"}");
+	a = block_attr_in_status();
+	assert_non_null(a);
+	if (v2) {
+		printf("  charged: the io controller is on cgroup v2: the bio's cgroup\n");
+		assert_true(log_wait_for(&sb,
+					 "program block_submit skipped: not needed: metric "
+					 "block_io_latency reads the bio's cgroup",
+					 0));
+		assert_string_equal(json_string_value(json_object_get(a, "block_subject")) ?: "",
+				    "charged");
+		json_decref(a);
+		stop_daemon();
+		return;
+	}
+	if (!log_wait_for(&sb,
+			  "metric block_io_latency: attribution refused: block_subject charged "
+			  "needs the io controller on cgroup v2, and it is not there (on a v1 "
+			  "hierarchy, whose cgroup ids name no v2 cgroup, or no cgroup v2 "
+			  "mount): the metric is collected without attribution",
+			  0)) {
+		dump_log(&sb);
+		fail_msg("charged on a host without io on cgroup v2 was not refused");
+	}
+	assert_true(log_wait_for(&sb,
+				 "program block_submit skipped: not needed: only while metric "
+				 "block_io_latency is attributed",
+				 0));
+	assert_string_equal(json_string_value(json_object_get(a, "by")) ?: "", "none");
+	assert_non_null(strstr(json_string_value(json_object_get(a, "refused")) ?: "",
+			       "block_subject charged"));
+	json_decref(a);
+	run_workers(w, 1);
+	sleep(3);
+	stop_daemon();
+	/* Collected, and no record names a cgroup: no v1 id passes as a v2 one. */
+	read_report("operation", &r);
+	assert_int_equal(total_of(&r, "read"), w[0].reads);
+	assert_int_equal(total_of(&r, "write"), w[0].writes);
+	text = ktel_test_slurp(sb.out);
+	assert_non_null(text);
+	assert_null(strstr(text, "\"cgroup\""));
+	free(text);
 }
 
 static void test_kernel_bound(void **state)
@@ -1994,6 +2117,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_names_in_show_and_first_scrape, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_subject, setup, teardown),
 	};
 
 	ktel_test_require_root("test_attribution");
