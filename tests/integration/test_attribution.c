@@ -628,6 +628,26 @@ static void test_block_subject(void **state)
 	assert_non_null(strstr(json_string_value(json_object_get(a, "refused")) ?: "",
 			       "block_subject charged"));
 	json_decref(a);
+	/* A reload of the same config changes nothing, although the load
+	 * refused what it asks; another subject is a change, refused. */
+	kill(daemon_pid, SIGHUP);
+	if (!log_wait_for(&sb, "configuration reloaded from", 10)) {
+		dump_log(&sb);
+		fail_msg("a reload of the same config was not applied");
+	}
+	sandbox_write_config(&sb, plugin_dir, "1s",
+			     "\"metrics\": {\"block_io_latency\": {\"attribution\": "
+			     "{\"by\": \"cgroup\", \"block_subject\": \"submitter\"}}}, "
+			     "\"self_telemetry\": {\"interval\": \"1s\"}");
+	kill(daemon_pid, SIGHUP);
+	if (!log_wait_for(&sb,
+			  "metrics.block_io_latency.attribution: cannot change while the daemon "
+			  "runs (the plugin's BPF .rodata and map size are set when it loads): by "
+			  "cgroup, block_subject charged, depth 0",
+			  10)) {
+		dump_log(&sb);
+		fail_msg("the reload's change of block_subject was not refused");
+	}
 	run_workers(w, 1);
 	sleep(3);
 	stop_daemon();
@@ -1024,7 +1044,7 @@ static void test_by_user(void **state)
 	if (!log_wait_for(&sb,
 			  "metrics.block_io_latency.attribution: cannot change while the daemon "
 			  "runs (the plugin's BPF .rodata and map size are set when it loads): by "
-			  "user, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour "
+			  "user, block_subject auto, depth 0, top 20, max_keys 1024, sticky_windows 10, churn_per_hour "
 			  "80 -> by cgroup",
 			  10)) {
 		dump_log(&sb);
