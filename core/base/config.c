@@ -60,8 +60,9 @@ static const struct ktel_cfg_key attr_keys[] = {
 		"where the io controller is enabled below the cgroup v2 root and `submitter` "
 		"elsewhere. `charged` needs `by: cgroup` (other kinds have no charged form) and "
 		"the io controller on cgroup v2: where it is on a v1 hierarchy, whose ids name no "
-		"v2 cgroup, the daemon leaves the metric unattributed and logs why. A plugin with "
-		"no such programs takes the submitter whatever is set (logged at load). Where the "
+		"v2 cgroup, the daemon leaves the metric unattributed and logs why. A metric whose "
+		"plugin has no such programs keeps its one subject whatever is set (a note in the "
+		"log at load; `--check-config` warns for a built-in one). Where the "
 		"depth asks for cgroups below the levels that enable `io`, `charged` is coarser "
 		"than asked: the daemon logs it at load (docs/architecture.md, Attribution)."},
 	{"depth", KTEL_CFG_INT, 0, 255, .default_text = "0",

@@ -274,12 +274,12 @@ static void log_io_gaps(const char *metric, uint32_t depth)
 	if (ktel_attr_io_gaps(NULL, depth, g, &err) == 0 && g->n)
 		ktel_log(KTEL_LOG_INFO,
 			 "metric %s: block I/O by cgroup at depth %u is the cgroup the kernel "
-			 "charges, which is coarser than asked: %s%s and %zu%s cgroup(s) in "
-			 "all at the levels asked have child cgroups but no io in their "
+			 "charges, which is coarser than asked: %zu%s cgroup(s) at the levels "
+			 "asked (the first: %s%s) have child cgroups but no io in their "
 			 "cgroup.subtree_control, so I/O below them is counted under them "
 			 "(block_subject submitter counts the submitter's own cgroup)",
-			 metric, depth, g->first, strcmp(g->first, "/") == 0 ? " (the root)" : "",
-			 g->n, g->truncated ? "+" : "");
+			 metric, depth, g->n, g->truncated ? "+" : "", g->first,
+			 strcmp(g->first, "/") == 0 ? ", the root" : "");
 	free(g);
 }
 
