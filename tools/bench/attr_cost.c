@@ -15,6 +15,10 @@
  *           whatever the host's hierarchy (on a hybrid one the ids are v1
  *           ids, which costs the same loads)
  *   user    by user
+ *   empty   block only: off, with an empty program on the submit tracepoint
+ *           beside it (attr_empty.bpf.c): what one more program per request
+ *           costs when it does nothing, the least that recording the
+ *           submitter can cost
  *
  * Each object is set up as the daemon sets it (the .rodata settings, the map
  * grown by max_keys = 1024, block_insert left out where block_io_start
@@ -85,7 +89,7 @@
 
 #define MAX_REPS 400
 #define MAX_PROGS 4
-#define MAX_CFGS 6
+#define MAX_CFGS 7
 #define NBUCKETS 32
 #define ATTR_LIMIT 1024
 #define BY_NONE 0
@@ -101,8 +105,10 @@ struct cfg {
 	const char *id;
 	int by;      /* -1: an old object, no settings; -2: nothing attached */
 	bool blkcg;  /* by cgroup from the bio's cgroup (block only) */
+	bool empty;  /* off with an empty program at submit (block only) */
 	bool exists; /* an object to measure */
 	struct bpf_object *obj;
+	struct bpf_object *empty_obj; /* the empty submit program's */
 	struct bpf_program *progs[MAX_PROGS];
 	int n_progs;
 	/* per repetition */
@@ -210,6 +216,32 @@ static bool have_tracepoint(const char *tp)
 	return access(path, F_OK) == 0;
 }
 
+/* The empty program on the submit tracepoint the block plugin would use. */
+static int open_empty(struct cfg *c)
+{
+	const char *want = have_tracepoint("block_io_start") ? "empty_submit" : "empty_insert";
+	struct bpf_program *p;
+	int rc;
+
+	c->empty_obj = bpf_object__open_file(KTEL_BENCH_EMPTY_OBJ, NULL);
+	if (!c->empty_obj) {
+		fprintf(stderr, "attr-cost: open %s: %s\n", KTEL_BENCH_EMPTY_OBJ, strerror(errno));
+		return -errno;
+	}
+	bpf_object__for_each_program(p, c->empty_obj)
+		bpf_program__set_autoload(p, !strcmp(bpf_program__name(p), want));
+	rc = bpf_object__load(c->empty_obj);
+	if (rc) {
+		fprintf(stderr, "attr-cost: load %s: %s\n", KTEL_BENCH_EMPTY_OBJ, strerror(-rc));
+		return rc;
+	}
+	p = bpf_object__find_program_by_name(c->empty_obj, want);
+	if (!p || c->n_progs >= MAX_PROGS)
+		return -ENOENT;
+	c->progs[c->n_progs++] = p;
+	return 0;
+}
+
 static int open_cfg(struct bench *b, struct cfg *c)
 {
 	const char *path = c->by == -1 ? b->old_path : b->obj_path;
@@ -256,6 +288,11 @@ static int open_cfg(struct bench *b, struct cfg *c)
 	bpf_object__for_each_program(p, c->obj)
 		if (bpf_program__autoload(p) && c->n_progs < MAX_PROGS)
 			c->progs[c->n_progs++] = p;
+	if (c->empty) {
+		rc = open_empty(c);
+		if (rc)
+			return rc;
+	}
 	c->exists = true;
 	return 0;
 }
@@ -458,16 +495,22 @@ static int run_bench(struct bench *b)
 		const char *id;
 		int by;
 		bool blkcg;
-	} kinds[MAX_CFGS] = {{"before", -1, false},        {"off", BY_NONE, false},
-			     {"cgroup", BY_CGROUP, false}, {"bio", BY_CGROUP, true},
-			     {"user", BY_USER, false},     {"none", -2, false}};
+		bool empty;
+	} kinds[MAX_CFGS] = {
+		{"before", -1, false, false},        {"off", BY_NONE, false, false},
+		{"cgroup", BY_CGROUP, false, false}, {"bio", BY_CGROUP, true, false},
+		{"user", BY_USER, false, false},     {"empty", BY_NONE, false, true},
+		{"none", -2, false, false},
+	};
 	int err, n = 0;
 
 	for (int k = 0; k < MAX_CFGS; k++) {
 		b->cfgs[k].id = kinds[k].id;
 		b->cfgs[k].by = kinds[k].by;
 		b->cfgs[k].blkcg = kinds[k].blkcg;
-		if ((kinds[k].by == -1 && !b->old_path) || (kinds[k].blkcg && b->w != W_BLOCK) ||
+		b->cfgs[k].empty = kinds[k].empty;
+		if ((kinds[k].by == -1 && !b->old_path) ||
+		    ((kinds[k].blkcg || kinds[k].empty) && b->w != W_BLOCK) ||
 		    (kinds[k].by == -2 && measure != M_WALL))
 			continue;
 		err = open_cfg(b, &b->cfgs[k]);
@@ -500,7 +543,7 @@ static int same_prog(const struct cfg *off, const struct cfg *c, int i)
 
 static void print_bench(struct bench *b)
 {
-	struct cfg *off = &b->cfgs[1], *none = &b->cfgs[5];
+	struct cfg *off = &b->cfgs[1], *none = &b->cfgs[MAX_CFGS - 1];
 	double diff[MAX_REPS], v[MAX_REPS], m, h, lo, hi;
 	struct bpf_prog_info info;
 
@@ -845,8 +888,10 @@ int main(int argc, char **argv)
 	if (stats_fd >= 0)
 		close(stats_fd);
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
-		for (int k = 0; k < MAX_CFGS; k++)
+		for (int k = 0; k < MAX_CFGS; k++) {
 			bpf_object__close(benches[i].cfgs[k].obj);
+			bpf_object__close(benches[i].cfgs[k].empty_obj);
+		}
 	if (dev_fd >= 0)
 		close(dev_fd);
 	return err ? 1 : 0;
