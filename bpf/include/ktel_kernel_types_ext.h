@@ -30,12 +30,20 @@ struct block_device {
 
 struct request_queue {
 	struct gendisk *disk; /* 5.15 and later */
+	int id;               /* unique among the machine's queues */
+} __ktel_core;
+
+struct blk_mq_hw_ctx {
+	unsigned int queue_num; /* the hardware queue's index in its queue */
 } __ktel_core;
 
 struct bio;
 
 struct request {
 	struct request_queue *q;
+	struct blk_mq_hw_ctx *mq_hctx;
+	int tag;                /* driver tag; -1 until the driver's tag is taken */
+	int internal_tag;       /* the I/O scheduler's tag; -1 without a scheduler */
 	struct bio *bio;        /* its first bio; NULL for a request without data */
 	unsigned int cmd_flags; /* blk_opf_t on 6.x; low byte is the REQ_OP */
 	struct block_device *part;

@@ -10,16 +10,32 @@
  * counts from the last issue. A request completed in parts completes here at
  * the first part.
  *
+ * The start lives in a slot of block_slots, an array indexed by a hash of
+ * the request's queue, hardware queue and tag (unique among a queue's
+ * requests from their allocation to their end): the request claims its slot
+ * with a compare and swap of its address and gives it back at completion. That is an array
+ * element and one atomic operation at each end, where a hash map's insert
+ * and delete took locks and several hundred nanoseconds per request. A
+ * request whose slot another request in flight holds (4096 slots; a device
+ * has at most its queue depth in flight) keeps its start in
+ * block_start_map instead, as every request did before. A slot whose
+ * completion was never seen (the program was detached, or the kernel ran no
+ * program for it) stays with its request until that request, whose address
+ * the block layer reuses for its tag, is made or issued again.
+ *
  * Attribution (ktel_attr.h): the subject is the task that submitted the I/O,
  * recorded when the request is made from its bio (block_io_start, in the
  * submitter's context, 6.5 and later; block_rq_insert before) and carried to
  * the completion, which runs in an interrupt or another task's context. A
  * request neither saw (issued directly on an older kernel) takes the task
  * that issues it, which for a direct issue is the submitter. The submitter
- * rides in the request's start entry, made at submit and given its time at
- * issue: one map entry per request, inserted and deleted once, as with
+ * rides in the request's start, claimed at submit and given its time at
+ * issue: one slot per request, claimed and given back once, as with
  * attribution off, where the submit programs are not loaded at all (the
- * descriptor marks them as needed only while the metric is attributed).
+ * descriptor marks them as needed only while the metric is attributed). A
+ * request made by the block layer without a bio seen at submit that reuses
+ * the address of a request whose completion was not seen takes that
+ * request's submitter.
  *
  * By cgroup the operator chooses the subject (the metric's
  * attribution.block_subject): the submitter as above, or the cgroup the
@@ -74,10 +90,32 @@ struct block_start {
 	__u64 attr; /* its submitter (attribution on), else 0 */
 };
 
+/* A request's slot: its owner and its start; 32 bytes, two to a cache line. */
+struct block_slot {
+	__u64 rq; /* the owning request's address; 0 when free */
+	struct block_start st;
+	__u64 pad;
+};
+
+#define BLOCK_SLOTS 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, BLOCK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct block_slot);
+} block_slots SEC(".maps");
+
+/* The slots in use, less one (a power of two less one, below BLOCK_SLOTS).
+ * Tests set 0: requests in flight together then share one slot, and all but
+ * one take block_start_map, which is how that path is shown to count. */
+const volatile __u32 block_slot_mask = BLOCK_SLOTS - 1;
+
 /*
- * Request -> its start. LRU: a request the driver never completes through
- * this tracepoint (or one issued before we attached and completed after we
- * detached) must not hold a slot forever.
+ * Request -> its start, for a request whose slot another one holds. LRU: a
+ * request the driver never completes through this tracepoint (or one issued
+ * before we attached and completed after we detached) must not hold an
+ * entry forever.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -143,14 +181,62 @@ struct {
 	} while (0)
 #endif
 
-/* Record current as the submitter of request rq: its start entry, not yet
- * issued. A reused request pointer's stale entry is overwritten. */
-static __always_inline void block_note_submitter(__u64 rq)
+/*
+ * Request rq's slot, from its queue, hardware queue and tag: the scheduler's
+ * tag where there is a scheduler (the driver's is taken only at dispatch),
+ * else the driver's, either held from the request's allocation to its end;
+ * a Fibonacci hash spreads them over the slots. (The address is owned, not
+ * hashed: the verifier allows no arithmetic on a request pointer.)
+ */
+static __always_inline struct block_slot *block_slot_of(const struct request *rq)
+{
+	int tag = rq->internal_tag >= 0 ? rq->internal_tag : rq->tag;
+	__u64 h = (__u64)(__u32)rq->q->id << 32 | (__u64)(rq->mq_hctx->queue_num & 0xffff) << 16 |
+		  (__u16)tag;
+	__u32 idx = (__u32)((h * 0x9E3779B97F4A7C15ULL) >> 32) & block_slot_mask;
+
+	return bpf_map_lookup_elem(&block_slots, &idx);
+}
+
+/*
+ * Request rq's slot, claimed for it: one that was free, or rq's already (its
+ * submit claimed it, it is issued again, or the completion of an earlier use
+ * of the request was not seen). NULL when another request in flight holds
+ * it: block_start_map then.
+ */
+static __always_inline struct block_slot *block_slot_claim(const struct request *req, __u64 rq)
+{
+	struct block_slot *s = block_slot_of(req);
+	__u64 old;
+
+	if (!s)
+		return NULL;
+	old = __sync_val_compare_and_swap(&s->rq, 0, rq);
+	return old == 0 || old == rq ? s : NULL;
+}
+
+/* Keep the start st of request req (rq its address): in its slot, or in the
+ * map. */
+static __always_inline void block_start_keep(const struct request *req, __u64 rq,
+					     const struct block_start *st)
+{
+	struct block_slot *s = block_slot_claim(req, rq);
+
+	if (s) {
+		s->st = *st;
+		return;
+	}
+	if (bpf_map_update_elem(&block_start_map, &rq, st, BPF_ANY))
+		__sync_fetch_and_add(&ktel_map_write_failures, 1);
+}
+
+/* Record current as the submitter of request rq: its start, not yet
+ * issued. A reused request's stale start is overwritten. */
+static __always_inline void block_note_submitter(__u64 *ctx)
 {
 	struct block_start st = {.attr = ktel_attr_of_current(block_io_latency_map)};
 
-	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
-		__sync_fetch_and_add(&ktel_map_write_failures, 1);
+	block_start_keep((struct request *)ctx[0], ctx[0], &st);
 }
 
 static __always_inline __u32 block_op_of(unsigned int cmd_flags)
@@ -209,6 +295,7 @@ int block_issue(__u64 *ctx)
 	__u64 rq = ctx[0];
 	struct block_start st = {.ns = bpf_ktime_get_ns()};
 	struct block_start *cur;
+	struct block_slot *s;
 
 	BLOCK_AUDIT((struct request *)ctx[0], issued);
 	if (block_io_latency_map_attr_by != KTEL_ATTR_BY_NONE) {
@@ -219,10 +306,15 @@ int block_issue(__u64 *ctx)
 			st.attr = ktel_attr_blkcg_of_btf(((struct request *)ctx[0])->bio,
 							 block_io_latency_map_attr_depth);
 		} else {
-			/* Its submit made the entry: the time goes in, a
-			 * lookup and a store instead of an insert. A requeued
-			 * request is issued again: its time counts from the
-			 * last issue. */
+			/* Its submit made the start: the time goes in. A
+			 * requeued request is issued again: its time counts
+			 * from the last issue. The slot is rq's until its
+			 * completion gives it back, so a plain load tells. */
+			s = block_slot_of((struct request *)ctx[0]);
+			if (s && s->rq == rq) {
+				s->st.ns = st.ns;
+				return 0;
+			}
 			cur = bpf_map_lookup_elem(&block_start_map, &rq);
 			if (cur) {
 				cur->ns = st.ns;
@@ -237,8 +329,7 @@ int block_issue(__u64 *ctx)
 			st.attr = ktel_attr_of_current(block_io_latency_map);
 		}
 	}
-	if (bpf_map_update_elem(&block_start_map, &rq, &st, BPF_ANY))
-		__sync_fetch_and_add(&ktel_map_write_failures, 1);
+	block_start_keep((struct request *)ctx[0], rq, &st);
 	return 0;
 }
 
@@ -248,7 +339,7 @@ SEC("tp_btf/block_io_start")
 int block_submit(__u64 *ctx)
 {
 	BLOCK_AUDIT((struct request *)ctx[0], submitted);
-	block_note_submitter(ctx[0]);
+	block_note_submitter(ctx);
 	return 0;
 }
 
@@ -258,7 +349,7 @@ SEC("tp_btf/block_rq_insert")
 int block_insert(__u64 *ctx)
 {
 	BLOCK_AUDIT((struct request *)ctx[0], submitted);
-	block_note_submitter(ctx[0]);
+	block_note_submitter(ctx);
 	return 0;
 }
 
@@ -271,23 +362,33 @@ int block_complete(__u64 *ctx)
 	__u64 rq_key = ctx[0];
 	struct block_io_key key = {};
 	struct block_start *st;
+	struct block_slot *s;
 	struct gendisk *disk;
 	__u64 ns, now, us;
 
 	BLOCK_AUDIT(rq, completed);
-	st = bpf_map_lookup_elem(&block_start_map, &rq_key);
-	if (!st) {
-		BLOCK_AUDIT(rq, no_start);
-		__sync_fetch_and_add(&ktel_unpaired_events, 1);
-		return 0;
-	}
-	ns = st->ns;
-	key.attr = st->attr;
 	now = bpf_ktime_get_ns();
-	/* A delete the map refused leaves a stale entry, which the request's
-	 * next submit overwrites: counted, nothing lost. */
-	if (bpf_map_delete_elem(&block_start_map, &rq_key))
-		__sync_fetch_and_add(&ktel_map_write_failures, 1);
+	s = block_slot_of(rq);
+	if (s && s->rq == rq_key) {
+		ns = s->st.ns;
+		key.attr = s->st.attr;
+		/* Given back after its start is read: the compare and swap
+		 * is a full barrier, and the next owner writes the start. */
+		__sync_val_compare_and_swap(&s->rq, rq_key, 0);
+	} else {
+		st = bpf_map_lookup_elem(&block_start_map, &rq_key);
+		if (!st) {
+			BLOCK_AUDIT(rq, no_start);
+			__sync_fetch_and_add(&ktel_unpaired_events, 1);
+			return 0;
+		}
+		ns = st->ns;
+		key.attr = st->attr;
+		/* A delete the map refused leaves a stale entry, which the
+		 * request's next start overwrites: counted, nothing lost. */
+		if (bpf_map_delete_elem(&block_start_map, &rq_key))
+			__sync_fetch_and_add(&ktel_map_write_failures, 1);
+	}
 	/* Submitted, completed without an issue seen (ended with an error
 	 * before it reached the driver): no latency of ours. */
 	if (!ns) {

@@ -15,6 +15,10 @@
  *           whatever the host's hierarchy (on a hybrid one the ids are v1
  *           ids, which costs the same loads)
  *   user    by user
+ *   empty   block only: off, with an empty program on the submit tracepoint
+ *           beside it (attr_empty.bpf.c): what one more program per request
+ *           costs when it does nothing, the least that recording the
+ *           submitter can cost
  *
  * Each object is set up as the daemon sets it (the .rodata settings, the map
  * grown by max_keys = 1024, block_insert left out where block_io_start
@@ -29,16 +33,30 @@
  *   block  4 KiB O_DIRECT reads at pseudo-random offsets of a block device
  *          (-d; attr_cost.sh makes a loop device over a cached file)
  *
- * Measured per configuration and repetition, with BPF_ENABLE_STATS held for
- * the whole run: each program's run time and run count (bpf_stats: the
- * body only, without the tracepoint's dispatch), and the histogram counts
- * the run added (the events recorded). The figure is the programs' summed
- * body time per recorded event; "added" is a configuration's figure minus
- * the same repetition's `off` figure, given as mean and 95% confidence
- * interval over the repetitions. Every program in every attached run is
- * counted, including events of other tasks of the machine. Noise-free
- * companions: each program's instruction count after verification (xlated)
- * and its JIT size.
+ * Two measures (-m):
+ *
+ *   body   (the default) with BPF_ENABLE_STATS held for the whole run: each
+ *          program's run time and run count (bpf_stats: the body only,
+ *          without the tracepoint's dispatch), and the histogram counts the
+ *          run added (the events recorded). The figure is the programs'
+ *          summed body time per recorded event. Every program in every
+ *          attached run is counted, including events of other tasks of the
+ *          machine. bpf_stats' own clock reads are inside every body, so a
+ *          configuration with one more program per event reads that much
+ *          more than it costs.
+ *   wall   with bpf_stats off (kernel.bpf_stats_enabled set to 0 for the
+ *          run and restored): the time the workload itself takes per unit
+ *          of work, which holds every program run of the event, dispatch
+ *          included, and no measurement's own cost. block: each read is
+ *          timed and a repetition's figure is the median of its reads, so a
+ *          read that the hypervisor or an interrupt stretched does not move
+ *          it; runq: the mean per pass. A sixth configuration, `none`, runs
+ *          the same work with nothing attached.
+ *
+ * "added" is a configuration's figure minus the same repetition's `off`
+ * figure, given as median and mean with 95% confidence intervals over the
+ * repetitions. Noise-free companions: each program's instruction count
+ * after verification (xlated) and its JIT size.
  *
  * Needs root. Prints figures and the method; never passes or fails on them.
  */
@@ -50,6 +68,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +89,7 @@
 
 #define MAX_REPS 400
 #define MAX_PROGS 4
-#define MAX_CFGS 5
+#define MAX_CFGS 7
 #define NBUCKETS 32
 #define ATTR_LIMIT 1024
 #define BY_NONE 0
@@ -84,10 +103,12 @@ enum workload {
 
 struct cfg {
 	const char *id;
-	int by;      /* -1: an old object, no settings */
+	int by;      /* -1: an old object, no settings; -2: nothing attached */
 	bool blkcg;  /* by cgroup from the bio's cgroup (block only) */
+	bool empty;  /* off with an empty program at submit (block only) */
 	bool exists; /* an object to measure */
 	struct bpf_object *obj;
+	struct bpf_object *empty_obj; /* the empty submit program's */
 	struct bpf_program *progs[MAX_PROGS];
 	int n_progs;
 	/* per repetition */
@@ -116,6 +137,12 @@ static struct bench benches[] = {
 	 .obj_path = KTEL_BENCH_BLOCK_OBJ},
 };
 
+enum measure {
+	M_BODY, /* bpf_stats' run time of the programs' bodies */
+	M_WALL, /* the workload's own time per unit, bpf_stats off */
+};
+
+static enum measure measure = M_BODY;
 static int reps = 100;
 static long passes = 4000; /* runq: byte passes per attached run */
 static long ios = 400;     /* block: reads per attached run */
@@ -189,12 +216,42 @@ static bool have_tracepoint(const char *tp)
 	return access(path, F_OK) == 0;
 }
 
-static int open_cfg(struct bench *b, struct cfg *c)
+/* The empty program on the submit tracepoint the block plugin would use. */
+static int open_empty(struct cfg *c)
 {
-	const char *path = c->by < 0 ? b->old_path : b->obj_path;
+	const char *want = have_tracepoint("block_io_start") ? "empty_submit" : "empty_insert";
 	struct bpf_program *p;
 	int rc;
 
+	c->empty_obj = bpf_object__open_file(KTEL_BENCH_EMPTY_OBJ, NULL);
+	if (!c->empty_obj) {
+		fprintf(stderr, "attr-cost: open %s: %s\n", KTEL_BENCH_EMPTY_OBJ, strerror(errno));
+		return -errno;
+	}
+	bpf_object__for_each_program(p, c->empty_obj)
+		bpf_program__set_autoload(p, !strcmp(bpf_program__name(p), want));
+	rc = bpf_object__load(c->empty_obj);
+	if (rc) {
+		fprintf(stderr, "attr-cost: load %s: %s\n", KTEL_BENCH_EMPTY_OBJ, strerror(-rc));
+		return rc;
+	}
+	p = bpf_object__find_program_by_name(c->empty_obj, want);
+	if (!p || c->n_progs >= MAX_PROGS)
+		return -ENOENT;
+	c->progs[c->n_progs++] = p;
+	return 0;
+}
+
+static int open_cfg(struct bench *b, struct cfg *c)
+{
+	const char *path = c->by == -1 ? b->old_path : b->obj_path;
+	struct bpf_program *p;
+	int rc;
+
+	if (c->by == -2) {
+		c->exists = true;
+		return 0;
+	}
 	c->obj = bpf_object__open_file(path, NULL);
 	if (!c->obj) {
 		fprintf(stderr, "attr-cost: open %s: %s\n", path, strerror(errno));
@@ -231,6 +288,11 @@ static int open_cfg(struct bench *b, struct cfg *c)
 	bpf_object__for_each_program(p, c->obj)
 		if (bpf_program__autoload(p) && c->n_progs < MAX_PROGS)
 			c->progs[c->n_progs++] = p;
+	if (c->empty) {
+		rc = open_empty(c);
+		if (rc)
+			return rc;
+	}
 	c->exists = true;
 	return 0;
 }
@@ -339,19 +401,33 @@ static uint64_t next_rand(void)
 	return rng;
 }
 
-/* ios 4 KiB O_DIRECT reads: ns per read. */
+/*
+ * ios 4 KiB O_DIRECT reads: ns per read, the mean (body) or the median of
+ * the reads each timed (wall: a read an interrupt or the hypervisor
+ * stretched does not move it).
+ */
 static double run_block(void)
 {
 	static void *buf;
-	uint64_t t0;
+	static double *each;
+	uint64_t t0, t1, first;
 
 	if (!buf && posix_memalign(&buf, 4096, 4096))
 		return NAN;
-	t0 = now_ns();
-	for (long i = 0; i < ios; i++)
+	if (!each && !(each = calloc((size_t)ios, sizeof(*each))))
+		return NAN;
+	first = t0 = now_ns();
+	for (long i = 0; i < ios; i++) {
 		if (pread(dev_fd, buf, 4096, (off_t)(next_rand() % dev_blocks) * 4096) != 4096)
 			return NAN;
-	return (double)(now_ns() - t0) / (double)ios;
+		t1 = now_ns();
+		each[i] = (double)(t1 - t0);
+		t0 = t1;
+	}
+	if (measure == M_BODY)
+		return (double)(t0 - first) / (double)ios;
+	qsort(each, (size_t)ios, sizeof(*each), cmp_double);
+	return median_of_sorted(each, (int)ios);
 }
 
 static int open_device(void)
@@ -374,7 +450,7 @@ static int run_cfg(struct bench *b, struct cfg *c, int r)
 {
 	struct bpf_link *links[MAX_PROGS] = {};
 	struct bpf_prog_info info;
-	uint64_t t0[MAX_PROGS], n0[MAX_PROGS], e0 = hist_total(c->obj, b->map);
+	uint64_t t0[MAX_PROGS], n0[MAX_PROGS], e0 = c->obj ? hist_total(c->obj, b->map) : 0;
 	double body = 0;
 	int err = 0;
 
@@ -405,8 +481,11 @@ out:
 		body += c->body_ns[r][i];
 		c->body_ns[r][i] /= c->runs[r][i] ? (double)c->runs[r][i] : 1;
 	}
-	c->events[r] = hist_total(c->obj, b->map) - e0;
-	c->per_event[r] = c->events[r] ? body / (double)c->events[r] : NAN;
+	c->events[r] = c->obj ? hist_total(c->obj, b->map) - e0 : 0;
+	if (measure == M_WALL)
+		c->per_event[r] = c->wall_ns[r];
+	else
+		c->per_event[r] = c->events[r] ? body / (double)c->events[r] : NAN;
 	return 0;
 }
 
@@ -416,18 +495,23 @@ static int run_bench(struct bench *b)
 		const char *id;
 		int by;
 		bool blkcg;
-	} kinds[MAX_CFGS] = {{"before", -1, false},
-			     {"off", BY_NONE, false},
-			     {"cgroup", BY_CGROUP, false},
-			     {"bio", BY_CGROUP, true},
-			     {"user", BY_USER, false}};
+		bool empty;
+	} kinds[MAX_CFGS] = {
+		{"before", -1, false, false},        {"off", BY_NONE, false, false},
+		{"cgroup", BY_CGROUP, false, false}, {"bio", BY_CGROUP, true, false},
+		{"user", BY_USER, false, false},     {"empty", BY_NONE, false, true},
+		{"none", -2, false, false},
+	};
 	int err, n = 0;
 
 	for (int k = 0; k < MAX_CFGS; k++) {
 		b->cfgs[k].id = kinds[k].id;
 		b->cfgs[k].by = kinds[k].by;
 		b->cfgs[k].blkcg = kinds[k].blkcg;
-		if ((kinds[k].by < 0 && !b->old_path) || (kinds[k].blkcg && b->w != W_BLOCK))
+		b->cfgs[k].empty = kinds[k].empty;
+		if ((kinds[k].by == -1 && !b->old_path) ||
+		    ((kinds[k].blkcg || kinds[k].empty) && b->w != W_BLOCK) ||
+		    (kinds[k].by == -2 && measure != M_WALL))
 			continue;
 		err = open_cfg(b, &b->cfgs[k]);
 		if (err)
@@ -459,7 +543,7 @@ static int same_prog(const struct cfg *off, const struct cfg *c, int i)
 
 static void print_bench(struct bench *b)
 {
-	struct cfg *off = &b->cfgs[1];
+	struct cfg *off = &b->cfgs[1], *none = &b->cfgs[MAX_CFGS - 1];
 	double diff[MAX_REPS], v[MAX_REPS], m, h, lo, hi;
 	struct bpf_prog_info info;
 
@@ -468,10 +552,18 @@ static void print_bench(struct bench *b)
 	       b->w == W_RUNQ ? "passes (wakeup + switch each)" : "4 KiB O_DIRECT reads");
 	if (b->old_path)
 		printf("  before: %s\n", b->old_path);
-	printf("body ns per recorded event (all programs): median [95%% CI], mean ± CI95;\n"
-	       "added = paired difference with off in the same repetition\n");
-	printf("%-7s %10s %24s %16s %26s %16s %9s\n", "cfg", "events/rep", "median [CI]", "mean±CI",
+	if (measure == M_WALL)
+		printf("wall ns per %s, bpf_stats off: median [95%% CI], mean ± CI95;\n"
+		       "added = paired difference with off in the same repetition;\n"
+		       "programs = paired difference with none (nothing attached)\n",
+		       b->w == W_RUNQ ? "pass (the mean of the run's)"
+				      : "read (the median of the run's)");
+	else
+		printf("body ns per recorded event (all programs): median [95%% CI], mean ± CI95;\n"
+		       "added = paired difference with off in the same repetition\n");
+	printf("%-7s %10s %24s %16s %26s %16s %9s", "cfg", "events/rep", "median [CI]", "mean±CI",
 	       "added median [CI]", "added mean±CI", "wall/unit");
+	printf(measure == M_WALL ? " %26s\n" : "\n", "programs median [CI]");
 	for (int k = 0; k < MAX_CFGS; k++) {
 		struct cfg *c = &b->cfgs[k];
 		uint64_t ev = 0;
@@ -494,14 +586,27 @@ static void print_bench(struct bench *b)
 		} else {
 			printf(" %26s %16s", "-", "-");
 		}
-		printf(" %8.0fns\n", median(c->wall_ns, reps));
+		printf(" %8.0fns", median(c->wall_ns, reps));
+		if (measure == M_WALL && none->exists && c != none) {
+			for (int r = 0; r < reps; r++)
+				diff[r] = c->per_event[r] - none->per_event[r];
+			median_ci(diff, reps, &m, &lo, &hi);
+			printf(" %10.1f [%6.1f,%6.1f]", m, lo, hi);
+		}
+		printf("\n");
 	}
-	printf("per program: body ns/run median, added vs off's same program median [95%% CI],\n"
-	       "runs per recorded event, instructions after verification (xlated), JIT bytes\n");
+	if (measure == M_WALL)
+		printf("per program: instructions after verification (xlated), JIT bytes (no run\n"
+		       "times or counts: bpf_stats is off)\n");
+	else
+		printf("per program: body ns/run median, added vs off's same program median "
+		       "[95%% CI],\n"
+		       "runs per recorded event, instructions after verification (xlated), JIT "
+		       "bytes\n");
 	for (int k = 0; k < MAX_CFGS; k++) {
 		struct cfg *c = &b->cfgs[k];
 
-		if (!c->exists)
+		if (!c->exists || !c->obj)
 			continue;
 		for (int i = 0; i < c->n_progs; i++) {
 			uint64_t runs = 0, ev = 0;
@@ -514,16 +619,20 @@ static void print_bench(struct bench *b)
 				ev += c->events[r];
 			}
 			prog_info(c->progs[i], &info);
-			printf("  %-7s %-16s %8.1f", c->id, bpf_program__name(c->progs[i]),
-			       median(v, reps));
-			if (c != off && j >= 0) {
+			printf("  %-7s %-16s", c->id, bpf_program__name(c->progs[i]));
+			if (measure == M_BODY)
+				printf(" %8.1f", median(v, reps));
+			if (measure == M_WALL) {
+				/* No run times to compare. */
+			} else if (c != off && j >= 0) {
 				median_ci(diff, reps, &m, &lo, &hi);
 				printf(" %+7.1f [%+6.1f,%+6.1f]", m, lo, hi);
 			} else {
 				printf(" %24s", "-");
 			}
-			printf(" %6.2f runs/event %4u insns %5u bytes\n",
-			       ev ? (double)runs / (double)ev : 0, info.xlated_prog_len / 8,
+			if (measure == M_BODY)
+				printf(" %6.2f runs/event", ev ? (double)runs / (double)ev : 0);
+			printf(" %4u insns %5u bytes\n", info.xlated_prog_len / 8,
 			       info.jited_prog_len);
 		}
 	}
@@ -550,10 +659,80 @@ static void print_machine(void)
 	       sysconf(_SC_NPROCESSORS_ONLN), model, u.release, load[0]);
 }
 
+/* ---- bpf_stats, off for the wall measure ------------------------------ */
+
+#define STATS_SYSCTL "/proc/sys/kernel/bpf_stats_enabled"
+
+static int stats_sysctl_was = -1; /* restored at exit when set */
+
+static int stats_sysctl_read(void)
+{
+	FILE *f = fopen(STATS_SYSCTL, "r");
+	int v = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int stats_sysctl_write(int v)
+{
+	FILE *f = fopen(STATS_SYSCTL, "w");
+	int rc;
+
+	if (!f)
+		return -errno;
+	rc = fprintf(f, "%d\n", v) < 0 ? -EIO : 0;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	return rc;
+}
+
+static void stats_sysctl_restore(void)
+{
+	if (stats_sysctl_was >= 0)
+		stats_sysctl_write(stats_sysctl_was);
+	stats_sysctl_was = -1;
+}
+
+static void on_signal(int sig)
+{
+	stats_sysctl_restore();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/*
+ * bpf_stats off for the wall measure: the sysctl set to 0 for the run (and
+ * put back at exit or on SIGINT/SIGTERM). Another process holding
+ * BPF_ENABLE_STATS keeps the kernel's switch on whatever the sysctl says;
+ * the sysctl then still reads 1, which is reported, not hidden.
+ */
+static void stats_off(void)
+{
+	int was = stats_sysctl_read();
+
+	if (was == 1 && !stats_sysctl_write(0)) {
+		stats_sysctl_was = 1;
+		atexit(stats_sysctl_restore);
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+	}
+	if (stats_sysctl_read() != 0)
+		printf("warning: bpf_stats is still on (another process holds BPF_ENABLE_STATS, "
+		       "or %s could not be written): every program run pays its clock reads\n",
+		       STATS_SYSCTL);
+	else
+		printf("bpf_stats: off for the run (%s was %d)\n", STATS_SYSCTL, was);
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ktel-bench-attr-cost [-r REPS] [-n PASSES] [-i IOS] [-c CPU]\n"
-		   "                            [-d BLOCKDEV] [-C runq|block]\n"
+	fprintf(f, "usage: ktel-bench-attr-cost [-m body|wall] [-r REPS] [-n PASSES] [-i IOS]\n"
+		   "                            [-c CPU] [-d BLOCKDEV] [-C runq|block]\n"
 		   "                            [--old-runq OBJ] [--old-block OBJ]\n"
 		   "                            [--runq OBJ] [--block OBJ]\n");
 }
@@ -561,6 +740,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"measure", required_argument, NULL, 'm'},
 		{"reps", required_argument, NULL, 'r'},
 		{"passes", required_argument, NULL, 'n'},
 		{"ios", required_argument, NULL, 'i'},
@@ -576,8 +756,18 @@ static int parse_args(int argc, char **argv)
 	};
 	int o;
 
-	while ((o = getopt_long(argc, argv, "r:n:i:c:d:C:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "m:r:n:i:c:d:C:h", opts, NULL)) != -1) {
 		switch (o) {
+		case 'm':
+			if (!strcmp(optarg, "body")) {
+				measure = M_BODY;
+			} else if (!strcmp(optarg, "wall")) {
+				measure = M_WALL;
+			} else {
+				fprintf(stderr, "attr-cost: -m %s: body or wall\n", optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'r':
 			reps = atoi(optarg);
 			break;
@@ -641,19 +831,41 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	libbpf_set_print(print_libbpf);
-	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (stats_fd < 0) {
-		fprintf(stderr, "attr-cost: BPF_ENABLE_STATS: %s\n", strerror(-stats_fd));
-		return 1;
-	}
 	print_machine();
-	printf("method: each repetition attaches every configuration in turn (rotating order),\n"
-	       "generates the same events, detaches; bpf_stats (BPF_ENABLE_STATS) on throughout.\n"
-	       "body ns/event = sum of the programs' run_time_ns / histogram counts added;\n"
-	       "added = configuration - off of the same repetition; CI95 = Student t over the\n"
-	       "repetitions. bpf_stats measures the body only: each program run also pays the\n"
-	       "tracepoint dispatch (~18 ns per tp_btf program) and bpf_stats' own clock reads,\n"
-	       "the same in every configuration with the same programs.\n");
+	if (measure == M_WALL) {
+		stats_fd = -1;
+		stats_off();
+		printf("method: each repetition attaches every configuration in turn (rotating "
+		       "order),\n"
+		       "generates the same events, detaches; bpf_stats off. wall = the workload's "
+		       "own time\n"
+		       "per unit (block: each read timed, the run's median; runq: the mean per "
+		       "pass),\n"
+		       "which holds every program run of the event with its dispatch; none = "
+		       "nothing\n"
+		       "attached; added = configuration - off of the same repetition; CI95 of "
+		       "medians by\n"
+		       "order statistics, of means by Student t.\n");
+	} else {
+		stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (stats_fd < 0) {
+			fprintf(stderr, "attr-cost: BPF_ENABLE_STATS: %s\n", strerror(-stats_fd));
+			return 1;
+		}
+		printf("method: each repetition attaches every configuration in turn (rotating "
+		       "order),\n"
+		       "generates the same events, detaches; bpf_stats (BPF_ENABLE_STATS) on "
+		       "throughout.\n"
+		       "body ns/event = sum of the programs' run_time_ns / histogram counts "
+		       "added;\n"
+		       "added = configuration - off of the same repetition; CI95 = Student t over "
+		       "the\n"
+		       "repetitions. bpf_stats measures the body only: each program run also pays "
+		       "the\n"
+		       "tracepoint dispatch (~18 ns per tp_btf program) and bpf_stats' own clock "
+		       "reads,\n"
+		       "the same in every configuration with the same programs.\n");
+	}
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]) && !err; i++) {
 		struct bench *b = &benches[i];
 
@@ -673,10 +885,13 @@ int main(int argc, char **argv)
 			print_bench(b);
 		fflush(stdout);
 	}
-	close(stats_fd);
+	if (stats_fd >= 0)
+		close(stats_fd);
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
-		for (int k = 0; k < MAX_CFGS; k++)
+		for (int k = 0; k < MAX_CFGS; k++) {
 			bpf_object__close(benches[i].cfgs[k].obj);
+			bpf_object__close(benches[i].cfgs[k].empty_obj);
+		}
 	if (dev_fd >= 0)
 		close(dev_fd);
 	return err ? 1 : 0;

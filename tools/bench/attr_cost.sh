@@ -14,6 +14,10 @@
 #   tools/bench/attr_cost.sh [-b BUILD_DIR] [-q] [-- BENCH_ARGS...]
 #
 # -q: a short run (5 repetitions of fewer events), only to see that it runs.
+# BENCH_ARGS go to the bench: `-m wall` measures the workload's own time per
+# event with bpf_stats off (the sysctl is set to 0 for the run and put
+# back), which holds every program run with its dispatch and no
+# measurement's own cost; the default `-m body` sums bpf_stats' run times.
 # Without git history (a tarball), the `before` rows are left out. Needs
 # root; removes the loop device and its file on exit.
 set -euo pipefail
