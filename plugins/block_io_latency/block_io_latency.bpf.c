@@ -2,9 +2,9 @@
 /*
  * Block I/O latency: time from issuing a request to the driver
  * (block_rq_issue) to its completion (block_rq_complete), in microseconds,
- * per device (major, minor) and operation. The start is keyed by the struct
- * request pointer: issue and completion run in different contexts (the
- * completion usually in an interrupt).
+ * per device (major, minor) and operation. The start is kept per request
+ * from issue to completion: they run in different contexts (the completion
+ * usually in an interrupt).
  *
  * A requeued request is issued again: the start is overwritten, so its time
  * counts from the last issue. A request completed in parts completes here at
@@ -12,16 +12,16 @@
  *
  * The start lives in a slot of block_slots, an array indexed by a hash of
  * the request's queue, hardware queue and tag (unique among a queue's
- * requests from their allocation to their end): the request claims its slot
- * with a compare and swap of its address and gives it back at completion. That is an array
- * element and one atomic operation at each end, where a hash map's insert
- * and delete took locks and several hundred nanoseconds per request. A
- * request whose slot another request in flight holds (4096 slots; a device
- * has at most its queue depth in flight) keeps its start in
- * block_start_map instead, as every request did before. A slot whose
- * completion was never seen (the program was detached, or the kernel ran no
- * program for it) stays with its request until that request, whose address
- * the block layer reuses for its tag, is made or issued again.
+ * requests from their allocation to their end): the request claims its
+ * slot with a compare and swap of its address and gives it back at
+ * completion. That is an array element and one atomic operation at each
+ * end; a hash map's insert and delete take locks and cost several hundred
+ * nanoseconds per request. A request whose slot another request in flight
+ * holds (4096 slots; a device has at most its queue depth in flight) keeps
+ * its start in block_start_map instead. A slot whose completion was never
+ * seen (the program was detached, or the kernel ran no program for it)
+ * stays with its request until that request, whose address the block layer
+ * reuses for its tag, is made or issued again.
  *
  * Attribution (ktel_attr.h): the subject is the task that submitted the I/O,
  * recorded when the request is made from its bio (block_io_start, in the
@@ -43,18 +43,18 @@
  * (bio->bi_blkg) and io.stat counts; by default the charged cgroup where
  * the io controller is enabled below the cgroup v2 root, the submitter
  * elsewhere. The charged cgroup is read only where the io controller is on
- * cgroup v2, as a v1 blkcg's id names no v2 cgroup. block_issue reads it from the
- * request's first bio (the block layer merges only bios of one blkg into a
- * request), and the daemon then loads no submit program
+ * cgroup v2, as a v1 blkcg's id names no v2 cgroup. block_issue reads it
+ * from the request's first bio (the block layer merges only bios of one
+ * blkg into a request), and the daemon then loads no submit program
  * (block_io_latency_map_attr_blkcg is 1; the descriptor flags them
  * KTEL_ATTR_PROG_BLKCG). The bio is read at issue, where every request with
- * data has it, and its cgroup rides in the start entry as the submitter
- * does otherwise, so block_complete is the same in both ways. That cgroup
- * is the nearest one with the io controller enabled at or above the
- * submitter's (coarser than the submitter's where io is enabled only near
- * the root, as systemd does), and for writeback the owner of the dirty
- * pages, where the submitter is the flusher; a request without a bio (a flush the block layer makes) takes
- * the task that issues it, as above.
+ * data has it, and its cgroup rides in the start as the submitter does
+ * otherwise, so block_complete is the same in both ways. That cgroup is the
+ * nearest one with the io controller enabled at or above the submitter's
+ * (coarser than the submitter's where io is enabled only near the root, as
+ * systemd does), and for writeback the owner of the dirty pages, where the
+ * submitter is the flusher; a request without a bio (a flush the block
+ * layer makes) takes the task that issues it, as above.
  */
 #include <ktel_kernel_types.h>
 #include <ktel_kernel_types_ext.h>

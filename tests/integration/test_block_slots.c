@@ -254,9 +254,9 @@ static unsigned run_readers(int start_map_fd)
 /* ---- one run ------------------------------------------------------------------------ */
 
 struct counts {
-	uint64_t device;           /* the histogram's reads of the loop device */
-	uint64_t by_cg[CGROUPS];   /* of which under each cgroup */
-	uint64_t elsewhere;        /* under any other attribution value */
+	uint64_t device;         /* the histogram's reads of the loop device */
+	uint64_t by_cg[CGROUPS]; /* of which under each cgroup */
+	uint64_t elsewhere;      /* under any other attribution value */
 };
 
 static void count_histogram(int fd, struct counts *c)
