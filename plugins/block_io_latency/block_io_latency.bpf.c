@@ -257,15 +257,17 @@ static __always_inline __u32 block_op_of(unsigned int cmd_flags)
 
 /*
  * The request's disk: q->disk since 5.15 (rq_disk went away in 5.16); the
- * old member only where it still exists.
+ * old member only where it still exists. Plain loads, as every caller's
+ * request is a tp_btf argument (a BTF pointer, whose loads the verifier
+ * makes fault-safe): no helper call per pointer.
  */
 static __always_inline struct gendisk *block_disk_of(struct request *rq)
 {
 	struct request___rq_disk *old = (void *)rq;
 
 	if (bpf_core_field_exists(old->rq_disk))
-		return BPF_CORE_READ(old, rq_disk);
-	return BPF_CORE_READ(rq, q, disk);
+		return old->rq_disk;
+	return rq->q->disk;
 }
 
 #ifdef KTEL_BPF_AUDIT
@@ -276,10 +278,10 @@ static __always_inline struct block_audit_value *block_audit_of(struct request *
 	struct gendisk *disk = block_disk_of(rq);
 
 	if (disk) {
-		key.major = (__u32)BPF_CORE_READ(disk, major);
-		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
+		key.major = (__u32)disk->major;
+		key.minor = (__u32)disk->first_minor;
 	}
-	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
+	key.op = block_op_of(rq->cmd_flags);
 	v = bpf_map_lookup_elem(&block_audit, &key);
 	if (v)
 		return v;
@@ -403,10 +405,10 @@ int block_complete(__u64 *ctx)
 	}
 	disk = block_disk_of(rq);
 	if (disk) {
-		key.major = (__u32)BPF_CORE_READ(disk, major);
-		key.minor = (__u32)BPF_CORE_READ(disk, first_minor);
+		key.major = (__u32)disk->major;
+		key.minor = (__u32)disk->first_minor;
 	}
-	key.op = block_op_of(BPF_CORE_READ(rq, cmd_flags));
+	key.op = block_op_of(rq->cmd_flags);
 	KTEL_ATTR_INCREMENT_SUM(block_io_latency_map, &key, us);
 	BLOCK_AUDIT(rq, counted);
 	if (key.attr == KTEL_ATTR_OVERFLOW)
