@@ -68,7 +68,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +84,7 @@
 #include <bpf/libbpf.h>
 
 #include "bench_stats.h"
+#include "bpf_stats_off.h"
 #include "bpf_lifecycle.h"
 
 #define MAX_REPS 400
@@ -659,74 +659,17 @@ static void print_machine(void)
 	       sysconf(_SC_NPROCESSORS_ONLN), model, u.release, load[0]);
 }
 
-/* ---- bpf_stats, off for the wall measure ------------------------------ */
-
-#define STATS_SYSCTL "/proc/sys/kernel/bpf_stats_enabled"
-
-static int stats_sysctl_was = -1; /* restored at exit when set */
-
-static int stats_sysctl_read(void)
-{
-	FILE *f = fopen(STATS_SYSCTL, "r");
-	int v = -1;
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-static int stats_sysctl_write(int v)
-{
-	FILE *f = fopen(STATS_SYSCTL, "w");
-	int rc;
-
-	if (!f)
-		return -errno;
-	rc = fprintf(f, "%d\n", v) < 0 ? -EIO : 0;
-	if (fclose(f) && !rc)
-		rc = -errno;
-	return rc;
-}
-
-static void stats_sysctl_restore(void)
-{
-	if (stats_sysctl_was >= 0)
-		stats_sysctl_write(stats_sysctl_was);
-	stats_sysctl_was = -1;
-}
-
-static void on_signal(int sig)
-{
-	stats_sysctl_restore();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-/*
- * bpf_stats off for the wall measure: the sysctl set to 0 for the run (and
- * put back at exit or on SIGINT/SIGTERM). Another process holding
- * BPF_ENABLE_STATS keeps the kernel's switch on whatever the sysctl says;
- * the sysctl then still reads 1, which is reported, not hidden.
- */
+/* bpf_stats off for the wall measure (bpf_stats_off.h), said in the output. */
 static void stats_off(void)
 {
-	int was = stats_sysctl_read();
+	int was, rc = bench_stats_off(&was);
 
-	if (was == 1 && !stats_sysctl_write(0)) {
-		stats_sysctl_was = 1;
-		atexit(stats_sysctl_restore);
-		signal(SIGINT, on_signal);
-		signal(SIGTERM, on_signal);
-	}
-	if (stats_sysctl_read() != 0)
-		printf("warning: bpf_stats is still on (another process holds BPF_ENABLE_STATS, "
-		       "or %s could not be written): every program run pays its clock reads\n",
-		       STATS_SYSCTL);
+	if (rc)
+		printf("warning: bpf_stats is still on (%s; another process may hold "
+		       "BPF_ENABLE_STATS): every program run pays its clock reads\n",
+		       rc == -EBUSY ? "the sysctl still reads 1" : strerror(-rc));
 	else
-		printf("bpf_stats: off for the run (%s was %d)\n", STATS_SYSCTL, was);
+		printf("bpf_stats: off for the run (%s was %d)\n", BENCH_STATS_SYSCTL, was);
 }
 
 static void usage(FILE *f)

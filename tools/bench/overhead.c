@@ -61,11 +61,11 @@
 #include <linux/bpf.h>
 
 #include "bench_stats.h"
+#include "bpf_stats_off.h"
 
 #define MAX_RUNS 101
 _Static_assert(2 * MAX_RUNS <= BENCH_STATS_MAX, "bench_stats.h takes every run");
 #define MAX_PROGS 2
-#define STATS_SYSCTL "/proc/sys/kernel/bpf_stats_enabled"
 
 enum kind {
 	K_PROGS,
@@ -181,45 +181,6 @@ static const char *bpftrace_bin = "bpftrace";
 static const char *obj_path = KTEL_BENCH_OVERHEAD_OBJ;
 static const char *only; /* -C: comma-separated config ids to run, or all */
 static int saved_stats = -1;
-
-static int read_stats_sysctl(void)
-{
-	FILE *f = fopen(STATS_SYSCTL, "r");
-	int v = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
-static int write_stats_sysctl(int v)
-{
-	FILE *f = fopen(STATS_SYSCTL, "w");
-	int ret;
-
-	if (!f)
-		return -errno;
-	ret = fprintf(f, "%d\n", v) < 0 ? -EIO : 0;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	return ret;
-}
-
-static void restore_stats(void)
-{
-	if (saved_stats > 0)
-		write_stats_sysctl(saved_stats);
-}
-
-static void on_signal(int sig)
-{
-	restore_stats();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
 
 static uint64_t now_ns(void)
 {
@@ -719,11 +680,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "overhead: pin to CPU %d: %s\n", cpu, strerror(-err));
 		return 1;
 	}
-	saved_stats = read_stats_sysctl();
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	atexit(restore_stats);
-	if (saved_stats > 0 && write_stats_sysctl(0))
+	if (bench_stats_off(&saved_stats))
 		fprintf(stderr, "overhead: could not turn bpf_stats off; 'off' figures are 'on'\n");
 	obj = open_object();
 	if (!obj)
