@@ -8,6 +8,7 @@
 #ifndef KTEL_TEST_LOOP_DEVICE_H
 #define KTEL_TEST_LOOP_DEVICE_H
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -74,6 +76,31 @@ static inline uint64_t ktel_test_loop_reads(const struct ktel_test_loop *l)
 	n = strtoull(text, NULL, 10);
 	free(text);
 	return n;
+}
+
+/*
+ * In a child that does the test's I/O: join the cgroup v2 directory
+ * cgroup_dir (NULL: stay where it is), then open the device with flags |
+ * O_DIRECT and a buffer of one aligned block. A failure ends the child:
+ * exit 10 (the cgroup), 11 (the device or the buffer).
+ */
+static inline int ktel_test_loop_child_open(const struct ktel_test_loop *l, const char *cgroup_dir,
+					    int flags, void **ret_buf)
+{
+	char procs[700];
+	FILE *f;
+	int fd;
+
+	if (cgroup_dir) {
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cgroup_dir);
+		f = fopen(procs, "w");
+		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+			_exit(10);
+	}
+	fd = open(l->dev, flags | O_DIRECT);
+	if (fd < 0 || posix_memalign(ret_buf, 4096, 4096))
+		_exit(11);
+	return fd;
 }
 
 #endif /* KTEL_TEST_LOOP_DEVICE_H */

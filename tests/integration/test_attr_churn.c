@@ -120,18 +120,9 @@ static int teardown(void **state)
 /* In a child: join the cgroup at path, one O_DIRECT read, exit. */
 static void reader(const char *path, int reads)
 {
-	char procs[700];
 	void *buf;
-	FILE *f;
-	int fd;
+	int fd = ktel_test_loop_child_open(&loop, path, O_RDONLY, &buf);
 
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", path);
-	f = fopen(procs, "w");
-	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
-		_exit(10);
-	fd = open(loop.dev, O_RDONLY | O_DIRECT);
-	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
-		_exit(11);
 	for (int i = 0; i < reads; i++)
 		if (pread(fd, buf, BLOCK, (off_t)(i % 1024) * BLOCK) != BLOCK)
 			_exit(12);

@@ -200,17 +200,10 @@ static void run_reader(int cgroup, int seed)
 {
 	char path[700];
 	void *buf;
-	FILE *f;
 	int fd;
 
 	cgroup_path(path, sizeof(path), cgroup);
-	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
-	f = fopen(path, "w");
-	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
-		_exit(10);
-	fd = open(loop.dev, O_RDONLY | O_DIRECT);
-	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
-		_exit(11);
+	fd = ktel_test_loop_child_open(&loop, path, O_RDONLY, &buf);
 	for (int i = 0; i < READS; i++)
 		if (pread(fd, buf, BLOCK, (off_t)((i * 7 + seed * 131) % 16384) * BLOCK) != BLOCK)
 			_exit(12);
