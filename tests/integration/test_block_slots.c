@@ -20,9 +20,11 @@
  * for a completion: docs/architecture.md, "Known loss of block
  * completions"); by cgroup, every count is under one of the three cgroups and
  * each is its reads, less only what the kernel ran no program for; with one
- * slot, block_start_map was seen holding starts during the reads; after
- * them, no slot and no map entry is left but for a completion the kernel did
- * not run the programs for.
+ * slot, block_start_map was seen holding starts during the reads. What is
+ * left in the slots and the map after the programs are detached is printed,
+ * not checked: the programs see every device of the machine, and a request
+ * of another device issued before the detach and completed after it leaves
+ * its start behind.
  *
  * Needs root, losetup and cgroup v2 membership (a hybrid host's unified
  * hierarchy will do).
@@ -328,7 +330,6 @@ static void run_case(const char *what, int by, uint32_t mask)
 	}
 	if (mask == 0)
 		assert_true(held > 0);
-	assert_true(left_slots + left_map <= lost);
 	bpf_object__close(observer);
 	bpf_object__close(obj);
 }
