@@ -64,8 +64,7 @@ static inline void ktel_test_latency_start(struct ktel_test_latency *l, pid_t pi
 }
 
 /* Milliseconds since start; the waits among them in *ret_waited_ms. */
-static inline double ktel_test_latency_end(const struct ktel_test_latency *l,
-					   double *ret_waited_ms)
+static inline double ktel_test_latency_end(const struct ktel_test_latency *l, double *ret_waited_ms)
 {
 	struct timespec t1;
 	uint64_t self, other;
