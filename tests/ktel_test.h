@@ -174,6 +174,7 @@ static inline void ktel_test_run_for(uv_loop_t *loop, uint64_t ms)
 	uv_timer_t t;
 
 	uv_timer_init(loop, &t);
+	t.data = NULL; /* not what this stack held before: tests walk handles by it */
 	uv_timer_start(&t, ktel_test_stop_loop, ms, 0);
 	uv_run(loop, UV_RUN_DEFAULT);
 	/* The timer lives on this stack: its close completes before return. */

@@ -1176,6 +1176,12 @@ static void runq_child(struct runq_shared *sh, int i, int go)
 	_exit(0);
 }
 
+/* Each task of test_runq_by_cgroup in a cgroup of its own. */
+static int runq_own_cgroup(int i)
+{
+	return i;
+}
+
 struct runq_view {
 	uint64_t count, sum_us;
 	uint64_t buckets[32];
@@ -1265,20 +1271,144 @@ static int runq_p90_bucket(const struct runq_view *v)
 	return 31;
 }
 
+/* se.nr_migrations of /proc/<pid>/sched (CONFIG_SCHED_DEBUG), or -1. */
+static long long migrations_of(pid_t pid)
+{
+	char path[64], line[256];
+	long long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/sched", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "se.nr_migrations", 16) == 0)
+			sscanf(strchr(line, ':') + 1, "%lld", &n);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+#define RUNQ_MAX_TASKS 8
+
+/*
+ * A run-queue test's tasks and the kernel's account of them: each one's
+ * run_delay over the run (waited_ns) and its changes of CPU (moves, from
+ * se.nr_migrations; negative when unknown).
+ */
+struct runq_tasks {
+	struct runq_shared *sh;
+	int n;
+	pid_t pids[RUNQ_MAX_TASKS];
+	int go[RUNQ_MAX_TASKS][2];
+	uint64_t base_ns[RUNQ_MAX_TASKS], waited_ns[RUNQ_MAX_TASKS];
+	long long moves[RUNQ_MAX_TASKS];
+};
+
+/*
+ * The daemon attributing runq_latency by cgroup, then n children: child i
+ * runs child(sh, i, go) in cgroup cgroup_of(i), which the caller made.
+ * Every task of the machine waits on a run queue: with the default K and
+ * churn budget a concurrent test's churn of cgroups could push these into
+ * other for a window; here each is named in every one.
+ *
+ * Each child asleep on its pipe: moved into its cgroup, and its run_delay
+ * read as the base, while no wait of it is under way (the state read after
+ * the base says it slept throughout: nothing wakes it but the pipe).
+ */
+static void runq_tasks_start(struct runq_tasks *t, int n,
+			     void (*child)(struct runq_shared *sh, int i, int go),
+			     int (*cgroup_of)(int i))
+{
+	char path[700];
+	FILE *f;
+
+	assert_true(n <= RUNQ_MAX_TASKS);
+	memset(t, 0, sizeof(*t));
+	t->n = n;
+	t->sh = mmap(NULL, sizeof(*t->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		     0);
+	assert_true(t->sh != MAP_FAILED);
+	memset(t->sh, 0, sizeof(*t->sh));
+	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
+			  "\"cgroup\", \"top\": 1000, \"churn_per_hour\": 1000000}},"
+			  " \"block_io_latency\": {\"enabled\": false},"
+			  " \"compaction_duration\": {\"enabled\": false}}");
+	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
+		dump_log(&sb);
+		fail_msg("the daemon did not start collecting runq_latency");
+	}
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(pipe(t->go[i]), 0);
+		t->pids[i] = fork();
+		assert_true(t->pids[i] >= 0);
+		if (t->pids[i] == 0) {
+			/* Its own pipe's write end and the earlier children's:
+			 * each read ends when the parent closes its end. */
+			for (int j = 0; j <= i; j++)
+				close(t->go[j][1]);
+			child(t->sh, i, t->go[i][0]);
+		}
+		close(t->go[i][0]);
+	}
+	for (int i = 0; i < n; i++) {
+		for (int tries = 0; task_state(t->pids[i]) != 'S'; tries++) {
+			assert_true(tries < 10000);
+			usleep(1000);
+		}
+		cgroup_path(path, sizeof(path), cgroup_of(i));
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
+		f = fopen(path, "w");
+		assert_non_null(f);
+		assert_true(fprintf(f, "%d\n", (int)t->pids[i]) > 0);
+		assert_int_equal(fclose(f), 0);
+		t->base_ns[i] = run_delay_of(t->pids[i]);
+		assert_true(t->base_ns[i] != UINT64_MAX);
+		assert_int_equal(task_state(t->pids[i]), 'S');
+		t->moves[i] = -migrations_of(t->pids[i]);
+	}
+}
+
+/*
+ * The tasks run for seconds. The kernel's account of each child once it
+ * exited, before it is reaped (a zombie keeps its schedstat): every wait it
+ * had, the last included, ended by then. Then two intervals for the last
+ * waits to be pulled, and the daemon's final pull.
+ */
+static void runq_tasks_run(struct runq_tasks *t, int seconds)
+{
+	__atomic_store_n(&t->sh->end_ns, mono_ns() + seconds * 1000000000ULL, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < t->n; i++)
+		close(t->go[i][1]);
+	for (int i = 0; i < t->n; i++) {
+		siginfo_t si = {0};
+		uint64_t d;
+		long long m;
+
+		assert_int_equal(waitid(P_PID, (id_t)t->pids[i], &si, WEXITED | WNOWAIT), 0);
+		assert_int_equal(si.si_code, CLD_EXITED);
+		assert_int_equal(si.si_status, 0);
+		d = run_delay_of(t->pids[i]);
+		assert_true(d != UINT64_MAX && d >= t->base_ns[i]);
+		t->waited_ns[i] = d - t->base_ns[i];
+		m = migrations_of(t->pids[i]);
+		t->moves[i] = m < 0 || t->moves[i] > 0 ? -1 : t->moves[i] + m;
+		assert_int_equal(waitpid(t->pids[i], NULL, 0), t->pids[i]);
+	}
+	munmap(t->sh, sizeof(*t->sh));
+	t->sh = NULL;
+	sleep(2);
+	stop_daemon();
+}
+
 static void test_runq_by_cgroup(void **state)
 {
-	struct runq_shared *sh;
-	pid_t pids[RUNQ_TASKS];
-	int go[RUNQ_TASKS][2];
-	uint64_t base[RUNQ_TASKS], oracle_us[RUNQ_TASKS];
+	struct runq_tasks t;
+	uint64_t oracle_us[RUNQ_TASKS];
 	struct runq_view v[RUNQ_TASKS];
 	char path[700], label[300];
 	FILE *f;
 
 	(void)state;
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(sh != MAP_FAILED);
-	memset(sh, 0, sizeof(*sh));
 	for (int i = 0; i < RUNQ_TASKS; i++) {
 		cgroup_path(path, sizeof(path), i);
 		assert_int_equal(mkdir(path, 0755), 0);
@@ -1294,75 +1424,10 @@ static void test_runq_by_cgroup(void **state)
 		assert_true(fprintf(f, "1\n") > 0);
 		assert_int_equal(fclose(f), 0);
 	}
-	/* Every task of the machine waits on a run queue: with the default K
-	 * and churn budget a concurrent test's churn of cgroups could push
-	 * these into other for a window; here each is named in every one. */
-	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
-			  "\"cgroup\", \"top\": 1000, \"churn_per_hour\": 1000000}},"
-			  " \"block_io_latency\": {\"enabled\": false},"
-			  " \"compaction_duration\": {\"enabled\": false}}");
-	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
-		dump_log(&sb);
-		fail_msg("the daemon did not start collecting runq_latency");
-	}
+	runq_tasks_start(&t, RUNQ_TASKS, runq_child, runq_own_cgroup);
+	runq_tasks_run(&t, RUNQ_SECONDS);
 	for (int i = 0; i < RUNQ_TASKS; i++) {
-		assert_int_equal(pipe(go[i]), 0);
-		pids[i] = fork();
-		assert_true(pids[i] >= 0);
-		if (pids[i] == 0) {
-			/* Its own pipe's write end and the earlier children's:
-			 * each read ends when the parent closes its end. */
-			for (int j = 0; j <= i; j++)
-				close(go[j][1]);
-			runq_child(sh, i, go[i][0]);
-		}
-		close(go[i][0]);
-	}
-	/*
-	 * Each child asleep on its pipe: moved into its cgroup, and its
-	 * run_delay read as the base, while no wait of it is under way (the
-	 * state read after the base says it slept throughout: nothing wakes
-	 * it but the pipe).
-	 */
-	for (int i = 0; i < RUNQ_TASKS; i++) {
-		for (int tries = 0; task_state(pids[i]) != 'S'; tries++) {
-			assert_true(tries < 10000);
-			usleep(1000);
-		}
-		cgroup_path(path, sizeof(path), i);
-		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
-		f = fopen(path, "w");
-		assert_non_null(f);
-		assert_true(fprintf(f, "%d\n", (int)pids[i]) > 0);
-		assert_int_equal(fclose(f), 0);
-		base[i] = run_delay_of(pids[i]);
-		assert_true(base[i] != UINT64_MAX);
-		assert_int_equal(task_state(pids[i]), 'S');
-	}
-	__atomic_store_n(&sh->end_ns, mono_ns() + RUNQ_SECONDS * 1000000000ULL, __ATOMIC_SEQ_CST);
-	for (int i = 0; i < RUNQ_TASKS; i++)
-		close(go[i][1]);
-	/*
-	 * The oracle from each child once it exited, before it is reaped (a
-	 * zombie keeps its schedstat): every wait it had, the last included,
-	 * ended by then.
-	 */
-	for (int i = 0; i < RUNQ_TASKS; i++) {
-		siginfo_t si = {0};
-		uint64_t d;
-
-		assert_int_equal(waitid(P_PID, (id_t)pids[i], &si, WEXITED | WNOWAIT), 0);
-		assert_int_equal(si.si_code, CLD_EXITED);
-		assert_int_equal(si.si_status, 0);
-		d = run_delay_of(pids[i]);
-		assert_true(d != UINT64_MAX && d >= base[i]);
-		oracle_us[i] = (d - base[i]) / 1000;
-		assert_int_equal(waitpid(pids[i], NULL, 0), pids[i]);
-	}
-	/* Two intervals for the last waits to be pulled, then the final pull. */
-	sleep(2);
-	stop_daemon();
-	for (int i = 0; i < RUNQ_TASKS; i++) {
+		oracle_us[i] = t.waited_ns[i] / 1000;
 		cgroup_label(label, sizeof(label), i);
 		runq_read(label, &v[i]);
 		printf("  %s: %llu waits, histogram sum %llu us, schedstat run_delay %llu us, "
@@ -1389,7 +1454,6 @@ static void test_runq_by_cgroup(void **state)
 		assert_true(v[RUNQ_VICTIM].top_bucket >= v[i].top_bucket);
 		assert_true(runq_p90_bucket(&v[RUNQ_VICTIM]) > runq_p90_bucket(&v[i]));
 	}
-	munmap(sh, sizeof(*sh));
 }
 
 /*
@@ -1406,11 +1470,13 @@ static void test_runq_by_cgroup(void **state)
 #define RUNQ_MOVE_TASKS (RUNQ_MOVE_HOGS + RUNQ_MOVE_MOVERS)
 #define RUNQ_MOVE_SECONDS 4
 
-/* A hog: pinned to cpu, spins until end_ns. A mover (cpu -1): 2 ms bursts
- * and 100 us sleeps until end_ns. Each first sleeps on go until the parent
- * has moved it into its cgroup and read its base. */
-static void runq_move_child(struct runq_shared *sh, int cpu, int go)
+/* Task i: the first RUNQ_MOVE_HOGS are hogs, all but the last pinned to
+ * CPU 0 and that one to CPU 1, spinning until end_ns; the others movers,
+ * unpinned, 2 ms bursts and 100 us sleeps until end_ns. Each first sleeps
+ * on go until the parent has moved it into its cgroup and read its base. */
+static void runq_move_child(struct runq_shared *sh, int i, int go)
 {
+	int cpu = i < RUNQ_MOVE_HOGS ? i / (RUNQ_MOVE_HOGS - 1) : -1;
 	cpu_set_t set;
 	uint64_t burst;
 	char c;
@@ -1434,103 +1500,35 @@ static void runq_move_child(struct runq_shared *sh, int cpu, int go)
 	_exit(0);
 }
 
-/* se.nr_migrations of /proc/<pid>/sched (CONFIG_SCHED_DEBUG), or -1. */
-static long long migrations_of(pid_t pid)
+/* The hogs of test_runq_sum_is_run_delay in c000, the movers in c001. */
+static int runq_move_cgroup(int i)
 {
-	char path[64], line[256];
-	long long n = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/sched", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, "se.nr_migrations", 16) == 0)
-			sscanf(strchr(line, ':') + 1, "%lld", &n);
-	if (f)
-		fclose(f);
-	return n;
+	return i < RUNQ_MOVE_HOGS ? 0 : 1;
 }
 
 static void test_runq_sum_is_run_delay(void **state)
 {
-	struct runq_shared *sh;
-	pid_t pids[RUNQ_MOVE_TASKS];
-	int go[RUNQ_MOVE_TASKS][2];
-	uint64_t base[RUNQ_MOVE_TASKS], oracle_ns[2] = {0, 0}, oracle_us, tolerance, one_wait;
+	struct runq_tasks t;
+	uint64_t oracle_ns[2] = {0, 0}, oracle_us, tolerance, one_wait;
 	long long moves = 0;
 	struct runq_view v;
 	char path[700], label[300];
-	FILE *f;
 
 	(void)state;
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		skip();
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(sh != MAP_FAILED);
-	memset(sh, 0, sizeof(*sh));
 	for (int i = 0; i < 2; i++) {
 		cgroup_path(path, sizeof(path), i);
 		assert_int_equal(mkdir(path, 0755), 0);
 	}
-	start_daemon_with("\"metrics\": {\"runq_latency\": {\"attribution\": {\"by\": "
-			  "\"cgroup\", \"top\": 1000, \"churn_per_hour\": 1000000}},"
-			  " \"block_io_latency\": {\"enabled\": false},"
-			  " \"compaction_duration\": {\"enabled\": false}}");
-	if (!log_wait_for(&sb, "metric runq_latency: collecting", 20)) {
-		dump_log(&sb);
-		fail_msg("the daemon did not start collecting runq_latency");
-	}
+	/* Hogs in c000, movers in c001. */
+	runq_tasks_start(&t, RUNQ_MOVE_TASKS, runq_move_child, runq_move_cgroup);
+	runq_tasks_run(&t, RUNQ_MOVE_SECONDS);
 	for (int i = 0; i < RUNQ_MOVE_TASKS; i++) {
-		assert_int_equal(pipe(go[i]), 0);
-		pids[i] = fork();
-		assert_true(pids[i] >= 0);
-		if (pids[i] == 0) {
-			for (int j = 0; j <= i; j++)
-				close(go[j][1]);
-			runq_move_child(sh, i < RUNQ_MOVE_HOGS ? i / (RUNQ_MOVE_HOGS - 1) : -1,
-					go[i][0]);
-		}
-		close(go[i][0]);
-	}
-	/* Hogs in c000, movers in c001, each moved and its base read while it
-	 * sleeps on its pipe (as in test_runq_by_cgroup). */
-	for (int i = 0; i < RUNQ_MOVE_TASKS; i++) {
-		for (int tries = 0; task_state(pids[i]) != 'S'; tries++) {
-			assert_true(tries < 10000);
-			usleep(1000);
-		}
-		cgroup_path(path, sizeof(path), i < RUNQ_MOVE_HOGS ? 0 : 1);
-		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
-		f = fopen(path, "w");
-		assert_non_null(f);
-		assert_true(fprintf(f, "%d\n", (int)pids[i]) > 0);
-		assert_int_equal(fclose(f), 0);
-		base[i] = run_delay_of(pids[i]);
-		assert_true(base[i] != UINT64_MAX);
-		assert_int_equal(task_state(pids[i]), 'S');
+		oracle_ns[i < RUNQ_MOVE_HOGS ? 0 : 1] += t.waited_ns[i];
 		if (i >= RUNQ_MOVE_HOGS)
-			moves -= migrations_of(pids[i]);
+			moves = moves < 0 || t.moves[i] < 0 ? -1 : moves + t.moves[i];
 	}
-	__atomic_store_n(&sh->end_ns, mono_ns() + RUNQ_MOVE_SECONDS * 1000000000ULL,
-			 __ATOMIC_SEQ_CST);
-	for (int i = 0; i < RUNQ_MOVE_TASKS; i++)
-		close(go[i][1]);
-	for (int i = 0; i < RUNQ_MOVE_TASKS; i++) {
-		siginfo_t si = {0};
-		uint64_t d;
-
-		assert_int_equal(waitid(P_PID, (id_t)pids[i], &si, WEXITED | WNOWAIT), 0);
-		assert_int_equal(si.si_code, CLD_EXITED);
-		assert_int_equal(si.si_status, 0);
-		d = run_delay_of(pids[i]);
-		assert_true(d != UINT64_MAX && d >= base[i]);
-		oracle_ns[i < RUNQ_MOVE_HOGS ? 0 : 1] += d - base[i];
-		if (i >= RUNQ_MOVE_HOGS)
-			moves += migrations_of(pids[i]);
-		assert_int_equal(waitpid(pids[i], NULL, 0), pids[i]);
-	}
-	sleep(2);
-	stop_daemon();
 	printf("  the movers changed CPU %lld times (se.nr_migrations; -1: unknown)\n", moves);
 	for (int i = 0; i < 2; i++) {
 		cgroup_label(label, sizeof(label), i);
@@ -1564,7 +1562,6 @@ static void test_runq_sum_is_run_delay(void **state)
 	       (unsigned long long)self_count("ktel_prog_recursion_misses", "runq_"),
 	       (unsigned long long)self_count_by("ktel_map_write_failures", "plugin",
 						 "runq_latency"));
-	munmap(sh, sizeof(*sh));
 }
 
 /* ---- OOM ---------------------------------------------------------------------- */

@@ -32,6 +32,7 @@
 #include "router.h"
 #include "sinks.h"
 #include "ktel_test.h"
+#include "run_wait.h"
 
 static char dir[512];
 
@@ -63,6 +64,39 @@ static const struct ktel_sink_ops *ops(void)
 static void *create(uv_loop_t *loop, const char *opts_json)
 {
 	return ktel_test_sink_create(ops(), loop, "j", opts_json);
+}
+
+/* A sink and the count of its stats the predicates below wait for. */
+struct wait_stat {
+	void *sink;
+	uint64_t n;
+};
+
+static bool queue_empty(void *ctx)
+{
+	struct wait_stat *w = ctx;
+	struct ktel_sink_stats st;
+
+	ops()->stats(w->sink, &st);
+	return st.queued == 0;
+}
+
+static bool sent_n(void *ctx)
+{
+	struct wait_stat *w = ctx;
+	struct ktel_sink_stats st;
+
+	ops()->stats(w->sink, &st);
+	return st.sent >= w->n;
+}
+
+static bool errors_n(void *ctx)
+{
+	struct wait_stat *w = ctx;
+	struct ktel_sink_stats st;
+
+	ops()->stats(w->sink, &st);
+	return st.errors >= w->n;
 }
 
 /* Close with a timeout and run the loop until the sink has released. */
@@ -412,7 +446,7 @@ static void test_queue_bound_drops_newest(void **state)
 	assert_true(st.queued > 0 && st.queued <= 4096);
 	assert_true(st.dropped >= 90);
 	assert_int_equal(st.sent, 0);
-	ktel_test_run_for(&loop, 200);
+	ktel_test_run_until(&loop, queue_empty, &(struct wait_stat){s, 0});
 	ops()->stats(s, &st);
 	assert_int_equal(st.queued, 0);
 	assert_int_equal(st.sent + st.dropped, 100);
@@ -577,9 +611,10 @@ static void test_write_errors_retried(void **state)
 	for (int i = 0; i < 5; i++)
 		make_hist(&recs[i], i + 1);
 	ops()->submit(s, recs, 5);
-	ktel_test_run_for(&loop, 400);
+	/* Three attempts, the last two after a backoff (its delays are
+	 * test_retry_backoff_jittered's). */
+	ktel_test_run_until(&loop, errors_n, &(struct wait_stat){s, 3});
 	ops()->stats(s, &st);
-	/* 50, 100, 200 ms backoff: at least 3 attempts in 400 ms. */
 	assert_true(st.errors >= 3);
 	assert_int_equal(st.sent, 0);
 	assert_int_equal(st.dropped, 0);
@@ -588,48 +623,116 @@ static void test_write_errors_retried(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/*
+ * The delays the sinks' retry timers are started with, seen after each loop
+ * turn's I/O callbacks (a uv_check handle). A retry is started by a failed
+ * write's completion, an I/O callback of that turn, and the loop's time
+ * stands still until the turn ends: the time left on the timer there is
+ * the delay the sink chose, whatever the machine's load did to when the
+ * turn ran.
+ */
+enum {
+	N_SINKS = 20,
+	N_DELAYS = 3
+};
+
+struct retry_watch {
+	uv_check_t check;
+	void *sinks[N_SINKS];
+	uv_handle_t *timer[N_SINKS];
+	uint64_t delay[N_SINKS][N_DELAYS];
+	uint64_t due[N_SINKS];
+	unsigned seen[N_SINKS];
+};
+
+static void see_retry_timer(uv_handle_t *h, void *arg)
+{
+	struct retry_watch *w = arg;
+	uint64_t left;
+
+	if (h->type != UV_TIMER)
+		return;
+	for (int i = 0; i < N_SINKS; i++) {
+		/* The sink's timers: the retry is the one that runs (its close
+		 * deadline runs only once it closes). */
+		if (h->data != w->sinks[i] || (w->timer[i] && h != w->timer[i]))
+			continue;
+		if (!uv_is_active(h))
+			continue;
+		w->timer[i] = h;
+		/* Started anew (it may have fired, failed and been started again
+		 * within one turn): due at another time. One overdue (0 left)
+		 * was seen when it started, as every delay is over 0. */
+		left = uv_timer_get_due_in((uv_timer_t *)h);
+		if (!left || uv_now(h->loop) + left == w->due[i])
+			continue;
+		w->due[i] = uv_now(h->loop) + left;
+		if (w->seen[i] < N_DELAYS)
+			w->delay[i][w->seen[i]++] = left;
+	}
+}
+
+static void on_turn_see_retries(uv_check_t *h)
+{
+	uv_walk(h->loop, see_retry_timer, h->data);
+}
+
+static bool all_delays_seen(void *ctx)
+{
+	const struct retry_watch *w = ctx;
+
+	for (int i = 0; i < N_SINKS; i++)
+		if (w->seen[i] < N_DELAYS)
+			return false;
+	return true;
+}
+
 /* Retries of sinks that failed together spread out (equal jitter), never
- * later than the plain doubling: on /dev/full, attempts of a plain
- * doubling come at 0, 50, 150, 350 and 750 ms, so at 560 ms every sink
- * would have failed exactly 4 times; jittered delays are half to all of
- * it (attempts by 0, 25, 75, 175, 375 ms at the earliest), so each sink
- * has 4 or 5, about half of them 5. */
+ * later than the plain doubling: on /dev/full each delay is half to all of
+ * the backoff, which doubles from 50 ms, and 20 sinks do not all pick the
+ * same delays. */
 static void test_retry_backoff_jittered(void **state)
 {
-	enum {
-		N_SINKS = 20
-	};
-	uv_loop_t loop;
+	struct retry_watch w = {0};
 	struct ktel_record rec;
 	struct ktel_sink_stats st;
-	uint64_t errors[N_SINKS];
-	void *s[N_SINKS];
 	bool all_same = true;
+	uv_loop_t loop;
 	int closed = 0;
 
 	if (access("/dev/full", W_OK) != 0)
 		skip();
 	uv_loop_init(&loop);
+	uv_check_init(&loop, &w.check);
+	w.check.data = &w;
+	uv_check_start(&w.check, on_turn_see_retries);
 	make_hist(&rec, 1);
 	for (int i = 0; i < N_SINKS; i++) {
-		s[i] = create(&loop, "{\"path\":\"/dev/full\"}");
-		ops()->submit(s[i], &rec, 1);
+		w.sinks[i] = create(&loop, "{\"path\":\"/dev/full\"}");
+		ops()->submit(w.sinks[i], &rec, 1);
 	}
-	ktel_test_run_for(&loop, 560);
+	ktel_test_run_until(&loop, all_delays_seen, &w);
+	uv_close((uv_handle_t *)&w.check, NULL);
 	for (int i = 0; i < N_SINKS; i++) {
-		ops()->stats(s[i], &st);
-		errors[i] = st.errors;
-		/* Never more attempts than the shortest delays allow; fewer
-		 * than 3 only if the machine stalled the loop. */
-		assert_true(st.errors >= 3 && st.errors <= 5);
-		if (errors[i] != errors[0])
-			all_same = false;
+		ops()->stats(w.sinks[i], &st);
+		assert_true(st.errors >= N_DELAYS);
+		for (int k = 0; k < N_DELAYS; k++) {
+			uint64_t backoff = 50u << k;
+
+			if (w.delay[i][k] < backoff / 2 || w.delay[i][k] > backoff)
+				fail_msg("sink %d, retry %d: delay %" PRIu64
+					 " ms, not half to all of %" PRIu64 " ms",
+					 i, k + 1, w.delay[i][k], backoff);
+			if (w.delay[i][k] != w.delay[0][k])
+				all_same = false;
+		}
 	}
 	if (all_same)
-		fail_msg("all %d sinks failed %" PRIu64 " times in 560 ms: retries not jittered",
-			 N_SINKS, errors[0]);
+		fail_msg("all %d sinks retried after %" PRIu64 ", %" PRIu64 " and %" PRIu64
+			 " ms: retries not jittered",
+			 N_SINKS, w.delay[0][0], w.delay[0][1], w.delay[0][2]);
 	for (int i = 0; i < N_SINKS; i++)
-		ops()->close(s[i], 0, ktel_test_count_closed, &closed);
+		ops()->close(w.sinks[i], 0, ktel_test_count_closed, &closed);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(closed, N_SINKS);
 	assert_int_equal(uv_loop_close(&loop), 0);
@@ -669,12 +772,54 @@ static void limit_file_size(rlim_t bytes)
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
 }
 
+/*
+ * A sink's stats and its file's bytes the moment its first write error is
+ * counted: in the loop turn of that write's completion, after its I/O
+ * callbacks (a uv_check handle). Its retry is then a timer just started,
+ * and nothing of the sink runs on the writer thread until the loop runs
+ * its timers again, however late the machine lets it.
+ */
+struct first_error {
+	void *sink;
+	const char *path;
+	uv_check_t check;
+	struct ktel_sink_stats st;
+	char *text;
+	size_t len;
+};
+
+static void on_turn_first_error(uv_check_t *h)
+{
+	struct first_error *f = h->data;
+
+	ops()->stats(f->sink, &f->st);
+	if (!f->st.errors || f->text)
+		return;
+	f->text = slurp(f->path, &f->len);
+	uv_check_stop(h);
+}
+
+static bool have_first_error(void *ctx)
+{
+	return ((struct first_error *)ctx)->text != NULL;
+}
+
+static void see_first_error(uv_loop_t *loop, struct first_error *f)
+{
+	uv_check_init(loop, &f->check);
+	f->check.data = f;
+	uv_check_start(&f->check, on_turn_first_error);
+	ktel_test_run_until(loop, have_first_error, f);
+	uv_close((uv_handle_t *)&f->check, NULL);
+}
+
 /* ~560-byte lines under a 3000-byte limit: 5 lines fit, the 6th write is
  * short. The file must end on the 5th line's '\n' (the torn part cut off
  * again), the 6th line stays queued whole, and once the limit is gone
  * every line arrives exactly once, in order. */
 static void test_short_write_cut_back(void **state)
 {
+	struct first_error first = {0};
 	uv_loop_t loop;
 	struct ktel_record recs[10];
 	struct ktel_sink_stats st = {0};
@@ -694,22 +839,24 @@ static void test_short_write_cut_back(void **state)
 	 * end mid-line anywhere in them. */
 	for (int i = 0; i < 10; i++)
 		ops()->submit(s, &recs[i], 1);
-	/* Stop as soon as the error shows: it is counted once the torn part
-	 * is cut off, and the retry waits at least 25 ms after that. */
-	for (int i = 0; i < 100 && !st.errors; i++) {
-		ktel_test_run_for(&loop, 2);
-		ops()->stats(s, &st);
-	}
+	/* The file as the error left it: it is counted once the torn part
+	 * is cut off, and a retry runs only after its backoff. */
+	first.sink = s;
+	first.path = path;
+	see_first_error(&loop, &first);
+	st = first.st;
 	assert_true(st.errors >= 1);
 	assert_int_equal(st.dropped, 0);
 	assert_true(st.sent >= 1 && st.sent < 10);
-	assert_true(file_size_of(path) < 3000);
-	lines = read_lines(path); /* fails on a torn last line */
+	assert_true(first.len < 3000);
+	lines = parse_lines(first.text, first.len); /* fails on a torn last line */
 	assert_int_equal(json_array_size(lines), st.sent);
 	json_decref(lines);
+	free(first.text);
 
 	limit_file_size(RLIM_INFINITY);
-	ktel_test_run_for(&loop, 400); /* past a jittered backoff of at most 200 ms */
+	/* Written once a jittered backoff (at most 200 ms) has passed. */
+	ktel_test_run_until(&loop, sent_n, &(struct wait_stat){s, 10});
 	ops()->stats(s, &st);
 	assert_int_equal(st.sent, 10);
 	assert_int_equal(st.queued, 0);
@@ -784,7 +931,8 @@ static void test_open_cuts_torn_tail(void **state)
 struct bounded_close {
 	void *sink;
 	int rfd, closed;
-	uint64_t start_ns, done_ms;
+	struct ktel_test_latency latency;
+	double done_ms, waited_ms;
 	struct ktel_sink_stats st;
 	bool watchdog_fired, plain_existed;
 	const char *plain;
@@ -796,7 +944,7 @@ static void bounded_done(void *ctx)
 	struct bounded_close *b = ctx;
 
 	b->closed++;
-	b->done_ms = (uv_hrtime() - b->start_ns) / 1000000;
+	b->done_ms = ktel_test_latency_end(&b->latency, &b->waited_ms);
 	ops()->stats(b->sink, &b->st);
 	if (b->plain)
 		b->plain_existed = exists(b->plain);
@@ -807,7 +955,8 @@ static void bounded_done(void *ctx)
 	uv_close((uv_handle_t *)&b->watchdog, NULL);
 }
 
-/* Without a bounded close, nothing would ever unblock the write. */
+/* Without a bounded close, nothing would ever unblock the write. Late
+ * enough that no load fires it first: the bound is done_ms's. */
 static void on_watchdog(uv_timer_t *t)
 {
 	struct bounded_close *b = t->data;
@@ -822,14 +971,19 @@ static void start_bounded_close(uv_loop_t *loop, struct bounded_close *b, uint64
 {
 	uv_timer_init(loop, &b->watchdog);
 	b->watchdog.data = b;
-	uv_timer_start(&b->watchdog, on_watchdog, 3000, 0);
-	b->start_ns = uv_hrtime();
+	uv_timer_start(&b->watchdog, on_watchdog, 30000, 0);
+	ktel_test_latency_start(&b->latency, 0, 0);
 	ops()->close(b->sink, timeout_ms, bounded_done, b);
 	uv_run(loop, UV_RUN_DEFAULT);
 	assert_int_equal(b->closed, 1);
 	assert_int_equal(uv_loop_close(loop), 0);
 	assert_false(b->watchdog_fired);
-	assert_true(b->done_ms < 1000);
+	/* Reported at the timeout: the loop's own time to it, less what the
+	 * machine's load kept this thread waiting for a CPU. */
+	printf("close with %" PRIu64 " ms timeout reported after %.0f ms, %.0f ms of it waiting "
+	       "for a CPU\n",
+	       timeout_ms, b->done_ms, b->waited_ms);
+	assert_true(b->done_ms - b->waited_ms < 1000);
 }
 
 /* Closing while the limit still holds: the lines that never fit are
@@ -851,7 +1005,7 @@ static void test_short_write_then_close(void **state)
 	for (int i = 0; i < 10; i++)
 		make_hist(&recs[i], i + 1);
 	ops()->submit(b.sink, recs, 10);
-	ktel_test_run_for(&loop, 20);
+	ktel_test_run_until(&loop, errors_n, &(struct wait_stat){b.sink, 1});
 	start_bounded_close(&loop, &b, 100);
 	limit_file_size(RLIM_INFINITY);
 	assert_true(b.st.errors >= 1);
@@ -924,10 +1078,8 @@ static void test_close_bounded_while_compressing(void **state)
 	ops()->submit(b.sink, &rec, 1);
 	/* The line is written once the rotation is done (its directory fsync
 	 * may wait for the 16 MiB to reach the disk), compression started. */
-	for (int i = 0; i < 100 && !st.sent; i++) {
-		ktel_test_run_for(&loop, 50);
-		ops()->stats(b.sink, &st);
-	}
+	ktel_test_run_until(&loop, sent_n, &(struct wait_stat){b.sink, 1});
+	ops()->stats(b.sink, &st);
 	assert_int_equal(st.sent, 1);
 	start_bounded_close(&loop, &b, 30);
 	/* Reported while path.1 was still being compressed ... */
@@ -937,6 +1089,14 @@ static void test_close_bounded_while_compressing(void **state)
 	/* ... which then completed before the loop ran out of work. */
 	assert_false(exists(plain));
 	assert_true(exists(gz));
+}
+
+static bool router_sent_one(void *ctx)
+{
+	struct ktel_sink_stats st;
+
+	assert_int_equal(ktel_router__sink_stats(ctx, "file", &st), 0);
+	return st.sent >= 1;
 }
 
 static void test_router_creates_json(void **state)
@@ -958,7 +1118,7 @@ static void test_router_creates_json(void **state)
 	json_decref(opts);
 	make_hist(&rec, 1);
 	ktel_router__route(r, &rec, 1, NULL, 0);
-	ktel_test_run_for(&loop, 100);
+	ktel_test_run_until(&loop, router_sent_one, r);
 	assert_int_equal(ktel_router__sink_stats(r, "file", &st), 0);
 	assert_int_equal(st.sent, 1);
 	ktel_router__close(r, 1000, ktel_test_count_closed, &closed);
@@ -1035,14 +1195,10 @@ static void check_rotation(const char *name, bool gz)
 		if (i % 7 == 0)
 			ktel_test_run_for(&loop, 30);
 	}
-	/* Compression of each rotated file holds the next rotation back: give
-	 * a slow machine (valgrind) time. */
-	for (int i = 0; i < 100; i++) {
-		ktel_test_run_for(&loop, 100);
-		ops()->stats(s, &st);
-		if (st.sent == 60)
-			break;
-	}
+	/* Compression of each rotated file holds the next rotation back: a
+	 * slow machine (valgrind, a loaded one) takes its time. */
+	ktel_test_run_until(&loop, sent_n, &(struct wait_stat){s, 60});
+	ops()->stats(s, &st);
 	assert_int_equal(st.sent, 60);
 	assert_int_equal(st.errors, 0);
 	close_and_run(&loop, s, 2000);
@@ -1453,6 +1609,11 @@ static void on_ack(void *ctx, uint64_t mark)
 	a->calls++;
 }
 
+static bool acked_3(void *ctx)
+{
+	return ((struct acks *)ctx)->last >= 3;
+}
+
 /* A mark is acked once the batches before it are written and fsynced; a
  * mark with nothing queued at once; stdout is not durable. */
 static void check_marks(bool fsync_on)
@@ -1481,10 +1642,9 @@ static void check_marks(bool fsync_on)
 	ops()->mark(s, 3);
 	/* Queued, not written: not durable. */
 	assert_int_equal(a.last, 1);
-	/* Written (and fsynced) on the pool: within 10 s even under
-	 * valgrind, where 300 ms were too short. */
-	for (int i = 0; i < 100 && a.last < 3; i++)
-		ktel_test_run_for(&loop, 100);
+	/* Written (and fsynced) on the writer thread, as late as the machine
+	 * lets it. */
+	ktel_test_run_until(&loop, acked_3, &a);
 	assert_int_equal(a.last, 3);
 	/* The two batches of one loop turn went out in one write (and one
 	 * fsync): one ack for both, not one per batch. */
