@@ -182,18 +182,9 @@ static void run_worker(const struct worker *w)
 	void *buf;
 	int fd;
 
-	if (w->cgroup >= 0) {
-		FILE *f;
-
+	if (w->cgroup >= 0)
 		cgroup_path(path, sizeof(path), w->cgroup);
-		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/cgroup.procs");
-		f = fopen(path, "w");
-		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
-			_exit(10);
-	}
-	fd = open(loop.dev, O_RDWR | O_DIRECT);
-	if (fd < 0 || posix_memalign(&buf, BLOCK, BLOCK))
-		_exit(11);
+	fd = ktel_test_loop_child_open(&loop, w->cgroup >= 0 ? path : NULL, O_RDWR, &buf);
 	memset(buf, 0x5a, BLOCK);
 	if (w->uid && setresuid(w->uid, w->uid, w->uid))
 		_exit(12);
