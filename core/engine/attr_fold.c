@@ -76,7 +76,7 @@ struct rest {
 };
 
 struct name {
-	struct name *next;
+	_Alignas(64) struct name *next; /* one cache line (name_get aligns it) */
 	uint64_t hash;
 	char *text;
 	bool admitted;
@@ -131,9 +131,9 @@ struct table {
  * name_epoch, which every freed name entry moves on.
  */
 struct idslot {
-	uint64_t id;
-	uint64_t win;   /* window it was named in */
-	uint64_t epoch; /* the fold's name_epoch when name was taken */
+	_Alignas(64) uint64_t id; /* one cache line each, the array line-aligned */
+	uint64_t win;             /* window it was named in */
+	uint64_t epoch;           /* the fold's name_epoch when name was taken */
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
 	uint64_t gen;      /* opts.generation right after the resolve; 0: none */
@@ -526,9 +526,12 @@ static struct name *name_get(struct ktel_attr_fold *f, const char *text)
 		for (e = (struct name *)*table_head(&f->names, h); e; e = e->next)
 			if (e->hash == h && strcmp(e->text, text) == 0)
 				return e;
-	e = calloc(1, sizeof(*e));
+	/* Aligned: folding a key touches its name, and an entry straddling
+	 * two cache lines costs two misses. */
+	e = aligned_alloc(_Alignof(struct name), sizeof(*e));
 	if (!e)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->hash = h;
 	e->text = strdup(text);
 	if (!e->text || table_add(&f->names, (struct entry *)e)) {
@@ -593,10 +596,13 @@ static struct idslot *idcache_get(struct idcache *c, uint64_t id)
 		return NULL;
 	if (c->n == c->s_cap) {
 		size_t s_cap = c->s_cap ? c->s_cap * 2 : 128;
-		struct idslot *sl = realloc(c->s, s_cap * sizeof(*sl));
+		struct idslot *sl = aligned_alloc(_Alignof(struct idslot), s_cap * sizeof(*sl));
 
 		if (!sl)
 			return NULL;
+		if (c->n)
+			memcpy(sl, c->s, c->n * sizeof(*sl));
+		free(c->s);
 		c->s = sl;
 		c->s_cap = s_cap;
 	}
@@ -1106,10 +1112,48 @@ static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, si
 	memcpy(ks->key, k->key, b->key_size);
 }
 
+/*
+ * How far ahead of the key being folded add_keys fetches: a key's id slot
+ * SLOT_AHEAD keys before it is folded, then (the slot in by then) the name
+ * entry and the resolver's entry the slot points at NAME_AHEAD keys before.
+ * Fetched a few keys ahead, not a whole batch ahead: what a batch of 256
+ * keys touches does not fit the first-level cache, and lines fetched too
+ * early were evicted again before their key came.
+ */
+#define SLOT_AHEAD 16
+#define NAME_AHEAD 8
+
+/* Fetch key i's id slot. */
+static void fetch_slot(const struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i)
+{
+	const struct keyslot *ks = &f->keys[b->k[i].pos];
+
+	if (ks->rest && ks->idx < f->ids.n)
+		__builtin_prefetch(&f->ids.s[ks->idx]);
+}
+
+/* Fetch what key i's id slot points at: its name entry and, for an id
+ * named in an earlier window that its first key of this one notes as
+ * used, the resolver's memory of it. */
+static void fetch_names(const struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i)
+{
+	const struct keyslot *ks = &f->keys[b->k[i].pos];
+	const struct idslot *slot;
+
+	if (!ks->rest || ks->idx >= f->ids.n)
+		return;
+	slot = &f->ids.s[ks->idx];
+	if (!slot->used || slot->id != b->k[i].id)
+		return;
+	if (slot->name && slot->epoch == f->name_epoch)
+		__builtin_prefetch(slot->name, 1);
+	if (f->o.prefetch && slot->win != f->win && slot->hint)
+		f->o.prefetch(f->o.resolve_ctx, slot->hint);
+}
+
 void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 {
 	struct ktel_attr_fold *f = ctx;
-	const struct idcache *c = &f->ids;
 	size_t last = 0;
 	bool slots;
 
@@ -1119,36 +1163,28 @@ void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 		if (b->k[i].pos > last)
 			last = b->k[i].pos;
 	slots = keyslot_at(f, last) != NULL;
+	if (!slots) {
+		for (size_t i = 0; i < b->n && !f->oom; i++)
+			add_key(f, b, i, NULL);
+		return;
+	}
 	/*
-	 * Fetch ahead what the keys will touch: their id slots, then (once
-	 * those are in) the name entries the slots point at. Ids are spread
-	 * over both at random, so without this nearly every key waits for
-	 * memory twice; with it the waits of a batch overlap.
+	 * Ids are spread over the id slots, names and the resolver's entries
+	 * at random, so without fetching ahead nearly every key waits for
+	 * memory twice or three times; fetched a few keys ahead, the waits
+	 * overlap with the folding of the keys in between.
 	 */
-	for (size_t i = 0; slots && i < b->n; i++) {
-		const struct keyslot *ks = &f->keys[b->k[i].pos];
-
-		if (ks->rest && ks->idx < c->n)
-			__builtin_prefetch(&c->s[ks->idx]);
+	for (size_t i = 0; i < b->n && i < SLOT_AHEAD; i++)
+		fetch_slot(f, b, i);
+	for (size_t i = 0; i < b->n && i < NAME_AHEAD; i++)
+		fetch_names(f, b, i);
+	for (size_t i = 0; i < b->n && !f->oom; i++) {
+		if (i + SLOT_AHEAD < b->n)
+			fetch_slot(f, b, i + SLOT_AHEAD);
+		if (i + NAME_AHEAD < b->n)
+			fetch_names(f, b, i + NAME_AHEAD);
+		add_key(f, b, i, &f->keys[b->k[i].pos]);
 	}
-	for (size_t i = 0; slots && i < b->n; i++) {
-		const struct keyslot *ks = &f->keys[b->k[i].pos];
-		const struct idslot *slot;
-
-		if (!ks->rest || ks->idx >= c->n)
-			continue;
-		slot = &c->s[ks->idx];
-		if (!slot->used || slot->id != b->k[i].id)
-			continue;
-		if (slot->name && slot->epoch == f->name_epoch)
-			__builtin_prefetch(slot->name);
-		/* The resolver's memory of an id named in an earlier window,
-		 * which its first key of this one notes as used. */
-		if (f->o.prefetch && slot->win != f->win && slot->hint)
-			f->o.prefetch(f->o.resolve_ctx, slot->hint);
-	}
-	for (size_t i = 0; i < b->n && !f->oom; i++)
-		add_key(f, b, i, slots ? &f->keys[b->k[i].pos] : NULL);
 }
 
 /*
