@@ -76,7 +76,7 @@ struct rest {
 };
 
 struct name {
-	_Alignas(64) struct name *next; /* one cache line (name_get aligns it) */
+	_Alignas(64) struct name *next; /* one cache line (name_alloc) */
 	uint64_t hash;
 	char *text;
 	bool admitted;
@@ -201,7 +201,10 @@ struct ktel_attr_fold {
 	 * cell per key grew. */
 	struct cell *live;
 	struct idcache ids;
-	uint64_t name_epoch; /* moved on by every name entry freed */
+	struct name **name_chunks; /* n_name_chunks of NAME_CHUNK entries */
+	size_t n_name_chunks;
+	struct name *name_spare; /* free entries, through next */
+	uint64_t name_epoch;     /* moved on by every name entry freed */
 	struct dimhash dimhash[KTEL_MAX_DIMS];
 	unsigned int dimhash_next;
 	const char *attr_dim_ptr; /* the records' attribution dimension name */
@@ -500,12 +503,57 @@ static struct rest *rest_get(struct ktel_attr_fold *f, const struct ktel_record 
 
 /* ---- names ---------------------------------------------------------------- */
 
-static void name_free(void *p)
-{
-	struct name *n = p;
+/*
+ * Name entries live in line-aligned chunks and go back to a free list, not
+ * to the heap: a window's end (age_names) walks them chunk by chunk, in the
+ * order of their addresses, instead of along the table's chains in hash
+ * order, which was a cache miss per name and window. An entry is in use
+ * while it has its text.
+ */
+#define NAME_CHUNK 128
 
+/* Every name entry in use, n a struct name *. */
+#define names_for_each(f, n)                                        \
+	for (size_t n##_c = 0; n##_c < (f)->n_name_chunks; n##_c++) \
+		for (struct name *n = (f)->name_chunks[n##_c];      \
+		     n < (f)->name_chunks[n##_c] + NAME_CHUNK; n++) \
+			if (n->text)
+
+/* A zeroed name entry; NULL out of memory. */
+static struct name *name_alloc(struct ktel_attr_fold *f)
+{
+	struct name *n;
+
+	if (!f->name_spare) {
+		struct name **chunks, *c;
+
+		chunks = realloc(f->name_chunks, (f->n_name_chunks + 1) * sizeof(*chunks));
+		if (!chunks)
+			return NULL;
+		f->name_chunks = chunks;
+		c = aligned_alloc(_Alignof(struct name), NAME_CHUNK * sizeof(*c));
+		if (!c)
+			return NULL;
+		memset(c, 0, NAME_CHUNK * sizeof(*c));
+		f->name_chunks[f->n_name_chunks++] = c;
+		for (size_t i = NAME_CHUNK; i-- > 0;) {
+			c[i].next = f->name_spare;
+			f->name_spare = &c[i];
+		}
+	}
+	n = f->name_spare;
+	f->name_spare = n->next;
+	memset(n, 0, sizeof(*n));
+	return n;
+}
+
+/* Back to the free list (out of the table already, or never in it). */
+static void name_free(struct ktel_attr_fold *f, struct name *n)
+{
 	free(n->text);
-	free(n);
+	memset(n, 0, sizeof(*n));
+	n->next = f->name_spare;
+	f->name_spare = n;
 }
 
 /* Free a name entry the fold goes on without: the id cache's pointers to
@@ -513,7 +561,7 @@ static void name_free(void *p)
 static void name_forget(struct ktel_attr_fold *f, struct name *n)
 {
 	table_unlink(&f->names, (struct entry *)n);
-	name_free(n);
+	name_free(f, n);
 	f->name_epoch++;
 }
 
@@ -526,16 +574,13 @@ static struct name *name_get(struct ktel_attr_fold *f, const char *text)
 		for (e = (struct name *)*table_head(&f->names, h); e; e = e->next)
 			if (e->hash == h && strcmp(e->text, text) == 0)
 				return e;
-	/* Aligned: folding a key touches its name, and an entry straddling
-	 * two cache lines costs two misses. */
-	e = aligned_alloc(_Alignof(struct name), sizeof(*e));
+	e = name_alloc(f);
 	if (!e)
 		return NULL;
-	memset(e, 0, sizeof(*e));
 	e->hash = h;
 	e->text = strdup(text);
 	if (!e->text || table_add(&f->names, (struct entry *)e)) {
-		name_free(e);
+		name_free(f, e);
 		return NULL;
 	}
 	return e;
@@ -818,7 +863,10 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 	idcache_free(&f->ids);
 	free(f->keys);
 	table_clear(&f->series, free);
-	table_clear(&f->names, name_free);
+	names_for_each(f, nm) free(nm->text);
+	for (size_t i = 0; i < f->n_name_chunks; i++)
+		free(f->name_chunks[i]);
+	free(f->name_chunks);
 	table_clear(&f->rests, rest_free);
 	free(f->cells.slots);
 	free(f->series.slots);
@@ -1495,7 +1543,7 @@ static uint64_t series_events(const struct series *s)
 static void age_names(struct ktel_attr_fold *f)
 {
 	f->evictable = 0;
-	table_for_each(&f->names, struct name, nm)
+	names_for_each(f, nm)
 	{
 		/* Evicted at the next window's end if it has no events. */
 		if (nm->admitted && !nm->gone &&
