@@ -337,6 +337,9 @@ static uint64_t add_buckets(uint64_t *restrict dst, const uint64_t *restrict src
 {
 	uint64_t n = 0;
 
+	/* Unrolled: it runs once per key, and the loop's own counting and
+	 * branching were a third of its instructions. */
+#pragma GCC unroll 16
 	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
 		dst[k] += src[k];
 		n += src[k];
