@@ -180,6 +180,9 @@ struct keyslot {
 	unsigned char key[KEYSLOT_KEY_MAX];
 };
 
+/* Keys announced ahead (ktel_attr_fold__key_ahead) that the fold keeps. */
+#define AHEAD_RING 8
+
 struct ktel_attr_fold {
 	struct ktel_attr_fold_opts o;
 	struct keyslot *keys;
@@ -201,6 +204,13 @@ struct ktel_attr_fold {
 	 * cell per key grew. */
 	struct cell *live;
 	struct idcache ids;
+	/* The keys announced (key_ahead) since the last batch, the last
+	 * AHEAD_RING of them by place and id. */
+	struct {
+		size_t pos;
+		uint64_t id;
+	} ahead[AHEAD_RING];
+	size_t n_ahead;
 	struct name **name_chunks; /* n_name_chunks of NAME_CHUNK entries */
 	size_t n_name_chunks;
 	struct name *name_spare; /* free entries, through next */
@@ -1174,27 +1184,33 @@ static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, si
 #define SLOT_AHEAD 16
 #define NAME_AHEAD 8
 
-/* Fetch key i's id slot. */
-static void fetch_slot(const struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i)
+/* Fetch the id slot of the key at place pos. */
+static void fetch_slot(const struct ktel_attr_fold *f, size_t pos)
 {
-	const struct keyslot *ks = &f->keys[b->k[i].pos];
+	const struct keyslot *ks;
 
+	if (pos >= f->n_keys)
+		return;
+	ks = &f->keys[pos];
 	if (ks->rest && ks->idx < f->ids.n)
 		__builtin_prefetch(&f->ids.s[ks->idx]);
 }
 
-/* Fetch what key i's id slot points at: its name entry and, for an id
- * named in an earlier window that its first key of this one notes as
- * used, the resolver's memory of it. */
-static void fetch_names(const struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i)
+/* Fetch what the id slot of the key at place pos, id id, points at: its
+ * name entry and, for an id named in an earlier window that its first key
+ * of this one notes as used, the resolver's memory of it. */
+static void fetch_names(const struct ktel_attr_fold *f, size_t pos, uint64_t id)
 {
-	const struct keyslot *ks = &f->keys[b->k[i].pos];
+	const struct keyslot *ks;
 	const struct idslot *slot;
 
+	if (pos >= f->n_keys)
+		return;
+	ks = &f->keys[pos];
 	if (!ks->rest || ks->idx >= f->ids.n)
 		return;
 	slot = &f->ids.s[ks->idx];
-	if (!slot->used || slot->id != b->k[i].id)
+	if (slot->id != id)
 		return;
 	if (slot->name && slot->epoch == f->name_epoch)
 		__builtin_prefetch(slot->name, 1);
@@ -1202,38 +1218,75 @@ static void fetch_names(const struct ktel_attr_fold *f, const struct ktel_pull_k
 		f->o.prefetch(f->o.resolve_ctx, slot->hint);
 }
 
+/*
+ * The pull announces each key as it joins a batch, and works out the next
+ * key's delta before the one after: a key's id slot is fetched then, and
+ * what the slot points at NAME_LAG keys later, when the slot is in. By the
+ * time the batch is folded, what it touches has had a batch's worth of the
+ * pull's work to arrive.
+ */
+#define NAME_LAG 4
+
+void ktel_attr_fold__key_ahead(void *ctx, size_t pos, uint64_t id)
+{
+	struct ktel_attr_fold *f = ctx;
+	size_t lag;
+
+	f->ahead[f->n_ahead % AHEAD_RING].pos = pos;
+	f->ahead[f->n_ahead % AHEAD_RING].id = id;
+	fetch_slot(f, pos);
+	if (f->n_ahead >= NAME_LAG) {
+		lag = (f->n_ahead - NAME_LAG) % AHEAD_RING;
+		fetch_names(f, f->ahead[lag].pos, f->ahead[lag].id);
+	}
+	f->n_ahead++;
+}
+
 void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 {
 	struct ktel_attr_fold *f = ctx;
 	size_t last = 0;
-	bool slots;
+	bool slots, announced;
 
-	if (f->oom || !b->n)
+	if (f->oom || !b->n) {
+		f->n_ahead = 0;
 		return;
+	}
 	for (size_t i = 0; i < b->n; i++)
 		if (b->k[i].pos > last)
 			last = b->k[i].pos;
 	slots = keyslot_at(f, last) != NULL;
+	announced = f->n_ahead == b->n;
+	f->n_ahead = 0;
 	if (!slots) {
 		for (size_t i = 0; i < b->n && !f->oom; i++)
 			add_key(f, b, i, NULL);
 		return;
 	}
+	/* Every key announced: only the last few keys' names are still to be
+	 * fetched. */
+	if (announced) {
+		for (size_t i = b->n > NAME_LAG ? b->n - NAME_LAG : 0; i < b->n; i++)
+			fetch_names(f, b->k[i].pos, b->k[i].id);
+		for (size_t i = 0; i < b->n && !f->oom; i++)
+			add_key(f, b, i, &f->keys[b->k[i].pos]);
+		return;
+	}
 	/*
 	 * Ids are spread over the id slots, names and the resolver's entries
 	 * at random, so without fetching ahead nearly every key waits for
-	 * memory twice or three times; fetched a few keys ahead, the waits
+	 * memory two or three times; fetched a few keys ahead, the waits
 	 * overlap with the folding of the keys in between.
 	 */
 	for (size_t i = 0; i < b->n && i < SLOT_AHEAD; i++)
-		fetch_slot(f, b, i);
+		fetch_slot(f, b->k[i].pos);
 	for (size_t i = 0; i < b->n && i < NAME_AHEAD; i++)
-		fetch_names(f, b, i);
+		fetch_names(f, b->k[i].pos, b->k[i].id);
 	for (size_t i = 0; i < b->n && !f->oom; i++) {
 		if (i + SLOT_AHEAD < b->n)
-			fetch_slot(f, b, i + SLOT_AHEAD);
+			fetch_slot(f, b->k[i + SLOT_AHEAD].pos);
 		if (i + NAME_AHEAD < b->n)
-			fetch_names(f, b, i + NAME_AHEAD);
+			fetch_names(f, b->k[i + NAME_AHEAD].pos, b->k[i + NAME_AHEAD].id);
 		add_key(f, b, i, &f->keys[b->k[i].pos]);
 	}
 }

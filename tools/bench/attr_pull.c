@@ -244,8 +244,8 @@ static int pull(struct side *s, bool attributed, int r)
 		ktel_attr_names__begin_pull(names, ktel_now_boottime_ns());
 		ktel_attr_fold__begin(fold);
 		rc = ktel_metric_pull__run_keys(s->mp, s->d, ktel_boot_id(),
-						ktel_attr_fold__add_keys, ktel_attr_fold__add, fold,
-						NULL, &err);
+						ktel_attr_fold__add_keys, ktel_attr_fold__key_ahead,
+						ktel_attr_fold__add, fold, NULL, &err);
 		if (ktel_attr_fold__first_window(fold))
 			ktel_metric_pull__totals(s->mp, ktel_attr_fold__add_history, fold);
 		folded = ktel_attr_fold__end(fold, ktel_now_boottime_ns(), count_records, s, &err);
