@@ -676,7 +676,9 @@ static struct idslot *idcache_get(struct idcache *c, uint64_t id)
  * caller keeps for the id, checked: the cache moves its slots as it grows
  * and drops them all when it is cleared), which is then set to the slot.
  */
-static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hint)
+static inline __attribute__((always_inline)) struct idslot *idcache_find(struct idcache *c,
+									 uint64_t id,
+									 uint32_t *hint)
 {
 	struct idslot *slot;
 
@@ -688,20 +690,21 @@ static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hin
 	return slot;
 }
 
+static int name_id_resolve(struct ktel_attr_fold *f, uint64_t id, struct idslot *slot,
+			   enum target_kind *ret_kind, struct name **ret_name);
+
 /*
  * How id is named this window: resolved at its first record of the window
  * (so the resolver sees every id that had events, as it would per record),
  * from the cache at the others. Within a window an id keeps the name of its
- * first record. 0, or -ENOMEM.
+ * first record. 0, or -ENOMEM. Inlined (into the per-key paths) down to
+ * the resolve, which is not.
  */
-static int name_id(struct ktel_attr_fold *f, uint64_t id, uint32_t *hint,
-		   enum target_kind *ret_kind, struct name **ret_name)
+static inline __attribute__((always_inline)) int name_id(struct ktel_attr_fold *f, uint64_t id,
+							 uint32_t *hint, enum target_kind *ret_kind,
+							 struct name **ret_name)
 {
 	struct idslot *slot = idcache_find(&f->ids, id, hint);
-	enum target_kind kind = TARGET_UNKNOWN;
-	struct name *name = NULL;
-	char buf[NAME_MAX_LEN];
-	const char *text;
 
 	if (slot && slot->win == f->win) {
 		*ret_kind = slot->kind;
@@ -719,6 +722,18 @@ static int name_id(struct ktel_attr_fold *f, uint64_t id, uint32_t *hint,
 		*ret_name = slot->name;
 		return 0;
 	}
+	return name_id_resolve(f, id, slot, ret_kind, ret_name);
+}
+
+/* name_id's resolve, for slot (NULL out of memory). */
+static int name_id_resolve(struct ktel_attr_fold *f, uint64_t id, struct idslot *slot,
+			   enum target_kind *ret_kind, struct name **ret_name)
+{
+	enum target_kind kind = TARGET_UNKNOWN;
+	struct name *name = NULL;
+	char buf[NAME_MAX_LEN];
+	const char *text;
+
 	text = f->o.resolve(f->o.resolve_ctx, id, buf, sizeof(buf));
 	if (text && strcmp(text, KTEL_ATTR_OTHER) == 0) {
 		kind = TARGET_KERNEL_OTHER;
@@ -942,10 +957,9 @@ static struct cell *other_cell(struct ktel_attr_fold *f, struct rest *rest)
  * goes into other at once (a name not admitted that cannot be by the
  * window's end). NULL out of memory (f->oom set).
  */
-static struct cell *target_cell(struct ktel_attr_fold *f, struct rest *rest, bool has_id,
-				uint64_t id, uint32_t *hint, bool history,
-				enum target_kind *ret_kind, struct name **ret_name,
-				bool *ret_direct)
+static inline __attribute__((always_inline)) struct cell *target_cell(
+	struct ktel_attr_fold *f, struct rest *rest, bool has_id, uint64_t id, uint32_t *hint,
+	bool history, enum target_kind *ret_kind, struct name **ret_name, bool *ret_direct)
 {
 	enum target_kind kind = TARGET_UNKNOWN;
 	struct name *name = NULL;
@@ -984,9 +998,11 @@ static struct cell *target_cell(struct ktel_attr_fold *f, struct rest *rest, boo
  * to events_in and, folded at once, folded_user (they differ from ev for
  * gauges, whose levels are not events).
  */
-static void account(struct ktel_attr_fold *f, struct cell *cell, enum target_kind kind,
-		    struct name *name, bool overflow, bool direct, uint64_t ev, uint64_t in,
-		    uint64_t folded)
+static inline __attribute__((always_inline)) void account(struct ktel_attr_fold *f,
+							  struct cell *cell, enum target_kind kind,
+							  struct name *name, bool overflow,
+							  bool direct, uint64_t ev, uint64_t in,
+							  uint64_t folded)
 {
 	f->st.events_in += in;
 	if (direct)
