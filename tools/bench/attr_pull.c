@@ -10,7 +10,8 @@
  *   attr   attribution by cgroup: CPUS CPUs x KEYS/CPUS real cgroups made
  *          for the run under the cgroup2 mount; the same pull with the
  *          attribution dimension, its keys to the fold
- *          (ktel_metric_pull__run_keys, ktel_attr_fold__add_keys), the ids
+ *          (ktel_metric_pull__run_keys, ktel_attr_fold__add_keys, each
+ *          key announced ahead to ktel_attr_fold__key_ahead), the ids
  *          named by attr_names (the cgroup
  *          walk's cache), then ktel_attr_fold__end (rank, top K = 20,
  *          other) handing on what it folded: what run_attributed() in the
