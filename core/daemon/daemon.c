@@ -127,8 +127,7 @@ static int run_attributed(struct ktel_daemon *d, struct ktel_metric *m,
 	daemon_plugins__attr_arm(m);
 	ktel_attr_fold__begin(m->fold);
 	r = ktel_metric_pull__run_keys(m->mp, d->delta, ktel_boot_id(), ktel_attr_fold__add_keys,
-				       ktel_attr_fold__key_ahead, ktel_attr_fold__add, m->fold,
-				       ret_info, err);
+				       ktel_attr_fold__add, m->fold, ret_info, err);
 	/* The map's history (a pinned map reused, or the keys before this
 	 * daemon's first pull) starts the names' running totals. */
 	if (ktel_attr_fold__first_window(m->fold))

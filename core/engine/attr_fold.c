@@ -180,9 +180,6 @@ struct keyslot {
 	unsigned char key[KEYSLOT_KEY_MAX];
 };
 
-/* Keys announced ahead (ktel_attr_fold__key_ahead) that the fold keeps. */
-#define AHEAD_RING 8
-
 struct ktel_attr_fold {
 	struct ktel_attr_fold_opts o;
 	struct keyslot *keys;
@@ -204,13 +201,6 @@ struct ktel_attr_fold {
 	 * cell per key grew. */
 	struct cell *live;
 	struct idcache ids;
-	/* The keys announced (key_ahead) since the last batch, the last
-	 * AHEAD_RING of them by place and id. */
-	struct {
-		size_t pos;
-		uint64_t id;
-	} ahead[AHEAD_RING];
-	size_t n_ahead;
 	struct name **name_chunks; /* n_name_chunks of NAME_CHUNK entries */
 	size_t n_name_chunks;
 	struct name *name_spare; /* free entries, through next */
@@ -1193,45 +1183,40 @@ static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, si
  * How far ahead of the key being folded add_keys fetches: a key's id slot
  * SLOT_AHEAD keys before it is folded, then (the slot in by then) the name
  * entry and the resolver's entry the slot points at NAME_AHEAD keys before.
- * Fetched a few keys ahead, not a whole batch ahead: what a batch of 256
- * keys touches does not fit the first-level cache, and lines fetched too
- * early were evicted again before their key came.
+ * A few keys ahead rather than a whole batch ahead: what is fetched comes
+ * in shortly before its key, not long before and at the risk of being
+ * evicted again, and few lines are on their way at once.
  */
 #define SLOT_AHEAD 16
 #define NAME_AHEAD 8
 
 /*
- * Fetch the id slot of the key at place pos. Inlined by force: a function
- * whose only effect is a prefetch is one GCC takes for pure, and a call to
- * it, which returns nothing, it drops.
+ * Fetch key i's id slot. Inlined by force: a function whose only effect is
+ * a prefetch is one GCC takes for pure, and a call to it, which returns
+ * nothing, it drops.
  */
 static inline __attribute__((always_inline)) void fetch_slot(const struct ktel_attr_fold *f,
-							     size_t pos)
+							     const struct ktel_pull_keys *b,
+							     size_t i)
 {
-	const struct keyslot *ks;
+	const struct keyslot *ks = &f->keys[b->k[i].pos];
 
-	if (pos >= f->n_keys)
-		return;
-	ks = &f->keys[pos];
 	if (ks->rest && ks->idx < f->ids.n)
 		__builtin_prefetch(&f->ids.s[ks->idx]);
 }
 
-/* Fetch what the id slot of the key at place pos, id id, points at: its
- * name entry and, for an id named in an earlier window that its first key
- * of this one notes as used, the resolver's memory of it. */
-static void fetch_names(const struct ktel_attr_fold *f, size_t pos, uint64_t id)
+/* Fetch what key i's id slot points at: its name entry and, for an id
+ * named in an earlier window that its first key of this one notes as
+ * used, the resolver's memory of it. */
+static void fetch_names(const struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i)
 {
-	const struct keyslot *ks;
+	const struct keyslot *ks = &f->keys[b->k[i].pos];
 	const struct idslot *slot;
 
-	if (pos >= f->n_keys)
-		return;
-	ks = &f->keys[pos];
 	if (!ks->rest || ks->idx >= f->ids.n)
 		return;
 	slot = &f->ids.s[ks->idx];
-	if (slot->id != id)
+	if (!slot->used || slot->id != b->k[i].id)
 		return;
 	if (slot->name && slot->epoch == f->name_epoch)
 		__builtin_prefetch(slot->name, 1);
@@ -1239,58 +1224,21 @@ static void fetch_names(const struct ktel_attr_fold *f, size_t pos, uint64_t id)
 		f->o.prefetch(f->o.resolve_ctx, slot->hint);
 }
 
-/*
- * The pull announces each key as it joins a batch, and works out the next
- * key's delta before the one after: a key's id slot is fetched then, and
- * what the slot points at NAME_LAG keys later, when the slot is in. By the
- * time the batch is folded, what it touches has had a batch's worth of the
- * pull's work to arrive.
- */
-#define NAME_LAG 4
-
-void ktel_attr_fold__key_ahead(void *ctx, size_t pos, uint64_t id)
-{
-	struct ktel_attr_fold *f = ctx;
-	size_t lag;
-
-	f->ahead[f->n_ahead % AHEAD_RING].pos = pos;
-	f->ahead[f->n_ahead % AHEAD_RING].id = id;
-	fetch_slot(f, pos);
-	if (f->n_ahead >= NAME_LAG) {
-		lag = (f->n_ahead - NAME_LAG) % AHEAD_RING;
-		fetch_names(f, f->ahead[lag].pos, f->ahead[lag].id);
-	}
-	f->n_ahead++;
-}
-
 void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 {
 	struct ktel_attr_fold *f = ctx;
 	size_t last = 0;
-	bool slots, announced;
+	bool slots;
 
-	if (f->oom || !b->n) {
-		f->n_ahead = 0;
+	if (f->oom || !b->n)
 		return;
-	}
 	for (size_t i = 0; i < b->n; i++)
 		if (b->k[i].pos > last)
 			last = b->k[i].pos;
 	slots = keyslot_at(f, last) != NULL;
-	announced = f->n_ahead == b->n;
-	f->n_ahead = 0;
 	if (!slots) {
 		for (size_t i = 0; i < b->n && !f->oom; i++)
 			add_key(f, b, i, NULL);
-		return;
-	}
-	/* Every key announced: only the last few keys' names are still to be
-	 * fetched. */
-	if (announced) {
-		for (size_t i = b->n > NAME_LAG ? b->n - NAME_LAG : 0; i < b->n; i++)
-			fetch_names(f, b->k[i].pos, b->k[i].id);
-		for (size_t i = 0; i < b->n && !f->oom; i++)
-			add_key(f, b, i, &f->keys[b->k[i].pos]);
 		return;
 	}
 	/*
@@ -1300,14 +1248,14 @@ void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 	 * overlap with the folding of the keys in between.
 	 */
 	for (size_t i = 0; i < b->n && i < SLOT_AHEAD; i++)
-		fetch_slot(f, b->k[i].pos);
+		fetch_slot(f, b, i);
 	for (size_t i = 0; i < b->n && i < NAME_AHEAD; i++)
-		fetch_names(f, b->k[i].pos, b->k[i].id);
+		fetch_names(f, b, i);
 	for (size_t i = 0; i < b->n && !f->oom; i++) {
 		if (i + SLOT_AHEAD < b->n)
-			fetch_slot(f, b->k[i + SLOT_AHEAD].pos);
+			fetch_slot(f, b, i + SLOT_AHEAD);
 		if (i + NAME_AHEAD < b->n)
-			fetch_names(f, b->k[i + NAME_AHEAD].pos, b->k[i + NAME_AHEAD].id);
+			fetch_names(f, b, i + NAME_AHEAD);
 		add_key(f, b, i, &f->keys[b->k[i].pos]);
 	}
 }

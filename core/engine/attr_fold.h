@@ -130,13 +130,6 @@ void ktel_attr_fold__add(void *ctx, const struct ktel_record *recs, size_t n);
 void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b);
 
 /*
- * A key about to join the next batch of _add_keys (a
- * ktel_pull_key_ahead_fn, ctx the fold): fetches ahead what folding it
- * will touch. Optional; it changes nothing the fold does.
- */
-void ktel_attr_fold__key_ahead(void *ctx, size_t pos, uint64_t id);
-
-/*
  * End the window at now_ns (any monotonic clock, for the churn budget):
  * rank, admit, and hand the folded records to fn(ctx, ...), at most
  * KTEL_PULL_WINDOW at a time. Returns the number of records emitted, or

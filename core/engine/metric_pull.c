@@ -867,8 +867,7 @@ static int refresh_labels(struct ktel_metric_pull *mp, struct ktel_err *err)
  */
 struct emit {
 	ktel_pull_records_fn fn;
-	ktel_pull_keys_fn key_fn;        /* keys instead of records (run_keys) */
-	ktel_pull_key_ahead_fn ahead_fn; /* each key as it joins a batch, or NULL */
+	ktel_pull_keys_fn key_fn; /* keys instead of records (run_keys) */
 	void *ctx;
 	size_t n;     /* records in the window now */
 	size_t total; /* records handed on so far */
@@ -982,8 +981,6 @@ static void emit_key_fn(struct ktel_metric_pull *mp, struct emit *e,
 		.vals = vals,
 	};
 	e->n++;
-	if (e->ahead_fn)
-		e->ahead_fn(e->ctx, i, k->id);
 }
 
 /* Where the delta engine writes the next key's delta: its place in the last
@@ -1183,8 +1180,8 @@ static void take_released(struct ktel_metric_pull *mp, const struct ktel_map_sna
 
 /* run and run_keys: key_fn NULL makes records. */
 static int run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *boot_id,
-	       ktel_pull_keys_fn key_fn, ktel_pull_key_ahead_fn ahead_fn, ktel_pull_records_fn fn,
-	       void *ctx, struct ktel_pull_info *ret_info, struct ktel_err *err)
+	       ktel_pull_keys_fn key_fn, ktel_pull_records_fn fn, void *ctx,
+	       struct ktel_pull_info *ret_info, struct ktel_err *err)
 {
 	uint64_t t0 = ktel_now_boottime_ns();
 	int64_t wall = ktel_now_wall_ns();
@@ -1194,10 +1191,7 @@ static int run(struct ktel_metric_pull *mp, struct ktel_delta *d, const char *bo
 			   .end_wall = wall,
 			   .start_boot = mp->window_start_boot,
 			   .start_wall = mp->window_start_wall};
-	struct emit e = {.fn = fn,
-			 .key_fn = key_fn,
-			 .ahead_fn = key_fn ? ahead_fn : NULL,
-			 .ctx = ctx};
+	struct emit e = {.fn = fn, .key_fn = key_fn, .ctx = ctx};
 	struct ktel_map_snapshot s;
 	int r;
 
@@ -1232,18 +1226,18 @@ int ktel_metric_pull__run(struct ktel_metric_pull *mp, struct ktel_delta *d, con
 			  ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
 			  struct ktel_err *err)
 {
-	return run(mp, d, boot_id, NULL, NULL, fn, ctx, ret_info, err);
+	return run(mp, d, boot_id, NULL, fn, ctx, ret_info, err);
 }
 
 int ktel_metric_pull__run_keys(struct ktel_metric_pull *mp, struct ktel_delta *d,
 			       const char *boot_id, ktel_pull_keys_fn key_fn,
-			       ktel_pull_key_ahead_fn ahead_fn, ktel_pull_records_fn fn, void *ctx,
-			       struct ktel_pull_info *ret_info, struct ktel_err *err)
+			       ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			       struct ktel_err *err)
 {
 	/* One record per key, with the attribution id in it. */
 	bool keys = mp->attr_dim >= 0 && mp->attr_name && mp->n_scalars <= 1;
 
-	return run(mp, d, boot_id, keys ? key_fn : NULL, ahead_fn, fn, ctx, ret_info, err);
+	return run(mp, d, boot_id, keys ? key_fn : NULL, fn, ctx, ret_info, err);
 }
 
 int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d, bool *ret_taken,
@@ -1257,7 +1251,7 @@ int ktel_metric_pull__baseline(struct ktel_metric_pull *mp, struct ktel_delta *d
 	    ktel_delta__knows_map(d, mp->md->name, ktel_map_reader__map_id(mp->reader)))
 		return 0;
 	/* A pull under the baseline policy: it emits nothing. */
-	r = run(mp, d, ktel_boot_id(), NULL, NULL, NULL, NULL, &info, err);
+	r = run(mp, d, ktel_boot_id(), NULL, NULL, NULL, &info, err);
 	if (r)
 		return r;
 	mp->lp.n = mp->lp.n_emitted = 0;

@@ -175,25 +175,16 @@ struct ktel_pull_keys {
 typedef void (*ktel_pull_keys_fn)(void *ctx, const struct ktel_pull_keys *b);
 
 /*
- * Told of each key as it joins a batch, before the batch is handed on:
- * its place in the snapshot and its attribution id, so that the consumer
- * can fetch ahead what folding the key will touch while the pull works on
- * the next keys. A hint only: it changes nothing the batch says.
- */
-typedef void (*ktel_pull_key_ahead_fn)(void *ctx, size_t pos, uint64_t id);
-
-/*
  * ktel_metric_pull__run, with the emitted keys handed to key_fn(ctx, ...)
- * in batches instead of as records (each announced to ahead_fn, when not
- * NULL, as it joins its batch), for an attributed metric whose keys
+ * in batches instead of as records, for an attributed metric whose keys
  * make one record each (a histogram, or one counter or gauge): in the
  * order of the snapshot, each key once. Any other pull makes records as
  * run does and hands them to fn(ctx, ...).
  */
 int ktel_metric_pull__run_keys(struct ktel_metric_pull *mp, struct ktel_delta *d,
 			       const char *boot_id, ktel_pull_keys_fn key_fn,
-			       ktel_pull_key_ahead_fn ahead_fn, ktel_pull_records_fn fn, void *ctx,
-			       struct ktel_pull_info *ret_info, struct ktel_err *err);
+			       ktel_pull_records_fn fn, void *ctx, struct ktel_pull_info *ret_info,
+			       struct ktel_err *err);
 
 /* Cumulative state as of the last pull (for show and the cumulative sinks'
  * start-up totals): a record with the totals for every key read, to fn

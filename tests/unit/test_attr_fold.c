@@ -349,7 +349,7 @@ static void collect_lines(void *ctx, const struct ktel_record *recs, size_t n)
  * key's derived device comes and goes: a place's key is trusted only as
  * far as its bytes and derived value say it is the same.
  */
-static void keys_fold_as_records(size_t batch, bool announce)
+static void keys_fold_as_records(size_t batch)
 {
 	enum {
 		K = 4,
@@ -437,12 +437,6 @@ static void keys_fold_as_records(size_t batch, bool announce)
 			};
 
 			bc.c = &batch_c[i];
-			/* As the pull announces them, one by one (a
-			 * place beyond those the fold knows too). */
-			for (size_t j = 0; announce && j < b.n; j++)
-				ktel_attr_fold__key_ahead(fk, b.k[j].pos, b.k[j].id);
-			if (announce && i == 0)
-				ktel_attr_fold__key_ahead(fk, PLACES * 100, 1);
 			ktel_attr_fold__add_keys(fk, &b);
 		}
 		lr.n = lk.n = 0;
@@ -469,7 +463,7 @@ static void keys_fold_as_records(size_t batch, bool announce)
 static void test_keys_fold_as_records(void **state)
 {
 	(void)state;
-	keys_fold_as_records(5, false);
+	keys_fold_as_records(5);
 }
 
 /* In batches longer than the fold fetches ahead (its id slots 16 keys
@@ -477,17 +471,7 @@ static void test_keys_fold_as_records(void **state)
 static void test_keys_fold_as_records_long_batches(void **state)
 {
 	(void)state;
-	keys_fold_as_records(40, false);
-}
-
-/* Announced key by key before their batch (ktel_attr_fold__key_ahead), in
- * batches of a few keys and longer ones; the first batch of each window
- * with one key announced too many, which the fold must not trust. */
-static void test_keys_fold_as_records_announced(void **state)
-{
-	(void)state;
-	keys_fold_as_records(5, true);
-	keys_fold_as_records(40, true);
+	keys_fold_as_records(40);
 }
 
 static uint64_t label_count(const struct sink *s, const char *label)
@@ -1364,7 +1348,6 @@ int main(void)
 		cmocka_unit_test(test_invariant_random),
 		cmocka_unit_test(test_keys_fold_as_records),
 		cmocka_unit_test(test_keys_fold_as_records_long_batches),
-		cmocka_unit_test(test_keys_fold_as_records_announced),
 		cmocka_unit_test(test_name_entries_reused),
 		cmocka_unit_test(test_ids_summed_and_ranked),
 		cmocka_unit_test(test_generation_skips_resolve),

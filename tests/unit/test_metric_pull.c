@@ -839,27 +839,7 @@ struct got_keys {
 	size_t n_vals[MAXN];
 	struct ktel_record head[MAXN], rec[MAXN];
 	size_t batches;
-	/* The keys announced ahead (ktel_pull_key_ahead_fn). */
-	size_t n_ahead, ahead_pos[MAXN];
-	uint64_t ahead_id[MAXN];
 };
-
-static void ahead_keys(void *ctx, size_t pos, uint64_t id)
-{
-	struct got_keys *g = ctx;
-
-	assert_true(g->n_ahead < MAXN);
-	g->ahead_pos[g->n_ahead] = pos;
-	g->ahead_id[g->n_ahead++] = id;
-}
-
-static void no_ahead(void *ctx, size_t pos, uint64_t id)
-{
-	(void)ctx;
-	(void)pos;
-	(void)id;
-	fail_msg("a pull of records announced a key");
-}
 
 static void collect_keys(void *ctx, const struct ktel_pull_keys *b)
 {
@@ -870,8 +850,6 @@ static void collect_keys(void *ctx, const struct ktel_pull_keys *b)
 				 uint64_t attr;
 			 }));
 	assert_true(b->n_vals <= KTEL_HIST_BUCKETS + 1);
-	/* Every key of the batch was announced before it, none after. */
-	assert_int_equal(g->n_ahead, g->n + b->n);
 	for (size_t i = 0; i < b->n; i++) {
 		const struct ktel_pull_key *k = &b->k[i];
 		size_t j = g->n++;
@@ -973,8 +951,7 @@ static void test_run_keys(void **state)
 		}
 		memset(&got, 0, sizeof(got));
 		assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, collect_keys,
-							    ahead_keys, no_records, &got, &info,
-							    &err),
+							    no_records, &got, &info, &err),
 				 0);
 		assert_int_equal(run_into(recs_mp, d1, &c->got, NULL, &err), 0);
 		assert_int_equal(got.n, r < 2 ? c->f.n : c->f.n / 2);
@@ -982,12 +959,8 @@ static void test_run_keys(void **state)
 		/* In batches of at most a window (4 keys). */
 		assert_int_equal(got.batches, (got.n + 3) / 4);
 		assert_int_equal(c->got.n, got.n);
-		assert_int_equal(got.n_ahead, got.n);
 		for (size_t j = 0; j < got.n; j++) {
 			const struct ktel_record *want = &c->got.recs[j];
-
-			assert_int_equal(got.ahead_pos[j], got.pos[j]);
-			assert_int_equal(got.ahead_id[j], got.id[j]);
 
 			assert_int_equal(got.pos[j], r < 2 ? j : 2 * j + 1);
 			assert_int_equal(got.id[j], want->dims[1].value);
@@ -1013,8 +986,8 @@ static void test_run_keys(void **state)
 	assert_int_equal(attr_pull_new(c, "fx_attr_w", &c->mp, &err), 0);
 	set_u64(c, 0, 0, 0, 5);
 	collected_reset(&c->got);
-	assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, no_keys, no_ahead, collect,
-						    &c->got, &info, &err),
+	assert_int_equal(ktel_metric_pull__run_keys(c->mp, c->d, BOOT, no_keys, collect, &c->got,
+						    &info, &err),
 			 0);
 	assert_int_equal(c->got.n, 2);
 	assert_int_equal(c->got.recs[0].counter.delta, 5);

@@ -10,8 +10,7 @@
  *   attr   attribution by cgroup: CPUS CPUs x KEYS/CPUS real cgroups made
  *          for the run under the cgroup2 mount; the same pull with the
  *          attribution dimension, its keys to the fold
- *          (ktel_metric_pull__run_keys, ktel_attr_fold__add_keys, each
- *          key announced ahead to ktel_attr_fold__key_ahead), the ids
+ *          (ktel_metric_pull__run_keys, ktel_attr_fold__add_keys), the ids
  *          named by attr_names (the cgroup
  *          walk's cache), then ktel_attr_fold__end (rank, top K = 20,
  *          other) handing on what it folded: what run_attributed() in the
@@ -245,8 +244,8 @@ static int pull(struct side *s, bool attributed, int r)
 		ktel_attr_names__begin_pull(names, ktel_now_boottime_ns());
 		ktel_attr_fold__begin(fold);
 		rc = ktel_metric_pull__run_keys(s->mp, s->d, ktel_boot_id(),
-						ktel_attr_fold__add_keys, ktel_attr_fold__key_ahead,
-						ktel_attr_fold__add, fold, NULL, &err);
+						ktel_attr_fold__add_keys, ktel_attr_fold__add, fold,
+						NULL, &err);
 		if (ktel_attr_fold__first_window(fold))
 			ktel_metric_pull__totals(s->mp, ktel_attr_fold__add_history, fold);
 		folded = ktel_attr_fold__end(fold, ktel_now_boottime_ns(), count_records, s, &err);
