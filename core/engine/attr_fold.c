@@ -509,9 +509,9 @@ static struct rest *rest_get(struct ktel_attr_fold *f, const struct ktel_record 
 /*
  * Name entries live in line-aligned chunks and go back to a free list, not
  * to the heap: a window's end (age_names) walks them chunk by chunk, in the
- * order of their addresses, instead of along the table's chains in hash
- * order, which was a cache miss per name and window. An entry is in use
- * while it has its text.
+ * order of their addresses, not along the table's chains in hash order,
+ * a cache miss per name and window. An entry is in use while it has its
+ * text.
  */
 #define NAME_CHUNK 128
 

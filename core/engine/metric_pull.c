@@ -947,7 +947,7 @@ static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size
  * Keys per batch for run_keys (at most the window): few enough that the
  * deltas the delta engine just wrote for them (264 bytes for a histogram
  * of 32 buckets with its sum) are still in the first-level cache when the
- * consumer reads them; a window of 256 keys' deltas was not.
+ * consumer reads them, which a window's worth (256 keys) are not.
  */
 #define KEY_BATCH 32
 
