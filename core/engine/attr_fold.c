@@ -76,7 +76,7 @@ struct rest {
 };
 
 struct name {
-	struct name *next;
+	_Alignas(64) struct name *next; /* one cache line (name_alloc) */
 	uint64_t hash;
 	char *text;
 	bool admitted;
@@ -131,9 +131,9 @@ struct table {
  * name_epoch, which every freed name entry moves on.
  */
 struct idslot {
-	uint64_t id;
-	uint64_t win;   /* window it was named in */
-	uint64_t epoch; /* the fold's name_epoch when name was taken */
+	_Alignas(64) uint64_t id; /* one cache line each, the array line-aligned */
+	uint64_t win;             /* window it was named in */
+	uint64_t epoch;           /* the fold's name_epoch when name was taken */
 	enum target_kind kind;
 	struct name *name; /* TARGET_NAME */
 	uint64_t gen;      /* opts.generation right after the resolve; 0: none */
@@ -201,7 +201,10 @@ struct ktel_attr_fold {
 	 * cell per key grew. */
 	struct cell *live;
 	struct idcache ids;
-	uint64_t name_epoch; /* moved on by every name entry freed */
+	struct name **name_chunks; /* n_name_chunks of NAME_CHUNK entries */
+	size_t n_name_chunks;
+	struct name *name_spare; /* free entries, through next */
+	uint64_t name_epoch;     /* moved on by every name entry freed */
 	struct dimhash dimhash[KTEL_MAX_DIMS];
 	unsigned int dimhash_next;
 	const char *attr_dim_ptr; /* the records' attribution dimension name */
@@ -334,6 +337,9 @@ static uint64_t add_buckets(uint64_t *restrict dst, const uint64_t *restrict src
 {
 	uint64_t n = 0;
 
+	/* Unrolled: it runs once per key, and the loop's own counting and
+	 * branching were a third of its instructions. */
+#pragma GCC unroll 16
 	for (uint32_t k = 0; k < KTEL_HIST_BUCKETS; k++) {
 		dst[k] += src[k];
 		n += src[k];
@@ -500,12 +506,57 @@ static struct rest *rest_get(struct ktel_attr_fold *f, const struct ktel_record 
 
 /* ---- names ---------------------------------------------------------------- */
 
-static void name_free(void *p)
-{
-	struct name *n = p;
+/*
+ * Name entries live in line-aligned chunks and go back to a free list, not
+ * to the heap: a window's end (age_names) walks them chunk by chunk, in the
+ * order of their addresses, not along the table's chains in hash order,
+ * a cache miss per name and window. An entry is in use while it has its
+ * text.
+ */
+#define NAME_CHUNK 128
 
+/* Every name entry in use, n a struct name *. */
+#define names_for_each(f, n)                                        \
+	for (size_t n##_c = 0; n##_c < (f)->n_name_chunks; n##_c++) \
+		for (struct name *n = (f)->name_chunks[n##_c];      \
+		     n < (f)->name_chunks[n##_c] + NAME_CHUNK; n++) \
+			if (n->text)
+
+/* A zeroed name entry; NULL out of memory. */
+static struct name *name_alloc(struct ktel_attr_fold *f)
+{
+	struct name *n;
+
+	if (!f->name_spare) {
+		struct name **chunks, *c;
+
+		chunks = realloc(f->name_chunks, (f->n_name_chunks + 1) * sizeof(*chunks));
+		if (!chunks)
+			return NULL;
+		f->name_chunks = chunks;
+		c = aligned_alloc(_Alignof(struct name), NAME_CHUNK * sizeof(*c));
+		if (!c)
+			return NULL;
+		memset(c, 0, NAME_CHUNK * sizeof(*c));
+		f->name_chunks[f->n_name_chunks++] = c;
+		for (size_t i = NAME_CHUNK; i-- > 0;) {
+			c[i].next = f->name_spare;
+			f->name_spare = &c[i];
+		}
+	}
+	n = f->name_spare;
+	f->name_spare = n->next;
+	memset(n, 0, sizeof(*n));
+	return n;
+}
+
+/* Back to the free list (out of the table already, or never in it). */
+static void name_free(struct ktel_attr_fold *f, struct name *n)
+{
 	free(n->text);
-	free(n);
+	memset(n, 0, sizeof(*n));
+	n->next = f->name_spare;
+	f->name_spare = n;
 }
 
 /* Free a name entry the fold goes on without: the id cache's pointers to
@@ -513,7 +564,7 @@ static void name_free(void *p)
 static void name_forget(struct ktel_attr_fold *f, struct name *n)
 {
 	table_unlink(&f->names, (struct entry *)n);
-	name_free(n);
+	name_free(f, n);
 	f->name_epoch++;
 }
 
@@ -526,13 +577,13 @@ static struct name *name_get(struct ktel_attr_fold *f, const char *text)
 		for (e = (struct name *)*table_head(&f->names, h); e; e = e->next)
 			if (e->hash == h && strcmp(e->text, text) == 0)
 				return e;
-	e = calloc(1, sizeof(*e));
+	e = name_alloc(f);
 	if (!e)
 		return NULL;
 	e->hash = h;
 	e->text = strdup(text);
 	if (!e->text || table_add(&f->names, (struct entry *)e)) {
-		name_free(e);
+		name_free(f, e);
 		return NULL;
 	}
 	return e;
@@ -593,10 +644,13 @@ static struct idslot *idcache_get(struct idcache *c, uint64_t id)
 		return NULL;
 	if (c->n == c->s_cap) {
 		size_t s_cap = c->s_cap ? c->s_cap * 2 : 128;
-		struct idslot *sl = realloc(c->s, s_cap * sizeof(*sl));
+		struct idslot *sl = aligned_alloc(_Alignof(struct idslot), s_cap * sizeof(*sl));
 
 		if (!sl)
 			return NULL;
+		if (c->n)
+			memcpy(sl, c->s, c->n * sizeof(*sl));
+		free(c->s);
 		c->s = sl;
 		c->s_cap = s_cap;
 	}
@@ -612,7 +666,9 @@ static struct idslot *idcache_get(struct idcache *c, uint64_t id)
  * caller keeps for the id, checked: the cache moves its slots as it grows
  * and drops them all when it is cleared), which is then set to the slot.
  */
-static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hint)
+static inline __attribute__((always_inline)) struct idslot *idcache_find(struct idcache *c,
+									 uint64_t id,
+									 uint32_t *hint)
 {
 	struct idslot *slot;
 
@@ -624,20 +680,21 @@ static struct idslot *idcache_find(struct idcache *c, uint64_t id, uint32_t *hin
 	return slot;
 }
 
+static int name_id_resolve(struct ktel_attr_fold *f, uint64_t id, struct idslot *slot,
+			   enum target_kind *ret_kind, struct name **ret_name);
+
 /*
  * How id is named this window: resolved at its first record of the window
  * (so the resolver sees every id that had events, as it would per record),
  * from the cache at the others. Within a window an id keeps the name of its
- * first record. 0, or -ENOMEM.
+ * first record. 0, or -ENOMEM. Inlined (into the per-key paths) down to
+ * the resolve, which is not.
  */
-static int name_id(struct ktel_attr_fold *f, uint64_t id, uint32_t *hint,
-		   enum target_kind *ret_kind, struct name **ret_name)
+static inline __attribute__((always_inline)) int name_id(struct ktel_attr_fold *f, uint64_t id,
+							 uint32_t *hint, enum target_kind *ret_kind,
+							 struct name **ret_name)
 {
 	struct idslot *slot = idcache_find(&f->ids, id, hint);
-	enum target_kind kind = TARGET_UNKNOWN;
-	struct name *name = NULL;
-	char buf[NAME_MAX_LEN];
-	const char *text;
 
 	if (slot && slot->win == f->win) {
 		*ret_kind = slot->kind;
@@ -655,6 +712,18 @@ static int name_id(struct ktel_attr_fold *f, uint64_t id, uint32_t *hint,
 		*ret_name = slot->name;
 		return 0;
 	}
+	return name_id_resolve(f, id, slot, ret_kind, ret_name);
+}
+
+/* name_id's resolve, for slot (NULL out of memory). */
+static int name_id_resolve(struct ktel_attr_fold *f, uint64_t id, struct idslot *slot,
+			   enum target_kind *ret_kind, struct name **ret_name)
+{
+	enum target_kind kind = TARGET_UNKNOWN;
+	struct name *name = NULL;
+	char buf[NAME_MAX_LEN];
+	const char *text;
+
 	text = f->o.resolve(f->o.resolve_ctx, id, buf, sizeof(buf));
 	if (text && strcmp(text, KTEL_ATTR_OTHER) == 0) {
 		kind = TARGET_KERNEL_OTHER;
@@ -812,7 +881,10 @@ void ktel_attr_fold__free(struct ktel_attr_fold *f)
 	idcache_free(&f->ids);
 	free(f->keys);
 	table_clear(&f->series, free);
-	table_clear(&f->names, name_free);
+	names_for_each(f, nm) free(nm->text);
+	for (size_t i = 0; i < f->n_name_chunks; i++)
+		free(f->name_chunks[i]);
+	free(f->name_chunks);
 	table_clear(&f->rests, rest_free);
 	free(f->cells.slots);
 	free(f->series.slots);
@@ -875,10 +947,9 @@ static struct cell *other_cell(struct ktel_attr_fold *f, struct rest *rest)
  * goes into other at once (a name not admitted that cannot be by the
  * window's end). NULL out of memory (f->oom set).
  */
-static struct cell *target_cell(struct ktel_attr_fold *f, struct rest *rest, bool has_id,
-				uint64_t id, uint32_t *hint, bool history,
-				enum target_kind *ret_kind, struct name **ret_name,
-				bool *ret_direct)
+static inline __attribute__((always_inline)) struct cell *target_cell(
+	struct ktel_attr_fold *f, struct rest *rest, bool has_id, uint64_t id, uint32_t *hint,
+	bool history, enum target_kind *ret_kind, struct name **ret_name, bool *ret_direct)
 {
 	enum target_kind kind = TARGET_UNKNOWN;
 	struct name *name = NULL;
@@ -917,9 +988,11 @@ static struct cell *target_cell(struct ktel_attr_fold *f, struct rest *rest, boo
  * to events_in and, folded at once, folded_user (they differ from ev for
  * gauges, whose levels are not events).
  */
-static void account(struct ktel_attr_fold *f, struct cell *cell, enum target_kind kind,
-		    struct name *name, bool overflow, bool direct, uint64_t ev, uint64_t in,
-		    uint64_t folded)
+static inline __attribute__((always_inline)) void account(struct ktel_attr_fold *f,
+							  struct cell *cell, enum target_kind kind,
+							  struct name *name, bool overflow,
+							  bool direct, uint64_t ev, uint64_t in,
+							  uint64_t folded)
 {
 	f->st.events_in += in;
 	if (direct)
@@ -1106,10 +1179,54 @@ static void add_key(struct ktel_attr_fold *f, const struct ktel_pull_keys *b, si
 	memcpy(ks->key, k->key, b->key_size);
 }
 
+/*
+ * How far ahead of the key being folded add_keys fetches: a key's id slot
+ * SLOT_AHEAD keys before it is folded, then (the slot in by then) the name
+ * entry and the resolver's entry the slot points at NAME_AHEAD keys before.
+ * A few keys ahead rather than a whole batch ahead: what is fetched comes
+ * in shortly before its key, not long before and at the risk of being
+ * evicted again, and few lines are on their way at once.
+ */
+#define SLOT_AHEAD 16
+#define NAME_AHEAD 8
+
+/*
+ * Fetch key i's id slot. Inlined by force: a function whose only effect is
+ * a prefetch is one GCC takes for pure, and a call to it, which returns
+ * nothing, it drops.
+ */
+static inline __attribute__((always_inline)) void fetch_slot(const struct ktel_attr_fold *f,
+							     const struct ktel_pull_keys *b,
+							     size_t i)
+{
+	const struct keyslot *ks = &f->keys[b->k[i].pos];
+
+	if (ks->rest && ks->idx < f->ids.n)
+		__builtin_prefetch(&f->ids.s[ks->idx]);
+}
+
+/* Fetch what key i's id slot points at: its name entry and, for an id
+ * named in an earlier window that its first key of this one notes as
+ * used, the resolver's memory of it. */
+static void fetch_names(const struct ktel_attr_fold *f, const struct ktel_pull_keys *b, size_t i)
+{
+	const struct keyslot *ks = &f->keys[b->k[i].pos];
+	const struct idslot *slot;
+
+	if (!ks->rest || ks->idx >= f->ids.n)
+		return;
+	slot = &f->ids.s[ks->idx];
+	if (!slot->used || slot->id != b->k[i].id)
+		return;
+	if (slot->name && slot->epoch == f->name_epoch)
+		__builtin_prefetch(slot->name, 1);
+	if (f->o.prefetch && slot->win != f->win && slot->hint)
+		f->o.prefetch(f->o.resolve_ctx, slot->hint);
+}
+
 void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 {
 	struct ktel_attr_fold *f = ctx;
-	const struct idcache *c = &f->ids;
 	size_t last = 0;
 	bool slots;
 
@@ -1119,36 +1236,28 @@ void ktel_attr_fold__add_keys(void *ctx, const struct ktel_pull_keys *b)
 		if (b->k[i].pos > last)
 			last = b->k[i].pos;
 	slots = keyslot_at(f, last) != NULL;
+	if (!slots) {
+		for (size_t i = 0; i < b->n && !f->oom; i++)
+			add_key(f, b, i, NULL);
+		return;
+	}
 	/*
-	 * Fetch ahead what the keys will touch: their id slots, then (once
-	 * those are in) the name entries the slots point at. Ids are spread
-	 * over both at random, so without this nearly every key waits for
-	 * memory twice; with it the waits of a batch overlap.
+	 * Ids are spread over the id slots, names and the resolver's entries
+	 * at random, so without fetching ahead nearly every key waits for
+	 * memory two or three times; fetched a few keys ahead, the waits
+	 * overlap with the folding of the keys in between.
 	 */
-	for (size_t i = 0; slots && i < b->n; i++) {
-		const struct keyslot *ks = &f->keys[b->k[i].pos];
-
-		if (ks->rest && ks->idx < c->n)
-			__builtin_prefetch(&c->s[ks->idx]);
+	for (size_t i = 0; i < b->n && i < SLOT_AHEAD; i++)
+		fetch_slot(f, b, i);
+	for (size_t i = 0; i < b->n && i < NAME_AHEAD; i++)
+		fetch_names(f, b, i);
+	for (size_t i = 0; i < b->n && !f->oom; i++) {
+		if (i + SLOT_AHEAD < b->n)
+			fetch_slot(f, b, i + SLOT_AHEAD);
+		if (i + NAME_AHEAD < b->n)
+			fetch_names(f, b, i + NAME_AHEAD);
+		add_key(f, b, i, &f->keys[b->k[i].pos]);
 	}
-	for (size_t i = 0; slots && i < b->n; i++) {
-		const struct keyslot *ks = &f->keys[b->k[i].pos];
-		const struct idslot *slot;
-
-		if (!ks->rest || ks->idx >= c->n)
-			continue;
-		slot = &c->s[ks->idx];
-		if (!slot->used || slot->id != b->k[i].id)
-			continue;
-		if (slot->name && slot->epoch == f->name_epoch)
-			__builtin_prefetch(slot->name);
-		/* The resolver's memory of an id named in an earlier window,
-		 * which its first key of this one notes as used. */
-		if (f->o.prefetch && slot->win != f->win && slot->hint)
-			f->o.prefetch(f->o.resolve_ctx, slot->hint);
-	}
-	for (size_t i = 0; i < b->n && !f->oom; i++)
-		add_key(f, b, i, slots ? &f->keys[b->k[i].pos] : NULL);
 }
 
 /*
@@ -1459,7 +1568,7 @@ static uint64_t series_events(const struct series *s)
 static void age_names(struct ktel_attr_fold *f)
 {
 	f->evictable = 0;
-	table_for_each(&f->names, struct name, nm)
+	names_for_each(f, nm)
 	{
 		/* Evicted at the next window's end if it has no events. */
 		if (nm->admitted && !nm->gone &&

@@ -30,8 +30,13 @@
 #define MAX_WALK_DEPTH 32
 #define MAX_USERS 4096
 
+/*
+ * One cache line each (the table is line-aligned): a pull notes every id
+ * it names as used (ktel_attr_names__cgroup_used), once per id and window,
+ * and an entry straddling two lines cost two misses where one will do.
+ */
 struct entry {
-	uint64_t id;
+	_Alignas(64) uint64_t id;
 	/* Last walk or mkdir event that found it (for a removed cgroup: its
 	 * rmdir), or lookup, for users. */
 	uint64_t seen_ns;
@@ -105,10 +110,11 @@ static struct entry *cache_find(const struct cache *c, uint64_t id)
 
 static int cache_rehash(struct cache *c, size_t cap)
 {
-	struct entry *e = calloc(cap, sizeof(*e));
+	struct entry *e = aligned_alloc(_Alignof(struct entry), cap * sizeof(*e));
 
 	if (!e)
 		return -ENOMEM;
+	memset(e, 0, cap * sizeof(*e));
 	for (size_t i = 0; i < c->cap; i++) {
 		size_t j;
 

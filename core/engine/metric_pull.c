@@ -943,6 +943,14 @@ static const struct ktel_record *key_record(const struct ktel_pull_keys *b, size
 	return mp->win;
 }
 
+/*
+ * Keys per batch for run_keys (at most the window): few enough that the
+ * deltas the delta engine just wrote for them (264 bytes for a histogram
+ * of 32 buckets with its sum) are still in the first-level cache when the
+ * consumer reads them, which a window's worth (256 keys) are not.
+ */
+#define KEY_BATCH 32
+
 /* Add key i of snapshot s to the batch for e->key_fn (run_keys); no record
  * is made unless the consumer asks for it. */
 static void emit_key_fn(struct ktel_metric_pull *mp, struct emit *e,
@@ -953,7 +961,7 @@ static void emit_key_fn(struct ktel_metric_pull *mp, struct emit *e,
 	const uint64_t *vals = delta ? delta : mp->cur;
 	struct ktel_pull_key *k;
 
-	if (e->n == mp->win_cap)
+	if (e->n == mp->win_cap || e->n == KEY_BATCH)
 		emit_flush(mp, e);
 	mp->kw = w;
 	mp->ks = s;

@@ -349,7 +349,7 @@ static void collect_lines(void *ctx, const struct ktel_record *recs, size_t n)
  * key's derived device comes and goes: a place's key is trusted only as
  * far as its bytes and derived value say it is the same.
  */
-static void test_keys_fold_as_records(void **state)
+static void keys_fold_as_records(size_t batch)
 {
 	enum {
 		K = 4,
@@ -367,7 +367,6 @@ static void test_keys_fold_as_records(void **state)
 	struct batch_ctx bc = {.c = batch_c};
 	size_t n_batch = 0;
 
-	(void)state;
 	for (int i = 0; i < PLACES; i++) {
 		place[i].k = (struct test_key){.cpu = i % N_CPUS, .id = (uint64_t)i / N_CPUS};
 		place[i].derived = KTEL_PULL_NO_DERIVED;
@@ -425,11 +424,11 @@ static void test_keys_fold_as_records(void **state)
 				.vals = c->vals,
 			};
 		}
-		/* In batches of a few keys, as a pull's windows. */
-		for (size_t i = 0; i < n_batch; i += 5) {
+		/* In batches, as a pull's windows. */
+		for (size_t i = 0; i < n_batch; i += batch) {
 			struct ktel_pull_keys b = {
 				.k = &batch_k[i],
-				.n = n_batch - i < 5 ? n_batch - i : 5,
+				.n = n_batch - i < batch ? n_batch - i : batch,
 				.key_size = sizeof(struct test_key),
 				.n_vals = KTEL_HIST_BUCKETS + 1,
 				.head = &head,
@@ -458,6 +457,21 @@ static void test_keys_fold_as_records(void **state)
 	assert_true(bc.made > 0 && bc.made < PLACES * WINDOWS / 4);
 	ktel_attr_fold__free(fr);
 	ktel_attr_fold__free(fk);
+}
+
+/* In batches of a few keys, fewer than the fold fetches ahead. */
+static void test_keys_fold_as_records(void **state)
+{
+	(void)state;
+	keys_fold_as_records(5);
+}
+
+/* In batches longer than the fold fetches ahead (its id slots 16 keys
+ * ahead, names 8): the fetching runs into the batch's end. */
+static void test_keys_fold_as_records_long_batches(void **state)
+{
+	(void)state;
+	keys_fold_as_records(40);
 }
 
 static uint64_t label_count(const struct sink *s, const char *label)
@@ -631,6 +645,102 @@ static void test_generation_skips_resolve(void **state)
 	/* One of the two alone is refused. */
 	o.used = NULL;
 	assert_int_equal(ktel_attr_fold__new(&o, &f, &err), -EINVAL);
+}
+
+/* A resolver that never changes a name: the fold takes an id's name from
+ * its cache for as long as the fold's name entry lives. */
+static uint64_t const_generation(void *ctx)
+{
+	(void)ctx;
+	return 1;
+}
+
+static bool const_used(void *ctx, uint64_t id, uint64_t *hint)
+{
+	(void)ctx;
+	(void)id;
+	(void)hint;
+	return true;
+}
+
+/* Window of ids first..first+n-1 (id i with i + 1 - first events), and
+ * extra_id with extra_events when extra_events is not 0. */
+static void id_range_window(struct ktel_attr_fold *f, struct sink *s, int w, uint64_t first,
+			    uint64_t n, uint64_t extra_id, uint64_t extra_events)
+{
+	static uint64_t ids[400], ev[400];
+	size_t k = 0;
+
+	for (uint64_t i = 0; i < n; i++, k++) {
+		ids[k] = first + i;
+		ev[k] = i + 1;
+	}
+	if (extra_events) {
+		ids[k] = extra_id;
+		ev[k++] = extra_events;
+	}
+	window(f, s, (uint64_t)w * 60000000000ULL, ids, ev, k);
+}
+
+/*
+ * The fold's name entries come in chunks and go back to a free list when
+ * a name is forgotten: more names than a chunk holds, forgotten, then as
+ * many new ones in the entries they freed. An id whose name entry was
+ * freed and taken by another name is named again, not by the entry's new
+ * name, though the resolver says nothing changed.
+ */
+static void test_name_entries_reused(void **state)
+{
+	struct names names = {.group = 1};
+	struct ktel_attr_fold_opts o = {
+		.dim_name = "cgroup",
+		.top = 1000,
+		.sticky_windows = 2,
+		.churn_per_hour = 1000000,
+		.resolve = resolve,
+		.resolve_ctx = &names,
+		.generation = const_generation,
+		.used = const_used,
+	};
+	struct ktel_attr_fold *f = NULL;
+	struct ktel_attr_fold_stats st;
+	struct ktel_err err;
+	static struct sink s;
+	int w = 0;
+
+	(void)state;
+	assert_int_equal(ktel_attr_fold__new(&o, &f, &err), 0);
+	id_range_window(f, &s, w++, 0, 300, 0, 0);
+	ktel_attr_fold__stats(f, &st);
+	assert_int_equal(st.tracked, 300);
+	assert_int_equal(label_count(&s, "n299"), 300);
+	assert_int_equal(label_count(&s, "n298"), 299);
+	assert_int_equal(label_count(&s, KTEL_ATTR_OTHER), 0);
+	/* New names; the first 300 go quiet and are forgotten. */
+	for (int i = 0; i < 3; i++) {
+		id_range_window(f, &s, w++, 1000, 300, 0, 0);
+		assert_int_equal(label_count(&s, "n299"), 0);
+	}
+	ktel_attr_fold__stats(f, &st);
+	assert_int_equal(st.tracked, 300);
+	/* As many newer ones, in the freed entries; id 5 again, its entry
+	 * long since taken by another name. */
+	for (int i = 0; i < 3; i++) {
+		id_range_window(f, &s, w++, 2000, 300, 5, 100000);
+		ktel_attr_fold__stats(f, &st);
+		assert_int_equal(label_count(&s, "n5"), 100000);
+		assert_int_equal(label_count(&s, KTEL_ATTR_UNKNOWN), 0);
+		assert_int_equal(st.events_in, st.events_out);
+	}
+	assert_int_equal(st.tracked, 301);
+	/* And back: the first ids, every one named as before. */
+	id_range_window(f, &s, w++, 0, 300, 5, 100000);
+	assert_int_equal(label_count(&s, "n5"), 100000 + 6);
+	assert_int_equal(label_count(&s, "n2299"), 0);
+	assert_int_equal(label_count(&s, "n299"), 300);
+	ktel_attr_fold__stats(f, &st);
+	assert_int_equal(st.tracked, 600);
+	ktel_attr_fold__free(f);
 }
 
 /* An admitted name stays while it had events in the last W windows, even
@@ -1237,6 +1347,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_invariant_random),
 		cmocka_unit_test(test_keys_fold_as_records),
+		cmocka_unit_test(test_keys_fold_as_records_long_batches),
+		cmocka_unit_test(test_name_entries_reused),
 		cmocka_unit_test(test_ids_summed_and_ranked),
 		cmocka_unit_test(test_generation_skips_resolve),
 		cmocka_unit_test(test_sticky),
