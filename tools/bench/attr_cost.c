@@ -245,7 +245,7 @@ static int open_empty(struct cfg *c)
 static int open_cfg(struct bench *b, struct cfg *c)
 {
 	const char *path = c->by == -1 ? b->old_path : b->obj_path;
-	struct bpf_program *p;
+	struct bpf_program *p, *stamp;
 	int rc;
 
 	if (c->by == -2) {
@@ -269,9 +269,18 @@ static int open_cfg(struct bench *b, struct cfg *c)
 	 * the kernel has it, block_rq_insert before; with attribution off
 	 * neither (the descriptor's attr_progs), nor from the bio's cgroup
 	 * (its attr_prog_flags). */
+	/* runq_latency's forms: the daemon's first choice in every variant
+	 * group is the scheduler's stamp (runq_switch_si), one program that
+	 * stands for all three groups; the other forms are its fallbacks and
+	 * never run beside it. An object without it (before) runs all of its
+	 * programs. */
+	stamp = bpf_object__find_program_by_name(c->obj, "runq_switch_si");
 	bpf_object__for_each_program(p, c->obj) {
 		const char *n = bpf_program__name(p);
 		bool submit = !strcmp(n, "block_insert") || !strcmp(n, "block_submit");
+
+		if (stamp && p != stamp)
+			bpf_program__set_autoload(p, false);
 
 		if (!strcmp(n, "block_insert") && have_tracepoint("block_io_start"))
 			bpf_program__set_autoload(p, false);
