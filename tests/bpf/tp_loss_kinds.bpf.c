@@ -50,18 +50,18 @@ struct {
 } device SEC(".maps");
 
 enum slot {
-	S_BTF,		/* tp_btf, bpf_probe_read_kernel: reads of the device */
-	S_BTF_DIRECT,	/* tp_btf, direct loads */
-	S_RAW,		/* raw_tp */
-	S_CLASSIC,	/* classic tracepoint */
-	S_DONE,		/* tp_btf on block_io_done */
-	S_BTF_ALL,	/* runs of the tp_btf program for any device */
-	S_RAW_ALL,	/* runs of the raw_tp program for any device */
-	S_CLASSIC_ALL,	/* runs of the classic program for any device */
-	S_BTF_READ_FAIL,  /* tp_btf runs whose reads of the request failed */
-	S_MISSED_BY_BTF,  /* device reads the classic program saw and tp_btf not */
-	S_CLASSIC_AHEAD,  /* classic runs that found tp_btf already ahead */
-	S_RECURSE_RUNS,	  /* runs of recurse */
+	S_BTF,           /* tp_btf, bpf_probe_read_kernel: reads of the device */
+	S_BTF_DIRECT,    /* tp_btf, direct loads */
+	S_RAW,           /* raw_tp */
+	S_CLASSIC,       /* classic tracepoint */
+	S_DONE,          /* tp_btf on block_io_done */
+	S_BTF_ALL,       /* runs of the tp_btf program for any device */
+	S_RAW_ALL,       /* runs of the raw_tp program for any device */
+	S_CLASSIC_ALL,   /* runs of the classic program for any device */
+	S_BTF_READ_FAIL, /* tp_btf runs whose reads of the request failed */
+	S_MISSED_BY_BTF, /* device reads the classic program saw and tp_btf not */
+	S_CLASSIC_AHEAD, /* classic runs that found tp_btf already ahead */
+	S_RECURSE_RUNS,  /* runs of recurse */
 	S_NSLOTS = 16,
 };
 
@@ -125,6 +125,23 @@ struct {
 	__type(key, __u32);
 	__type(value, struct missed);
 } missed_log SEC(".maps");
+
+/* The request's start sector. */
+struct request___sector {
+	__u64 __sector;
+} __attribute__((preserve_access_index));
+
+/* Reads of the device per 4 KiB block (the test reads blocks 0..1023):
+ * [block] as the tp_btf program counted them, [1024 + block] as the classic
+ * program did; which blocks tp_btf missed reads of, whatever the order the
+ * two programs run in. */
+#define KTEL_LOSS_BLOCKS 1024
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * KTEL_LOSS_BLOCKS);
+	__type(key, __u32);
+	__type(value, __u64);
+} blocks SEC(".maps");
 
 /* The task's kernel stack (THREAD_SIZE bytes from stack). */
 struct task_struct___stack {
@@ -199,6 +216,8 @@ int btf_complete(__u64 *ctx)
 	if (ours <= 0)
 		return 0;
 	add(&counts, S_BTF);
+	add(&blocks, (__u32)(BPF_CORE_READ((struct request___sector *)ctx[0], __sector) / 8) %
+			     KTEL_LOSS_BLOCKS);
 	s = bpf_map_lookup_elem(&seqs, &k);
 	if (s)
 		s->btf++;
@@ -247,6 +266,7 @@ int classic_complete(struct block_rq_complete_record *r)
 	if (!is_device(r->dev >> KTEL_MINORBITS, r->dev & KTEL_MINORMASK) || r->rwbs[0] != 'R')
 		return 0;
 	add(&counts, S_CLASSIC);
+	add(&blocks, KTEL_LOSS_BLOCKS + (__u32)(r->sector / 8) % KTEL_LOSS_BLOCKS);
 	s = bpf_map_lookup_elem(&seqs, &k);
 	if (!s)
 		return 0;
