@@ -50,18 +50,19 @@ struct {
 } device SEC(".maps");
 
 enum slot {
-	S_BTF,           /* tp_btf, bpf_probe_read_kernel: reads of the device */
-	S_BTF_DIRECT,    /* tp_btf, direct loads */
-	S_RAW,           /* raw_tp */
-	S_CLASSIC,       /* classic tracepoint */
-	S_DONE,          /* tp_btf on block_io_done */
-	S_BTF_ALL,       /* runs of the tp_btf program for any device */
-	S_RAW_ALL,       /* runs of the raw_tp program for any device */
-	S_CLASSIC_ALL,   /* runs of the classic program for any device */
-	S_BTF_READ_FAIL, /* tp_btf runs whose reads of the request failed */
-	S_MISSED_BY_BTF, /* device reads the classic program saw and tp_btf not */
-	S_CLASSIC_AHEAD, /* classic runs that found tp_btf already ahead */
-	S_RECURSE_RUNS,  /* runs of recurse */
+	S_BTF,            /* tp_btf, bpf_probe_read_kernel: reads of the device */
+	S_BTF_DIRECT,     /* tp_btf, direct loads */
+	S_RAW,            /* raw_tp */
+	S_CLASSIC,        /* classic tracepoint */
+	S_DONE,           /* tp_btf on block_io_done */
+	S_BTF_ALL,        /* runs of the tp_btf program for any device */
+	S_RAW_ALL,        /* runs of the raw_tp program for any device */
+	S_CLASSIC_ALL,    /* runs of the classic program for any device */
+	S_BTF_READ_FAIL,  /* tp_btf runs whose reads of the request failed */
+	S_MISSED_BY_BTF,  /* device reads the classic program saw and tp_btf not */
+	S_CLASSIC_AHEAD,  /* classic runs that found tp_btf already ahead */
+	S_RECURSE_RUNS,   /* runs of recurse */
+	S_MISSED_BTF_RAN, /* of S_MISSED_BY_BTF, those tp_btf ran for */
 	S_NSLOTS = 16,
 };
 
@@ -97,9 +98,17 @@ struct {
 /* Each CPU's counts of the device's reads by the tp_btf and the classic
  * program, to find the reads one of them missed. */
 struct seq {
-	__u64 btf;
-	__u64 classic;
+	__u64 btf;         /* the device's reads tp_btf counted */
+	__u64 classic;     /* and the classic program */
+	__u64 btf_all;     /* runs of tp_btf for any device */
+	__u64 classic_all; /* and of the classic program */
 	__u64 scratch;
+	/* What tp_btf read in its last run on this CPU. */
+	__u64 last_sector;
+	__u32 last_dev;
+	__u32 last_flags;
+	__s32 last_ret;
+	__u32 pad;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -115,8 +124,14 @@ struct missed {
 	__u32 cpu;
 	__u32 context;
 	__s32 pid;
-	__u32 pad;
+	__u32 btf_ran; /* tp_btf ran for this completion (runs on the CPU even) */
 	__u64 ns;
+	/* What tp_btf read in its last run on the CPU. */
+	__u64 seen_sector;
+	__u32 seen_dev;
+	__u32 seen_flags;
+	__s32 seen_ret;
+	__u32 pad;
 };
 #define KTEL_LOSS_LOG 64
 struct {
@@ -187,30 +202,44 @@ static __always_inline int is_device(__u32 major, __u32 minor)
 
 /* Whether rq is a read of the device, reading it with bpf_probe_read_kernel;
  * -1 when a read of the request failed. */
-static __always_inline int ours_probe_read(struct request *rq)
+/* Whether rq is a read of the device, reading it with bpf_probe_read_kernel;
+ * -1 when a read of the request failed or found no disk. What it read goes
+ * to s, where there is one. */
+static __always_inline int ours_probe_read(struct request *rq, struct seq *s)
 {
-	struct request_queue *q;
-	struct gendisk *disk;
-	unsigned int flags;
-	int major, first_minor;
+	struct request_queue *q = NULL;
+	struct gendisk *disk = NULL;
+	unsigned int flags = 0;
+	int major = 0, first_minor = 0, ret;
 
 	if (bpf_core_read(&q, sizeof(q), &rq->q) || !q ||
 	    bpf_core_read(&disk, sizeof(disk), &q->disk) || !disk ||
 	    bpf_core_read(&major, sizeof(major), &disk->major) ||
 	    bpf_core_read(&first_minor, sizeof(first_minor), &disk->first_minor) ||
 	    bpf_core_read(&flags, sizeof(flags), &rq->cmd_flags))
-		return -1;
-	return is_device((__u32)major, (__u32)first_minor) && (flags & KTEL_REQ_OP_MASK) == 0;
+		ret = -1;
+	else
+		ret = is_device((__u32)major, (__u32)first_minor) &&
+		      (flags & KTEL_REQ_OP_MASK) == 0;
+	if (s) {
+		s->last_dev = ((__u32)major << KTEL_MINORBITS) | (__u32)first_minor;
+		s->last_flags = flags;
+		s->last_ret = ret;
+		s->last_sector = BPF_CORE_READ((struct request___sector *)rq, __sector);
+	}
+	return ret;
 }
 
 SEC("tp_btf/block_rq_complete")
 int btf_complete(__u64 *ctx)
 {
 	__u32 k = 0;
-	struct seq *s;
-	int ours = ours_probe_read((struct request *)ctx[0]);
+	struct seq *s = bpf_map_lookup_elem(&seqs, &k);
+	int ours = ours_probe_read((struct request *)ctx[0], s);
 
 	add(&counts, S_BTF_ALL);
+	if (s)
+		s->btf_all++;
 	if (ours < 0)
 		add(&counts, S_BTF_READ_FAIL);
 	if (ours <= 0)
@@ -218,7 +247,6 @@ int btf_complete(__u64 *ctx)
 	add(&counts, S_BTF);
 	add(&blocks, (__u32)(BPF_CORE_READ((struct request___sector *)ctx[0], __sector) / 8) %
 			     KTEL_LOSS_BLOCKS);
-	s = bpf_map_lookup_elem(&seqs, &k);
 	if (s)
 		s->btf++;
 	return 0;
@@ -242,7 +270,7 @@ SEC("raw_tp/block_rq_complete")
 int raw_complete(__u64 *ctx)
 {
 	add(&counts, S_RAW_ALL);
-	if (ours_probe_read((struct request *)ctx[0]) > 0)
+	if (ours_probe_read((struct request *)ctx[0], NULL) > 0)
 		add(&counts, S_RAW);
 	return 0;
 }
@@ -250,7 +278,7 @@ int raw_complete(__u64 *ctx)
 SEC("tp_btf/block_io_done")
 int btf_done(__u64 *ctx)
 {
-	if (ours_probe_read((struct request *)ctx[0]) > 0)
+	if (ours_probe_read((struct request *)ctx[0], NULL) > 0)
 		add(&counts, S_DONE);
 	return 0;
 }
@@ -258,18 +286,19 @@ int btf_done(__u64 *ctx)
 SEC("tracepoint/block/block_rq_complete")
 int classic_complete(struct block_rq_complete_record *r)
 {
-	__u32 k = 0, cpu = bpf_get_smp_processor_id(), ctxi, slot;
+	__u32 k = 0, cpu = bpf_get_smp_processor_id(), ctxi, slot, btf_ran;
 	struct missed *m, *head;
 	struct seq *s;
 
 	add(&counts, S_CLASSIC_ALL);
+	s = bpf_map_lookup_elem(&seqs, &k);
+	if (!s)
+		return 0;
+	s->classic_all++;
 	if (!is_device(r->dev >> KTEL_MINORBITS, r->dev & KTEL_MINORMASK) || r->rwbs[0] != 'R')
 		return 0;
 	add(&counts, S_CLASSIC);
 	add(&blocks, KTEL_LOSS_BLOCKS + (__u32)(r->sector / 8) % KTEL_LOSS_BLOCKS);
-	s = bpf_map_lookup_elem(&seqs, &k);
-	if (!s)
-		return 0;
 	ctxi = context_of(s);
 	add(&contexts, ctxi);
 	add(&cpus, cpu % KTEL_LOSS_CPUS);
@@ -279,9 +308,15 @@ int classic_complete(struct block_rq_complete_record *r)
 			add(&counts, S_CLASSIC_AHEAD);
 		return 0;
 	}
-	/* tp_btf did not count this read: note it, and count from here. */
+	/* tp_btf did not count this read: note it, whether tp_btf ran for
+	 * this completion at all (its runs on this CPU keep up with the
+	 * classic program's), and count from here. */
 	s->btf = s->classic;
+	btf_ran = s->btf_all >= s->classic_all;
+	s->btf_all = s->classic_all;
 	add(&counts, S_MISSED_BY_BTF);
+	if (btf_ran)
+		add(&counts, S_MISSED_BTF_RAN);
 	add(&contexts, 8 + ctxi);
 	add(&cpus, KTEL_LOSS_CPUS + cpu % KTEL_LOSS_CPUS);
 	head = bpf_map_lookup_elem(&missed_log, &k);
@@ -298,6 +333,11 @@ int classic_complete(struct block_rq_complete_record *r)
 	m->context = ctxi;
 	m->pid = (__s32)(bpf_get_current_pid_tgid() & 0xffffffff);
 	m->ns = bpf_ktime_get_ns();
+	m->btf_ran = btf_ran;
+	m->seen_sector = s->last_sector;
+	m->seen_dev = s->last_dev;
+	m->seen_flags = s->last_flags;
+	m->seen_ret = s->last_ret;
 	return 0;
 }
 

@@ -278,6 +278,7 @@ enum {
 	S_MISSED_BY_BTF,
 	S_CLASSIC_AHEAD,
 	S_RECURSE_RUNS,
+	S_MISSED_BTF_RAN,
 	S_NSLOTS = 16,
 };
 
@@ -291,8 +292,13 @@ struct missed {
 	uint32_t cpu;
 	uint32_t context;
 	int32_t pid;
-	uint32_t pad;
+	uint32_t btf_ran;
 	uint64_t ns;
+	uint64_t seen_sector;
+	uint32_t seen_dev;
+	uint32_t seen_flags;
+	int32_t seen_ret;
+	uint32_t pad;
 };
 
 /* tp_loss_kinds.bpf.c's map contexts, 0..1 (and 8..9 for the missed). */
@@ -492,6 +498,10 @@ static void test_program_kinds(void **state)
 		       "had not counted, and %llu runs where tp_btf was ahead\n",
 		       (unsigned long long)c[S_MISSED_BY_BTF],
 		       (unsigned long long)c[S_CLASSIC_AHEAD]);
+		printf("    of those, tp_btf ran for the completion (its runs on the CPU kept up "
+		       "with the classic program's) %llu, did not run %llu\n",
+		       (unsigned long long)c[S_MISSED_BTF_RAN],
+		       (unsigned long long)(c[S_MISSED_BY_BTF] - c[S_MISSED_BTF_RAN]));
 		if (c[S_MISSED_BY_BTF] > device / 2)
 			printf("    (the classic program ran before the tp_btf one: another perf "
 			       "user of block_rq_complete had registered its probe first, so the "
@@ -517,10 +527,15 @@ static void test_program_kinds(void **state)
 			assert_int_equal(bpf_map_lookup_elem(log_fd, &k, &m), 0);
 			comm_of(m.pid, comm, sizeof(comm));
 			if (k <= 12)
-				printf("    missed: sector %llu cpu %u %s, pid %d (%s%s)\n",
+				printf("    missed: sector %llu cpu %u %s, pid %d (%s%s); tp_btf %s "
+				       "(its last run here read %u:%u flags 0x%x sector %llu, "
+				       "result %d)\n",
 				       (unsigned long long)m.sector, m.cpu,
 				       context_names[m.context < 2 ? m.context : 0], (int)m.pid,
-				       is_reader(m.pid) ? "a reader, " : "", comm);
+				       is_reader(m.pid) ? "a reader, " : "", comm,
+				       m.btf_ran ? "ran for it" : "did not run for it",
+				       m.seen_dev >> 20, m.seen_dev & 0xfffff, m.seen_flags,
+				       (unsigned long long)m.seen_sector, (int)m.seen_ret);
 		}
 	}
 	assert_int_equal(device, n);
