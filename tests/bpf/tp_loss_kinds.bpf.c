@@ -294,7 +294,12 @@ int classic_complete(struct block_rq_complete_record *r)
 	s = bpf_map_lookup_elem(&seqs, &k);
 	if (!s)
 		return 0;
+	/* Whether tp_btf ran for this completion: on each call of the
+	 * tracepoint it runs first and counts one run, so its runs on this CPU
+	 * equal the classic program's here. Set equal again for the next. */
 	s->classic_all++;
+	btf_ran = s->btf_all == s->classic_all;
+	s->btf_all = s->classic_all;
 	if (!is_device(r->dev >> KTEL_MINORBITS, r->dev & KTEL_MINORMASK) || r->rwbs[0] != 'R')
 		return 0;
 	add(&counts, S_CLASSIC);
@@ -308,12 +313,8 @@ int classic_complete(struct block_rq_complete_record *r)
 			add(&counts, S_CLASSIC_AHEAD);
 		return 0;
 	}
-	/* tp_btf did not count this read: note it, whether tp_btf ran for
-	 * this completion at all (its runs on this CPU keep up with the
-	 * classic program's), and count from here. */
+	/* tp_btf did not count this read: note it, and count from here. */
 	s->btf = s->classic;
-	btf_ran = s->btf_all >= s->classic_all;
-	s->btf_all = s->classic_all;
 	add(&counts, S_MISSED_BY_BTF);
 	if (btf_ran)
 		add(&counts, S_MISSED_BTF_RAN);
