@@ -49,7 +49,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,6 +420,44 @@ static void report_blocks(int fd, const uint64_t *before)
 	       (unsigned long long)fewer, shown, (unsigned long long)more);
 }
 
+/* A perf counter of block_rq_complete on every CPU, filtered to the loop
+ * device (as `perf stat -a -e block:block_rq_complete --filter`); fds[cpu],
+ * -1 where it cannot be opened. */
+static int perf_count_open(int *fds, int ncpu)
+{
+	char *text = ktel_test_slurp("/sys/kernel/tracing/events/block/block_rq_complete/id");
+	struct perf_event_attr attr = {0};
+	char filter[64];
+	int opened = 0;
+
+	if (!text)
+		return 0;
+	attr.type = PERF_TYPE_TRACEPOINT;
+	attr.size = sizeof(attr);
+	attr.config = strtoull(text, NULL, 10);
+	free(text);
+	snprintf(filter, sizeof(filter), "dev == %u", (loop.major << 20) | loop.minor);
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		fds[cpu] = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, 0);
+		if (fds[cpu] >= 0 && ioctl(fds[cpu], PERF_EVENT_IOC_SET_FILTER, filter) != 0) {
+			close(fds[cpu]);
+			fds[cpu] = -1;
+		}
+		opened += fds[cpu] >= 0;
+	}
+	return opened;
+}
+
+static uint64_t perf_count_read(const int *fds, int ncpu)
+{
+	uint64_t sum = 0, v;
+
+	for (int cpu = 0; cpu < ncpu; cpu++)
+		if (fds[cpu] >= 0 && read(fds[cpu], &v, sizeof(v)) == sizeof(v))
+			sum += v;
+	return sum;
+}
+
 /* The same reads as each kind of program on block_rq_complete sees them. */
 static void test_program_kinds(void **state)
 {
@@ -432,6 +473,8 @@ static void test_program_kinds(void **state)
 	struct missed head, m;
 	uint32_t k;
 	static uint64_t blocks0[2 * LOSS_BLOCKS];
+	int ncpu = libbpf_num_possible_cpus(), perf_fds[LOSS_CPUS], nperf;
+	uint64_t perf0, perf1;
 
 	(void)state;
 	setup_loop();
@@ -452,6 +495,8 @@ static void test_program_kinds(void **state)
 		printf("  the kernel's record of block_rq_complete is not the layout "
 		       "classic_complete reads: the classic tracepoint is not measured\n");
 
+	nperf = perf_count_open(perf_fds, ncpu);
+	perf0 = perf_count_read(perf_fds, ncpu);
 	read_map(counts_fd, S_NSLOTS, c0);
 	read_map(map_fd(kinds, "blocks"), 2 * LOSS_BLOCKS, blocks0);
 	read_map(contexts_fd, 16, ctx0);
@@ -462,6 +507,10 @@ static void test_program_kinds(void **state)
 	read_device(n);
 	device = ktel_test_loop_reads(&loop) - d0;
 	read_map(counts_fd, S_NSLOTS, c1);
+	perf1 = perf_count_read(perf_fds, ncpu);
+	for (int cpu = 0; cpu < ncpu; cpu++)
+		if (perf_fds[cpu] >= 0)
+			close(perf_fds[cpu]);
 	read_map(contexts_fd, 16, ctx1);
 	read_map(cpus_fd, 2 * LOSS_CPUS, cpu1);
 	for (int i = 0; i < 5; i++)
@@ -484,6 +533,8 @@ static void test_program_kinds(void **state)
 	       (unsigned long long)(device - c[S_RAW]), classic ? "" : "(not attached) ",
 	       (unsigned long long)(classic ? device - c[S_CLASSIC] : 0),
 	       (unsigned long long)(device - c[S_DONE]));
+	printf("    perf's own count of block_rq_complete for the device (%d CPUs): %llu\n",
+	       nperf, (unsigned long long)(perf1 - perf0));
 	printf("    runs for any device: tp_btf %llu, raw_tp %llu, classic %llu; tp_btf runs "
 	       "whose read of the request failed: %llu\n",
 	       (unsigned long long)c[S_BTF_ALL], (unsigned long long)c[S_RAW_ALL],
