@@ -63,6 +63,7 @@ enum slot {
 	S_CLASSIC_AHEAD,  /* classic runs that found tp_btf already ahead */
 	S_RECURSE_RUNS,   /* runs of recurse */
 	S_MISSED_BTF_RAN, /* of S_MISSED_BY_BTF, those tp_btf ran for */
+	S_OTHER_OP,	  /* the device's completions whose record is not a read */
 	S_NSLOTS = 16,
 };
 
@@ -302,8 +303,28 @@ int classic_complete(struct block_rq_complete_record *r)
 	s->classic_all++;
 	btf_ran = s->btf_all == s->classic_all;
 	s->btf_all = s->classic_all;
-	if (!is_device(r->dev >> KTEL_MINORBITS, r->dev & KTEL_MINORMASK) || r->rwbs[0] != 'R')
+	if (!is_device(r->dev >> KTEL_MINORBITS, r->dev & KTEL_MINORMASK))
 		return 1;
+	if (r->rwbs[0] != 'R') {
+		/* The device's, but not a read by its record: log it. */
+		add(&counts, S_OTHER_OP);
+		head = bpf_map_lookup_elem(&missed_log, &k);
+		if (!head)
+			return 1;
+		slot = (__u32)__sync_fetch_and_add(&head->sector, 1) + 1;
+		if (slot > KTEL_LOSS_LOG)
+			return 1;
+		m = bpf_map_lookup_elem(&missed_log, &slot);
+		if (!m)
+			return 1;
+		m->sector = r->sector;
+		m->cpu = cpu;
+		m->pid = (__s32)(bpf_get_current_pid_tgid() & 0xffffffff);
+		m->seen_sector = r->nr_sector;
+		m->seen_ret = r->error;
+		__builtin_memcpy(&m->seen_dev, r->rwbs, 8);
+		return 1;
+	}
 	add(&counts, S_CLASSIC);
 	add(&blocks, KTEL_LOSS_BLOCKS + (__u32)(r->sector / 8) % KTEL_LOSS_BLOCKS);
 	ctxi = context_of(s);

@@ -282,6 +282,7 @@ enum {
 	S_CLASSIC_AHEAD,
 	S_RECURSE_RUNS,
 	S_MISSED_BTF_RAN,
+	S_OTHER_OP,
 	S_NSLOTS = 16,
 };
 
@@ -533,6 +534,25 @@ static void test_program_kinds(void **state)
 	       (unsigned long long)(device - c[S_RAW]), classic ? "" : "(not attached) ",
 	       (unsigned long long)(classic ? device - c[S_CLASSIC] : 0),
 	       (unsigned long long)(device - c[S_DONE]));
+	printf("    completions of the device whose record is not a read: %llu\n",
+	       (unsigned long long)c[S_OTHER_OP]);
+	{
+		struct missed h, e;
+		uint32_t key = 0;
+
+		assert_int_equal(bpf_map_lookup_elem(log_fd, &key, &h), 0);
+		for (key = 1; key <= h.sector && key <= 12; key++) {
+			char rwbs[9] = {0}, comm[32];
+
+			assert_int_equal(bpf_map_lookup_elem(log_fd, &key, &e), 0);
+			memcpy(rwbs, &e.seen_dev, 8);
+			comm_of(e.pid, comm, sizeof(comm));
+			printf("    not a read: rwbs %s sector %llu + %llu error %d cpu %u pid %d (%s%s)\n",
+			       rwbs, (unsigned long long)e.sector,
+			       (unsigned long long)e.seen_sector, (int)e.seen_ret, e.cpu,
+			       (int)e.pid, is_reader(e.pid) ? "a reader, " : "", comm);
+		}
+	}
 	printf("    perf's own count of block_rq_complete for the device (%d CPUs): %llu\n",
 	       nperf, (unsigned long long)(perf1 - perf0));
 	printf("    runs for any device: tp_btf %llu, raw_tp %llu, classic %llu; tp_btf runs "
