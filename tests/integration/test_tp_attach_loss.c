@@ -435,7 +435,7 @@ static void report_blocks(int fd, const uint64_t *before, unsigned n)
 /* A perf counter of block_rq_complete on every CPU, filtered to the loop
  * device (as `perf stat -a -e block:block_rq_complete --filter`); fds[cpu],
  * -1 where it cannot be opened. */
-static int perf_count_open(int *fds, int ncpu)
+static int perf_count_open(int *fds, int ncpu, int filtered)
 {
 	char *text = ktel_test_slurp("/sys/kernel/tracing/events/block/block_rq_complete/id");
 	struct perf_event_attr attr = {0};
@@ -451,7 +451,8 @@ static int perf_count_open(int *fds, int ncpu)
 	snprintf(filter, sizeof(filter), "dev == %u", (loop.major << 20) | loop.minor);
 	for (int cpu = 0; cpu < ncpu; cpu++) {
 		fds[cpu] = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, 0);
-		if (fds[cpu] >= 0 && ioctl(fds[cpu], PERF_EVENT_IOC_SET_FILTER, filter) != 0) {
+		if (fds[cpu] >= 0 && filtered &&
+		    ioctl(fds[cpu], PERF_EVENT_IOC_SET_FILTER, filter) != 0) {
 			close(fds[cpu]);
 			fds[cpu] = -1;
 		}
@@ -486,6 +487,8 @@ static void test_program_kinds(void **state)
 	uint32_t k;
 	static uint64_t blocks0[2 * LOSS_BLOCKS];
 	int ncpu = libbpf_num_possible_cpus(), perf_fds[LOSS_CPUS], nperf;
+	int perf_all_fds[LOSS_CPUS];
+	uint64_t perf_all0, perf_all1;
 	uint64_t perf0, perf1, late[S_NSLOTS], late_device, late_perf;
 
 	(void)state;
@@ -507,8 +510,10 @@ static void test_program_kinds(void **state)
 		printf("  the kernel's record of block_rq_complete is not the layout "
 		       "classic_complete reads: the classic tracepoint is not measured\n");
 
-	nperf = perf_count_open(perf_fds, ncpu);
+	nperf = perf_count_open(perf_fds, ncpu, 1);
+	(void)perf_count_open(perf_all_fds, ncpu, 0);
 	perf0 = perf_count_read(perf_fds, ncpu);
+	perf_all0 = perf_count_read(perf_all_fds, ncpu);
 	read_map(counts_fd, S_NSLOTS, c0);
 	read_map(map_fd(kinds, "blocks"), 2 * LOSS_BLOCKS, blocks0);
 	read_map(contexts_fd, 16, ctx0);
@@ -520,15 +525,19 @@ static void test_program_kinds(void **state)
 	device = ktel_test_loop_reads(&loop) - d0;
 	read_map(counts_fd, S_NSLOTS, c1);
 	perf1 = perf_count_read(perf_fds, ncpu);
+	perf_all1 = perf_count_read(perf_all_fds, ncpu);
 	/* The same counts a second later: a completion the programs run for
 	 * after the test has read them is late, not lost. */
 	sleep(1);
 	read_map(counts_fd, S_NSLOTS, late);
 	late_device = ktel_test_loop_reads(&loop) - d0;
 	late_perf = perf_count_read(perf_fds, ncpu);
-	for (int cpu = 0; cpu < ncpu; cpu++)
+	for (int cpu = 0; cpu < ncpu; cpu++) {
 		if (perf_fds[cpu] >= 0)
 			close(perf_fds[cpu]);
+		if (perf_all_fds[cpu] >= 0)
+			close(perf_all_fds[cpu]);
+	}
 	read_map(contexts_fd, 16, ctx1);
 	read_map(cpus_fd, 2 * LOSS_CPUS, cpu1);
 	for (int i = 0; i < 5; i++)
@@ -579,6 +588,8 @@ static void test_program_kinds(void **state)
 	}
 	printf("    perf's own count of block_rq_complete for the device (%d CPUs): %llu\n",
 	       nperf, (unsigned long long)(perf1 - perf0));
+	printf("    perf's count of block_rq_complete for any device: %llu\n",
+	       (unsigned long long)(perf_all1 - perf_all0));
 	printf("    runs for any device: tp_btf %llu, raw_tp %llu, classic %llu; tp_btf runs "
 	       "whose read of the request failed: %llu\n",
 	       (unsigned long long)c[S_BTF_ALL], (unsigned long long)c[S_RAW_ALL],
