@@ -63,7 +63,7 @@ enum slot {
 	S_CLASSIC_AHEAD,  /* classic runs that found tp_btf already ahead */
 	S_RECURSE_RUNS,   /* runs of recurse */
 	S_MISSED_BTF_RAN, /* of S_MISSED_BY_BTF, those tp_btf ran for */
-	S_OTHER_OP,	  /* the device's completions whose record is not a read */
+	S_OTHER_OP,       /* the device's completions whose record is not a read */
 	S_NSLOTS = 16,
 };
 

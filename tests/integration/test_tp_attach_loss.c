@@ -29,8 +29,11 @@
  * request with bpf_probe_read_kernel and with direct loads, raw_tp, and a
  * classic tracepoint program (the perf path), attached last so that it can
  * name the reads the tp_btf program missed (sector, CPU, context, task).
+ * Beside them perf's own counters of the tracepoint on every CPU (one
+ * filtered to the device, one not), and the counts once more a second later.
  * Checked: each kind counts no more than the device. Printed: what each kind
- * missed, where, and the runs the kernel counted and skipped per program.
+ * missed, which blocks' reads, the runs the kernel counted and skipped per
+ * program, and what perf counted in the same calls of the tracepoint.
  *
  * And a check of the instrument itself: a program that fires its own
  * tracepoint again while it runs must show the skipped run in its
@@ -411,8 +414,8 @@ static void report_blocks(int fd, const uint64_t *before, unsigned n)
 		if (cl < issued) {
 			short_of_issued += issued - cl;
 			if (shown_issued++ < 40)
-				printf("    block %d: the programs counted %llu of its %llu reads\n", b,
-				       (unsigned long long)cl, (unsigned long long)issued);
+				printf("    block %d: the programs counted %llu of its %llu reads\n",
+				       b, (unsigned long long)cl, (unsigned long long)issued);
 		}
 
 		if (btf < cl) {
@@ -586,8 +589,8 @@ static void test_program_kinds(void **state)
 			       (int)e.pid, is_reader(e.pid) ? "a reader, " : "", comm);
 		}
 	}
-	printf("    perf's own count of block_rq_complete for the device (%d CPUs): %llu\n",
-	       nperf, (unsigned long long)(perf1 - perf0));
+	printf("    perf's own count of block_rq_complete for the device (%d CPUs): %llu\n", nperf,
+	       (unsigned long long)(perf1 - perf0));
 	printf("    perf's count of block_rq_complete for any device: %llu\n",
 	       (unsigned long long)(perf_all1 - perf_all0));
 	printf("    runs for any device: tp_btf %llu, raw_tp %llu, classic %llu; tp_btf runs "
