@@ -474,6 +474,17 @@ static uint64_t perf_count_read(const int *fds, int ncpu)
 	return sum;
 }
 
+/* Each CPU's count, as "cpuN count ...". */
+static void perf_count_print(const int *fds, int ncpu)
+{
+	uint64_t v;
+
+	for (int cpu = 0; cpu < ncpu; cpu++)
+		if (fds[cpu] >= 0 && read(fds[cpu], &v, sizeof(v)) == sizeof(v))
+			printf(" cpu%d %llu", cpu, (unsigned long long)v);
+	printf("\n");
+}
+
 /* The same reads as each kind of program on block_rq_complete sees them. */
 static void test_program_kinds(void **state)
 {
@@ -529,6 +540,8 @@ static void test_program_kinds(void **state)
 	read_map(counts_fd, S_NSLOTS, c1);
 	perf1 = perf_count_read(perf_fds, ncpu);
 	perf_all1 = perf_count_read(perf_all_fds, ncpu);
+	printf("    perf's count for the device per CPU, since it was opened:");
+	perf_count_print(perf_fds, ncpu);
 	/* The same counts a second later: a completion the programs run for
 	 * after the test has read them is late, not lost. */
 	sleep(1);
