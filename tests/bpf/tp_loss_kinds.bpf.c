@@ -142,6 +142,20 @@ struct {
 	__type(value, struct missed);
 } missed_log SEC(".maps");
 
+/* The next entry of missed_log to fill, or NULL once it is full. */
+static __always_inline struct missed *log_next(void)
+{
+	__u32 k = 0, slot;
+	struct missed *head = bpf_map_lookup_elem(&missed_log, &k);
+
+	if (!head)
+		return NULL;
+	slot = (__u32)__sync_fetch_and_add(&head->sector, 1) + 1;
+	if (slot > KTEL_LOSS_LOG)
+		return NULL;
+	return bpf_map_lookup_elem(&missed_log, &slot);
+}
+
 /* The request's start sector. */
 struct request___sector {
 	__u64 __sector;
@@ -289,8 +303,8 @@ int btf_done(__u64 *ctx)
 SEC("tracepoint/block/block_rq_complete")
 int classic_complete(struct block_rq_complete_record *r)
 {
-	__u32 k = 0, cpu = bpf_get_smp_processor_id(), ctxi, slot, btf_ran;
-	struct missed *m, *head;
+	__u32 k = 0, cpu = bpf_get_smp_processor_id(), ctxi, btf_ran;
+	struct missed *m;
 	struct seq *s;
 
 	add(&counts, S_CLASSIC_ALL);
@@ -308,13 +322,7 @@ int classic_complete(struct block_rq_complete_record *r)
 	if (r->rwbs[0] != 'R') {
 		/* The device's, but not a read by its record: log it. */
 		add(&counts, S_OTHER_OP);
-		head = bpf_map_lookup_elem(&missed_log, &k);
-		if (!head)
-			return 1;
-		slot = (__u32)__sync_fetch_and_add(&head->sector, 1) + 1;
-		if (slot > KTEL_LOSS_LOG)
-			return 1;
-		m = bpf_map_lookup_elem(&missed_log, &slot);
+		m = log_next();
 		if (!m)
 			return 1;
 		m->sector = r->sector;
@@ -343,13 +351,7 @@ int classic_complete(struct block_rq_complete_record *r)
 		add(&counts, S_MISSED_BTF_RAN);
 	add(&contexts, 8 + ctxi);
 	add(&cpus, KTEL_LOSS_CPUS + cpu % KTEL_LOSS_CPUS);
-	head = bpf_map_lookup_elem(&missed_log, &k);
-	if (!head)
-		return 1;
-	slot = (__u32)__sync_fetch_and_add(&head->sector, 1) + 1;
-	if (slot > KTEL_LOSS_LOG)
-		return 1;
-	m = bpf_map_lookup_elem(&missed_log, &slot);
+	m = log_next();
 	if (!m)
 		return 1;
 	m->sector = r->sector;

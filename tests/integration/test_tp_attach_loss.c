@@ -126,9 +126,8 @@ static void read_device(unsigned n)
 	}
 }
 
-/* The runs the kernel skipped of program name (it was already running on
- * that CPU): such a run counts nothing. */
-static uint64_t skipped_in(struct bpf_object *o, const char *name)
+/* What the kernel says of program name of o. */
+static struct bpf_prog_info prog_info_of(struct bpf_object *o, const char *name)
 {
 	struct bpf_prog_info info = {0};
 	uint32_t len = sizeof(info);
@@ -137,7 +136,14 @@ static uint64_t skipped_in(struct bpf_object *o, const char *name)
 							bpf_object__find_program_by_name(o, name)),
 						&info, &len),
 			 0);
-	return info.recursion_misses;
+	return info;
+}
+
+/* The runs the kernel skipped of program name (it was already running on
+ * that CPU): such a run counts nothing. */
+static uint64_t skipped_in(struct bpf_object *o, const char *name)
+{
+	return prog_info_of(o, name).recursion_misses;
 }
 
 static uint64_t skipped(const char *name)
@@ -148,14 +154,7 @@ static uint64_t skipped(const char *name)
 /* The runs the kernel counted of program name (with BPF_STATS_RUN_TIME on). */
 static uint64_t runs_in(struct bpf_object *o, const char *name)
 {
-	struct bpf_prog_info info = {0};
-	uint32_t len = sizeof(info);
-
-	assert_int_equal(bpf_obj_get_info_by_fd(bpf_program__fd(
-							bpf_object__find_program_by_name(o, name)),
-						&info, &len),
-			 0);
-	return info.run_cnt;
+	return prog_info_of(o, name).run_cnt;
 }
 
 static void counts_now(int fd, uint64_t v[2])
