@@ -465,8 +465,10 @@ int ktel_attr_io_v2_available(const char *mountinfo, bool *ret_on, struct ktel_e
 
 /* ---- where io is not enabled ----------------------------------------------------- */
 
-/* A bound on the cgroups io_gaps visits, as the walk of names has. */
-#define MAX_GAP_CGROUPS 100000
+/* A bound on the cgroups io_gaps visits: it runs at a plugin's load, on the
+ * daemon's loop, for a log line that needs the first gap and a count
+ * ("+" past the bound), not every cgroup of a host with many. */
+#define MAX_GAP_CGROUPS 4096
 
 struct gaps {
 	char path[4096];

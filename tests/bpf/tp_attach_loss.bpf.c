@@ -13,13 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-/* Key 0: major, key 1: minor; written by the test after load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u32);
-} device SEC(".maps");
+#include "loop_device_map.h"
 
 /* Key 0: reads seen at block_rq_complete, key 1: at block_io_done. */
 struct {
@@ -31,16 +25,13 @@ struct {
 
 static __always_inline void count_if_ours(struct request *rq, __u32 slot)
 {
-	__u32 k0 = 0, k1 = 1;
-	__u32 *major = bpf_map_lookup_elem(&device, &k0),
-	      *minor = bpf_map_lookup_elem(&device, &k1);
 	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
 	__u64 *n;
 
-	if (!major || !minor || !disk)
+	if (!disk)
 		return;
-	if ((__u32)BPF_CORE_READ(disk, major) != *major ||
-	    (__u32)BPF_CORE_READ(disk, first_minor) != *minor ||
+	if (!is_device((__u32)BPF_CORE_READ(disk, major),
+		       (__u32)BPF_CORE_READ(disk, first_minor)) ||
 	    (BPF_CORE_READ(rq, cmd_flags) & 0xff) != 0 /* REQ_OP_READ */)
 		return;
 	n = bpf_map_lookup_elem(&counts, &slot);

@@ -27,6 +27,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
+#include "loop_device_map.h"
+
 /* The classic tracepoint's record of block_rq_complete on 6.x kernels that
  * carry ioprio (tracefs events/block/block_rq_complete/format); the test
  * checks the running kernel's format before it attaches classic_complete. */
@@ -40,14 +42,6 @@ struct block_rq_complete_record {
 	__u16 ioprio;
 	char rwbs[10];
 };
-
-/* Key 0: major, key 1: minor; written by the test after load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u32);
-} device SEC(".maps");
 
 enum slot {
 	S_BTF,            /* tp_btf, bpf_probe_read_kernel: reads of the device */
@@ -205,14 +199,6 @@ static __always_inline __u32 context_of(struct seq *s)
 	*(volatile __u64 *)&s->scratch = (__u64)(long)&here;
 	sp = *(volatile __u64 *)&s->scratch;
 	return sp >= base && sp < base + KTEL_LOSS_THREAD_SIZE ? 0 : 1;
-}
-
-static __always_inline int is_device(__u32 major, __u32 minor)
-{
-	__u32 k0 = 0, k1 = 1;
-	__u32 *ma = bpf_map_lookup_elem(&device, &k0), *mi = bpf_map_lookup_elem(&device, &k1);
-
-	return ma && mi && *ma == major && *mi == minor;
 }
 
 /* Whether rq is a read of the device, reading it with bpf_probe_read_kernel;
