@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The one block device a test's BPF object counts: its numbers in the map
  * device (key 0: major, key 1: minor), written by the test after load

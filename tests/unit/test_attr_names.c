@@ -421,6 +421,17 @@ static void test_io_gaps(void **state)
 	assert_int_equal(ktel_attr_io_gaps(mi, 0, &g, &err), 0);
 	assert_int_equal(g.n, 2);
 	assert_true(strcmp(g.first, "/a") == 0 || strcmp(g.first, "/b/y") == 0);
+	/* The walk runs on the daemon's loop: past its bound of cgroups it
+	 * stops and says there may be more. */
+	for (int i = 0; i < 4200; i++) {
+		snprintf(line, sizeof(line), "%s/c/%d", dir, i);
+		assert_int_equal(mkdir(line, 0755), 0);
+	}
+	assert_int_equal(ktel_attr_io_gaps(mi, 0, &g, &err), 0);
+	assert_true(g.truncated);
+	assert_true(g.n >= 1); /* c at least, a and b/y as the walk met them */
+	assert_int_equal(ktel_attr_io_gaps(mi, 2, &g, &err), 0);
+	assert_false(g.truncated);
 	put_cgroup(dir, "", "cpu memory\n");
 	assert_int_equal(ktel_attr_io_gaps(mi, 1, &g, &err), 0);
 	assert_int_equal(g.n, 1);
